@@ -1,0 +1,277 @@
+// dmci: the tree-walking client. It walks the expanded program (ndvm/_core/ast.hpp) directly:
+// every eval() call is a loop whose tail positions (if arms, bodies, closure calls, recur) replace
+// the node and the frame instead of recursing, so tail calls and loops run in constant native
+// stack. Frames live in the machine's arena; a loop that creates no closure reuses its frame.
+#pragma once
+#include "execute.hpp"
+
+namespace ndvm::dmci {
+
+struct Frame {
+  Frame* parent;
+  uint32_t n;
+  Value slots[1];
+};
+
+// A slot that a letrec has not assigned yet.
+inline Value unassigned() {
+  Value v = Value::unspec();
+  v.flags = 1;
+  return v;
+}
+
+template <class T>
+class Eval {
+ public:
+  Eval(Machine<T>& m, const Expanded& x) : m_(m), x_(x), prims_(m) {}
+
+  Value run() { return eval(x_.root_, nullptr); }
+
+ private:
+  Machine<T>& m_;
+  const Expanded& x_;
+  Prims<T> prims_;
+
+  Frame* new_frame(uint32_t n, Frame* parent) {
+    auto* f = static_cast<Frame*>(m_.alloc_bytes(sizeof(Frame) + sizeof(Value) * (n ? n - 1 : 0)));
+    f->parent = parent;
+    f->n = n;
+    return f;
+  }
+
+  [[noreturn]] static void fail(const Node* n, ErrorKind k, const std::string& msg) {
+    Error e(k, msg, n->pos(), n->form());
+    e.file_ = n->src->name_;
+    throw e;
+  }
+  // Gives a primitive's position-less error the position of the call.
+  static void locate(Error& e, const Node* n) {
+    if (e.pos_.line == 0) {
+      e.pos_ = n->pos();
+      e.form_ = n->form();
+      e.file_ = n->src->name_;
+    }
+  }
+
+  Value lookup(const Node* n, Frame* env) {
+    Frame* f = env;
+    for (uint32_t d = n->depth; d; --d) f = f->parent;
+    const Value& v = f->slots[n->slot];
+    if (v.tag == Tag::Unspec && v.flags)
+      fail(n, ErrorKind::Eval, "'" + n->form() + "' is used before its definition is evaluated");
+    return v;
+  }
+
+  // Non-tail evaluation of a subexpression; constants and variables skip the call.
+  Value sub(const Node* n, Frame* env) {
+    switch (n->kind) {
+      case NodeKind::Const: return n->constant;
+      case NodeKind::Local: return lookup(n, env);
+      case NodeKind::Free: return m_.free_vals_[n->slot];
+      default: return eval(n, env);
+    }
+  }
+
+  Value quote(const Node* n) { return quote_datum(n->src, n->datum); }
+  Value quote_datum(const Source* s, int32_t d) {
+    const Datum& x = s->at(d);
+    switch (x.kind) {
+      case DatumKind::Num: return Value::number(x.num);
+      case DatumKind::Bool: return Value::boolean(x.num != 0);
+      case DatumKind::Sym: return Value::symbol(uint64_t(x.sym));
+      case DatumKind::List: {
+        Value tail = Value::nil();
+        int cnt = x.count;
+        if (x.dotted) tail = quote_datum(s, s->kid(x, --cnt));
+        for (int i = cnt - 1; i >= 0; --i) tail = m_.cons(quote_datum(s, s->kid(x, i)), tail);
+        return tail;
+      }
+    }
+    return Value::nil();
+  }
+
+  // Both arms of a branch whose test differs across live lanes, each under its own lane mask,
+  // merged by a recorded select.
+  Value mixed(const Value& test, const Node* then_n, const Node* else_n, const Value* then_v,
+              const Value* else_v, Frame* env) {
+    int32_t saved = m_.live_;
+    int32_t mt = m_.branch_mask(test, true);
+    int32_t mf = m_.branch_mask(test, false);
+    m_.live_ = mt;
+    Value a = then_n ? eval(then_n, env) : *then_v;
+    m_.live_ = mf;
+    Value b = else_n ? eval(else_n, env) : (else_v ? *else_v : Value::unspec());
+    m_.live_ = saved;
+    return m_.select(mt, a, b);
+  }
+
+  Value eval(const Node* n, Frame* env) {
+    typename Machine<T>::DepthGuard guard(m_);
+    Frame* reusable = nullptr;     // a loop frame this invocation owns and may overwrite
+    const Node* running = nullptr; // the closure whose body this invocation is in (backtraces)
+    try {
+      for (;;) {
+        m_.tick();
+        switch (n->kind) {
+          case NodeKind::Const: return n->constant;
+          case NodeKind::Quote: return quote(n);
+          case NodeKind::Local: return lookup(n, env);
+          case NodeKind::Free: return m_.free_vals_[n->slot];
+          case NodeKind::PrimRef: return Value::prim(n->slot);
+          case NodeKind::Lambda: return Value::closure(m_.new_closure(n, env));
+          case NodeKind::If: {
+            Value t = sub(n->kids[0], env);
+            switch (m_.truth(t)) {
+              case Machine<T>::Truth::True: n = n->kids[1]; continue;
+              case Machine<T>::Truth::False:
+                if (n->kids.size() < 3) return Value::unspec();
+                n = n->kids[2];
+                continue;
+              case Machine<T>::Truth::Mixed:
+                return mixed(t, n->kids[1], n->kids.size() > 2 ? n->kids[2] : nullptr, nullptr,
+                             nullptr, env);
+            }
+            break;
+          }
+          case NodeKind::And:
+          case NodeKind::Or: {
+            Value a = sub(n->kids[0], env);
+            auto tr = m_.truth(a);
+            bool is_and = n->kind == NodeKind::And;
+            if (tr == Machine<T>::Truth::Mixed) {
+              if (is_and) return mixed(a, n->kids[1], nullptr, nullptr, &a, env);
+              return mixed(a, nullptr, n->kids[1], &a, nullptr, env);
+            }
+            if ((tr == Machine<T>::Truth::True) != is_and) return a;
+            n = n->kids[1];
+            continue;
+          }
+          case NodeKind::Begin: {
+            size_t k = n->kids.size();
+            for (size_t i = 0; i + 1 < k; ++i) sub(n->kids[i], env);
+            n = n->kids[k - 1];
+            continue;
+          }
+          case NodeKind::Let:
+          case NodeKind::Loop: {
+            uint32_t k = n->frame_size;
+            Frame* f = new_frame(k, env);
+            for (uint32_t i = 0; i < k; ++i) f->slots[i] = sub(n->kids[i], env);
+            if (n->kind == NodeKind::Loop) reusable = n->captures ? nullptr : f;
+            env = f;
+            n = n->kids[k];
+            continue;
+          }
+          case NodeKind::Letrec: {
+            Frame* f = new_frame(n->frame_size, env);
+            for (uint32_t i = 0; i < n->frame_size; ++i) f->slots[i] = unassigned();
+            size_t inits = n->slots.size();
+            for (size_t i = 0; i < inits; ++i) f->slots[n->slots[i]] = sub(n->kids[i], f);
+            env = f;
+            n = n->kids[inits];
+            continue;
+          }
+          case NodeKind::Recur: {
+            const Node* loop = n->loop;
+            Frame* lf = env;
+            for (uint32_t d = n->depth; d; --d) lf = lf->parent;
+            uint32_t k = loop->frame_size;
+            size_t base = m_.stack_.size();
+            for (uint32_t i = 0; i < k; ++i) {
+              Value v = sub(n->kids[i], env);
+              m_.stack_.push_back(v);
+            }
+            if (lf != reusable) {
+              lf = new_frame(k, lf->parent);
+              reusable = loop->captures ? nullptr : lf;
+            }
+            for (uint32_t i = 0; i < k; ++i) lf->slots[i] = m_.stack_[base + i];
+            m_.stack_.resize(base);
+            env = lf;
+            n = loop->kids[k];
+            continue;
+          }
+          case NodeKind::PrimCall: {
+            size_t base = m_.stack_.size();
+            for (const Node* a : n->kids) {
+              Value v = sub(a, env);
+              m_.stack_.push_back(v);
+            }
+            Value r;
+            try {
+              r = prims_.call(int(n->slot), m_.stack_.data() + base, int(n->kids.size()));
+            } catch (Error& e) {
+              locate(e, n);
+              throw;
+            }
+            m_.stack_.resize(base);
+            return r;
+          }
+          case NodeKind::Call: {
+            Value f = sub(n->kids[0], env);
+            size_t base = m_.stack_.size();
+            size_t argc = n->kids.size() - 1;
+            for (size_t i = 1; i <= argc; ++i) {
+              Value v = sub(n->kids[i], env);
+              m_.stack_.push_back(v);
+            }
+            if (f.tag == Tag::Prim) {
+              Value r;
+              try {
+                check_arity(int(f.cols), int(argc));
+                r = prims_.call(int(f.cols), m_.stack_.data() + base, int(argc));
+              } catch (Error& e) {
+                locate(e, n);
+                throw;
+              }
+              m_.stack_.resize(base);
+              return r;
+            }
+            if (f.tag != Tag::Closure)
+              fail(n, ErrorKind::Eval, std::string("not a procedure: the operator '") +
+                                           n->kids[0]->form() + "' is " + tag_name(f.tag));
+            auto* c = static_cast<const Closure*>(f.ptr);
+            const Node* lam = static_cast<const Node*>(c->code);
+            if (argc < lam->nparams || (!lam->rest && argc != lam->nparams))
+              fail(n, ErrorKind::Eval,
+                   lam->name + ": expects " + (lam->rest ? "at least " : "") +
+                       arity_text(int(lam->nparams)) + ", got " + std::to_string(argc));
+            Frame* fr = new_frame(lam->frame_size, static_cast<Frame*>(c->env));
+            for (uint32_t i = 0; i < lam->nparams; ++i) fr->slots[i] = m_.stack_[base + i];
+            if (lam->rest) {
+              Value rest = Value::nil();
+              for (size_t i = argc; i > lam->nparams; --i) rest = m_.cons(m_.stack_[base + i - 1], rest);
+              fr->slots[lam->nparams] = rest;
+            }
+            m_.stack_.resize(base);
+            env = fr;
+            running = n;
+            reusable = nullptr;
+            n = lam->kids[0];
+            continue;
+          }
+        }
+        NDVM_ASSERT(false);
+      }
+    } catch (Error& e) {
+      if (running && e.backtrace_.size() < 8) {
+        const Node* callee = running->kids[0];
+        SrcPos p = running->pos();
+        e.backtrace_.push_back("in " + (callee->kind == NodeKind::Lambda ? std::string("lambda")
+                                                                          : callee->form()) +
+                               ", called at " + running->src->name_ + ":" +
+                               std::to_string(p.line) + ":" + std::to_string(p.col));
+      }
+      throw;
+    }
+  }
+};
+
+// The client's entry point: one whole evaluation of x over the request's lanes.
+template <class T>
+void run(Machine<T>& m, const Expanded& x, const RunRequest& rq) {
+  Eval<T> ev(m, x);
+  execute(m, x, rq, [&]() { return ev.run(); });
+}
+
+}  // namespace ndvm::dmci

@@ -1,0 +1,18 @@
+"""ndvm: a native differentiable virtual machine for program-and-parameter co-search.
+
+    prog = ndvm.parse("(* a (exp (- 0 (* b t))))")
+    res = ndvm.Evaluator().evaluate(prog, params={"a": 1.0, "b": 0.3}, data={"t": t}, grad=True)
+"""
+from ndvm import clients
+from ndvm._core import Program, parse, read
+from ndvm.errors import (
+    EvalError, FormError, InternalError, LimitError, ReadError, SchemeError, UnboundError,
+)
+from ndvm.evaluator import Evaluator, Result
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "Evaluator", "EvalError", "FormError", "InternalError", "LimitError", "Program", "ReadError",
+    "Result", "SchemeError", "UnboundError", "clients", "parse", "read",
+]

@@ -1,0 +1,5 @@
+import sys
+
+from ndvm.cli import main
+
+sys.exit(main())

@@ -1,0 +1,258 @@
+# distutils: language = c++
+"""Thin Python bindings of the C++ core: parse programs, own machines, call a client's entry point.
+
+Nothing here walks programs or touches lanes; it validates nothing the Python API has not already
+validated, converts arguments, releases the GIL around the native call and raises ndvm errors.
+"""
+from cython.operator cimport dereference as deref
+from libc.stdint cimport int64_t, uint32_t, uintptr_t
+from libcpp cimport bool
+from libcpp.memory cimport shared_ptr
+from libcpp.string cimport string
+from libcpp.vector cimport vector
+
+from ndvm._core.core cimport (
+    Binding, BindKind, ClientEntry, Datum, DatumKind, ErrorInfo, Expanded, Machine as CMachine,
+    RunRequest, SourceData, call_entry, expand_guarded, read_guarded,
+)
+
+import threading
+
+import numpy as np
+
+cdef enum:
+    F64 = 0
+    F32 = 1
+
+
+cdef object _raise(ErrorInfo& e):
+    from ndvm import errors
+    cls = errors.error_class(e.kind)
+    raise cls(
+        e.message.decode("utf-8", "replace"),
+        line=e.line or None,
+        col=e.col or None,
+        form=e.form.decode("utf-8", "replace") or None,
+        file=e.file.decode("utf-8", "replace") or None,
+        backtrace=e.backtrace.decode("utf-8", "replace") or None,
+    )
+
+
+cdef class Program:
+    """A parsed, checked and name-resolved program; immutable, thread-safe and picklable."""
+
+    cdef shared_ptr[const Expanded] _x
+    cdef readonly str source
+    cdef readonly str name
+    cdef readonly tuple free_names
+    cdef readonly dict free_positions
+    cdef readonly dict _compiled
+    cdef object _lock
+
+    def __reduce__(self):
+        return (parse, (self.source, self.name))
+
+    def __repr__(self):
+        return f"ndvm.Program({self.name!r}, free_names={self.free_names!r})"
+
+    @property
+    def _address(self):
+        return <uintptr_t>self._x.get()
+
+    def compiled(self, client):
+        """The client's compiled form of this program, compiled once and cached."""
+        key = client.name
+        c = self._compiled.get(key)
+        if c is None:
+            with self._lock:
+                c = self._compiled.get(key)
+                if c is None:
+                    c = client.compile(self)
+                    self._compiled[key] = c
+        return c
+
+
+def parse(str text, str name="<program>"):
+    """Read, check and expand program text. Raises ReadError or FormError."""
+    cdef string t = text.encode("utf-8")
+    cdef string n = name.encode("utf-8")
+    cdef shared_ptr[const Expanded] x
+    cdef ErrorInfo err
+    cdef bool ok
+    with nogil:
+        ok = expand_guarded(t, n, &x, &err)
+    if not ok:
+        _raise(err)
+    cdef Program p = Program.__new__(Program)
+    p._x = x
+    p.source = text
+    p.name = name
+    names = []
+    positions = {}
+    for f in deref(x).free_:
+        s = f.name.decode("utf-8")
+        names.append(s)
+        positions[s] = (f.pos.line, f.pos.col)
+    p.free_names = tuple(names)
+    p.free_positions = positions
+    p._compiled = {}
+    p._lock = threading.Lock()
+    return p
+
+
+class Symbol(str):
+    """A symbol in read data (a ``str`` subclass, so it compares equal to its name)."""
+
+    __slots__ = ()
+
+    def __repr__(self):
+        return f"Symbol({str.__repr__(self)})"
+
+
+class Dotted(list):
+    """A dotted list ``(a b . tail)`` in read data: the items, plus ``.tail``."""
+
+    def __init__(self, items, tail):
+        super().__init__(items)
+        self.tail = tail
+
+
+cdef object _datum(SourceData* s, int i, list symbols):
+    cdef const Datum* d = &s.data_[i]
+    cdef int k
+    if d.kind == DatumKind.Num:
+        return int(d.num) if d.is_int and abs(d.num) < 2.0 ** 53 else d.num
+    if d.kind == DatumKind.Bool:
+        return d.num != 0
+    if d.kind == DatumKind.Sym:
+        return symbols[d.sym]
+    items = [_datum(s, s.kids_[d.first + k], symbols) for k in range(d.count)]
+    if d.dotted:
+        return Dotted(items[:-1], items[-1])
+    return items
+
+
+def read(str text, str name="<program>"):
+    """Read program text into plain Python data (lists, floats, ints, bools, Symbols).
+
+    ``[a b]`` reads as ``['vec', a, b]`` and ``'x`` as ``['quote', x]``. Raises ReadError.
+    """
+    cdef string t = text.encode("utf-8")
+    cdef string n = name.encode("utf-8")
+    cdef shared_ptr[SourceData] src
+    cdef ErrorInfo err
+    if not read_guarded(t, n, &src, &err):
+        _raise(err)
+    symbols = [Symbol(x.decode("utf-8")) for x in src.get().symbols_]
+    return [_datum(src.get(), i, symbols) for i in src.get().top_]
+
+
+cdef class Machine:
+    """The native state one evaluation runs on (lanes, arenas, tape, limits); reused across calls.
+
+    Not thread-safe: use one Machine per thread (ndvm.Evaluator does this for you).
+    """
+
+    cdef void* _ptr
+    cdef readonly int dtype_code
+    cdef readonly str dtype
+
+    def __cinit__(self, str dtype="float64", bint compat_reference=False,
+                  int64_t max_steps=10000000, int64_t max_depth=10000,
+                  int64_t max_memory=2 << 30):
+        if dtype == "float64":
+            self._ptr = new CMachine[double]()
+            self.dtype_code = F64
+        elif dtype == "float32":
+            self._ptr = new CMachine[float]()
+            self.dtype_code = F32
+        else:
+            raise ValueError(f"dtype must be 'float64' or 'float32', got {dtype!r}")
+        self.dtype = dtype
+        self.set_limits(max_steps, max_depth, max_memory)
+        if self.dtype_code == F64:
+            (<CMachine[double]*>self._ptr).compat_ref_ = compat_reference
+        else:
+            (<CMachine[float]*>self._ptr).compat_ref_ = compat_reference
+
+    def __dealloc__(self):
+        cdef CMachine[double]* m64
+        cdef CMachine[float]* m32
+        if self._ptr != NULL:
+            if self.dtype_code == F64:
+                m64 = <CMachine[double]*>self._ptr
+                del m64
+            else:
+                m32 = <CMachine[float]*>self._ptr
+                del m32
+
+    def set_limits(self, int64_t max_steps, int64_t max_depth, int64_t max_memory):
+        """Set the step, recursion-depth and memory (bytes) limits."""
+        if max_steps <= 0 or max_depth <= 0 or max_memory <= 0:
+            raise ValueError("limits must be positive")
+        if self.dtype_code == F64:
+            (<CMachine[double]*>self._ptr).limits_.max_steps = max_steps
+            (<CMachine[double]*>self._ptr).limits_.max_depth = max_depth
+            (<CMachine[double]*>self._ptr).limits_.max_memory = max_memory
+        else:
+            (<CMachine[float]*>self._ptr).limits_.max_steps = max_steps
+            (<CMachine[float]*>self._ptr).limits_.max_depth = max_depth
+            (<CMachine[float]*>self._ptr).limits_.max_memory = max_memory
+
+    @property
+    def bytes_in_use(self):
+        """Bytes held by the machine's buffers (kept between calls)."""
+        if self.dtype_code == F64:
+            return (<CMachine[double]*>self._ptr).bytes_in_use()
+        return (<CMachine[float]*>self._ptr).bytes_in_use()
+
+    def run(self, Program prog, uintptr_t entry, uintptr_t compiled, list bindings,
+            uint32_t S, uint32_t N, bint grad):
+        """Run a client's entry point. bindings: per free name (kind, float64 array, rows, cols).
+
+        Returns (values [S*N], {free-name index: jacobian [S*N]} for parameters when grad).
+        """
+        cdef size_t nb = len(bindings)
+        cdef vector[Binding] bs
+        cdef vector[double*] jp
+        cdef RunRequest rq
+        cdef ErrorInfo err
+        cdef const double[::1] mv
+        cdef double[::1] out_mv
+        cdef double[::1] jv
+        cdef size_t L = <size_t>S * N
+        cdef size_t i
+        cdef bool ok
+        bs.resize(nb)
+        jp.resize(nb)
+        keep = []
+        jac = {}
+        value = np.empty(L, dtype=np.float64)
+        out_mv = value
+        for i in range(nb):
+            kind, arr, rows, cols = bindings[i]
+            mv = arr
+            keep.append(arr)
+            bs[i].kind = <BindKind>(<int>kind)
+            bs[i].values = &mv[0]
+            bs[i].rows = rows
+            bs[i].cols = cols
+            jp[i] = NULL
+            if grad and kind == 0:
+                j = np.empty(L, dtype=np.float64)
+                jac[i] = j
+                jv = j
+                jp[i] = &jv[0]
+        rq.bindings = bs.data()
+        rq.nbind = nb
+        rq.S = S
+        rq.N = N
+        rq.grad = grad
+        rq.value_out = &out_mv[0]
+        rq.jac_out = jp.data()
+        with nogil:
+            ok = call_entry(<ClientEntry>entry, self._ptr, self.dtype_code,
+                            <const void*>prog._x.get(), <const void*>compiled, &rq, &err)
+        if not ok:
+            _raise(err)
+        return value, jac

@@ -1,0 +1,84 @@
+// The expanded program: the reader's datums after syntax checking, desugaring (cond, case, when,
+// unless, let*, named let, internal defines, and/or) and name resolution (lexical slots, primitive
+// ids, free names). Both clients start from this tree: dmci walks it, bytecode compiles it. It is
+// built once per program, immutable afterwards, and shared read-only across threads.
+#pragma once
+#include <deque>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "reader.hpp"
+#include "value.hpp"
+
+namespace ndvm {
+
+enum class NodeKind : uint8_t {
+  Const,     // constant: a number, boolean, '() or a quoted symbol
+  Quote,     // a quoted list, built at run time from `datum`
+  Local,     // variable at (depth, slot): `depth` frames up, slot `slot`
+  Free,      // free name `slot` (bound by the caller: parameter, data or constant)
+  PrimRef,   // a primitive used as a value; `slot` is its id
+  If,        // kids: test, then, else (else may be absent)
+  Lambda,    // kids: body; nparams required + rest; frame_size slots
+  Call,      // kids: operator, arguments...
+  PrimCall,  // kids: arguments; `slot` is the primitive id
+  Let,       // kids: inits (evaluated outside), body; new frame of frame_size
+  Letrec,    // kids: inits (evaluated inside, in order, into `slots`), body
+  Begin,     // kids: expressions; value of the last
+  And,       // kids: a, b  (value of a if a is false, else b)
+  Or,        // kids: a, b  (value of a if a is true, else b)
+  Loop,      // kids: inits (evaluated outside), body; recur re-enters the body
+  Recur,     // kids: new values of the loop variables; `depth` frames up to the loop frame
+};
+
+struct Node {
+  NodeKind kind = NodeKind::Const;
+  bool rest = false;        // Lambda: takes a rest argument
+  bool captures = false;    // Loop: a lambda inside the body may capture the loop frame
+  uint32_t depth = 0;       // Local, Recur
+  uint32_t slot = 0;        // Local slot, Free index, PrimRef/PrimCall id
+  uint32_t nparams = 0;     // Lambda: required parameters
+  uint32_t frame_size = 0;  // Lambda, Let, Letrec, Loop
+  Value constant;           // Const
+  int32_t datum = -1;       // the datum this node came from (positions, error text, Quote)
+  const Source* src = nullptr;
+  const Node* loop = nullptr;  // Recur: its loop
+  std::vector<const Node*> kids;
+  std::vector<uint32_t> slots;  // Letrec: slot assigned by each init
+  std::string name;             // Lambda: its name for messages ("lambda" when anonymous)
+  SrcPos pos() const { return src->at(datum).pos; }
+  std::string form() const { return src->show(datum); }
+};
+
+struct FreeName {
+  std::string name;
+  SrcPos pos;  // first occurrence
+};
+
+class Expanded {
+ public:
+  std::shared_ptr<Source> src_;
+  std::shared_ptr<Source> prelude_;
+  const Node* root_ = nullptr;   // a Letrec holding the top-level defines, whose body is the program
+  std::vector<FreeName> free_;   // in first-occurrence order
+  const Node* result_ = nullptr; // the last top-level expression (for result errors)
+  std::deque<Node> nodes_;
+  Node* make(NodeKind k, const Source* s, int32_t datum) {
+    nodes_.emplace_back();
+    Node* n = &nodes_.back();
+    n->kind = k;
+    n->src = s;
+    n->datum = datum;
+    return n;
+  }
+};
+
+// Reads and expands a program. Throws Error (ReadError, FormError, EvalError for a primitive called
+// with the wrong number of arguments) with file:line:col.
+std::shared_ptr<const Expanded> expand_program(const std::string& text, const std::string& name);
+
+// The Scheme prelude both clients load (map, filter, fold-left, ...).
+const char* prelude_text();
+
+}  // namespace ndvm

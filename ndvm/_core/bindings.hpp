@@ -1,0 +1,23 @@
+// Small non-throwing wrappers the Cython layer calls (errors come back in ErrorInfo).
+#pragma once
+#include "ast.hpp"
+#include "client_api.hpp"
+
+namespace ndvm {
+
+inline bool expand_guarded(const std::string& text, const std::string& name,
+                           std::shared_ptr<const Expanded>* out, ErrorInfo* err) {
+  return guarded(*err, [&] { *out = expand_program(text, name); });
+}
+
+inline bool read_guarded(const std::string& text, const std::string& name,
+                         std::shared_ptr<Source>* out, ErrorInfo* err) {
+  return guarded(*err, [&] { *out = read_source(text, name); });
+}
+
+inline bool call_entry(ClientEntry entry, void* machine, int dtype, const void* expanded,
+                       const void* compiled, const RunRequest* rq, ErrorInfo* err) {
+  return entry(machine, dtype, expanded, compiled, rq, err);
+}
+
+}  // namespace ndvm

@@ -1,0 +1,109 @@
+# Declarations of the C++ core for Cython (no code). Clients cimport what they need from here.
+from libc.stdint cimport int64_t, uint32_t, uintptr_t
+from libcpp cimport bool
+from libcpp.memory cimport shared_ptr
+from libcpp.string cimport string
+from libcpp.vector cimport vector
+
+
+cdef extern from "error.hpp" namespace "ndvm":
+    cdef struct SrcPos:
+        int line
+        int col
+
+    cdef cppclass ErrorInfo:
+        int kind
+        int line
+        int col
+        string message
+        string form
+        string file
+        string backtrace
+
+
+cdef extern from "ast.hpp" namespace "ndvm":
+    cdef cppclass FreeName:
+        string name
+        SrcPos pos
+
+    cdef cppclass Source:
+        string name_
+        string text_
+
+    cdef cppclass Expanded:
+        vector[FreeName] free_
+
+
+cdef extern from "machine.hpp" namespace "ndvm":
+    cdef enum class BindKind(int):
+        Param
+        Data
+        Const
+
+    cdef struct Binding:
+        BindKind kind
+        const double* values
+        int64_t rows
+        int64_t cols
+
+    cdef cppclass Limits:
+        int64_t max_steps
+        int64_t max_depth
+        int64_t max_memory
+
+    cdef cppclass Machine[T]:
+        Machine()
+        Limits limits_
+        bool compat_ref_
+        size_t bytes_in_use()
+
+
+cdef extern from "execute.hpp" namespace "ndvm":
+    cdef cppclass RunRequest:
+        const Binding* bindings
+        size_t nbind
+        uint32_t S
+        uint32_t N
+        bool grad
+        double* value_out
+        double** jac_out
+
+
+cdef extern from "client_api.hpp" namespace "ndvm":
+    ctypedef bool (*ClientEntry)(void* machine, int dtype, const void* expanded,
+                                 const void* compiled, const RunRequest* rq,
+                                 ErrorInfo* err) noexcept nogil
+
+
+cdef extern from "reader.hpp" namespace "ndvm":
+    cdef enum class DatumKind(unsigned char):
+        Num
+        Bool
+        Sym
+        List
+
+    cdef cppclass Datum:
+        DatumKind kind
+        bool is_int
+        bool dotted
+        int sym
+        double num
+        int first
+        int count
+        SrcPos pos
+
+    cdef cppclass SourceData "ndvm::Source":
+        string name_
+        vector[Datum] data_
+        vector[int] kids_
+        vector[int] top_
+        vector[string] symbols_
+
+
+cdef extern from "bindings.hpp" namespace "ndvm":
+    bool expand_guarded(const string& text, const string& name,
+                        shared_ptr[const Expanded]* out, ErrorInfo* err) nogil
+    bool read_guarded(const string& text, const string& name,
+                      shared_ptr[SourceData]* out, ErrorInfo* err) nogil
+    bool call_entry(ClientEntry entry, void* machine, int dtype, const void* expanded,
+                    const void* compiled, const RunRequest* rq, ErrorInfo* err) nogil

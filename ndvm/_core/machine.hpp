@@ -1,0 +1,342 @@
+// Machine<T>: the state one evaluation runs on — L lanes, the payload buffers (structure-of-arrays,
+// payload p's lanes contiguous at lanes_[p*L]), lane masks, the pair and element heaps, a bump arena
+// for client frames and closures, the tape, and the limits. Every buffer is kept across calls and
+// only reset, so a warm evaluation of the same program allocates nothing.
+#pragma once
+#include <pthread.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "error.hpp"
+#include "reader.hpp"
+#include "tape.hpp"
+#include "value.hpp"
+
+namespace ndvm {
+
+// Thrown when a mixed branch returns structurally different values on its two sides; the driver
+// catches it, rolls the machine back and re-runs the program once per side (see execute.hpp).
+struct Divergence {
+  std::vector<uint8_t> part;  // lanes that took the `then` side
+};
+
+// A bump allocator of stable chunks; reset() keeps the chunks for the next run.
+class Arena {
+ public:
+  struct Mark {
+    size_t chunk, pos;
+  };
+  void* alloc(size_t n) {
+    n = (n + 15) & ~size_t(15);
+    while (cur_ < chunks_.size()) {
+      if (pos_ + n <= sizes_[cur_]) {
+        void* p = chunks_[cur_].get() + pos_;
+        pos_ += n;
+        return p;
+      }
+      ++cur_;
+      pos_ = 0;
+    }
+    size_t sz = std::max<size_t>(size_t(1) << 16, n);
+    chunks_.emplace_back(new char[sz]);
+    sizes_.push_back(sz);
+    bytes_ += sz;
+    cur_ = chunks_.size() - 1;
+    pos_ = n;
+    return chunks_.back().get();
+  }
+  void reset() { cur_ = pos_ = 0; }
+  Mark mark() const { return {cur_, pos_}; }
+  void restore(Mark m) {
+    cur_ = m.chunk;
+    pos_ = m.pos;
+  }
+  size_t bytes() const { return bytes_; }
+
+ private:
+  std::vector<std::unique_ptr<char[]>> chunks_;
+  std::vector<size_t> sizes_;
+  size_t cur_ = 0, pos_ = 0, bytes_ = 0;
+};
+
+struct PairCell {
+  Value car, cdr;
+};
+
+// How the caller binds one free name.
+enum class BindKind : int { Param = 0, Data = 1, Const = 2 };
+
+struct Binding {
+  BindKind kind;
+  const double* values;  // contiguous float64
+  int64_t rows;          // Param: S (0 = scalar); Data: N (0 = scalar); Const: 0 scalar, n, or rows
+  int64_t cols;          // Const 2-D: columns, else 0
+};
+
+struct Limits {
+  int64_t max_steps = 10000000;
+  int64_t max_depth = 10000;
+  int64_t max_memory = int64_t(2) << 30;  // bytes
+};
+
+template <class T>
+class Machine {
+ public:
+  using Real = T;
+  Limits limits_;
+  bool compat_ref_ = false;  // the reference runtime's clamped sqrt/log
+
+  // ---- per-run state -------------------------------------------------------------------------
+  uint32_t L_ = 1, S_ = 1, N_ = 1;
+  bool recording_ = false;
+  int32_t live_ = -1;  // current lane mask, -1 = all lanes
+  int64_t steps_ = 0, depth_ = 0;
+  const Source* src_ = nullptr;  // symbols of the program being run
+
+  std::vector<T> lanes_;
+  uint32_t npay_ = 0;
+  std::vector<uint8_t> masks_;
+  uint32_t nmask_ = 0;
+  std::vector<PairCell> pairs_;
+  std::vector<Value> elems_;
+  Arena arena_;
+  std::vector<TapeNode> nodes_;
+  std::vector<Operand> operands_;
+  std::vector<T> consts_;
+  std::vector<T> adj_;
+  std::vector<T> scratch_;
+  std::vector<Value> stack_;        // clients' value stack (arguments)
+  std::vector<Value> free_vals_;    // one per free name, in the program's order
+  std::vector<int64_t> param_pay_;  // per free name: its payload id if it is an active param
+  std::vector<std::string> trace_;  // Scheme backtrace gathered while an error unwinds
+
+  struct Mark {
+    uint32_t npay, nmask;
+    size_t pairs, elems, nodes, operands, consts, stack;
+    Arena::Mark arena;
+  };
+
+  // ---- lifecycle -----------------------------------------------------------------------------
+  void reset(uint32_t S, uint32_t N, bool recording, const Source* src) {
+    S_ = S ? S : 1;
+    N_ = N ? N : 1;
+    L_ = S_ * N_;
+    recording_ = recording;
+    live_ = -1;
+    steps_ = depth_ = 0;
+    src_ = src;
+    npay_ = nmask_ = 0;
+    pairs_.clear();
+    elems_.clear();
+    arena_.reset();
+    nodes_.clear();
+    operands_.clear();
+    consts_.clear();
+    stack_.clear();
+    free_vals_.clear();
+    param_pay_.clear();
+    trace_.clear();
+    init_stack_guard();
+  }
+
+  Mark mark() const {
+    return {npay_, nmask_, pairs_.size(), elems_.size(), nodes_.size(), operands_.size(),
+            consts_.size(), stack_.size(), arena_.mark()};
+  }
+  void restore(const Mark& m) {
+    npay_ = m.npay;
+    nmask_ = m.nmask;
+    pairs_.resize(m.pairs);
+    elems_.resize(m.elems);
+    nodes_.resize(m.nodes);
+    operands_.resize(m.operands);
+    consts_.resize(m.consts);
+    stack_.resize(m.stack);
+    arena_.restore(m.arena);
+  }
+
+  // ---- limits --------------------------------------------------------------------------------
+  void tick() {
+    if (++steps_ > limits_.max_steps)
+      throw Error(ErrorKind::Limit, "step limit exceeded: more than " +
+                                        std::to_string(limits_.max_steps) +
+                                        " evaluation steps (raise it with Evaluator(max_steps=...))");
+  }
+  // Called on every non-tail (native-stack-consuming) nested evaluation.
+  void enter() {
+    ++depth_;
+    if (depth_ > limits_.max_depth)
+      throw Error(ErrorKind::Limit, "recursion depth limit exceeded: more than " +
+                                        std::to_string(limits_.max_depth) +
+                                        " nested calls (raise it with Evaluator(max_depth=...))");
+    char here;
+    if (&here < stack_limit_)
+      throw Error(ErrorKind::Limit,
+                  "recursion too deep for the native stack at depth " + std::to_string(depth_) +
+                      " (run in a thread with a larger stack, or recurse less deeply)");
+  }
+  void leave() { --depth_; }
+  struct DepthGuard {
+    Machine& m;
+    explicit DepthGuard(Machine& mm) : m(mm) { m.enter(); }
+    ~DepthGuard() { m.leave(); }
+  };
+
+  size_t bytes_in_use() const {
+    return lanes_.capacity() * sizeof(T) + adj_.capacity() * sizeof(T) + masks_.capacity() +
+           pairs_.capacity() * sizeof(PairCell) + elems_.capacity() * sizeof(Value) +
+           arena_.bytes() + nodes_.capacity() * sizeof(TapeNode) +
+           operands_.capacity() * sizeof(Operand) + consts_.capacity() * sizeof(T);
+  }
+  void check_memory(size_t extra) const {
+    if (bytes_in_use() + extra > size_t(limits_.max_memory))
+      throw Error(ErrorKind::Limit,
+                  "memory limit exceeded: the evaluation needs more than " +
+                      std::to_string(limits_.max_memory >> 20) +
+                      " MiB of lane and tape memory (raise it with Evaluator(max_memory=...))");
+  }
+  template <class V>
+  void grow(V& v, size_t need) {
+    if (need > v.capacity()) {
+      size_t cap = std::max(need, v.capacity() * 2);
+      check_memory((cap - v.capacity()) * sizeof(typename V::value_type));
+      v.reserve(cap);
+    }
+  }
+
+  // ---- payloads ------------------------------------------------------------------------------
+  uint32_t alloc_payloads(uint32_t k) {
+    size_t need = size_t(npay_ + k) * L_;
+    if (need > lanes_.size()) {
+      grow(lanes_, need);
+      lanes_.resize(lanes_.capacity());
+    }
+    uint32_t id = npay_;
+    npay_ += k;
+    return id;
+  }
+  T* pay(uint64_t id) { return lanes_.data() + size_t(id) * L_; }
+  const T* pay(uint64_t id) const { return lanes_.data() + size_t(id) * L_; }
+
+  // Pointer and stride (0 for a uniform value) to read a Num's lanes.
+  const T* lanes_of(const Value& v, T& tmp, size_t& stride) const {
+    if (v.varying()) {
+      stride = 1;
+      return pay(v.id);
+    }
+    tmp = T(v.num);
+    stride = 0;
+    return &tmp;
+  }
+  T lane(const Value& v, uint32_t l) const { return v.varying() ? pay(v.id)[l] : T(v.num); }
+
+  // ---- masks ---------------------------------------------------------------------------------
+  int32_t new_mask() {
+    size_t need = size_t(nmask_ + 1) * L_;
+    if (need > masks_.size()) {
+      grow(masks_, need);
+      masks_.resize(masks_.capacity());
+    }
+    return int32_t(nmask_++);
+  }
+  uint8_t* mask_ptr(int32_t id) { return masks_.data() + size_t(id) * L_; }
+  const uint8_t* mask_ptr(int32_t id) const { return masks_.data() + size_t(id) * L_; }
+  bool is_live(uint32_t l) const { return live_ < 0 || mask_ptr(live_)[l]; }
+
+  enum class Truth { True, False, Mixed };
+  // Whether a test value is true on all, none or some of the live lanes.
+  Truth truth(const Value& v) const {
+    if (v.tag != Tag::Bool) return Truth::True;  // only #f is false
+    if (!v.varying()) return v.num != 0.0 ? Truth::True : Truth::False;
+    const uint8_t* t = mask_ptr(int32_t(v.id));
+    const uint8_t* m = live_ < 0 ? nullptr : mask_ptr(live_);
+    bool any_t = false, any_f = false;
+    for (uint32_t l = 0; l < L_; ++l) {
+      if (m && !m[l]) continue;
+      if (t[l]) any_t = true; else any_f = true;
+      if (any_t && any_f) return Truth::Mixed;
+    }
+    return any_f ? Truth::False : Truth::True;  // no live lane at all cannot happen
+  }
+  // live & test (side = true) or live & !test (side = false), for a varying boolean test.
+  int32_t branch_mask(const Value& test, bool side) {
+    int32_t id = new_mask();
+    uint8_t* out = mask_ptr(id);
+    const uint8_t* t = mask_ptr(int32_t(test.id));
+    const uint8_t* m = live_ < 0 ? nullptr : mask_ptr(live_);
+    for (uint32_t l = 0; l < L_; ++l) {
+      uint8_t b = side ? t[l] : uint8_t(!t[l]);
+      out[l] = m ? uint8_t(b & m[l]) : b;
+    }
+    return id;
+  }
+
+  // ---- heaps ---------------------------------------------------------------------------------
+  Value cons(Value a, Value d) {
+    grow(pairs_, pairs_.size() + 1);
+    pairs_.push_back({a, d});
+    return Value::pair(pairs_.size() - 1);
+  }
+  PairCell& cell(const Value& p) { return pairs_[p.id]; }
+  // Reserves n element slots and returns the index of the first.
+  uint64_t alloc_elems(size_t n) {
+    grow(elems_, elems_.size() + n);
+    uint64_t start = elems_.size();
+    elems_.resize(start + n);
+    return start;
+  }
+  void* alloc_bytes(size_t n) {
+    void* p = arena_.alloc(n);
+    if (arena_.bytes() > size_t(limits_.max_memory)) check_memory(0);
+    return p;
+  }
+  Closure* new_closure(const void* code, void* env) {
+    auto* c = static_cast<Closure*>(alloc_bytes(sizeof(Closure)));
+    c->code = code;
+    c->env = env;
+    return c;
+  }
+
+  // ---- numeric operations (numeric.hpp) ------------------------------------------------------
+  Value unary(Op op, const Value& a);
+  Value binary(Op op, const Value& a, const Value& b);
+  Value compare(int cmp, const Value& a, const Value& b);  // cmp: 0 =, 1 <, 2 >, 3 <=, 4 >=
+  Value select(int32_t mask, const Value& a, const Value& b);
+  Value minmax(bool is_max, const Value* xs, int n);
+  Value dot(const Value* a, const Value* b, uint32_t n);
+  Value bool_and(const Value& a, const Value& b);
+  Value bool_not(const Value& a);
+  void linalg(Op op, const Value* a, uint32_t n, const Value* b, uint32_t k, Value* out);
+  void reverse(const Value& out, const T* seed);
+
+ private:
+  char* stack_limit_ = nullptr;
+  void init_stack_guard() {
+    // The native stack of the calling thread, with a safety margin: deep non-tail recursion
+    // raises LimitError instead of overflowing. Looked up once per thread.
+    static thread_local char* limit = nullptr;
+    if (!limit) {
+      pthread_attr_t attr;
+      void* addr = nullptr;
+      size_t size = 0;
+      if (pthread_getattr_np(pthread_self(), &attr) == 0) {
+        pthread_attr_getstack(&attr, &addr, &size);
+        pthread_attr_destroy(&attr);
+      }
+      char here;
+      if (addr && size > (size_t(1) << 20)) {
+        limit = static_cast<char*>(addr) + std::min<size_t>(size / 4, size_t(512) << 10);
+      } else {
+        limit = &here - (size_t(256) << 10);  // unknown stack: assume at least 512 KiB left
+      }
+    }
+    stack_limit_ = limit;
+  }
+};
+
+}  // namespace ndvm

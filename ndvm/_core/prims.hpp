@@ -1,0 +1,585 @@
+// The primitive table: every built-in procedure with its name, arity and implementation. Clients
+// resolve names to ids once, when a program is analysed; at run time a primitive is a switch on its
+// id, never a string comparison. Primitives throw Error without a position; the calling client adds
+// the call's line:column.
+#pragma once
+#include <cmath>
+#include <string>
+
+#include "numeric.hpp"
+
+namespace ndvm {
+
+#define NDVM_PRIMS(X)                                                                         \
+  X(ADD, "+", 0, -1) X(SUB, "-", 1, -1) X(MUL, "*", 0, -1) X(DIV, "/", 1, -1)                \
+  X(EQ, "=", 1, -1) X(LT, "<", 1, -1) X(GT, ">", 1, -1) X(LE, "<=", 1, -1) X(GE, ">=", 1, -1) \
+  X(MIN, "min", 1, -1) X(MAX, "max", 1, -1) X(ABS, "abs", 1, 1) X(SQRT, "sqrt", 1, 1)        \
+  X(EXP, "exp", 1, 1) X(LOG, "log", 1, 1) X(SIN, "sin", 1, 1) X(COS, "cos", 1, 1)            \
+  X(TAN, "tan", 1, 1) X(TANH, "tanh", 1, 1) X(ATAN, "atan", 1, 2) X(POW, "pow", 2, 2)        \
+  X(EXPT, "expt", 2, 2) X(SQUARE, "square", 1, 1) X(FLOOR, "floor", 1, 1)                    \
+  X(CEILING, "ceiling", 1, 1) X(ROUND, "round", 1, 1) X(TRUNCATE, "truncate", 1, 1)          \
+  X(MODULO, "modulo", 2, 2) X(REMAINDER, "remainder", 2, 2)                                  \
+  X(CONS, "cons", 2, 2) X(CAR, "car", 1, 1) X(CDR, "cdr", 1, 1) X(CADR, "cadr", 1, 1)        \
+  X(CDDR, "cddr", 1, 1) X(CAAR, "caar", 1, 1) X(CADDR, "caddr", 1, 1) X(LIST, "list", 0, -1) \
+  X(NULLP, "null?", 1, 1) X(PAIRP, "pair?", 1, 1) X(LENGTH, "length", 1, 1)                  \
+  X(LISTREF, "list-ref", 2, 2) X(APPEND, "append", 0, -1) X(REVERSE, "reverse", 1, 1)        \
+  X(NUMBERP, "number?", 1, 1) X(BOOLEANP, "boolean?", 1, 1) X(SYMBOLP, "symbol?", 1, 1)      \
+  X(PROCEDUREP, "procedure?", 1, 1) X(ZEROP, "zero?", 1, 1) X(POSITIVEP, "positive?", 1, 1)  \
+  X(NEGATIVEP, "negative?", 1, 1) X(NOT, "not", 1, 1) X(EQP, "eq?", 2, 2)                    \
+  X(EQVP, "eqv?", 2, 2) X(EQUALP, "equal?", 2, 2) X(VECTORP, "vector?", 1, 1)                \
+  X(MATRIXP, "matrix?", 1, 1)                                                                \
+  X(VEC, "vec", 0, -1) X(MAT, "mat", 1, -1) X(REF, "ref", 2, 3) X(DOT, "dot", 2, 2)          \
+  X(CROSS, "cross", 2, 2) X(NORM, "norm", 1, 1) X(NORMALIZE, "normalize", 1, 1)              \
+  X(VSUM, "vsum", 1, 1) X(VLEN, "vlen", 1, 1) X(SCALE, "scale", 2, 2)                        \
+  X(MATVEC, "matvec", 2, 2) X(MATMUL, "matmul", 2, 2) X(TRANSPOSE, "transpose", 1, 1)        \
+  X(TRACE, "trace", 1, 1) X(OUTER, "outer", 2, 2) X(DET, "det", 1, 1)                        \
+  X(LOGDET, "logdet", 1, 1) X(INV, "inv", 1, 1) X(SOLVE, "solve", 2, 2) X(EYE, "eye", 1, 1)  \
+  X(ZEROS, "zeros", 1, 2) X(ONES, "ones", 1, 2)
+
+enum PrimId : int {
+#define NDVM_ENUM(id, name, lo, hi) P_##id,
+  NDVM_PRIMS(NDVM_ENUM)
+#undef NDVM_ENUM
+  P_COUNT
+};
+
+struct PrimInfo {
+  const char* name;
+  int min_args, max_args;  // max -1: variadic
+};
+
+inline const PrimInfo& prim_info(int id) {
+  static const PrimInfo table[] = {
+#define NDVM_INFO(id, name, lo, hi) {name, lo, hi},
+      NDVM_PRIMS(NDVM_INFO)
+#undef NDVM_INFO
+  };
+  return table[id];
+}
+
+// -1 when the name is not a primitive.
+inline int prim_lookup(const std::string& name) {
+  for (int i = 0; i < P_COUNT; ++i)
+    if (name == prim_info(i).name) return i;
+  return -1;
+}
+
+inline std::string arity_text(int n) {
+  return std::to_string(n) + (n == 1 ? " argument" : " arguments");
+}
+
+// Throws FormError-free EvalError text for a wrong argument count, or returns normally.
+inline void check_arity(int id, int n) {
+  const PrimInfo& p = prim_info(id);
+  if (n < p.min_args || (p.max_args >= 0 && n > p.max_args)) {
+    std::string want;
+    if (p.max_args < 0) want = "at least " + arity_text(p.min_args);
+    else if (p.min_args == p.max_args) want = arity_text(p.min_args);
+    else want = std::to_string(p.min_args) + " to " + arity_text(p.max_args);
+    throw Error(ErrorKind::Eval, std::string(p.name) + ": expects " + want + ", got " +
+                                     std::to_string(n));
+  }
+}
+
+template <class T>
+class Prims {
+ public:
+  explicit Prims(Machine<T>& m) : m(m) {}
+
+  Value call(int id, const Value* a, int n) {
+    switch (id) {
+      case P_ADD: return fold(Op::Add, a, n, 0.0);
+      case P_MUL: return fold(Op::Mul, a, n, 1.0);
+      case P_SUB:
+        if (n == 1) return arith_unary(Op::Neg, a[0], "-");
+        return fold(Op::Sub, a, n, 0.0);
+      case P_DIV:
+        if (n == 1) return arith(Op::Div, Value::number(1.0), a[0], "/");
+        return fold(Op::Div, a, n, 1.0);
+      case P_EQ: return chain(0, a, n, "=");
+      case P_LT: return chain(1, a, n, "<");
+      case P_GT: return chain(2, a, n, ">");
+      case P_LE: return chain(3, a, n, "<=");
+      case P_GE: return chain(4, a, n, ">=");
+      case P_MIN:
+      case P_MAX:
+        for (int i = 0; i < n; ++i) need_num(a[i], id, i);
+        return m.minmax(id == P_MAX, a, n);
+      case P_ABS: return m.unary(Op::Abs, num(a[0], id));
+      case P_SQRT: return arith_unary(Op::Sqrt, a[0], "sqrt");
+      case P_EXP: return arith_unary(Op::Exp, a[0], "exp");
+      case P_LOG: return arith_unary(Op::Log, a[0], "log");
+      case P_SIN: return arith_unary(Op::Sin, a[0], "sin");
+      case P_COS: return arith_unary(Op::Cos, a[0], "cos");
+      case P_TAN: return m.unary(Op::Tan, num(a[0], id));
+      case P_TANH: return arith_unary(Op::Tanh, a[0], "tanh");
+      case P_ATAN:
+        if (n == 2) return m.binary(Op::Atan2, num(a[0], id), num(a[1], id, 1));
+        return m.unary(Op::Atan, num(a[0], id));
+      case P_POW:
+      case P_EXPT: return m.binary(Op::Pow, num(a[0], id), num(a[1], id, 1));
+      case P_SQUARE: return arith(Op::Mul, a[0], a[0], "square");
+      case P_FLOOR: return m.unary(Op::Floor, num(a[0], id));
+      case P_CEILING: return m.unary(Op::Ceil, num(a[0], id));
+      case P_ROUND: return m.unary(Op::Round, num(a[0], id));
+      case P_TRUNCATE: return m.unary(Op::Trunc, num(a[0], id));
+      case P_MODULO: return m.binary(Op::Mod, num(a[0], id), num(a[1], id, 1));
+      case P_REMAINDER: return m.binary(Op::Rem, num(a[0], id), num(a[1], id, 1));
+
+      case P_CONS: return m.cons(a[0], a[1]);
+      case P_CAR: return m.cell(pair(a[0], id)).car;
+      case P_CDR: return m.cell(pair(a[0], id)).cdr;
+      case P_CADR: return car(cdr(a[0], "cadr"), "cadr");
+      case P_CDDR: return cdr(cdr(a[0], "cddr"), "cddr");
+      case P_CAAR: return car(car(a[0], "caar"), "caar");
+      case P_CADDR: return car(cdr(cdr(a[0], "caddr"), "caddr"), "caddr");
+      case P_LIST: return list(a, n, Value::nil());
+      case P_NULLP: return Value::boolean(a[0].tag == Tag::Nil);
+      case P_PAIRP: return Value::boolean(a[0].tag == Tag::Pair);
+      case P_LENGTH: return Value::number(double(length(a[0], "length")));
+      case P_LISTREF: {
+        Value x = a[0];
+        int64_t k = index(a[1], "list-ref", length(x, "list-ref"));
+        for (int64_t i = 0; i < k; ++i) x = m.cell(x).cdr;
+        return m.cell(x).car;
+      }
+      case P_APPEND: {
+        if (n == 0) return Value::nil();
+        Value tail = a[n - 1];
+        for (int i = n - 2; i >= 0; --i) {
+          length(a[i], "append");
+          std::vector<Value> items;
+          for (Value x = a[i]; x.tag == Tag::Pair; x = m.cell(x).cdr) items.push_back(m.cell(x).car);
+          tail = list(items.data(), int(items.size()), tail);
+        }
+        return tail;
+      }
+      case P_REVERSE: {
+        length(a[0], "reverse");
+        Value r = Value::nil();
+        for (Value x = a[0]; x.tag == Tag::Pair; x = m.cell(x).cdr) r = m.cons(m.cell(x).car, r);
+        return r;
+      }
+      case P_NUMBERP: return Value::boolean(a[0].tag == Tag::Num);
+      case P_BOOLEANP: return Value::boolean(a[0].tag == Tag::Bool);
+      case P_SYMBOLP: return Value::boolean(a[0].tag == Tag::Sym);
+      case P_PROCEDUREP: return Value::boolean(a[0].tag == Tag::Closure || a[0].tag == Tag::Prim);
+      case P_VECTORP: return Value::boolean(a[0].tag == Tag::Vec);
+      case P_MATRIXP: return Value::boolean(a[0].tag == Tag::Mat);
+      case P_ZEROP: return m.compare(0, num(a[0], id), Value::number(0.0));
+      case P_POSITIVEP: return m.compare(2, num(a[0], id), Value::number(0.0));
+      case P_NEGATIVEP: return m.compare(1, num(a[0], id), Value::number(0.0));
+      case P_NOT: return m.bool_not(a[0]);
+      case P_EQP:
+      case P_EQVP: return eqv(a[0], a[1]);
+      case P_EQUALP: return equal(a[0], a[1]);
+
+      case P_VEC: return make_vec(a, n);
+      case P_MAT: return make_mat(a, n, "mat");
+      case P_REF: return ref(a, n);
+      case P_DOT: {
+        Value u = vec(a[0], "dot"), v = vec(a[1], "dot", 1);
+        if (u.cols != v.cols) shape_error("dot", a[0], a[1]);
+        return m.dot(&m.elems_[u.id], &m.elems_[v.id], u.cols);
+      }
+      case P_CROSS: {
+        Value u = vec(a[0], "cross"), v = vec(a[1], "cross", 1);
+        if (u.cols != 3 || v.cols != 3)
+          throw Error(ErrorKind::Eval, "cross: expects two vectors of length 3, got lengths " +
+                                           std::to_string(u.cols) + " and " + std::to_string(v.cols));
+        Value x[3], y[3];
+        for (int i = 0; i < 3; ++i) x[i] = m.elems_[u.id + i], y[i] = m.elems_[v.id + i];
+        Value r[3];
+        for (int i = 0; i < 3; ++i) {
+          int j = (i + 1) % 3, k = (i + 2) % 3;
+          r[i] = m.binary(Op::Sub, m.binary(Op::Mul, x[j], y[k]), m.binary(Op::Mul, x[k], y[j]));
+        }
+        return pack_vec(r, 3);
+      }
+      case P_NORM: return m.unary(Op::Sqrt, self_dot(array(a[0], "norm")));
+      case P_NORMALIZE: {
+        Value v = vec(a[0], "normalize");
+        Value nr = m.unary(Op::Sqrt, self_dot(v));
+        return arith(Op::Div, v, nr, "normalize");
+      }
+      case P_VSUM: {
+        Value v = array(a[0], "vsum");
+        std::vector<Value> ones(v.size(), Value::number(1.0));
+        return m.dot(&m.elems_[v.id], ones.data(), v.size());
+      }
+      case P_VLEN: {
+        if (a[0].tag == Tag::Vec) return Value::number(a[0].cols);
+        if (a[0].tag == Tag::Mat) return Value::number(a[0].rows);
+        throw type_error("vlen", "a vector or a matrix", a[0]);
+      }
+      case P_SCALE: return arith(Op::Mul, num(a[0], id), array(a[1], "scale", 1), "scale");
+      case P_MATVEC: {
+        Value M = matrix(a[0], "matvec"), v = vec(a[1], "matvec", 1);
+        if (M.cols != v.cols) shape_error("matvec", a[0], a[1]);
+        return matvec(M, v);
+      }
+      case P_MATMUL: {
+        Value A = matrix(a[0], "matmul");
+        if (a[1].tag == Tag::Vec) {
+          if (A.cols != a[1].cols) shape_error("matmul", a[0], a[1]);
+          return matvec(A, a[1]);
+        }
+        Value B = matrix(a[1], "matmul", 1);
+        if (A.cols != B.rows) shape_error("matmul", a[0], a[1]);
+        return matmul(A, B);
+      }
+      case P_TRANSPOSE: {
+        if (a[0].tag == Tag::Vec) return a[0];
+        Value A = matrix(a[0], "transpose");
+        uint64_t s = m.alloc_elems(A.size());
+        for (uint32_t r = 0; r < A.rows; ++r)
+          for (uint32_t c = 0; c < A.cols; ++c) m.elems_[s + c * A.rows + r] = m.elems_[A.id + r * A.cols + c];
+        return Value::mat(s, uint16_t(A.cols), A.rows);
+      }
+      case P_TRACE: {
+        Value A = square(a[0], "trace");
+        std::vector<Value> d(A.rows), ones(A.rows, Value::number(1.0));
+        for (uint32_t i = 0; i < A.rows; ++i) d[i] = m.elems_[A.id + i * A.cols + i];
+        return m.dot(d.data(), ones.data(), A.rows);
+      }
+      case P_OUTER: {
+        Value u = vec(a[0], "outer"), v = vec(a[1], "outer", 1);
+        if (u.cols > 65535) throw Error(ErrorKind::Eval, "outer: vector too long for a matrix");
+        uint64_t s = m.alloc_elems(size_t(u.cols) * v.cols);
+        for (uint32_t r = 0; r < u.cols; ++r)
+          for (uint32_t c = 0; c < v.cols; ++c) {
+            Value x = m.elems_[u.id + r], y = m.elems_[v.id + c];
+            Value p = m.binary(Op::Mul, x, y);
+            m.elems_[s + r * v.cols + c] = p;
+          }
+        return Value::mat(s, uint16_t(u.cols), v.cols);
+      }
+      case P_DET:
+      case P_LOGDET: {
+        Value A = square(a[0], prim_info(id).name);
+        std::vector<Value> e(m.elems_.begin() + A.id, m.elems_.begin() + A.id + A.size());
+        Value r;
+        m.linalg(id == P_DET ? Op::Det : Op::LogDet, e.data(), A.rows, nullptr, 0, &r);
+        return r;
+      }
+      case P_INV: {
+        Value A = square(a[0], "inv");
+        std::vector<Value> e(m.elems_.begin() + A.id, m.elems_.begin() + A.id + A.size()), r(A.size());
+        m.linalg(Op::Inv, e.data(), A.rows, nullptr, 0, r.data());
+        uint64_t s = m.alloc_elems(A.size());
+        std::copy(r.begin(), r.end(), m.elems_.begin() + s);
+        return Value::mat(s, A.rows, A.cols);
+      }
+      case P_SOLVE: {
+        Value A = square(a[0], "solve");
+        Value B = a[1];
+        uint32_t k;
+        if (B.tag == Tag::Vec) k = 1;
+        else if (B.tag == Tag::Mat) k = B.cols;
+        else throw type_error("solve", "a vector or a matrix", B, 1);
+        uint32_t brows = B.tag == Tag::Vec ? B.cols : B.rows;
+        if (brows != A.rows) shape_error("solve", a[0], a[1]);
+        std::vector<Value> e(m.elems_.begin() + A.id, m.elems_.begin() + A.id + A.size());
+        std::vector<Value> b(m.elems_.begin() + B.id, m.elems_.begin() + B.id + B.size());
+        std::vector<Value> r(size_t(A.rows) * k);
+        m.linalg(Op::Solve, e.data(), A.rows, b.data(), k, r.data());
+        uint64_t s = m.alloc_elems(r.size());
+        std::copy(r.begin(), r.end(), m.elems_.begin() + s);
+        if (B.tag == Tag::Vec) return Value::vec(s, A.rows);
+        return Value::mat(s, A.rows, k);
+      }
+      case P_EYE:
+      case P_ZEROS:
+      case P_ONES: {
+        const char* who = prim_info(id).name;
+        int64_t r = index(a[0], who, 65536, true);
+        int64_t c = id == P_EYE ? r : (n == 2 ? index(a[1], who, 1 << 24, true) : -1);
+        size_t cnt = size_t(r) * size_t(c < 0 ? 1 : c);
+        uint64_t s = m.alloc_elems(cnt);
+        for (size_t i = 0; i < cnt; ++i) {
+          double v = id == P_ONES ? 1.0 : 0.0;
+          if (id == P_EYE && i / size_t(c) == i % size_t(c)) v = 1.0;
+          m.elems_[s + i] = Value::number(v);
+        }
+        if (c < 0) return Value::vec(s, uint32_t(r));
+        return Value::mat(s, uint16_t(r), uint32_t(c));
+      }
+    }
+    throw Error(ErrorKind::Internal, "unknown primitive id " + std::to_string(id));
+  }
+
+ private:
+  Machine<T>& m;
+
+  static std::string value_desc(const Value& v) {
+    if (v.tag == Tag::Vec) return "a vector of length " + std::to_string(v.cols);
+    if (v.tag == Tag::Mat) return "a " + std::to_string(v.rows) + "x" + std::to_string(v.cols) + " matrix";
+    return tag_name(v.tag);
+  }
+  static Error type_error(const char* who, const char* want, const Value& got, int i = 0) {
+    std::string pos = i == 0 ? "" : " (argument " + std::to_string(i + 1) + ")";
+    return Error(ErrorKind::Eval, std::string(who) + ": expected " + want + pos + ", got " + value_desc(got));
+  }
+  [[noreturn]] static void shape_error(const char* who, const Value& a, const Value& b) {
+    throw Error(ErrorKind::Eval, std::string(who) + ": shape mismatch between " + value_desc(a) +
+                                     " and " + value_desc(b));
+  }
+  static void need_num(const Value& v, int id, int i = 0) {
+    if (v.tag != Tag::Num) throw type_error(prim_info(id).name, "a number", v, i);
+  }
+  static const Value& num(const Value& v, int id, int i = 0) {
+    need_num(v, id, i);
+    return v;
+  }
+  static const Value& pair(const Value& v, int id) {
+    if (v.tag != Tag::Pair) throw type_error(prim_info(id).name, "a pair", v);
+    return v;
+  }
+  Value car(const Value& v, const char* who) {
+    if (v.tag != Tag::Pair) throw type_error(who, "a pair", v);
+    return m.cell(v).car;
+  }
+  Value cdr(const Value& v, const char* who) {
+    if (v.tag != Tag::Pair) throw type_error(who, "a pair", v);
+    return m.cell(v).cdr;
+  }
+  static Value vec(const Value& v, const char* who, int i = 0) {
+    if (v.tag != Tag::Vec) throw type_error(who, "a vector", v, i);
+    return v;
+  }
+  static Value matrix(const Value& v, const char* who, int i = 0) {
+    if (v.tag != Tag::Mat) throw type_error(who, "a matrix", v, i);
+    return v;
+  }
+  static Value array(const Value& v, const char* who, int i = 0) {
+    if (v.tag != Tag::Vec && v.tag != Tag::Mat) throw type_error(who, "a vector or a matrix", v, i);
+    return v;
+  }
+  static Value square(const Value& v, const char* who) {
+    Value A = matrix(v, who);
+    if (A.rows != A.cols)
+      throw Error(ErrorKind::Eval, std::string(who) + ": expected a square matrix, got " + value_desc(A));
+    return A;
+  }
+
+  // A non-negative integer that is the same in every lane, below `bound`.
+  int64_t index(const Value& v, const char* who, int64_t bound, bool size = false) {
+    if (v.tag != Tag::Num) throw type_error(who, size ? "a size" : "an index", v, size ? 0 : 1);
+    if (v.varying())
+      throw Error(ErrorKind::Eval, std::string(who) + ": " + (size ? "size" : "index") +
+                                       " must be the same in every lane (it depends on data or parameters)");
+    double x = v.num;
+    if (x != std::floor(x) || std::isnan(x))
+      throw Error(ErrorKind::Eval, std::string(who) + ": " + (size ? "size" : "index") +
+                                       " must be an integer, got " + format_number(x));
+    if (x < 0 || x >= double(bound) || (size && x == 0 && false))
+      throw Error(ErrorKind::Eval, std::string(who) + ": " + (size ? "size " : "index ") +
+                                       format_number(x) + " out of range" +
+                                       (size ? "" : " for length " + std::to_string(bound)));
+    return int64_t(x);
+  }
+
+  int64_t length(const Value& v, const char* who) {
+    int64_t k = 0;
+    Value x = v;
+    while (x.tag == Tag::Pair) {
+      x = m.cell(x).cdr;
+      ++k;
+    }
+    if (x.tag != Tag::Nil) throw type_error(who, "a proper list", v);
+    return k;
+  }
+
+  Value list(const Value* a, int n, Value tail) {
+    for (int i = n - 1; i >= 0; --i) tail = m.cons(a[i], tail);
+    return tail;
+  }
+
+  Value pack_vec(const Value* xs, uint32_t n) {
+    uint64_t s = m.alloc_elems(n);
+    std::copy(xs, xs + n, m.elems_.begin() + s);
+    return Value::vec(s, n);
+  }
+
+  Value make_vec(const Value* a, int n) {
+    if (n > 0 && a[0].tag == Tag::Vec) return make_mat(a, n, "vec");
+    for (int i = 0; i < n; ++i)
+      if (a[i].tag != Tag::Num) throw type_error("vec", "numbers (or vectors, for the rows of a matrix)", a[i], i);
+    return pack_vec(a, uint32_t(n));
+  }
+
+  Value make_mat(const Value* a, int n, const char* who) {
+    if (n > 65535) throw Error(ErrorKind::Eval, std::string(who) + ": too many rows");
+    uint32_t c = 0;
+    for (int i = 0; i < n; ++i) {
+      if (a[i].tag != Tag::Vec) throw type_error(who, "vectors as rows", a[i], i);
+      if (i == 0) c = a[i].cols;
+      else if (a[i].cols != c)
+        throw Error(ErrorKind::Eval, std::string(who) + ": rows of different lengths (" +
+                                         std::to_string(c) + " and " + std::to_string(a[i].cols) + ")");
+    }
+    uint64_t s = m.alloc_elems(size_t(n) * c);
+    for (int i = 0; i < n; ++i)
+      for (uint32_t j = 0; j < c; ++j) m.elems_[s + size_t(i) * c + j] = m.elems_[a[i].id + j];
+    return Value::mat(s, uint16_t(n), c);
+  }
+
+  Value ref(const Value* a, int n) {
+    const Value& x = a[0];
+    if (x.tag == Tag::Vec) {
+      if (n != 2) throw Error(ErrorKind::Eval, "ref: a vector takes one index, got " + std::to_string(n - 1));
+      return m.elems_[x.id + index(a[1], "ref", x.cols)];
+    }
+    if (x.tag == Tag::Mat) {
+      int64_t r = index(a[1], "ref", x.rows);
+      if (n == 2) return Value::vec(x.id + uint64_t(r) * x.cols, x.cols);
+      int64_t c = index(a[2], "ref", x.cols);
+      return m.elems_[x.id + uint64_t(r) * x.cols + c];
+    }
+    throw type_error("ref", "a vector or a matrix", x);
+  }
+
+  Value self_dot(const Value& v) {
+    std::vector<Value> e(m.elems_.begin() + v.id, m.elems_.begin() + v.id + v.size());
+    return m.dot(e.data(), e.data(), v.size());
+  }
+
+  Value matvec(const Value& M, const Value& v) {
+    std::vector<Value> r(M.rows);
+    for (uint32_t i = 0; i < M.rows; ++i) r[i] = m.dot(&m.elems_[M.id + size_t(i) * M.cols], &m.elems_[v.id], M.cols);
+    return pack_vec(r.data(), M.rows);
+  }
+
+  Value matmul(const Value& A, const Value& B) {
+    std::vector<Value> col(B.rows), out(size_t(A.rows) * B.cols);
+    for (uint32_t c = 0; c < B.cols; ++c) {
+      for (uint32_t j = 0; j < B.rows; ++j) col[j] = m.elems_[B.id + size_t(j) * B.cols + c];
+      for (uint32_t r = 0; r < A.rows; ++r)
+        out[size_t(r) * B.cols + c] = m.dot(&m.elems_[A.id + size_t(r) * A.cols], col.data(), A.cols);
+    }
+    uint64_t s = m.alloc_elems(out.size());
+    std::copy(out.begin(), out.end(), m.elems_.begin() + s);
+    return Value::mat(s, A.rows, B.cols);
+  }
+
+  // Elementwise arithmetic with scalar broadcasting on either side.
+  Value arith(Op op, const Value& a, const Value& b, const char* who) {
+    if (a.tag == Tag::Num && b.tag == Tag::Num) return m.binary(op, a, b);
+    bool aa = a.tag == Tag::Vec || a.tag == Tag::Mat, ba = b.tag == Tag::Vec || b.tag == Tag::Mat;
+    if (!aa && a.tag != Tag::Num) throw type_error(who, "a number, vector or matrix", a);
+    if (!ba && b.tag != Tag::Num) throw type_error(who, "a number, vector or matrix", b, 1);
+    if (aa && ba && (a.tag != b.tag || a.rows != b.rows || a.cols != b.cols)) shape_error(who, a, b);
+    const Value& shape = aa ? a : b;
+    uint32_t cnt = shape.size();
+    uint64_t s = m.alloc_elems(cnt);
+    for (uint32_t i = 0; i < cnt; ++i) {
+      Value x = aa ? m.elems_[a.id + i] : a;
+      Value y = ba ? m.elems_[b.id + i] : b;
+      if (x.tag != Tag::Num || y.tag != Tag::Num) throw type_error(who, "numeric elements", x.tag != Tag::Num ? x : y);
+      Value r = m.binary(op, x, y);
+      m.elems_[s + i] = r;
+    }
+    Value r = shape;
+    r.id = s;
+    return r;
+  }
+
+  Value arith_unary(Op op, const Value& a, const char* who) {
+    if (a.tag == Tag::Num) return m.unary(op, a);
+    if (a.tag != Tag::Vec && a.tag != Tag::Mat) throw type_error(who, "a number, vector or matrix", a);
+    uint32_t cnt = a.size();
+    uint64_t s = m.alloc_elems(cnt);
+    for (uint32_t i = 0; i < cnt; ++i) {
+      Value x = m.elems_[a.id + i];
+      Value r = m.unary(op, x);
+      m.elems_[s + i] = r;
+    }
+    Value r = a;
+    r.id = s;
+    return r;
+  }
+
+  Value fold(Op op, const Value* a, int n, double unit) {
+    const char* who = op == Op::Add ? "+" : op == Op::Sub ? "-" : op == Op::Mul ? "*" : "/";
+    if (n == 0) return Value::number(unit);
+    if (n == 1) {
+      if (a[0].tag != Tag::Num && a[0].tag != Tag::Vec && a[0].tag != Tag::Mat)
+        throw type_error(who, "a number, vector or matrix", a[0]);
+      return a[0];
+    }
+    Value acc = arith(op, a[0], a[1], who);
+    for (int i = 2; i < n; ++i) acc = arith(op, acc, a[i], who);
+    return acc;
+  }
+
+  Value chain(int cmp, const Value* a, int n, const char* who) {
+    for (int i = 0; i < n; ++i)
+      if (a[i].tag != Tag::Num) throw type_error(who, "a number", a[i], i);
+    Value r = Value::boolean(true);
+    for (int i = 0; i + 1 < n; ++i) r = m.bool_and(r, m.compare(cmp, a[i], a[i + 1]));
+    return r;
+  }
+
+  Value eqv(const Value& a, const Value& b) {
+    if (a.tag != b.tag) return Value::boolean(false);
+    switch (a.tag) {
+      case Tag::Num: return m.compare(0, a, b);
+      case Tag::Bool:
+        if (!a.varying() && !b.varying()) return Value::boolean(a.num == b.num);
+        return m.bool_not(xor_(a, b));
+      case Tag::Nil:
+      case Tag::Unspec: return Value::boolean(true);
+      case Tag::Prim: return Value::boolean(a.cols == b.cols);
+      case Tag::Closure: return Value::boolean(a.ptr == b.ptr);
+      case Tag::Vec:
+      case Tag::Mat: return Value::boolean(a.id == b.id && a.rows == b.rows && a.cols == b.cols);
+      default: return Value::boolean(a.id == b.id);
+    }
+  }
+
+  // lanes where a and b differ (two booleans)
+  Value xor_(const Value& a, const Value& b) {
+    int32_t id = m.new_mask();
+    uint8_t* y = m.mask_ptr(id);
+    for (uint32_t l = 0; l < m.L_; ++l) {
+      bool u = a.varying() ? m.mask_ptr(int32_t(a.id))[l] : a.num != 0.0;
+      bool v = b.varying() ? m.mask_ptr(int32_t(b.id))[l] : b.num != 0.0;
+      y[l] = u != v;
+    }
+    return Value::mask(uint64_t(id));
+  }
+
+  Value equal(const Value& a, const Value& b) {
+    if (a.tag != b.tag) return Value::boolean(false);
+    if (a.tag == Tag::Pair) {
+      Value r = Value::boolean(true);
+      Value x = a, y = b;
+      while (x.tag == Tag::Pair && y.tag == Tag::Pair) {
+        if (x.id == y.id) return r;
+        Value cx = m.cell(x).car, cy = m.cell(y).car;
+        r = m.bool_and(r, equal(cx, cy));
+        if (r.is_false()) return r;
+        x = m.cell(x).cdr;
+        y = m.cell(y).cdr;
+      }
+      return m.bool_and(r, equal(x, y));
+    }
+    if (a.tag == Tag::Vec || a.tag == Tag::Mat) {
+      if (a.rows != b.rows || a.cols != b.cols) return Value::boolean(false);
+      Value r = Value::boolean(true);
+      for (uint32_t i = 0; i < a.size(); ++i) {
+        Value x = m.elems_[a.id + i], y = m.elems_[b.id + i];
+        r = m.bool_and(r, eqv(x, y));
+      }
+      return r;
+    }
+    return eqv(a, b);
+  }
+};
+
+template <class T>
+inline Value call_prim(Machine<T>& m, int id, const Value* args, int n) {
+  return Prims<T>(m).call(id, args, n);
+}
+
+}  // namespace ndvm

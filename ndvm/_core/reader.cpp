@@ -1,0 +1,310 @@
+// The reader. A hand-written recursive-descent scanner over the text; nesting is bounded
+// (kMaxNesting) so a pathological input raises ReadError instead of exhausting the native stack.
+#include "reader.hpp"
+
+#include <cctype>
+#include <cerrno>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+
+namespace ndvm {
+
+namespace {
+
+constexpr int kMaxNesting = 10000;
+
+bool is_delimiter(char c) {
+  return c == '(' || c == ')' || c == '[' || c == ']' || c == '\'' || c == ';' || c == '"' ||
+         c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v';
+}
+
+class Reader {
+ public:
+  Reader(Source& src) : s_(src), t_(src.text_) {}
+
+  void read_all() {
+    skip_space();
+    while (i_ < t_.size()) {
+      if (t_[i_] == ')' || t_[i_] == ']')
+        fail("unexpected '" + std::string(1, t_[i_]) + "' with no matching opening bracket");
+      s_.top_.push_back(read_datum(0));
+      skip_space();
+    }
+    if (s_.top_.empty()) throw Error(ErrorKind::Read, "empty program: no expression to evaluate",
+                                     SrcPos{line_, col_});
+  }
+
+ private:
+  Source& s_;
+  const std::string& t_;
+  size_t i_ = 0;
+  int line_ = 1, col_ = 1;
+
+  [[noreturn]] void fail(const std::string& msg) {
+    throw Error(ErrorKind::Read, msg, SrcPos{line_, col_});
+  }
+  [[noreturn]] void fail_at(const std::string& msg, SrcPos p) {
+    throw Error(ErrorKind::Read, msg, p);
+  }
+
+  void advance() {
+    if (t_[i_] == '\n') {
+      ++line_;
+      col_ = 1;
+    } else {
+      ++col_;
+    }
+    ++i_;
+  }
+
+  void skip_space() {
+    while (i_ < t_.size()) {
+      char c = t_[i_];
+      if (c == ';') {
+        while (i_ < t_.size() && t_[i_] != '\n') advance();
+      } else if (c == '#' && i_ + 1 < t_.size() && t_[i_ + 1] == '|') {
+        SrcPos start{line_, col_};
+        advance();
+        advance();
+        int depth = 1;
+        while (depth > 0) {
+          if (i_ >= t_.size()) fail_at("unterminated block comment '#|'", start);
+          if (t_[i_] == '|' && i_ + 1 < t_.size() && t_[i_ + 1] == '#') {
+            advance();
+            advance();
+            --depth;
+          } else if (t_[i_] == '#' && i_ + 1 < t_.size() && t_[i_ + 1] == '|') {
+            advance();
+            advance();
+            ++depth;
+          } else {
+            advance();
+          }
+        }
+      } else if (c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v') {
+        advance();
+      } else {
+        break;
+      }
+    }
+  }
+
+  int32_t push(Datum d) {
+    s_.data_.push_back(d);
+    return static_cast<int32_t>(s_.data_.size() - 1);
+  }
+
+  int32_t make_list(std::vector<int32_t>& items, SrcPos pos, bool dotted) {
+    Datum d;
+    d.kind = DatumKind::List;
+    d.pos = pos;
+    d.dotted = dotted;
+    d.first = static_cast<int32_t>(s_.kids_.size());
+    d.count = static_cast<int32_t>(items.size());
+    s_.kids_.insert(s_.kids_.end(), items.begin(), items.end());
+    return push(d);
+  }
+
+  int32_t make_symbol(const std::string& name, SrcPos pos) {
+    Datum d;
+    d.kind = DatumKind::Sym;
+    d.sym = s_.intern(name);
+    d.pos = pos;
+    return push(d);
+  }
+
+  int32_t read_datum(int depth) {
+    if (depth > kMaxNesting)
+      fail("nesting deeper than " + std::to_string(kMaxNesting) + " levels");
+    skip_space();
+    if (i_ >= t_.size()) fail("unexpected end of input: expected an expression");
+    SrcPos pos{line_, col_};
+    char c = t_[i_];
+    if (c == '(' || c == '[') {
+      char close = c == '(' ? ')' : ']';
+      advance();
+      std::vector<int32_t> items;
+      if (c == '[') items.push_back(make_symbol("vec", pos));
+      bool dotted = false;
+      for (;;) {
+        skip_space();
+        if (i_ >= t_.size())
+          fail_at(std::string("unbalanced '") + c + "': missing '" + close + "'", pos);
+        char d = t_[i_];
+        if (d == ')' || d == ']') {
+          if (d != close)
+            fail(std::string("mismatched bracket: '") + c + "' at " + std::to_string(pos.line) +
+                 ":" + std::to_string(pos.col) + " closed by '" + d + "'");
+          advance();
+          break;
+        }
+        if (dotted) fail("expected ')' after the tail of a dotted list");
+        if (d == '.' && i_ + 1 < t_.size() && is_delimiter(t_[i_ + 1]) && c == '(') {
+          if (items.empty()) fail("'.' must follow at least one list element");
+          advance();
+          items.push_back(read_datum(depth + 1));
+          dotted = true;
+          continue;
+        }
+        items.push_back(read_datum(depth + 1));
+      }
+      return make_list(items, pos, dotted);
+    }
+    if (c == ')' || c == ']') fail(std::string("unexpected '") + c + "'");
+    if (c == '\'') {
+      advance();
+      std::vector<int32_t> items{make_symbol("quote", pos), read_datum(depth + 1)};
+      return make_list(items, pos, false);
+    }
+    if (c == '"') fail("strings are not part of the language");
+    // an atom
+    size_t start = i_;
+    while (i_ < t_.size() && !is_delimiter(t_[i_])) advance();
+    std::string tok = t_.substr(start, i_ - start);
+    if (tok[0] == '#') {
+      Datum d;
+      d.kind = DatumKind::Bool;
+      d.pos = pos;
+      if (tok == "#t" || tok == "#true") {
+        d.num = 1.0;
+      } else if (tok == "#f" || tok == "#false") {
+        d.num = 0.0;
+      } else {
+        fail_at("bad '#' syntax '" + tok + "' (only #t and #f are supported)", pos);
+      }
+      return push(d);
+    }
+    if (tok == ".") fail_at("unexpected '.'", pos);
+    double value;
+    bool is_int;
+    if (parse_number(tok, value, is_int)) {
+      Datum d;
+      d.kind = DatumKind::Num;
+      d.num = value;
+      d.is_int = is_int;
+      d.pos = pos;
+      return push(d);
+    }
+    return make_symbol(tok, pos);
+  }
+
+  // A number is [+-] digits [. digits] [e [+-] digits], with at least one digit in the mantissa.
+  static bool parse_number(const std::string& tok, double& value, bool& is_int) {
+    size_t k = 0, n = tok.size();
+    if (k < n && (tok[k] == '+' || tok[k] == '-')) ++k;
+    size_t digits = 0;
+    bool frac = false, expo = false;
+    while (k < n && std::isdigit(static_cast<unsigned char>(tok[k]))) ++k, ++digits;
+    if (k < n && tok[k] == '.') {
+      frac = true;
+      ++k;
+      while (k < n && std::isdigit(static_cast<unsigned char>(tok[k]))) ++k, ++digits;
+    }
+    if (digits == 0) return false;
+    if (k < n && (tok[k] == 'e' || tok[k] == 'E')) {
+      expo = true;
+      ++k;
+      if (k < n && (tok[k] == '+' || tok[k] == '-')) ++k;
+      size_t ed = 0;
+      while (k < n && std::isdigit(static_cast<unsigned char>(tok[k]))) ++k, ++ed;
+      if (ed == 0) return false;
+    }
+    if (k != n) return false;
+    value = std::strtod(tok.c_str(), nullptr);  // overflow gives +-inf, as IEEE reals do
+    is_int = !frac && !expo;
+    return true;
+  }
+};
+
+}  // namespace
+
+int32_t Source::intern(const std::string& s) {
+  auto it = symtab_.find(s);
+  if (it != symtab_.end()) return it->second;
+  int32_t id = static_cast<int32_t>(symbols_.size());
+  symbols_.push_back(s);
+  symtab_.emplace(s, id);
+  return id;
+}
+
+int32_t Source::find_symbol(const std::string& s) const {
+  auto it = symtab_.find(s);
+  return it == symtab_.end() ? -1 : it->second;
+}
+
+std::string format_number(double x) {
+  if (std::isnan(x)) return "+nan.0";
+  if (std::isinf(x)) return x > 0 ? "+inf.0" : "-inf.0";
+  char buf[64];
+  if (x == std::floor(x) && std::fabs(x) < 1e15) {
+    std::snprintf(buf, sizeof buf, "%.1f", x);
+  } else {
+    std::snprintf(buf, sizeof buf, "%.17g", x);
+    // use the shortest representation that reads back exactly
+    for (int p = 1; p <= 17; ++p) {
+      char b2[64];
+      std::snprintf(b2, sizeof b2, "%.*g", p, x);
+      if (std::strtod(b2, nullptr) == x) {
+        std::memcpy(buf, b2, sizeof b2);
+        break;
+      }
+    }
+  }
+  return buf;
+}
+
+void Source::show_into(int32_t i, std::string& out, size_t max_len) const {
+  if (out.size() > max_len) return;
+  const Datum& d = data_[i];
+  switch (d.kind) {
+    case DatumKind::Num:
+      if (d.is_int) {
+        char buf[64];
+        std::snprintf(buf, sizeof buf, "%.0f", d.num);
+        out += buf;
+      } else {
+        out += format_number(d.num);
+      }
+      break;
+    case DatumKind::Bool: out += d.num != 0 ? "#t" : "#f"; break;
+    case DatumKind::Sym: out += symbols_[d.sym]; break;
+    case DatumKind::List:
+      out += '(';
+      for (int k = 0; k < d.count; ++k) {
+        if (k) out += ' ';
+        if (d.dotted && k == d.count - 1) out += ". ";
+        show_into(kids_[d.first + k], out, max_len);
+        if (out.size() > max_len) return;
+      }
+      out += ')';
+      break;
+  }
+}
+
+std::string Source::show(int32_t i, size_t max_len) const {
+  std::string out;
+  show_into(i, out, max_len);
+  if (out.size() > max_len) {
+    out.resize(max_len);
+    out += "...";
+  }
+  return out;
+}
+
+std::shared_ptr<Source> read_source(const std::string& text, const std::string& name) {
+  auto src = std::make_shared<Source>();
+  src->name_ = name;
+  src->text_ = text;
+  try {
+    Reader r(*src);
+    r.read_all();
+  } catch (Error& e) {
+    e.file_ = name;
+    throw;
+  }
+  return src;
+}
+
+}  // namespace ndvm

@@ -1,0 +1,59 @@
+// The reader: program text -> a flat pool of datums (numbers, booleans, symbols, lists), each with
+// its line:column. A Source owns the pool and its symbol table; it is immutable once read and shared
+// read-only by every client and thread. `[a b c]` reads as `(vec a b c)`, `'x` as `(quote x)`.
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "error.hpp"
+
+namespace ndvm {
+
+enum class DatumKind : uint8_t { Num, Bool, Sym, List };
+
+struct Datum {
+  DatumKind kind;
+  bool is_int = false;   // a number written without '.', 'e' (exact in Scheme terms)
+  bool dotted = false;   // a list with a `. tail`; the tail is the last kid
+  int32_t sym = -1;      // symbol id (Sym)
+  double num = 0.0;      // value (Num); 0/1 (Bool)
+  int32_t first = 0;     // List: kids are Source::kids_[first, first + count)
+  int32_t count = 0;
+  SrcPos pos;
+};
+
+class Source {
+ public:
+  std::string name_;
+  std::string text_;
+  std::vector<Datum> data_;
+  std::vector<int32_t> kids_;
+  std::vector<int32_t> top_;  // top-level datums in order
+  std::vector<std::string> symbols_;
+  std::unordered_map<std::string, int32_t> symtab_;
+
+  int32_t intern(const std::string& s);
+  int32_t find_symbol(const std::string& s) const;
+  const Datum& at(int32_t i) const { return data_[i]; }
+  int32_t kid(const Datum& d, int i) const { return kids_[d.first + i]; }
+  bool is_sym(int32_t i, int32_t sym) const {
+    return data_[i].kind == DatumKind::Sym && data_[i].sym == sym;
+  }
+  const std::string& sym_name(int32_t i) const { return symbols_[data_[i].sym]; }
+  // Writes datum i back as text (for error messages), cut at max_len characters.
+  std::string show(int32_t i, size_t max_len = 80) const;
+
+ private:
+  void show_into(int32_t i, std::string& out, size_t max_len) const;
+};
+
+// Reads text into a new Source. Throws Error(ReadError) with the position of the problem.
+std::shared_ptr<Source> read_source(const std::string& text, const std::string& name);
+
+// Formats a real the way error messages and `show` print it.
+std::string format_number(double x);
+
+}  // namespace ndvm

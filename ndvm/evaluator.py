@@ -1,0 +1,211 @@
+"""``ndvm.Evaluator``: evaluate a program over S parameter vectors x N data points, with gradients.
+
+Lane layout: L = S * N lanes, lane ``s * N + n`` holds start ``s`` and data point ``n``. Every
+lane's result depends only on that lane's inputs, so one reverse sweep seeded with ones yields
+every lane's partial derivatives; ``grad`` sums them over a start's lanes, ``jacobian`` keeps them.
+"""
+import threading
+
+import numpy as np
+
+from ndvm import clients as _clients
+from ndvm._core import Machine, Program, parse
+from ndvm.errors import UnboundError
+
+__all__ = ["Evaluator", "Result"]
+
+_PARAM, _DATA, _CONST = 0, 1, 2
+_DTYPES = ("float64", "float32")
+
+
+class Result:
+    """The outcome of one evaluation.
+
+    ``value`` is always 2-D ``[S, N]``; ``grad`` maps each parameter to the gradient of
+    ``value.sum()`` restricted to each start, shape ``[S]`` (None when ``grad=False``).
+    """
+
+    __slots__ = ("value", "_jac", "param_names", "S", "N")
+
+    def __init__(self, value, jac, param_names, S, N):
+        self.value = value
+        self._jac = jac
+        self.param_names = param_names
+        self.S = S
+        self.N = N
+
+    def __repr__(self):
+        return f"Result(S={self.S}, N={self.N}, value={self.value!r})"
+
+    def item(self):
+        """The value as a float (only for a single lane)."""
+        if self.value.size != 1:
+            raise ValueError(f"item() needs exactly one lane, this result has {self.S}x{self.N}")
+        return float(self.value.reshape(-1)[0])
+
+    def _need_grad(self):
+        if self._jac is None:
+            raise ValueError("gradients were not computed: call evaluate(..., grad=True)")
+
+    @property
+    def grad(self):
+        """{parameter: [S]}: d value.sum() / d parameter, per start (None without grad=True)."""
+        if self._jac is None:
+            return None
+        return {k: j.sum(axis=1) for k, j in self._jac.items()}
+
+    def jacobian(self):
+        """{parameter: [S, N]}: each lane's partial derivative with respect to its parameter."""
+        self._need_grad()
+        return {k: j.copy() for k, j in self._jac.items()}
+
+    def vjp(self, seed):
+        """{parameter: [S]}: the vector-Jacobian product with ``seed`` of shape [S, N]."""
+        self._need_grad()
+        seed = np.asarray(seed, dtype=np.float64)
+        try:
+            seed = np.broadcast_to(seed, (self.S, self.N))
+        except ValueError:
+            raise ValueError(f"seed must have shape [{self.S}, {self.N}], got {seed.shape}") from None
+        # where a lane's partial is exactly 0 its seed does not matter (no 0 * inf = nan)
+        return {k: np.where(j == 0.0, 0.0, seed * j).sum(axis=1) for k, j in self._jac.items()}
+
+
+def _as_array(name, value, what, max_ndim):
+    try:
+        a = np.asarray(value, dtype=np.float64)
+    except (TypeError, ValueError):
+        raise TypeError(f"{what} {name!r} must be numeric, got {type(value).__name__}") from None
+    if a.ndim > max_ndim:
+        raise ValueError(f"{what} {name!r} must have at most {max_ndim} dimension(s), "
+                         f"got shape {a.shape}")
+    if a.size == 0:
+        raise ValueError(f"{what} {name!r} is empty")
+    return np.ascontiguousarray(a)
+
+
+class Evaluator:
+    """Evaluates programs with one client on native machines (one per thread, reused).
+
+    client: a name from ``ndvm.clients()``; dtype: "float64" or "float32"; compat: None or
+    "reference" (the reference runtime's clamped sqrt/log, for golden parity). The limits bound
+    evaluation steps, nested (non-tail) call depth and lane/tape memory in bytes.
+    """
+
+    def __init__(self, client="dmci", dtype="float64", compat=None, *, max_steps=10_000_000,
+                 max_depth=10_000, max_memory=2 << 30):
+        if dtype not in _DTYPES:
+            raise ValueError(f"dtype must be one of {_DTYPES}, got {dtype!r}")
+        if compat not in (None, "reference"):
+            raise ValueError(f"compat must be None or 'reference', got {compat!r}")
+        for label, v in (("max_steps", max_steps), ("max_depth", max_depth),
+                         ("max_memory", max_memory)):
+            if int(v) <= 0:
+                raise ValueError(f"{label} must be positive, got {v!r}")
+        self.client = _clients.get(client)
+        self.dtype = dtype
+        self.compat = compat
+        self.limits = {"max_steps": int(max_steps), "max_depth": int(max_depth),
+                       "max_memory": int(max_memory)}
+        self._local = threading.local()
+
+    def __repr__(self):
+        return (f"Evaluator(client={self.client.name!r}, dtype={self.dtype!r}, "
+                f"compat={self.compat!r})")
+
+    def __getstate__(self):
+        return {"client": self.client.name, "dtype": self.dtype, "compat": self.compat,
+                "limits": self.limits}
+
+    def __setstate__(self, state):
+        self.__init__(state["client"], state["dtype"], state["compat"], **state["limits"])
+
+    def _machine(self):
+        m = getattr(self._local, "machine", None)
+        if m is None:
+            m = Machine(self.dtype, self.compat == "reference", **self.limits)
+            self._local.machine = m
+        return m
+
+    def bind(self, prog, params=None, data=None, consts=None):
+        """Check inputs against the program's free names; returns (bindings, params, S, N)."""
+        params = {} if params is None else dict(params)
+        data = {} if data is None else dict(data)
+        consts = {} if consts is None else dict(consts)
+        seen = {}
+        for group, d in (("params", params), ("data", data), ("consts", consts)):
+            for k in d:
+                if not isinstance(k, str):
+                    raise TypeError(f"{group} keys must be names (str), got {k!r}")
+                if k in seen:
+                    raise ValueError(f"{k!r} is given in both {seen[k]} and {group}")
+                seen[k] = group
+        S = N = None
+        arrays = {}
+        for k, v in params.items():
+            a = _as_array(k, v, "parameter", 1)
+            if a.ndim == 1 and a.size != 1:
+                if S is not None and S != a.size:
+                    raise ValueError(f"parameter {k!r} has {a.size} starts, another has {S}")
+                S = a.size
+            arrays[k] = a
+        for k, v in data.items():
+            a = _as_array(k, v, "data input", 1)
+            if a.ndim == 1 and a.size != 1:
+                if N is not None and N != a.size:
+                    raise ValueError(f"data input {k!r} has {a.size} points, another has {N}")
+                N = a.size
+            arrays[k] = a
+        S = S or 1
+        N = N or 1
+        bindings = []
+        for name in prog.free_names:
+            if name in params:
+                a = arrays[name]
+                rows = a.size if a.size != 1 else 0
+                bindings.append((_PARAM, a.reshape(-1), rows if a.ndim else 0, 0))
+            elif name in data:
+                a = arrays[name]
+                rows = a.size if a.size != 1 else 0
+                bindings.append((_DATA, a.reshape(-1), rows if a.ndim else 0, 0))
+            elif name in consts:
+                a = _as_array(name, consts[name], "constant", 2)
+                if a.ndim == 2 and a.shape[0] > 65535:
+                    raise ValueError(f"constant {name!r} has more than 65535 rows")
+                rows = a.shape[0] if a.ndim >= 1 else 0
+                cols = a.shape[1] if a.ndim == 2 else 0
+                bindings.append((_CONST, a.reshape(-1), rows, cols))
+            else:
+                line, col = prog.free_positions[name]
+                raise UnboundError(
+                    f"unbound variable '{name}': not defined by the program and not given as a "
+                    f"parameter, data input or constant", line=line, col=col, form=name,
+                    file=prog.name)
+        return bindings, list(params), S, N
+
+    def evaluate(self, prog, params=None, data=None, consts=None, grad=False):
+        """Evaluate ``prog`` (an ndvm.Program or source text) on S x N lanes.
+
+        params: name -> scalar or [S] (differentiable); data: name -> scalar or [N];
+        consts: name -> number, vector [n] or matrix [r, c] (shared by all lanes).
+        """
+        if not isinstance(prog, Program):
+            if isinstance(prog, str):
+                prog = parse(prog)
+            else:
+                raise TypeError(f"expected an ndvm.Program or source text, got {type(prog).__name__}")
+        bindings, param_names, S, N = self.bind(prog, params, data, consts)
+        compiled = prog.compiled(self.client)
+        value, jac = self._machine().run(prog, self.client.entry, compiled, bindings, S, N,
+                                         bool(grad))
+        value = value.reshape(S, N)
+        jacobians = None
+        if grad:
+            index = {name: i for i, name in enumerate(prog.free_names)}
+            jacobians = {}
+            for name in param_names:
+                i = index.get(name)
+                j = jac.get(i) if i is not None else None
+                jacobians[name] = (j.reshape(S, N) if j is not None
+                                   else np.zeros((S, N), dtype=np.float64))
+        return Result(value, jacobians, tuple(param_names), S, N)
