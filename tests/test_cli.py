@@ -1,13 +1,15 @@
 """The ``ndvm`` command line, run as a user would (a subprocess)."""
 import subprocess
 import sys
+import tempfile
 
 import pytest
 
 
 def ndvm(*args, stdin=None):
+    # run outside the checkout so that the installed package is imported, not the source tree
     return subprocess.run([sys.executable, "-m", "ndvm", *args], input=stdin, text=True,
-                          capture_output=True, timeout=120)
+                          capture_output=True, timeout=120, cwd=tempfile.gettempdir())
 
 
 def test_run_example_with_gradients():
