@@ -14,7 +14,7 @@ from libcpp.vector cimport vector
 from ndvm._core.core cimport (
     Binding, BindKind, ClientEntry, Datum, DatumKind, ErrorInfo, Expanded, FitRequest,
     Machine as CMachine, Optimizer, RunRequest, SourceData, call_entry, expand_guarded,
-    fit_guarded, read_guarded,
+    fit_guarded, read_guarded, reverse_guarded,
 )
 
 import threading
@@ -165,6 +165,9 @@ cdef class Machine:
     cdef void* _ptr
     cdef readonly int dtype_code
     cdef readonly str dtype
+    cdef readonly unsigned long long generation  # counts runs; a kept tape belongs to one
+    cdef size_t _nbind
+    cdef size_t _lanes
 
     def __cinit__(self, str dtype="float64", bint compat_reference=False,
                   int64_t max_steps=10000000, int64_t max_depth=10000,
@@ -216,10 +219,11 @@ cdef class Machine:
         return (<CMachine[float]*>self._ptr).bytes_in_use()
 
     def run(self, Program prog, uintptr_t entry, uintptr_t compiled, list bindings,
-            uint32_t S, uint32_t N, bint grad):
+            uint32_t S, uint32_t N, bint grad, bint sweep=True):
         """Run a client's entry point. bindings: per free name (kind, float64 array, rows, cols).
 
         Returns (values [S*N], {free-name index: jacobian [S*N]} for parameters when grad).
+        With grad and not sweep, the tape is recorded but not swept: call reverse(seed) next.
         """
         cdef size_t nb = len(bindings)
         cdef vector[Binding] bs
@@ -247,7 +251,7 @@ cdef class Machine:
             bs[i].rows = rows
             bs[i].cols = cols
             jp[i] = NULL
-            if grad and kind == 0:
+            if grad and sweep and kind == 0:
                 j = np.empty(L, dtype=np.float64)
                 jac[i] = j
                 jv = j
@@ -258,13 +262,45 @@ cdef class Machine:
         rq.N = N
         rq.grad = grad
         rq.value_out = &out_mv[0]
-        rq.jac_out = jp.data()
+        rq.jac_out = jp.data() if sweep else NULL
+        self.generation += 1
+        self._nbind = nb
+        self._lanes = L
         with nogil:
             ok = call_entry(<ClientEntry>entry, self._ptr, self.dtype_code,
                             <const void*>prog._x.get(), <const void*>compiled, &rq, &err)
         if not ok:
             _raise(err)
         return value, jac
+
+    def reverse(self, seed, list params):
+        """Sweep the last run's tape seeded with `seed` [S*N]; returns {index: adjoints [S*N]}.
+
+        params: the binding indices of the parameters. Only valid right after run(grad=True,
+        sweep=False) on this machine (check `generation`).
+        """
+        cdef const double[::1] sv = seed
+        cdef vector[double*] jp
+        cdef double[::1] jv
+        cdef ErrorInfo err
+        cdef bool ok
+        if sv.shape[0] != self._lanes:
+            raise ValueError(f"seed must have {self._lanes} values, got {sv.shape[0]}")
+        jp.resize(self._nbind)
+        out = {}
+        for i in params:
+            j = np.empty(self._lanes, dtype=np.float64)
+            out[i] = j
+            jv = j
+            jp[i] = &jv[0]
+        with nogil:
+            if self.dtype_code == F64:
+                ok = reverse_guarded[double](self._ptr, &sv[0], jp.data(), self._nbind, &err)
+            else:
+                ok = reverse_guarded[float](self._ptr, &sv[0], jp.data(), self._nbind, &err)
+        if not ok:
+            _raise(err)
+        return out
 
     def fit(self, Program prog, uintptr_t entry, uintptr_t compiled, list bindings,
             list fitted, uint32_t S, uint32_t N, target, int optimizer, int steps, double lr,
@@ -331,6 +367,7 @@ cdef class Machine:
         rq.losses = &lv[0]
         rq.history = &hv[0, 0]
         rq.converged = &cv[0]
+        self.generation += 1
         with nogil:
             ok = fit_guarded(&rq, &err)
         if not ok:

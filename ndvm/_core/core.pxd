@@ -107,6 +107,8 @@ cdef extern from "bindings.hpp" namespace "ndvm":
                       shared_ptr[SourceData]* out, ErrorInfo* err) nogil
     bool call_entry(ClientEntry entry, void* machine, int dtype, const void* expanded,
                     const void* compiled, const RunRequest* rq, ErrorInfo* err) nogil
+    bool reverse_guarded[T](void* machine, const double* seed, double** jac_out, size_t nbind,
+                            ErrorInfo* err) nogil
 
 
 cdef extern from "fit.hpp" namespace "ndvm":

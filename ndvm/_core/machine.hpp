@@ -114,6 +114,8 @@ class Machine {
   std::vector<Value> free_vals_;    // one per free name, in the program's order
   std::vector<int64_t> param_pay_;  // per free name: its payload id if it is an active param
   std::vector<std::string> trace_;  // Scheme backtrace gathered while an error unwinds
+  Value result_;                    // the last run's result, kept for a later seeded sweep
+  bool taped_ = false;              // the last run recorded a tape that is still intact
 
   struct Mark {
     uint32_t npay, nmask;
@@ -141,6 +143,7 @@ class Machine {
     free_vals_.clear();
     param_pay_.clear();
     trace_.clear();
+    taped_ = false;
     init_stack_guard();
   }
 
