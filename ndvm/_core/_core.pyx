@@ -126,9 +126,15 @@ class Dotted:
         return f"Dotted({self.items!r}, {self.tail!r})"
 
 
+cdef extern from "stack.hpp" namespace "ndvm":
+    bool native_stack_exhausted() nogil
+
+
 cdef object _datum(SourceData* s, int i, list symbols):
     cdef const Datum* d = &s.data_[i]
     cdef int k
+    if native_stack_exhausted():
+        raise RecursionError
     if d.kind == DatumKind.Num:
         return int(d.num) if d.is_int and abs(d.num) < 2.0 ** 53 else d.num
     if d.kind == DatumKind.Bool:
@@ -153,7 +159,11 @@ def read(str text, str name="<program>"):
     if not read_guarded(t, n, &src, &err):
         _raise(err)
     symbols = [Symbol(x.decode("utf-8")) for x in src.get().symbols_]
-    return [_datum(src.get(), i, symbols) for i in src.get().top_]
+    try:
+        return [_datum(src.get(), i, symbols) for i in src.get().top_]
+    except RecursionError:
+        from ndvm.errors import ReadError
+        raise ReadError("data nested too deeply to convert to Python lists", file=name) from None
 
 
 cdef class Machine:
