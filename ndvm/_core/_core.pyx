@@ -12,8 +12,9 @@ from libcpp.string cimport string
 from libcpp.vector cimport vector
 
 from ndvm._core.core cimport (
-    Binding, BindKind, ClientEntry, Datum, DatumKind, ErrorInfo, Expanded, Machine as CMachine,
-    RunRequest, SourceData, call_entry, expand_guarded, read_guarded,
+    Binding, BindKind, ClientEntry, Datum, DatumKind, ErrorInfo, Expanded, FitRequest,
+    Machine as CMachine, Optimizer, RunRequest, SourceData, call_entry, expand_guarded,
+    fit_guarded, read_guarded,
 )
 
 import threading
@@ -109,12 +110,20 @@ class Symbol(str):
         return f"Symbol({str.__repr__(self)})"
 
 
-class Dotted(list):
-    """A dotted list ``(a b . tail)`` in read data: the items, plus ``.tail``."""
+class Dotted:
+    """A dotted list ``(a b . tail)`` in read data: ``.items`` (a list) and ``.tail``."""
+
+    __slots__ = ("items", "tail")
 
     def __init__(self, items, tail):
-        super().__init__(items)
+        self.items = items
         self.tail = tail
+
+    def __eq__(self, other):
+        return isinstance(other, Dotted) and (self.items, self.tail) == (other.items, other.tail)
+
+    def __repr__(self):
+        return f"Dotted({self.items!r}, {self.tail!r})"
 
 
 cdef object _datum(SourceData* s, int i, list symbols):
@@ -127,8 +136,8 @@ cdef object _datum(SourceData* s, int i, list symbols):
     if d.kind == DatumKind.Sym:
         return symbols[d.sym]
     items = [_datum(s, s.kids_[d.first + k], symbols) for k in range(d.count)]
-    if d.dotted:
-        return Dotted(items[:-1], items[-1])
+    if d.dotted:  # (no negative indexing: the module is compiled with wraparound=False)
+        return Dotted(items[:d.count - 1], items[d.count - 1])
     return items
 
 
@@ -256,3 +265,74 @@ cdef class Machine:
         if not ok:
             _raise(err)
         return value, jac
+
+    def fit(self, Program prog, uintptr_t entry, uintptr_t compiled, list bindings,
+            list fitted, uint32_t S, uint32_t N, target, int optimizer, int steps, double lr,
+            lower, upper, init, double tol=1e-12):
+        """Run a whole calibration natively (see ndvm.fit). fitted: binding indices optimized.
+
+        init: [P, S] starting values. Returns (params [P, S], losses [S], history [steps, S],
+        converged [S] bool, number of evaluations).
+        """
+        cdef FitRequest rq
+        cdef ErrorInfo err
+        cdef const double[::1] mv
+        cdef const double[::1] tv = target
+        cdef const double[::1] lo
+        cdef const double[::1] hi
+        cdef double[:, ::1] pv
+        cdef double[::1] lv
+        cdef double[:, ::1] hv
+        cdef unsigned char[::1] cv
+        cdef size_t i
+        cdef bool ok
+        keep = []
+        rq.bindings.resize(len(bindings))
+        for i in range(len(bindings)):
+            kind, arr, rows, cols = bindings[i]
+            mv = arr
+            keep.append(arr)
+            rq.bindings[i].kind = <BindKind>(<int>kind)
+            rq.bindings[i].values = &mv[0]
+            rq.bindings[i].rows = rows
+            rq.bindings[i].cols = cols
+        for i in fitted:
+            rq.param_binding.push_back(i)
+        P = len(fitted)
+        params = np.array(init, dtype=np.float64).reshape(P, S)
+        losses = np.empty(S, dtype=np.float64)
+        history = np.empty((max(steps, 1), S), dtype=np.float64)
+        converged = np.zeros(S, dtype=np.uint8)
+        pv = params
+        lv = losses
+        hv = history
+        cv = converged
+        rq.entry = <ClientEntry>entry
+        rq.machine = self._ptr
+        rq.dtype = self.dtype_code
+        rq.expanded = <const void*>prog._x.get()
+        rq.compiled = <const void*>compiled
+        rq.S = S
+        rq.N = N
+        rq.target = &tv[0]
+        rq.optimizer = <Optimizer>optimizer
+        rq.steps = steps
+        rq.lr = lr
+        rq.tol = tol
+        rq.lower = NULL
+        rq.upper = NULL
+        if lower is not None:
+            lo = lower
+            rq.lower = &lo[0]
+        if upper is not None:
+            hi = upper
+            rq.upper = &hi[0]
+        rq.params = &pv[0, 0] if P else NULL
+        rq.losses = &lv[0]
+        rq.history = &hv[0, 0]
+        rq.converged = &cv[0]
+        with nogil:
+            ok = fit_guarded(&rq, &err)
+        if not ok:
+            _raise(err)
+        return params, losses, history[:steps], converged != 0, rq.n_evals
