@@ -165,11 +165,10 @@ def test_errors_match_dmci(src, kw):
     a = outcome("dmci", src, data=data, **kw)
     b = outcome("bytecode", src, data=data, **kw)
     assert a[0] == "error", a
-    if "max_depth" in kw:
-        # dmci counts every nested evaluation, the VM only calls and branch arms: the limit hits
-        # at another point of the same recursion, so the backtrace has the same entries but
-        # may start elsewhere in the cycle
-        assert a[:6] == b[:6]
+    if "max_depth" in kw and a != b:
+        # dmci counts every nested evaluation, the VM calls and branch arms: in recursions whose
+        # calls sit inside nested expressions the limit hits at another point of the cycle
+        assert a[:3] == b[:3]
         assert set(a[6].splitlines()) == set(b[6].splitlines())
         return
     assert a == b

@@ -81,6 +81,12 @@ struct LoopInfo {
 struct Chunk {
   std::vector<Instr> code;          // code[0] is a shared RETURN (the continuation "return it")
   std::vector<const Node*> lines;   // per instruction: its node (position and form for errors)
+  // Looked up only when a limit is hit: the nodes whose evaluation step each instruction counts,
+  // in order (tick_nodes[tick_at[pc] ...]), and for CALL the node that contains the call (dmci
+  // reports a depth overflow there).
+  std::vector<uint32_t> tick_at;
+  std::vector<const Node*> tick_nodes;
+  std::vector<const Node*> outer;
   std::vector<Value> constants;
   std::vector<Proto> protos;        // protos[0]: the top level
   std::vector<LoopInfo> loops;

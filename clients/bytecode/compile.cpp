@@ -90,19 +90,25 @@ class Compiler {
   std::deque<LoopCtx> loops_;
   std::deque<PendingLambda> work_;
   uint32_t pending_ticks_ = 0;
+  std::vector<const Node*> pending_nodes_;  // the nodes of pending_ticks_, outermost first
+  const Node* current_ = nullptr;           // the node being compiled (parent of the next one)
   int32_t depth_ = 0, max_depth_ = 0;
 
   // ---- emission -------------------------------------------------------------------------------
   uint32_t here() const { return uint32_t(c_.code.size()); }
+
+  void tick(const Node* n) {
+    ++pending_ticks_;
+    pending_nodes_.push_back(n);
+  }
 
   uint32_t emit(Opcode op, const Node* at, uint32_t a = 0, uint32_t b = 0, uint32_t c = 0) {
     if (pending_ticks_ > 255) {
       Instr t;
       t.op = OP_TICK;
       t.a = pending_ticks_;
-      c_.code.push_back(t);
-      c_.lines.push_back(at);
       pending_ticks_ = 0;
+      push(t, at);
     }
     Instr i;
     i.op = op;
@@ -111,9 +117,18 @@ class Compiler {
     i.b = b;
     i.c = c;
     pending_ticks_ = 0;
+    push(i, at);
+    return here() - 1;
+  }
+  void push(const Instr& i, const Node* at) {
     c_.code.push_back(i);
     c_.lines.push_back(at);
-    return here() - 1;
+    c_.tick_at.push_back(uint32_t(c_.tick_nodes.size()));
+    if (i.ticks || i.op == OP_TICK) {
+      c_.tick_nodes.insert(c_.tick_nodes.end(), pending_nodes_.begin(), pending_nodes_.end());
+      pending_nodes_.clear();
+    }
+    c_.outer.push_back(nullptr);
   }
   void stack(int32_t delta) {
     depth_ += delta;
@@ -162,7 +177,8 @@ class Compiler {
     p.name = "top level";
     const Scope* s = new_scope(nullptr, 0, true, true);
     Ctx c{s, o, nullptr, true, false};
-    ++pending_ticks_;
+    tick(root);
+    current_ = root;
     letrec_body(root, c, s);
     c_.protos[0].frame_size = o->size;
     c_.protos[0].max_stack = uint32_t(max_depth_);
@@ -177,6 +193,7 @@ class Compiler {
     c_.protos[w.proto].entry = here();
     const Scope* s = new_scope(w.scope, 0, true, false);
     Ctx c{s, o, nullptr, true, false};
+    current_ = lam;
     expr(lam->kids[0], c, false);
     c_.protos[w.proto].frame_size = o->size;
     c_.protos[w.proto].max_stack = uint32_t(max_depth_);
@@ -247,7 +264,15 @@ class Compiler {
   // no step there); otherwise it is a continuation of its parent and costs one step.
   // Returns whether control falls through with the value on the stack.
   bool expr(const Node* n, const Ctx& c, bool sub) {
-    if (!(sub && trivial(n))) ++pending_ticks_;
+    if (!(sub && trivial(n))) tick(n);
+    const Node* parent = current_;
+    current_ = n;
+    bool falls = node(n, c, parent);
+    current_ = parent;
+    return falls;
+  }
+
+  bool node(const Node* n, const Ctx& c, const Node* parent) {
     switch (n->kind) {
       case NodeKind::Const:
         emit(OP_CONST, n, constant(n->constant));
@@ -324,7 +349,8 @@ class Compiler {
       case NodeKind::Call: {
         for (const Node* a : n->kids) expr(a, nontail(c), true);
         uint32_t argc = uint32_t(n->kids.size() - 1);
-        emit(c.tail ? OP_TAIL_CALL : OP_CALL, n, argc);
+        uint32_t at = emit(c.tail ? OP_TAIL_CALL : OP_CALL, n, argc);
+        c_.outer[at] = parent;
         stack(-int32_t(argc));
         if (!c.tail) return true;
         stack(-1);

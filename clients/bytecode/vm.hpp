@@ -58,6 +58,7 @@ class Vm {
     sp_ = base_;
     int64_t depth0 = m_.depth_;
     try {
+      typename Machine<T>::DepthGuard guard(m_);  // the top level counts as one level, as in dmci
       const Proto& top = c_.protos[0];
       Frame* env = new_frame(top.frame_size, nullptr);
       ensure(sp_, top.max_stack);
@@ -122,13 +123,13 @@ class Vm {
   // The Scheme backtrace, innermost first, in dmci's format: every activation entered by a call.
   void backtrace(Error& e) const {
     auto add = [&](const Node* site) {
-      if (!site || e.backtrace_.size() >= 8) return;
+      if (!site) return;
       const Node* callee = site->kids[0];
       SrcPos p = site->pos();
-      e.backtrace_.push_back("in " + (callee->kind == NodeKind::Lambda ? std::string("lambda")
-                                                                         : callee->form()) +
-                             ", called at " + site->src->name_ + ":" + std::to_string(p.line) +
-                             ":" + std::to_string(p.col));
+      add_backtrace(e, "in " + (callee->kind == NodeKind::Lambda ? std::string("lambda")
+                                                                   : callee->form()) +
+                           ", called at " + site->src->name_ + ":" + std::to_string(p.line) +
+                           ":" + std::to_string(p.col));
     };
     add(site_);
     for (size_t i = buf_.frames.size(); i-- > 0;) add(buf_.frames[i].site);
@@ -193,187 +194,216 @@ class Vm {
     return m_.select(mt, a, b);
   }
 
+  // Counts n steps for the instruction at pc; past the limit, the error names the node (of those
+  // the instruction starts) whose step exceeded it, as dmci's would.
+  void ticks(const Instr* pc, uint32_t n) {
+    if (m_.steps_ + n <= m_.limits_.max_steps) {
+      m_.steps_ += n;
+      return;
+    }
+    size_t at = c_.tick_at[size_t(pc - code_)];
+    for (uint32_t k = 0; k < n; ++k) {
+      try {
+        m_.tick();
+      } catch (Error& e) {
+        locate(e, c_.tick_nodes[at + k]);
+        throw;
+      }
+    }
+  }
+
   Value exec(const Instr* pc, Frame* env, const Instr* stop) {
     const size_t base = buf_.frames.size();
     Value* sp = sp_;
-    for (;;) {
-      if (pc == stop && buf_.frames.size() == base) {
-        sp_ = sp - 1;
-        return sp[-1];
-      }
-      const Instr& ins = *pc++;
-      for (unsigned k = ins.ticks; k; --k) m_.tick();
-      switch (Opcode(ins.op)) {
-        case OP_CONST: *sp++ = c_.constants[ins.a]; break;
-        case OP_QUOTE: {
-          const Node* n = node_at(pc - 1);
-          *sp++ = quote_datum(n->src, n->datum);
-          break;
+    const Instr* fault = pc;  // the instruction being executed
+    try {
+        for (;;) {
+        if (pc == stop && buf_.frames.size() == base) {
+          sp_ = sp - 1;
+          return sp[-1];
         }
-        case OP_LOCAL: {
-          Frame* f = env;
-          for (uint32_t d = ins.a; d; --d) f = f->parent;
-          *sp++ = f->slots[ins.b];
-          break;
-        }
-        case OP_LOCAL_CHECKED: {
-          Frame* f = env;
-          for (uint32_t d = ins.a; d; --d) f = f->parent;
-          const Value& v = f->slots[ins.b];
-          if (v.tag == Tag::Unspec && v.flags) {
+        const Instr& ins = *pc++;
+        if (ins.ticks) ticks(pc - 1, ins.ticks);
+        fault = pc - 1;
+        switch (Opcode(ins.op)) {
+          case OP_CONST: *sp++ = c_.constants[ins.a]; break;
+          case OP_QUOTE: {
             const Node* n = node_at(pc - 1);
-            fail(n, ErrorKind::Eval, "'" + n->form() + "' is used before its definition is evaluated");
-          }
-          *sp++ = v;
-          break;
-        }
-        case OP_FREE: *sp++ = m_.free_vals_[ins.a]; break;
-        case OP_CLOSURE:
-          *sp++ = Value::closure(m_.new_closure(&c_.protos[ins.a], env));
-          break;
-        case OP_POP: --sp; break;
-        case OP_BIND:
-          sp -= ins.a;
-          for (uint32_t i = 0; i < ins.a; ++i) env->slots[ins.b + i] = sp[i];
-          break;
-        case OP_SET: env->slots[ins.b] = *--sp; break;
-        case OP_UNASSIGNED:
-          for (uint32_t i = 0; i < ins.a; ++i) env->slots[ins.b + i] = unassigned();
-          break;
-        case OP_IF: {
-          Value t = *--sp;
-          switch (m_.truth(t)) {
-            case Machine<T>::Truth::True: break;
-            case Machine<T>::Truth::False: pc = code_ + ins.b; break;
-            case Machine<T>::Truth::Mixed: {
-              const Instr* k = code_ + ins.c;
-              Value v = mixed(t, pc, code_ + ins.b, nullptr, nullptr, k, env, sp);
-              *sp++ = v;
-              pc = k;
-              break;
-            }
-          }
-          break;
-        }
-        case OP_AND:
-        case OP_OR: {
-          Value a = sp[-1];
-          auto tr = m_.truth(a);
-          bool is_and = ins.op == OP_AND;
-          if (tr == Machine<T>::Truth::Mixed) {
-            --sp;
-            const Instr* k = code_ + ins.c;
-            Value v = is_and ? mixed(a, pc, nullptr, nullptr, &a, k, env, sp)
-                             : mixed(a, nullptr, pc, &a, nullptr, k, env, sp);
-            *sp++ = v;
-            pc = k;
-          } else if ((tr == Machine<T>::Truth::True) != is_and) {
-            pc = code_ + ins.c;  // the first value decides: it is the result
-          } else {
-            --sp;  // evaluate the second operand
-          }
-          break;
-        }
-        case OP_JUMP: pc = code_ + ins.b; break;
-        case OP_PRIM: {
-          Value* args = sp - ins.a;
-          Value r = prim(int(ins.b), args, int(ins.a), node_at(pc - 1), false);
-          sp = args;
-          *sp++ = r;
-          break;
-        }
-        case OP_CALL:
-        case OP_TAIL_CALL: {
-          Value* args = sp - ins.a;
-          Value f = args[-1];
-          uint32_t argc = ins.a;
-          const Node* at = node_at(pc - 1);
-          if (f.tag == Tag::Prim) {
-            Value r = prim(int(f.cols), args, int(argc), at, true);
-            sp = args - 1;
-            *sp++ = r;
-            if (ins.op == OP_TAIL_CALL) goto do_return;
+            *sp++ = quote_datum(n->src, n->datum);
             break;
           }
-          if (f.tag != Tag::Closure)
-            fail(at, ErrorKind::Eval, std::string("not a procedure: the operator '") +
-                                          at->kids[0]->form() + "' is " + tag_name(f.tag));
-          auto* cl = static_cast<const Closure*>(f.ptr);
-          const Proto* p = static_cast<const Proto*>(cl->code);
-          if (argc < p->nparams || (!p->rest && argc != p->nparams))
-            fail(at, ErrorKind::Eval,
-                 p->name + ": expects " + (p->rest ? "at least " : "") +
-                     arity_text(int(p->nparams)) + ", got " + std::to_string(argc));
-          Frame* fr = new_frame(p->frame_size, static_cast<Frame*>(cl->env));
-          for (uint32_t i = 0; i < p->nparams; ++i) fr->slots[i] = args[i];
-          if (p->rest) {
-            Value rest = Value::nil();
-            for (uint32_t i = argc; i > p->nparams; --i) rest = m_.cons(args[i - 1], rest);
-            fr->slots[p->nparams] = rest;
+          case OP_LOCAL: {
+            Frame* f = env;
+            for (uint32_t d = ins.a; d; --d) f = f->parent;
+            *sp++ = f->slots[ins.b];
+            break;
           }
-          sp = args - 1;
-          if (ins.op == OP_CALL) {
-            m_.enter();
-            buf_.frames.push_back({pc, env, site_, reusable_});
+          case OP_LOCAL_CHECKED: {
+            Frame* f = env;
+            for (uint32_t d = ins.a; d; --d) f = f->parent;
+            const Value& v = f->slots[ins.b];
+            if (v.tag == Tag::Unspec && v.flags) {
+              const Node* n = node_at(pc - 1);
+              fail(n, ErrorKind::Eval, "'" + n->form() + "' is used before its definition is evaluated");
+            }
+            *sp++ = v;
+            break;
           }
-          env = fr;
-          pc = code_ + p->entry;
-          site_ = at;
-          reusable_ = nullptr;
-          ensure(sp, p->max_stack);
-          break;
-        }
-        case OP_RETURN:
-        do_return: {
-          Value v = *--sp;
-          if (buf_.frames.size() == base) {
-            sp_ = sp;
-            return v;
+          case OP_FREE: *sp++ = m_.free_vals_[ins.a]; break;
+          case OP_CLOSURE:
+            *sp++ = Value::closure(m_.new_closure(&c_.protos[ins.a], env));
+            break;
+          case OP_POP: --sp; break;
+          case OP_BIND:
+            sp -= ins.a;
+            for (uint32_t i = 0; i < ins.a; ++i) env->slots[ins.b + i] = sp[i];
+            break;
+          case OP_SET: env->slots[ins.b] = *--sp; break;
+          case OP_UNASSIGNED:
+            for (uint32_t i = 0; i < ins.a; ++i) env->slots[ins.b + i] = unassigned();
+            break;
+          case OP_IF: {
+            Value t = *--sp;
+            switch (m_.truth(t)) {
+              case Machine<T>::Truth::True: break;
+              case Machine<T>::Truth::False: pc = code_ + ins.b; break;
+              case Machine<T>::Truth::Mixed: {
+                const Instr* k = code_ + ins.c;
+                Value v = mixed(t, pc, code_ + ins.b, nullptr, nullptr, k, env, sp);
+                *sp++ = v;
+                pc = k;
+                break;
+              }
+            }
+            break;
           }
-          const CallRecord& r = buf_.frames.back();
-          pc = r.ret;
-          env = r.env;
-          site_ = r.site;
-          reusable_ = r.reusable;
-          buf_.frames.pop_back();
-          m_.leave();
-          *sp++ = v;
-          break;
-        }
-        case OP_LOOP: {
-          const LoopInfo& l = c_.loops[ins.a];
-          Frame* f = new_frame(l.frame_size, env);
-          f->saved = reusable_;
-          sp -= l.nvars;
-          for (uint32_t i = 0; i < l.nvars; ++i) f->slots[i] = sp[i];
-          reusable_ = l.captures ? nullptr : f;
-          env = f;
-          break;
-        }
-        case OP_RECUR: {
-          const LoopInfo& l = c_.loops[ins.a];
-          Frame* f = env;
-          if (f != reusable_) {
-            Frame* g = new_frame(l.frame_size, f->parent);
-            g->saved = f->saved;
-            f = g;
+          case OP_AND:
+          case OP_OR: {
+            Value a = sp[-1];
+            auto tr = m_.truth(a);
+            bool is_and = ins.op == OP_AND;
+            if (tr == Machine<T>::Truth::Mixed) {
+              --sp;
+              const Instr* k = code_ + ins.c;
+              Value v = is_and ? mixed(a, pc, nullptr, nullptr, &a, k, env, sp)
+                               : mixed(a, nullptr, pc, &a, nullptr, k, env, sp);
+              *sp++ = v;
+              pc = k;
+            } else if ((tr == Machine<T>::Truth::True) != is_and) {
+              pc = code_ + ins.c;  // the first value decides: it is the result
+            } else {
+              --sp;  // evaluate the second operand
+            }
+            break;
+          }
+          case OP_JUMP: pc = code_ + ins.b; break;
+          case OP_PRIM: {
+            Value* args = sp - ins.a;
+            Value r = prim(int(ins.b), args, int(ins.a), node_at(pc - 1), false);
+            sp = args;
+            *sp++ = r;
+            break;
+          }
+          case OP_CALL:
+          case OP_TAIL_CALL: {
+            Value* args = sp - ins.a;
+            Value f = args[-1];
+            uint32_t argc = ins.a;
+            const Node* at = node_at(pc - 1);
+            if (f.tag == Tag::Prim) {
+              Value r = prim(int(f.cols), args, int(argc), at, true);
+              sp = args - 1;
+              *sp++ = r;
+              if (ins.op == OP_TAIL_CALL) goto do_return;
+              break;
+            }
+            if (f.tag != Tag::Closure)
+              fail(at, ErrorKind::Eval, std::string("not a procedure: the operator '") +
+                                            at->kids[0]->form() + "' is " + tag_name(f.tag));
+            auto* cl = static_cast<const Closure*>(f.ptr);
+            const Proto* p = static_cast<const Proto*>(cl->code);
+            if (argc < p->nparams || (!p->rest && argc != p->nparams))
+              fail(at, ErrorKind::Eval,
+                   p->name + ": expects " + (p->rest ? "at least " : "") +
+                       arity_text(int(p->nparams)) + ", got " + std::to_string(argc));
+            Frame* fr = new_frame(p->frame_size, static_cast<Frame*>(cl->env));
+            for (uint32_t i = 0; i < p->nparams; ++i) fr->slots[i] = args[i];
+            if (p->rest) {
+              Value rest = Value::nil();
+              for (uint32_t i = argc; i > p->nparams; --i) rest = m_.cons(args[i - 1], rest);
+              fr->slots[p->nparams] = rest;
+            }
+            sp = args - 1;
+            if (ins.op == OP_CALL) {
+              try {
+                m_.enter();
+              } catch (Error& e) {
+                locate(e, c_.outer[size_t(pc - 1 - code_)]);  // dmci: the node holding the call
+                throw;
+              }
+              buf_.frames.push_back({pc, env, site_, reusable_});
+            }
+            env = fr;
+            pc = code_ + p->entry;
+            site_ = at;
+            reusable_ = nullptr;
+            ensure(sp, p->max_stack);
+            break;
+          }
+          case OP_RETURN:
+          do_return: {
+            Value v = *--sp;
+            if (buf_.frames.size() == base) {
+              sp_ = sp;
+              return v;
+            }
+            const CallRecord& r = buf_.frames.back();
+            pc = r.ret;
+            env = r.env;
+            site_ = r.site;
+            reusable_ = r.reusable;
+            buf_.frames.pop_back();
+            m_.leave();
+            *sp++ = v;
+            break;
+          }
+          case OP_LOOP: {
+            const LoopInfo& l = c_.loops[ins.a];
+            Frame* f = new_frame(l.frame_size, env);
+            f->saved = reusable_;
+            sp -= l.nvars;
+            for (uint32_t i = 0; i < l.nvars; ++i) f->slots[i] = sp[i];
             reusable_ = l.captures ? nullptr : f;
+            env = f;
+            break;
           }
-          sp -= l.nvars;
-          for (uint32_t i = 0; i < l.nvars; ++i) f->slots[i] = sp[i];
-          env = f;
-          pc = code_ + l.body;
-          break;
+          case OP_RECUR: {
+            const LoopInfo& l = c_.loops[ins.a];
+            Frame* f = env;
+            if (f != reusable_) {
+              Frame* g = new_frame(l.frame_size, f->parent);
+              g->saved = f->saved;
+              f = g;
+              reusable_ = l.captures ? nullptr : f;
+            }
+            sp -= l.nvars;
+            for (uint32_t i = 0; i < l.nvars; ++i) f->slots[i] = sp[i];
+            env = f;
+            pc = code_ + l.body;
+            break;
+          }
+          case OP_LOOP_EXIT:
+            reusable_ = env->saved;
+            env = env->parent;
+            break;
+          case OP_TICK: ticks(pc - 1, ins.a); break;
+          default: NDVM_ASSERT(false);
         }
-        case OP_LOOP_EXIT:
-          reusable_ = env->saved;
-          env = env->parent;
-          break;
-        case OP_TICK:
-          for (uint32_t k = ins.a; k; --k) m_.tick();
-          break;
-        default: NDVM_ASSERT(false);
       }
+    } catch (Error& e) {
+      // anything position-less (limits, memory) is reported at the failing instruction's node
+      locate(e, node_at(fault));
+      throw;
     }
   }
 };
