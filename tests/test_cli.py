@@ -54,3 +54,10 @@ def test_help():
     assert r.returncode == 0 and "run" in r.stdout
     r = ndvm("run", "--help")
     assert r.returncode == 0 and "--param" in r.stdout
+
+
+def test_disasm():
+    r = ndvm("disasm", "-", stdin="(define (f x) (* x 2))\n(f a)")
+    assert r.returncode == 0, r.stderr
+    assert "CALL" in r.stdout or "TAIL_CALL" in r.stdout
+    assert "PRIM" in r.stdout
