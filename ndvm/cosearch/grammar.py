@@ -9,7 +9,8 @@ from dataclasses import dataclass
 
 from ndvm.cosearch.sexpr import SPECIAL_FORMS, size
 
-__all__ = ["Grammar", "positions", "get_at", "replace_at", "grow", "mutate", "crossover"]
+__all__ = ["Grammar", "positions", "get_at", "replace_at", "grow", "mutate", "crossover",
+           "simplify"]
 
 
 @dataclass
@@ -214,3 +215,18 @@ def crossover(rng, g, a, b):
             if size(child) <= g.max_size:
                 return child
     return mutate(rng, g, a)
+
+
+def simplify(tree):
+    """Drop ``let`` bindings whose variable the body never uses (bloat from mutation)."""
+    if not isinstance(tree, list):
+        return tree
+    tree = [simplify(t) for t in tree]
+    if (len(tree) == 3 and tree[0] == "let" and isinstance(tree[1], list)
+            and all(isinstance(b, list) and len(b) == 2 for b in tree[1])):
+        kept = [b for b in tree[1] if _refs(tree[2], {b[0]})]
+        if not kept:
+            return tree[2]
+        if len(kept) < len(tree[1]):
+            return ["let", kept, tree[2]]
+    return tree

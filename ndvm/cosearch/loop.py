@@ -265,7 +265,7 @@ def search(task="damped", proposer="mutate", budget=None, max_candidates=None, o
     if isinstance(proposer, Proposer):
         prop = proposer
     elif proposer == "replay" and not candidates:
-        prop = Replay(*task.seeds)
+        prop = Replay(sources=task.seeds)
     else:
         prop = make_proposer(proposer, seed=seed, candidates=candidates, **proposer_options)
     state = SearchState(task=task, grammar=g)

@@ -58,15 +58,15 @@ def read_candidates(path):
 
 
 class Replay(Proposer):
-    """Candidates from JSON-lines files (or a list of sources), in file order."""
+    """Candidates from JSON-lines files, then from ``sources`` (program texts), in order."""
 
     name = "replay"
 
-    def __init__(self, *sources):
+    def __init__(self, *files, sources=()):
         self.queue = []
-        for s in sources:
-            self.queue.extend(read_candidates(s) if isinstance(s, (str, os.PathLike))
-                              and not str(s).lstrip().startswith("(") else [s])
+        for f in files:
+            self.queue.extend(read_candidates(f))
+        self.queue.extend(sources)
         self.pos = 0
 
     def propose(self, n, state):
@@ -117,6 +117,7 @@ class Mutate(Proposer):
                                      self._pick(trees, errors))
             else:
                 child = gp.mutate(self.rng, g, self._pick(trees, errors))
+            child = gp.simplify(child)
             if size(child) > g.max_size:
                 continue
             child = canonical(child, g.params)

@@ -44,19 +44,24 @@ def write_plots(result, out):
     written = []
     ok = [r for r in result.records if r["status"] == "ok" and np.isfinite(r["heldout_error"])]
     fig, ax = plt.subplots(figsize=(6, 4))
+    if task.objective == "mse":  # errors beyond 10x the held-out variance are drawn at the top
+        var = float(np.var(task.split("heldout")[1]))
+        top = 10 * var
+        low = max(min([r["heldout_error"] for r in ok] + [var]) / 2, 1e-12)
+    else:
+        top = max([r["heldout_error"] for r in ok], default=1.0)
     if ok:
-        ax.scatter([r["size"] for r in ok], [r["heldout_error"] for r in ok], s=6, c="0.75",
-                   label=f"candidates ({len(ok)})")
+        ax.scatter([r["size"] for r in ok], [min(r["heldout_error"], top) for r in ok], s=6,
+                   c="0.75", label=f"candidates ({len(ok)})")
     if result.front:
-        ax.step([r["size"] for r in result.front], [r["heldout_error"] for r in result.front],
+        ax.step([r["size"] for r in result.front],
+                [min(r["heldout_error"], top) for r in result.front],
                 where="post", c="C3", marker="o", label="Pareto front")
     ax.set_xlabel("program size (atoms)")
     ax.set_ylabel("NLL" if task.objective == "nll" else "held-out MSE")
     if task.objective == "mse":
         ax.set_yscale("log")
-        var = float(np.var(task.split("heldout")[1]))
-        low = min([r["heldout_error"] for r in ok] + [var]) / 2
-        ax.set_ylim(max(low, 1e-12), 10 * var)  # beyond 10x the variance is noise on a plot
+        ax.set_ylim(low, top * 1.5)
         if task.threshold is not None:
             ax.axhline((1 - task.threshold) * np.var(task.split("heldout")[1]), ls="--", c="0.4",
                        lw=1, label=f"R2 = {task.threshold}")
