@@ -84,15 +84,18 @@ class Mutate(Proposer):
 
     name = "mutate"
 
-    def __init__(self, seed=0, crossover=0.3, fresh=0.1, tournament=3):
+    def __init__(self, seed=0, crossover=0.3, fresh=0.1, tournament=3, parsimony=0.02):
         self.rng = np.random.default_rng(seed)
+        self.parsimony = parsimony
         self.crossover = crossover
         self.fresh = fresh
         self.tournament = tournament
 
     def _parents(self, state):
         pool = list(state.front) + list(state.population)
-        return [to_tree(r["src"]) for r in pool], [r["heldout_error"] for r in pool]
+        # parsimony pressure: 2% more error per atom, so bloated parents lose close tournaments
+        return ([to_tree(r["src"]) for r in pool],
+                [r["heldout_error"] * (1 + self.parsimony * r["size"]) for r in pool])
 
     def _pick(self, trees, errors):
         idx = self.rng.integers(len(trees), size=min(self.tournament, len(trees)))
