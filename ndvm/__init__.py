@@ -10,10 +10,11 @@ from ndvm.errors import (
 )
 from ndvm.evaluator import Evaluator, Result
 from ndvm.fit import FitResult, fit
+from ndvm.cosearch import Task, search
 
 __version__ = "0.1.0"
 
 __all__ = [
     "Evaluator", "EvalError", "FitResult", "FormError", "InternalError", "LimitError", "Program", "ReadError",
-    "Result", "SchemeError", "UnboundError", "clients", "fit", "parse", "read",
+    "Result", "SchemeError", "Task", "UnboundError", "clients", "fit", "parse", "read", "search",
 ]
