@@ -128,7 +128,10 @@ cdef object _datum(SourceData* s, int i, list symbols):
         return symbols[d.sym]
     items = [_datum(s, s.kids_[d.first + k], symbols) for k in range(d.count)]
     if d.dotted:
-        return Dotted(items[:-1], items[-1])
+        # explicit indices: the module is compiled with wraparound=False, so items[-1] would
+        # read out of bounds
+        k = len(items) - 1
+        return Dotted(items[:k], items[k])
     return items
 
 
