@@ -13,7 +13,7 @@ from libcpp.vector cimport vector
 
 from ndvm._core.core cimport (
     Binding, BindKind, ClientEntry, Datum, DatumKind, ErrorInfo, Expanded, Machine as CMachine,
-    RunRequest, SourceData, call_entry, expand_guarded, read_guarded,
+    RunRequest, SourceData, call_entry, expand_guarded, prelude_text, read_guarded,
 )
 
 import threading
@@ -133,6 +133,11 @@ cdef object _datum(SourceData* s, int i, list symbols):
         k = len(items) - 1
         return Dotted(items[:k], items[k])
     return items
+
+
+def prelude():
+    """The Scheme text of the prelude (map, filter, fold-left, ...) that every client loads."""
+    return prelude_text().decode("utf-8")
 
 
 def read(str text, str name="<program>"):
