@@ -81,7 +81,7 @@ def _as_array(name, value, what, max_ndim):
                          f"got shape {a.shape}")
     if a.size == 0:
         raise ValueError(f"{what} {name!r} is empty")
-    return np.ascontiguousarray(a)
+    return a if a.flags.c_contiguous else a.copy()  # (ascontiguousarray would make 0-d 1-d)
 
 
 def bind_inputs(prog, params=None, data=None, consts=None):

@@ -254,13 +254,14 @@ class Eval {
         NDVM_ASSERT(false);
       }
     } catch (Error& e) {
-      if (running && e.backtrace_.size() < 8) {
+      locate(e, n);
+      if (running) {
         const Node* callee = running->kids[0];
         SrcPos p = running->pos();
-        e.backtrace_.push_back("in " + (callee->kind == NodeKind::Lambda ? std::string("lambda")
-                                                                          : callee->form()) +
-                               ", called at " + running->src->name_ + ":" +
-                               std::to_string(p.line) + ":" + std::to_string(p.col));
+        add_backtrace(e, "in " + (callee->kind == NodeKind::Lambda ? std::string("lambda")
+                                                                    : callee->form()) +
+                             ", called at " + running->src->name_ + ":" +
+                             std::to_string(p.line) + ":" + std::to_string(p.col));
       }
       throw;
     }

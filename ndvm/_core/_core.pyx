@@ -109,12 +109,20 @@ class Symbol(str):
         return f"Symbol({str.__repr__(self)})"
 
 
-class Dotted(list):
-    """A dotted list ``(a b . tail)`` in read data: the items, plus ``.tail``."""
+class Dotted:
+    """A dotted list ``(a b . tail)`` in read data: ``.items`` (a list) and ``.tail``."""
+
+    __slots__ = ("items", "tail")
 
     def __init__(self, items, tail):
-        super().__init__(items)
+        self.items = items
         self.tail = tail
+
+    def __eq__(self, other):
+        return isinstance(other, Dotted) and (self.items, self.tail) == (other.items, other.tail)
+
+    def __repr__(self):
+        return f"Dotted({self.items!r}, {self.tail!r})"
 
 
 cdef object _datum(SourceData* s, int i, list symbols):
@@ -127,11 +135,8 @@ cdef object _datum(SourceData* s, int i, list symbols):
     if d.kind == DatumKind.Sym:
         return symbols[d.sym]
     items = [_datum(s, s.kids_[d.first + k], symbols) for k in range(d.count)]
-    if d.dotted:
-        # explicit indices: the module is compiled with wraparound=False, so items[-1] would
-        # read out of bounds
-        k = len(items) - 1
-        return Dotted(items[:k], items[k])
+    if d.dotted:  # (no negative indexing: the module is compiled with wraparound=False)
+        return Dotted(items[:d.count - 1], items[d.count - 1])
     return items
 
 

@@ -40,6 +40,17 @@ class Error : public std::runtime_error {
   std::vector<std::string> backtrace_;
 };
 
+// Appends one frame to a short Scheme backtrace: at most 8 entries, repeats folded into one.
+inline void add_backtrace(Error& e, const std::string& frame) {
+  auto& bt = e.backtrace_;
+  const std::string folded = frame + " (repeated)";
+  if (!bt.empty() && (bt.back() == frame || bt.back() == folded)) {
+    bt.back() = folded;
+    return;
+  }
+  if (bt.size() < 8) bt.push_back(frame);
+}
+
 // What the Python layer reads after a call that failed.
 struct ErrorInfo {
   int kind = 0;

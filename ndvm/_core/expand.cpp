@@ -263,10 +263,7 @@ class Expander {
 
   std::string checked_name(int32_t d, const char* who) {
     if (!is_sym(d)) form_error(d, std::string(who) + ": expected a variable name, got " + cur_->show(d));
-    const std::string& s = sym(d);
-    if (special_forms().count(s))
-      form_error(d, std::string(who) + ": cannot bind the special form name '" + s + "'");
-    return s;
+    return sym(d);  // special-form names may be rebound; they are then plain variables
   }
 
   const Node* define_value(int32_t d, const std::string& name, const Ctx& c) {

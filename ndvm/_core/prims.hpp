@@ -374,7 +374,8 @@ class Prims {
                                        " must be an integer, got " + format_number(x));
     if (x < 0 || x >= double(bound) || (size && x == 0 && false))
       throw Error(ErrorKind::Eval, std::string(who) + ": " + (size ? "size " : "index ") +
-                                       format_number(x) + " out of range" +
+                                       (std::fabs(x) < 1e15 ? std::to_string(int64_t(x)) : format_number(x)) +
+                                       " out of range" +
                                        (size ? "" : " for length " + std::to_string(bound)));
     return int64_t(x);
   }

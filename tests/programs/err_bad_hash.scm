@@ -1,0 +1,3 @@
+; Bad # syntax.
+; expect error: ReadError line 3
+(if #x 1 2)

@@ -1,0 +1,3 @@
+; A malformed let binding.
+; expect error: FormError line 3
+(let ((x)) x)

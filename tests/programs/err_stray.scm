@@ -1,0 +1,3 @@
+; A stray closing parenthesis.
+; expect error: ReadError line 3
+(+ 1 2))

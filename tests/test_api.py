@@ -1,0 +1,186 @@
+"""The Python API contract of the SPEC: parse, Program, clients, Evaluator, Result, errors."""
+import pickle
+import threading
+
+import numpy as np
+import pytest
+
+import ndvm
+from conftest import CLIENTS
+
+DAMPED = "(* A (* (exp (- 0 (* b t))) (cos (* omega t))))"
+
+
+def test_parse_and_free_names_in_first_occurrence_order():
+    prog = ndvm.parse(DAMPED, name="model.scm")
+    assert prog.free_names == ("A", "b", "t", "omega")
+    assert prog.name == "model.scm"
+    assert prog.source == DAMPED
+    assert "omega" in repr(prog)
+
+
+def test_defined_names_primitives_and_prelude_are_not_free():
+    prog = ndvm.parse("(define (f y) (* k y)) (+ (f x) (fold-left + 0 (list a)) (sqrt x))")
+    assert prog.free_names == ("k", "x", "a")
+
+
+def test_program_pickles():
+    prog = ndvm.parse(DAMPED, name="m.scm")
+    back = pickle.loads(pickle.dumps(prog))
+    assert back.free_names == prog.free_names and back.name == "m.scm"
+    ev = ndvm.Evaluator()
+    p = {"A": 1.0, "b": 0.3, "omega": 2.0, "t": 1.5}
+    assert ev.evaluate(back, params=p).item() == ev.evaluate(prog, params=p).item()
+
+
+def test_clients_lists_both():
+    assert "dmci" in ndvm.clients()
+    assert ndvm.clients() == tuple(sorted(ndvm.clients()))
+    with pytest.raises(ValueError, match="unknown client"):
+        ndvm.Evaluator(client="nope")
+
+
+@pytest.mark.parametrize("client", CLIENTS)
+def test_result_shapes_and_derived_gradients(client):
+    ev = ndvm.Evaluator(client=client)
+    S, N = 3, 5
+    a = np.array([0.5, 1.0, 2.0])
+    t = np.linspace(0, 2, N)
+    res = ev.evaluate(DAMPED, params={"A": a, "b": 0.3, "omega": 2.0}, data={"t": t}, grad=True)
+    assert res.value.shape == (S, N)
+    assert set(res.grad) == {"A", "b", "omega"}
+    for g in res.grad.values():
+        assert g.shape == (S,)
+    jac = res.jacobian()
+    assert jac["A"].shape == (S, N)
+    np.testing.assert_allclose(res.grad["b"], jac["b"].sum(axis=1))
+    seed = np.arange(S * N, dtype=float).reshape(S, N)
+    np.testing.assert_allclose(res.vjp(seed)["omega"], (seed * jac["omega"]).sum(axis=1))
+    np.testing.assert_allclose(res.vjp(np.ones((S, N)))["A"], res.grad["A"])
+    with pytest.raises(ValueError, match="seed must have shape"):
+        res.vjp(np.ones((2, 2)))
+    with pytest.raises(ValueError, match="one lane"):
+        res.item()
+
+
+def test_no_grad_result():
+    res = ndvm.Evaluator().evaluate("(* a 2)", params={"a": 1.5})
+    assert res.grad is None and res.item() == 3.0
+    with pytest.raises(ValueError, match="grad=True"):
+        res.jacobian()
+
+
+def test_source_text_is_accepted_and_parameters_unused_by_the_program_get_zero():
+    res = ndvm.Evaluator().evaluate("(* a 2)", params={"a": 1.5, "unused": [1.0]}, grad=True)
+    assert res.grad["a"][0] == 2.0 and res.grad["unused"][0] == 0.0
+
+
+def test_consts_number_vector_matrix():
+    ev = ndvm.Evaluator()
+    res = ev.evaluate("(+ c (vsum v) (trace M))",
+                      consts={"c": 1.0, "v": [1.0, 2.0], "M": np.eye(3)})
+    assert res.item() == 7.0
+
+
+@pytest.mark.parametrize("bad, match", [
+    (dict(params={"a": [[1.0]]}), "at most 1 dimension"),
+    (dict(params={"a": []}), "empty"),
+    (dict(params={"a": "x"}), "numeric"),
+    (dict(params={"a": 1.0}, data={"a": 2.0}), "both params and data"),
+    (dict(params={"a": [1.0, 2.0], "x": [1.0, 2.0, 3.0]}), "starts"),
+    (dict(params={"a": 1.0}, data={"x": [1.0, 2.0], "y": [1.0]}), None),
+    (dict(params={1: 1.0}), "names"),
+])
+def test_bad_inputs_raise_clear_errors(bad, match):
+    ev = ndvm.Evaluator()
+    if match is None:
+        ev.evaluate("(* a x)", **bad)  # a 1-element data input is a scalar: fine
+        return
+    with pytest.raises((ValueError, TypeError), match=match):
+        ev.evaluate("(* a x)", **bad)
+
+
+def test_missing_free_name_is_an_unbound_error_with_position():
+    with pytest.raises(ndvm.UnboundError) as info:
+        ndvm.Evaluator().evaluate(ndvm.parse("(+ 1\n   (* a x))", name="m.scm"),
+                                  params={"a": 1.0})
+    e = info.value
+    assert (e.line, e.col, e.form, e.file) == (2, 9, "x", "m.scm")
+    assert "x" in e.message and e.kind == "UnboundError"
+    assert isinstance(e, ValueError)
+
+
+def test_error_attributes_and_pickling():
+    with pytest.raises(ndvm.EvalError) as info:
+        ndvm.Evaluator().evaluate("(car 1.0)")
+    e = info.value
+    assert e.kind == "EvalError" and e.line == 1 and e.col == 1 and e.form == "(car 1.0)"
+    back = pickle.loads(pickle.dumps(e))
+    assert type(back) is ndvm.EvalError and back.line == 1 and str(back) == str(e)
+
+
+def test_evaluator_arguments_are_checked():
+    with pytest.raises(ValueError, match="dtype"):
+        ndvm.Evaluator(dtype="float16")
+    with pytest.raises(ValueError, match="compat"):
+        ndvm.Evaluator(compat="yes")
+    with pytest.raises(ValueError, match="max_steps"):
+        ndvm.Evaluator(max_steps=0)
+    with pytest.raises(TypeError):
+        ndvm.Evaluator().evaluate(42)
+
+
+@pytest.mark.parametrize("client", CLIENTS)
+def test_float32(client):
+    ev = ndvm.Evaluator(client=client, dtype="float32")
+    res = ev.evaluate("(* a 0.1)", params={"a": 3.0}, grad=True)
+    assert res.item() == float(np.float32(3.0) * np.float32(0.1))
+    assert res.value.dtype == np.float64  # float32 arithmetic, float64 arrays out
+
+
+@pytest.mark.parametrize("client", CLIENTS)
+def test_compat_reference_clamps_sqrt_and_log(client):
+    ref = ndvm.Evaluator(client=client, compat="reference")
+    ieee = ndvm.Evaluator(client=client)
+    assert ref.evaluate("(sqrt -1.0)").item() == pytest.approx(1e-4)
+    assert np.isnan(ieee.evaluate("(sqrt -1.0)").item())
+    res = ref.evaluate("(log a)", params={"a": -2.0}, grad=True)
+    assert res.grad["a"][0] == 0.0
+
+
+@pytest.mark.parametrize("client", CLIENTS)
+def test_concurrent_evaluations_share_programs_safely(client):
+    prog = ndvm.parse(DAMPED)
+    ev = ndvm.Evaluator(client=client)
+    t = np.linspace(0, 3, 64)
+    want = ev.evaluate(prog, params={"A": 1.0, "b": 0.3, "omega": 2.0}, data={"t": t},
+                       grad=True)
+    errors = []
+
+    def work():
+        try:
+            for _ in range(200):
+                r = ev.evaluate(prog, params={"A": 1.0, "b": 0.3, "omega": 2.0}, data={"t": t},
+                                grad=True)
+                np.testing.assert_array_equal(r.value, want.value)
+                np.testing.assert_array_equal(r.grad["b"], want.grad["b"])
+        except Exception as exc:  # pragma: no cover - reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=work) for _ in range(4)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join()
+    assert not errors
+
+
+def test_warm_machine_reuses_its_buffers():
+    ev = ndvm.Evaluator()
+    prog = ndvm.parse("(loop ((k 0) (y a)) (if (= k 50) y (recur (+ k 1) (sin (* y x)))))")
+    args = dict(params={"a": np.linspace(0, 1, 16)}, data={"x": np.linspace(0, 1, 16)}, grad=True)
+    ev.evaluate(prog, **args)
+    before = ev._machine().bytes_in_use
+    for _ in range(5):
+        ev.evaluate(prog, **args)
+    assert ev._machine().bytes_in_use == before

@@ -1,0 +1,54 @@
+"""The ``ndvm`` command line, run as a user would (a subprocess)."""
+import subprocess
+import sys
+
+import pytest
+
+
+def ndvm(*args, stdin=None):
+    return subprocess.run([sys.executable, "-m", "ndvm", *args], input=stdin, text=True,
+                          capture_output=True, timeout=120)
+
+
+def test_run_example_with_gradients():
+    r = ndvm("run", "example:damped_oscillator.scm", "--param", "A=1", "--param", "b=0.3",
+             "--param", "omega=2", "--data", "t=0,0.5,1,1.5", "--grad")
+    assert r.returncode == 0, r.stderr
+    assert "-0.631247" in r.stdout           # the value at t = 1.5
+    assert "d/dA" in r.stdout and "gradient of the sum" in r.stdout
+
+
+def test_run_from_stdin_with_bytecode_client_if_available():
+    import ndvm as lib
+
+    client = "bytecode" if "bytecode" in lib.clients() else "dmci"
+    r = ndvm("run", "-", "--param", "a=2,3", "--client", client, stdin="(* a a)")
+    assert r.returncode == 0, r.stderr
+    assert "4" in r.stdout and "9" in r.stdout
+
+
+@pytest.mark.parametrize("src, needle", [
+    ("(+ 1", "ReadError"),
+    ("(car 1.0)", "EvalError"),
+    ("(* a x)", "UnboundError"),
+    ("(if)", "FormError"),
+])
+def test_errors_print_one_clear_line_and_exit_2(src, needle):
+    r = ndvm("run", "-", stdin=src)
+    assert r.returncode == 2
+    assert needle in r.stderr and "<stdin>:1:" in r.stderr
+    assert "Traceback" not in r.stderr
+
+
+def test_missing_file_and_bad_arguments():
+    r = ndvm("run", "/nonexistent/model.scm")
+    assert r.returncode != 0 and "cannot read" in r.stderr
+    r = ndvm("run", "-", "--param", "a", stdin="a")
+    assert r.returncode == 2 and "NAME=VALUE" in r.stderr
+
+
+def test_help():
+    r = ndvm("--help")
+    assert r.returncode == 0 and "run" in r.stdout
+    r = ndvm("run", "--help")
+    assert r.returncode == 0 and "--param" in r.stdout
