@@ -64,8 +64,8 @@ class Env:
 
 def show(x, limit=200):
     """Scheme text of read data (for error messages)."""
-    if isinstance(x, list):
-        parts = [show(e, limit) for e in x]
+    if isinstance(x, (list, Dotted)):
+        parts = [show(e, limit) for e in (x.items if isinstance(x, Dotted) else x)]
         if isinstance(x, Dotted):
             parts += [".", show(x.tail, limit)]
         text = "(" + " ".join(parts) + ")"
@@ -80,17 +80,51 @@ def _params(spec):
     """(names, rest) of a lambda parameter list: a list, a Dotted list or a bare symbol."""
     if isinstance(spec, str):
         return (), str(spec)
-    names = tuple(str(p) for p in spec)
-    return names, (str(spec.tail) if isinstance(spec, Dotted) else None)
+    if isinstance(spec, Dotted):
+        return tuple(str(p) for p in spec.items), str(spec.tail)
+    return tuple(str(p) for p in spec), None
+
+
+def _signature(target):
+    """(name, parameter spec) of a ``(define (name . params) ...)`` head."""
+    if isinstance(target, Dotted):
+        return str(target.items[0]), Dotted(target.items[1:], target.tail)
+    return str(target[0]), target[1:]
 
 
 def _is_define(x):
     return type(x) is list and len(x) > 0 and x[0] == "define"
 
 
+def _non_head_specials(x, out):
+    if isinstance(x, Dotted):
+        _non_head_specials(x.items, out)
+        _non_head_specials(x.tail, out)
+    elif isinstance(x, list):
+        for i, e in enumerate(x):
+            if i and isinstance(e, str) and e in _SPECIAL:
+                out.add(str(e))
+            _non_head_specials(e, out)
+    return out
+
+
+_shadow_cache = {}
+
+
+def _shadowable(top):
+    """Special-form names the program mentions other than as a head: they may be rebound."""
+    key = id(top)
+    hit = _shadow_cache.get(key)
+    if hit is None or hit[0] is not top:
+        if len(_shadow_cache) > 512:
+            _shadow_cache.clear()
+        hit = _shadow_cache[key] = (top, frozenset(_non_head_specials(top, set())))
+    return hit[1]
+
+
 _PRELUDE = {}
 for _d in read(prelude(), "<prelude>"):
-    _PRELUDE[str(_d[1][0])] = _d
+    _PRELUDE[_signature(_d[1])[0]] = _d
 
 
 class Interpreter:
@@ -101,6 +135,7 @@ class Interpreter:
         self.max_steps = max_steps
         self.steps = 0
         self.prelude_env = Env({}, None)
+        self.shadowable = frozenset()
         self.prims = {}
 
     # -- names ---------------------------------------------------------------------------------
@@ -125,16 +160,24 @@ class Interpreter:
             return v
         d = _PRELUDE.get(name)
         if d is not None:
-            names, rest = _params(Dotted(d[1][1:], d[1].tail) if isinstance(d[1], Dotted)
-                                  else d[1][1:])
+            names, rest = _params(_signature(d[1])[1])
             v = self.m.closure(Closure(names, rest, d[2:], self.prelude_env, name))
             self.prelude_env.vars[name] = v
             return v
         raise UnboundError(f"unbound variable '{name}'", form=str(name))
 
     # -- evaluation ----------------------------------------------------------------------------
+    def bound(self, name, env):
+        """Whether a lexical frame binds ``name`` (a special form's name may be rebound)."""
+        while env is not None:
+            if name in env.vars:
+                return True
+            env = env.parent
+        return False
+
     def run(self, top, inputs):
         """Evaluate the top-level forms (defines, then expressions) with the free names bound."""
+        self.shadowable = _shadowable(top)
         env = Env(dict(inputs), None)
         x, env = self.body(top, env)
         return self.ev(x, env)
@@ -159,9 +202,8 @@ class Interpreter:
 
     def define(self, x, env):
         target = x[1]
-        if isinstance(target, list):
-            name = str(target[0])
-            spec = Dotted(target[1:], target.tail) if isinstance(target, Dotted) else target[1:]
+        if isinstance(target, (list, Dotted)):
+            name, spec = _signature(target)
             names, rest = _params(spec)
             env.vars[name] = self.m.closure(Closure(names, rest, x[2:], env, name))
         else:
@@ -178,7 +220,8 @@ class Interpreter:
                     raise EvalError("a dotted list is not an expression", form=show(x))
                 return m.literal(x)
             op = x[0]
-            if type(op) is Symbol and op in _SPECIAL:
+            if type(op) is Symbol and op in _SPECIAL and not (
+                    op in self.shadowable and self.bound(op, env)):
                 if op == "if":
                     if m.truth(self.ev(x[1], env)):
                         x = x[2]
@@ -267,7 +310,7 @@ class Interpreter:
                     continue
                 if op == "case":
                     key = self.ev(x[1], env)
-                    eqv = self.global_value("eqv?")
+                    eqv = m.procedure(self.global_value("eqv?"))
                     for clause in x[2:]:
                         if clause[0] == "else" or any(
                                 m.truth(m.apply_prim(eqv, [key, m.datum(d)])) for d in clause[0]):

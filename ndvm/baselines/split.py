@@ -16,6 +16,7 @@ import numpy as np
 import torch
 
 from ndvm.baselines._interp import BaselineEvaluator, Closure, Diverge
+from ndvm._core import Dotted
 from ndvm.errors import EvalError
 
 __all__ = ["SplitEvaluator", "SplitModel"]
@@ -229,9 +230,9 @@ class SplitModel:
         return x if type(x) is bool else self.u(float(x))
 
     def datum(self, x):
-        if isinstance(x, list):
-            tail = self.datum(x.tail) if hasattr(x, "tail") else NIL
-            for e in reversed(x):
+        if isinstance(x, (list, Dotted)):
+            tail = self.datum(x.tail) if type(x) is Dotted else NIL
+            for e in reversed(x.items if type(x) is Dotted else x):
                 tail = Pair(self.datum(e), tail)
             return tail
         if isinstance(x, str):

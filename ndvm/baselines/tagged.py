@@ -17,6 +17,7 @@ from ndvm.baselines._interp import BaselineEvaluator, Closure
 from ndvm.baselines.split import (
     NIL, UNSPEC, Arr, Pair, Prim, SplitModel, check_arity, intern,
 )
+from ndvm._core import Dotted
 from ndvm.errors import EvalError
 
 __all__ = ["TaggedEvaluator", "TaggedModel"]
@@ -140,9 +141,9 @@ class TaggedModel:
         return v
 
     def datum(self, x):
-        if isinstance(x, list):
-            tail = self.datum(x.tail) if hasattr(x, "tail") else self.nil
-            for e in reversed(x):
+        if isinstance(x, (list, Dotted)):
+            tail = self.datum(x.tail) if type(x) is Dotted else self.nil
+            for e in reversed(x.items if type(x) is Dotted else x):
                 tail = self.cons(self.datum(e), tail)
             return tail
         if isinstance(x, str):
