@@ -204,22 +204,23 @@ def plots(times, compile_s, meta, outdir):
         ax.set_xscale("log")
         ax.set_yticks(range(len(progs)))
         ax.set_yticklabels(progs)
-        ax.invert_yaxis()
         ax.set_xlabel("fwd+grad time per call (µs, log scale)")
         ax.set_title(f"lanes = {lanes}  (red: tagged / fastest native)")
         ax.grid(axis="x", which="major", alpha=0.3)
         lo, hi = ax.get_xlim()
         ax.set_xlim(lo, hi * 8)
-    axes[0][0].legend(loc="lower right", fontsize=9)
+    axes[0][0].invert_yaxis()  # (once: the y axis is shared) programs and bars read top-down
+    handles, labels = axes[0][0].get_legend_handles_labels()
+    fig.legend(handles, labels, loc="lower center", ncol=len(impls), fontsize=9)
     fig.suptitle(f"Where the time goes: tagged -> split -> native ({stamp})")
-    fig.tight_layout()
+    fig.tight_layout(rect=(0, 0.06, 1, 1))
     fig.savefig(os.path.join(outdir, "decomposition.png"), dpi=110)
     plt.close(fig)
 
     # (b) per-lane cost vs lanes: small multiples, log-log
-    ncol = 4
+    ncol = min(4, len(progs))
     nrow = math.ceil(len(progs) / ncol)
-    fig, axes = plt.subplots(nrow, ncol, figsize=(4 * ncol, 3.3 * nrow), squeeze=False)
+    fig, axes = plt.subplots(nrow, ncol, figsize=(4 * ncol, 3.3 * nrow + 0.6), squeeze=False)
     for k, p in enumerate(progs):
         ax = axes[k // ncol][k % ncol]
         for impl in impls:
@@ -239,43 +240,43 @@ def plots(times, compile_s, meta, outdir):
     for k in range(len(progs), nrow * ncol):
         axes[k // ncol][k % ncol].axis("off")
     handles, labels = axes[0][0].get_legend_handles_labels()
-    fig.legend(handles, labels, loc="upper right", ncol=len(impls), fontsize=9)
-    fig.suptitle(f"Cost per lane vs lanes (lower is better; {stamp})", x=0.3)
-    fig.tight_layout(rect=(0, 0, 1, 0.95))
+    fig.legend(handles, labels, loc="lower center", ncol=len(impls), fontsize=9)
+    fig.suptitle(f"Cost per lane vs lanes (lower is better; {stamp})")
+    fig.tight_layout(rect=(0, 0.05, 1, 1))
     fig.savefig(os.path.join(outdir, "per_lane.png"), dpi=110)
     plt.close(fig)
 
-    # (c) JAX crossover: steps before the compile time is repaid, per program and lane count
+    # (c) JAX crossover: total time for n gradient steps, staged JAX (compile + n steps) vs ndvm
     rows = crossover(times, compile_s)
     if rows:
-        lanes_set = sorted({r[1] for r in rows})
-        fig, ax = plt.subplots(figsize=(max(8, 1.3 * len(progs) + 3), 4.8))
-        w = 0.8 / len(lanes_set)
-        top = max([r[6] for r in rows if r[6]] + [10]) * 3
-        for j, lanes in enumerate(lanes_set):
-            for i, p in enumerate(progs):
-                r = next((r for r in rows if r[0] == p and r[1] == lanes), None)
-                if r is None:
-                    continue
-                x = i + (j - (len(lanes_set) - 1) / 2) * w
-                color = plt.cm.viridis(j / max(1, len(lanes_set) - 1))
-                if r[6] is None:
-                    ax.bar(x, top, width=w, color="none", edgecolor=color, hatch="//")
-                    ax.text(x, top * 0.5, "never", rotation=90, ha="center", va="center",
-                            fontsize=8)
-                else:
-                    ax.bar(x, max(r[6], 1), width=w, color=color)
-            ax.bar([], [], color=plt.cm.viridis(j / max(1, len(lanes_set) - 1)),
-                   label=f"lanes = {lanes}")
-        ax.set_yscale("log")
-        ax.set_xticks(range(len(progs)))
-        ax.set_xticklabels(progs, rotation=20, ha="right")
-        ax.set_ylabel("gradient steps to repay jit compile")
-        ax.set_title("JAX crossover vs fastest ndvm client (hatched 'never': ndvm is faster per "
-                     "step, so JAX never catches up)", fontsize=10)
-        ax.legend(fontsize=9)
-        ax.grid(axis="y", alpha=0.3)
-        fig.tight_layout()
+        lanes = max(r[1] for r in rows)
+        sel = [r for r in rows if r[1] == lanes]
+        ncol = min(4, len(sel))
+        nrow = math.ceil(len(sel) / ncol)
+        fig, axes = plt.subplots(nrow, ncol, figsize=(4 * ncol, 3.4 * nrow), squeeze=False)
+        steps = [10 ** (k / 4) for k in range(0, 29)]  # 1 .. 10^7 gradient steps
+        for k, (prog, _, c, tj, tn, client, n_star) in enumerate(sel):
+            ax = axes[k // ncol][k % ncol]
+            ax.plot(steps, [c + n * tj for n in steps], color=colors["jax"], label="jax: compile + n steps")
+            ax.plot(steps, [n * tn for n in steps], color=colors[client], label=f"ndvm {client}: n steps")
+            if n_star is not None and n_star <= steps[-1]:
+                ax.axvline(n_star, color="k", ls=":", lw=1)
+                verdict = f"JAX repaid after {math.ceil(n_star):,} steps"
+            elif n_star is not None:
+                verdict = f"JAX repaid after {n_star:.1e} steps"
+            else:
+                verdict = "JAX never catches up"
+            ax.set_xscale("log")
+            ax.set_yscale("log")
+            ax.set_title(f"{prog}\n{verdict}", fontsize=9)
+            ax.set_xlabel("gradient steps")
+            ax.set_ylabel("total seconds")
+            ax.grid(alpha=0.3)
+            ax.legend(fontsize=7, loc="upper left")
+        for k in range(len(sel), nrow * ncol):
+            axes[k // ncol][k % ncol].axis("off")
+        fig.suptitle(f"JAX crossover at lanes = {lanes}: time for n fwd+grad steps ({stamp})")
+        fig.tight_layout(rect=(0, 0, 1, 0.95))
         fig.savefig(os.path.join(outdir, "jax_crossover.png"), dpi=110)
         plt.close(fig)
 
