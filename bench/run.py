@@ -23,7 +23,8 @@ def main(argv=None):
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     results = out / "results.json"
-    cmd = [sys.executable, "-m", "pytest", str(Path(__file__).resolve().parent), "--benchmark-only",
+    cmd = [sys.executable, "-m", "pytest", str(Path(__file__).resolve().parent / "test_speed.py"),
+           "--benchmark-only",
            f"--benchmark-json={results}", f"--benchmark-max-time={args.max_time}", "-q",
            "--benchmark-columns=median,min,rounds", "--benchmark-sort=name"]
     if args.select:

@@ -2,7 +2,8 @@
 count. Implementations: the eager baselines (tagged, split), every native client, and a hand-written
 JAX model under jit(value_and_grad) (its compile time is recorded in extra_info, not timed).
 
-    pytest bench --benchmark-only --benchmark-json=results.json && python -m bench.report results.json
+    pytest bench/test_speed.py --benchmark-only --benchmark-json=results.json
+    python -m bench.report results.json --plots charts/        (or both at once: python -m bench.run)
 """
 import time
 
@@ -69,6 +70,7 @@ def test_fwd_grad(benchmark, case, impl, lanes):
         check(case, lanes, model(pj, dj, case.consts), g)
         return
     if impl in BASELINES:
+        pytest.importorskip("torch")
         from ndvm.baselines import get
         ev = get(impl)
 

@@ -9,10 +9,11 @@ from ndvm.errors import (
     EvalError, FormError, InternalError, LimitError, ReadError, SchemeError, UnboundError,
 )
 from ndvm.evaluator import Evaluator, Result
+from ndvm.fit import FitResult, fit
 
 __version__ = "0.1.0"
 
 __all__ = [
-    "Evaluator", "EvalError", "FormError", "InternalError", "LimitError", "Program", "ReadError",
-    "Result", "SchemeError", "UnboundError", "clients", "parse", "read",
+    "Evaluator", "EvalError", "FitResult", "FormError", "InternalError", "LimitError", "Program", "ReadError",
+    "Result", "SchemeError", "UnboundError", "clients", "fit", "parse", "read",
 ]

@@ -1,4 +1,5 @@
-"""The ``ndvm`` command line: ``ndvm run FILE.scm --param a=1 --data x=0.5,1.0 [--grad]``.
+"""The ``ndvm`` command line: ``ndvm run FILE.scm --param a=1 --data x=0.5,1.0 [--grad]``,
+``ndvm disasm FILE.scm``.
 
 Errors in user input print one line (file:line:col: kind: message) and exit with status 2.
 """
@@ -81,6 +82,14 @@ def cmd_run(args):
     return 0
 
 
+def cmd_disasm(args):
+    """Compile a program to stack bytecode and print the listing."""
+    from ndvm.clients import bytecode
+
+    print(bytecode.disassemble(_read_program(args.file)), end="")
+    return 0
+
+
 def build_parser():
     p = argparse.ArgumentParser(prog="ndvm", description=__doc__.splitlines()[0])
     sub = p.add_subparsers(dest="command", required=True)
@@ -98,6 +107,10 @@ def build_parser():
                    help="reproduce the reference runtime's clamped sqrt/log")
     r.add_argument("--grad", action="store_true", help="also print gradients")
     r.set_defaults(func=cmd_run)
+    d = sub.add_parser("disasm", help="show the bytecode a program compiles to",
+                       description=cmd_disasm.__doc__)
+    d.add_argument("file", help="program file (.scm), '-' for stdin, or example:NAME")
+    d.set_defaults(func=cmd_disasm)
     return p
 
 

@@ -1,13 +1,15 @@
 """The ``ndvm`` command line, run as a user would (a subprocess)."""
 import subprocess
 import sys
+import tempfile
 
 import pytest
 
 
 def ndvm(*args, stdin=None):
+    # run outside the checkout so that the installed package is imported, not the source tree
     return subprocess.run([sys.executable, "-m", "ndvm", *args], input=stdin, text=True,
-                          capture_output=True, timeout=120)
+                          capture_output=True, timeout=120, cwd=tempfile.gettempdir())
 
 
 def test_run_example_with_gradients():
@@ -52,3 +54,10 @@ def test_help():
     assert r.returncode == 0 and "run" in r.stdout
     r = ndvm("run", "--help")
     assert r.returncode == 0 and "--param" in r.stdout
+
+
+def test_disasm():
+    r = ndvm("disasm", "-", stdin="(define (f x) (* x 2))\n(f a)")
+    assert r.returncode == 0, r.stderr
+    assert "CALL" in r.stdout or "TAIL_CALL" in r.stdout
+    assert "PRIM" in r.stdout

@@ -74,6 +74,7 @@ class Eval {
 
   Value quote(const Node* n) { return quote_datum(n->src, n->datum); }
   Value quote_datum(const Source* s, int32_t d) {
+    check_native_stack(ErrorKind::Limit, "quoted data");
     const Datum& x = s->at(d);
     switch (x.kind) {
       case DatumKind::Num: return Value::number(x.num);

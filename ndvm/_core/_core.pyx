@@ -12,8 +12,9 @@ from libcpp.string cimport string
 from libcpp.vector cimport vector
 
 from ndvm._core.core cimport (
-    Binding, BindKind, ClientEntry, Datum, DatumKind, ErrorInfo, Expanded, Machine as CMachine,
-    RunRequest, SourceData, call_entry, expand_guarded, prelude_text, read_guarded,
+    Binding, BindKind, ClientEntry, Datum, DatumKind, ErrorInfo, Expanded, FitRequest,
+    Machine as CMachine, Optimizer, RunRequest, SourceData, call_entry, expand_guarded,
+    fit_guarded, prelude_text, read_guarded, reverse_guarded,
 )
 
 import threading
@@ -125,9 +126,15 @@ class Dotted:
         return f"Dotted({self.items!r}, {self.tail!r})"
 
 
+cdef extern from "stack.hpp" namespace "ndvm":
+    bool native_stack_exhausted() nogil
+
+
 cdef object _datum(SourceData* s, int i, list symbols):
     cdef const Datum* d = &s.data_[i]
     cdef int k
+    if native_stack_exhausted():
+        raise RecursionError
     if d.kind == DatumKind.Num:
         return int(d.num) if d.is_int and abs(d.num) < 2.0 ** 53 else d.num
     if d.kind == DatumKind.Bool:
@@ -157,7 +164,11 @@ def read(str text, str name="<program>"):
     if not read_guarded(t, n, &src, &err):
         _raise(err)
     symbols = [Symbol(x.decode("utf-8")) for x in src.get().symbols_]
-    return [_datum(src.get(), i, symbols) for i in src.get().top_]
+    try:
+        return [_datum(src.get(), i, symbols) for i in src.get().top_]
+    except RecursionError:
+        from ndvm.errors import ReadError
+        raise ReadError("data nested too deeply to convert to Python lists", file=name) from None
 
 
 cdef class Machine:
@@ -169,6 +180,9 @@ cdef class Machine:
     cdef void* _ptr
     cdef readonly int dtype_code
     cdef readonly str dtype
+    cdef readonly unsigned long long generation  # counts runs; a kept tape belongs to one
+    cdef size_t _nbind
+    cdef size_t _lanes
 
     def __cinit__(self, str dtype="float64", bint compat_reference=False,
                   int64_t max_steps=10000000, int64_t max_depth=10000,
@@ -220,10 +234,11 @@ cdef class Machine:
         return (<CMachine[float]*>self._ptr).bytes_in_use()
 
     def run(self, Program prog, uintptr_t entry, uintptr_t compiled, list bindings,
-            uint32_t S, uint32_t N, bint grad):
+            uint32_t S, uint32_t N, bint grad, bint sweep=True):
         """Run a client's entry point. bindings: per free name (kind, float64 array, rows, cols).
 
         Returns (values [S*N], {free-name index: jacobian [S*N]} for parameters when grad).
+        With grad and not sweep, the tape is recorded but not swept: call reverse(seed) next.
         """
         cdef size_t nb = len(bindings)
         cdef vector[Binding] bs
@@ -251,7 +266,7 @@ cdef class Machine:
             bs[i].rows = rows
             bs[i].cols = cols
             jp[i] = NULL
-            if grad and kind == 0:
+            if grad and sweep and kind == 0:
                 j = np.empty(L, dtype=np.float64)
                 jac[i] = j
                 jv = j
@@ -262,10 +277,114 @@ cdef class Machine:
         rq.N = N
         rq.grad = grad
         rq.value_out = &out_mv[0]
-        rq.jac_out = jp.data()
+        rq.jac_out = jp.data() if sweep else NULL
+        self.generation += 1
+        self._nbind = nb
+        self._lanes = L
         with nogil:
             ok = call_entry(<ClientEntry>entry, self._ptr, self.dtype_code,
                             <const void*>prog._x.get(), <const void*>compiled, &rq, &err)
         if not ok:
             _raise(err)
         return value, jac
+
+    def reverse(self, seed, list params):
+        """Sweep the last run's tape seeded with `seed` [S*N]; returns {index: adjoints [S*N]}.
+
+        params: the binding indices of the parameters. Only valid right after run(grad=True,
+        sweep=False) on this machine (check `generation`).
+        """
+        cdef const double[::1] sv = seed
+        cdef vector[double*] jp
+        cdef double[::1] jv
+        cdef ErrorInfo err
+        cdef bool ok
+        if sv.shape[0] != self._lanes:
+            raise ValueError(f"seed must have {self._lanes} values, got {sv.shape[0]}")
+        jp.resize(self._nbind)
+        out = {}
+        for i in params:
+            j = np.empty(self._lanes, dtype=np.float64)
+            out[i] = j
+            jv = j
+            jp[i] = &jv[0]
+        with nogil:
+            if self.dtype_code == F64:
+                ok = reverse_guarded[double](self._ptr, &sv[0], jp.data(), self._nbind, &err)
+            else:
+                ok = reverse_guarded[float](self._ptr, &sv[0], jp.data(), self._nbind, &err)
+        if not ok:
+            _raise(err)
+        return out
+
+    def fit(self, Program prog, uintptr_t entry, uintptr_t compiled, list bindings,
+            list fitted, uint32_t S, uint32_t N, target, int optimizer, int steps, double lr,
+            lower, upper, init, double tol=1e-12):
+        """Run a whole calibration natively (see ndvm.fit). fitted: binding indices optimized.
+
+        init: [P, S] starting values. Returns (params [P, S], losses [S], history [steps, S],
+        converged [S] bool, number of evaluations).
+        """
+        cdef FitRequest rq
+        cdef ErrorInfo err
+        cdef const double[::1] mv
+        cdef const double[::1] tv = target
+        cdef const double[::1] lo
+        cdef const double[::1] hi
+        cdef double[:, ::1] pv
+        cdef double[::1] lv
+        cdef double[:, ::1] hv
+        cdef unsigned char[::1] cv
+        cdef size_t i
+        cdef bool ok
+        keep = []
+        rq.bindings.resize(len(bindings))
+        for i in range(len(bindings)):
+            kind, arr, rows, cols = bindings[i]
+            mv = arr
+            keep.append(arr)
+            rq.bindings[i].kind = <BindKind>(<int>kind)
+            rq.bindings[i].values = &mv[0]
+            rq.bindings[i].rows = rows
+            rq.bindings[i].cols = cols
+        for i in fitted:
+            rq.param_binding.push_back(i)
+        P = len(fitted)
+        params = np.array(init, dtype=np.float64).reshape(P, S)
+        losses = np.empty(S, dtype=np.float64)
+        history = np.empty((max(steps, 1), S), dtype=np.float64)
+        converged = np.zeros(S, dtype=np.uint8)
+        pv = params
+        lv = losses
+        hv = history
+        cv = converged
+        rq.entry = <ClientEntry>entry
+        rq.machine = self._ptr
+        rq.dtype = self.dtype_code
+        rq.expanded = <const void*>prog._x.get()
+        rq.compiled = <const void*>compiled
+        rq.S = S
+        rq.N = N
+        rq.target = &tv[0]
+        rq.optimizer = <Optimizer>optimizer
+        rq.steps = steps
+        rq.lr = lr
+        rq.tol = tol
+        rq.lower = NULL
+        rq.upper = NULL
+        if lower is not None:
+            lo = lower
+            rq.lower = &lo[0]
+        if upper is not None:
+            hi = upper
+            rq.upper = &hi[0]
+        rq.params = &pv[0, 0] if P else NULL
+        rq.losses = &lv[0]
+        rq.history = &hv[0, 0]
+        rq.converged = &cv[0]
+        self.generation += 1
+        with nogil:
+            ok = fit_guarded(&rq, &err)
+        if not ok:
+            _raise(err)
+        return params, losses, history[:steps], converged != 0, rq.n_evals

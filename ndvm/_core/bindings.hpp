@@ -20,4 +20,12 @@ inline bool call_entry(ClientEntry entry, void* machine, int dtype, const void* 
   return entry(machine, dtype, expanded, compiled, rq, err);
 }
 
+template <class T>
+inline bool reverse_guarded(void* machine, const double* seed, double** jac_out, size_t nbind,
+                            ErrorInfo* err) {
+  return guarded(*err, [&] {
+    reverse_seeded(*static_cast<Machine<T>*>(machine), seed, jac_out, nbind);
+  });
+}
+
 }  // namespace ndvm

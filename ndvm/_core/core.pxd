@@ -109,3 +109,40 @@ cdef extern from "bindings.hpp" namespace "ndvm":
                       shared_ptr[SourceData]* out, ErrorInfo* err) nogil
     bool call_entry(ClientEntry entry, void* machine, int dtype, const void* expanded,
                     const void* compiled, const RunRequest* rq, ErrorInfo* err) nogil
+    bool reverse_guarded[T](void* machine, const double* seed, double** jac_out, size_t nbind,
+                            ErrorInfo* err) nogil
+
+
+cdef extern from "fit.hpp" namespace "ndvm":
+    cdef enum class Optimizer(int):
+        Adam
+        LBFGS
+        LM
+
+    cdef cppclass FitRequest:
+        ClientEntry entry
+        void* machine
+        int dtype
+        const void* expanded
+        const void* compiled
+        vector[Binding] bindings
+        vector[int] param_binding
+        uint32_t S
+        uint32_t N
+        const double* target
+        Optimizer optimizer
+        int steps
+        double lr
+        double beta1
+        double beta2
+        double eps
+        double tol
+        const double* lower
+        const double* upper
+        double* params
+        double* losses
+        double* history
+        unsigned char* converged
+        int64_t n_evals
+
+    bool fit_guarded(FitRequest* rq, ErrorInfo* err) nogil

@@ -60,6 +60,21 @@ void bind_inputs(Machine<T>& m, const RunRequest& rq) {
   }
 }
 
+template <class T>
+void copy_adjoints(Machine<T>& m, double** jac_out, size_t nbind) {
+  for (size_t i = 0; i < nbind && i < m.param_pay_.size(); ++i) {
+    double* out = jac_out[i];
+    if (!out) continue;
+    int64_t pid = m.param_pay_[i];
+    if (pid < 0 || !m.result_.active()) {
+      for (uint32_t l = 0; l < m.L_; ++l) out[l] = 0.0;
+      continue;
+    }
+    const T* a = m.adj_.data() + size_t(pid) * m.L_;
+    for (uint32_t l = 0; l < m.L_; ++l) out[l] = double(a[l]);
+  }
+}
+
 // Runs body() on the lanes of `mask` (-1: all). When a mixed branch returns structurally different
 // values, rolls back and runs each side's lanes on their own, then merges the two numeric results.
 template <class T, class Body>
@@ -105,19 +120,22 @@ void execute(Machine<T>& m, const Expanded& x, const RunRequest& rq, Body&& body
   detail::bind_inputs(m, rq);
   Value v = detail::run_partitioned(m, body, -1, x.result_);
   for (uint32_t l = 0; l < m.L_; ++l) rq.value_out[l] = double(m.lane(v, l));
+  m.result_ = v;
+  m.taped_ = rq.grad;
+  // Without Jacobian outputs the tape is kept for a later seeded sweep (reverse_seeded).
   if (!rq.grad || !rq.jac_out) return;
   m.reverse(v, nullptr);
-  for (size_t i = 0; i < rq.nbind; ++i) {
-    double* out = rq.jac_out[i];
-    if (!out) continue;
-    int64_t pid = m.param_pay_[i];
-    if (pid < 0 || !v.active()) {
-      for (uint32_t l = 0; l < m.L_; ++l) out[l] = 0.0;
-      continue;
-    }
-    const T* a = m.adj_.data() + size_t(pid) * m.L_;
-    for (uint32_t l = 0; l < m.L_; ++l) out[l] = double(a[l]);
-  }
+  detail::copy_adjoints(m, rq.jac_out, rq.nbind);
+}
+
+// A reverse sweep of the last run seeded with `seed` [L] (the caller's upstream gradient):
+// jac_out[i] receives each lane's adjoint of parameter i. The last run must have recorded a tape.
+template <class T>
+void reverse_seeded(Machine<T>& m, const double* seed, double** jac_out, size_t nbind) {
+  if (!m.taped_) throw Error(ErrorKind::Internal, "no recorded evaluation to differentiate");
+  std::vector<T> s(seed, seed + m.L_);
+  m.reverse(m.result_, s.data());
+  detail::copy_adjoints(m, jac_out, nbind);
 }
 
 }  // namespace ndvm

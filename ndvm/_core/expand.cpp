@@ -7,6 +7,7 @@
 
 #include "ast.hpp"
 #include "prims.hpp"
+#include "stack.hpp"
 
 namespace ndvm {
 
@@ -138,6 +139,13 @@ class Expander {
 
   [[noreturn]] void form_error(int32_t d, const std::string& msg) {
     Error e(ErrorKind::Form, msg, D(d).pos, cur_->show(d));
+    e.file_ = cur_->name_;
+    throw e;
+  }
+  [[noreturn]] void form_limit(int32_t d) {
+    Error e(ErrorKind::Limit, "the program is nested too deeply for the native stack (run it in "
+                              "a thread with a larger stack, or nest less deeply)",
+            D(d).pos, cur_->show(d));
     e.file_ = cur_->name_;
     throw e;
   }
@@ -424,6 +432,7 @@ class Expander {
 
   // ---- the expander proper --------------------------------------------------------------------
   const Node* expand(int32_t d, const Ctx& c) {
+    if (native_stack_exhausted()) form_limit(d);
     const Datum& x = D(d);
     switch (x.kind) {
       case DatumKind::Num: return constant(d, Value::number(x.num));

@@ -3,8 +3,6 @@
 // for client frames and closures, the tape, and the limits. Every buffer is kept across calls and
 // only reset, so a warm evaluation of the same program allocates nothing.
 #pragma once
-#include <pthread.h>
-
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
@@ -14,6 +12,7 @@
 
 #include "error.hpp"
 #include "reader.hpp"
+#include "stack.hpp"
 #include "tape.hpp"
 #include "value.hpp"
 
@@ -114,6 +113,8 @@ class Machine {
   std::vector<Value> free_vals_;    // one per free name, in the program's order
   std::vector<int64_t> param_pay_;  // per free name: its payload id if it is an active param
   std::vector<std::string> trace_;  // Scheme backtrace gathered while an error unwinds
+  Value result_;                    // the last run's result, kept for a later seeded sweep
+  bool taped_ = false;              // the last run recorded a tape that is still intact
 
   struct Mark {
     uint32_t npay, nmask;
@@ -141,7 +142,7 @@ class Machine {
     free_vals_.clear();
     param_pay_.clear();
     trace_.clear();
-    init_stack_guard();
+    taped_ = false;
   }
 
   Mark mark() const {
@@ -174,8 +175,7 @@ class Machine {
       throw Error(ErrorKind::Limit, "recursion depth limit exceeded: more than " +
                                         std::to_string(limits_.max_depth) +
                                         " nested calls (raise it with Evaluator(max_depth=...))");
-    char here;
-    if (&here < stack_limit_)
+    if (native_stack_exhausted())
       throw Error(ErrorKind::Limit,
                   "recursion too deep for the native stack at depth " + std::to_string(depth_) +
                       " (run in a thread with a larger stack, or recurse less deeply)");
@@ -314,29 +314,6 @@ class Machine {
   void linalg(Op op, const Value* a, uint32_t n, const Value* b, uint32_t k, Value* out);
   void reverse(const Value& out, const T* seed);
 
- private:
-  char* stack_limit_ = nullptr;
-  void init_stack_guard() {
-    // The native stack of the calling thread, with a safety margin: deep non-tail recursion
-    // raises LimitError instead of overflowing. Looked up once per thread.
-    static thread_local char* limit = nullptr;
-    if (!limit) {
-      pthread_attr_t attr;
-      void* addr = nullptr;
-      size_t size = 0;
-      if (pthread_getattr_np(pthread_self(), &attr) == 0) {
-        pthread_attr_getstack(&attr, &addr, &size);
-        pthread_attr_destroy(&attr);
-      }
-      char here;
-      if (addr && size > (size_t(1) << 20)) {
-        limit = static_cast<char*>(addr) + std::min<size_t>(size / 4, size_t(512) << 10);
-      } else {
-        limit = &here - (size_t(256) << 10);  // unknown stack: assume at least 512 KiB left
-      }
-    }
-    stack_limit_ = limit;
-  }
 };
 
 }  // namespace ndvm

@@ -228,6 +228,7 @@ Value Machine<T>::select(int32_t mask, const Value& a, const Value& b) {
     return Divergence{std::vector<uint8_t>(m, m + L_)};
   };
   if (a.tag != b.tag) throw diverge();
+  check_native_stack(ErrorKind::Limit, "data merged at a divergent branch");
   switch (a.tag) {
     case Tag::Num: {
       if (!a.varying() && !b.varying() && a.num == b.num) return a;

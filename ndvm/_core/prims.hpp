@@ -551,6 +551,7 @@ class Prims {
   }
 
   Value equal(const Value& a, const Value& b) {
+    check_native_stack(ErrorKind::Limit, "equal?: data");
     if (a.tag != b.tag) return Value::boolean(false);
     if (a.tag == Tag::Pair) {
       Value r = Value::boolean(true);

@@ -1,6 +1,7 @@
 // The reader. A hand-written recursive-descent scanner over the text; nesting is bounded
 // (kMaxNesting) so a pathological input raises ReadError instead of exhausting the native stack.
 #include "reader.hpp"
+#include "stack.hpp"
 
 #include <cctype>
 #include <cerrno>
@@ -118,6 +119,7 @@ class Reader {
   int32_t read_datum(int depth) {
     if (depth > kMaxNesting)
       fail("nesting deeper than " + std::to_string(kMaxNesting) + " levels");
+    if (native_stack_exhausted()) fail("nesting too deep for the native stack");
     skip_space();
     if (i_ >= t_.size()) fail("unexpected end of input: expected an expression");
     SrcPos pos{line_, col_};
