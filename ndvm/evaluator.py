@@ -12,7 +12,7 @@ from ndvm import clients as _clients
 from ndvm._core import Machine, Program, parse
 from ndvm.errors import UnboundError
 
-__all__ = ["Evaluator", "Result"]
+__all__ = ["Evaluator", "Result", "bind_inputs"]
 
 _PARAM, _DATA, _CONST = 0, 1, 2
 _DTYPES = ("float64", "float32")
@@ -84,6 +84,67 @@ def _as_array(name, value, what, max_ndim):
     return a if a.flags.c_contiguous else a.copy()  # (ascontiguousarray would make 0-d 1-d)
 
 
+def bind_inputs(prog, params=None, data=None, consts=None):
+    """Check inputs against the program's free names; returns (bindings, params, S, N).
+
+    bindings follow ``prog.free_names``: (kind, flat float64 array, rows, cols) with kind 0 a
+    parameter, 1 a data input, 2 a constant; rows is 0 for a scalar. Shared with the baselines.
+    """
+    params = {} if params is None else dict(params)
+    data = {} if data is None else dict(data)
+    consts = {} if consts is None else dict(consts)
+    seen = {}
+    for group, d in (("params", params), ("data", data), ("consts", consts)):
+        for k in d:
+            if not isinstance(k, str):
+                raise TypeError(f"{group} keys must be names (str), got {k!r}")
+            if k in seen:
+                raise ValueError(f"{k!r} is given in both {seen[k]} and {group}")
+            seen[k] = group
+    S = N = None
+    arrays = {}
+    for k, v in params.items():
+        a = _as_array(k, v, "parameter", 1)
+        if a.ndim == 1 and a.size != 1:
+            if S is not None and S != a.size:
+                raise ValueError(f"parameter {k!r} has {a.size} starts, another has {S}")
+            S = a.size
+        arrays[k] = a
+    for k, v in data.items():
+        a = _as_array(k, v, "data input", 1)
+        if a.ndim == 1 and a.size != 1:
+            if N is not None and N != a.size:
+                raise ValueError(f"data input {k!r} has {a.size} points, another has {N}")
+            N = a.size
+        arrays[k] = a
+    S = S or 1
+    N = N or 1
+    bindings = []
+    for name in prog.free_names:
+        if name in params:
+            a = arrays[name]
+            rows = a.size if a.size != 1 else 0
+            bindings.append((_PARAM, a.reshape(-1), rows if a.ndim else 0, 0))
+        elif name in data:
+            a = arrays[name]
+            rows = a.size if a.size != 1 else 0
+            bindings.append((_DATA, a.reshape(-1), rows if a.ndim else 0, 0))
+        elif name in consts:
+            a = _as_array(name, consts[name], "constant", 2)
+            if a.ndim == 2 and a.shape[0] > 65535:
+                raise ValueError(f"constant {name!r} has more than 65535 rows")
+            rows = a.shape[0] if a.ndim >= 1 else 0
+            cols = a.shape[1] if a.ndim == 2 else 0
+            bindings.append((_CONST, a.reshape(-1), rows, cols))
+        else:
+            line, col = prog.free_positions[name]
+            raise UnboundError(
+                f"unbound variable '{name}': not defined by the program and not given as a "
+                f"parameter, data input or constant", line=line, col=col, form=name,
+                file=prog.name)
+    return bindings, list(params), S, N
+
+
 class Evaluator:
     """Evaluates programs with one client on native machines (one per thread, reused).
 
@@ -129,59 +190,7 @@ class Evaluator:
 
     def bind(self, prog, params=None, data=None, consts=None):
         """Check inputs against the program's free names; returns (bindings, params, S, N)."""
-        params = {} if params is None else dict(params)
-        data = {} if data is None else dict(data)
-        consts = {} if consts is None else dict(consts)
-        seen = {}
-        for group, d in (("params", params), ("data", data), ("consts", consts)):
-            for k in d:
-                if not isinstance(k, str):
-                    raise TypeError(f"{group} keys must be names (str), got {k!r}")
-                if k in seen:
-                    raise ValueError(f"{k!r} is given in both {seen[k]} and {group}")
-                seen[k] = group
-        S = N = None
-        arrays = {}
-        for k, v in params.items():
-            a = _as_array(k, v, "parameter", 1)
-            if a.ndim == 1 and a.size != 1:
-                if S is not None and S != a.size:
-                    raise ValueError(f"parameter {k!r} has {a.size} starts, another has {S}")
-                S = a.size
-            arrays[k] = a
-        for k, v in data.items():
-            a = _as_array(k, v, "data input", 1)
-            if a.ndim == 1 and a.size != 1:
-                if N is not None and N != a.size:
-                    raise ValueError(f"data input {k!r} has {a.size} points, another has {N}")
-                N = a.size
-            arrays[k] = a
-        S = S or 1
-        N = N or 1
-        bindings = []
-        for name in prog.free_names:
-            if name in params:
-                a = arrays[name]
-                rows = a.size if a.size != 1 else 0
-                bindings.append((_PARAM, a.reshape(-1), rows if a.ndim else 0, 0))
-            elif name in data:
-                a = arrays[name]
-                rows = a.size if a.size != 1 else 0
-                bindings.append((_DATA, a.reshape(-1), rows if a.ndim else 0, 0))
-            elif name in consts:
-                a = _as_array(name, consts[name], "constant", 2)
-                if a.ndim == 2 and a.shape[0] > 65535:
-                    raise ValueError(f"constant {name!r} has more than 65535 rows")
-                rows = a.shape[0] if a.ndim >= 1 else 0
-                cols = a.shape[1] if a.ndim == 2 else 0
-                bindings.append((_CONST, a.reshape(-1), rows, cols))
-            else:
-                line, col = prog.free_positions[name]
-                raise UnboundError(
-                    f"unbound variable '{name}': not defined by the program and not given as a "
-                    f"parameter, data input or constant", line=line, col=col, form=name,
-                    file=prog.name)
-        return bindings, list(params), S, N
+        return bind_inputs(prog, params, data, consts)
 
     def evaluate(self, prog, params=None, data=None, consts=None, grad=False):
         """Evaluate ``prog`` (an ndvm.Program or source text) on S x N lanes.

@@ -14,7 +14,7 @@ from libcpp.vector cimport vector
 from ndvm._core.core cimport (
     Binding, BindKind, ClientEntry, Datum, DatumKind, ErrorInfo, Expanded, FitRequest,
     Machine as CMachine, Optimizer, RunRequest, SourceData, call_entry, expand_guarded,
-    fit_guarded, read_guarded, reverse_guarded,
+    fit_guarded, prelude_text, read_guarded, reverse_guarded,
 )
 
 import threading
@@ -145,6 +145,11 @@ cdef object _datum(SourceData* s, int i, list symbols):
     if d.dotted:  # (no negative indexing: the module is compiled with wraparound=False)
         return Dotted(items[:d.count - 1], items[d.count - 1])
     return items
+
+
+def prelude():
+    """The Scheme text of the prelude (map, filter, fold-left, ...) that every client loads."""
+    return prelude_text().decode("utf-8")
 
 
 def read(str text, str name="<program>"):
