@@ -25,14 +25,20 @@ class Result:
     ``value.sum()`` restricted to each start, shape ``[S]`` (None when ``grad=False``).
     """
 
-    __slots__ = ("value", "_jac", "param_names", "S", "N")
+    __slots__ = ("value", "_jac", "_block", "param_names", "S", "N")
 
-    def __init__(self, value, jac, param_names, S, N):
+    def __init__(self, value, jac, param_names, S, N, block=None):
         self.value = value
-        self._jac = jac
+        self._jac = jac        # {name: [S, N]}, or None
+        self._block = block    # or [P, S, N] in param_names order, viewed on demand
         self.param_names = param_names
         self.S = S
         self.N = N
+
+    def _jacobians(self):
+        if self._jac is None and self._block is not None:
+            self._jac = {k: self._block[i] for i, k in enumerate(self.param_names)}
+        return self._jac
 
     def __repr__(self):
         return f"Result(S={self.S}, N={self.N}, value={self.value!r})"
@@ -44,31 +50,31 @@ class Result:
         return float(self.value.reshape(-1)[0])
 
     def _need_grad(self):
-        if self._jac is None:
+        if self._jacobians() is None:
             raise ValueError("gradients were not computed: call evaluate(..., grad=True)")
+        return self._jac
 
     @property
     def grad(self):
         """{parameter: [S]}: d value.sum() / d parameter, per start (None without grad=True)."""
-        if self._jac is None:
+        if self._jacobians() is None:
             return None
         return {k: j.sum(axis=1) for k, j in self._jac.items()}
 
     def jacobian(self):
         """{parameter: [S, N]}: each lane's partial derivative with respect to its parameter."""
-        self._need_grad()
-        return {k: j.copy() for k, j in self._jac.items()}
+        return {k: j.copy() for k, j in self._need_grad().items()}
 
     def vjp(self, seed):
         """{parameter: [S]}: the vector-Jacobian product with ``seed`` of shape [S, N]."""
-        self._need_grad()
+        jac = self._need_grad()
         seed = np.asarray(seed, dtype=np.float64)
         try:
             seed = np.broadcast_to(seed, (self.S, self.N))
         except ValueError:
             raise ValueError(f"seed must have shape [{self.S}, {self.N}], got {seed.shape}") from None
         # where a lane's partial is exactly 0 its seed does not matter (no 0 * inf = nan)
-        return {k: np.where(j == 0.0, 0.0, seed * j).sum(axis=1) for k, j in self._jac.items()}
+        return {k: np.where(j == 0.0, 0.0, seed * j).sum(axis=1) for k, j in jac.items()}
 
 
 def _as_array(name, value, what, max_ndim):
@@ -203,6 +209,15 @@ class Evaluator:
                 prog = parse(prog)
             else:
                 raise TypeError(f"expected an ndvm.Program or source text, got {type(prog).__name__}")
+        if not consts and params is not None and type(params) is dict and (
+                data is None or type(data) is dict):
+            # the common case (numbers and float64 vectors) is bound natively in one call
+            fast = self._machine().evaluate_fast(prog, self.client.entry,
+                                                 prog.compiled(self.client), params,
+                                                 data or {}, bool(grad))
+            if fast is not None:
+                value, block, S, N = fast
+                return Result(value, None, tuple(params), S, N, block)
         bindings, param_names, S, N = self.bind(prog, params, data, consts)
         compiled = prog.compiled(self.client)
         value, jac = self._machine().run(prog, self.client.entry, compiled, bindings, S, N,
