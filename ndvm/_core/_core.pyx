@@ -456,19 +456,31 @@ cdef class Machine:
                 if N != 1 and N != n:
                     return None
                 N = n
-        # parameters the program does not use must still be valid inputs
-        for k, v in params.items():
-            if type(k) is not str:
-                return None
-            if type(v) is not float and type(v) is not int:
+        # inputs the program does not use still set S and N, and must still be valid
+        for group in (params, data):
+            for k, v in group.items():
+                if type(k) is not str:
+                    return None
+                if type(v) is float or type(v) is int:
+                    continue
                 if type(v) is not np.ndarray:
                     return None
                 arr = <cnp.ndarray>v
                 if cnp.PyArray_NDIM(arr) != 1 or cnp.PyArray_TYPE(arr) != cnp.NPY_DOUBLE:
                     return None
                 n = cnp.PyArray_DIM(arr, 0)
-                if n == 0 or (n != 1 and n != S):
+                if n == 0:
                     return None
+                if n == 1:
+                    continue
+                if group is params:
+                    if S != 1 and S != n:
+                        return None
+                    S = n
+                else:
+                    if N != 1 and N != n:
+                        return None
+                    N = n
         value = np.empty((S, N), dtype=np.float64)
         block = None
         jp.resize(nf)
