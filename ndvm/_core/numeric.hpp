@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "machine.hpp"
+#include "kernels.hpp"
 #include "vmath.hpp"
 
 namespace ndvm {
@@ -116,25 +117,6 @@ void inv_dense(const T* a, uint32_t n, T* y, T* work) {
 
 }  // namespace detail
 
-namespace detail {
-// y[l] += x[l] * z[l], with either side possibly uniform (stride 0); split so each case vectorizes.
-template <class T>
-inline void fma_lanes(T* __restrict y, const T* __restrict x, size_t sx, const T* __restrict z,
-                      size_t sz, uint32_t L) {
-  if (sx && sz) {
-    for (uint32_t l = 0; l < L; ++l) y[l] += x[l] * z[l];
-  } else if (sx) {
-    const T c = z[0];
-    for (uint32_t l = 0; l < L; ++l) y[l] += x[l] * c;
-  } else if (sz) {
-    const T c = x[0];
-    for (uint32_t l = 0; l < L; ++l) y[l] += c * z[l];
-  } else {
-    const T c = x[0] * z[0];
-    for (uint32_t l = 0; l < L; ++l) y[l] += c;
-  }
-}
-}  // namespace detail
 
 template <class T>
 Value Machine<T>::unary(Op op, const Value& a) {
@@ -174,24 +156,15 @@ Value Machine<T>::binary(Op op, const Value& a, const Value& b) {
   const T* x = lanes_of(a, ta, sa);
   const T* z = lanes_of(b, tb, sb);
   T* y = pay(out);
-#define NDVM_LANES2(EXPR)                                                      \
-  if (sa && sb) {                                                              \
-    for (uint32_t l = 0; l < L_; ++l) { T u = x[l], v = z[l]; y[l] = EXPR; }  \
-  } else if (sa) {                                                             \
-    T v = z[0];                                                                \
-    for (uint32_t l = 0; l < L_; ++l) { T u = x[l]; y[l] = EXPR; }             \
-  } else {                                                                     \
-    T u = x[0];                                                                \
-    for (uint32_t l = 0; l < L_; ++l) { T v = z[l]; y[l] = EXPR; }             \
+  switch (op) {  // the four arithmetic operators run the per-ISA kernels (kernels.hpp)
+    case Op::Add: kern::arith(kern::K_ADD, y, x, sa, z, sb, L_); break;
+    case Op::Sub: kern::arith(kern::K_SUB, y, x, sa, z, sb, L_); break;
+    case Op::Mul: kern::arith(kern::K_MUL, y, x, sa, z, sb, L_); break;
+    case Op::Div: kern::arith(kern::K_DIV, y, x, sa, z, sb, L_); break;
+    default:
+      for (uint32_t l = 0; l < L_; ++l) y[l] = Scalar<T>::binary(op, x[l * sa], z[l * sb]);
+      break;
   }
-  switch (op) {
-    case Op::Add: NDVM_LANES2(u + v); break;
-    case Op::Sub: NDVM_LANES2(u - v); break;
-    case Op::Mul: NDVM_LANES2(u * v); break;
-    case Op::Div: NDVM_LANES2(u / v); break;
-    default: NDVM_LANES2(Scalar<T>::binary(op, u, v)); break;
-  }
-#undef NDVM_LANES2
   bool act = (a.active() || b.active()) && recording_;
   if (act) {
     Value ins[2] = {a, b};
@@ -412,7 +385,7 @@ Value Machine<T>::dot(const Value* a, const Value* b, uint32_t n) {
     size_t sa, sb;
     const T* x = lanes_of(a[i], ta, sa);
     const T* z = lanes_of(b[i], tb, sb);
-    detail::fma_lanes(y, x, sa, z, sb, L_);
+    kern::fma_lanes(y, x, sa, z, sb, L_);
   }
   act = act && recording_;
   if (act) {
@@ -505,43 +478,6 @@ void Machine<T>::linalg(Op op, const Value* a, uint32_t n, const Value* b, uint3
   if (act) detail::Recorder<T>{*this}.record(op, ins.data(), nin, first, nout, n, k);
 }
 
-namespace detail {
-
-// d[l] += g[l] * b[l] (b_stride 1) or g[l] * b[0] (b_stride 0), on the lanes of `live` (all when
-// null); a zero upstream adjoint contributes exactly zero. Restrict pointers and the split by
-// stride and mask let the compiler vectorize the common case.
-template <class T>
-inline void acc_times(T* __restrict d, const T* __restrict g, const T* __restrict b,
-                      size_t b_stride, const uint8_t* __restrict live, uint32_t L) {
-  if (live) {
-    for (uint32_t l = 0; l < L; ++l)
-      if (live[l] && g[l] != T(0)) d[l] += g[l] * b[l * b_stride];
-  } else if (b_stride) {
-    for (uint32_t l = 0; l < L; ++l) {
-      T v = g[l] * b[l];  // computed unconditionally, then selected: the loop stays branch-free
-      d[l] += g[l] != T(0) ? v : T(0);
-    }
-  } else {
-    const T c = b[0];
-    for (uint32_t l = 0; l < L; ++l) {
-      T v = g[l] * c;
-      d[l] += g[l] != T(0) ? v : T(0);
-    }
-  }
-}
-
-template <class T>
-inline void acc_plus(T* __restrict d, const T* __restrict g, T sign, const uint8_t* __restrict live,
-                     uint32_t L) {
-  if (live) {
-    for (uint32_t l = 0; l < L; ++l)
-      if (live[l]) d[l] += sign * g[l];
-  } else {
-    for (uint32_t l = 0; l < L; ++l) d[l] += sign * g[l];
-  }
-}
-
-}  // namespace detail
 
 // The reverse sweep: seeds the output's adjoint (ones when seed is null) and walks the tape back.
 // Each node's lane loop is unit-stride (uniform operands are broadcast into scratch first) so it
@@ -635,20 +571,20 @@ void Machine<T>::reverse(const Value& outv, const T* seed) {
         if (nd.op == Op::Add || nd.op == Op::Sub || nd.op == Op::Mul) {
           switch (nd.op) {
           case Op::Add:
-            if (ga) detail::acc_plus(ga, g, T(1), live, L);
-            if (gb) detail::acc_plus(gb, g, T(1), live, L);
+            if (ga) kern::acc_plus(ga, g, T(1), live, L);
+            if (gb) kern::acc_plus(gb, g, T(1), live, L);
             break;
           case Op::Sub:
-            if (ga) detail::acc_plus(ga, g, T(1), live, L);
-            if (gb) detail::acc_plus(gb, g, T(-1), live, L);
+            if (ga) kern::acc_plus(ga, g, T(1), live, L);
+            if (gb) kern::acc_plus(gb, g, T(-1), live, L);
             break;
           case Op::Mul: {
             T ca, cb;
             size_t sa, sb;
             const T* pa = operand_lanes(in[0], ca, sa);
             const T* pb = operand_lanes(in[1], cb, sb);
-            if (ga) detail::acc_times(ga, g, pb, sb, live, L);
-            if (gb) detail::acc_times(gb, g, pa, sa, live, L);
+            if (ga) kern::acc_times(ga, g, pb, sb, live, L);
+            if (gb) kern::acc_times(gb, g, pa, sa, live, L);
             break;
           }
           default: break;
@@ -705,8 +641,8 @@ void Machine<T>::reverse(const Value& outv, const T* seed) {
           size_t sa, sb;
           const T* pa = operand_lanes(in[2 * i], ca, sa);
           const T* pb = operand_lanes(in[2 * i + 1], cb, sb);
-          if (ga) detail::acc_times(ga, g, pb, sb, live, L);
-          if (gb) detail::acc_times(gb, g, pa, sa, live, L);
+          if (ga) kern::acc_times(ga, g, pb, sb, live, L);
+          if (gb) kern::acc_times(gb, g, pa, sa, live, L);
         }
         break;
       }
