@@ -2,6 +2,9 @@
 // vectorizes it: unit stride or a hoisted scalar, restrict pointers, branch-free selects.
 #include "kernels.hpp"
 
+#include <cmath>
+#include <limits>
+
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
 #define NDVM_CLONES __attribute__((target_clones("avx2", "default")))
 #else
@@ -87,7 +90,33 @@ inline void acc_plus_t(T* __restrict d, const T* __restrict g, T sign,
   }
 }
 
+template <class T>
+inline bool any_negative_zero_t(const T* __restrict p, uint32_t L) {
+  int hit = 0;
+  for (uint32_t l = 0; l < L; ++l) hit |= (p[l] == T(0)) & std::signbit(p[l]);
+  return hit != 0;
+}
+
+template <class T>
+inline bool all_finite_one_sign_t(const T* __restrict p, uint32_t L, bool* negative) {
+  const bool neg = std::signbit(p[0]);
+  int bad = 0;
+  for (uint32_t l = 0; l < L; ++l)
+    bad |= !(std::fabs(p[l]) <= std::numeric_limits<T>::max()) | (std::signbit(p[l]) != neg);
+  *negative = neg;
+  return bad == 0;
+}
+
 }  // namespace
+
+NDVM_CLONES bool any_negative_zero(const double* p, uint32_t L) { return any_negative_zero_t(p, L); }
+NDVM_CLONES bool any_negative_zero(const float* p, uint32_t L) { return any_negative_zero_t(p, L); }
+NDVM_CLONES bool all_finite_one_sign(const double* p, uint32_t L, bool* negative) {
+  return all_finite_one_sign_t(p, L, negative);
+}
+NDVM_CLONES bool all_finite_one_sign(const float* p, uint32_t L, bool* negative) {
+  return all_finite_one_sign_t(p, L, negative);
+}
 
 NDVM_CLONES void arith(int op, double* y, const double* x, size_t sx, const double* z, size_t sz,
                        uint32_t L) {

@@ -28,4 +28,12 @@ void acc_times(float* d, const float* g, const float* b, size_t bs, const uint8_
 void acc_plus(double* d, const double* g, double sign, const uint8_t* live, uint32_t L);
 void acc_plus(float* d, const float* g, float sign, const uint8_t* live, uint32_t L);
 
+// true when some lane is -0.0
+bool any_negative_zero(const double* p, uint32_t L);
+bool any_negative_zero(const float* p, uint32_t L);
+
+// true when every lane is finite and all have the sign of lane 0 (returned in *negative)
+bool all_finite_one_sign(const double* p, uint32_t L, bool* negative);
+bool all_finite_one_sign(const float* p, uint32_t L, bool* negative);
+
 }  // namespace ndvm::kern

@@ -189,19 +189,15 @@ bool Machine<T>::fold_identity(Op op, const Value& a, const Value& b, Value& r) 
   // x + 0 and 0 + x: x, unless some lane of x is -0 (then -0 + 0 = +0)
   if (op == Op::Add && (is(a, 0.0) || is(b, 0.0))) {
     const Value& x = is(b, 0.0) ? a : b;
-    const T* p = pay(x.id);
-    for (uint32_t l = 0; l < L_; ++l)
-      if (p[l] == T(0) && std::signbit(p[l])) return false;
+    if (kern::any_negative_zero(pay(x.id), L_)) return false;
     r = x;
     return true;
   }
   // x * 0 and 0 * x: a uniform zero when every lane of x is finite with one sign
   if (op == Op::Mul && (is(a, 0.0) || is(b, 0.0))) {
     const Value& x = is(b, 0.0) ? a : b;
-    const T* p = pay(x.id);
-    bool neg = std::signbit(p[0]);
-    for (uint32_t l = 0; l < L_; ++l)
-      if (!std::isfinite(p[l]) || std::signbit(p[l]) != neg) return false;
+    bool neg;
+    if (!kern::all_finite_one_sign(pay(x.id), L_, &neg)) return false;
     r = Value::number(neg ? -0.0 : 0.0);
     return true;
   }
@@ -671,15 +667,23 @@ void Machine<T>::reverse(const Value& outv, const T* seed) {
             const T* y1 = pay(nd.out + 1);
             const T* y2 = pay(nd.out + 2);
             const T* y3 = pay(nd.out + 3);
+            // into four scratch rows first (a branch-free loop that vectorizes), then added
+            if (scratch_.size() < 6 * size_t(L)) scratch_.resize(6 * size_t(L));
+            T* __restrict r0 = scratch_.data() + 2 * size_t(L);
+            T* __restrict r1 = r0 + L;
+            T* __restrict r2 = r1 + L;
+            T* __restrict r3 = r2 + L;
             for (uint32_t l = 0; l < L; ++l) {
-              if (live && !live[l]) continue;
               T m00 = y0[l] * g0[l] + y2[l] * g2[l], m01 = y0[l] * g1[l] + y2[l] * g3[l];
               T m10 = y1[l] * g0[l] + y3[l] * g2[l], m11 = y1[l] * g1[l] + y3[l] * g3[l];
-              add(0, l, -(m00 * y0[l] + m01 * y1[l]));
-              add(1, l, -(m00 * y2[l] + m01 * y3[l]));
-              add(2, l, -(m10 * y0[l] + m11 * y1[l]));
-              add(3, l, -(m10 * y2[l] + m11 * y3[l]));
+              r0[l] = -(m00 * y0[l] + m01 * y1[l]);
+              r1[l] = -(m00 * y2[l] + m01 * y3[l]);
+              r2[l] = -(m10 * y0[l] + m11 * y1[l]);
+              r3[l] = -(m10 * y2[l] + m11 * y3[l]);
             }
+            const T* rows[4] = {r0, r1, r2, r3};
+            for (int i = 0; i < 4; ++i)
+              if (D[i]) kern::acc_plus(D[i], rows[i], T(1), live, L);
           } else {
             for (uint32_t l = 0; l < L; ++l) {
               if ((live && !live[l]) || g[l] == T(0)) continue;
