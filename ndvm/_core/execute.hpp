@@ -3,6 +3,8 @@
 // reverse sweep into per-lane Jacobian rows. Lane l is start l / N, data point l % N.
 #pragma once
 #include "ast.hpp"
+#include <algorithm>
+
 #include "prims.hpp"
 
 namespace ndvm {
@@ -25,30 +27,32 @@ void bind_inputs(Machine<T>& m, const RunRequest& rq) {
   for (size_t i = 0; i < rq.nbind; ++i) {
     const Binding& b = rq.bindings[i];
     switch (b.kind) {
-      case BindKind::Param: {
+      case BindKind::Param: {  // one value per start: global lane g belongs to start g / N
         uint32_t id = m.alloc_payloads(1);
         T* p = m.pay(id);
-        if (m.N_ == 1) {  // lanes are starts
-          for (uint32_t st = 0; st < m.S_; ++st) p[st] = T(b.values[b.rows ? st : 0]);
+        if (!b.rows) {
+          std::fill(p, p + m.L_, T(b.values[0]));
+        } else if (m.N_ == 1) {
+          for (uint32_t l = 0; l < m.L_; ++l) p[l] = T(b.values[m.lane0_ + l]);
         } else {
-          for (uint32_t st = 0; st < m.S_; ++st) {  // start st's value over its N lanes
-            T v = T(b.values[b.rows ? st : 0]);
-            std::fill(p + size_t(st) * m.N_, p + size_t(st + 1) * m.N_, v);
+          for (uint32_t l = 0; l < m.L_;) {  // runs of N lanes share a start
+            uint32_t g = m.lane0_ + l, st = g / m.N_, run = std::min(m.N_ - g % m.N_, m.L_ - l);
+            std::fill(p + l, p + l + run, T(b.values[st]));
+            l += run;
           }
         }
         m.free_vals_[i] = Value::payload(id, m.recording_);
         m.param_pay_[i] = id;
         break;
       }
-      case BindKind::Data: {
+      case BindKind::Data: {  // one value per data point: global lane g is point g % N
         if (b.rows == 0) {
           m.free_vals_[i] = Value::number(double(T(b.values[0])));
           break;
         }
         uint32_t id = m.alloc_payloads(1);
         T* p = m.pay(id);
-        for (uint32_t st = 0; st < m.S_; ++st)
-          for (uint32_t n = 0; n < m.N_; ++n) p[size_t(st) * m.N_ + n] = T(b.values[n]);
+        for (uint32_t l = 0; l < m.L_; ++l) p[l] = T(b.values[(m.lane0_ + l) % m.N_]);
         m.free_vals_[i] = Value::payload(id, false);
         break;
       }
@@ -69,9 +73,9 @@ void bind_inputs(Machine<T>& m, const RunRequest& rq) {
 }
 
 template <class T>
-void copy_adjoints(Machine<T>& m, double** jac_out, size_t nbind) {
+void copy_adjoints(Machine<T>& m, double** jac_out, size_t nbind, uint32_t offset = 0) {
   for (size_t i = 0; i < nbind && i < m.param_pay_.size(); ++i) {
-    double* out = jac_out[i];
+    double* out = jac_out[i] ? jac_out[i] + offset : nullptr;
     if (!out) continue;
     int64_t pid = m.param_pay_[i];
     if (pid < 0 || !m.result_.active()) {
@@ -121,19 +125,32 @@ Value run_partitioned(Machine<T>& m, Body& body, int32_t mask, const Node* resul
 
 }  // namespace detail
 
+// Lanes per block when a large evaluation is run block by block: small enough that a block's
+// payloads and adjoints stay in cache, large enough that per-node costs are amortized.
+constexpr uint32_t kLaneBlock = 2048;
+
 // Evaluates one program: body() is the client's walk of x (it reads m.free_vals_ for free names).
+// Lanes are independent, so a large evaluation runs as consecutive blocks of lanes, each forward
+// and reverse on its own; the results are bit for bit those of one run. A run whose tape is kept
+// for a later seeded sweep (grad without Jacobian outputs) is never split.
 template <class T, class Body>
 void execute(Machine<T>& m, const Expanded& x, const RunRequest& rq, Body&& body) {
-  m.reset(rq.S, rq.N, rq.grad, x.src_.get());
-  detail::bind_inputs(m, rq);
-  Value v = detail::run_partitioned(m, body, -1, x.result_);
-  for (uint32_t l = 0; l < m.L_; ++l) rq.value_out[l] = double(m.lane(v, l));
-  m.result_ = v;
-  m.taped_ = rq.grad;
-  // Without Jacobian outputs the tape is kept for a later seeded sweep (reverse_seeded).
-  if (!rq.grad || !rq.jac_out) return;
-  m.reverse(v, nullptr);
-  detail::copy_adjoints(m, rq.jac_out, rq.nbind);
+  uint32_t S = rq.S ? rq.S : 1, N = rq.N ? rq.N : 1, L = S * N;
+  bool keep_tape = rq.grad && !rq.jac_out;
+  uint32_t block = keep_tape ? L : std::min(L, kLaneBlock);
+  for (uint32_t l0 = 0; l0 < L; l0 += block) {
+    uint32_t count = std::min(block, L - l0);
+    m.reset(S, N, rq.grad, x.src_.get(), l0, count);
+    detail::bind_inputs(m, rq);
+    Value v = detail::run_partitioned(m, body, -1, x.result_);
+    for (uint32_t l = 0; l < count; ++l) rq.value_out[l0 + l] = double(m.lane(v, l));
+    m.result_ = v;
+    m.taped_ = rq.grad;
+    // Without Jacobian outputs the tape is kept for a later seeded sweep (reverse_seeded).
+    if (!rq.grad || !rq.jac_out) continue;
+    m.reverse(v, nullptr);
+    detail::copy_adjoints(m, rq.jac_out, rq.nbind, l0);
+  }
 }
 
 // A reverse sweep of the last run seeded with `seed` [L] (the caller's upstream gradient):

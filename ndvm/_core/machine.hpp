@@ -92,6 +92,7 @@ class Machine {
 
   // ---- per-run state -------------------------------------------------------------------------
   uint32_t L_ = 1, S_ = 1, N_ = 1;
+  uint32_t lane0_ = 0;  // global index of this run's first lane (lane blocks, execute.hpp)
   bool recording_ = false;
   int32_t live_ = -1;  // current lane mask, -1 = all lanes
   int64_t steps_ = 0, depth_ = 0;
@@ -123,10 +124,13 @@ class Machine {
   };
 
   // ---- lifecycle -----------------------------------------------------------------------------
-  void reset(uint32_t S, uint32_t N, bool recording, const Source* src) {
+  // Prepares a run over lanes [lane0, lane0 + count) of an S x N evaluation (count 0: all).
+  void reset(uint32_t S, uint32_t N, bool recording, const Source* src, uint32_t lane0 = 0,
+             uint32_t count = 0) {
     S_ = S ? S : 1;
     N_ = N ? N : 1;
-    L_ = S_ * N_;
+    lane0_ = lane0;
+    L_ = count ? count : S_ * N_;
     recording_ = recording;
     live_ = -1;
     steps_ = depth_ = 0;
