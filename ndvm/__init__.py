@@ -10,10 +10,12 @@ from ndvm.errors import (
 )
 from ndvm.evaluator import Evaluator, Result
 from ndvm.fit import FitResult, fit
+from ndvm.parallel import CandidateError, candidate_seed, evaluate_many, fit_many
 
 __version__ = "0.1.0"
 
 __all__ = [
-    "Evaluator", "EvalError", "FitResult", "FormError", "InternalError", "LimitError", "Program", "ReadError",
-    "Result", "SchemeError", "UnboundError", "clients", "fit", "parse", "read",
+    "CandidateError", "Evaluator", "EvalError", "FitResult", "FormError", "InternalError",
+    "LimitError", "Program", "ReadError", "Result", "SchemeError", "UnboundError", "candidate_seed",
+    "clients", "evaluate_many", "fit", "fit_many", "parse", "read",
 ]
