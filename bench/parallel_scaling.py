@@ -45,8 +45,8 @@ def scaling(progs, data, target, rounds, repeat):
     for _ in range(rounds):
         for w in (1, 2):
             out = []
-            rates[w].append(rate(lambda: out.append(ndvm.fit_many(batch, workers=w, **opts)),
-                                 len(batch)))
+            rates[w].append(rate(lambda w=w, out=out: out.append(
+                ndvm.fit_many(batch, workers=w, **opts)), len(batch)))
             assert all(_same(a, b) for a, b in zip(out[0], reference))
     serial = rate(lambda: [_fit_or_error(p, i, opts) for i, p in enumerate(batch)], len(batch))
     for w in (1, 2):
@@ -100,8 +100,8 @@ def dask_overhead(progs, data, target):
                   f"{n} empty tasks, {latency * 1e3:.2f} ms round trip")
             for chunk in (1, 4, 16, 64, 256):
                 out = []
-                r = rate(lambda: out.append(ndvm.fit_many(batch, executor=ex, chunk_size=chunk,
-                                                          **opts)), len(batch))
+                r = rate(lambda ex=ex, chunk=chunk, out=out: out.append(
+                    ndvm.fit_many(batch, executor=ex, chunk_size=chunk, **opts)), len(batch))
                 assert all(_same(a, b) for a, b in zip(out[0], reference))
                 print(f"  chunk_size={chunk:4d}: {r:7.0f} cand/s")
 

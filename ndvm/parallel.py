@@ -23,13 +23,15 @@ from ndvm._core import Program, parse
 from ndvm.evaluator import Evaluator
 from ndvm.fit import OPTIMIZERS, fit
 
-__all__ = ["CandidateError", "candidate_seed", "evaluate_many", "fit_many", "shutdown",
-           "EXECUTOR_CHUNK_SIZE"]
+__all__ = ["EXECUTOR_CHUNK_SIZE", "CandidateError", "candidate_seed", "evaluate_many", "fit_many",
+           "shutdown"]
 
-# Candidates per task sent to an executor. A Dask task costs ~1 ms of scheduling on a LocalCluster
-# (threads) and ~2 ms (processes) against ~0.2 ms for one co-search fit (50 Adam steps, 44 points):
-# 64 fits (~13 ms of work) keep that overhead near 10%; see bench/parallel_scaling.py.
+# The most candidates per task sent to an executor. A Dask task costs 1-5 ms of scheduling on a
+# LocalCluster (more with processes) against ~0.2 ms for one co-search fit (50 Adam steps, 44
+# points): 64 fits (~13 ms of work) amortize it. Smaller batches are cut into at least
+# _MIN_TASKS tasks so that a cluster's workers still share them. See bench/parallel_scaling.py.
 EXECUTOR_CHUNK_SIZE = 64
+_MIN_TASKS = 16
 _POLL_SECONDS = 0.1  # how often the caller wakes to update progress and notice Ctrl-C
 
 _FIT_OPTIONS = frozenset(inspect.signature(fit).parameters) - {"prog", "data", "target"}
@@ -39,7 +41,7 @@ class CandidateError:
     """A candidate that failed: ``index`` in the input, program ``name`` and ``source``, the
     ``error`` raised (an ndvm.SchemeError for bad programs) and its formatted ``traceback``."""
 
-    __slots__ = ("index", "name", "source", "error", "traceback")
+    __slots__ = ("error", "index", "name", "source", "traceback")
 
     def __init__(self, index, name, source, error, traceback=None):
         self.index = index
@@ -84,7 +86,7 @@ def default_workers():
 class _Job:
     """What every candidate of one call shares: the kind of run, the evaluator and the options."""
 
-    __slots__ = ("kind", "config", "options")
+    __slots__ = ("config", "kind", "options")
 
     def __init__(self, kind, config, options):
         self.kind = kind
@@ -285,7 +287,7 @@ def _run(job, items, workers, executor, chunk_size, progress, desc):
     bar = _Progress(progress, n, desc)
     try:
         if executor is not None:
-            chunk = int(chunk_size or EXECUTOR_CHUNK_SIZE)
+            chunk = int(chunk_size or min(EXECUTOR_CHUNK_SIZE, math.ceil(n / _MIN_TASKS)))
             return _run_executor(executor, job, items, chunk, bar)
         workers = default_workers() if workers is None else int(workers)
         if workers < 1:
@@ -310,7 +312,8 @@ def fit_many(programs, data=None, target=None, *, workers=None, executor=None, c
 
     Each result is a FitResult or a CandidateError. workers: threads of the persistent pool
     (default: the cores); executor: any concurrent.futures.Executor instead, sent ``chunk_size``
-    candidates per task (default EXECUTOR_CHUNK_SIZE; 1 on the pool, which schedules dynamically);
+    candidates per task (default: at most EXECUTOR_CHUNK_SIZE, at least 16 tasks; on the pool,
+    where workers claim candidates one at a time, it sets how many they claim);
     per_candidate: one dict of fit options per candidate overriding the shared ones; candidate i's
     random starts use ``candidate_seed(seed, i)``; progress: a tqdm bar.
     """
