@@ -250,7 +250,10 @@ def _run_pool(job, items, workers, chunk, progress):
         wait(futures)
         raise
     for f in futures:
-        f.result()  # a worker's own failure (never a candidate's) re-raises here
+        if not f.cancelled():
+            f.result()  # a worker's own failure (never a candidate's) re-raises here
+    if state["next"] < n:  # every task was cancelled before it started
+        raise RuntimeError("the ndvm worker pool was shut down during the call")
     return results
 
 
