@@ -262,15 +262,17 @@ def test_concurrent_callers_share_programs_without_races():
 
 @pytest.mark.skipif(threading.current_thread() is not threading.main_thread(),
                     reason="SIGINT is delivered to the main thread")
-def test_ctrl_c_cancels_pending_work_and_leaves_no_threads():
+def test_ctrl_c_cancels_pending_work_and_leaves_no_threads(monkeypatch):
     slow = "(* a (loop ((i 0) (s 0)) (if (< i 100000) (recur (+ i 1) (+ s (sin x))) s)))"
-    main = threading.main_thread().ident
+    ran = []
+    run_one = parallel._run_one
+    monkeypatch.setattr(parallel, "_run_one", lambda *a: ran.append(a[2]) or run_one(*a))
     started = threading.Event()
 
     def interrupt():
         started.wait()
         time.sleep(0.3)
-        signal.pthread_kill(main, signal.SIGINT)
+        signal.pthread_kill(threading.main_thread().ident, signal.SIGINT)
 
     killer = threading.Thread(target=interrupt)
     killer.start()
@@ -280,7 +282,10 @@ def test_ctrl_c_cancels_pending_work_and_leaves_no_threads():
             ndvm.evaluate_many([slow] * 5000, params={"a": 1.0}, data={"x": 0.5}, workers=2)
     finally:
         killer.join()
-    parallel.shutdown()  # joins the pool's threads: nothing may still be running
+    ran_at_interrupt = len(ran)
+    assert 0 < ran_at_interrupt < 5000
+    parallel.shutdown()  # joins the pool's threads
+    assert len(ran) == ran_at_interrupt  # nothing ran after the call returned
     assert not [t for t in threading.enumerate() if t.name.startswith("ndvm-worker")]
     again = ndvm.evaluate_many([slow] * 2, params={"a": 1.0}, data={"x": 0.5}, workers=2)
     assert _key(again[0]) == _key(again[1])
