@@ -305,6 +305,7 @@ class Machine {
   // ---- numeric operations (numeric.hpp) ------------------------------------------------------
   Value unary(Op op, const Value& a);
   Value binary(Op op, const Value& a, const Value& b);
+  bool fold_identity(Op op, const Value& a, const Value& b, Value& r);
   Value compare(int cmp, const Value& a, const Value& b);  // cmp: 0 =, 1 <, 2 >, 3 <=, 4 >=
   Value select(int32_t mask, const Value& a, const Value& b);
   Value minmax(bool is_max, const Value* xs, int n);

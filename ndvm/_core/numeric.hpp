@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "machine.hpp"
+#include "vmath.hpp"
 
 namespace ndvm {
 
@@ -115,6 +116,26 @@ void inv_dense(const T* a, uint32_t n, T* y, T* work) {
 
 }  // namespace detail
 
+namespace detail {
+// y[l] += x[l] * z[l], with either side possibly uniform (stride 0); split so each case vectorizes.
+template <class T>
+inline void fma_lanes(T* __restrict y, const T* __restrict x, size_t sx, const T* __restrict z,
+                      size_t sz, uint32_t L) {
+  if (sx && sz) {
+    for (uint32_t l = 0; l < L; ++l) y[l] += x[l] * z[l];
+  } else if (sx) {
+    const T c = z[0];
+    for (uint32_t l = 0; l < L; ++l) y[l] += x[l] * c;
+  } else if (sz) {
+    const T c = x[0];
+    for (uint32_t l = 0; l < L; ++l) y[l] += c * z[l];
+  } else {
+    const T c = x[0] * z[0];
+    for (uint32_t l = 0; l < L; ++l) y[l] += c;
+  }
+}
+}  // namespace detail
+
 template <class T>
 Value Machine<T>::unary(Op op, const Value& a) {
   if (compat_ref_) {
@@ -127,10 +148,10 @@ Value Machine<T>::unary(Op op, const Value& a) {
   T* y = pay(out);
   switch (op) {  // the common kernels get their own loops so they vectorize
     case Op::Neg: for (uint32_t l = 0; l < L_; ++l) y[l] = -x[l]; break;
-    case Op::Exp: for (uint32_t l = 0; l < L_; ++l) y[l] = std::exp(x[l]); break;
-    case Op::Log: for (uint32_t l = 0; l < L_; ++l) y[l] = std::log(x[l]); break;
-    case Op::Sin: for (uint32_t l = 0; l < L_; ++l) y[l] = std::sin(x[l]); break;
-    case Op::Cos: for (uint32_t l = 0; l < L_; ++l) y[l] = std::cos(x[l]); break;
+    case Op::Exp: vmath::apply(vmath::Fn::Exp, x, y, L_); break;
+    case Op::Log: vmath::apply(vmath::Fn::Log, x, y, L_); break;
+    case Op::Sin: vmath::apply(vmath::Fn::Sin, x, y, L_); break;
+    case Op::Cos: vmath::apply(vmath::Fn::Cos, x, y, L_); break;
     case Op::Sqrt: for (uint32_t l = 0; l < L_; ++l) y[l] = std::sqrt(x[l]); break;
     default: for (uint32_t l = 0; l < L_; ++l) y[l] = Scalar<T>::unary(op, x[l]); break;
   }
@@ -143,6 +164,10 @@ template <class T>
 Value Machine<T>::binary(Op op, const Value& a, const Value& b) {
   if (!a.varying() && !b.varying())
     return Value::number(double(Scalar<T>::binary(op, T(a.num), T(b.num))));
+  // Identities with a uniform 0 or 1 (identity and zero matrix elements, scalings) return an
+  // operand, or a uniform zero, instead of a new payload and tape node — only where IEEE gives
+  // the very same bits on every lane.
+  if (Value r; fold_identity(op, a, b, r)) return r;
   uint32_t out = alloc_payloads(1);
   T ta, tb;
   size_t sa, sb;
@@ -173,6 +198,41 @@ Value Machine<T>::binary(Op op, const Value& a, const Value& b) {
     detail::Recorder<T>{*this}.record(op, ins, 2, out, 1);
   }
   return Value::payload(out, act);
+}
+
+template <class T>
+bool Machine<T>::fold_identity(Op op, const Value& a, const Value& b, Value& r) {
+  auto is = [](const Value& v, double c) { return !v.varying() && v.num == c && !std::signbit(v.num); };
+  // x * 1, 1 * x, x / 1, x - 0: exactly x for every x (nan and -0 included)
+  if ((op == Op::Mul && is(b, 1.0)) || (op == Op::Div && is(b, 1.0)) ||
+      (op == Op::Sub && is(b, 0.0))) {
+    r = a;
+    return true;
+  }
+  if (op == Op::Mul && is(a, 1.0)) {
+    r = b;
+    return true;
+  }
+  // x + 0 and 0 + x: x, unless some lane of x is -0 (then -0 + 0 = +0)
+  if (op == Op::Add && (is(a, 0.0) || is(b, 0.0))) {
+    const Value& x = is(b, 0.0) ? a : b;
+    const T* p = pay(x.id);
+    for (uint32_t l = 0; l < L_; ++l)
+      if (p[l] == T(0) && std::signbit(p[l])) return false;
+    r = x;
+    return true;
+  }
+  // x * 0 and 0 * x: a uniform zero when every lane of x is finite with one sign
+  if (op == Op::Mul && (is(a, 0.0) || is(b, 0.0))) {
+    const Value& x = is(b, 0.0) ? a : b;
+    const T* p = pay(x.id);
+    bool neg = std::signbit(p[0]);
+    for (uint32_t l = 0; l < L_; ++l)
+      if (!std::isfinite(p[l]) || std::signbit(p[l]) != neg) return false;
+    r = Value::number(neg ? -0.0 : 0.0);
+    return true;
+  }
+  return false;
 }
 
 template <class T>
@@ -352,7 +412,7 @@ Value Machine<T>::dot(const Value* a, const Value* b, uint32_t n) {
     size_t sa, sb;
     const T* x = lanes_of(a[i], ta, sa);
     const T* z = lanes_of(b[i], tb, sb);
-    for (uint32_t l = 0; l < L_; ++l) y[l] += x[l * sa] * z[l * sb];
+    detail::fma_lanes(y, x, sa, z, sb, L_);
   }
   act = act && recording_;
   if (act) {
@@ -380,6 +440,38 @@ void Machine<T>::linalg(Op op, const Value* a, uint32_t n, const Value* b, uint3
     act |= v.active();
   }
   act = act && recording_;
+  if (n == 2 && any_varying && op != Op::Solve) {
+    // 2x2 closed forms, vectorized across lanes (the state-space case: Kalman filters)
+    uint32_t first = alloc_payloads(nout);
+    T c0, c1, c2, c3;
+    size_t s0, s1, s2, s3;
+    const T* A0 = lanes_of(ins[0], c0, s0);
+    const T* A1 = lanes_of(ins[1], c1, s1);
+    const T* A2 = lanes_of(ins[2], c2, s2);
+    const T* A3 = lanes_of(ins[3], c3, s3);
+    if (op == Op::Inv) {
+      T* y0 = pay(first);
+      T* y1 = pay(first + 1);
+      T* y2 = pay(first + 2);
+      T* y3 = pay(first + 3);
+      for (uint32_t l = 0; l < L_; ++l) {
+        T a = A0[l * s0], b = A1[l * s1], c = A2[l * s2], d = A3[l * s3];
+        T det = a * d - b * c;
+        y0[l] = d / det;
+        y1[l] = -b / det;
+        y2[l] = -c / det;
+        y3[l] = a / det;
+      }
+    } else {
+      T* y = pay(first);
+      for (uint32_t l = 0; l < L_; ++l)
+        y[l] = A0[l * s0] * A3[l * s3] - A1[l * s1] * A2[l * s2];
+      if (op == Op::LogDet) vmath::log_lanes(y, y, L_);
+    }
+    for (uint32_t i = 0; i < nout; ++i) out[i] = Value::payload(first + i, act);
+    if (act) detail::Recorder<T>{*this}.record(op, ins.data(), nin, first, nout, n, k);
+    return;
+  }
   uint32_t lanes = any_varying ? L_ : 1;
   uint32_t first = any_varying ? alloc_payloads(nout) : 0;
   std::vector<T> A(n * n), B(op == Op::Solve ? n * k : 0), Y(nout), W(2 * n * n + n * k);
@@ -388,7 +480,7 @@ void Machine<T>::linalg(Op op, const Value* a, uint32_t n, const Value* b, uint3
     switch (op) {
       case Op::Inv: detail::inv_dense(A.data(), n, Y.data(), W.data()); break;
       case Op::Det: Y[0] = detail::det_dense(A.data(), n, W.data()); break;
-      case Op::LogDet: Y[0] = std::log(detail::det_dense(A.data(), n, W.data())); break;
+      case Op::LogDet: Y[0] = vmath::one(vmath::Fn::Log, detail::det_dense(A.data(), n, W.data())); break;
       case Op::Solve: {
         T* Ai = W.data() + n * n;
         detail::inv_dense(A.data(), n, Ai, W.data());
@@ -413,7 +505,48 @@ void Machine<T>::linalg(Op op, const Value* a, uint32_t n, const Value* b, uint3
   if (act) detail::Recorder<T>{*this}.record(op, ins.data(), nin, first, nout, n, k);
 }
 
+namespace detail {
+
+// d[l] += g[l] * b[l] (b_stride 1) or g[l] * b[0] (b_stride 0), on the lanes of `live` (all when
+// null); a zero upstream adjoint contributes exactly zero. Restrict pointers and the split by
+// stride and mask let the compiler vectorize the common case.
+template <class T>
+inline void acc_times(T* __restrict d, const T* __restrict g, const T* __restrict b,
+                      size_t b_stride, const uint8_t* __restrict live, uint32_t L) {
+  if (live) {
+    for (uint32_t l = 0; l < L; ++l)
+      if (live[l] && g[l] != T(0)) d[l] += g[l] * b[l * b_stride];
+  } else if (b_stride) {
+    for (uint32_t l = 0; l < L; ++l) {
+      T v = g[l] * b[l];  // computed unconditionally, then selected: the loop stays branch-free
+      d[l] += g[l] != T(0) ? v : T(0);
+    }
+  } else {
+    const T c = b[0];
+    for (uint32_t l = 0; l < L; ++l) {
+      T v = g[l] * c;
+      d[l] += g[l] != T(0) ? v : T(0);
+    }
+  }
+}
+
+template <class T>
+inline void acc_plus(T* __restrict d, const T* __restrict g, T sign, const uint8_t* __restrict live,
+                     uint32_t L) {
+  if (live) {
+    for (uint32_t l = 0; l < L; ++l)
+      if (live[l]) d[l] += sign * g[l];
+  } else {
+    for (uint32_t l = 0; l < L; ++l) d[l] += sign * g[l];
+  }
+}
+
+}  // namespace detail
+
 // The reverse sweep: seeds the output's adjoint (ones when seed is null) and walks the tape back.
+// Each node's lane loop is unit-stride (uniform operands are broadcast into scratch first) so it
+// vectorizes; a zero upstream adjoint contributes exactly zero (never 0 * inf = nan); nodes
+// recorded under a lane mask accumulate only on that mask's lanes.
 template <class T>
 void Machine<T>::reverse(const Value& outv, const T* seed) {
   size_t total = size_t(npay_) * L_;
@@ -422,25 +555,65 @@ void Machine<T>::reverse(const Value& outv, const T* seed) {
   if (!(outv.tag == Tag::Num && outv.active())) return;
   T* g0 = adj_.data() + size_t(outv.id) * L_;
   for (uint32_t l = 0; l < L_; ++l) g0[l] = seed ? seed[l] : T(1);
+  const uint32_t L = L_;
+  if (scratch_.size() < 2 * size_t(L)) scratch_.resize(2 * size_t(L));
   std::vector<T> A, Y, G, W, GA;
   for (size_t k = nodes_.size(); k-- > 0;) {
     const TapeNode& nd = nodes_[k];
     const Operand* in = operands_.data() + nd.in;
     const uint8_t* live = nd.mask >= 0 ? mask_ptr(nd.mask) : nullptr;
-    auto val = [&](const Operand& o, uint32_t l) -> T {
-      return o.kind == OPND_CONST ? consts_[o.id] : pay(o.id)[l];
+    // lanes of operand i (uniform ones broadcast into scratch slot j)
+    auto vals = [&](const Operand& o, int j) -> const T* {
+      if (o.kind != OPND_CONST) return pay(o.id);
+      T* b = scratch_.data() + size_t(j) * L;
+      std::fill(b, b + L, consts_[o.id]);
+      return b;
     };
     auto acc = [&](const Operand& o) -> T* {
       return o.kind == OPND_ACTIVE ? adj_.data() + size_t(o.id) * L_ : nullptr;
     };
+    auto operand_lanes = [&](const Operand& o, T& c, size_t& stride) -> const T* {
+      if (o.kind == OPND_CONST) {
+        c = consts_[o.id];
+        stride = 0;
+        return &c;
+      }
+      stride = 1;
+      return pay(o.id);
+    };
+    auto val = [&](const Operand& o, uint32_t l) -> T {
+      return o.kind == OPND_CONST ? consts_[o.id] : pay(o.id)[l];
+    };
     const T* g = adj_.data() + size_t(nd.out) * L_;
     const T* y = pay(nd.out);
+// dst[l] += g[l] * (EXPR), skipping zero upstream adjoints and lanes outside the node's mask
+#define NDVM_ACC(dst, EXPR)                                                            \
+  do {                                                                                 \
+    T* d_ = (dst);                                                                     \
+    if (!d_) break;                                                                    \
+    if (live) {                                                                        \
+      for (uint32_t l = 0; l < L; ++l)                                                 \
+        if (live[l] && g[l] != T(0)) d_[l] += g[l] * (EXPR);                           \
+    } else {                                                                           \
+      for (uint32_t l = 0; l < L; ++l) {                                               \
+        T v_ = g[l] * (EXPR);                                                          \
+        d_[l] += g[l] == T(0) ? T(0) : v_;                                             \
+      }                                                                                \
+    }                                                                                  \
+  } while (0)
     if (op_is_unary(nd.op)) {
       T* ga = acc(in[0]);
       if (!ga) continue;
-      for (uint32_t l = 0; l < L_; ++l) {
-        if (g[l] == T(0) || (live && !live[l])) continue;
-        ga[l] += g[l] * Scalar<T>::dunary(nd.op, val(in[0], l), y[l]);
+      const T* x = vals(in[0], 0);
+      switch (nd.op) {
+        case Op::Neg: NDVM_ACC(ga, T(-1)); break;
+        case Op::Exp: NDVM_ACC(ga, y[l]); break;
+        case Op::Log: NDVM_ACC(ga, T(1) / x[l]); break;
+        case Op::Sqrt: NDVM_ACC(ga, T(0.5) / y[l]); break;
+        case Op::Square: NDVM_ACC(ga, T(2) * x[l]); break;
+        case Op::Tanh: NDVM_ACC(ga, T(1) - y[l] * y[l]); break;
+        case Op::Tan: NDVM_ACC(ga, T(1) + y[l] * y[l]); break;
+        default: NDVM_ACC(ga, Scalar<T>::dunary(nd.op, x[l], y[l])); break;
       }
       continue;
     }
@@ -449,12 +622,41 @@ void Machine<T>::reverse(const Value& outv, const T* seed) {
       case Op::Pow: case Op::Atan2: case Op::Mod: case Op::Rem: {
         T* ga = acc(in[0]);
         T* gb = acc(in[1]);
-        for (uint32_t l = 0; l < L_; ++l) {
-          if (g[l] == T(0) || (live && !live[l])) continue;
-          T da, db;
-          Scalar<T>::dbinary(nd.op, val(in[0], l), val(in[1], l), y[l], da, db);
-          if (ga) ga[l] += g[l] * da;
-          if (gb) gb[l] += g[l] * db;
+        if (nd.op == Op::Add || nd.op == Op::Sub || nd.op == Op::Mul) {
+          switch (nd.op) {
+          case Op::Add:
+            if (ga) detail::acc_plus(ga, g, T(1), live, L);
+            if (gb) detail::acc_plus(gb, g, T(1), live, L);
+            break;
+          case Op::Sub:
+            if (ga) detail::acc_plus(ga, g, T(1), live, L);
+            if (gb) detail::acc_plus(gb, g, T(-1), live, L);
+            break;
+          case Op::Mul: {
+            T ca, cb;
+            size_t sa, sb;
+            const T* pa = operand_lanes(in[0], ca, sa);
+            const T* pb = operand_lanes(in[1], cb, sb);
+            if (ga) detail::acc_times(ga, g, pb, sb, live, L);
+            if (gb) detail::acc_times(gb, g, pa, sa, live, L);
+            break;
+          }
+          default: break;
+          }
+          break;
+        }
+        const T* a = vals(in[0], 0);
+        const T* b = vals(in[1], 1);
+        switch (nd.op) {
+          case Op::Div: NDVM_ACC(ga, T(1) / b[l]); NDVM_ACC(gb, -y[l] / b[l]); break;
+          default:
+            for (uint32_t l = 0; l < L; ++l) {
+              if (g[l] == T(0) || (live && !live[l])) continue;
+              T da, db;
+              Scalar<T>::dbinary(nd.op, a[l], b[l], y[l], da, db);
+              if (ga) ga[l] += g[l] * da;
+              if (gb) gb[l] += g[l] * db;
+            }
         }
         break;
       }
@@ -462,7 +664,7 @@ void Machine<T>::reverse(const Value& outv, const T* seed) {
         const uint8_t* m = mask_ptr(int32_t(nd.extra));
         T* ga = acc(in[0]);
         T* gb = acc(in[1]);
-        for (uint32_t l = 0; l < L_; ++l) {
+        for (uint32_t l = 0; l < L; ++l) {
           if (live && !live[l]) continue;
           if (m[l]) {
             if (ga) ga[l] += g[l];
@@ -473,7 +675,7 @@ void Machine<T>::reverse(const Value& outv, const T* seed) {
         break;
       }
       case Op::Min: case Op::Max: {
-        for (uint32_t l = 0; l < L_; ++l) {
+        for (uint32_t l = 0; l < L; ++l) {
           if (g[l] == T(0) || (live && !live[l])) continue;
           int ties = 0;
           for (uint32_t i = 0; i < nd.nin; ++i) ties += val(in[i], l) == y[l];
@@ -486,21 +688,65 @@ void Machine<T>::reverse(const Value& outv, const T* seed) {
       }
       case Op::Dot: {
         for (uint32_t i = 0; 2 * i < nd.nin; ++i) {
-          const Operand& oa = in[2 * i];
-          const Operand& ob = in[2 * i + 1];
-          T* ga = acc(oa);
-          T* gb = acc(ob);
+          T* ga = acc(in[2 * i]);
+          T* gb = acc(in[2 * i + 1]);
           if (!ga && !gb) continue;
-          for (uint32_t l = 0; l < L_; ++l) {
-            if (live && !live[l]) continue;
-            if (ga) ga[l] += g[l] * val(ob, l);
-            if (gb) gb[l] += g[l] * val(oa, l);
-          }
+          T ca, cb;
+          size_t sa, sb;
+          const T* pa = operand_lanes(in[2 * i], ca, sa);
+          const T* pb = operand_lanes(in[2 * i + 1], cb, sb);
+          if (ga) detail::acc_times(ga, g, pb, sb, live, L);
+          if (gb) detail::acc_times(gb, g, pa, sa, live, L);
         }
         break;
       }
+#undef NDVM_ACC
       case Op::Inv: case Op::Det: case Op::LogDet: case Op::Solve: {
         uint32_t n = nd.extra, kk = nd.extra2, nn = n * n;
+        if (n == 2 && nd.op != Op::Solve) {
+          // 2x2 closed forms across lanes: det' = cofactors, inv' = -Y^T G Y^T
+          T c[4];
+          size_t st[4];
+          const T* P[4];
+          T* D[4];
+          for (int i = 0; i < 4; ++i) {
+            P[i] = operand_lanes(in[i], c[i], st[i]);
+            D[i] = acc(in[i]);
+          }
+          auto add = [&](int i, uint32_t l, T v) {
+            if (D[i]) D[i][l] += v;
+          };
+          if (nd.op == Op::Inv) {
+            const T* g0 = g;
+            const T* g1 = adj_.data() + size_t(nd.out + 1) * L_;
+            const T* g2 = adj_.data() + size_t(nd.out + 2) * L_;
+            const T* g3 = adj_.data() + size_t(nd.out + 3) * L_;
+            const T* y0 = pay(nd.out);
+            const T* y1 = pay(nd.out + 1);
+            const T* y2 = pay(nd.out + 2);
+            const T* y3 = pay(nd.out + 3);
+            for (uint32_t l = 0; l < L; ++l) {
+              if (live && !live[l]) continue;
+              T m00 = y0[l] * g0[l] + y2[l] * g2[l], m01 = y0[l] * g1[l] + y2[l] * g3[l];
+              T m10 = y1[l] * g0[l] + y3[l] * g2[l], m11 = y1[l] * g1[l] + y3[l] * g3[l];
+              add(0, l, -(m00 * y0[l] + m01 * y1[l]));
+              add(1, l, -(m00 * y2[l] + m01 * y3[l]));
+              add(2, l, -(m10 * y0[l] + m11 * y1[l]));
+              add(3, l, -(m10 * y2[l] + m11 * y3[l]));
+            }
+          } else {
+            for (uint32_t l = 0; l < L; ++l) {
+              if ((live && !live[l]) || g[l] == T(0)) continue;
+              T a = P[0][l * st[0]], b = P[1][l * st[1]], cc = P[2][l * st[2]], d = P[3][l * st[3]];
+              T w = nd.op == Op::Det ? g[l] : g[l] / (a * d - b * cc);
+              add(0, l, w * d);
+              add(1, l, -w * cc);
+              add(2, l, -w * b);
+              add(3, l, w * a);
+            }
+          }
+          break;
+        }
         A.resize(nn);
         Y.resize(std::max(nn, n * kk));
         G.resize(std::max(nn, n * kk));

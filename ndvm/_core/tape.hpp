@@ -6,6 +6,8 @@
 #include <cmath>
 #include <cstdint>
 
+#include "vmath.hpp"
+
 namespace ndvm {
 
 enum class Op : uint8_t {
@@ -62,10 +64,10 @@ struct Scalar {
       case Op::Neg: return -x;
       case Op::Abs: return std::fabs(x);
       case Op::Sqrt: return std::sqrt(x);
-      case Op::Exp: return std::exp(x);
-      case Op::Log: return std::log(x);
-      case Op::Sin: return std::sin(x);
-      case Op::Cos: return std::cos(x);
+      case Op::Exp: return vmath::one(vmath::Fn::Exp, x);  // the lanes' kernel (vmath.hpp)
+      case Op::Log: return vmath::one(vmath::Fn::Log, x);
+      case Op::Sin: return vmath::one(vmath::Fn::Sin, x);
+      case Op::Cos: return vmath::one(vmath::Fn::Cos, x);
       case Op::Tan: return std::tan(x);
       case Op::Tanh: return std::tanh(x);
       case Op::Atan: return std::atan(x);

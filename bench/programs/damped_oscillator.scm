@@ -1,0 +1,1 @@
+(* A (* (exp (- 0 (* b t))) (cos (* omega t))))

@@ -1,0 +1,1 @@
+(letrec ((f (lambda (n) (if (= n 0) 0.0 (+ (* a (sin (* b n))) (f (- n 1))))))) (f 10))

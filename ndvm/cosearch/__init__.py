@@ -1,0 +1,16 @@
+"""Co-search: propose program structures, calibrate each one's constants, keep the best.
+
+    result = ndvm.search("damped", proposer="mutate", budget="60s", out="run/")
+    result.front        # Pareto front of held-out error vs program size
+"""
+from ndvm.cosearch._calibrate import CalibrationError, calibrate, minimize_value
+from ndvm.cosearch.grammar import Grammar
+from ndvm.cosearch.loop import SearchResult, pareto_front, search
+from ndvm.cosearch.proposers import LLM, Mutate, Proposer, Replay, make_proposer, read_candidates
+from ndvm.cosearch.tasks import TASKS, Task, get_task
+
+__all__ = [
+    "CalibrationError", "Grammar", "LLM", "Mutate", "Proposer", "Replay", "SearchResult", "TASKS",
+    "Task", "calibrate", "get_task", "make_proposer", "minimize_value", "pareto_front",
+    "read_candidates", "search",
+]

@@ -1,0 +1,232 @@
+"""A grammar of scalar model programs and the genetic operators over their trees.
+
+Trees are grown from unary and binary primitives, inputs, parameters and small constants, with
+``let`` and ``loop``/``recur`` (a counted iteration ``s <- f(s, x)``). Loop counters and their tests
+are control: no operator ever rewrites them, so a grown or mutated loop always terminates.
+"""
+import math
+from dataclasses import dataclass
+
+from ndvm.cosearch.sexpr import SPECIAL_FORMS, size
+
+__all__ = ["Grammar", "positions", "get_at", "replace_at", "grow", "mutate", "crossover",
+           "simplify"]
+
+
+@dataclass
+class Grammar:
+    """Allowed primitives and terminals; how trees are grown."""
+
+    inputs: tuple = ("x",)
+    params: tuple = ("a", "b", "c", "d")
+    unary: tuple = ("sin", "cos", "exp", "tanh", "square")
+    binary: tuple = ("+", "-", "*", "/")
+    constants: tuple = (0.5, 1.0, 2.0, 3.0)
+    let: bool = True
+    loop: bool = True
+    loop_steps: tuple = (8, 12)
+    max_depth: int = 4
+    max_size: int = 40
+
+    def describe(self):
+        """The grammar as text, for prompts and help."""
+        forms = ["(OP E E) for OP in " + " ".join(self.binary),
+                 "(F E) for F in " + " ".join(self.unary)]
+        if self.let:
+            forms.append("(let ((u E)) E)")
+        if self.loop:
+            lo, hi = self.loop_steps
+            forms.append(f"(loop ((s E) (k 0)) (if (= k N) s (recur E (+ k 1)))) with N in "
+                         f"{lo}..{hi}, s usable in the recur expression")
+        terms = (f"inputs {' '.join(self.inputs)}; parameters {' '.join(self.params)}; "
+                 "numeric literals")
+        return "E := " + " | ".join(forms) + " | " + terms
+
+
+def _refs(tree, names):
+    if isinstance(tree, list):
+        return any(_refs(t, names) for t in tree)
+    return isinstance(tree, str) and tree in names
+
+
+def positions(tree, scope=frozenset(), counters=frozenset(), path=()):
+    """Yield (path, scope, in_loop) for every expression position a genetic operator may rewrite.
+
+    scope: the local variable names bound there. A position that mentions a loop counter is not
+    rewritten; children of a node that has a counter as a direct argument are not visited.
+    """
+    if not _refs(tree, counters):
+        yield path, scope, bool(counters)
+    if not isinstance(tree, list) or not tree:
+        return
+    head = tree[0]
+    if head in ("let", "let*") and len(tree) >= 3 and isinstance(tree[1], list):
+        inner = set(scope)
+        for i, b in enumerate(tree[1]):
+            if isinstance(b, list) and len(b) == 2:
+                yield from positions(b[1], frozenset(inner) if head == "let*" else scope,
+                                     counters, path + (1, i, 1))
+                inner.add(b[0])
+        for j in range(2, len(tree)):
+            yield from positions(tree[j], frozenset(inner), counters, path + (j,))
+    elif head == "loop" and len(tree) >= 3 and isinstance(tree[1], list):
+        state, ctr = set(scope), set(counters)
+        for i, b in enumerate(tree[1]):
+            if isinstance(b, list) and len(b) == 2:
+                if isinstance(b[1], int) and not isinstance(b[1], bool):
+                    ctr.add(b[0])
+                else:
+                    yield from positions(b[1], scope, counters, path + (1, i, 1))
+                state.add(b[0])
+        state -= ctr
+        for j in range(2, len(tree)):
+            yield from positions(tree[j], frozenset(state), frozenset(ctr), path + (j,))
+    elif head in ("if", "recur"):
+        for j in range(1, len(tree)):
+            yield from positions(tree[j], scope, counters, path + (j,))
+    elif isinstance(head, str) and head not in SPECIAL_FORMS:
+        if any(isinstance(t, str) and t in counters for t in tree[1:]):
+            return
+        for j in range(1, len(tree)):
+            yield from positions(tree[j], scope, counters, path + (j,))
+
+
+def get_at(tree, path):
+    """The subtree at ``path``."""
+    for i in path:
+        tree = tree[i]
+    return tree
+
+
+def replace_at(tree, path, new):
+    """A copy of ``tree`` with the subtree at ``path`` replaced by ``new``."""
+    if not path:
+        return new
+    out = list(tree)
+    out[path[0]] = replace_at(tree[path[0]], path[1:], new)
+    return out
+
+
+def _constant(rng, g):
+    if rng.random() < 0.5:
+        return float(g.constants[rng.integers(len(g.constants))])
+    return round(float(rng.uniform(-3, 3)), 2)
+
+
+def _leaf(rng, g, scope):
+    r = rng.random()
+    if r < 0.5:
+        return g.params[rng.integers(len(g.params))]
+    if r < 0.88:
+        names = list(g.inputs) + sorted(scope)
+        return names[rng.integers(len(names))]
+    return _constant(rng, g)
+
+
+def grow(rng, g, depth=None, scope=frozenset(), in_loop=False):
+    """A random expression of at most ``depth`` levels over the grammar."""
+    depth = g.max_depth if depth is None else depth
+    if depth <= 0 or rng.random() < 0.25:
+        return _leaf(rng, g, scope)
+    r = rng.random()
+    if g.loop and not in_loop and depth >= 3 and r < 0.1:
+        lo, hi = g.loop_steps
+        n = int(rng.integers(lo, hi + 1))
+        init = grow(rng, g, depth - 2, scope, True)
+        update = grow(rng, g, depth - 1, scope | {"s"}, True)
+        if not _refs(update, {"s"}):
+            update = ["+", "s", update] if rng.random() < 0.5 else ["*", "s", update]
+        return ["loop", [["s", init], ["k", 0]], ["if", ["=", "k", n], "s",
+                                                  ["recur", update, ["+", "k", 1]]]]
+    if g.let and depth >= 2 and r < 0.17:
+        var = f"u{len(scope)}"
+        return ["let", [[var, grow(rng, g, depth - 1, scope, in_loop)]],
+                grow(rng, g, depth - 1, scope | {var}, in_loop)]
+    if r < 0.45:
+        return [g.unary[rng.integers(len(g.unary))], grow(rng, g, depth - 1, scope, in_loop)]
+    op = g.binary[rng.integers(len(g.binary))]
+    return [op, grow(rng, g, depth - 1, scope, in_loop), grow(rng, g, depth - 1, scope, in_loop)]
+
+
+def _free_locals(tree, locals_):
+    """Local-variable names (from ``locals_``) the tree mentions."""
+    if isinstance(tree, list):
+        out = set()
+        for t in tree:
+            out |= _free_locals(t, locals_)
+        return out
+    return {tree} if isinstance(tree, str) and tree in locals_ else set()
+
+
+def _is_number(a):
+    return isinstance(a, (int, float)) and not isinstance(a, bool)
+
+
+def mutate(rng, g, tree):
+    """One random mutation: subtree, constant, operator or a constant turned into a parameter."""
+    spots = list(positions(tree))
+    kind = rng.choice(["subtree", "constant", "operator", "hoist"], p=[0.45, 0.25, 0.22, 0.08])
+    if kind == "constant":
+        nums = [p for p in spots if _is_number(get_at(tree, p[0]))]
+        if nums:
+            path = nums[rng.integers(len(nums))][0]
+            c = get_at(tree, path)
+            r = rng.random()
+            if r < 0.3:
+                new = g.params[rng.integers(len(g.params))]
+            elif r < 0.7:
+                new = round(c * float(math.exp(0.4 * rng.standard_normal())), 4)
+            else:
+                new = round(c + float(rng.normal(0, 0.5)), 4)
+            return replace_at(tree, path, float(new) if _is_number(new) else new)
+        kind = "subtree"
+    if kind == "operator":
+        ops = [p for p in spots if isinstance(get_at(tree, p[0]), list)
+               and get_at(tree, p[0])[0] in set(g.unary) | set(g.binary)]
+        if ops:
+            path = ops[rng.integers(len(ops))][0]
+            node = get_at(tree, path)
+            family = g.unary if node[0] in g.unary and len(node) == 2 else g.binary
+            choices = [o for o in family if o != node[0]]
+            if choices and (len(node) == 2 or node[0] in g.binary):
+                return replace_at(tree, path, [choices[rng.integers(len(choices))]] + node[1:])
+        kind = "subtree"
+    if kind == "hoist":  # replace a node by one of its own subexpressions (simplifies)
+        inner = [p for p in spots if len(p[0]) > 0]
+        if inner:
+            path, scope, _ = inner[rng.integers(len(inner))]
+            return replace_at(tree, (), get_at(tree, path)) if not scope else tree
+        kind = "subtree"
+    path, scope, in_loop = spots[rng.integers(len(spots))]
+    d = max(1, g.max_depth - len(path) // 2)
+    return replace_at(tree, path, grow(rng, g, int(rng.integers(1, d + 1)), scope, in_loop))
+
+
+def crossover(rng, g, a, b):
+    """Insert a random subexpression of ``b`` at a random position of ``a`` where it is in scope."""
+    donors = [p for p in positions(b)]
+    spots = list(positions(a))
+    for _ in range(8):
+        path, scope, in_loop = spots[rng.integers(len(spots))]
+        dpath, dscope, dloop = donors[rng.integers(len(donors))]
+        piece = get_at(b, dpath)
+        if _free_locals(piece, dscope) <= scope and not (in_loop and _refs(piece, {"loop"})):
+            child = replace_at(a, path, piece)
+            if size(child) <= g.max_size:
+                return child
+    return mutate(rng, g, a)
+
+
+def simplify(tree):
+    """Drop ``let`` bindings whose variable the body never uses (bloat from mutation)."""
+    if not isinstance(tree, list):
+        return tree
+    tree = [simplify(t) for t in tree]
+    if (len(tree) == 3 and tree[0] == "let" and isinstance(tree[1], list)
+            and all(isinstance(b, list) and len(b) == 2 for b in tree[1])):
+        kept = [b for b in tree[1] if _refs(tree[2], {b[0]})]
+        if not kept:
+            return tree[2]
+        if len(kept) < len(tree[1]):
+            return ["let", kept, tree[2]]
+    return tree

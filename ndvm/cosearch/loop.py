@@ -1,0 +1,404 @@
+"""The co-search loop: propose -> validate -> calibrate -> score on held-out data -> Pareto front.
+
+Every candidate becomes one record (a JSON line): id, source, proposer, status (ok, invalid,
+failed, duplicate), parameters, train and held-out error, R^2, size, skeleton and the time since the
+search began. A search resumes from its record file: seen sources are skipped and the front rebuilt.
+"""
+import json
+import math
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+import ndvm
+from ndvm.cosearch._calibrate import calibrate, minimize_value, succeeded
+from ndvm.cosearch.grammar import Grammar
+from ndvm.cosearch.proposers import Proposer, Replay, make_proposer
+from ndvm.cosearch.sexpr import size, skeleton, to_tree
+from ndvm.cosearch.tasks import Task, get_task
+
+__all__ = ["search", "SearchResult", "pareto_front", "RECORD_FILE", "SUMMARY_FILE"]
+
+RECORD_FILE = "candidates.jsonl"
+SUMMARY_FILE = "summary.json"
+_PROBE_STEPS = 2_000_000
+
+
+def pareto_front(records):
+    """The records not dominated in (held-out error, size), by increasing size."""
+    ok = sorted((r for r in records if r.get("status") == "ok"
+                 and math.isfinite(r["heldout_error"])),
+                key=lambda r: (r["size"], r["heldout_error"], r["id"]))
+    front, best = [], math.inf
+    for r in ok:
+        if r["heldout_error"] < best:
+            front.append(r)
+            best = r["heldout_error"]
+    return front
+
+
+@dataclass
+class SearchState:
+    """What proposers may look at: the task, the grammar, the front, the best so far."""
+
+    task: Task
+    grammar: Grammar
+    front: list = field(default_factory=list)
+    population: list = field(default_factory=list)
+    seen: set = field(default_factory=set)
+    rejected: int = 0
+    warnings: list = field(default_factory=list)
+
+    def warn(self, message):
+        self.warnings.append(message)
+
+
+@dataclass
+class SearchResult:
+    """The outcome of ``ndvm.search``: records, the front, the best and the first good fit."""
+
+    task: Task
+    records: list
+    front: list
+    best: dict
+    first_good: dict
+    elapsed: float
+    proposer: str
+    seed: int
+    stopped: str
+
+    @property
+    def n_calibrated(self):
+        """Candidates that were calibrated and scored."""
+        return sum(r["status"] == "ok" for r in self.records)
+
+    def summary(self):
+        """A JSON-ready summary of the run."""
+        def slim(r):
+            return None if r is None else {k: r[k] for k in (
+                "id", "src", "params", "train_error", "heldout_error", "r2", "size", "time")}
+        n = len(self.records)
+        return {
+            "task": self.task.name, "proposer": self.proposer, "seed": self.seed,
+            "objective": self.task.objective, "threshold_r2": self.task.threshold,
+            "elapsed_seconds": round(self.elapsed, 3), "stopped": self.stopped,
+            "candidates": n, "calibrated": self.n_calibrated,
+            "invalid": sum(r["status"] == "invalid" for r in self.records),
+            "failed": sum(r["status"] == "failed" for r in self.records),
+            "candidates_per_second": round(n / self.elapsed, 2) if self.elapsed > 0 else None,
+            "first_good": slim(self.first_good), "best": slim(self.best),
+            "front": [slim(r) for r in self.front],
+        }
+
+
+class _Scorer:
+    """Validation, calibration and scoring of batches of sources against one task."""
+
+    def __init__(self, task, client="dmci", workers=None, fit_options=None):
+        self.task = task
+        self.workers = workers
+        self.fit = dict(task.fit)
+        self.fit.update(fit_options or {})
+        self.fit.setdefault("client", client)
+        if task.consts:
+            self.fit.setdefault("consts", task.consts)
+        self.probe_ev = ndvm.Evaluator(client=client, max_steps=_PROBE_STEPS)
+        self.ev = ndvm.Evaluator(client=client)
+        self.train = task.split("train")
+        self.held = task.split("heldout")
+        self.held_var = float(np.var(self.held[1])) if task.objective == "mse" else None
+
+    def validate(self, src):
+        """(program, params) or raises: parse, allowed free names, a probe evaluation."""
+        prog = ndvm.parse(src, name="<candidate>")
+        bad = [n for n in prog.free_names if n not in self.task.allowed_names]
+        if bad:
+            raise ValueError(f"free name(s) not allowed by the task: {', '.join(bad)}")
+        params = tuple(n for n in prog.free_names if n in self.task.params)
+        data = {k: v for k, v in self.train[0].items() if k in prog.free_names}
+        consts = {k: v for k, v in self.task.consts.items() if k in prog.free_names}
+        probe = {n: (self.task.init or {}).get(n, 0.5) for n in params}
+        self.probe_ev.evaluate(prog, params=probe, data=data, consts=consts)
+        return prog, params
+
+    def predict(self, prog, params, inputs):
+        data = {k: v for k, v in inputs.items() if k in prog.free_names}
+        consts = {k: v for k, v in self.task.consts.items() if k in prog.free_names}
+        n = next(iter(inputs.values())).size if inputs else 1
+        v = self.ev.evaluate(prog, params=params, data=data, consts=consts).value[0]
+        return np.broadcast_to(v, (n,)) if v.size == 1 else v
+
+    def score(self, prog, params):
+        """(train error, held-out error, R^2) of fitted params (mse), or (nll, nll, None)."""
+        if self.task.objective == "nll":
+            consts = {k: v for k, v in self.task.consts.items() if k in prog.free_names}
+            v = float(self.ev.evaluate(prog, params=params, consts=consts).value.sum())
+            return v, v, None
+        with np.errstate(all="ignore"):
+            tr = float(np.mean((self.predict(prog, params, self.train[0]) - self.train[1]) ** 2))
+            ho = float(np.mean((self.predict(prog, params, self.held[0]) - self.held[1]) ** 2))
+        tr = tr if math.isfinite(tr) else math.inf
+        ho = ho if math.isfinite(ho) else math.inf
+        return tr, ho, 1.0 - ho / self.held_var if math.isfinite(ho) else -math.inf
+
+    def calibrate(self, items):
+        """Fitted params (or an error) for each (prog, params) item."""
+        out = [None] * len(items)
+        todo = [i for i, (_, ps) in enumerate(items) if ps]
+        for i, (_, ps) in enumerate(items):
+            if not ps:
+                out[i] = {}
+        if self.task.objective == "nll":
+            for i in todo:
+                prog, ps = items[i]
+                consts = {k: v for k, v in self.task.consts.items() if k in prog.free_names}
+                init = {n: (self.task.init or {}).get(n, 1.0) for n in ps}
+                try:
+                    out[i] = minimize_value(prog, ps, init, consts=consts,
+                                            positive=[n for n in ps if n in self.task.positive],
+                                            evaluator=self.ev).params
+                except Exception as e:  # noqa: BLE001 - a failed candidate is recorded
+                    out[i] = e
+            return out
+        res = calibrate([items[i][0] for i in todo], self.train[0], self.train[1],
+                        workers=self.workers, **self.fit)
+        for i, r in zip(todo, res):
+            out[i] = dict(r.params) if succeeded(r) else getattr(r, "error", r)
+        return out
+
+
+def _good(task, record):
+    if record["status"] != "ok":
+        return False
+    if task.objective == "nll" or task.threshold is None:
+        return math.isfinite(record["heldout_error"])
+    return record["r2"] is not None and record["r2"] > task.threshold
+
+
+def _read_records(path):
+    records = []
+    for line in Path(path).read_text().splitlines():
+        if line.strip():
+            records.append(json.loads(line))
+    return records
+
+
+def _clean(v):
+    if isinstance(v, float) and not math.isfinite(v):
+        return None
+    return v
+
+
+def _dump(record):
+    return json.dumps({k: ({n: _clean(x) for n, x in v.items()} if isinstance(v, dict)
+                           else _clean(v)) for k, v in record.items()})
+
+
+def _load(record):
+    for k in ("train_error", "heldout_error"):
+        if k in record and record[k] is None:
+            record[k] = math.inf
+    return record
+
+
+class _Progress:
+    """A live status line on stderr (rewritten in place on a terminal)."""
+
+    def __init__(self, enabled, stream=None):
+        self.enabled = enabled
+        self.stream = stream or sys.stderr
+        self.last = 0.0
+        self.tty = getattr(self.stream, "isatty", lambda: False)()
+
+    def update(self, text, force=False):
+        now = time.perf_counter()
+        if not self.enabled or (not force and now - self.last < (0.25 if self.tty else 5.0)):
+            return
+        self.last = now
+        if self.tty:
+            self.stream.write("\r" + text[:150].ljust(100))
+        else:
+            self.stream.write(text + "\n")
+        self.stream.flush()
+
+    def close(self):
+        if self.enabled and self.tty:
+            self.stream.write("\n")
+            self.stream.flush()
+
+
+def _parse_budget(budget):
+    if budget is None:
+        return None
+    if isinstance(budget, (int, float)):
+        return float(budget)
+    text = str(budget).strip().lower()
+    scale = 1.0
+    for suffix, mult in (("ms", 1e-3), ("s", 1.0), ("m", 60.0), ("min", 60.0), ("h", 3600.0)):
+        if text.endswith(suffix) and text[:-len(suffix)].replace(".", "", 1).isdigit():
+            text, scale = text[:-len(suffix)], mult
+            break
+    try:
+        return float(text) * scale
+    except ValueError:
+        raise ValueError(f"budget must be seconds like 60, 60s, 2m; got {budget!r}") from None
+
+
+def search(task="damped", proposer="mutate", budget=None, max_candidates=None, out=None,
+           resume=False, seed=0, batch=16, workers=None, progress=False, stop_on_success=False,
+           candidates=None, grammar=None, client="dmci", fit_options=None, **proposer_options):
+    """Search program structures for ``task``; returns a SearchResult.
+
+    task: a Task or a built-in name; proposer: "mutate", "replay", "llm" or a Proposer;
+    budget: seconds (a number or "60s", "2m"; default the task's); max_candidates: stop after
+    that many proposals; out: a directory for candidates.jsonl (appended as it runs) and
+    summary.json; resume: continue from out/candidates.jsonl; candidates: files for replay;
+    stop_on_success: stop at the first good held-out fit.
+    """
+    task = get_task(task) if isinstance(task, str) else task
+    budget_s = _parse_budget(budget) if budget is not None else task.budget_seconds
+    max_candidates = max_candidates if max_candidates is not None else task.budget_candidates
+    g = grammar or Grammar(inputs=tuple(task.inputs), params=tuple(task.params), loop=task.loops)
+    if isinstance(proposer, Proposer):
+        prop = proposer
+    elif proposer == "replay" and not candidates:
+        prop = Replay(sources=task.seeds)
+    else:
+        prop = make_proposer(proposer, seed=seed, candidates=candidates, **proposer_options)
+    state = SearchState(task=task, grammar=g)
+    scorer = _Scorer(task, client=client, workers=workers, fit_options=fit_options)
+    records, t_offset = [], 0.0
+    record_path = None
+    if out is not None:
+        Path(out).mkdir(parents=True, exist_ok=True)
+        record_path = Path(out) / RECORD_FILE
+        if resume and record_path.exists():
+            records = [_load(r) for r in _read_records(record_path)]
+            t_offset = max((r.get("time", 0.0) for r in records), default=0.0)
+        elif record_path.exists():
+            record_path.unlink()
+    elif resume:
+        raise ValueError("resume needs the out directory of the earlier run")
+    for r in records:
+        state.seen.add(r["src"])
+    first_good = next((r for r in records if _good(task, r)), None)
+    front = pareto_front(records)
+    ok = sorted((r for r in records if r["status"] == "ok"), key=lambda r: r["heldout_error"])
+    state.front, state.population = front, ok[:32]
+    bar = _Progress(progress)
+    sink = open(record_path, "a", encoding="utf-8") if record_path else None
+    t0 = time.perf_counter() - t_offset
+    session_start = time.perf_counter()
+    n_new, stopped, idle = 0, "budget", 0
+    try:
+        while True:
+            now = time.perf_counter()
+            if budget_s is not None and now - session_start >= budget_s:
+                stopped = "budget"
+                break
+            if max_candidates is not None and n_new >= max_candidates:
+                stopped = "candidates"
+                break
+            want = batch if max_candidates is None else min(batch, max_candidates - n_new)
+            srcs = prop.propose(want, state)
+            if srcs is None:  # a proposer's transient failure
+                idle += 1
+                if idle >= 3:
+                    stopped = "proposer failed"
+                    break
+                continue
+            if not srcs:
+                stopped = "exhausted"
+                break
+            idle = 0
+            batch_records, items, slots = [], [], []
+            for src in srcs:
+                rec = {"id": len(records) + len(batch_records), "src": src,
+                       "proposer": getattr(prop, "name", "custom"), "status": "invalid",
+                       "params": {}, "train_error": math.inf, "heldout_error": math.inf,
+                       "r2": None, "size": None, "skeleton": None, "error": None}
+                batch_records.append(rec)
+                if src in state.seen:
+                    rec["status"] = "duplicate"
+                    continue
+                state.seen.add(src)
+                try:
+                    tree = to_tree(src)
+                    rec["size"] = size(tree)
+                    rec["skeleton"] = skeleton(tree, task.params)
+                    prog, params = scorer.validate(src)
+                except Exception as e:  # noqa: BLE001 - an invalid candidate is a record
+                    rec["error"] = str(e).splitlines()[0] if str(e) else type(e).__name__
+                    continue
+                items.append((prog, params))
+                slots.append(rec)
+            t_fit = time.perf_counter()
+            fitted = scorer.calibrate(items) if items else []
+            fit_each = (time.perf_counter() - t_fit) / max(1, len(items))
+            for (prog, _), rec, p in zip(items, slots, fitted):
+                rec["fit_seconds"] = round(fit_each, 6)
+                if isinstance(p, dict):
+                    tr, ho, r2 = scorer.score(prog, p)
+                    rec.update(status="ok", params=p, train_error=tr, heldout_error=ho, r2=r2)
+                else:
+                    rec["status"] = "failed"
+                    rec["error"] = str(p).splitlines()[0] if str(p) else type(p).__name__
+                rec["time"] = round(time.perf_counter() - t0, 4)
+                if first_good is None and _good(task, rec):
+                    first_good = rec
+            stamp = round(time.perf_counter() - t0, 4)
+            for rec in batch_records:
+                rec.setdefault("time", stamp)
+            records.extend(batch_records)
+            n_new += len(batch_records)
+            if sink:
+                sink.write("".join(_dump(r) + "\n" for r in batch_records))
+                sink.flush()
+            front = pareto_front(front + [r for r in batch_records if r["status"] == "ok"])
+            pool = state.population + [r for r in batch_records if r["status"] == "ok"
+                                       and math.isfinite(r["heldout_error"])]
+            state.population = sorted(pool, key=lambda r: r["heldout_error"])[:32]
+            state.front = front
+            best = state.population[0] if state.population else None
+            el = time.perf_counter() - session_start
+            bar.update(_status(len(records), n_new / el if el > 0 else 0.0, best, len(front),
+                               el, budget_s, task))
+            if stop_on_success and first_good is not None:
+                stopped = "success"
+                break
+    finally:
+        if sink:
+            sink.close()
+    elapsed = time.perf_counter() - t0
+    best = state.population[0] if state.population else None
+    bar.update(_status(len(records), n_new / max(elapsed - t_offset, 1e-9), best, len(front),
+                       elapsed - t_offset, budget_s, task), force=True)
+    bar.close()
+    result = SearchResult(task=task, records=records, front=front, best=best,
+                          first_good=first_good, elapsed=elapsed,
+                          proposer=getattr(prop, "name", "custom"), seed=seed, stopped=stopped)
+    if out is not None:
+        (Path(out) / SUMMARY_FILE).write_text(json.dumps(_jsonable(result.summary()), indent=2))
+    return result
+
+
+def _jsonable(obj):
+    if isinstance(obj, dict):
+        return {k: _jsonable(v) for k, v in obj.items()}
+    if isinstance(obj, list):
+        return [_jsonable(v) for v in obj]
+    return _clean(obj)
+
+
+def _status(n, rate, best, front_size, elapsed, budget_s, task):
+    if best is None:
+        b = "no fit yet"
+    elif task.objective == "nll":
+        b = f"best NLL {best['heldout_error']:.6g}"
+    else:
+        b = f"best held-out MSE {best['heldout_error']:.3g} (R2 {best['r2']:.3f})"
+    budget = f"/{budget_s:.0f}s" if budget_s is not None else "s"
+    return (f"{n} candidates  {rate:.0f}/s  {b}  front {front_size}  {elapsed:.1f}{budget}")

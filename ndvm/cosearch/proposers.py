@@ -1,0 +1,238 @@
+"""Proposers: where candidate programs come from.
+
+A proposer's ``propose(n, state)`` returns up to n source texts (an empty list when it has nothing
+more); ``state`` holds the task, the grammar, the current front and the best candidates so far.
+``replay`` reads JSON-lines files, ``mutate`` is genetic programming over the trees, ``llm`` asks
+an OpenAI-compatible chat-completions endpoint.
+"""
+import json
+import os
+import re
+import urllib.error
+import urllib.request
+
+import numpy as np
+
+from ndvm.cosearch import grammar as gp
+from ndvm.cosearch.sexpr import canonical, size, skeleton, to_source, to_tree
+
+__all__ = ["Proposer", "Replay", "Mutate", "LLM", "make_proposer", "read_candidates",
+           "CandidateFileError"]
+
+
+class CandidateFileError(ValueError):
+    """A candidate file cannot be read; ``location`` is file:line:col."""
+
+    def __init__(self, location, message):
+        self.location = location
+        super().__init__(f"{location}: {message}")
+
+
+class Proposer:
+    """Base class: ``propose(n, state) -> [source, ...]``."""
+
+    name = "proposer"
+
+    def propose(self, n, state):
+        raise NotImplementedError
+
+
+def read_candidates(path):
+    """The sources of a JSON-lines candidate file (objects with a ``src`` field)."""
+    out = []
+    try:
+        lines = open(path, encoding="utf-8").read().splitlines()
+    except OSError as e:
+        raise CandidateFileError(str(path), f"cannot read: {e.strerror}") from None
+    for i, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            obj = json.loads(line)
+        except json.JSONDecodeError as e:
+            raise CandidateFileError(f"{path}:{i}:{e.colno}", f"invalid JSON: {e.msg}") from None
+        if not isinstance(obj, dict) or not isinstance(obj.get("src"), str):
+            raise CandidateFileError(f"{path}:{i}:1", "expected an object with a \"src\" string")
+        out.append(obj["src"])
+    return out
+
+
+class Replay(Proposer):
+    """Candidates from JSON-lines files, then from ``sources`` (program texts), in order."""
+
+    name = "replay"
+
+    def __init__(self, *files, sources=()):
+        self.queue = []
+        for f in files:
+            self.queue.extend(read_candidates(f))
+        self.queue.extend(sources)
+        self.pos = 0
+
+    def propose(self, n, state):
+        out = self.queue[self.pos:self.pos + n]
+        self.pos += len(out)
+        return out
+
+
+class Mutate(Proposer):
+    """Genetic programming: subtree/constant/operator mutation and crossover, from the front.
+
+    Parents are drawn by tournament from the front and the best candidates so far; a few
+    children are grown afresh. Deterministic for a seed (given the same scores).
+    """
+
+    name = "mutate"
+
+    def __init__(self, seed=0, crossover=0.3, fresh=0.1, tournament=3, parsimony=0.02):
+        self.rng = np.random.default_rng(seed)
+        self.parsimony = parsimony
+        self.crossover = crossover
+        self.fresh = fresh
+        self.tournament = tournament
+
+    def _parents(self, state):
+        pool = list(state.front) + list(state.population)
+        # parsimony pressure: 2% more error per atom, so bloated parents lose close tournaments
+        return ([to_tree(r["src"]) for r in pool],
+                [r["heldout_error"] * (1 + self.parsimony * r["size"]) for r in pool])
+
+    def _pick(self, trees, errors):
+        idx = self.rng.integers(len(trees), size=min(self.tournament, len(trees)))
+        return trees[min(idx, key=lambda i: errors[i])]
+
+    def propose(self, n, state):
+        g = state.grammar
+        trees, errors = self._parents(state)
+        seeds = [to_tree(s) for s in state.task.seeds]
+        out = []
+        for _ in range(n * 20):
+            if len(out) >= n:
+                break
+            r = self.rng.random()
+            if not trees or r < self.fresh:
+                if seeds and self.rng.random() < 0.3:
+                    child = gp.mutate(self.rng, g, seeds[self.rng.integers(len(seeds))])
+                else:
+                    child = gp.grow(self.rng, g)
+            elif r < self.fresh + self.crossover and len(trees) > 1:
+                child = gp.crossover(self.rng, g, self._pick(trees, errors),
+                                     self._pick(trees, errors))
+            else:
+                child = gp.mutate(self.rng, g, self._pick(trees, errors))
+            child = gp.simplify(child)
+            if size(child) > g.max_size:
+                continue
+            child = canonical(child, g.params)
+            src = to_source(child)
+            if src in state.seen or src in out:
+                continue
+            out.append(src)
+        return out
+
+
+
+def extract_programs(text):
+    """Balanced top-level S-expressions in a model's answer (one candidate each)."""
+    text = re.sub(r"```[a-zA-Z]*", "\n", text)
+    out, depth, start = [], 0, None
+    for i, ch in enumerate(text):
+        if ch == ";" and depth == 0:
+            continue
+        if ch == "(":
+            if depth == 0:
+                start = i
+            depth += 1
+        elif ch == ")" and depth > 0:
+            depth -= 1
+            if depth == 0:
+                out.append(text[start:i + 1])
+    return out
+
+
+class LLM(Proposer):
+    """Candidates from an OpenAI-compatible chat-completions endpoint.
+
+    base_url: e.g. ``http://127.0.0.1:8000/v1``; the key is read from the environment variable
+    ``key_env`` (no key: no Authorization header). Answers are parsed, validated by the search
+    and deduplicated by skeleton.
+    """
+
+    name = "llm"
+
+    def __init__(self, base_url=None, model="gpt-4o-mini", key_env="OPENAI_API_KEY",
+                 temperature=0.8, timeout=60.0, max_calls=None):
+        self.base_url = (base_url or os.environ.get("NDVM_LLM_URL")
+                         or "https://api.openai.com/v1").rstrip("/")
+        self.model = model
+        self.key_env = key_env
+        self.temperature = temperature
+        self.timeout = timeout
+        self.max_calls = max_calls
+        self.calls = 0
+        self.skeletons = set()
+
+    def prompt(self, n, state):
+        """The chat messages for one request."""
+        task, g = state.task, state.grammar
+        front = "\n".join(f"  size {r['size']:>3}  held-out MSE {r['heldout_error']:.4g}  {r['src']}"
+                          for r in state.front[:12]) or "  (empty)"
+        system = ("You propose Scheme model programs for symbolic regression. Answer with one "
+                  "program per line, each a single S-expression, and nothing else.")
+        user = (f"Task: {task.description or task.name}.\n"
+                f"Inputs: {', '.join(task.inputs)}. Parameters (fitted by gradient descent): "
+                f"{', '.join(task.params)}.\nGrammar: {g.describe()}\n"
+                f"Current Pareto front (error vs size):\n{front}\n"
+                f"Propose {n} new, structurally different programs likely to fit better.")
+        return [{"role": "system", "content": system}, {"role": "user", "content": user}]
+
+    def ask(self, messages):
+        """One chat-completions call; the answer's text."""
+        body = json.dumps({"model": self.model, "messages": messages,
+                           "temperature": self.temperature}).encode()
+        headers = {"Content-Type": "application/json"}
+        key = os.environ.get(self.key_env) if self.key_env else None
+        if key:
+            headers["Authorization"] = f"Bearer {key}"
+        req = urllib.request.Request(self.base_url + "/chat/completions", data=body,
+                                     headers=headers, method="POST")
+        with urllib.request.urlopen(req, timeout=self.timeout) as resp:
+            reply = json.loads(resp.read().decode("utf-8"))
+        return "\n".join(c["message"]["content"] for c in reply.get("choices", [])
+                         if c.get("message", {}).get("content"))
+
+    def propose(self, n, state):
+        if self.max_calls is not None and self.calls >= self.max_calls:
+            return []
+        self.calls += 1
+        try:
+            text = self.ask(self.prompt(n, state))
+        except (urllib.error.URLError, OSError, ValueError, KeyError) as e:
+            state.warn(f"llm request failed: {e}")
+            return None  # nothing this round, but not exhausted
+        out = []
+        for src in extract_programs(text):
+            try:
+                tree = to_tree(src)
+            except Exception:  # noqa: BLE001 - unreadable answers are dropped; the loop counts them
+                state.rejected += 1
+                continue
+            sk = skeleton(tree, state.task.params)
+            if sk in self.skeletons:
+                continue
+            self.skeletons.add(sk)
+            out.append(to_source(tree))
+        return out
+
+
+def make_proposer(name, seed=0, candidates=None, **options):
+    """A proposer by name: "mutate", "replay" (``candidates``: files or sources), "llm"."""
+    if name == "mutate":
+        return Mutate(seed=seed, **options)
+    if name == "replay":
+        if not candidates:
+            raise ValueError("the replay proposer needs candidate files (--candidates FILE)")
+        return Replay(*candidates)
+    if name == "llm":
+        return LLM(**options)
+    raise ValueError(f"unknown proposer {name!r}; choose mutate, replay or llm")

@@ -1,0 +1,105 @@
+"""Programs as trees for the search: nested lists of symbols (str) and numbers, read by ndvm.read.
+
+A tree prints back to source that reads to the same tree. Size is the number of atoms; the
+skeleton replaces parameters by ``P`` and numeric literals by ``C`` (the candidate files' format).
+"""
+import math
+
+from ndvm._core import read
+
+__all__ = ["to_tree", "to_source", "size", "skeleton", "canonical", "atoms", "SPECIAL_FORMS"]
+
+SPECIAL_FORMS = frozenset("quote if cond case and or when unless begin let let* letrec letrec* "
+                          "lambda define loop recur else".split())
+
+
+def to_tree(src):
+    """The last expression of ``src`` (a program of one expression) as a tree of lists."""
+    data = read(src)
+    if len(data) != 1:
+        raise ValueError("a candidate must be exactly one expression")
+    return _plain(data[0])
+
+
+def _plain(d):
+    if isinstance(d, list):
+        return [_plain(x) for x in d]
+    if isinstance(d, str):
+        return str(d)
+    return d
+
+
+def _atom(a):
+    if isinstance(a, bool):
+        return "#t" if a else "#f"
+    if isinstance(a, int):
+        return str(a)
+    if isinstance(a, float):
+        if not math.isfinite(a):
+            raise ValueError(f"cannot write the literal {a!r}")
+        text = repr(a)
+        return text if any(ch in text for ch in ".e") else text + ".0"
+    return str(a)
+
+
+def to_source(tree):
+    """Source text of a tree, on one line."""
+    if isinstance(tree, list):
+        return "(" + " ".join(to_source(t) for t in tree) + ")"
+    return _atom(tree)
+
+
+def atoms(tree):
+    """Every atom of the tree, depth first."""
+    if isinstance(tree, list):
+        for t in tree:
+            yield from atoms(t)
+    else:
+        yield tree
+
+
+def size(tree):
+    """Program size: the number of atoms (symbols and literals)."""
+    return sum(1 for _ in atoms(tree))
+
+
+def _is_number(a):
+    return isinstance(a, (int, float)) and not isinstance(a, bool)
+
+
+def skeleton(tree, params):
+    """The tree's source with parameters written ``P`` and numeric literals ``C``."""
+    params = set(params)
+
+    def walk(t):
+        if isinstance(t, list):
+            return [walk(x) for x in t]
+        if _is_number(t):
+            return "C"
+        if isinstance(t, str) and t in params:
+            return "P"
+        return t
+
+    return to_source(walk(tree))
+
+
+def canonical(tree, params):
+    """The tree with parameters renamed in order of first occurrence (a, b, c, ... order kept).
+
+    Two candidates that differ only by which parameter names they use calibrate identically.
+    """
+    order = sorted(params)
+    seen = []
+    for a in atoms(tree):
+        if isinstance(a, str) and a in params and a not in seen:
+            seen.append(a)
+    mapping = {old: order[i] for i, old in enumerate(seen)}
+
+    def walk(t):
+        if isinstance(t, list):
+            return [walk(x) for x in t]
+        if isinstance(t, str) and t in mapping:
+            return mapping[t]
+        return t
+
+    return walk(tree)

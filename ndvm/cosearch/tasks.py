@@ -1,0 +1,190 @@
+"""Search tasks: data, a train / held-out split, the allowed parameters, fit options, a budget.
+
+Built-in tasks carry their data in code (no network): ``damped`` and ``recurrence`` (the paper's
+symbolic-regression tasks), ``kalman`` (2x2 Kalman filter NLL, q and r by maximum likelihood) and
+``nile`` (local-level model of the Nile flow at Aswan, 1871-1970, by maximum likelihood).
+"""
+from dataclasses import dataclass, field
+
+import numpy as np
+
+__all__ = ["Task", "TASKS", "get_task", "NILE", "KALMAN_SRC", "NILE_SRC"]
+
+
+@dataclass
+class Task:
+    """What a search fits, and how it judges a fit.
+
+    inputs: name -> [N] data inputs; target: [N]; heldout: indices scored but never fitted;
+    params: the parameter names a candidate may use; consts: shared constants (vectors, matrices);
+    fit: options for ndvm.fit (optimizer, steps, starts, lr); threshold: a held-out R^2 above it
+    is a good fit; budget: seconds and/or candidates; objective: "mse" (fit the target) or "nll"
+    (the program's value is a negative log-likelihood to minimize; ``positive`` names are kept
+    above zero); seeds: sources that start the population (and the built-in replay).
+    """
+
+    name: str
+    inputs: dict
+    target: np.ndarray
+    heldout: np.ndarray
+    params: tuple = ("a", "b", "c", "d")
+    consts: dict = field(default_factory=dict)
+    fit: dict = field(default_factory=lambda: {"optimizer": "adam", "steps": 50, "starts": 8,
+                                               "lr": 0.05})
+    threshold: float = 0.9
+    budget_seconds: float = 60.0
+    budget_candidates: int = None
+    objective: str = "mse"
+    positive: tuple = ()
+    init: dict = None
+    seeds: tuple = ()
+    loops: bool = True
+    description: str = ""
+
+    def __post_init__(self):
+        self.target = np.asarray(self.target, dtype=np.float64).reshape(-1)
+        self.inputs = {k: np.asarray(v, dtype=np.float64).reshape(-1) for k, v in self.inputs.items()}
+        for k, v in self.inputs.items():
+            if v.size != self.target.size:
+                raise ValueError(f"input {k!r} has {v.size} points but the target has "
+                                 f"{self.target.size}")
+        self.heldout = np.asarray(self.heldout, dtype=np.int64).reshape(-1)
+        mask = np.ones(self.target.size, dtype=bool)
+        mask[self.heldout] = False
+        self.train = np.flatnonzero(mask)
+        if self.objective not in ("mse", "nll"):
+            raise ValueError(f"objective must be 'mse' or 'nll', got {self.objective!r}")
+        if self.objective == "mse" and (self.train.size == 0 or self.heldout.size == 0):
+            raise ValueError("an mse task needs both training and held-out points")
+
+    @classmethod
+    def from_arrays(cls, name, inputs, target, heldout=0.3, seed=0, **options):
+        """A task whose held-out points are a seeded random fraction (or count) of the data."""
+        target = np.asarray(target, dtype=np.float64).reshape(-1)
+        n = target.size
+        k = int(round(heldout * n)) if heldout < 1 else int(heldout)
+        idx = np.sort(np.random.default_rng(seed).permutation(n)[:k])
+        return cls(name=name, inputs=inputs, target=target, heldout=idx, **options)
+
+    def split(self, which):
+        """(inputs, target) of the "train" or "heldout" points."""
+        idx = self.train if which == "train" else self.heldout
+        return {k: v[idx] for k, v in self.inputs.items()}, self.target[idx]
+
+    @property
+    def allowed_names(self):
+        """Every free name a candidate may use."""
+        return set(self.params) | set(self.inputs) | set(self.consts)
+
+
+def _paper_task(name, truth, seeds, description):
+    # The paper's protocol: x = linspace(0.1, 6, 64), noise 0.02 N(0, 1); 44 train, 20 held out.
+    x = np.linspace(0.1, 6.0, 64)
+    y = truth(x) + 0.02 * np.random.default_rng(0).standard_normal(64)
+    return Task.from_arrays(name, {"x": x}, y, heldout=20, seed=1, seeds=seeds,
+                            description=description)
+
+
+def damped():
+    """y = exp(-0.3 x) cos(2 x) + noise: symbolic regression (the paper's first task)."""
+    return _paper_task("damped", lambda x: np.exp(-0.3 * x) * np.cos(2.0 * x),
+                       ("(* a x)", "(* a (sin (* b x)))", "(+ a (* b x))"),
+                       "y = exp(-0.3 x) cos(2 x) + 0.02 noise on x in [0.1, 6]")
+
+
+def recurrence():
+    """y = sin(1.2 x) + 0.3 x + noise: iterated maps (the paper's second task)."""
+    return _paper_task("recurrence", lambda x: np.sin(1.2 * x) + 0.3 * x,
+                       ("(* a x)", "(loop ((s (* a x)) (k 0)) (if (= k 10) s "
+                                   "(recur (+ (* b s) c) (+ k 1))))"),
+                       "y = sin(1.2 x) + 0.3 x + 0.02 noise on x in [0.1, 6]")
+
+
+KALMAN_SRC = """\
+; 2-D random-walk Kalman filter: negative log-likelihood (up to a constant) of 80 observations
+(loop ((k 0)
+       (x (vec 0.0 0.0))
+       (P (mat (vec 1.0 0.0) (vec 0.0 1.0)))
+       (L 0.0))
+  (if (= k 80)
+      L
+      (let* ((Q (scale q (eye 2)))
+             (R (scale r (eye 2)))
+             (Ppred (+ P Q))
+             (y (ref obs k))
+             (e (- y x))
+             (S (+ Ppred R))
+             (Sinv (inv S))
+             (Kg (matmul Ppred Sinv))
+             (xnew (+ x (matvec Kg e)))
+             (Pnew (matmul (- (eye 2) Kg) Ppred))
+             (nll (+ (log (det S)) (dot e (matvec Sinv e)))))
+        (recur (+ k 1) xnew Pnew (+ L nll)))))
+"""
+
+
+def kalman_observations(q=0.05, r=0.1, T=80, seed=0):
+    """Observations of a 2-D random walk (state noise q, observation noise r), seeded."""
+    rng = np.random.default_rng(seed)
+    x = np.cumsum(np.sqrt(q) * rng.standard_normal((T, 2)), axis=0)
+    return x + np.sqrt(r) * rng.standard_normal((T, 2))
+
+
+def kalman():
+    """Calibrate q and r of a 2x2 Kalman filter by maximum likelihood on 80 simulated steps."""
+    return Task(name="kalman", inputs={}, target=np.zeros(1), heldout=np.zeros(0),
+                params=("q", "r"), consts={"obs": kalman_observations()}, objective="nll",
+                positive=("q", "r"), init={"q": 1.0, "r": 1.0}, seeds=(KALMAN_SRC,),
+                threshold=None, loops=False, budget_seconds=10.0,
+                description="2-D random walk observed in noise (true q = 0.05, r = 0.1), T = 80")
+
+
+# Annual flow of the Nile at Aswan, 1871-1970, in 1e8 m^3 (Durbin & Koopman; public domain).
+NILE = np.array([
+    1120, 1160, 963, 1210, 1160, 1160, 813, 1230, 1370, 1140,
+    995, 935, 1110, 994, 1020, 960, 1180, 799, 958, 1140,
+    1100, 1210, 1150, 1250, 1260, 1220, 1030, 1100, 774, 840,
+    874, 694, 940, 833, 701, 916, 692, 1020, 1050, 969,
+    831, 726, 456, 824, 702, 1120, 1100, 832, 764, 821,
+    768, 845, 864, 862, 698, 845, 744, 796, 1040, 759,
+    781, 865, 845, 944, 984, 897, 822, 1010, 771, 676,
+    649, 846, 812, 742, 801, 1040, 860, 874, 848, 890,
+    744, 749, 838, 1050, 918, 986, 797, 923, 975, 815,
+    1020, 906, 901, 1170, 912, 746, 919, 718, 714, 740,
+], dtype=np.float64)
+
+NILE_SRC = """\
+; Local-level model y[t] = mu[t] + eps (variance r), mu[t+1] = mu[t] + eta (variance q):
+; the exact-diffuse Gaussian negative log-likelihood by the Kalman filter (the first observation
+; fixes the level, the other n - 1 are predicted).
+(let ((n (vlen y)))
+  (loop ((t 1) (a (ref y 0)) (p (+ r q)) (nll 0.0))
+    (if (= t n)
+        (* 0.5 (+ nll (* (- n 1) (log (* 2 3.141592653589793)))))
+        (let* ((f (+ p r))
+               (v (- (ref y t) a))
+               (g (/ p f)))
+          (recur (+ t 1) (+ a (* g v)) (+ (* p (- 1 g)) q)
+                 (+ nll (log f) (/ (* v v) f)))))))
+"""
+
+
+def nile():
+    """The Nile flow as a local-level model: level (q) and irregular (r) variances by ML."""
+    v = float(np.var(NILE))
+    return Task(name="nile", inputs={}, target=np.zeros(1), heldout=np.zeros(0),
+                params=("q", "r"), consts={"y": NILE}, objective="nll", positive=("q", "r"),
+                init={"q": v / 2, "r": v / 2}, seeds=(NILE_SRC,), threshold=None, loops=False,
+                budget_seconds=10.0,
+                description="Nile flow at Aswan 1871-1970, local-level model by maximum likelihood")
+
+
+TASKS = {"damped": damped, "recurrence": recurrence, "kalman": kalman, "nile": nile}
+
+
+def get_task(name):
+    """A fresh built-in task by name."""
+    try:
+        return TASKS[name]()
+    except KeyError:
+        raise ValueError(f"unknown task {name!r}; built-in tasks: {', '.join(TASKS)}") from None

@@ -1,0 +1,102 @@
+"""``ndvm fit``, ``ndvm search`` and ``ndvm bench`` run as a user would (a subprocess)."""
+import json
+
+import numpy as np
+
+from test_cli import ndvm
+
+
+def _csv(path, rows, header="x,y"):
+    path.write_text(header + "\n" + "".join(",".join(map(str, r)) + "\n" for r in rows))
+    return str(path)
+
+
+def test_help_on_every_command():
+    for cmd in ("fit", "search", "bench", "run", "disasm"):
+        r = ndvm(cmd, "--help")
+        assert r.returncode == 0 and "usage:" in r.stdout, cmd
+    assert "--proposer" in ndvm("search", "--help").stdout
+    top = ndvm("--help").stdout
+    assert all(c in top for c in ("run", "fit", "search", "bench", "disasm"))
+
+
+def test_fit_a_model_to_csv_data(tmp_path):
+    x = np.linspace(0.1, 6, 40)
+    y = 1.5 * np.exp(-0.3 * x) * np.cos(2.0 * x)
+    data = _csv(tmp_path / "data.csv", zip(x, y))
+    model = tmp_path / "model.scm"
+    model.write_text("; damped oscillator\n(* A (* (exp (- 0 (* b x))) (cos (* omega x))))\n")
+    r = ndvm("fit", str(model), data, "--target", "y", "--init", "omega=1.8", "--init", "A=1",
+             "--init", "b=0.1", "--plot", str(tmp_path / "fit.png"))
+    assert r.returncode == 0, r.stderr
+    assert "omega" in r.stdout and "R2 1.0000" in r.stdout
+    line = next(s for s in r.stdout.splitlines() if s.strip().startswith("omega"))
+    assert abs(float(line.split()[1]) - 2.0) < 1e-6
+    assert (tmp_path / "fit.png").exists()
+
+
+def test_fit_input_errors_name_the_place(tmp_path):
+    model = tmp_path / "model.scm"
+    model.write_text("(* a x)\n")
+    bad = tmp_path / "bad.csv"
+    bad.write_text("x,y\n1,2\n2,oops\n")
+    r = ndvm("fit", str(model), str(bad), "--target", "y")
+    assert r.returncode == 2 and "bad.csv:3:3:" in r.stderr and "oops" in r.stderr
+    assert "Traceback" not in r.stderr
+    good = _csv(tmp_path / "good.csv", [(1, 2), (2, 4)])
+    r = ndvm("fit", str(model), good, "--target", "z")
+    assert r.returncode == 2 and "good.csv:1:1: no column 'z'" in r.stderr
+    model.write_text("(* a\n   (car x))\n")
+    r = ndvm("fit", str(model), good, "--target", "y")
+    assert r.returncode == 2 and "model.scm:2:4" in r.stderr and "EvalError" in r.stderr
+    assert "Traceback" not in r.stderr
+
+
+def test_search_damped_writes_record_summary_and_plots(tmp_path):
+    out = tmp_path / "run"
+    r = ndvm("search", "--task", "damped", "--budget", "30s", "--stop", "--out", str(out),
+             "--seed", "0")
+    assert r.returncode == 0, r.stderr
+    assert "first good fit" in r.stdout and "Pareto front" in r.stdout
+    assert "candidates" in r.stderr and "front" in r.stderr  # the progress line
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["first_good"]["r2"] > 0.9 and summary["stopped"] == "success"
+    lines = (out / "candidates.jsonl").read_text().splitlines()
+    assert len(lines) == summary["candidates"]
+    for name in ("front.png", "fits.png"):
+        assert (out / name).read_bytes()[:4] == b"\x89PNG"
+    r = ndvm("search", "--task", "damped", "--max-candidates", "16", "--out", str(out),
+             "--resume", "--quiet")
+    assert r.returncode == 0, r.stderr
+    assert len((out / "candidates.jsonl").read_text().splitlines()) == len(lines) + 16
+
+
+def test_search_replay_and_its_errors(tmp_path):
+    f = tmp_path / "cands.jsonl"
+    f.write_text(json.dumps({"src": "(* a (* (exp (* b x)) (cos (* c x))))"}) + "\n")
+    r = ndvm("search", "--task", "damped", "--proposer", "replay", "--candidates", str(f),
+             "--quiet")
+    assert r.returncode == 0, r.stderr
+    assert "(* a (* (exp (* b x)) (cos (* c x))))" in r.stdout
+    f.write_text('{"src": "(* a x)"}\n{"src": ]\n')
+    r = ndvm("search", "--task", "damped", "--proposer", "replay", "--candidates", str(f))
+    assert r.returncode == 2 and "cands.jsonl:2:9: invalid JSON" in r.stderr
+    assert "Traceback" not in r.stderr
+    r = ndvm("search", "--task", "damped", "--proposer", "replay", "--quiet")  # the task's seeds
+    assert r.returncode == 1 and "no good fit" in r.stdout and "3 candidates" in r.stdout
+    r = ndvm("search", "--task", "nope")
+    assert r.returncode == 2 and "invalid choice" in r.stderr
+    r = ndvm("search", "--budget", "soon")
+    assert r.returncode == 2 and "budget" in r.stderr
+
+
+def test_search_nile_prints_the_variances():
+    r = ndvm("search", "--task", "nile", "--proposer", "replay", "--quiet")
+    assert r.returncode == 0, r.stderr
+    assert "q=1469" in r.stdout and "r=1509" in r.stdout
+
+
+def test_bench_runs():
+    r = ndvm("bench", "--repeat", "20")
+    assert r.returncode == 0, r.stderr
+    assert "kalman2d_T80" in r.stdout and "ndvm.fit" in r.stdout
