@@ -48,7 +48,7 @@ def scaling(progs, data, target, rounds, repeat):
             rates[w].append(rate(lambda w=w, out=out: out.append(
                 ndvm.fit_many(batch, workers=w, **opts)), len(batch)))
             assert all(_same(a, b) for a, b in zip(out[0], reference))
-    serial = rate(lambda: [_fit_or_error(p, i, opts) for i, p in enumerate(batch)], len(batch))
+    serial = rate(lambda: [_fit_or_error(p, opts) for p in batch], len(batch))
     for w in (1, 2):
         r = np.array(rates[w])
         print(f"fit_many workers={w}: median {np.median(r):7.0f} cand/s, best {r.max():7.0f}")
@@ -57,9 +57,9 @@ def scaling(progs, data, target, rounds, repeat):
           f"best {max(rates[2]) / max(rates[1]):.2f}x")
 
 
-def _fit_or_error(p, i, opts):
+def _fit_or_error(p, opts):
     try:
-        return ndvm.fit(p, seed=ndvm.candidate_seed(0, i), **opts)
+        return ndvm.fit(p, **opts)
     except ndvm.SchemeError as e:
         return e
 

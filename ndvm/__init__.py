@@ -10,7 +10,7 @@ from ndvm.errors import (
 )
 from ndvm.evaluator import Evaluator, Result
 from ndvm.fit import FitResult, fit
-from ndvm.parallel import CandidateError, candidate_seed, evaluate_many, fit_many
+from ndvm.parallel import CandidateError, evaluate_many, fit_many
 from ndvm.cosearch import Task, search
 
 __version__ = "0.1.0"
@@ -18,5 +18,5 @@ __version__ = "0.1.0"
 __all__ = [
     "CandidateError", "Evaluator", "EvalError", "FitResult", "FormError", "InternalError",
     "LimitError", "Program", "ReadError", "Result", "SchemeError", "Task", "UnboundError",
-    "candidate_seed", "clients", "evaluate_many", "fit", "fit_many", "parse", "read", "search",
+    "clients", "evaluate_many", "fit", "fit_many", "parse", "read", "search",
 ]

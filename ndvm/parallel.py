@@ -4,8 +4,9 @@ By default candidates run on one persistent pool of worker threads (the native c
 GIL; each thread owns its Machine through the Evaluator's thread-local); any
 ``concurrent.futures.Executor`` (Dask's ``client.get_executor()`` included) gets them in chunks.
 Invariants: results come back in input order; a failing candidate yields a ``CandidateError``,
-never an exception; a candidate's result depends only on its inputs and its index (its random
-starts are seeded from the base seed and the index), never on the worker, the chunking or the order.
+never an exception; a candidate's result depends only on its program and options (it is bit for bit
+what ``ndvm.fit`` or ``Evaluator.evaluate`` gives), never on the worker, the chunking, the order or
+its position in the batch.
 """
 import atexit
 import inspect
@@ -23,8 +24,7 @@ from ndvm._core import Program, parse
 from ndvm.evaluator import Evaluator
 from ndvm.fit import OPTIMIZERS, fit
 
-__all__ = ["EXECUTOR_CHUNK_SIZE", "CandidateError", "candidate_seed", "evaluate_many", "fit_many",
-           "shutdown"]
+__all__ = ["EXECUTOR_CHUNK_SIZE", "CandidateError", "evaluate_many", "fit_many", "shutdown"]
 
 # The most candidates per task sent to an executor. A Dask task costs 1-5 ms of scheduling on a
 # LocalCluster (more with processes) against ~0.2 ms for one co-search fit (50 Adam steps, 44
@@ -68,11 +68,6 @@ class CandidateError:
 
     def __repr__(self):
         return f"CandidateError({self.index}, {self.name!r}, {self.kind}: {self.error})"
-
-
-def candidate_seed(seed, index):
-    """The seed ``fit_many(..., seed=seed)`` gives candidate ``index`` (pass it to ``ndvm.fit``)."""
-    return np.random.SeedSequence(seed, spawn_key=(index,))
 
 
 def default_workers():
@@ -139,10 +134,7 @@ def _run_one(job, ev, index, program, extra):
         if isinstance(program, str):
             program = parse(program, name=name)
         if job.kind == "fit":
-            opts = dict(job.options)
-            opts["seed"] = candidate_seed(opts["seed"], index)
-            if extra:
-                opts.update(extra)
+            opts = dict(job.options, **extra) if extra else job.options
             return fit(program, evaluator=ev, **opts)
         params = job.options["params"] if extra is None else extra
         return ev.evaluate(program, params=params, data=job.options["data"],
@@ -310,15 +302,17 @@ def _per_candidate(value, n, what):
 
 
 def fit_many(programs, data=None, target=None, *, workers=None, executor=None, chunk_size=None,
-             progress=False, per_candidate=None, seed=0, **fit_options):
+             progress=False, per_candidate=None, **fit_options):
     """``ndvm.fit`` each program (an ndvm.Program or source text); results in input order.
 
     Each result is a FitResult or a CandidateError. workers: threads of the persistent pool
     (default: the cores); executor: any concurrent.futures.Executor instead, sent ``chunk_size``
     candidates per task (default: at most EXECUTOR_CHUNK_SIZE, at least 16 tasks; on the pool,
     where workers claim candidates one at a time, it sets how many they claim);
-    per_candidate: one dict of fit options per candidate overriding the shared ones; candidate i's
-    random starts use ``candidate_seed(seed, i)``; progress: a tqdm bar.
+    per_candidate: one dict of fit options per candidate overriding the shared ones (e.g.
+    independent random starts: ``{"seed": s} for s in np.random.SeedSequence(0).spawn(n)``);
+    progress: a tqdm bar. Every candidate uses the same ``seed`` as ``ndvm.fit`` would, so a
+    program's fit does not depend on the batch it is in.
     """
     unknown = set(fit_options) - _FIT_OPTIONS
     if unknown:
@@ -336,12 +330,12 @@ def fit_many(programs, data=None, target=None, *, workers=None, executor=None, c
             bad = set(e or ()) - (_FIT_OPTIONS - {"evaluator", "client", "dtype"})
             if bad:
                 raise TypeError(f"per_candidate cannot set {sorted(bad)}")
-    if seed is None:  # fresh entropy, drawn once, so the batch still does not depend on workers
-        seed = np.random.SeedSequence().entropy
+    if "seed" in fit_options and fit_options["seed"] is None:  # fresh entropy, drawn once, so
+        fit_options["seed"] = np.random.SeedSequence().entropy  # results do not depend on workers
     config = _evaluator_config(fit_options.pop("evaluator", None),
                                fit_options.pop("client", "dmci"),
                                fit_options.pop("dtype", "float64"), None)
-    options = dict(fit_options, data=data, target=target, seed=seed)
+    options = dict(fit_options, data=data, target=target)
     job = _Job("fit", config, options)
     items = [(i, p, e) for i, (p, e) in enumerate(zip(programs, extras))]
     return _run(job, items, workers, executor, chunk_size, progress, "fit_many")

@@ -71,8 +71,8 @@ def _serial(programs, run):
 
 
 def _serial_fit(programs, **opts):
-    """A plain loop of ndvm.fit, each candidate seeded as fit_many seeds it."""
-    return _serial(programs, lambda i, p: ndvm.fit(p, seed=ndvm.candidate_seed(0, i), **opts))
+    """A plain loop of ndvm.fit with the same options."""
+    return _serial(programs, lambda i, p: ndvm.fit(p, **opts))
 
 
 def test_fit_many_is_bit_identical_for_any_workers_and_chunking():
@@ -92,10 +92,12 @@ def test_fit_many_multi_start_and_per_candidate_options():
     per = [{"init": {"a": 1.0, "b": 0.3}}, None, {"seed": 7}, {"steps": 5}]
     got = ndvm.fit_many(progs, starts=3, per_candidate=per, workers=2, **FIT)
     for i, (p, extra) in enumerate(zip(progs, per)):
-        opts = dict(FIT, starts=3, seed=ndvm.candidate_seed(0, i))
-        opts.update(extra or {})
+        opts = dict(FIT, starts=3, **(extra or {}))
         assert _key(got[i]) == _key(ndvm.fit(p, **opts))
     assert got[3].history.shape == (5, 3)
+    # seed=None draws fresh entropy once per call: shared by the batch, whatever the workers
+    twice = ndvm.fit_many([GOOD[0], GOOD[0]], seed=None, workers=2, **FIT)
+    assert _key(twice[0]) == _key(twice[1])
     with pytest.raises(TypeError, match="per_candidate cannot set"):
         ndvm.fit_many(progs, per_candidate=[{"client": "bytecode"}] * 4, **FIT)
     with pytest.raises(ValueError, match="3 entries for 4 candidates"):
