@@ -24,14 +24,17 @@ from ndvm._core import Program, parse
 from ndvm.evaluator import Evaluator
 from ndvm.fit import OPTIMIZERS, fit
 
-__all__ = ["EXECUTOR_CHUNK_SIZE", "CandidateError", "evaluate_many", "fit_many", "shutdown"]
+__all__ = ["EXECUTOR_CHUNK_SIZE", "TASKS_PER_WORKER", "CandidateError", "evaluate_many",
+           "fit_many", "shutdown"]
 
-# The most candidates per task sent to an executor. A Dask task costs 1-5 ms of scheduling on a
-# LocalCluster (more with processes) against ~0.2 ms for one co-search fit (50 Adam steps, 44
-# points): 64 fits (~13 ms of work) amortize it. Smaller batches are cut into at least
-# _MIN_TASKS tasks so that a cluster's workers still share them. See bench/parallel_scaling.py.
-EXECUTOR_CHUNK_SIZE = 64
-_MIN_TASKS = 16
+# Chunks sent to an executor. A Dask task costs ~2 ms (threads) to ~5 ms (processes) of
+# scheduling on a 2-worker LocalCluster on this machine, against ~0.15 ms for one co-search fit
+# (50 Adam steps, 44 points), so a chunk needs ~100+ fits to keep that overhead near 10%; but
+# candidates differ in cost by orders of magnitude, so each worker should also get several
+# chunks to balance. Default: TASKS_PER_WORKER chunks per worker, at most EXECUTOR_CHUNK_SIZE
+# candidates each. See bench/parallel_scaling.py --dask.
+EXECUTOR_CHUNK_SIZE = 256
+TASKS_PER_WORKER = 4
 _POLL_SECONDS = 0.1  # how often the caller wakes to update progress and notice Ctrl-C
 
 _FIT_OPTIONS = frozenset(inspect.signature(fit).parameters) - {"prog", "data", "target"}
@@ -142,6 +145,15 @@ def _run_one(job, ev, index, program, extra):
     except Exception as e:  # noqa: BLE001 - a bad candidate must never stop the batch
         tb = None if getattr(e, "kind", None) else traceback.format_exc()
         return CandidateError(index, name, source, e, tb)
+
+
+def _executor_workers(executor):
+    """How many tasks ``executor`` runs at once (its cores when it does not say)."""
+    n = getattr(executor, "_max_workers", None)  # concurrent.futures' own pools
+    client = getattr(executor, "_client", None)  # distributed's ClientExecutor
+    if n is None and client is not None and hasattr(client, "nthreads"):
+        n = sum(client.nthreads().values())
+    return int(n) if n else default_workers()
 
 
 def _run_chunk(job, items):
@@ -282,7 +294,8 @@ def _run(job, items, workers, executor, chunk_size, progress, desc):
     bar = _Progress(progress, n, desc)
     try:
         if executor is not None:
-            chunk = int(chunk_size or min(EXECUTOR_CHUNK_SIZE, math.ceil(n / _MIN_TASKS)))
+            tasks = TASKS_PER_WORKER * _executor_workers(executor)
+            chunk = int(chunk_size or min(EXECUTOR_CHUNK_SIZE, math.ceil(n / tasks)))
             return _run_executor(executor, job, items, chunk, bar)
         workers = default_workers() if workers is None else int(workers)
         if workers < 1:
@@ -307,8 +320,9 @@ def fit_many(programs, data=None, target=None, *, workers=None, executor=None, c
 
     Each result is a FitResult or a CandidateError. workers: threads of the persistent pool
     (default: the cores); executor: any concurrent.futures.Executor instead, sent ``chunk_size``
-    candidates per task (default: at most EXECUTOR_CHUNK_SIZE, at least 16 tasks; on the pool,
-    where workers claim candidates one at a time, it sets how many they claim);
+    candidates per task (default: TASKS_PER_WORKER tasks per executor worker, at most
+    EXECUTOR_CHUNK_SIZE candidates each; on the pool, where workers claim candidates one at a
+    time, it sets how many they claim);
     per_candidate: one dict of fit options per candidate overriding the shared ones (e.g.
     independent random starts: ``{"seed": s} for s in np.random.SeedSequence(0).spawn(n)``);
     progress: a tqdm bar. Every candidate uses the same ``seed`` as ``ndvm.fit`` would, so a

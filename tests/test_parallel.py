@@ -87,6 +87,27 @@ def test_fit_many_is_bit_identical_for_any_workers_and_chunking():
             assert got == expected, label
 
 
+class CountingExecutor(ThreadPoolExecutor):
+    """A thread pool that counts the tasks it is given."""
+
+    def __init__(self, workers):
+        super().__init__(workers)
+        self.tasks = 0
+
+    def submit(self, fn, *args, **kwargs):
+        self.tasks += 1
+        return super().submit(fn, *args, **kwargs)
+
+
+def test_executor_default_chunks_give_each_worker_several_tasks():
+    progs = GOOD * 13  # 104 candidates
+    with CountingExecutor(3) as ex:
+        got = ndvm.evaluate_many(progs, params={"a": 1.0, "b": 0.5, "c": 2.0}, data={"x": X},
+                                 executor=ex)
+    assert ex.tasks == 12  # 4 per worker: chunks of ceil(104 / 12) = 9
+    assert [_key(r) for r in got[:8]] == [_key(r) for r in got[8:16]]
+
+
 def test_fit_many_multi_start_and_per_candidate_options():
     progs = GOOD[:4]
     per = [{"init": {"a": 1.0, "b": 0.3}}, None, {"seed": 7}, {"steps": 5}]
@@ -211,7 +232,7 @@ def test_dask_local_cluster_threads_and_processes():
             ex = client.get_executor()
             got = ndvm.fit_many(progs, executor=ex, chunk_size=6, **FIT)
             assert [_key(r) for r in got] == expected, processes
-            got = ndvm.evaluate_many(progs, params=params, data={"x": X}, executor=ex)
+            got = ndvm.evaluate_many(progs, params=params, data={"x": X}, executor=ex)  # 8 tasks
             assert [_key(r) for r in got] == expected_values, processes
 
 
