@@ -125,12 +125,12 @@ def dask_overhead(progs, data, target):
             latency = (time.perf_counter() - t) / 50
             print(f"dask processes={processes}: {per_task * 1e3:.2f} ms/task amortized over "
                   f"{n} empty tasks, {latency * 1e3:.2f} ms round trip")
-            for chunk in (1, 4, 16, 64, 256):
+            for chunk in (1, 4, 16, 64, 256, None):
                 out = []
                 r = rate(lambda ex=ex, chunk=chunk, out=out: out.append(
                     ndvm.fit_many(batch, executor=ex, chunk_size=chunk, **opts)), len(batch))
                 assert all(_same(a, b) for a, b in zip(out[0], reference))
-                print(f"  chunk_size={chunk:4d}: {r:7.0f} cand/s")
+                print(f"  chunk_size={chunk or 'default':>7}: {r:7.0f} cand/s")
 
 
 def main():
