@@ -12,7 +12,7 @@ from ndvm import clients as _clients
 from ndvm._core import Machine, Program, parse
 from ndvm.errors import UnboundError
 
-__all__ = ["Evaluator", "Result"]
+__all__ = ["Evaluator", "Result", "bind_inputs"]
 
 _PARAM, _DATA, _CONST = 0, 1, 2
 _DTYPES = ("float64", "float32")
@@ -25,14 +25,20 @@ class Result:
     ``value.sum()`` restricted to each start, shape ``[S]`` (None when ``grad=False``).
     """
 
-    __slots__ = ("value", "_jac", "param_names", "S", "N")
+    __slots__ = ("value", "_jac", "_block", "param_names", "S", "N")
 
-    def __init__(self, value, jac, param_names, S, N):
+    def __init__(self, value, jac, param_names, S, N, block=None):
         self.value = value
-        self._jac = jac
+        self._jac = jac        # {name: [S, N]}, or None
+        self._block = block    # or [P, S, N] in param_names order, viewed on demand
         self.param_names = param_names
         self.S = S
         self.N = N
+
+    def _jacobians(self):
+        if self._jac is None and self._block is not None:
+            self._jac = {k: self._block[i] for i, k in enumerate(self.param_names)}
+        return self._jac
 
     def __repr__(self):
         return f"Result(S={self.S}, N={self.N}, value={self.value!r})"
@@ -44,31 +50,31 @@ class Result:
         return float(self.value.reshape(-1)[0])
 
     def _need_grad(self):
-        if self._jac is None:
+        if self._jacobians() is None:
             raise ValueError("gradients were not computed: call evaluate(..., grad=True)")
+        return self._jac
 
     @property
     def grad(self):
         """{parameter: [S]}: d value.sum() / d parameter, per start (None without grad=True)."""
-        if self._jac is None:
+        if self._jacobians() is None:
             return None
         return {k: j.sum(axis=1) for k, j in self._jac.items()}
 
     def jacobian(self):
         """{parameter: [S, N]}: each lane's partial derivative with respect to its parameter."""
-        self._need_grad()
-        return {k: j.copy() for k, j in self._jac.items()}
+        return {k: j.copy() for k, j in self._need_grad().items()}
 
     def vjp(self, seed):
         """{parameter: [S]}: the vector-Jacobian product with ``seed`` of shape [S, N]."""
-        self._need_grad()
+        jac = self._need_grad()
         seed = np.asarray(seed, dtype=np.float64)
         try:
             seed = np.broadcast_to(seed, (self.S, self.N))
         except ValueError:
             raise ValueError(f"seed must have shape [{self.S}, {self.N}], got {seed.shape}") from None
         # where a lane's partial is exactly 0 its seed does not matter (no 0 * inf = nan)
-        return {k: np.where(j == 0.0, 0.0, seed * j).sum(axis=1) for k, j in self._jac.items()}
+        return {k: np.where(j == 0.0, 0.0, seed * j).sum(axis=1) for k, j in jac.items()}
 
 
 def _as_array(name, value, what, max_ndim):
@@ -82,6 +88,67 @@ def _as_array(name, value, what, max_ndim):
     if a.size == 0:
         raise ValueError(f"{what} {name!r} is empty")
     return a if a.flags.c_contiguous else a.copy()  # (ascontiguousarray would make 0-d 1-d)
+
+
+def bind_inputs(prog, params=None, data=None, consts=None):
+    """Check inputs against the program's free names; returns (bindings, params, S, N).
+
+    bindings follow ``prog.free_names``: (kind, flat float64 array, rows, cols) with kind 0 a
+    parameter, 1 a data input, 2 a constant; rows is 0 for a scalar. Shared with the baselines.
+    """
+    params = {} if params is None else dict(params)
+    data = {} if data is None else dict(data)
+    consts = {} if consts is None else dict(consts)
+    seen = {}
+    for group, d in (("params", params), ("data", data), ("consts", consts)):
+        for k in d:
+            if not isinstance(k, str):
+                raise TypeError(f"{group} keys must be names (str), got {k!r}")
+            if k in seen:
+                raise ValueError(f"{k!r} is given in both {seen[k]} and {group}")
+            seen[k] = group
+    S = N = None
+    arrays = {}
+    for k, v in params.items():
+        a = _as_array(k, v, "parameter", 1)
+        if a.ndim == 1 and a.size != 1:
+            if S is not None and S != a.size:
+                raise ValueError(f"parameter {k!r} has {a.size} starts, another has {S}")
+            S = a.size
+        arrays[k] = a
+    for k, v in data.items():
+        a = _as_array(k, v, "data input", 1)
+        if a.ndim == 1 and a.size != 1:
+            if N is not None and N != a.size:
+                raise ValueError(f"data input {k!r} has {a.size} points, another has {N}")
+            N = a.size
+        arrays[k] = a
+    S = S or 1
+    N = N or 1
+    bindings = []
+    for name in prog.free_names:
+        if name in params:
+            a = arrays[name]
+            rows = a.size if a.size != 1 else 0
+            bindings.append((_PARAM, a.reshape(-1), rows if a.ndim else 0, 0))
+        elif name in data:
+            a = arrays[name]
+            rows = a.size if a.size != 1 else 0
+            bindings.append((_DATA, a.reshape(-1), rows if a.ndim else 0, 0))
+        elif name in consts:
+            a = _as_array(name, consts[name], "constant", 2)
+            if a.ndim == 2 and a.shape[0] > 65535:
+                raise ValueError(f"constant {name!r} has more than 65535 rows")
+            rows = a.shape[0] if a.ndim >= 1 else 0
+            cols = a.shape[1] if a.ndim == 2 else 0
+            bindings.append((_CONST, a.reshape(-1), rows, cols))
+        else:
+            line, col = prog.free_positions[name]
+            raise UnboundError(
+                f"unbound variable '{name}': not defined by the program and not given as a "
+                f"parameter, data input or constant", line=line, col=col, form=name,
+                file=prog.name)
+    return bindings, list(params), S, N
 
 
 class Evaluator:
@@ -129,59 +196,7 @@ class Evaluator:
 
     def bind(self, prog, params=None, data=None, consts=None):
         """Check inputs against the program's free names; returns (bindings, params, S, N)."""
-        params = {} if params is None else dict(params)
-        data = {} if data is None else dict(data)
-        consts = {} if consts is None else dict(consts)
-        seen = {}
-        for group, d in (("params", params), ("data", data), ("consts", consts)):
-            for k in d:
-                if not isinstance(k, str):
-                    raise TypeError(f"{group} keys must be names (str), got {k!r}")
-                if k in seen:
-                    raise ValueError(f"{k!r} is given in both {seen[k]} and {group}")
-                seen[k] = group
-        S = N = None
-        arrays = {}
-        for k, v in params.items():
-            a = _as_array(k, v, "parameter", 1)
-            if a.ndim == 1 and a.size != 1:
-                if S is not None and S != a.size:
-                    raise ValueError(f"parameter {k!r} has {a.size} starts, another has {S}")
-                S = a.size
-            arrays[k] = a
-        for k, v in data.items():
-            a = _as_array(k, v, "data input", 1)
-            if a.ndim == 1 and a.size != 1:
-                if N is not None and N != a.size:
-                    raise ValueError(f"data input {k!r} has {a.size} points, another has {N}")
-                N = a.size
-            arrays[k] = a
-        S = S or 1
-        N = N or 1
-        bindings = []
-        for name in prog.free_names:
-            if name in params:
-                a = arrays[name]
-                rows = a.size if a.size != 1 else 0
-                bindings.append((_PARAM, a.reshape(-1), rows if a.ndim else 0, 0))
-            elif name in data:
-                a = arrays[name]
-                rows = a.size if a.size != 1 else 0
-                bindings.append((_DATA, a.reshape(-1), rows if a.ndim else 0, 0))
-            elif name in consts:
-                a = _as_array(name, consts[name], "constant", 2)
-                if a.ndim == 2 and a.shape[0] > 65535:
-                    raise ValueError(f"constant {name!r} has more than 65535 rows")
-                rows = a.shape[0] if a.ndim >= 1 else 0
-                cols = a.shape[1] if a.ndim == 2 else 0
-                bindings.append((_CONST, a.reshape(-1), rows, cols))
-            else:
-                line, col = prog.free_positions[name]
-                raise UnboundError(
-                    f"unbound variable '{name}': not defined by the program and not given as a "
-                    f"parameter, data input or constant", line=line, col=col, form=name,
-                    file=prog.name)
-        return bindings, list(params), S, N
+        return bind_inputs(prog, params, data, consts)
 
     def evaluate(self, prog, params=None, data=None, consts=None, grad=False):
         """Evaluate ``prog`` (an ndvm.Program or source text) on S x N lanes.
@@ -194,6 +209,15 @@ class Evaluator:
                 prog = parse(prog)
             else:
                 raise TypeError(f"expected an ndvm.Program or source text, got {type(prog).__name__}")
+        if not consts and params is not None and type(params) is dict and (
+                data is None or type(data) is dict):
+            # the common case (numbers and float64 vectors) is bound natively in one call
+            fast = self._machine().evaluate_fast(prog, self.client.entry,
+                                                 prog.compiled(self.client), params,
+                                                 data or {}, bool(grad))
+            if fast is not None:
+                value, block, S, N = fast
+                return Result(value, None, tuple(params), S, N, block)
         bindings, param_names, S, N = self.bind(prog, params, data, consts)
         compiled = prog.compiled(self.client)
         value, jac = self._machine().run(prog, self.client.entry, compiled, bindings, S, N,

@@ -184,3 +184,26 @@ def test_warm_machine_reuses_its_buffers():
     for _ in range(5):
         ev.evaluate(prog, **args)
     assert ev._machine().bytes_in_use == before
+
+
+@pytest.mark.parametrize("client", CLIENTS)
+def test_native_fast_binding_equals_the_general_path(client):
+    """Numbers and float64 vectors are bound natively; lists, other dtypes and consts take the
+    Python path. Both must give the same values, gradients and shapes."""
+    ev = ndvm.Evaluator(client=client)
+    prog = ndvm.parse("(* a (exp (- 0 (* b x))))")
+    a = np.array([1.0, 2.0, 3.0])
+    x = np.linspace(0.0, 1.0, 4)
+    fast = ev.evaluate(prog, params={"a": a, "b": 0.5, "unused": 1.0}, data={"x": x}, grad=True)
+    slow = ev.evaluate(prog, params={"a": list(a), "b": [0.5], "unused": [1.0]},
+                       data={"x": list(x)}, grad=True)
+    np.testing.assert_array_equal(fast.value, slow.value)
+    for k in ("a", "b", "unused"):
+        np.testing.assert_array_equal(fast.grad[k], slow.grad[k])
+        np.testing.assert_array_equal(fast.jacobian()[k], slow.jacobian()[k])
+    assert fast.value.shape == (3, 4)
+    # mismatched sizes and shared names still get the general path's errors
+    with pytest.raises(ValueError, match="starts"):
+        ev.evaluate(prog, params={"a": a, "b": np.ones(2)}, data={"x": x})
+    with pytest.raises(ValueError, match="both"):
+        ev.evaluate(prog, params={"a": 1.0, "b": 1.0, "x": 1.0}, data={"x": x})

@@ -1,1 +1,2 @@
+; damped oscillator
 (* A (* (exp (- 0 (* b t))) (cos (* omega t))))

@@ -1,4 +1,4 @@
-; 2x2 Kalman filter negative log likelihood over 80 steps; obs is an 80x2 constant.
+; 2x2 Kalman filter negative log likelihood over 80 observations (const obs [80, 2])
 (loop ((k 0)
        (x  (vec 0.0 0.0))
        (P  (mat (vec 1.0 0.0) (vec 0.0 1.0)))

@@ -14,12 +14,16 @@ from libcpp.vector cimport vector
 from ndvm._core.core cimport (
     Binding, BindKind, ClientEntry, Datum, DatumKind, ErrorInfo, Expanded, FitRequest,
     Machine as CMachine, Optimizer, RunRequest, SourceData, call_entry, expand_guarded,
-    fit_guarded, read_guarded, reverse_guarded,
+    fit_guarded, prelude_text, read_guarded, reverse_guarded,
 )
 
 import threading
 
 import numpy as np
+
+cimport numpy as cnp
+
+cnp.import_array()
 
 cdef enum:
     F64 = 0
@@ -145,6 +149,11 @@ cdef object _datum(SourceData* s, int i, list symbols):
     if d.dotted:  # (no negative indexing: the module is compiled with wraparound=False)
         return Dotted(items[:d.count - 1], items[d.count - 1])
     return items
+
+
+def prelude():
+    """The Scheme text of the prelude (map, filter, fold-left, ...) that every client loads."""
+    return prelude_text().decode("utf-8")
 
 
 def read(str text, str name="<program>"):
@@ -383,3 +392,122 @@ cdef class Machine:
         if not ok:
             _raise(err)
         return params, losses, history[:steps], converged != 0, rq.n_evals
+
+    def evaluate_fast(self, Program prog, uintptr_t entry, uintptr_t compiled, dict params,
+                      dict data, bint grad):
+        """The common evaluation without Python-level binding: every free name bound by
+        `params` or `data` to a number or a 1-D float64 array. Returns (value [S, N],
+        jacobians [P, S, N] in params order or None, S, N), or None when the inputs need the
+        general path (which also produces every error message)."""
+        cdef tuple names = prog.free_names
+        cdef Py_ssize_t nf = len(names), i, j, P = len(params)
+        cdef vector[Binding] bs
+        cdef vector[double] scalars
+        cdef vector[double*] jp
+        cdef RunRequest rq
+        cdef ErrorInfo err
+        cdef Py_ssize_t S = 1, N = 1, n
+        cdef cnp.ndarray arr
+        cdef cnp.ndarray value
+        cdef cnp.ndarray block
+        cdef bool ok
+        cdef int kind
+        bs.resize(nf)
+        scalars.resize(nf if nf else 1)
+        if data:
+            for k in params:
+                if k in data:
+                    return None
+        for i in range(nf):
+            name = names[i]
+            v = params.get(name)
+            kind = 0
+            if v is None:
+                v = data.get(name)
+                kind = 1
+                if v is None:
+                    return None
+            bs[i].kind = <BindKind>kind
+            bs[i].cols = 0
+            if type(v) is float or type(v) is int:
+                scalars[i] = v
+                bs[i].values = &scalars[i]
+                bs[i].rows = 0
+                continue
+            if type(v) is not np.ndarray:
+                return None
+            arr = <cnp.ndarray>v
+            if (cnp.PyArray_TYPE(arr) != cnp.NPY_DOUBLE or cnp.PyArray_NDIM(arr) != 1
+                    or not cnp.PyArray_IS_C_CONTIGUOUS(arr)):
+                return None
+            n = cnp.PyArray_DIM(arr, 0)
+            if n == 0:
+                return None
+            bs[i].values = <const double*>cnp.PyArray_DATA(arr)
+            if n == 1:
+                bs[i].rows = 0
+                continue
+            bs[i].rows = n
+            if kind == 0:
+                if S != 1 and S != n:
+                    return None
+                S = n
+            else:
+                if N != 1 and N != n:
+                    return None
+                N = n
+        # inputs the program does not use still set S and N, and must still be valid
+        for group in (params, data):
+            for k, v in group.items():
+                if type(k) is not str:
+                    return None
+                if type(v) is float or type(v) is int:
+                    continue
+                if type(v) is not np.ndarray:
+                    return None
+                arr = <cnp.ndarray>v
+                if cnp.PyArray_NDIM(arr) != 1 or cnp.PyArray_TYPE(arr) != cnp.NPY_DOUBLE:
+                    return None
+                n = cnp.PyArray_DIM(arr, 0)
+                if n == 0:
+                    return None
+                if n == 1:
+                    continue
+                if group is params:
+                    if S != 1 and S != n:
+                        return None
+                    S = n
+                else:
+                    if N != 1 and N != n:
+                        return None
+                    N = n
+        value = np.empty((S, N), dtype=np.float64)
+        block = None
+        jp.resize(nf)
+        if grad:
+            block = np.zeros((P, S, N), dtype=np.float64)
+            j = 0
+            index = {}
+            for k in params:
+                index[k] = j
+                j += 1
+            for i in range(nf):
+                jp[i] = NULL
+                if bs[i].kind == BindKind.Param:
+                    jp[i] = <double*>cnp.PyArray_DATA(block) + <Py_ssize_t>index[names[i]] * S * N
+        rq.bindings = bs.data()
+        rq.nbind = nf
+        rq.S = S
+        rq.N = N
+        rq.grad = grad
+        rq.value_out = <double*>cnp.PyArray_DATA(value)
+        rq.jac_out = jp.data()
+        self.generation += 1
+        self._nbind = nf
+        self._lanes = S * N
+        with nogil:
+            ok = call_entry(<ClientEntry>entry, self._ptr, self.dtype_code,
+                            <const void*>prog._x.get(), <const void*>compiled, &rq, &err)
+        if not ok:
+            _raise(err)
+        return value, block, S, N

@@ -33,6 +33,8 @@ cdef extern from "ast.hpp" namespace "ndvm":
     cdef cppclass Expanded:
         vector[FreeName] free_
 
+    const char* prelude_text()
+
 
 cdef extern from "machine.hpp" namespace "ndvm":
     cdef enum class BindKind(int):

@@ -28,7 +28,10 @@ void bind_inputs(Machine<T>& m, const RunRequest& rq) {
       case BindKind::Param: {
         uint32_t id = m.alloc_payloads(1);
         T* p = m.pay(id);
-        for (uint32_t l = 0; l < m.L_; ++l) p[l] = T(b.values[b.rows ? l / m.N_ : 0]);
+        for (uint32_t st = 0; st < m.S_; ++st) {  // start st's value over its N lanes
+          T v = T(b.values[b.rows ? st : 0]);
+          std::fill(p + size_t(st) * m.N_, p + size_t(st + 1) * m.N_, v);
+        }
         m.free_vals_[i] = Value::payload(id, m.recording_);
         m.param_pay_[i] = id;
         break;
@@ -40,7 +43,8 @@ void bind_inputs(Machine<T>& m, const RunRequest& rq) {
         }
         uint32_t id = m.alloc_payloads(1);
         T* p = m.pay(id);
-        for (uint32_t l = 0; l < m.L_; ++l) p[l] = T(b.values[l % m.N_]);
+        for (uint32_t st = 0; st < m.S_; ++st)
+          for (uint32_t n = 0; n < m.N_; ++n) p[size_t(st) * m.N_ + n] = T(b.values[n]);
         m.free_vals_[i] = Value::payload(id, false);
         break;
       }

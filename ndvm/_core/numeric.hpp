@@ -613,6 +613,16 @@ void Machine<T>::reverse(const Value& outv, const T* seed) {
         case Op::Square: NDVM_ACC(ga, T(2) * x[l]); break;
         case Op::Tanh: NDVM_ACC(ga, T(1) - y[l] * y[l]); break;
         case Op::Tan: NDVM_ACC(ga, T(1) + y[l] * y[l]); break;
+        case Op::Sin:
+        case Op::Cos: {
+          // d sin = cos, d cos = -sin: through the vector kernels, into scratch slot 1
+          T* d = scratch_.data() + L;
+          vmath::apply(nd.op == Op::Sin ? vmath::Fn::Cos : vmath::Fn::Sin, x, d, L);
+          if (nd.op == Op::Cos)
+            for (uint32_t l = 0; l < L; ++l) d[l] = -d[l];
+          NDVM_ACC(ga, d[l]);
+          break;
+        }
         default: NDVM_ACC(ga, Scalar<T>::dunary(nd.op, x[l], y[l])); break;
       }
       continue;

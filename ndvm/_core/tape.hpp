@@ -89,8 +89,8 @@ struct Scalar {
       case Op::Sqrt: return T(0.5) / y;
       case Op::Exp: return y;
       case Op::Log: return T(1) / x;
-      case Op::Sin: return std::cos(x);
-      case Op::Cos: return -std::sin(x);
+      case Op::Sin: return vmath::one(vmath::Fn::Cos, x);
+      case Op::Cos: return -vmath::one(vmath::Fn::Sin, x);
       case Op::Tan: return T(1) + y * y;
       case Op::Tanh: return T(1) - y * y;
       case Op::Atan: return T(1) / (T(1) + x * x);

@@ -1,0 +1,1 @@
+"""Benchmarks (pytest-benchmark) and the report that turns their JSON into tables and charts."""

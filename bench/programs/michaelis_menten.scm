@@ -1,0 +1,2 @@
+; Michaelis-Menten rate
+(/ (* Vmax S) (+ Km S))

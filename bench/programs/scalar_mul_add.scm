@@ -1,0 +1,2 @@
+; y = alpha x + beta
+(+ (* alpha x) beta)
