@@ -28,9 +28,13 @@ void bind_inputs(Machine<T>& m, const RunRequest& rq) {
       case BindKind::Param: {
         uint32_t id = m.alloc_payloads(1);
         T* p = m.pay(id);
-        for (uint32_t st = 0; st < m.S_; ++st) {  // start st's value over its N lanes
-          T v = T(b.values[b.rows ? st : 0]);
-          std::fill(p + size_t(st) * m.N_, p + size_t(st + 1) * m.N_, v);
+        if (m.N_ == 1) {  // lanes are starts
+          for (uint32_t st = 0; st < m.S_; ++st) p[st] = T(b.values[b.rows ? st : 0]);
+        } else {
+          for (uint32_t st = 0; st < m.S_; ++st) {  // start st's value over its N lanes
+            T v = T(b.values[b.rows ? st : 0]);
+            std::fill(p + size_t(st) * m.N_, p + size_t(st + 1) * m.N_, v);
+          }
         }
         m.free_vals_[i] = Value::payload(id, m.recording_);
         m.param_pay_[i] = id;

@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "machine.hpp"
+#include "kernels.hpp"
 #include "vmath.hpp"
 
 namespace ndvm {
@@ -116,25 +117,6 @@ void inv_dense(const T* a, uint32_t n, T* y, T* work) {
 
 }  // namespace detail
 
-namespace detail {
-// y[l] += x[l] * z[l], with either side possibly uniform (stride 0); split so each case vectorizes.
-template <class T>
-inline void fma_lanes(T* __restrict y, const T* __restrict x, size_t sx, const T* __restrict z,
-                      size_t sz, uint32_t L) {
-  if (sx && sz) {
-    for (uint32_t l = 0; l < L; ++l) y[l] += x[l] * z[l];
-  } else if (sx) {
-    const T c = z[0];
-    for (uint32_t l = 0; l < L; ++l) y[l] += x[l] * c;
-  } else if (sz) {
-    const T c = x[0];
-    for (uint32_t l = 0; l < L; ++l) y[l] += c * z[l];
-  } else {
-    const T c = x[0] * z[0];
-    for (uint32_t l = 0; l < L; ++l) y[l] += c;
-  }
-}
-}  // namespace detail
 
 template <class T>
 Value Machine<T>::unary(Op op, const Value& a) {
@@ -174,24 +156,15 @@ Value Machine<T>::binary(Op op, const Value& a, const Value& b) {
   const T* x = lanes_of(a, ta, sa);
   const T* z = lanes_of(b, tb, sb);
   T* y = pay(out);
-#define NDVM_LANES2(EXPR)                                                      \
-  if (sa && sb) {                                                              \
-    for (uint32_t l = 0; l < L_; ++l) { T u = x[l], v = z[l]; y[l] = EXPR; }  \
-  } else if (sa) {                                                             \
-    T v = z[0];                                                                \
-    for (uint32_t l = 0; l < L_; ++l) { T u = x[l]; y[l] = EXPR; }             \
-  } else {                                                                     \
-    T u = x[0];                                                                \
-    for (uint32_t l = 0; l < L_; ++l) { T v = z[l]; y[l] = EXPR; }             \
+  switch (op) {  // the four arithmetic operators run the per-ISA kernels (kernels.hpp)
+    case Op::Add: kern::arith(kern::K_ADD, y, x, sa, z, sb, L_); break;
+    case Op::Sub: kern::arith(kern::K_SUB, y, x, sa, z, sb, L_); break;
+    case Op::Mul: kern::arith(kern::K_MUL, y, x, sa, z, sb, L_); break;
+    case Op::Div: kern::arith(kern::K_DIV, y, x, sa, z, sb, L_); break;
+    default:
+      for (uint32_t l = 0; l < L_; ++l) y[l] = Scalar<T>::binary(op, x[l * sa], z[l * sb]);
+      break;
   }
-  switch (op) {
-    case Op::Add: NDVM_LANES2(u + v); break;
-    case Op::Sub: NDVM_LANES2(u - v); break;
-    case Op::Mul: NDVM_LANES2(u * v); break;
-    case Op::Div: NDVM_LANES2(u / v); break;
-    default: NDVM_LANES2(Scalar<T>::binary(op, u, v)); break;
-  }
-#undef NDVM_LANES2
   bool act = (a.active() || b.active()) && recording_;
   if (act) {
     Value ins[2] = {a, b};
@@ -216,19 +189,15 @@ bool Machine<T>::fold_identity(Op op, const Value& a, const Value& b, Value& r) 
   // x + 0 and 0 + x: x, unless some lane of x is -0 (then -0 + 0 = +0)
   if (op == Op::Add && (is(a, 0.0) || is(b, 0.0))) {
     const Value& x = is(b, 0.0) ? a : b;
-    const T* p = pay(x.id);
-    for (uint32_t l = 0; l < L_; ++l)
-      if (p[l] == T(0) && std::signbit(p[l])) return false;
+    if (kern::any_negative_zero(pay(x.id), L_)) return false;
     r = x;
     return true;
   }
   // x * 0 and 0 * x: a uniform zero when every lane of x is finite with one sign
   if (op == Op::Mul && (is(a, 0.0) || is(b, 0.0))) {
     const Value& x = is(b, 0.0) ? a : b;
-    const T* p = pay(x.id);
-    bool neg = std::signbit(p[0]);
-    for (uint32_t l = 0; l < L_; ++l)
-      if (!std::isfinite(p[l]) || std::signbit(p[l]) != neg) return false;
+    bool neg;
+    if (!kern::all_finite_one_sign(pay(x.id), L_, &neg)) return false;
     r = Value::number(neg ? -0.0 : 0.0);
     return true;
   }
@@ -412,7 +381,7 @@ Value Machine<T>::dot(const Value* a, const Value* b, uint32_t n) {
     size_t sa, sb;
     const T* x = lanes_of(a[i], ta, sa);
     const T* z = lanes_of(b[i], tb, sb);
-    detail::fma_lanes(y, x, sa, z, sb, L_);
+    kern::fma_lanes(y, x, sa, z, sb, L_);
   }
   act = act && recording_;
   if (act) {
@@ -505,43 +474,6 @@ void Machine<T>::linalg(Op op, const Value* a, uint32_t n, const Value* b, uint3
   if (act) detail::Recorder<T>{*this}.record(op, ins.data(), nin, first, nout, n, k);
 }
 
-namespace detail {
-
-// d[l] += g[l] * b[l] (b_stride 1) or g[l] * b[0] (b_stride 0), on the lanes of `live` (all when
-// null); a zero upstream adjoint contributes exactly zero. Restrict pointers and the split by
-// stride and mask let the compiler vectorize the common case.
-template <class T>
-inline void acc_times(T* __restrict d, const T* __restrict g, const T* __restrict b,
-                      size_t b_stride, const uint8_t* __restrict live, uint32_t L) {
-  if (live) {
-    for (uint32_t l = 0; l < L; ++l)
-      if (live[l] && g[l] != T(0)) d[l] += g[l] * b[l * b_stride];
-  } else if (b_stride) {
-    for (uint32_t l = 0; l < L; ++l) {
-      T v = g[l] * b[l];  // computed unconditionally, then selected: the loop stays branch-free
-      d[l] += g[l] != T(0) ? v : T(0);
-    }
-  } else {
-    const T c = b[0];
-    for (uint32_t l = 0; l < L; ++l) {
-      T v = g[l] * c;
-      d[l] += g[l] != T(0) ? v : T(0);
-    }
-  }
-}
-
-template <class T>
-inline void acc_plus(T* __restrict d, const T* __restrict g, T sign, const uint8_t* __restrict live,
-                     uint32_t L) {
-  if (live) {
-    for (uint32_t l = 0; l < L; ++l)
-      if (live[l]) d[l] += sign * g[l];
-  } else {
-    for (uint32_t l = 0; l < L; ++l) d[l] += sign * g[l];
-  }
-}
-
-}  // namespace detail
 
 // The reverse sweep: seeds the output's adjoint (ones when seed is null) and walks the tape back.
 // Each node's lane loop is unit-stride (uniform operands are broadcast into scratch first) so it
@@ -635,20 +567,20 @@ void Machine<T>::reverse(const Value& outv, const T* seed) {
         if (nd.op == Op::Add || nd.op == Op::Sub || nd.op == Op::Mul) {
           switch (nd.op) {
           case Op::Add:
-            if (ga) detail::acc_plus(ga, g, T(1), live, L);
-            if (gb) detail::acc_plus(gb, g, T(1), live, L);
+            if (ga) kern::acc_plus(ga, g, T(1), live, L);
+            if (gb) kern::acc_plus(gb, g, T(1), live, L);
             break;
           case Op::Sub:
-            if (ga) detail::acc_plus(ga, g, T(1), live, L);
-            if (gb) detail::acc_plus(gb, g, T(-1), live, L);
+            if (ga) kern::acc_plus(ga, g, T(1), live, L);
+            if (gb) kern::acc_plus(gb, g, T(-1), live, L);
             break;
           case Op::Mul: {
             T ca, cb;
             size_t sa, sb;
             const T* pa = operand_lanes(in[0], ca, sa);
             const T* pb = operand_lanes(in[1], cb, sb);
-            if (ga) detail::acc_times(ga, g, pb, sb, live, L);
-            if (gb) detail::acc_times(gb, g, pa, sa, live, L);
+            if (ga) kern::acc_times(ga, g, pb, sb, live, L);
+            if (gb) kern::acc_times(gb, g, pa, sa, live, L);
             break;
           }
           default: break;
@@ -705,8 +637,8 @@ void Machine<T>::reverse(const Value& outv, const T* seed) {
           size_t sa, sb;
           const T* pa = operand_lanes(in[2 * i], ca, sa);
           const T* pb = operand_lanes(in[2 * i + 1], cb, sb);
-          if (ga) detail::acc_times(ga, g, pb, sb, live, L);
-          if (gb) detail::acc_times(gb, g, pa, sa, live, L);
+          if (ga) kern::acc_times(ga, g, pb, sb, live, L);
+          if (gb) kern::acc_times(gb, g, pa, sa, live, L);
         }
         break;
       }
@@ -735,15 +667,23 @@ void Machine<T>::reverse(const Value& outv, const T* seed) {
             const T* y1 = pay(nd.out + 1);
             const T* y2 = pay(nd.out + 2);
             const T* y3 = pay(nd.out + 3);
+            // into four scratch rows first (a branch-free loop that vectorizes), then added
+            if (scratch_.size() < 6 * size_t(L)) scratch_.resize(6 * size_t(L));
+            T* __restrict r0 = scratch_.data() + 2 * size_t(L);
+            T* __restrict r1 = r0 + L;
+            T* __restrict r2 = r1 + L;
+            T* __restrict r3 = r2 + L;
             for (uint32_t l = 0; l < L; ++l) {
-              if (live && !live[l]) continue;
               T m00 = y0[l] * g0[l] + y2[l] * g2[l], m01 = y0[l] * g1[l] + y2[l] * g3[l];
               T m10 = y1[l] * g0[l] + y3[l] * g2[l], m11 = y1[l] * g1[l] + y3[l] * g3[l];
-              add(0, l, -(m00 * y0[l] + m01 * y1[l]));
-              add(1, l, -(m00 * y2[l] + m01 * y3[l]));
-              add(2, l, -(m10 * y0[l] + m11 * y1[l]));
-              add(3, l, -(m10 * y2[l] + m11 * y3[l]));
+              r0[l] = -(m00 * y0[l] + m01 * y1[l]);
+              r1[l] = -(m00 * y2[l] + m01 * y3[l]);
+              r2[l] = -(m10 * y0[l] + m11 * y1[l]);
+              r3[l] = -(m10 * y2[l] + m11 * y3[l]);
             }
+            const T* rows[4] = {r0, r1, r2, r3};
+            for (int i = 0; i < 4; ++i)
+              if (D[i]) kern::acc_plus(D[i], rows[i], T(1), live, L);
           } else {
             for (uint32_t l = 0; l < L; ++l) {
               if ((live && !live[l]) || g[l] == T(0)) continue;
