@@ -10,11 +10,13 @@ from ndvm.errors import (
 )
 from ndvm.evaluator import Evaluator, Result
 from ndvm.fit import FitResult, fit
+from ndvm.parallel import CandidateError, evaluate_many, fit_many
 from ndvm.cosearch import Task, search
 
 __version__ = "0.1.0"
 
 __all__ = [
-    "Evaluator", "EvalError", "FitResult", "FormError", "InternalError", "LimitError", "Program", "ReadError",
-    "Result", "SchemeError", "Task", "UnboundError", "clients", "fit", "parse", "read", "search",
+    "CandidateError", "Evaluator", "EvalError", "FitResult", "FormError", "InternalError",
+    "LimitError", "Program", "ReadError", "Result", "SchemeError", "Task", "UnboundError",
+    "clients", "evaluate_many", "fit", "fit_many", "parse", "read", "search",
 ]

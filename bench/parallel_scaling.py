@@ -1,0 +1,152 @@
+"""Scaling of ndvm.fit_many on the 247 co-search candidates (the paper's protocol), and the
+per-task overhead of the executor path on a Dask LocalCluster, which sets the default chunk size.
+
+    python bench/parallel_scaling.py [--rounds 7] [--dask]
+
+Protocol: x = linspace(0.1, 6, 64), y = exp(-0.3x) cos(2x) + 0.02 N(0, 1) (seed 0), the first 44
+points train, 50 Adam steps, lr 0.05, one start per candidate. Runs alternate 1 and 2 workers. The
+machine is shared and Linux schedules sessions as groups, so a second thread gains nothing while
+another session is busy: every run also records how much CPU the rest of the machine used
+(/proc/stat minus this process), and the speed-up is reported over all pairs and over the quiet
+pairs (the rest of the machine below 0.1 core during both runs).
+"""
+import argparse
+import json
+import os
+import time
+from pathlib import Path
+
+import numpy as np
+
+import ndvm
+from ndvm import parallel
+
+CANDIDATES = Path(__file__).resolve().parents[2] / "shared" / "data" / "cosearch_candidates.jsonl"
+QUIET = 0.1  # cores used by other processes during a run for it to count as quiet
+
+
+def protocol():
+    """The candidates' programs and the training data of the paper's protocol."""
+    rows = [json.loads(line) for line in CANDIDATES.read_text().splitlines() if line.strip()]
+    progs = [ndvm.parse(r["src"], name=f"cosearch[{i}]") for i, r in enumerate(rows)]
+    x = np.linspace(0.1, 6.0, 64)
+    y = np.exp(-0.3 * x) * np.cos(2 * x) + 0.02 * np.random.default_rng(0).standard_normal(64)
+    return progs, {"x": x[:44]}, y[:44]
+
+
+def _busy_seconds():
+    """CPU seconds used so far by the whole machine (all cores, from /proc/stat)."""
+    with open("/proc/stat") as f:
+        fields = [int(v) for v in f.readline().split()[1:]]
+    idle = fields[3] + fields[4]
+    return (sum(fields[:8]) - idle) / os.sysconf("SC_CLK_TCK")
+
+
+def measure(fn, n):
+    """(candidates/s, cores the rest of the machine used meanwhile) for one call of ``fn``."""
+    busy, mine, t = _busy_seconds(), os.times(), time.perf_counter()
+    fn()
+    wall = time.perf_counter() - t
+    after = os.times()
+    ours = after.user + after.system - mine.user - mine.system
+    return n / wall, max(0.0, _busy_seconds() - busy - ours) / wall
+
+
+def rate(fn, n):
+    return measure(fn, n)[0]
+
+
+def scaling(progs, data, target, rounds, repeat):
+    """Candidates/s for 1 and 2 pool workers, runs interleaved; checks identical results."""
+    batch = progs * repeat
+    opts = dict(data=data, target=target, steps=50, lr=0.05)
+    reference = ndvm.fit_many(batch, workers=1, **opts)  # warm every worker's machine
+    runs = {1: [], 2: []}
+    for _ in range(rounds):
+        for w in (1, 2):
+            out = []
+            runs[w].append(measure(lambda w=w, out=out: out.append(
+                ndvm.fit_many(batch, workers=w, **opts)), len(batch)))
+            assert all(_same(a, b) for a, b in zip(out[0], reference))
+    serial = rate(lambda: [_fit_or_error(p, opts) for p in batch], len(batch))
+    one, two = np.array(runs[1]), np.array(runs[2])
+    quiet = (one[:, 1] < QUIET) & (two[:, 1] < QUIET)
+    for w, r in ((1, one), (2, two)):
+        print(f"fit_many workers={w}: median {np.median(r[:, 0]):7.0f} cand/s, "
+              f"quiet median {np.median(r[quiet, 0]) if quiet.any() else np.nan:7.0f}, "
+              f"best {r[:, 0].max():7.0f}")
+    print(f"plain ndvm.fit loop:  {serial:7.0f} cand/s")
+    ratio = two[:, 0] / one[:, 0]
+    print(f"speed-up 2 vs 1 worker: median {np.median(ratio):.2f}x over {len(ratio)} pairs; "
+          f"{np.median(ratio[quiet]) if quiet.any() else np.nan:.2f}x over the {quiet.sum()} "
+          f"quiet pairs; best/best {two[:, 0].max() / one[:, 0].max():.2f}x")
+    print("  per pair (speed-up @ other load, cores): " + " ".join(
+        f"{q:.2f}@{max(a, b):.1f}" for q, a, b in zip(ratio, one[:, 1], two[:, 1])))
+
+
+def _fit_or_error(p, opts):
+    try:
+        return ndvm.fit(p, **opts)
+    except ndvm.SchemeError as e:
+        return e
+
+
+def _same(a, b):
+    if isinstance(a, ndvm.CandidateError):
+        return isinstance(b, ndvm.CandidateError) and str(a.error) == str(b.error)
+    return a.history.tobytes() == b.history.tobytes() and a.params == b.params
+
+
+def _noop(_):
+    return None
+
+
+def dask_overhead(progs, data, target):
+    """Per-task overhead of client.get_executor() (empty tasks), and fit_many by chunk size."""
+    from distributed import Client, LocalCluster
+
+    opts = dict(data=data, target=target, steps=50, lr=0.05)
+    batch = progs * 4
+    reference = ndvm.fit_many(batch, workers=1, **opts)
+    for processes in (False, True):
+        with LocalCluster(n_workers=2, threads_per_worker=1, processes=processes,
+                          dashboard_address=None) as cluster, Client(cluster) as client:
+            ex = client.get_executor()
+            for f in [ex.submit(_noop, i) for i in range(50)]:
+                f.result()
+            n = 400
+            t = time.perf_counter()
+            for f in [ex.submit(_noop, i) for i in range(n)]:
+                f.result()
+            per_task = (time.perf_counter() - t) / n
+            t = time.perf_counter()
+            for i in range(50):
+                ex.submit(_noop, i).result()
+            latency = (time.perf_counter() - t) / 50
+            print(f"dask processes={processes}: {per_task * 1e3:.2f} ms/task amortized over "
+                  f"{n} empty tasks, {latency * 1e3:.2f} ms round trip")
+            for chunk in (1, 4, 16, 64, 256, None):
+                out = []
+                r = rate(lambda ex=ex, chunk=chunk, out=out: out.append(
+                    ndvm.fit_many(batch, executor=ex, chunk_size=chunk, **opts)), len(batch))
+                assert all(_same(a, b) for a, b in zip(out[0], reference))
+                print(f"  chunk_size={chunk or 'default':>7}: {r:7.0f} cand/s")
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--rounds", type=int, default=7)
+    ap.add_argument("--repeat", type=int, default=8, help="batches of the 247 per timed call")
+    ap.add_argument("--dask", action="store_true", help="also measure the Dask executor path")
+    args = ap.parse_args()
+    progs, data, target = protocol()
+    print(f"{len(progs)} candidates, cores available: {parallel.default_workers()}, "
+          f"load average: {os.getloadavg()[0]:.2f}")
+    scaling(progs, data, target, args.rounds, args.repeat)
+    if args.dask:
+        dask_overhead(progs, data, target)
+    print(f"load average after: {os.getloadavg()[0]:.2f}")
+
+
+if __name__ == "__main__":
+    main()

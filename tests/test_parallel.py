@@ -1,0 +1,314 @@
+"""ndvm.fit_many / ndvm.evaluate_many: input order, bit-identical results for any worker count,
+chunking or executor, per-candidate error capture, Dask, stress and Ctrl-C cancellation."""
+import pickle
+import signal
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+import numpy as np
+import pytest
+
+import ndvm
+from ndvm import parallel
+
+X = np.linspace(0.1, 6.0, 64)[:44]
+Y = (np.exp(-0.3 * X) * np.cos(2 * X)
+     + 0.02 * np.random.default_rng(0).standard_normal(64)[:44])
+FIT = dict(data={"x": X}, target=Y, steps=30, lr=0.05)
+
+GOOD = [
+    "(* a (* (exp (- 0 (* b x))) (cos (* c x))))",
+    "(* a (sin (+ (* b x) c)))",
+    "(+ c (* a (exp (- 0.0 (* b x)))))",
+    "(/ (* a x) (+ b x))",
+    "(define (f u) (* a (exp (* b u)))) (f x)",
+    "(loop ((i 0) (acc 0)) (if (< i 8) (recur (+ i 1) (+ acc (* a (cos (* b x))))) acc))",
+    "(let ((d (- x b))) (* a (exp (- 0 (* d d)))))",
+    "(if (< x 3) (* a x) (* b x))",
+]
+# (source, kind, line, col) of each bad candidate
+BAD = [
+    ("(* a (+ b x)", "ReadError", 1, 1),
+    ("(* a\n  (car 1.5))", "EvalError", 2, 3),
+    ("(let ((y)) (* a y x))", "FormError", 1, 7),
+    ("(* a (-1.0 x))", "EvalError", 1, 6),
+]
+LIMIT = "(define (spin k) (loop ((i 0)) (recur (+ i k)))) (* a (spin x))"
+
+
+def _key(r):
+    """Everything a result holds, as bytes and exact floats, for bit-for-bit comparison."""
+    if isinstance(r, ndvm.CandidateError):
+        return ("error", r.index, r.name, r.kind, str(r.error))
+    if isinstance(r, ndvm.FitResult):
+        return ("fit", r.names, tuple(r.params.items()), r.loss, r.history.tobytes(),
+                r.all_losses.tobytes(), r.converged.tobytes(), r.n_evals)
+    jac = None if r.grad is None else {k: v.tobytes() for k, v in r.jacobian().items()}
+    return ("value", r.value.tobytes(), jac)
+
+
+def _mixed():
+    """Good and bad candidates interleaved, as Programs and source strings."""
+    out = []
+    for i, src in enumerate(GOOD * 3):
+        out.append(ndvm.parse(src, name=f"good{i}.scm") if i % 2 else src)
+        if i % 6 == 5:
+            out.append(BAD[(i // 6) % len(BAD)][0])
+    return out
+
+
+def _serial(programs, run):
+    """The reference: a plain loop calling ``run(index, program)``, errors captured alike."""
+    out = []
+    for i, p in enumerate(programs):
+        name = p.name if isinstance(p, ndvm.Program) else f"<candidate {i}>"
+        try:
+            out.append(run(i, p if isinstance(p, ndvm.Program) else ndvm.parse(p, name=name)))
+        except ndvm.SchemeError as e:
+            out.append(ndvm.CandidateError(i, name, None, e))
+    return [_key(r) for r in out]
+
+
+def _serial_fit(programs, **opts):
+    """A plain loop of ndvm.fit with the same options."""
+    return _serial(programs, lambda i, p: ndvm.fit(p, **opts))
+
+
+def test_fit_many_is_bit_identical_for_any_workers_and_chunking():
+    progs = _mixed()
+    expected = _serial_fit(progs, **FIT)
+    runs = {f"workers={w}": dict(workers=w) for w in (1, 2, 4)}
+    runs["chunked"] = dict(workers=2, chunk_size=5)
+    with ThreadPoolExecutor(3) as ex:
+        runs["executor"] = dict(executor=ex, chunk_size=4)
+        for label, how in runs.items():
+            got = [_key(r) for r in ndvm.fit_many(progs, **how, **FIT)]
+            assert got == expected, label
+
+
+class CountingExecutor(ThreadPoolExecutor):
+    """A thread pool that counts the tasks it is given."""
+
+    def __init__(self, workers):
+        super().__init__(workers)
+        self.tasks = 0
+
+    def submit(self, fn, *args, **kwargs):
+        self.tasks += 1
+        return super().submit(fn, *args, **kwargs)
+
+
+def test_executor_default_chunks_give_each_worker_several_tasks():
+    progs = GOOD * 13  # 104 candidates
+    with CountingExecutor(3) as ex:
+        got = ndvm.evaluate_many(progs, params={"a": 1.0, "b": 0.5, "c": 2.0}, data={"x": X},
+                                 executor=ex)
+    assert ex.tasks == 12  # 4 per worker: chunks of ceil(104 / 12) = 9
+    assert [_key(r) for r in got[:8]] == [_key(r) for r in got[8:16]]
+
+
+def test_fit_many_multi_start_and_per_candidate_options():
+    progs = GOOD[:4]
+    per = [{"init": {"a": 1.0, "b": 0.3}}, None, {"seed": 7}, {"steps": 5}]
+    got = ndvm.fit_many(progs, starts=3, per_candidate=per, workers=2, **FIT)
+    for i, (p, extra) in enumerate(zip(progs, per)):
+        opts = dict(FIT, starts=3, **(extra or {}))
+        assert _key(got[i]) == _key(ndvm.fit(p, **opts))
+    assert got[3].history.shape == (5, 3)
+    # seed=None draws fresh entropy once per call: shared by the batch, whatever the workers
+    twice = ndvm.fit_many([GOOD[0], GOOD[0]], seed=None, workers=2, **FIT)
+    assert _key(twice[0]) == _key(twice[1])
+    with pytest.raises(TypeError, match="per_candidate cannot set"):
+        ndvm.fit_many(progs, per_candidate=[{"client": "bytecode"}] * 4, **FIT)
+    with pytest.raises(ValueError, match="3 entries for 4 candidates"):
+        ndvm.fit_many(progs, per_candidate=per[:3], **FIT)
+
+
+def test_evaluate_many_is_bit_identical_and_matches_evaluate():
+    progs = _mixed()
+    params = {"a": [1.0, -0.5], "b": 0.3, "c": 2.0}
+    ev = ndvm.Evaluator()
+    expected = _serial(progs, lambda i, p: ev.evaluate(p, params=params, data={"x": X}, grad=True))
+    for how in (dict(workers=1), dict(workers=2), dict(workers=4, chunk_size=3)):
+        got = ndvm.evaluate_many(progs, params=params, data={"x": X}, grad=True, **how)
+        assert [_key(r) for r in got] == expected, how
+
+
+def test_evaluate_many_per_candidate_params():
+    progs = ["(* a x)", "(+ a b)", "(* b b)"]
+    params = [{"a": 2.0}, {"a": 1.0, "b": [1.0, 2.0]}, {"b": 3.0}]
+    got = ndvm.evaluate_many(progs, params=params, data={"x": [1.0, 2.0]}, grad=True)
+    assert got[0].value.tolist() == [[2.0, 4.0]]
+    assert got[1].value.tolist() == [[2.0, 2.0], [3.0, 3.0]]
+    assert got[2].grad == {"b": pytest.approx([12.0])}
+
+
+def test_errors_are_captured_per_candidate_with_name_and_position():
+    progs = [GOOD[0]] + [b[0] for b in BAD] + [GOOD[1], LIMIT, "(* a q x)"]
+    ev = ndvm.Evaluator(max_steps=20_000)
+    per = [None] * 7 + [{"params": ["a"]}]  # q is then neither fitted nor given
+    got = ndvm.fit_many(progs, per_candidate=per, evaluator=ev, workers=2, **FIT)
+    assert isinstance(got[0], ndvm.FitResult)
+    for i, (src, kind, line, col) in enumerate(BAD, start=1):
+        err = got[i]
+        assert isinstance(err, ndvm.CandidateError)
+        assert (err.index, err.name, err.source, err.kind) == (i, f"<candidate {i}>", src, kind)
+        assert isinstance(err.error, ndvm.SchemeError)
+        assert (err.error.line, err.error.col) == (line, col)
+        assert err.error.file == f"<candidate {i}>"
+    assert isinstance(got[5], ndvm.FitResult)
+    assert got[6].kind == "LimitError" and "step" in str(got[6].error)
+    assert got[7].kind == "UnboundError" and got[7].error.form == "q"
+    assert (got[7].error.line, got[7].error.col) == (1, 6)
+    # a named Program reports its own name; a non-program is captured too, with a traceback
+    named = ndvm.parse("(+ a (car 1.0))", name="models/bad.scm")
+    got = ndvm.fit_many([named, 42], **FIT)
+    assert got[0].program == "models/bad.scm" and got[0].error.file == "models/bad.scm"
+    assert got[1].kind == "TypeError" and got[1].source is None and "TypeError" in got[1].traceback
+
+
+def test_evaluate_many_captures_unbound_inputs():
+    got = ndvm.evaluate_many(["(* a x)", "(* a y)"], params={"a": 1.0}, data={"x": 2.0})
+    assert got[0].item() == 2.0
+    assert got[1].kind == "UnboundError" and got[1].error.form == "y"
+    assert (got[1].error.line, got[1].error.col) == (1, 6)
+
+
+def test_results_options_and_errors_pickle():
+    fit_res, err = ndvm.fit_many([GOOD[0], BAD[1][0]], **FIT)
+    value = ndvm.evaluate_many([GOOD[0]], params={"a": 1, "b": 2, "c": 3}, data={"x": X},
+                               grad=True)[0]
+    for r in (fit_res, err, value):
+        assert _key(pickle.loads(pickle.dumps(r))) == _key(r)
+    assert pickle.loads(pickle.dumps(err)).error.line == 2
+    job = parallel._Job("fit", ("dmci", "float64", None, ()), dict(FIT, seed=0))
+    assert pickle.loads(pickle.dumps(job)).options["steps"] == FIT["steps"]
+
+
+def test_arguments_are_checked_before_any_work():
+    with pytest.raises(TypeError, match="unknown fit option"):
+        ndvm.fit_many(GOOD, stepz=3, **FIT)
+    with pytest.raises(ValueError, match="unknown optimizer"):
+        ndvm.fit_many(GOOD, optimizer="sgd", data={"x": X}, target=Y)
+    with pytest.raises(ValueError, match="needs a target"):
+        ndvm.fit_many(GOOD, data={"x": X})
+    with pytest.raises(ValueError, match="workers"):
+        ndvm.fit_many(GOOD, workers=0, **FIT)
+    with pytest.raises(ValueError, match="chunk_size"):
+        ndvm.evaluate_many(GOOD, chunk_size=0, params={"a": 1.0}, data={"x": X})
+    with pytest.raises(ValueError, match="dtype"):
+        ndvm.evaluate_many(GOOD, dtype="float16")
+    assert ndvm.fit_many([], **FIT) == [] and ndvm.evaluate_many(iter(())) == []
+
+
+def test_the_pool_persists_across_calls():
+    ndvm.evaluate_many(GOOD, params={"a": 1.0, "b": 1.0, "c": 1.0}, data={"x": X}, workers=2)
+    pool = parallel._POOL
+    ndvm.fit_many(GOOD, workers=2, **FIT)
+    assert parallel._POOL is pool
+    workers = [t for t in threading.enumerate() if t.name.startswith("ndvm-worker")]
+    assert 1 <= len(workers) <= parallel._POOL_SIZE
+
+
+def test_progress_bar(capsys):
+    pytest.importorskip("tqdm")
+    ndvm.fit_many(GOOD, progress=True, **FIT)
+    err = capsys.readouterr().err
+    assert "fit_many" in err and "cand/s" in err and f"{len(GOOD)}/{len(GOOD)}" in err
+
+
+def test_dask_local_cluster_threads_and_processes():
+    distributed = pytest.importorskip("distributed")
+    progs = _mixed()
+    expected = _serial_fit(progs, **FIT)
+    params = {"a": 1.0, "b": 0.3, "c": 2.0}
+    expected_values = [_key(r) for r in ndvm.evaluate_many(progs, params=params,
+                                                           data={"x": X}, workers=1)]
+    for processes in (False, True):
+        with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=processes,
+                                      dashboard_address=None) as cluster, \
+                distributed.Client(cluster) as client:
+            ex = client.get_executor()
+            got = ndvm.fit_many(progs, executor=ex, chunk_size=6, **FIT)
+            assert [_key(r) for r in got] == expected, processes
+            got = ndvm.evaluate_many(progs, params=params, data={"x": X}, executor=ex)  # 8 tasks
+            assert [_key(r) for r in got] == expected_values, processes
+
+
+def test_stress_thousands_of_tiny_candidates_and_a_few_slow_ones():
+    slow = "(* a (loop ((i 0) (s 0)) (if (< i 20000) (recur (+ i 1) (+ s (sin (* i x)))) s)))"
+    progs = [f"(+ (* a x) {k / 7:.6g})" for k in range(3000)]
+    for pos in (5, 1500, 2999):
+        progs[pos] = slow
+    progs[700] = "(* a (car x))"
+    params = {"a": [1.0, 2.0]}
+    data = {"x": X[:8]}
+    serial = ndvm.evaluate_many(progs, params=params, data=data, grad=True, workers=1)
+    parallel_ = ndvm.evaluate_many(progs, params=params, data=data, grad=True, workers=2)
+    assert [_key(r) for r in parallel_] == [_key(r) for r in serial]
+    assert parallel_[700].kind == "EvalError" and parallel_[700].index == 700
+    assert parallel_[42].value.tolist() == [list(X[:8] + 42 / 7), list(2 * X[:8] + 42 / 7)]
+    tiny_fit = dict(data={"x": X}, target=Y, steps=3)
+    fits = ndvm.fit_many(progs[:1000], workers=2, chunk_size=7, **tiny_fit)
+    assert [_key(r) for r in fits] == _serial_fit(progs[:1000], **tiny_fit)
+
+
+def test_concurrent_callers_share_programs_without_races():
+    progs = [ndvm.parse(s, name=f"shared{i}") for i, s in enumerate(GOOD * 4)]
+    progs.insert(9, ndvm.parse("(* a (car b))", name="bad"))
+    params = {"a": [0.5, 1.5], "b": 0.2, "c": 1.0}
+    want_fit = [_key(r) for r in ndvm.fit_many(progs, workers=1, **FIT)]
+    want_eval = [_key(r) for r in ndvm.evaluate_many(progs, params=params, data={"x": X},
+                                                     grad=True, workers=1)]
+    mismatches = []
+
+    def hammer(k):
+        for rep in range(4):
+            if (k + rep) % 2:
+                got = ndvm.fit_many(progs, workers=2, chunk_size=1 + rep, **FIT)
+                ok = [_key(r) for r in got] == want_fit
+            else:
+                got = ndvm.evaluate_many(progs, params=params, data={"x": X}, grad=True,
+                                         workers=2)
+                ok = [_key(r) for r in got] == want_eval
+            if not ok:
+                mismatches.append((k, rep))
+
+    threads = [threading.Thread(target=hammer, args=(k,)) for k in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert mismatches == []
+
+
+@pytest.mark.skipif(threading.current_thread() is not threading.main_thread(),
+                    reason="SIGINT is delivered to the main thread")
+def test_ctrl_c_cancels_pending_work_and_leaves_no_threads(monkeypatch):
+    slow = "(* a (loop ((i 0) (s 0)) (if (< i 100000) (recur (+ i 1) (+ s (sin x))) s)))"
+    ran = []
+    run_one = parallel._run_one
+    monkeypatch.setattr(parallel, "_run_one", lambda *a: ran.append(a[2]) or run_one(*a))
+    started = threading.Event()
+
+    def interrupt():
+        started.wait()
+        time.sleep(0.3)
+        signal.pthread_kill(threading.main_thread().ident, signal.SIGINT)
+
+    killer = threading.Thread(target=interrupt)
+    killer.start()
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            started.set()
+            ndvm.evaluate_many([slow] * 5000, params={"a": 1.0}, data={"x": 0.5}, workers=2)
+    finally:
+        killer.join()
+    ran_at_interrupt = len(ran)
+    assert 0 < ran_at_interrupt < 5000
+    parallel.shutdown()  # joins the pool's threads
+    assert len(ran) == ran_at_interrupt  # nothing ran after the call returned
+    assert not [t for t in threading.enumerate() if t.name.startswith("ndvm-worker")]
+    again = ndvm.evaluate_many([slow] * 2, params={"a": 1.0}, data={"x": 0.5}, workers=2)
+    assert _key(again[0]) == _key(again[1])
