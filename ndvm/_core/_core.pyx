@@ -13,8 +13,8 @@ from libcpp.vector cimport vector
 
 from ndvm._core.core cimport (
     Binding, BindKind, ClientEntry, Datum, DatumKind, ErrorInfo, Expanded, FitRequest,
-    Machine as CMachine, Optimizer, RunRequest, SourceData, call_entry, expand_guarded,
-    fit_guarded, prelude_text, read_guarded, reverse_guarded,
+    Machine as CMachine, Optimizer, RunRequest, SourceData, SrcPos, call_entry, expand_guarded,
+    fit_guarded, prelude_text, read_guarded, result_pos, reverse_guarded,
 )
 
 import threading
@@ -51,6 +51,7 @@ cdef class Program:
     cdef readonly str name
     cdef readonly tuple free_names
     cdef readonly dict free_positions
+    cdef readonly tuple result_position  # (line, col) of the result expression
     cdef readonly dict _compiled
     cdef object _lock
 
@@ -77,13 +78,27 @@ cdef class Program:
         return c
 
 
+cdef bytes _utf8(str text, str name):
+    """Program text as UTF-8; text that cannot be encoded (a lone surrogate) is a ReadError."""
+    try:
+        return text.encode("utf-8")
+    except UnicodeEncodeError as e:
+        from ndvm.errors import ReadError
+        before = text[:e.start]
+        line = before.count("\n") + 1
+        col = e.start - (before.rfind("\n") + 1) + 1
+        raise ReadError(f"the text is not valid Unicode: {text[e.start]!r} cannot be encoded "
+                        f"as UTF-8", line=line, col=col, file=name) from None
+
+
 def parse(str text, str name="<program>"):
     """Read, check and expand program text. Raises ReadError or FormError."""
-    cdef string t = text.encode("utf-8")
-    cdef string n = name.encode("utf-8")
+    cdef string t = _utf8(text, name)
+    cdef string n = name.encode("utf-8", "backslashreplace")
     cdef shared_ptr[const Expanded] x
     cdef ErrorInfo err
     cdef bool ok
+    cdef SrcPos rp
     with nogil:
         ok = expand_guarded(t, n, &x, &err)
     if not ok:
@@ -100,6 +115,8 @@ def parse(str text, str name="<program>"):
         positions[s] = (f.pos.line, f.pos.col)
     p.free_names = tuple(names)
     p.free_positions = positions
+    rp = result_pos(deref(x))
+    p.result_position = (rp.line, rp.col)
     p._compiled = {}
     p._lock = threading.Lock()
     return p
@@ -161,8 +178,8 @@ def read(str text, str name="<program>"):
 
     ``[a b]`` reads as ``['vec', a, b]`` and ``'x`` as ``['quote', x]``. Raises ReadError.
     """
-    cdef string t = text.encode("utf-8")
-    cdef string n = name.encode("utf-8")
+    cdef string t = _utf8(text, name)
+    cdef string n = name.encode("utf-8", "backslashreplace")
     cdef shared_ptr[SourceData] src
     cdef ErrorInfo err
     if not read_guarded(t, n, &src, &err):
@@ -187,6 +204,7 @@ cdef class Machine:
     cdef readonly unsigned long long generation  # counts runs; a kept tape belongs to one
     cdef size_t _nbind
     cdef size_t _lanes
+    cdef int64_t _max_memory
 
     def __cinit__(self, str dtype="float64", bint compat_reference=False,
                   int64_t max_steps=10000000, int64_t max_depth=10000,
@@ -221,6 +239,7 @@ cdef class Machine:
         """Set the step, recursion-depth and memory (bytes) limits."""
         if max_steps <= 0 or max_depth <= 0 or max_memory <= 0:
             raise ValueError("limits must be positive")
+        self._max_memory = max_memory
         if self.dtype_code == F64:
             (<CMachine[double]*>self._ptr).limits_.max_steps = max_steps
             (<CMachine[double]*>self._ptr).limits_.max_depth = max_depth
@@ -236,6 +255,25 @@ cdef class Machine:
         if self.dtype_code == F64:
             return (<CMachine[double]*>self._ptr).bytes_in_use()
         return (<CMachine[float]*>self._ptr).bytes_in_use()
+
+    cdef bint _outputs_fit(self, double S, double N, double arrays):
+        """Whether `arrays` float64 outputs of S x N lanes fit the lane range and memory limit."""
+        return S * N <= 4294967295.0 and S * N * 8.0 * arrays <= <double>self._max_memory
+
+    cdef _check_outputs(self, Program prog, double S, double N, double arrays):
+        """Raises LimitError (before anything is allocated) when the outputs cannot fit."""
+        if self._outputs_fit(S, N, arrays):
+            return
+        from ndvm.errors import LimitError
+        line, col = prog.result_position
+        if S * N > 4294967295.0:
+            msg = (f"too many lanes: {S:.0f} starts x {N:.0f} data points "
+                   f"(at most 2^32 - 1)")
+        else:
+            msg = (f"memory limit exceeded: the values and gradients of {S:.0f} x {N:.0f} "
+                   f"lanes need {S * N * 8.0 * arrays / 2.0 ** 20:.0f} MiB, more than "
+                   f"{self._max_memory >> 20} MiB (raise it with Evaluator(max_memory=...))")
+        raise LimitError(msg, line=line, col=col, file=prog.name)
 
     def run(self, Program prog, uintptr_t entry, uintptr_t compiled, list bindings,
             uint32_t S, uint32_t N, bint grad, bint sweep=True):
@@ -255,6 +293,8 @@ cdef class Machine:
         cdef size_t L = <size_t>S * N
         cdef size_t i
         cdef bool ok
+        nparams = sum(1 for b in bindings if b[0] == 0) if grad and sweep else 0
+        self._check_outputs(prog, S, N, 1 + nparams)
         bs.resize(nb)
         jp.resize(nb)
         keep = []
@@ -481,6 +521,8 @@ cdef class Machine:
                     if N != 1 and N != n:
                         return None
                     N = n
+        if not self._outputs_fit(S, N, 1 + (P if grad else 0)):
+            return None  # the general path raises the LimitError
         value = np.empty((S, N), dtype=np.float64)
         block = None
         jp.resize(nf)

@@ -231,6 +231,9 @@ class Prims {
       case P_TRANSPOSE: {
         if (a[0].tag == Tag::Vec) return a[0];
         Value A = matrix(a[0], "transpose");
+        if (A.cols > 65535)  // a matrix has at most 65535 rows
+          throw Error(ErrorKind::Eval, "transpose: a matrix with " + std::to_string(A.cols) +
+                                           " columns is too wide to transpose (at most 65535)");
         uint64_t s = m.alloc_elems(A.size());
         for (uint32_t r = 0; r < A.rows; ++r)
           for (uint32_t c = 0; c < A.cols; ++c) m.elems_[s + c * A.rows + r] = m.elems_[A.id + r * A.cols + c];
