@@ -11,6 +11,7 @@ Each crash found here became a regression test at the bottom of this file.
 """
 import faulthandler
 import os
+import sys
 import threading
 
 import numpy as np
@@ -29,7 +30,7 @@ SETTINGS = settings(max_examples=LONG or 150, deadline=None, derandomize=not LON
 @pytest.fixture(autouse=True)
 def _watchdog():
     """A hang turns into a traceback and a failed run instead of a stalled one."""
-    faulthandler.dump_traceback_later(1800, exit=True)
+    faulthandler.dump_traceback_later(1800, exit=True, file=sys.__stderr__)
     yield
     faulthandler.cancel_dump_traceback_later()
 
@@ -169,3 +170,31 @@ def test_fuzzing_from_threads_is_safe():
         t.join()
     assert not errors, errors[0]
     still_usable()
+
+
+def _unaligned(values):
+    buf = np.zeros(8 * len(values) + 1, dtype=np.uint8)
+    a = buf[1:].view(np.float64)
+    a[:] = values
+    assert not a.flags.aligned
+    return a
+
+
+@pytest.mark.parametrize("client", ndvm.clients())
+def test_unaligned_input_arrays_are_copied(client):
+    """Found by the sanitizer build: arrays deserialized by Dask worker processes can be views
+    into a message buffer that are not 8-byte aligned; the core read them through double
+    pointers (undefined behaviour; UBSan aborted the workers)."""
+    x = np.array([0.5, 1.0, 1.5])
+    want = ndvm.Evaluator(client=client).evaluate("(* a (sin x))", params={"a": [1.0, 2.0]},
+                                                  data={"x": x}, grad=True)
+    ev = ndvm.Evaluator(client=client)
+    got = ev.evaluate("(* a (sin x))", params={"a": _unaligned([1.0, 2.0])},
+                      data={"x": _unaligned(x)}, grad=True)
+    assert np.array_equal(got.value, want.value) and np.array_equal(got.grad["a"], want.grad["a"])
+    got = ev.evaluate("(* a (sin x) (vsum v))", params={"a": _unaligned([1.0, 2.0])},
+                      data={"x": _unaligned(x)}, consts={"v": _unaligned([1.0])}, grad=True)
+    assert np.array_equal(got.value, want.value)
+    fit = ndvm.fit("(* a (sin x))", data={"x": _unaligned(x)}, target=_unaligned(2.0 * np.sin(x)),
+                   client=client, steps=30)
+    assert np.isfinite(fit.loss)

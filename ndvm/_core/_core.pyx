@@ -192,6 +192,14 @@ def read(str text, str name="<program>"):
         raise ReadError("data nested too deeply to convert to Python lists", file=name) from None
 
 
+cdef object _aligned(object a):
+    """`a`, or an aligned float64 copy: the core reads inputs through double pointers, and an
+    unaligned buffer (a view into a pickle or a network frame) is undefined behaviour there."""
+    if isinstance(a, np.ndarray) and not (<cnp.ndarray>a).flags.aligned:
+        return np.array(a, dtype=np.float64, order="C", copy=True)
+    return a
+
+
 cdef class Machine:
     """The native state one evaluation runs on (lanes, arenas, tape, limits); reused across calls.
 
@@ -303,6 +311,7 @@ cdef class Machine:
         out_mv = value
         for i in range(nb):
             kind, arr, rows, cols = bindings[i]
+            arr = _aligned(arr)
             mv = arr
             keep.append(arr)
             bs[i].kind = <BindKind>(<int>kind)
@@ -338,7 +347,7 @@ cdef class Machine:
         params: the binding indices of the parameters. Only valid right after run(grad=True,
         sweep=False) on this machine (check `generation`).
         """
-        cdef const double[::1] sv = seed
+        cdef const double[::1] sv = _aligned(seed)
         cdef vector[double*] jp
         cdef double[::1] jv
         cdef ErrorInfo err
@@ -372,7 +381,7 @@ cdef class Machine:
         cdef FitRequest rq
         cdef ErrorInfo err
         cdef const double[::1] mv
-        cdef const double[::1] tv = target
+        cdef const double[::1] tv = _aligned(target)
         cdef const double[::1] lo
         cdef const double[::1] hi
         cdef double[:, ::1] pv
@@ -385,6 +394,7 @@ cdef class Machine:
         rq.bindings.resize(len(bindings))
         for i in range(len(bindings)):
             kind, arr, rows, cols = bindings[i]
+            arr = _aligned(arr)
             mv = arr
             keep.append(arr)
             rq.bindings[i].kind = <BindKind>(<int>kind)
@@ -417,10 +427,10 @@ cdef class Machine:
         rq.lower = NULL
         rq.upper = NULL
         if lower is not None:
-            lo = lower
+            lo = _aligned(lower)
             rq.lower = &lo[0]
         if upper is not None:
-            hi = upper
+            hi = _aligned(upper)
             rq.upper = &hi[0]
         rq.params = &pv[0, 0] if P else NULL
         rq.losses = &lv[0]
@@ -478,7 +488,7 @@ cdef class Machine:
                 return None
             arr = <cnp.ndarray>v
             if (cnp.PyArray_TYPE(arr) != cnp.NPY_DOUBLE or cnp.PyArray_NDIM(arr) != 1
-                    or not cnp.PyArray_IS_C_CONTIGUOUS(arr)):
+                    or not cnp.PyArray_IS_C_CONTIGUOUS(arr) or not cnp.PyArray_ISALIGNED(arr)):
                 return None
             n = cnp.PyArray_DIM(arr, 0)
             if n == 0:
