@@ -198,3 +198,19 @@ def test_unaligned_input_arrays_are_copied(client):
     fit = ndvm.fit("(* a (sin x))", data={"x": _unaligned(x)}, target=_unaligned(2.0 * np.sin(x)),
                    client=client, steps=30)
     assert np.isfinite(fit.loss)
+
+
+@pytest.mark.parametrize("client", ndvm.clients())
+@pytest.mark.parametrize("src, value", [
+    ("(dot (vec) (vec))", 0.0), ("(vsum (vec))", 0.0), ("(norm (vec))", 0.0),
+    ("(vsum (matvec (zeros 2 0) (vec)))", 0.0), ("(vsum (matmul (zeros 2 0) (zeros 0 3)))", 0.0),
+    ("(vsum (solve (eye 0) (vec)))", 0.0), ("(vsum (inv (eye 0)))", 0.0),
+    ("(vsum (mat (vec)))", 0.0), ("(vsum (ref (zeros 3 0) 1))", 0.0),
+    ("(vsum (outer (vec) (vec 1)))", 0.0), ("(vsum (transpose (zeros 0 3)))", 0.0),
+    ("(vsum (+ (vec) 1))", 0.0), ("(vsum (sin (vec)))", 0.0), ("(vsum (scale 2 (vec)))", 0.0),
+    ("(det (eye 0))", 1.0), ("(logdet (eye 0))", 0.0), ("(trace (zeros 0 0))", 0.0),
+])
+def test_empty_vectors_and_matrices(src, value, client):
+    """Found by the sanitizer build (libstdc++ assertions): primitives on empty vectors and
+    matrices indexed the element heap one past its end (`&elems_[size()]`)."""
+    assert ndvm.Evaluator(client=client).evaluate(src, grad=True).item() == value
