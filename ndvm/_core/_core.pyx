@@ -394,7 +394,7 @@ cdef class Machine:
         return params, losses, history[:steps], converged != 0, rq.n_evals
 
     def evaluate_fast(self, Program prog, uintptr_t entry, uintptr_t compiled, dict params,
-                      dict data, bint grad):
+                      dict data, bint grad, bint sweep=True):
         """The common evaluation without Python-level binding: every free name bound by
         `params` or `data` to a number or a 1-D float64 array. Returns (value [S, N],
         jacobians [P, S, N] in params order or None, S, N), or None when the inputs need the
@@ -484,7 +484,7 @@ cdef class Machine:
         value = np.empty((S, N), dtype=np.float64)
         block = None
         jp.resize(nf)
-        if grad:
+        if grad and sweep:
             block = np.zeros((P, S, N), dtype=np.float64)
             j = 0
             index = {}
@@ -501,7 +501,7 @@ cdef class Machine:
         rq.N = N
         rq.grad = grad
         rq.value_out = <double*>cnp.PyArray_DATA(value)
-        rq.jac_out = jp.data()
+        rq.jac_out = jp.data() if sweep else NULL  # no sweep: the tape is kept for reverse()
         self.generation += 1
         self._nbind = nf
         self._lanes = S * N
