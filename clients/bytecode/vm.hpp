@@ -338,7 +338,7 @@ class Vm {
               try {
                 m_.enter();
               } catch (Error& e) {
-                locate(e, c_.outer[size_t(pc - 1 - code_)]);  // dmci: the node holding the call
+                locate(e, at);  // the call that went one level too deep, as in dmci
                 throw;
               }
               buf_.frames.push_back({pc, env, site_, reusable_});
