@@ -40,17 +40,7 @@ class Eval {
   }
 
   [[noreturn]] static void fail(const Node* n, ErrorKind k, const std::string& msg) {
-    Error e(k, msg, n->pos(), n->form());
-    e.file_ = n->src->name_;
-    throw e;
-  }
-  // Gives a primitive's position-less error the position of the call.
-  static void locate(Error& e, const Node* n) {
-    if (e.pos_.line == 0) {
-      e.pos_ = n->pos();
-      e.form_ = n->form();
-      e.file_ = n->src->name_;
-    }
+    fail_at(n, k, msg);
   }
 
   Value lookup(const Node* n, Frame* env) {
@@ -72,24 +62,7 @@ class Eval {
     }
   }
 
-  Value quote(const Node* n) { return quote_datum(n->src, n->datum); }
-  Value quote_datum(const Source* s, int32_t d) {
-    check_native_stack(ErrorKind::Limit, "quoted data");
-    const Datum& x = s->at(d);
-    switch (x.kind) {
-      case DatumKind::Num: return Value::number(x.num);
-      case DatumKind::Bool: return Value::boolean(x.num != 0);
-      case DatumKind::Sym: return Value::symbol(uint64_t(x.sym));
-      case DatumKind::List: {
-        Value tail = Value::nil();
-        int cnt = x.count;
-        if (x.dotted) tail = quote_datum(s, s->kid(x, --cnt));
-        for (int i = cnt - 1; i >= 0; --i) tail = m_.cons(quote_datum(s, s->kid(x, i)), tail);
-        return tail;
-      }
-    }
-    return Value::nil();
-  }
+  Value quote(const Node* n) { return quote_datum(m_, n->src, n->datum); }
 
   // Both arms of a branch whose test differs across live lanes, each under its own lane mask,
   // merged by a recorded select.

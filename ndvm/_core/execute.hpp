@@ -125,6 +125,26 @@ Value run_partitioned(Machine<T>& m, Body& body, int32_t mask, const Node* resul
 
 }  // namespace detail
 
+// A quoted datum as a run-time value: numbers, booleans, symbols, and lists built from pairs.
+template <class T>
+Value quote_datum(Machine<T>& m, const Source* s, int32_t d) {
+  check_native_stack(ErrorKind::Limit, "quoted data");
+  const Datum& x = s->at(d);
+  switch (x.kind) {
+    case DatumKind::Num: return Value::number(x.num);
+    case DatumKind::Bool: return Value::boolean(x.num != 0);
+    case DatumKind::Sym: return Value::symbol(uint64_t(x.sym));
+    case DatumKind::List: {
+      Value tail = Value::nil();
+      int cnt = x.count;
+      if (x.dotted) tail = quote_datum(m, s, s->kid(x, --cnt));
+      for (int i = cnt - 1; i >= 0; --i) tail = m.cons(quote_datum(m, s, s->kid(x, i)), tail);
+      return tail;
+    }
+  }
+  return Value::nil();
+}
+
 // Lanes per block when a large evaluation is run block by block: small enough that a block's
 // payloads and adjoints stay in cache, large enough that per-node costs are amortized.
 constexpr uint32_t kLaneBlock = 2048;
