@@ -200,6 +200,30 @@ class Evaluator:
         """Check inputs against the program's free names; returns (bindings, params, S, N)."""
         return bind_inputs(prog, params, data, consts)
 
+    def mse(self, prog, target, params=None, data=None, consts=None, grad=True):
+        """Mean squared error of ``prog`` against ``target`` [N] for each start, and its gradient.
+
+        Returns (loss [S], {parameter: gradient [S]}). The reverse sweep is seeded natively with
+        d loss / d value, so no per-lane Jacobian is formed: the cheap way to drive an optimizer.
+        """
+        if not isinstance(prog, Program):
+            prog = parse(prog) if isinstance(prog, str) else prog
+        bindings, param_names, S, N = self.bind(prog, params, data, consts)
+        y = np.ascontiguousarray(np.asarray(target, dtype=np.float64).reshape(-1))
+        if N == 1 and y.size > 1:
+            N = y.size
+        free = prog.free_names
+        index = [free.index(n) for n in param_names if n in free]
+        loss, grads = self._machine().mse(prog, self.client.entry, prog.compiled(self.client),
+                                          bindings, index, S, N, y, bool(grad))
+        if not grad:
+            return loss, None
+        out = {}
+        for name in param_names:
+            g = grads.get(free.index(name)) if name in free else None
+            out[name] = g if g is not None else np.zeros(S)
+        return loss, out
+
     def evaluate(self, prog, params=None, data=None, consts=None, grad=False):
         """Evaluate ``prog`` (an ndvm.Program or source text) on S x N lanes.
 

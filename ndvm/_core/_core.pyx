@@ -511,3 +511,61 @@ cdef class Machine:
         if not ok:
             _raise(err)
         return value, block, S, N
+
+    def mse(self, Program prog, uintptr_t entry, uintptr_t compiled, list bindings,
+            list params, uint32_t S, uint32_t N, target, bint grad):
+        """Mean squared error against `target` [N] per start, and its gradient: (loss [S],
+        {binding index: gradient [S]}), with the reverse sweep seeded by d loss / d value (no
+        per-lane Jacobian)."""
+        cdef size_t nb = len(bindings), i
+        cdef vector[Binding] bs
+        cdef vector[double*] gp
+        cdef RunRequest rq
+        cdef ErrorInfo err
+        cdef const double[::1] mv
+        cdef const double[::1] tv = target
+        cdef double[::1] gv
+        cdef double[::1] lv
+        cdef bool ok
+        if tv.shape[0] != N:
+            raise ValueError(f"target has {tv.shape[0]} values, the data has {N} points")
+        bs.resize(nb)
+        gp.resize(nb)
+        keep = []
+        for i in range(nb):
+            kind, arr, rows, cols = bindings[i]
+            mv = arr
+            keep.append(arr)
+            bs[i].kind = <BindKind>(<int>kind)
+            bs[i].values = &mv[0]
+            bs[i].rows = rows
+            bs[i].cols = cols
+            gp[i] = NULL
+        grads = {}
+        if grad:
+            for i in params:
+                g = np.empty(S, dtype=np.float64)
+                grads[i] = g
+                gv = g
+                gp[i] = &gv[0]
+        value = np.empty(<size_t>S * N, dtype=np.float64)
+        loss = np.empty(S, dtype=np.float64)
+        out_mv = value
+        lv = loss
+        rq.bindings = bs.data()
+        rq.nbind = nb
+        rq.S = S
+        rq.N = N
+        rq.grad = grad
+        rq.value_out = <double*>cnp.PyArray_DATA(value)
+        rq.jac_out = NULL
+        rq.target = &tv[0]
+        rq.loss_out = &lv[0]
+        rq.grad_out = gp.data()
+        self.generation += 1
+        with nogil:
+            ok = call_entry(<ClientEntry>entry, self._ptr, self.dtype_code,
+                            <const void*>prog._x.get(), <const void*>compiled, &rq, &err)
+        if not ok:
+            _raise(err)
+        return loss, grads
