@@ -7,10 +7,13 @@ native evaluation and records the tape only when a parameter requires grad; back
 native reverse sweep seeded with the real upstream gradient, so any downstream loss works.
 Arrays are shared with numpy, not copied, wherever the dtype allows.
 """
+import ctypes
+
 import numpy as np
 import torch
 
 from ndvm._core import Program, parse
+from ndvm._core._core import RawVector
 from ndvm.evaluator import Evaluator
 
 __all__ = ["NdvmFunction", "evaluate", "Module"]
@@ -24,6 +27,17 @@ def _default_evaluator(client, dtype):
     if ev is None:
         ev = _evaluators[key] = Evaluator(client=client, dtype=dtype)
     return ev
+
+
+def _as_input(t):
+    """A parameter tensor as a native input: its float64 memory by address (no copy, no numpy
+    view — the cheapest hand-off), a float for 0-d tensors."""
+    t = t.detach()
+    if t.dim() == 0:
+        return t.item()
+    if t.dtype != torch.float64 or not t.is_contiguous() or t.dim() != 1:
+        t = t.to(torch.float64).contiguous().reshape(-1)
+    return RawVector(t.data_ptr(), t.numel(), t)
 
 
 def _as_numpy(t):
@@ -57,6 +71,8 @@ def _run(spec, machine, values, record):
     if fast is not None:
         value, _, spec.S, spec.N = fast
         return value
+    values = {k: (np.frombuffer((ctypes.c_double * v.n).from_address(v.ptr), dtype=np.float64)
+                  if isinstance(v, RawVector) else v) for k, v in values.items()}
     bindings, _, S, N = ev.bind(prog, params=values, data=spec.data, consts=spec.consts)
     value, _ = machine.run(prog, ev.client.entry, compiled, bindings, S, N, record, False)
     spec.S, spec.N = S, N
@@ -68,7 +84,7 @@ class NdvmFunction(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, spec, *params):
-        values = {n: _as_numpy(p) for n, p in zip(spec.names, params)}
+        values = {n: _as_input(p) for n, p in zip(spec.names, params)}
         need = any(ctx.needs_input_grad[1:])
         machine = spec.ev._machine()
         value = _run(spec, machine, values, need)

@@ -175,6 +175,20 @@ def read(str text, str name="<program>"):
         raise ReadError("data nested too deeply to convert to Python lists", file=name) from None
 
 
+cdef class RawVector:
+    """A float64 vector given by address and length (e.g. a torch tensor's data_ptr()), for the
+    native fast path; `owner` keeps the memory alive while the vector is in use."""
+
+    cdef readonly uintptr_t ptr
+    cdef readonly Py_ssize_t n
+    cdef readonly object owner
+
+    def __cinit__(self, uintptr_t ptr, Py_ssize_t n, owner=None):
+        self.ptr = ptr
+        self.n = n
+        self.owner = owner
+
+
 cdef class Machine:
     """The native state one evaluation runs on (lanes, arenas, tape, limits); reused across calls.
 
@@ -434,16 +448,22 @@ cdef class Machine:
                 bs[i].values = &scalars[i]
                 bs[i].rows = 0
                 continue
-            if type(v) is not np.ndarray:
-                return None
-            arr = <cnp.ndarray>v
-            if (cnp.PyArray_TYPE(arr) != cnp.NPY_DOUBLE or cnp.PyArray_NDIM(arr) != 1
-                    or not cnp.PyArray_IS_C_CONTIGUOUS(arr)):
-                return None
-            n = cnp.PyArray_DIM(arr, 0)
-            if n == 0:
-                return None
-            bs[i].values = <const double*>cnp.PyArray_DATA(arr)
+            if type(v) is RawVector:
+                n = (<RawVector>v).n
+                if n == 0:
+                    return None
+                bs[i].values = <const double*>(<RawVector>v).ptr
+            else:
+                if type(v) is not np.ndarray:
+                    return None
+                arr = <cnp.ndarray>v
+                if (cnp.PyArray_TYPE(arr) != cnp.NPY_DOUBLE or cnp.PyArray_NDIM(arr) != 1
+                        or not cnp.PyArray_IS_C_CONTIGUOUS(arr)):
+                    return None
+                n = cnp.PyArray_DIM(arr, 0)
+                if n == 0:
+                    return None
+                bs[i].values = <const double*>cnp.PyArray_DATA(arr)
             if n == 1:
                 bs[i].rows = 0
                 continue
@@ -463,12 +483,15 @@ cdef class Machine:
                     return None
                 if type(v) is float or type(v) is int:
                     continue
-                if type(v) is not np.ndarray:
-                    return None
-                arr = <cnp.ndarray>v
-                if cnp.PyArray_NDIM(arr) != 1 or cnp.PyArray_TYPE(arr) != cnp.NPY_DOUBLE:
-                    return None
-                n = cnp.PyArray_DIM(arr, 0)
+                if type(v) is RawVector:
+                    n = (<RawVector>v).n
+                else:
+                    if type(v) is not np.ndarray:
+                        return None
+                    arr = <cnp.ndarray>v
+                    if cnp.PyArray_NDIM(arr) != 1 or cnp.PyArray_TYPE(arr) != cnp.NPY_DOUBLE:
+                        return None
+                    n = cnp.PyArray_DIM(arr, 0)
                 if n == 0:
                     return None
                 if n == 1:
