@@ -73,6 +73,8 @@ class Result:
             seed = np.broadcast_to(seed, (self.S, self.N))
         except ValueError:
             raise ValueError(f"seed must have shape [{self.S}, {self.N}], got {seed.shape}") from None
+        if np.isfinite(seed).all():  # one fused pass per parameter
+            return {k: np.einsum("sn,sn->s", seed, j) for k, j in jac.items()}
         # where a lane's partial is exactly 0 its seed does not matter (no 0 * inf = nan)
         return {k: np.where(j == 0.0, 0.0, seed * j).sum(axis=1) for k, j in jac.items()}
 
@@ -197,6 +199,30 @@ class Evaluator:
     def bind(self, prog, params=None, data=None, consts=None):
         """Check inputs against the program's free names; returns (bindings, params, S, N)."""
         return bind_inputs(prog, params, data, consts)
+
+    def mse(self, prog, target, params=None, data=None, consts=None, grad=True):
+        """Mean squared error of ``prog`` against ``target`` [N] for each start, and its gradient.
+
+        Returns (loss [S], {parameter: gradient [S]}). The reverse sweep is seeded natively with
+        d loss / d value, so no per-lane Jacobian is formed: the cheap way to drive an optimizer.
+        """
+        if not isinstance(prog, Program):
+            prog = parse(prog) if isinstance(prog, str) else prog
+        bindings, param_names, S, N = self.bind(prog, params, data, consts)
+        y = np.ascontiguousarray(np.asarray(target, dtype=np.float64).reshape(-1))
+        if N == 1 and y.size > 1:
+            N = y.size
+        free = prog.free_names
+        index = [free.index(n) for n in param_names if n in free]
+        loss, grads = self._machine().mse(prog, self.client.entry, prog.compiled(self.client),
+                                          bindings, index, S, N, y, bool(grad))
+        if not grad:
+            return loss, None
+        out = {}
+        for name in param_names:
+            g = grads.get(free.index(name)) if name in free else None
+            out[name] = g if g is not None else np.zeros(S)
+        return loss, out
 
     def evaluate(self, prog, params=None, data=None, consts=None, grad=False):
         """Evaluate ``prog`` (an ndvm.Program or source text) on S x N lanes.

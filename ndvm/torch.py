@@ -7,10 +7,13 @@ native evaluation and records the tape only when a parameter requires grad; back
 native reverse sweep seeded with the real upstream gradient, so any downstream loss works.
 Arrays are shared with numpy, not copied, wherever the dtype allows.
 """
+import ctypes
+
 import numpy as np
 import torch
 
 from ndvm._core import Program, parse
+from ndvm._core._core import RawVector
 from ndvm.evaluator import Evaluator
 
 __all__ = ["NdvmFunction", "evaluate", "Module"]
@@ -26,9 +29,24 @@ def _default_evaluator(client, dtype):
     return ev
 
 
+def _as_input(t):
+    """A parameter tensor as a native input: its float64 memory by address (no copy, no numpy
+    view — the cheapest hand-off), a float for 0-d tensors."""
+    t = t.detach()
+    if t.dim() == 0:
+        return t.item()
+    if t.dtype != torch.float64 or not t.is_contiguous() or t.dim() != 1:
+        t = t.to(torch.float64).contiguous().reshape(-1)
+    return RawVector(t.data_ptr(), t.numel(), t)
+
+
 def _as_numpy(t):
+    """A float64 numpy view of a CPU tensor (no copy when it is float64 and contiguous); 0-d
+    tensors become Python floats."""
     if isinstance(t, torch.Tensor):
         t = t.detach()
+        if t.dim() == 0:
+            return float(t)
         if t.dtype == torch.float64 and t.is_contiguous():
             return t.numpy()  # shares memory
         return t.to(torch.float64).contiguous().numpy()
@@ -38,8 +56,27 @@ def _as_numpy(t):
 class _Spec:
     """The non-tensor arguments of one application (kept out of autograd's inputs)."""
 
-    __slots__ = ("prog", "ev", "names", "data", "consts", "machine", "generation", "bindings",
+    __slots__ = ("prog", "ev", "names", "data", "consts", "machine", "generation", "values",
                  "index", "S", "N", "out_dtype")
+
+
+def _run(spec, machine, values, record):
+    """Forward on the machine; with `record` the tape is kept (not swept) for backward."""
+    prog, ev = spec.prog, spec.ev
+    compiled = prog.compiled(ev.client)
+    fast = None
+    if not spec.consts:
+        fast = machine.evaluate_fast(prog, ev.client.entry, compiled, values, spec.data, record,
+                                     False)
+    if fast is not None:
+        value, _, spec.S, spec.N = fast
+        return value
+    values = {k: (np.frombuffer((ctypes.c_double * v.n).from_address(v.ptr), dtype=np.float64)
+                  if isinstance(v, RawVector) else v) for k, v in values.items()}
+    bindings, _, S, N = ev.bind(prog, params=values, data=spec.data, consts=spec.consts)
+    value, _ = machine.run(prog, ev.client.entry, compiled, bindings, S, N, record, False)
+    spec.S, spec.N = S, N
+    return value.reshape(S, N)
 
 
 class NdvmFunction(torch.autograd.Function):
@@ -47,20 +84,15 @@ class NdvmFunction(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, spec, *params):
-        values = {n: _as_numpy(p) for n, p in zip(spec.names, params)}
-        bindings, _, S, N = spec.ev.bind(spec.prog, params=values, data=spec.data,
-                                         consts=spec.consts)
+        values = {n: _as_input(p) for n, p in zip(spec.names, params)}
         need = any(ctx.needs_input_grad[1:])
         machine = spec.ev._machine()
-        value, _ = machine.run(spec.prog, spec.ev.client.entry, spec.prog.compiled(spec.ev.client),
-                               bindings, S, N, need, False)
+        value = _run(spec, machine, values, need)
+        spec.values = values
         spec.machine, spec.generation = machine, machine.generation
-        spec.bindings, spec.S, spec.N = bindings, S, N
-        spec.index = {n: spec.prog.free_names.index(n) for n in spec.names
-                      if n in spec.prog.free_names}
         ctx.spec = spec
         ctx.shapes = [tuple(p.shape) for p in params]
-        out = torch.from_numpy(value.reshape(S, N))
+        out = torch.from_numpy(value)
         return out if spec.out_dtype == torch.float64 else out.to(spec.out_dtype)
 
     @staticmethod
@@ -70,9 +102,10 @@ class NdvmFunction(torch.autograd.Function):
         machine = spec.ev._machine()
         if machine is not spec.machine or machine.generation != spec.generation:
             # the machine ran something else since forward: record this evaluation again
-            machine.run(spec.prog, spec.ev.client.entry, spec.prog.compiled(spec.ev.client),
-                        spec.bindings, spec.S, spec.N, True, False)
+            _run(spec, machine, spec.values, True)
             spec.machine, spec.generation = machine, machine.generation
+        free = spec.prog.free_names
+        spec.index = {n: free.index(n) for n in spec.names if n in free}
         adj = machine.reverse(seed, list(spec.index.values()))
         grads = []
         for name, shape, needs in zip(spec.names, ctx.shapes, ctx.needs_input_grad[1:]):

@@ -207,3 +207,29 @@ def test_native_fast_binding_equals_the_general_path(client):
         ev.evaluate(prog, params={"a": a, "b": np.ones(2)}, data={"x": x})
     with pytest.raises(ValueError, match="both"):
         ev.evaluate(prog, params={"a": 1.0, "b": 1.0, "x": 1.0}, data={"x": x})
+
+
+@pytest.mark.parametrize("client", CLIENTS)
+def test_mse_mode_equals_evaluate_and_vjp(client):
+    """Evaluator.mse seeds the sweep with d loss / d value natively (per lane block): its loss
+    and gradient equal those computed from the values and the Jacobian."""
+    ev = ndvm.Evaluator(client=client)
+    prog = ndvm.parse("(if (< x 1.0) (* a (exp (- 0 (* b x)))) (* a (cos (+ (* b x) c))))")
+    rng = np.random.default_rng(1)
+    S, N = 5, 1000  # 5000 lanes: several lane blocks, a start split across blocks
+    params = {"a": rng.normal(1, 0.2, S), "b": rng.normal(0.5, 0.1, S), "c": 0.3}
+    x = np.linspace(0.0, 3.0, N)
+    y = np.sin(x)
+    loss, grad = ev.mse(prog, y, params=params, data={"x": x})
+    res = ev.evaluate(prog, params=params, data={"x": x}, grad=True)
+    r = res.value - y
+    np.testing.assert_allclose(loss, (r * r).mean(axis=1), rtol=1e-12)
+    want = res.vjp(2.0 * r / N)
+    for k in params:
+        np.testing.assert_allclose(grad[k], want[k], rtol=1e-10, atol=1e-14)
+    assert grad["c"].shape == (S,)
+    loss2, none = ev.mse(prog, y, params=params, data={"x": x}, grad=False)
+    np.testing.assert_array_equal(loss, loss2)
+    assert none is None
+    with pytest.raises(ValueError, match="target"):
+        ev.mse(prog, y[:10], params=params, data={"x": x})

@@ -5,6 +5,7 @@ correctness oracles for the clients, so every disagreement here names the progra
 """
 import subprocess
 import sys
+import tempfile
 
 import numpy as np
 import pytest
@@ -220,7 +221,8 @@ def test_errors(baseline, src, kind, text):
 
 def test_import_ndvm_does_not_import_torch():
     code = "import sys, ndvm; ndvm.Evaluator(); assert 'torch' not in sys.modules"
-    subprocess.run([sys.executable, "-c", code], check=True)
+    # outside the checkout, so that the installed package is imported, not the source tree
+    subprocess.run([sys.executable, "-c", code], check=True, cwd=tempfile.gettempdir())
 
 
 # -- the reference artifact's data (skipped when ../shared is absent) ----------------------------

@@ -42,7 +42,7 @@ CATALOGUE = [
     ('(let loop)', 'FormError', 1, 1, 'let: expected (let ((name value) ...) body...)'),
     ('()', 'FormError', 1, 1, "() is not an expression; write '() for the empty list"),
     ('(1 . 2)', 'FormError', 1, 1, 'a dotted list is not an expression'),
-    ('(define (f n) (+ 1 (f n))) (f 1)', 'LimitError', 1, 15, 'recursion depth limit exceeded: more than 10000 nested calls (raise it with Evaluator(max_depth=...))'),
+    ('(define (f n) (+ 1 (f n))) (f 1)', 'LimitError', 1, 20, 'recursion depth limit exceeded: more than 10000 nested calls (raise it with Evaluator(max_depth=...))'),
     ('(loop ((i 0)) (recur (+ i 1)))', 'LimitError', 1, 15, 'step limit exceeded: more than 100000 evaluation steps (raise it with Evaluator(max_steps=...))'),
     ('(list 1 2)', 'EvalError', 1, 1, "the program's result must be a number, got a pair"),
     ('(vec 1 2)', 'EvalError', 1, 1, "the program's result must be a number, got a vector"),

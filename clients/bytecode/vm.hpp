@@ -107,17 +107,7 @@ class Vm {
   const Node* node_at(const Instr* pc) const { return c_.lines[size_t(pc - code_)]; }
 
   [[noreturn]] static void fail(const Node* n, ErrorKind k, const std::string& msg) {
-    Error e(k, msg, n->pos(), n->form());
-    e.file_ = n->src->name_;
-    throw e;
-  }
-  // Gives a primitive's position-less error the position of the call.
-  static void locate(Error& e, const Node* n) {
-    if (e.pos_.line == 0) {
-      e.pos_ = n->pos();
-      e.form_ = n->form();
-      e.file_ = n->src->name_;
-    }
+    fail_at(n, k, msg);
   }
 
   // The Scheme backtrace, innermost first, in dmci's format: every activation entered by a call.
@@ -133,23 +123,6 @@ class Vm {
     };
     add(site_);
     for (size_t i = buf_.frames.size(); i-- > 0;) add(buf_.frames[i].site);
-  }
-
-  Value quote_datum(const Source* s, int32_t d) {
-    const Datum& x = s->at(d);
-    switch (x.kind) {
-      case DatumKind::Num: return Value::number(x.num);
-      case DatumKind::Bool: return Value::boolean(x.num != 0);
-      case DatumKind::Sym: return Value::symbol(uint64_t(x.sym));
-      case DatumKind::List: {
-        Value tail = Value::nil();
-        int cnt = x.count;
-        if (x.dotted) tail = quote_datum(s, s->kid(x, --cnt));
-        for (int i = cnt - 1; i >= 0; --i) tail = m_.cons(quote_datum(s, s->kid(x, i)), tail);
-        return tail;
-      }
-    }
-    return Value::nil();
   }
 
   Value prim(int id, const Value* args, int n, const Node* at, bool check) {
@@ -229,7 +202,7 @@ class Vm {
           case OP_CONST: *sp++ = c_.constants[ins.a]; break;
           case OP_QUOTE: {
             const Node* n = node_at(pc - 1);
-            *sp++ = quote_datum(n->src, n->datum);
+            *sp++ = quote_datum(m_, n->src, n->datum);
             break;
           }
           case OP_LOCAL: {
@@ -338,7 +311,7 @@ class Vm {
               try {
                 m_.enter();
               } catch (Error& e) {
-                locate(e, c_.outer[size_t(pc - 1 - code_)]);  // dmci: the node holding the call
+                locate(e, at);  // the call that went one level too deep, as in dmci
                 throw;
               }
               buf_.frames.push_back({pc, env, site_, reusable_});

@@ -25,7 +25,7 @@ class Eval {
  public:
   Eval(Machine<T>& m, const Expanded& x) : m_(m), x_(x), prims_(m) {}
 
-  Value run() { return eval(x_.root_, nullptr); }
+  Value run() { return eval(x_.root_, nullptr, true); }
 
  private:
   Machine<T>& m_;
@@ -40,17 +40,7 @@ class Eval {
   }
 
   [[noreturn]] static void fail(const Node* n, ErrorKind k, const std::string& msg) {
-    Error e(k, msg, n->pos(), n->form());
-    e.file_ = n->src->name_;
-    throw e;
-  }
-  // Gives a primitive's position-less error the position of the call.
-  static void locate(Error& e, const Node* n) {
-    if (e.pos_.line == 0) {
-      e.pos_ = n->pos();
-      e.form_ = n->form();
-      e.file_ = n->src->name_;
-    }
+    fail_at(n, k, msg);
   }
 
   Value lookup(const Node* n, Frame* env) {
@@ -72,24 +62,7 @@ class Eval {
     }
   }
 
-  Value quote(const Node* n) { return quote_datum(n->src, n->datum); }
-  Value quote_datum(const Source* s, int32_t d) {
-    check_native_stack(ErrorKind::Limit, "quoted data");
-    const Datum& x = s->at(d);
-    switch (x.kind) {
-      case DatumKind::Num: return Value::number(x.num);
-      case DatumKind::Bool: return Value::boolean(x.num != 0);
-      case DatumKind::Sym: return Value::symbol(uint64_t(x.sym));
-      case DatumKind::List: {
-        Value tail = Value::nil();
-        int cnt = x.count;
-        if (x.dotted) tail = quote_datum(s, s->kid(x, --cnt));
-        for (int i = cnt - 1; i >= 0; --i) tail = m_.cons(quote_datum(s, s->kid(x, i)), tail);
-        return tail;
-      }
-    }
-    return Value::nil();
-  }
+  Value quote(const Node* n) { return quote_datum(m_, n->src, n->datum); }
 
   // Both arms of a branch whose test differs across live lanes, each under its own lane mask,
   // merged by a recorded select.
@@ -99,15 +72,33 @@ class Eval {
     int32_t mt = m_.branch_mask(test, true);
     int32_t mf = m_.branch_mask(test, false);
     m_.live_ = mt;
-    Value a = then_n ? eval(then_n, env) : *then_v;
+    Value a = then_n ? eval(then_n, env, true) : *then_v;
     m_.live_ = mf;
-    Value b = else_n ? eval(else_n, env) : (else_v ? *else_v : Value::unspec());
+    Value b = else_n ? eval(else_n, env, true) : (else_v ? *else_v : Value::unspec());
     m_.live_ = saved;
     return m_.select(mt, a, b);
   }
 
-  Value eval(const Node* n, Frame* env) {
-    typename Machine<T>::DepthGuard guard(m_);
+  // One level of the depth limit, held by an invocation for as long as it runs.
+  struct Level {
+    Machine<T>& m;
+    bool on = false;
+    void enter() {
+      m.enter();
+      on = true;
+    }
+    ~Level() {
+      if (on) m.leave();
+    }
+  };
+
+  // `level`: this invocation is the top level or a branch arm, which count one depth level each;
+  // any other invocation counts one when it enters a closure body (a non-tail call), so the
+  // depth limit counts nested calls and branch arms, exactly as the bytecode VM does.
+  Value eval(const Node* n, Frame* env, bool level = false) {
+    if (native_stack_exhausted()) m_.enter_native_exhausted();
+    Level depth{m_};
+    if (level) depth.enter();
     Frame* reusable = nullptr;     // a loop frame this invocation owns and may overwrite
     const Node* running = nullptr; // the closure whose body this invocation is in (backtraces)
     try {
@@ -237,6 +228,7 @@ class Eval {
               fail(n, ErrorKind::Eval,
                    lam->name + ": expects " + (lam->rest ? "at least " : "") +
                        arity_text(int(lam->nparams)) + ", got " + std::to_string(argc));
+            if (!depth.on) depth.enter();  // a non-tail call: one level deeper
             Frame* fr = new_frame(lam->frame_size, static_cast<Frame*>(c->env));
             for (uint32_t i = 0; i < lam->nparams; ++i) fr->slots[i] = m_.stack_[base + i];
             if (lam->rest) {

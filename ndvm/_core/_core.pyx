@@ -200,6 +200,20 @@ cdef object _aligned(object a):
     return a
 
 
+cdef class RawVector:
+    """A float64 vector given by address and length (e.g. a torch tensor's data_ptr()), for the
+    native fast path; `owner` keeps the memory alive while the vector is in use."""
+
+    cdef readonly uintptr_t ptr
+    cdef readonly Py_ssize_t n
+    cdef readonly object owner
+
+    def __cinit__(self, uintptr_t ptr, Py_ssize_t n, owner=None):
+        self.ptr = ptr
+        self.n = n
+        self.owner = owner
+
+
 cdef class Machine:
     """The native state one evaluation runs on (lanes, arenas, tape, limits); reused across calls.
 
@@ -444,7 +458,7 @@ cdef class Machine:
         return params, losses, history[:steps], converged != 0, rq.n_evals
 
     def evaluate_fast(self, Program prog, uintptr_t entry, uintptr_t compiled, dict params,
-                      dict data, bint grad):
+                      dict data, bint grad, bint sweep=True):
         """The common evaluation without Python-level binding: every free name bound by
         `params` or `data` to a number or a 1-D float64 array. Returns (value [S, N],
         jacobians [P, S, N] in params order or None, S, N), or None when the inputs need the
@@ -484,16 +498,22 @@ cdef class Machine:
                 bs[i].values = &scalars[i]
                 bs[i].rows = 0
                 continue
-            if type(v) is not np.ndarray:
-                return None
-            arr = <cnp.ndarray>v
-            if (cnp.PyArray_TYPE(arr) != cnp.NPY_DOUBLE or cnp.PyArray_NDIM(arr) != 1
-                    or not cnp.PyArray_IS_C_CONTIGUOUS(arr) or not cnp.PyArray_ISALIGNED(arr)):
-                return None
-            n = cnp.PyArray_DIM(arr, 0)
-            if n == 0:
-                return None
-            bs[i].values = <const double*>cnp.PyArray_DATA(arr)
+            if type(v) is RawVector:
+                n = (<RawVector>v).n
+                if n == 0:
+                    return None
+                bs[i].values = <const double*>(<RawVector>v).ptr
+            else:
+                if type(v) is not np.ndarray:
+                    return None
+                arr = <cnp.ndarray>v
+                if (cnp.PyArray_TYPE(arr) != cnp.NPY_DOUBLE or cnp.PyArray_NDIM(arr) != 1
+                        or not cnp.PyArray_IS_C_CONTIGUOUS(arr) or not cnp.PyArray_ISALIGNED(arr)):
+                    return None
+                n = cnp.PyArray_DIM(arr, 0)
+                if n == 0:
+                    return None
+                bs[i].values = <const double*>cnp.PyArray_DATA(arr)
             if n == 1:
                 bs[i].rows = 0
                 continue
@@ -513,12 +533,15 @@ cdef class Machine:
                     return None
                 if type(v) is float or type(v) is int:
                     continue
-                if type(v) is not np.ndarray:
-                    return None
-                arr = <cnp.ndarray>v
-                if cnp.PyArray_NDIM(arr) != 1 or cnp.PyArray_TYPE(arr) != cnp.NPY_DOUBLE:
-                    return None
-                n = cnp.PyArray_DIM(arr, 0)
+                if type(v) is RawVector:
+                    n = (<RawVector>v).n
+                else:
+                    if type(v) is not np.ndarray:
+                        return None
+                    arr = <cnp.ndarray>v
+                    if cnp.PyArray_NDIM(arr) != 1 or cnp.PyArray_TYPE(arr) != cnp.NPY_DOUBLE:
+                        return None
+                    n = cnp.PyArray_DIM(arr, 0)
                 if n == 0:
                     return None
                 if n == 1:
@@ -536,7 +559,7 @@ cdef class Machine:
         value = np.empty((S, N), dtype=np.float64)
         block = None
         jp.resize(nf)
-        if grad:
+        if grad and sweep:
             block = np.zeros((P, S, N), dtype=np.float64)
             j = 0
             index = {}
@@ -553,7 +576,7 @@ cdef class Machine:
         rq.N = N
         rq.grad = grad
         rq.value_out = <double*>cnp.PyArray_DATA(value)
-        rq.jac_out = jp.data()
+        rq.jac_out = jp.data() if sweep else NULL  # no sweep: the tape is kept for reverse()
         self.generation += 1
         self._nbind = nf
         self._lanes = S * N
@@ -563,3 +586,63 @@ cdef class Machine:
         if not ok:
             _raise(err)
         return value, block, S, N
+
+    def mse(self, Program prog, uintptr_t entry, uintptr_t compiled, list bindings,
+            list params, uint32_t S, uint32_t N, target, bint grad):
+        """Mean squared error against `target` [N] per start, and its gradient: (loss [S],
+        {binding index: gradient [S]}), with the reverse sweep seeded by d loss / d value (no
+        per-lane Jacobian)."""
+        cdef size_t nb = len(bindings), i
+        cdef vector[Binding] bs
+        cdef vector[double*] gp
+        cdef RunRequest rq
+        cdef ErrorInfo err
+        cdef const double[::1] mv
+        cdef const double[::1] tv = _aligned(target)
+        cdef double[::1] gv
+        cdef double[::1] lv
+        cdef bool ok
+        if tv.shape[0] != N:
+            raise ValueError(f"target has {tv.shape[0]} values, the data has {N} points")
+        self._check_outputs(prog, S, N, 1)
+        bs.resize(nb)
+        gp.resize(nb)
+        keep = []
+        for i in range(nb):
+            kind, arr, rows, cols = bindings[i]
+            arr = _aligned(arr)
+            mv = arr
+            keep.append(arr)
+            bs[i].kind = <BindKind>(<int>kind)
+            bs[i].values = &mv[0]
+            bs[i].rows = rows
+            bs[i].cols = cols
+            gp[i] = NULL
+        grads = {}
+        if grad:
+            for i in params:
+                g = np.empty(S, dtype=np.float64)
+                grads[i] = g
+                gv = g
+                gp[i] = &gv[0]
+        value = np.empty(<size_t>S * N, dtype=np.float64)
+        loss = np.empty(S, dtype=np.float64)
+        out_mv = value
+        lv = loss
+        rq.bindings = bs.data()
+        rq.nbind = nb
+        rq.S = S
+        rq.N = N
+        rq.grad = grad
+        rq.value_out = <double*>cnp.PyArray_DATA(value)
+        rq.jac_out = NULL
+        rq.target = &tv[0]
+        rq.loss_out = &lv[0]
+        rq.grad_out = gp.data()
+        self.generation += 1
+        with nogil:
+            ok = call_entry(<ClientEntry>entry, self._ptr, self.dtype_code,
+                            <const void*>prog._x.get(), <const void*>compiled, &rq, &err)
+        if not ok:
+            _raise(err)
+        return loss, grads

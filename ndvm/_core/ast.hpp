@@ -51,6 +51,22 @@ struct Node {
   std::string form() const { return src->show(datum); }
 };
 
+// Throws a runtime error at node n (its position, form text and file).
+[[noreturn]] inline void fail_at(const Node* n, ErrorKind k, const std::string& msg) {
+  Error e(k, msg, n->pos(), n->form());
+  e.file_ = n->src->name_;
+  throw e;
+}
+
+// Gives an error raised without a position (a primitive's, a limit's) the position of node n.
+inline void locate(Error& e, const Node* n) {
+  if (e.pos_.line == 0) {
+    e.pos_ = n->pos();
+    e.form_ = n->form();
+    e.file_ = n->src->name_;
+  }
+}
+
 struct FreeName {
   std::string name;
   SrcPos pos;  // first occurrence

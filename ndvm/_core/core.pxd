@@ -71,6 +71,9 @@ cdef extern from "execute.hpp" namespace "ndvm":
         bool grad
         double* value_out
         double** jac_out
+        const double* target
+        double* loss_out
+        double** grad_out
 
 
 cdef extern from "client_api.hpp" namespace "ndvm":

@@ -16,6 +16,11 @@ struct RunRequest {
   bool grad = false;
   double* value_out = nullptr;  // [L]
   double** jac_out = nullptr;   // per binding: [L] for parameters, null otherwise
+  // Mean-squared-error mode (with grad): the reverse sweep is seeded with d loss / d value, so
+  // each start's loss and gradient come out directly, with no per-lane Jacobian.
+  const double* target = nullptr;  // [N]
+  double* loss_out = nullptr;      // [S]
+  double** grad_out = nullptr;     // per binding: [S] for parameters, null otherwise
 };
 
 namespace detail {
@@ -52,7 +57,10 @@ void bind_inputs(Machine<T>& m, const RunRequest& rq) {
         }
         uint32_t id = m.alloc_payloads(1);
         T* p = m.pay(id);
-        for (uint32_t l = 0; l < m.L_; ++l) p[l] = T(b.values[(m.lane0_ + l) % m.N_]);
+        for (uint32_t l = 0, n = m.lane0_ % m.N_; l < m.L_; ++l) {  // no division per lane
+          p[l] = T(b.values[n]);
+          if (++n == m.N_) n = 0;
+        }
         m.free_vals_[i] = Value::payload(id, false);
         break;
       }
@@ -84,6 +92,36 @@ void copy_adjoints(Machine<T>& m, double** jac_out, size_t nbind, uint32_t offse
     }
     const T* a = m.adj_.data() + size_t(pid) * m.L_;
     for (uint32_t l = 0; l < m.L_; ++l) out[l] = double(a[l]);
+  }
+}
+
+// One lane block of the MSE mode: adds each lane's squared residual / N to its start's loss and,
+// with grad, sweeps the tape seeded with 2 (value - target) / N and adds each lane's adjoint of
+// every parameter to its start's gradient.
+template <class T>
+void mse_block(Machine<T>& m, const RunRequest& rq, const Value& v, uint32_t l0) {
+  const uint32_t L = m.L_, N = m.N_;
+  if (m.scratch_.size() < 2 * size_t(L)) m.scratch_.resize(2 * size_t(L));
+  std::vector<T> seed(L);  // (reverse() uses scratch_)
+  uint32_t st0 = l0 / N, n0 = l0 % N;  // lanes walk starts and points without a division each
+  const double inv_n = 1.0 / N;
+  for (uint32_t l = 0, st = st0, n = n0; l < L; ++l) {
+    double r = rq.value_out[l0 + l] - rq.target[n];
+    rq.loss_out[st] += r * r * inv_n;
+    seed[l] = T(2.0 * r * inv_n);
+    if (++n == N) n = 0, ++st;
+  }
+  if (!rq.grad || !rq.grad_out) return;
+  m.reverse(v, seed.data());
+  for (size_t i = 0; i < rq.nbind && i < m.param_pay_.size(); ++i) {
+    double* out = rq.grad_out[i];
+    int64_t pid = m.param_pay_[i];
+    if (!out || pid < 0 || !v.active()) continue;
+    const T* a = m.adj_.data() + size_t(pid) * L;
+    for (uint32_t l = 0, st = st0, n = n0; l < L; ++l) {
+      out[st] += double(a[l]);
+      if (++n == N) n = 0, ++st;
+    }
   }
 }
 
@@ -125,6 +163,26 @@ Value run_partitioned(Machine<T>& m, Body& body, int32_t mask, const Node* resul
 
 }  // namespace detail
 
+// A quoted datum as a run-time value: numbers, booleans, symbols, and lists built from pairs.
+template <class T>
+Value quote_datum(Machine<T>& m, const Source* s, int32_t d) {
+  check_native_stack(ErrorKind::Limit, "quoted data");
+  const Datum& x = s->at(d);
+  switch (x.kind) {
+    case DatumKind::Num: return Value::number(x.num);
+    case DatumKind::Bool: return Value::boolean(x.num != 0);
+    case DatumKind::Sym: return Value::symbol(uint64_t(x.sym));
+    case DatumKind::List: {
+      Value tail = Value::nil();
+      int cnt = x.count;
+      if (x.dotted) tail = quote_datum(m, s, s->kid(x, --cnt));
+      for (int i = cnt - 1; i >= 0; --i) tail = m.cons(quote_datum(m, s, s->kid(x, i)), tail);
+      return tail;
+    }
+  }
+  return Value::nil();
+}
+
 // Lanes per block when a large evaluation is run block by block: small enough that a block's
 // payloads and adjoints stay in cache, large enough that per-node costs are amortized.
 constexpr uint32_t kLaneBlock = 2048;
@@ -141,7 +199,12 @@ void execute(Machine<T>& m, const Expanded& x, const RunRequest& rq, Body&& body
                                       std::to_string(N) + " data points (at most 2^32 - 1)",
                 x.result_->pos(), x.result_->form());
   uint32_t L = S * N;
-  bool keep_tape = rq.grad && !rq.jac_out;
+  bool keep_tape = rq.grad && !rq.jac_out && !rq.target;
+  if (rq.target) {
+    for (uint32_t s = 0; s < S; ++s) rq.loss_out[s] = 0.0;
+    for (size_t i = 0; rq.grad_out && i < rq.nbind; ++i)
+      if (rq.grad_out[i]) std::fill(rq.grad_out[i], rq.grad_out[i] + S, 0.0);
+  }
   uint32_t block = keep_tape ? L : std::min(L, kLaneBlock);
   try {
     for (uint32_t l0 = 0; l0 < L; l0 += block) {
@@ -152,6 +215,10 @@ void execute(Machine<T>& m, const Expanded& x, const RunRequest& rq, Body&& body
       for (uint32_t l = 0; l < count; ++l) rq.value_out[l0 + l] = double(m.lane(v, l));
       m.result_ = v;
       m.taped_ = rq.grad;
+      if (rq.target) {
+        detail::mse_block(m, rq, v, l0);
+        continue;
+      }
       // Without Jacobian outputs the tape is kept for a later seeded sweep (reverse_seeded).
       if (!rq.grad || !rq.jac_out) continue;
       m.reverse(v, nullptr);

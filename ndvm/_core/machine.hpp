@@ -172,17 +172,24 @@ class Machine {
                                         std::to_string(limits_.max_steps) +
                                         " evaluation steps (raise it with Evaluator(max_steps=...))");
   }
-  // Called on every non-tail (native-stack-consuming) nested evaluation.
+  // Called on every nested call (and branch arm): one level of the depth limit.
   void enter() {
     ++depth_;
-    if (depth_ > limits_.max_depth)
+    if (depth_ > limits_.max_depth) {
+      --depth_;
       throw Error(ErrorKind::Limit, "recursion depth limit exceeded: more than " +
                                         std::to_string(limits_.max_depth) +
                                         " nested calls (raise it with Evaluator(max_depth=...))");
-    if (native_stack_exhausted())
-      throw Error(ErrorKind::Limit,
-                  "recursion too deep for the native stack at depth " + std::to_string(depth_) +
-                      " (run in a thread with a larger stack, or recurse less deeply)");
+    }
+    if (native_stack_exhausted()) {
+      --depth_;
+      enter_native_exhausted();
+    }
+  }
+  [[noreturn]] void enter_native_exhausted() const {
+    throw Error(ErrorKind::Limit,
+                "recursion too deep for the native stack at depth " + std::to_string(depth_) +
+                    " (run in a thread with a larger stack, or recurse less deeply)");
   }
   void leave() { --depth_; }
   struct DepthGuard {
