@@ -29,7 +29,8 @@ PRIMS = UNARY + BINARY + CMP + ANY_PRED + NUM_PRED + [
     "reduce", "iota", "list-tail", "any", "every"]
 FORMS = ["quote", "if", "cond", "case", "and", "or", "when", "unless", "begin", "let", "let*",
          "letrec", "letrec*", "lambda", "define", "loop", "recur", "else", "set!"]
-HUGE = ["1e308", "-1e308", "1e400", "-1e400", "1e-400", "4.9e-324", "123456789012345678901234567890",
+HUGE = ["1e308", "-1e308", "1e400", "-1e400", "1e-400", "4.9e-324",
+        "123456789012345678901234567890",
         "(/ 1 0)", "(/ -1 0)", "(/ 0 0)", "(sqrt -1)", "(log 0)", "(exp 1000)", "-0.0",
         "9007199254740993", "1e15", "0.1"]
 WRONG = ["'sym", "#t", "#f", "'()", "(list 1 2)", "(cons 1 2)", "(vec 1 2)", "(vec)",
@@ -40,7 +41,8 @@ MALFORMED = ["(if)", "(if 1 2 3 4)", "(let ((q)) q)", "(let (q 1) q)", "(let q)"
              "(+ 1 (define q 2))", "(recur 1)", "(loop)", "(loop ((i)) i)", "(loop (i 0) i)",
              "(loop ((i 0)) (+ 1 (recur i)))", "(set! q 1)", "(quote)", "(quote 1 2)", "(cond)",
              "(cond (else 1) (#t 2))", "(cond (1 => car))", "(case)", "(case 1 (2 3))", "(begin)",
-             "(when)", "(unless)", "()", "(1 . 2)", "(let* q)", "(letrec ((f)) 1)", "(let ((1 2)) 3)",
+             "(when)", "(unless)", "()", "(1 . 2)", "(let* q)", "(letrec ((f)) 1)",
+             "(let ((1 2)) 3)",
              "(lambda x)", "(define (f) )", "(else 1)", "(let loop)", "((lambda (q . r) q))",
              "(let ((q 1) (q 2)) q)", "(case 1 ((1) 2) (else 3) (4 5))"]
 
@@ -56,7 +58,7 @@ def fmt(x):
 
 @dataclass
 class Case:
-    """One fuzz case: a program, its inputs and the evaluator settings (the same for all clients)."""
+    """One fuzz case: a program, its inputs and the evaluator settings (same for all clients)."""
 
     category: str
     src: str
@@ -135,9 +137,11 @@ class Gen:
         w = f"(vec {' '.join(self.lit() for _ in range(m))})".replace(" )", ")")
         a, b, c = r.randrange(0, 4), r.randrange(0, 4), r.randrange(0, 4)
         return r.choice([
-            f"(vsum (+ {v} {w}))", f"(dot {v} {w})", f"(vsum (matmul (zeros {a} {b}) (ones {c} {a})))",
+            f"(vsum (+ {v} {w}))", f"(dot {v} {w})",
+            f"(vsum (matmul (zeros {a} {b}) (ones {c} {a})))",
             f"(vsum (matvec (ones {a} {b}) {v}))", f"(ref {v} {m})", f"(ref (eye {a}) {b} {c})",
-            f"(vsum (solve (ones {a} {b}) {v}))", f"(det (zeros {a} {b}))", f"(vsum (inv (ones {a} {a})))",
+            f"(vsum (solve (ones {a} {b}) {v}))", f"(det (zeros {a} {b}))",
+            f"(vsum (inv (ones {a} {a})))",
             f"(vsum (cross {v} {w}))", f"(trace (outer {v} {w}))", f"(vsum (mat {v} {w}))",
             f"(vsum (* (zeros {a} {b}) (ones {b} {a})))", f"(ref {v} -1)", f"(ref {v} 0.5)",
             f"(ref {v} 1e300)", f"(logdet (eye {a}))", f"(vsum (transpose (zeros {a} {b})))",
@@ -208,13 +212,15 @@ class Gen:
             n = r.randrange(1, 3)
             return r.choice([f"(trace {self.mat(env, d - 1, n, n)})",
                              f"(det {self.mat(env, d - 1, n, n)})",
-                             f"(ref {self.mat(env, d - 1, n, n)} {r.randrange(n)} {r.randrange(n)})",
+                             f"(ref {self.mat(env, d - 1, n, n)} {r.randrange(n)} "
+                             f"{r.randrange(n)})",
                              f"(vsum (solve (+ (eye {n}) (scale 0.1 {self.mat(env, d - 1, n, n)})) "
                              f"{self.vec(env, d - 1, n)}))"])
         if k == 15:
             return r.choice([f"(car {self.lst(env, d - 1)})", f"(length {self.lst(env, d - 1)})",
                              f"(fold-left + 0 {self.lst(env, d - 1)})",
-                             f"(fold-right (lambda (p q) (+ (* 0.5 p) q)) {e()} {self.lst(env, d - 1)})"])
+                             f"(fold-right (lambda (p q) (+ (* 0.5 p) q)) {e()} "
+                             f"{self.lst(env, d - 1)})"])
         if k == 16:
             y = self.fresh()
             return (f"(fold-left + 0 (map (lambda ({y}) {self.num(env + [(y, 'num')], d - 1)}) "
@@ -259,7 +265,8 @@ class Gen:
         if k < 4:
             return self.cmp(env, d)
         if k == 4:
-            return f"({r.choice(['and', 'or'])} {self.boolean(env, d - 1)} {self.boolean(env, d - 1)})"
+            op = r.choice(["and", "or"])
+            return f"({op} {self.boolean(env, d - 1)} {self.boolean(env, d - 1)})"
         if k == 5:
             return f"(not {self.boolean(env, d - 1)})"
         if k == 6:
@@ -283,7 +290,8 @@ class Gen:
             return f"(append {self.lst(env, d - 1)} {self.lst(env, d - 1)})"
         if k == 4:
             y = self.fresh()
-            return f"(map (lambda ({y}) {self.num(env + [(y, 'num')], d - 1)}) {self.lst(env, d - 1)})"
+            body = self.num(env + [(y, "num")], d - 1)
+            return f"(map (lambda ({y}) {body}) {self.lst(env, d - 1)})"
         if k == 5:
             return f"(cons {e()} (filter (lambda (q) (> q 0)) {self.lst(env, d - 1)}))"
         return f"(iota {r.randrange(1, 5)})"
@@ -316,12 +324,14 @@ class Gen:
         if d <= 0 or k == 0:
             return "(mat " + " ".join(self._vec(env, 0, cols) for _ in range(rows)) + ")"
         if k == 1 and rows == cols:
-            return f"(+ (eye {rows}) (scale {self.num(env, d - 1)} {self.mat(env, d - 1, rows, cols)}))"
+            k = self.num(env, d - 1)
+            return f"(+ (eye {rows}) (scale {k} {self.mat(env, d - 1, rows, cols)}))"
         if k == 2:
             return f"(transpose {self.mat(env, d - 1, cols, rows)})"
         if k == 3:
             inner = r.randrange(1, 3)
-            return f"(matmul {self.mat(env, d - 1, rows, inner)} {self.mat(env, d - 1, inner, cols)})"
+            left = self.mat(env, d - 1, rows, inner)
+            return f"(matmul {left} {self.mat(env, d - 1, inner, cols)})"
         return f"(* {self.mat(env, d - 1, rows, cols)} {self.num(env, d - 1)})"
 
     def any_expr(self, env, d):
@@ -412,7 +422,8 @@ class Gen:
         if k == 7:
             return f"(loop ((i 0) (s 0)) (if (< i {steps}) (recur (+ i 1) (+ s (* a 1e-6))) s))"
         if k == 8:
-            return f"(define (f n) (if (= n 0) 0 (+ 1 (f (- n 1))))) (f {r.choice([100, 9000, 10**6])})"
+            n = r.choice([100, 9000, 10**6])
+            return f"(define (f n) (if (= n 0) 0 (+ 1 (f (- n 1))))) (f {n})"
         if k == 9:
             return r.choice(["(define (f n) (+ 1 (f n))) (f 1)", "(define (f) (f)) (f)",
                              "((lambda (f) (f f)) (lambda (g) (+ 1 (g g))))",
@@ -449,10 +460,11 @@ class Gen:
         if k == 17:
             return "(begin " * min(deep, 5000) + "x" + ")" * min(deep, 5000)
         if k == 18:
-            return f"(define (f q) (if (< q x) (list q) q)) (let ((v (f a))) (if (pair? v) (car v) v))"
+            return ("(define (f q) (if (< q x) (list q) q)) "
+                    "(let ((v (f a))) (if (pair? v) (car v) v))")
         if k == 19:
-            return "(cond " + " ".join(f"((< x {i / deep}) {i})" for i in range(min(deep, 5000))) + \
-                " (else -1))"
+            clauses = " ".join(f"((< x {i / deep}) {i})" for i in range(min(deep, 5000)))
+            return f"(cond {clauses} (else -1))"
         if k == 20:
             return ";" * deep + "\n" + "#|" * 3 + "x" + "|#" * 3 + " " * deep + "x"
         return "'" * deep + "x"
@@ -567,7 +579,8 @@ def check_case(case, clients=None):
         try:
             results[c] = outcome(c, case)
         except Exception as e:  # noqa: BLE001 - anything but a SchemeError is a bug
-            raise AssertionError(f"{c}: non-ndvm exception {type(e).__name__}: {e}\n{case!r}") from e
+            raise AssertionError(
+                f"{c}: non-ndvm exception {type(e).__name__}: {e}\n{case!r}") from e
     for c, o in results.items():
         if o[0] == "error":
             assert o[1] in KINDS, f"{c}: {o[1]}: {o[2]}\n{case!r}"
