@@ -13,8 +13,8 @@ from libcpp.vector cimport vector
 
 from ndvm._core.core cimport (
     Binding, BindKind, ClientEntry, Datum, DatumKind, ErrorInfo, Expanded, FitRequest,
-    Machine as CMachine, Optimizer, RunRequest, SourceData, call_entry, expand_guarded,
-    fit_guarded, prelude_text, read_guarded, reverse_guarded,
+    Machine as CMachine, Optimizer, RunRequest, SourceData, SrcPos, call_entry, expand_guarded,
+    fit_guarded, prelude_text, read_guarded, result_pos, reverse_guarded,
 )
 
 import threading
@@ -51,6 +51,7 @@ cdef class Program:
     cdef readonly str name
     cdef readonly tuple free_names
     cdef readonly dict free_positions
+    cdef readonly tuple result_position  # (line, col) of the result expression
     cdef readonly dict _compiled
     cdef object _lock
 
@@ -77,13 +78,27 @@ cdef class Program:
         return c
 
 
+cdef bytes _utf8(str text, str name):
+    """Program text as UTF-8; text that cannot be encoded (a lone surrogate) is a ReadError."""
+    try:
+        return text.encode("utf-8")
+    except UnicodeEncodeError as e:
+        from ndvm.errors import ReadError
+        before = text[:e.start]
+        line = before.count("\n") + 1
+        col = e.start - (before.rfind("\n") + 1) + 1
+        raise ReadError(f"the text is not valid Unicode: {text[e.start]!r} cannot be encoded "
+                        f"as UTF-8", line=line, col=col, file=name) from None
+
+
 def parse(str text, str name="<program>"):
     """Read, check and expand program text. Raises ReadError or FormError."""
-    cdef string t = text.encode("utf-8")
-    cdef string n = name.encode("utf-8")
+    cdef string t = _utf8(text, name)
+    cdef string n = name.encode("utf-8", "backslashreplace")
     cdef shared_ptr[const Expanded] x
     cdef ErrorInfo err
     cdef bool ok
+    cdef SrcPos rp
     with nogil:
         ok = expand_guarded(t, n, &x, &err)
     if not ok:
@@ -100,6 +115,8 @@ def parse(str text, str name="<program>"):
         positions[s] = (f.pos.line, f.pos.col)
     p.free_names = tuple(names)
     p.free_positions = positions
+    rp = result_pos(deref(x))
+    p.result_position = (rp.line, rp.col)
     p._compiled = {}
     p._lock = threading.Lock()
     return p
@@ -161,8 +178,8 @@ def read(str text, str name="<program>"):
 
     ``[a b]`` reads as ``['vec', a, b]`` and ``'x`` as ``['quote', x]``. Raises ReadError.
     """
-    cdef string t = text.encode("utf-8")
-    cdef string n = name.encode("utf-8")
+    cdef string t = _utf8(text, name)
+    cdef string n = name.encode("utf-8", "backslashreplace")
     cdef shared_ptr[SourceData] src
     cdef ErrorInfo err
     if not read_guarded(t, n, &src, &err):
@@ -173,6 +190,14 @@ def read(str text, str name="<program>"):
     except RecursionError:
         from ndvm.errors import ReadError
         raise ReadError("data nested too deeply to convert to Python lists", file=name) from None
+
+
+cdef object _aligned(object a):
+    """`a`, or an aligned float64 copy: the core reads inputs through double pointers, and an
+    unaligned buffer (a view into a pickle or a network frame) is undefined behaviour there."""
+    if isinstance(a, np.ndarray) and not (<cnp.ndarray>a).flags.aligned:
+        return np.array(a, dtype=np.float64, order="C", copy=True)
+    return a
 
 
 cdef class RawVector:
@@ -201,6 +226,7 @@ cdef class Machine:
     cdef readonly unsigned long long generation  # counts runs; a kept tape belongs to one
     cdef size_t _nbind
     cdef size_t _lanes
+    cdef int64_t _max_memory
 
     def __cinit__(self, str dtype="float64", bint compat_reference=False,
                   int64_t max_steps=10000000, int64_t max_depth=10000,
@@ -235,6 +261,7 @@ cdef class Machine:
         """Set the step, recursion-depth and memory (bytes) limits."""
         if max_steps <= 0 or max_depth <= 0 or max_memory <= 0:
             raise ValueError("limits must be positive")
+        self._max_memory = max_memory
         if self.dtype_code == F64:
             (<CMachine[double]*>self._ptr).limits_.max_steps = max_steps
             (<CMachine[double]*>self._ptr).limits_.max_depth = max_depth
@@ -250,6 +277,25 @@ cdef class Machine:
         if self.dtype_code == F64:
             return (<CMachine[double]*>self._ptr).bytes_in_use()
         return (<CMachine[float]*>self._ptr).bytes_in_use()
+
+    cdef bint _outputs_fit(self, double S, double N, double arrays):
+        """Whether `arrays` float64 outputs of S x N lanes fit the lane range and memory limit."""
+        return S * N <= 4294967295.0 and S * N * 8.0 * arrays <= <double>self._max_memory
+
+    cdef _check_outputs(self, Program prog, double S, double N, double arrays):
+        """Raises LimitError (before anything is allocated) when the outputs cannot fit."""
+        if self._outputs_fit(S, N, arrays):
+            return
+        from ndvm.errors import LimitError
+        line, col = prog.result_position
+        if S * N > 4294967295.0:
+            msg = (f"too many lanes: {S:.0f} starts x {N:.0f} data points "
+                   f"(at most 2^32 - 1)")
+        else:
+            msg = (f"memory limit exceeded: the values and gradients of {S:.0f} x {N:.0f} "
+                   f"lanes need {S * N * 8.0 * arrays / 2.0 ** 20:.0f} MiB, more than "
+                   f"{self._max_memory >> 20} MiB (raise it with Evaluator(max_memory=...))")
+        raise LimitError(msg, line=line, col=col, file=prog.name)
 
     def run(self, Program prog, uintptr_t entry, uintptr_t compiled, list bindings,
             uint32_t S, uint32_t N, bint grad, bint sweep=True):
@@ -269,6 +315,8 @@ cdef class Machine:
         cdef size_t L = <size_t>S * N
         cdef size_t i
         cdef bool ok
+        nparams = sum(1 for b in bindings if b[0] == 0) if grad and sweep else 0
+        self._check_outputs(prog, S, N, 1 + nparams)
         bs.resize(nb)
         jp.resize(nb)
         keep = []
@@ -277,6 +325,7 @@ cdef class Machine:
         out_mv = value
         for i in range(nb):
             kind, arr, rows, cols = bindings[i]
+            arr = _aligned(arr)
             mv = arr
             keep.append(arr)
             bs[i].kind = <BindKind>(<int>kind)
@@ -312,7 +361,7 @@ cdef class Machine:
         params: the binding indices of the parameters. Only valid right after run(grad=True,
         sweep=False) on this machine (check `generation`).
         """
-        cdef const double[::1] sv = seed
+        cdef const double[::1] sv = _aligned(seed)
         cdef vector[double*] jp
         cdef double[::1] jv
         cdef ErrorInfo err
@@ -346,7 +395,7 @@ cdef class Machine:
         cdef FitRequest rq
         cdef ErrorInfo err
         cdef const double[::1] mv
-        cdef const double[::1] tv = target
+        cdef const double[::1] tv = _aligned(target)
         cdef const double[::1] lo
         cdef const double[::1] hi
         cdef double[:, ::1] pv
@@ -359,6 +408,7 @@ cdef class Machine:
         rq.bindings.resize(len(bindings))
         for i in range(len(bindings)):
             kind, arr, rows, cols = bindings[i]
+            arr = _aligned(arr)
             mv = arr
             keep.append(arr)
             rq.bindings[i].kind = <BindKind>(<int>kind)
@@ -391,10 +441,10 @@ cdef class Machine:
         rq.lower = NULL
         rq.upper = NULL
         if lower is not None:
-            lo = lower
+            lo = _aligned(lower)
             rq.lower = &lo[0]
         if upper is not None:
-            hi = upper
+            hi = _aligned(upper)
             rq.upper = &hi[0]
         rq.params = &pv[0, 0] if P else NULL
         rq.losses = &lv[0]
@@ -458,7 +508,7 @@ cdef class Machine:
                     return None
                 arr = <cnp.ndarray>v
                 if (cnp.PyArray_TYPE(arr) != cnp.NPY_DOUBLE or cnp.PyArray_NDIM(arr) != 1
-                        or not cnp.PyArray_IS_C_CONTIGUOUS(arr)):
+                        or not cnp.PyArray_IS_C_CONTIGUOUS(arr) or not cnp.PyArray_ISALIGNED(arr)):
                     return None
                 n = cnp.PyArray_DIM(arr, 0)
                 if n == 0:
@@ -504,6 +554,8 @@ cdef class Machine:
                     if N != 1 and N != n:
                         return None
                     N = n
+        if not self._outputs_fit(S, N, 1 + (P if grad else 0)):
+            return None  # the general path raises the LimitError
         value = np.empty((S, N), dtype=np.float64)
         block = None
         jp.resize(nf)
@@ -546,17 +598,19 @@ cdef class Machine:
         cdef RunRequest rq
         cdef ErrorInfo err
         cdef const double[::1] mv
-        cdef const double[::1] tv = target
+        cdef const double[::1] tv = _aligned(target)
         cdef double[::1] gv
         cdef double[::1] lv
         cdef bool ok
         if tv.shape[0] != N:
             raise ValueError(f"target has {tv.shape[0]} values, the data has {N} points")
+        self._check_outputs(prog, S, N, 1)
         bs.resize(nb)
         gp.resize(nb)
         keep = []
         for i in range(nb):
             kind, arr, rows, cols = bindings[i]
+            arr = _aligned(arr)
             mv = arr
             keep.append(arr)
             bs[i].kind = <BindKind>(<int>kind)

@@ -90,6 +90,10 @@ class Expanded {
   }
 };
 
+// Where the program's result expression starts: input errors that no form caused (too many lanes
+// for the memory limit) are reported there.
+inline SrcPos result_pos(const Expanded& x) { return x.result_ ? x.result_->pos() : SrcPos{1, 1}; }
+
 // Reads and expands a program. Throws Error (ReadError, FormError, EvalError for a primitive called
 // with the wrong number of arguments) with file:line:col.
 std::shared_ptr<const Expanded> expand_program(const std::string& text, const std::string& name);

@@ -33,6 +33,8 @@ cdef extern from "ast.hpp" namespace "ndvm":
     cdef cppclass Expanded:
         vector[FreeName] free_
 
+    SrcPos result_pos(const Expanded& x)
+
     const char* prelude_text()
 
 

@@ -208,7 +208,12 @@ constexpr uint32_t kLaneBlock = 2048;
 // for a later seeded sweep (grad without Jacobian outputs) is never split.
 template <class T, class Body>
 void execute(Machine<T>& m, const Expanded& x, const RunRequest& rq, Body&& body) {
-  uint32_t S = rq.S ? rq.S : 1, N = rq.N ? rq.N : 1, L = S * N;
+  uint32_t S = rq.S ? rq.S : 1, N = rq.N ? rq.N : 1;
+  if (uint64_t(S) * N > UINT32_MAX)
+    throw Error(ErrorKind::Limit, "too many lanes: " + std::to_string(S) + " starts x " +
+                                      std::to_string(N) + " data points (at most 2^32 - 1)",
+                x.result_->pos(), x.result_->form());
+  uint32_t L = S * N;
   bool keep_tape = rq.grad && !rq.jac_out && !rq.target;
   if (rq.target) {
     for (uint32_t s = 0; s < S; ++s) rq.loss_out[s] = 0.0;
@@ -216,22 +221,33 @@ void execute(Machine<T>& m, const Expanded& x, const RunRequest& rq, Body&& body
       if (rq.grad_out[i]) std::fill(rq.grad_out[i], rq.grad_out[i] + S, 0.0);
   }
   uint32_t block = keep_tape ? L : std::min(L, kLaneBlock);
-  for (uint32_t l0 = 0; l0 < L; l0 += block) {
-    uint32_t count = std::min(block, L - l0);
-    m.reset(S, N, rq.grad, x.src_.get(), l0, count);
-    detail::bind_inputs(m, rq);
-    Value v = detail::run_partitioned(m, body, -1, x.result_);
-    for (uint32_t l = 0; l < count; ++l) rq.value_out[l0 + l] = double(m.lane(v, l));
-    m.result_ = v;
-    m.taped_ = rq.grad;
-    if (rq.target) {
-      detail::mse_block(m, rq, v, l0);
-      continue;
+  try {
+    for (uint32_t l0 = 0; l0 < L; l0 += block) {
+      uint32_t count = std::min(block, L - l0);
+      m.reset(S, N, rq.grad, x.src_.get(), l0, count);
+      detail::bind_inputs(m, rq);
+      Value v = detail::run_partitioned(m, body, -1, x.result_);
+      for (uint32_t l = 0; l < count; ++l) rq.value_out[l0 + l] = double(m.lane(v, l));
+      m.result_ = v;
+      m.taped_ = rq.grad;
+      if (rq.target) {
+        detail::mse_block(m, rq, v, l0);
+        continue;
+      }
+      // Without Jacobian outputs the tape is kept for a later seeded sweep (reverse_seeded).
+      if (!rq.grad || !rq.jac_out) continue;
+      m.reverse(v, nullptr);
+      detail::copy_adjoints(m, rq.jac_out, rq.nbind, l0);
     }
-    // Without Jacobian outputs the tape is kept for a later seeded sweep (reverse_seeded).
-    if (!rq.grad || !rq.jac_out) continue;
-    m.reverse(v, nullptr);
-    detail::copy_adjoints(m, rq.jac_out, rq.nbind, l0);
+  } catch (Error& e) {
+    // a limit reached outside any form (binding inputs, splitting lanes, the reverse sweep) is
+    // reported at the program's result expression, so that every error has a position
+    if (e.pos_.line == 0) {
+      e.pos_ = x.result_->pos();
+      e.form_ = x.result_->form();
+      e.file_ = x.result_->src->name_;
+    }
+    throw;
   }
 }
 

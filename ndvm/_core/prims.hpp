@@ -180,7 +180,7 @@ class Prims {
       case P_DOT: {
         Value u = vec(a[0], "dot"), v = vec(a[1], "dot", 1);
         if (u.cols != v.cols) shape_error("dot", a[0], a[1]);
-        return m.dot(&m.elems_[u.id], &m.elems_[v.id], u.cols);
+        return m.dot(elem(u.id), elem(v.id), u.cols);
       }
       case P_CROSS: {
         Value u = vec(a[0], "cross"), v = vec(a[1], "cross", 1);
@@ -205,7 +205,7 @@ class Prims {
       case P_VSUM: {
         Value v = array(a[0], "vsum");
         std::vector<Value> ones(v.size(), Value::number(1.0));
-        return m.dot(&m.elems_[v.id], ones.data(), v.size());
+        return m.dot(elem(v.id), ones.data(), v.size());
       }
       case P_VLEN: {
         if (a[0].tag == Tag::Vec) return Value::number(a[0].cols);
@@ -231,6 +231,9 @@ class Prims {
       case P_TRANSPOSE: {
         if (a[0].tag == Tag::Vec) return a[0];
         Value A = matrix(a[0], "transpose");
+        if (A.cols > 65535)  // a matrix has at most 65535 rows
+          throw Error(ErrorKind::Eval, "transpose: a matrix with " + std::to_string(A.cols) +
+                                           " columns is too wide to transpose (at most 65535)");
         uint64_t s = m.alloc_elems(A.size());
         for (uint32_t r = 0; r < A.rows; ++r)
           for (uint32_t c = 0; c < A.cols; ++c) m.elems_[s + c * A.rows + r] = m.elems_[A.id + r * A.cols + c];
@@ -310,6 +313,9 @@ class Prims {
 
  private:
   Machine<T>& m;
+
+  // Element i of the element heap as a pointer; i may be one past the end (an empty vector).
+  const Value* elem(uint64_t i) const { return m.elems_.data() + i; }
 
   static std::string value_desc(const Value& v) {
     if (v.tag == Tag::Vec) return "a vector of length " + std::to_string(v.cols);
@@ -447,7 +453,7 @@ class Prims {
 
   Value matvec(const Value& M, const Value& v) {
     std::vector<Value> r(M.rows);
-    for (uint32_t i = 0; i < M.rows; ++i) r[i] = m.dot(&m.elems_[M.id + size_t(i) * M.cols], &m.elems_[v.id], M.cols);
+    for (uint32_t i = 0; i < M.rows; ++i) r[i] = m.dot(elem(M.id + size_t(i) * M.cols), elem(v.id), M.cols);
     return pack_vec(r.data(), M.rows);
   }
 
@@ -456,7 +462,7 @@ class Prims {
     for (uint32_t c = 0; c < B.cols; ++c) {
       for (uint32_t j = 0; j < B.rows; ++j) col[j] = m.elems_[B.id + size_t(j) * B.cols + c];
       for (uint32_t r = 0; r < A.rows; ++r)
-        out[size_t(r) * B.cols + c] = m.dot(&m.elems_[A.id + size_t(r) * A.cols], col.data(), A.cols);
+        out[size_t(r) * B.cols + c] = m.dot(elem(A.id + size_t(r) * A.cols), col.data(), A.cols);
     }
     uint64_t s = m.alloc_elems(out.size());
     std::copy(out.begin(), out.end(), m.elems_.begin() + s);
