@@ -103,14 +103,28 @@ void mse_block(Machine<T>& m, const RunRequest& rq, const Value& v, uint32_t l0)
   const uint32_t L = m.L_, N = m.N_;
   if (m.scratch_.size() < 2 * size_t(L)) m.scratch_.resize(2 * size_t(L));
   std::vector<T> seed(L);  // (reverse() uses scratch_)
-  uint32_t st0 = l0 / N, n0 = l0 % N;  // lanes walk starts and points without a division each
   const double inv_n = 1.0 / N;
-  for (uint32_t l = 0, st = st0, n = n0; l < L; ++l) {
-    double r = rq.value_out[l0 + l] - rq.target[n];
-    rq.loss_out[st] += r * r * inv_n;
-    seed[l] = T(2.0 * r * inv_n);
-    if (++n == N) n = 0, ++st;
-  }
+  // lanes come in runs of one start's consecutive data points: one division per run, and
+  // straight inner loops that the compiler vectorizes
+  auto for_runs = [&](auto&& f) {
+    for (uint32_t l = 0; l < L;) {
+      uint32_t g = l0 + l, st = g / N, n = g % N, run = std::min(N - n, L - l);
+      f(l, st, n, run);
+      l += run;
+    }
+  };
+  for_runs([&](uint32_t l, uint32_t st, uint32_t n, uint32_t run) {
+    const double* v = rq.value_out + l0 + l;
+    const double* y = rq.target + n;
+    T* sd = seed.data() + l;
+    double acc = 0.0;
+    for (uint32_t k = 0; k < run; ++k) {
+      double r = v[k] - y[k];
+      acc += r * r;
+      sd[k] = T(2.0 * r * inv_n);
+    }
+    rq.loss_out[st] += acc * inv_n;
+  });
   if (!rq.grad || !rq.grad_out) return;
   m.reverse(v, seed.data());
   for (size_t i = 0; i < rq.nbind && i < m.param_pay_.size(); ++i) {
@@ -118,10 +132,11 @@ void mse_block(Machine<T>& m, const RunRequest& rq, const Value& v, uint32_t l0)
     int64_t pid = m.param_pay_[i];
     if (!out || pid < 0 || !v.active()) continue;
     const T* a = m.adj_.data() + size_t(pid) * L;
-    for (uint32_t l = 0, st = st0, n = n0; l < L; ++l) {
-      out[st] += double(a[l]);
-      if (++n == N) n = 0, ++st;
-    }
+    for_runs([&](uint32_t l, uint32_t st, uint32_t, uint32_t run) {
+      double acc = 0.0;
+      for (uint32_t k = 0; k < run; ++k) acc += double(a[l + k]);
+      out[st] += acc;
+    });
   }
 }
 

@@ -538,8 +538,8 @@ void Machine<T>::reverse(const Value& outv, const T* seed) {
       if (!ga) continue;
       const T* x = vals(in[0], 0);
       switch (nd.op) {
-        case Op::Neg: NDVM_ACC(ga, T(-1)); break;
-        case Op::Exp: NDVM_ACC(ga, y[l]); break;
+        case Op::Neg: kern::acc_plus(ga, g, T(-1), live, L); break;
+        case Op::Exp: kern::acc_times(ga, g, y, 1, live, L); break;  // d exp = exp
         case Op::Log: NDVM_ACC(ga, T(1) / x[l]); break;
         case Op::Sqrt: NDVM_ACC(ga, T(0.5) / y[l]); break;
         case Op::Square: NDVM_ACC(ga, T(2) * x[l]); break;
@@ -552,7 +552,7 @@ void Machine<T>::reverse(const Value& outv, const T* seed) {
           vmath::apply(nd.op == Op::Sin ? vmath::Fn::Cos : vmath::Fn::Sin, x, d, L);
           if (nd.op == Op::Cos)
             for (uint32_t l = 0; l < L; ++l) d[l] = -d[l];
-          NDVM_ACC(ga, d[l]);
+          kern::acc_times(ga, g, d, 1, live, L);
           break;
         }
         default: NDVM_ACC(ga, Scalar<T>::dunary(nd.op, x[l], y[l])); break;
