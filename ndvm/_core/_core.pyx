@@ -214,6 +214,25 @@ cdef class RawVector:
         self.owner = owner
 
 
+cdef list _fill_bindings(vector[Binding]* bs, list bindings):
+    """Fills the native bindings from (kind, float64 array, rows, cols) tuples; returns the
+    arrays, which the caller keeps alive for the duration of the native call."""
+    cdef const double[::1] mv
+    cdef size_t i, nb = len(bindings)
+    keep = []
+    bs.resize(nb)
+    for i in range(nb):
+        kind, arr, rows, cols = bindings[i]
+        arr = _aligned(arr)
+        mv = arr
+        keep.append(arr)
+        bs[0][i].kind = <BindKind>(<int>kind)
+        bs[0][i].values = &mv[0]
+        bs[0][i].rows = rows
+        bs[0][i].cols = cols
+    return keep
+
+
 cdef class Machine:
     """The native state one evaluation runs on (lanes, arenas, tape, limits); reused across calls.
 
@@ -317,23 +336,14 @@ cdef class Machine:
         cdef bool ok
         nparams = sum(1 for b in bindings if b[0] == 0) if grad and sweep else 0
         self._check_outputs(prog, S, N, 1 + nparams)
-        bs.resize(nb)
         jp.resize(nb)
-        keep = []
         jac = {}
         value = np.empty(L, dtype=np.float64)
         out_mv = value
+        keep = _fill_bindings(&bs, bindings)
         for i in range(nb):
-            kind, arr, rows, cols = bindings[i]
-            arr = _aligned(arr)
-            mv = arr
-            keep.append(arr)
-            bs[i].kind = <BindKind>(<int>kind)
-            bs[i].values = &mv[0]
-            bs[i].rows = rows
-            bs[i].cols = cols
             jp[i] = NULL
-            if grad and sweep and kind == 0:
+            if grad and sweep and bindings[i][0] == 0:
                 j = np.empty(L, dtype=np.float64)
                 jac[i] = j
                 jv = j
@@ -404,17 +414,7 @@ cdef class Machine:
         cdef unsigned char[::1] cv
         cdef size_t i
         cdef bool ok
-        keep = []
-        rq.bindings.resize(len(bindings))
-        for i in range(len(bindings)):
-            kind, arr, rows, cols = bindings[i]
-            arr = _aligned(arr)
-            mv = arr
-            keep.append(arr)
-            rq.bindings[i].kind = <BindKind>(<int>kind)
-            rq.bindings[i].values = &mv[0]
-            rq.bindings[i].rows = rows
-            rq.bindings[i].cols = cols
+        keep = _fill_bindings(&rq.bindings, bindings)
         for i in fitted:
             rq.param_binding.push_back(i)
         P = len(fitted)
@@ -605,18 +605,9 @@ cdef class Machine:
         if tv.shape[0] != N:
             raise ValueError(f"target has {tv.shape[0]} values, the data has {N} points")
         self._check_outputs(prog, S, N, 1)
-        bs.resize(nb)
         gp.resize(nb)
-        keep = []
+        keep = _fill_bindings(&bs, bindings)
         for i in range(nb):
-            kind, arr, rows, cols = bindings[i]
-            arr = _aligned(arr)
-            mv = arr
-            keep.append(arr)
-            bs[i].kind = <BindKind>(<int>kind)
-            bs[i].values = &mv[0]
-            bs[i].rows = rows
-            bs[i].cols = cols
             gp[i] = NULL
         grads = {}
         if grad:
