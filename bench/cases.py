@@ -30,8 +30,14 @@ class Case:
         return {k: v * spread for k, v in self.base.items()}
 
 
+def program_path(name):
+    """bench/programs/NAME.scm, or the package's example of that name (kalman2d_T80)."""
+    path = HERE / "programs" / f"{name}.scm"
+    return path if path.exists() else HERE.parent / "ndvm" / "examples" / f"{name}.scm"
+
+
 def _program(name):
-    return (HERE / "programs" / f"{name}.scm").read_text()
+    return program_path(name).read_text()
 
 
 def kalman_obs():

@@ -19,8 +19,10 @@ import numpy as np
 
 import ndvm
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from bench.cases import program_path  # noqa: E402
+
 ROOT = Path(__file__).resolve().parents[1]
-PROGRAMS = ROOT / "bench" / "programs"
 ORACLE = ROOT.parent / "shared" / "data" / "oracle_refs.json"
 
 # the reference runtime on this machine (µs per warm fwd+grad call), from the SPEC
@@ -65,7 +67,7 @@ def obs_file(tmp):
 
 
 def native(driver, program, lanes, client, dtype, obs):
-    args = [str(driver), str(PROGRAMS / f"{program}.scm"), str(lanes), client, dtype]
+    args = [str(driver), str(program_path(program)), str(lanes), client, dtype]
     if program == "kalman2d_T80":
         args.append(str(obs))
     runs = [float(subprocess.run(args, check=True, capture_output=True, text=True).stdout)

@@ -31,7 +31,7 @@ def kalman():
         m = p["matrix"]
         obs = np.array(m["data"]).reshape(m["rows"], m["cols"])
         return p["src"], p["scalars"], obs
-    src = Path(__file__).with_name("programs").joinpath("kalman2d_T80.scm")
+    src = Path(__file__).resolve().parents[1] / "ndvm" / "examples" / "kalman2d_T80.scm"
     obs = np.random.default_rng(0).standard_normal((80, 2))
     return src.read_text(), {"q": 0.05, "r": 0.1}, obs
 

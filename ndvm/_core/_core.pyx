@@ -514,19 +514,8 @@ cdef class Machine:
                 if n == 0:
                     return None
                 bs[i].values = <const double*>cnp.PyArray_DATA(arr)
-            if n == 1:
-                bs[i].rows = 0
-                continue
-            bs[i].rows = n
-            if kind == 0:
-                if S != 1 and S != n:
-                    return None
-                S = n
-            else:
-                if N != 1 and N != n:
-                    return None
-                N = n
-        # inputs the program does not use still set S and N, and must still be valid
+            bs[i].rows = 0 if n == 1 else n
+        # every input (used by the program or not) sizes S and N, and must be valid
         for group in (params, data):
             for k, v in group.items():
                 if type(k) is not str:

@@ -5,6 +5,7 @@ symbolic-regression tasks), ``kalman`` (2x2 Kalman filter NLL, q and r by maximu
 ``nile`` (local-level model of the Nile flow at Aswan, 1871-1970, by maximum likelihood).
 """
 from dataclasses import dataclass, field
+from importlib import resources
 
 import numpy as np
 
@@ -100,27 +101,8 @@ def recurrence():
                        "y = sin(1.2 x) + 0.3 x + 0.02 noise on x in [0.1, 6]")
 
 
-KALMAN_SRC = """\
-; 2-D random-walk Kalman filter: negative log-likelihood (up to a constant) of 80 observations
-(loop ((k 0)
-       (x (vec 0.0 0.0))
-       (P (mat (vec 1.0 0.0) (vec 0.0 1.0)))
-       (L 0.0))
-  (if (= k 80)
-      L
-      (let* ((Q (scale q (eye 2)))
-             (R (scale r (eye 2)))
-             (Ppred (+ P Q))
-             (y (ref obs k))
-             (e (- y x))
-             (S (+ Ppred R))
-             (Sinv (inv S))
-             (Kg (matmul Ppred Sinv))
-             (xnew (+ x (matvec Kg e)))
-             (Pnew (matmul (- (eye 2) Kg) Ppred))
-             (nll (+ (log (det S)) (dot e (matvec Sinv e)))))
-        (recur (+ k 1) xnew Pnew (+ L nll)))))
-"""
+# the 2x2 Kalman-filter NLL program (kalman2d_T80), shipped in ndvm/examples
+KALMAN_SRC = (resources.files("ndvm") / "examples" / "kalman2d_T80.scm").read_text()
 
 
 def kalman_observations(q=0.05, r=0.1, T=80, seed=0):
