@@ -12,11 +12,13 @@ from ndvm.evaluator import Evaluator, Result
 from ndvm.fit import FitResult, fit
 from ndvm.parallel import CandidateError, evaluate_many, fit_many
 from ndvm.cosearch import Task, search
+from ndvm._compare import Comparison, compare
 
 __version__ = "0.1.0"
 
 __all__ = [
-    "CandidateError", "Evaluator", "EvalError", "FitResult", "FormError", "InternalError",
-    "LimitError", "Program", "ReadError", "Result", "SchemeError", "Task", "UnboundError",
-    "clients", "evaluate_many", "fit", "fit_many", "parse", "read", "search",
+    "CandidateError", "Comparison", "Evaluator", "EvalError", "FitResult", "FormError",
+    "InternalError", "LimitError", "Program", "ReadError", "Result", "SchemeError", "Task",
+    "UnboundError", "clients", "compare", "evaluate_many", "fit", "fit_many", "parse", "read",
+    "search",
 ]

@@ -1,9 +1,8 @@
-"""The ``ndvm`` command line: run, fit, search, bench and disasm.
+"""The ndvm command line: run, fit, search, compare, bench and disasm.
 
-``ndvm run FILE.scm --param a=1 --data x=0.5,1.0 [--grad]``; ``ndvm fit FILE.scm data.csv
---target y``; ``ndvm search --task damped [--proposer mutate] [--budget 60s] [--out run/]``;
-``ndvm bench``; ``ndvm disasm FILE.scm``. Errors in user input print one line (file:line:col:
-kind: message) and exit with status 2.
+Errors in user input (a missing file, bad program text, a bad option value) print one line
+(file:line:col: kind: message) and exit with status 2; a search that finds no good fit exits 1;
+Ctrl-C exits 130 after writing what was done.
 """
 import argparse
 import sys
@@ -13,6 +12,10 @@ from pathlib import Path
 import numpy as np
 
 __all__ = ["main"]
+
+
+class InputError(ValueError):
+    """A user-input error, its message starting with the place (file:line:col) when known."""
 
 
 def _assignment(text):
@@ -33,20 +36,43 @@ def example_path(name="damped_oscillator.scm"):
     return Path(str(resources.files("ndvm") / "examples" / name))
 
 
+def example_names():
+    """The example files shipped with the package (programs and candidate files)."""
+    return sorted(q.name for q in (resources.files("ndvm") / "examples").iterdir()
+                  if q.name.endswith((".scm", ".jsonl")))
+
+
+def _resolve(path):
+    """A path, with ``example:NAME`` naming a file shipped in ndvm/examples."""
+    if path.startswith("example:"):
+        name = path.split(":", 1)[1]
+        p = example_path(name)
+        if not p.exists():
+            shipped = ", ".join(example_names())
+            raise InputError(f"{path}: no such example (shipped: {shipped})")
+        return p
+    return Path(path)
+
+
 def _read_program(path):
     import ndvm
 
     if path == "-":
         return ndvm.parse(sys.stdin.read(), name="<stdin>")
-    if path.startswith("example:"):
-        p = example_path(path.split(":", 1)[1])
-    else:
-        p = Path(path)
+    p = _resolve(path)
     try:
         text = p.read_text()
     except OSError as e:
-        raise SystemExit(f"ndvm: cannot read {path}: {e.strerror}") from None
+        raise InputError(f"cannot read {path}: {e.strerror}") from None
     return ndvm.parse(text, name=str(path))
+
+
+def _unused(prog, what, names):
+    """Warn about bound names the program does not use (they would be ignored silently)."""
+    extra = [n for n in names if n not in prog.free_names]
+    if extra:
+        print(f"ndvm: warning: {prog.name} does not use {what} {', '.join(extra)} (its free "
+              f"names: {', '.join(prog.free_names) or 'none'}); ignored", file=sys.stderr)
 
 
 def _format_row(cells, widths):
@@ -61,7 +87,11 @@ def cmd_run(args):
     params = dict(args.param or [])
     data = dict(args.data or [])
     consts = dict(args.const or [])
-    ev = ndvm.Evaluator(client=args.client, dtype=args.dtype, compat=args.compat)
+    for what, names in (("--param", params), ("--data", data), ("--const", consts)):
+        _unused(prog, what, names)
+    ev = ndvm.Evaluator(client=args.client, dtype=args.dtype, compat=args.compat,
+                        max_steps=args.max_steps, max_depth=args.max_depth,
+                        max_memory=args.max_memory)
     res = ev.evaluate(prog, params=params, data=data, consts=consts, grad=args.grad)
     S, N = res.value.shape
     jac = res.jacobian() if args.grad else {}
@@ -92,10 +122,6 @@ def cmd_disasm(args):
     return 0
 
 
-class InputError(ValueError):
-    """A user-input error with a location (file:line:col)."""
-
-
 def read_csv(path):
     """Columns of a CSV file with a header row: name -> float array."""
     import csv
@@ -103,7 +129,7 @@ def read_csv(path):
     try:
         f = open(path, newline="", encoding="utf-8")
     except OSError as e:
-        raise SystemExit(f"ndvm: cannot read {path}: {e.strerror}") from None
+        raise InputError(f"cannot read {path}: {e.strerror}") from None
     with f:
         rows = list(csv.reader(f))
     if not rows:
@@ -153,83 +179,148 @@ def cmd_fit(args):
                    seed=args.seed, client=args.client)
     pred = ndvm.Evaluator(client=args.client).evaluate(prog, params=res.params, data=data).value[0]
     r2 = 1.0 - float(np.mean((pred - y) ** 2)) / float(np.var(y)) if np.var(y) > 0 else float("nan")
+    stderr = getattr(res, "stderr", None)  # standard errors, when ndvm.fit provides them
     print(f"{prog.name}: fitted {', '.join(res.names)} to {args.target} over {y.size} rows "
           f"(data: {', '.join(data) or 'none'}); {args.optimizer}, {args.starts} start(s), "
           f"{res.n_evals} evaluations")
-    print(_table(["parameter", "value"], [[k, f"{v:.10g}"] for k, v in res.params.items()]))
+    if stderr:
+        rows = [[k, f"{v:.10g}", f"{stderr.get(k, float('nan')):.3g}"]
+                for k, v in res.params.items()]
+        print(_table(["parameter", "value", "std. error"], rows))
+    else:
+        print(_table(["parameter", "value"], [[k, f"{v:.10g}"] for k, v in res.params.items()]))
     print(f"loss (MSE) {res.loss:.6g}   R2 {r2:.4f}")
     if args.plot:
-        _plot_fit(args.plot, data, y, pred, args.target)
+        from ndvm.cosearch import report
+
+        plt = report._pyplot()
+        if plt is None:
+            print("ndvm: matplotlib is not installed (pip install 'ndvm[plot]'); no plot written",
+                  file=sys.stderr)
+        else:
+            fig = report.fit_figure(prog, res.params, data, y, args.target, r2, stderr,
+                                    client=args.client)
+            fig.savefig(args.plot, dpi=110)
+            plt.close(fig)
+            print(f"wrote {args.plot}")
     return 0
 
 
-def _plot_fit(path, data, y, pred, target):
-    try:
-        import matplotlib
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        print("ndvm: matplotlib is not installed; no plot written", file=sys.stderr)
-        return
-    fig, ax = plt.subplots(figsize=(6, 4))
-    if len(data) == 1:
-        (name, x), = data.items()
-        order = np.argsort(x)
-        ax.scatter(x, y, s=10, c="k", label=target)
-        ax.plot(x[order], np.broadcast_to(pred, y.shape)[order], c="C3", label="fit")
-        ax.set_xlabel(name)
-    else:
-        ax.scatter(y, np.broadcast_to(pred, y.shape), s=10)
-        ax.set_xlabel(target)
-        ax.set_ylabel("fit")
-    ax.legend()
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    print(f"wrote {path}")
+def _list_builtins():
+    from ndvm.cosearch.tasks import TASKS
+
+    print("built-in tasks (ndvm search --task NAME):")
+    for name, make in TASKS.items():
+        t = make()
+        props = list(getattr(t, "proposers", ("mutate", "replay", "llm")))
+        budget = f"{t.budget_seconds:g}s" if t.budget_seconds else "none"
+        print(f"  {name:<11} {t.description}")
+        print(f"  {'':<11} objective {t.objective}; parameters {', '.join(t.params)}; "
+              f"proposers {', '.join(props)} (default {props[0]}); default budget {budget}")
+    print("example files (use as example:NAME, e.g. ndvm run example:damped_oscillator.scm):")
+    for name in example_names():
+        print(f"  {name:<26} {example_path(name)}")
+    return 0
 
 
 def cmd_search(args):
-    """Search program structures for a task; print the Pareto front (held-out error vs size)."""
+    """Search program structures for a task and print the Pareto front (error vs size).
+
+    A proposer suggests programs; each one's constants are calibrated to the training points
+    and it is scored on held-out points. With --out DIR, every candidate is appended to
+    DIR/candidates.jsonl as it is scored, and summary.json, front.png and fits.png are written
+    at the end (also after Ctrl-C).
+    """
     import ndvm
     from ndvm.cosearch import report
     from ndvm.cosearch.tasks import get_task
 
+    if args.list:
+        return _list_builtins()
     task = get_task(args.task)
     options = {}
     if args.proposer == "llm":
         options = {"base_url": args.llm_url, "model": args.llm_model, "key_env": args.llm_key_env}
     fit_options = {k: v for k, v in (("starts", args.starts), ("steps", args.steps),
                                      ("optimizer", args.optimizer)) if v is not None}
+    candidates = [str(_resolve(c)) for c in args.candidates] if args.candidates else None
+    nll = task.objective == "nll"
     print(f"task {task.name}: {task.description}")
-    if task.objective == "mse":
+    if nll:
+        print(f"  a likelihood task: each candidate's parameters ({', '.join(task.params)}) are "
+              f"fitted by maximum likelihood; lower NLL is better")
+    else:
         print(f"  {task.train.size} training / {task.heldout.size} held-out points; a good fit "
               f"has held-out R2 > {task.threshold}; parameters {', '.join(task.params)}")
     res = ndvm.search(task, proposer=args.proposer, budget=args.budget,
                       max_candidates=args.candidates_max, out=args.out, resume=args.resume,
-                      seed=args.seed, candidates=args.candidates, workers=args.workers,
-                      progress=not args.quiet, stop_on_success=args.stop, fit_options=fit_options,
-                      **options)
+                      force=args.force, seed=args.seed, candidates=candidates,
+                      workers=args.workers, progress=not args.quiet, stop_on_success=args.stop,
+                      fit_options=fit_options, **options)
     s = res.summary()
+    if args.quiet:
+        for w in dict.fromkeys(res.warnings):
+            print(f"ndvm: warning: {w}", file=sys.stderr)
+    why = s["stopped"]
+    if why == "proposer failed" and res.warnings:
+        why += f" ({res.warnings[-1]})"
     print(f"{s['candidates']} candidates ({s['calibrated']} calibrated, {s['invalid']} invalid, "
           f"{s['failed']} failed) in {s['elapsed_seconds']:.1f}s, "
-          f"{s['candidates_per_second'] or 0:.0f}/s; stopped: {s['stopped']}")
+          f"{s['candidates_per_second'] or 0:.0f}/s; stopped: {why}")
     fg = res.first_good
-    if task.objective == "mse":
+    if not nll:
         print(f"first good fit: {fg['time']:.2f}s, candidate {fg['id']}, R2 {fg['r2']:.4f}"
               if fg else "no good fit within the budget")
-    print("Pareto front (held-out error vs size):")
+    print("Pareto front (NLL vs size):" if nll else "Pareto front (held-out error vs size):")
     print(report.front_table(res))
     if args.out:
-        written = report.write_plots(res, args.out)
-        print(f"wrote {args.out}/candidates.jsonl, {args.out}/summary.json"
-              + "".join(f", {p}" for p in written))
-    return 0 if (fg is not None or task.objective == "nll") else 1
+        out = Path(args.out)
+        written = report.write_plots(res, out)
+        print("wrote " + ", ".join(str(p) for p in [out / "candidates.jsonl",
+                                                     out / "summary.json"] + written))
+    if res.stopped == "interrupted":
+        print("ndvm: interrupted; the results above are from what was done", file=sys.stderr)
+        return 130
+    return 0 if (fg is not None or nll) else 1
+
+
+def _bindings(args):
+    return dict(args.param or []), dict(args.data or []), dict(args.const or [])
+
+
+def cmd_compare(args):
+    """Run a program on every client (and the eager torch baselines), check that values and
+    gradients agree, and time each at 1 and 256 starts (parameter vectors) with a per-lane cost.
+    """
+    import json
+
+    import ndvm
+
+    prog = _read_program(args.file)
+    params, data, consts = _bindings(args)
+    for what, names in (("--param", params), ("--data", data), ("--const", consts)):
+        _unused(prog, what, names)
+    starts = [int(v) for v in args.starts.split(",") if v.strip()]
+    table = ndvm.compare(prog, params=params, data=data or None, consts=consts or None,
+                         starts=starts, baselines=[] if args.no_baselines else None)
+    if args.json:
+        print(json.dumps({"program": prog.name, "reference": table.reference,
+                          "agree": table.agree, "rows": table.to_dicts()}, indent=2))
+    else:
+        print(f"{prog.name}: free names {', '.join(prog.free_names) or '(none)'}")
+        print(table)
+    return 0 if table.agree else 1
 
 
 def cmd_bench(args):
-    """Time warm evaluate-with-gradient calls at 1 and 256 lanes, and one calibration."""
+    """Time warm evaluate-with-gradient calls at 1 and 256 lanes, and one calibration.
+
+    With a program file (ndvm bench FILE.scm --param ...), the same as ndvm compare.
+    """
     import time
+
+    if args.file is not None:
+        return cmd_compare(args)
 
     import ndvm
     from ndvm.cosearch.tasks import KALMAN_SRC, kalman_observations
@@ -287,22 +378,68 @@ def _budget(text):
         raise argparse.ArgumentTypeError(str(e)) from None
 
 
+def _positive_int(text):
+    try:
+        v = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+    if v <= 0:
+        raise argparse.ArgumentTypeError(f"must be positive, got {v}")
+    return v
+
+
+def _program_inputs(p):
+    p.add_argument("--param", action="append", type=_assignment, metavar="NAME=V[,V...]",
+                   help="a parameter: one value, or one per start (differentiable)")
+    p.add_argument("--data", action="append", type=_assignment, metavar="NAME=V[,V...]",
+                   help="a data input: one value per data point")
+    p.add_argument("--const", action="append", type=_assignment, metavar="NAME=V[,V...]",
+                   help="a constant shared by all lanes (a number or a vector)")
+
+
+def _client_option(p):
+    import ndvm
+
+    p.add_argument("--client", default="dmci", choices=ndvm.clients(),
+                   help="the evaluator: dmci (tree-walking) or bytecode (stack VM); default dmci")
+
+
+EPILOG = """examples:
+  ndvm run example:damped_oscillator.scm --param A=1 --param b=0.3 --param omega=2 \\
+      --data t=0,1,2 --grad
+  ndvm fit model.scm data.csv --target y --plot fit.png
+  ndvm search --list
+  ndvm search --task damped --budget 60s --out run/
+  ndvm search --task damped --proposer replay --candidates example:proposals.jsonl
+  ndvm compare model.scm --param a=1 --data x=0.5,1.0
+
+exit status: 0 done; 1 no good fit (search) or clients disagree (compare); 2 a usage or input
+error (one line saying where); 130 interrupted (a search still writes what it did)
+"""
+
+
 def build_parser():
-    p = argparse.ArgumentParser(prog="ndvm", description=__doc__.splitlines()[0])
-    sub = p.add_subparsers(dest="command", required=True)
+    import ndvm
+
+    p = argparse.ArgumentParser(prog="ndvm", description=__doc__.split("\n\n")[0],
+                                epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--version", action="version", version=f"ndvm {ndvm.__version__}")
+    sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
     r = sub.add_parser("run", help="evaluate a program file", description=cmd_run.__doc__)
     r.add_argument("file", help="program file (.scm), '-' for stdin, or example:NAME")
-    r.add_argument("--param", action="append", type=_assignment, metavar="NAME=V[,V...]",
-                   help="a parameter: one value, or one per start (differentiable)")
-    r.add_argument("--data", action="append", type=_assignment, metavar="NAME=V[,V...]",
-                   help="a data input: one value per data point")
-    r.add_argument("--const", action="append", type=_assignment, metavar="NAME=V[,V...]",
-                   help="a constant shared by all lanes (a number or a vector)")
-    r.add_argument("--client", default="dmci", help="client (see ndvm.clients()); default dmci")
-    r.add_argument("--dtype", default="float64", choices=["float64", "float32"])
+    _program_inputs(r)
+    _client_option(r)
+    r.add_argument("--dtype", default="float64", choices=["float64", "float32"],
+                   help="number type of the lanes (default float64)")
     r.add_argument("--compat", default=None, choices=["reference"],
                    help="reproduce the reference runtime's clamped sqrt/log")
     r.add_argument("--grad", action="store_true", help="also print gradients")
+    r.add_argument("--max-steps", type=_positive_int, default=10_000_000,
+                   help="evaluation step limit (default 10000000)")
+    r.add_argument("--max-depth", type=_positive_int, default=10_000,
+                   help="nested (non-tail) call depth limit (default 10000)")
+    r.add_argument("--max-memory", type=_positive_int, default=2 << 30,
+                   help="lane and tape memory limit in bytes (default 2 GiB)")
     r.set_defaults(func=cmd_run)
     d = sub.add_parser("disasm", help="show the bytecode a program compiles to",
                        description=cmd_disasm.__doc__)
@@ -317,52 +454,111 @@ def build_parser():
     f.add_argument("--params", help="comma-separated names to fit (default: the other free names)")
     f.add_argument("--init", action="append", type=_assignment, metavar="NAME=V",
                    help="a starting value (default: seeded normal(0, 0.3))")
-    f.add_argument("--optimizer", default="lm", choices=["adam", "lbfgs", "lm"])
-    f.add_argument("--steps", type=int, default=None, help="optimizer steps (default per optimizer)")
-    f.add_argument("--starts", type=int, default=8, help="multi-start count (default 8)")
+    f.add_argument("--optimizer", default="lm", choices=["adam", "lbfgs", "lm"],
+                   help="lm (Levenberg-Marquardt, default), lbfgs or adam")
+    f.add_argument("--steps", type=_positive_int, default=None,
+                   help="optimizer steps (default per optimizer)")
+    f.add_argument("--starts", type=_positive_int, default=8, help="multi-start count (default 8)")
     f.add_argument("--lr", type=float, default=0.05, help="Adam learning rate (default 0.05)")
-    f.add_argument("--seed", type=int, default=0)
-    f.add_argument("--client", default="dmci")
-    f.add_argument("--plot", metavar="PNG", help="write the data and the fit as a PNG")
+    f.add_argument("--seed", type=int, default=0, help="seed of the random starts (default 0)")
+    _client_option(f)
+    f.add_argument("--plot", metavar="PNG", help="write the data, the fit and its residuals")
     f.set_defaults(func=cmd_fit)
     from ndvm.cosearch.tasks import TASKS
 
     s = sub.add_parser("search", help="search program structures for a task (co-search)",
-                       description=cmd_search.__doc__)
+                       description=cmd_search.__doc__,
+                       formatter_class=argparse.RawDescriptionHelpFormatter)
+    s.add_argument("--list", action="store_true",
+                   help="list the built-in tasks (with their default proposer and budget) and "
+                        "the shipped example files, then exit")
     s.add_argument("--task", default="damped", choices=list(TASKS),
-                   help="built-in task (default damped)")
-    s.add_argument("--proposer", default="mutate", choices=["mutate", "replay", "llm"])
+                   help="built-in task (default damped; see --list)")
+    s.add_argument("--proposer", default=None, choices=["mutate", "replay", "llm"],
+                   help="where candidates come from: mutate (genetic programming), replay "
+                        "(--candidates files, else the task's seed programs) or llm; default "
+                        "the task's (mutate for damped and recurrence, replay for kalman and "
+                        "nile)")
     s.add_argument("--budget", type=_budget, default=None,
-                   help="time budget, e.g. 60s or 2m (default: the task's)")
-    s.add_argument("--max-candidates", dest="candidates_max", type=int, default=None,
+                   help="time budget, e.g. 60s, 2m or 1h (default: the task's: 60s for damped "
+                        "and recurrence, 10s for kalman and nile)")
+    s.add_argument("--max-candidates", dest="candidates_max", type=_positive_int, default=None,
                    help="stop after this many candidates")
     s.add_argument("--candidates", action="append", metavar="FILE.jsonl",
-                   help="candidate file for --proposer replay (objects with a \"src\" field)")
+                   help="candidate file for --proposer replay (objects with a \"src\" field); "
+                        "a sample ships as example:proposals.jsonl")
     s.add_argument("--out", metavar="DIR", help="write candidates.jsonl, summary.json and plots")
     s.add_argument("--resume", action="store_true", help="continue the run recorded in --out")
-    s.add_argument("--seed", type=int, default=0)
+    s.add_argument("--force", action="store_true",
+                   help="replace the run already recorded in --out")
+    s.add_argument("--seed", type=int, default=0,
+                   help="seed of the proposer (same seed, same candidates; default 0)")
     s.add_argument("--stop", action="store_true", help="stop at the first good held-out fit")
-    s.add_argument("--workers", type=int, default=None, help="calibration threads")
-    s.add_argument("--starts", type=int, default=None, help="starts per calibration")
-    s.add_argument("--steps", type=int, default=None, help="optimizer steps per calibration")
-    s.add_argument("--optimizer", default=None, choices=["adam", "lbfgs", "lm"])
-    s.add_argument("--llm-url", default=None, help="chat-completions base URL (or NDVM_LLM_URL)")
-    s.add_argument("--llm-model", default="gpt-4o-mini")
+    s.add_argument("--workers", type=_positive_int, default=None,
+                   help="calibration threads (default: every core)")
+    s.add_argument("--starts", type=_positive_int, default=None,
+                   help="starts per calibration (default: the task's)")
+    s.add_argument("--steps", type=_positive_int, default=None,
+                   help="optimizer steps per calibration (default: the task's)")
+    s.add_argument("--optimizer", default=None, choices=["adam", "lbfgs", "lm"],
+                   help="calibration optimizer (default: the task's, adam for damped)")
+    s.add_argument("--llm-url", default=None,
+                   help="chat-completions base URL (default $NDVM_LLM_URL, else "
+                        "https://api.openai.com/v1)")
+    s.add_argument("--llm-model", default="gpt-4o-mini",
+                   help="model name sent to the endpoint (default gpt-4o-mini)")
     s.add_argument("--llm-key-env", default="OPENAI_API_KEY",
-                   help="environment variable holding the API key")
+                   help="environment variable holding the API key (default OPENAI_API_KEY)")
     s.add_argument("--quiet", action="store_true", help="no progress line")
     s.set_defaults(func=cmd_search)
-    b = sub.add_parser("bench", help="time warm evaluations and a calibration",
+    c = sub.add_parser("compare", help="check and time your program on every client",
+                       description=cmd_compare.__doc__)
+    _compare_options(c, required=True)
+    c.set_defaults(func=cmd_compare)
+    b = sub.add_parser("bench", help="time warm evaluations and a calibration (or, given a "
+                                     "program file, the same as compare)",
                        description=cmd_bench.__doc__)
-    b.add_argument("--repeat", type=int, default=2000, help="calls per timing batch")
+    b.add_argument("--repeat", type=_positive_int, default=2000,
+                   help="calls per timing batch (default 2000)")
+    _compare_options(b, required=False)
     b.set_defaults(func=cmd_bench)
     return p
+
+
+def _compare_options(p, required):
+    p.add_argument("file", nargs=None if required else "?",
+                   help="program file (.scm), '-' for stdin, or example:NAME")
+    _program_inputs(p)
+    p.add_argument("--starts", default="1,256",
+                   help="comma-separated start counts to time (default 1,256)")
+    p.add_argument("--no-baselines", action="store_true",
+                   help="skip the eager torch baselines")
+    p.add_argument("--json", action="store_true", help="print the table as JSON")
+
+
+def _split_negative(argv):
+    """``--budget -5s`` as ``--budget=-5s``, so the value reaches its check."""
+    out, it = [], iter(argv)
+    for a in it:
+        if a in ("--budget", "--max-candidates") :
+            nxt = next(it, None)
+            if nxt is not None and nxt.startswith("-") and nxt[1:2].isdigit():
+                out.append(f"{a}={nxt}")
+                continue
+            out.append(a)
+            if nxt is not None:
+                out.append(nxt)
+            continue
+        out.append(a)
+    return out
 
 
 def main(argv=None):
     """Entry point of the ``ndvm`` command."""
     import ndvm
+    from ndvm.cosearch.proposers import CandidateFileError
 
+    argv = _split_negative(sys.argv[1:] if argv is None else list(argv))
     args = build_parser().parse_args(argv)
     try:
         return args.func(args)
@@ -371,13 +567,15 @@ def main(argv=None):
         print(f"ndvm: {first[0]}", file=sys.stderr)
         for line in first[1:]:
             print(f"  {line.strip()}", file=sys.stderr)
+        if isinstance(e, ndvm.LimitError) and args.command == "run":
+            print("  (on the command line: ndvm run --max-steps N / --max-depth N / "
+                  "--max-memory BYTES)", file=sys.stderr)
         return 2
-    except InputError as e:
+    except (InputError, CandidateFileError) as e:
         print(f"ndvm: {e}", file=sys.stderr)
         return 2
     except (ValueError, TypeError) as e:
-        location = getattr(e, "location", None)
-        print(f"ndvm: {e}" if location else f"ndvm: error: {e}", file=sys.stderr)
+        print(f"ndvm: error: {e}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print("ndvm: interrupted", file=sys.stderr)

@@ -21,8 +21,11 @@ _DTYPES = ("float64", "float32")
 class Result:
     """The outcome of one evaluation.
 
-    ``value`` is always 2-D ``[S, N]``; ``grad`` maps each parameter to the gradient of
-    ``value.sum()`` restricted to each start, shape ``[S]`` (None when ``grad=False``).
+    ``value`` is always 2-D ``[S, N]`` (S starts, i.e. parameter vectors, by N data points);
+    ``grad`` maps each parameter to the gradient of ``value.sum()`` restricted to each start,
+    shape ``[S]`` (None when ``grad=False``); ``jacobian()`` gives each lane's partials
+    ``{param: [S, N]}`` and ``vjp(seed)`` their seed-weighted sums ``{param: [S]}`` (both need
+    grad=True); ``item()`` the value of a single lane; ``param_names``, ``S``, ``N``.
     """
 
     __slots__ = ("value", "_jac", "_block", "param_names", "S", "N")
@@ -228,7 +231,13 @@ class Evaluator:
         """Evaluate ``prog`` (an ndvm.Program or source text) on S x N lanes.
 
         params: name -> scalar or [S] (differentiable); data: name -> scalar or [N];
-        consts: name -> number, vector [n] or matrix [r, c] (shared by all lanes).
+        consts: name -> number, vector [n] or matrix [r, c] (shared by all lanes); grad: also
+        compute derivatives with respect to the params.
+
+        Returns a Result: ``value`` [S, N]; with grad=True, ``grad`` {param: [S]} (the gradient
+        of each start's sum over its N lanes), ``jacobian()`` {param: [S, N]} (per-lane
+        partials) and ``vjp(seed)`` {param: [S]} (seed [S, N] weighted sum of the partials).
+        Bad programs or inputs raise an ndvm.SchemeError subclass or ValueError.
         """
         if not isinstance(prog, Program):
             if isinstance(prog, str):

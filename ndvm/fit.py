@@ -87,7 +87,15 @@ def fit(prog, data=None, target=None, params=None, starts=1, init=None, optimize
     or [S] starting values (others drawn from a seeded normal(0, 0.3), or uniformly within
     ``bounds``); optimizer: "adam" (torch.optim.Adam's update), "lbfgs" or "lm"
     (Levenberg-Marquardt); bounds: name -> (low, high), None for an open side (applied by
-    projection after every step).
+    projection after every step); steps: optimizer steps (default per optimizer); lr: Adam's
+    step size; loss: "mse" (the only loss); tol: LM and L-BFGS stop a start once its step is
+    smaller than tol relative to the parameters' norm; seed: seeds the random starts; client,
+    dtype: the evaluator used (or pass ``evaluator``, an ndvm.Evaluator, to reuse one and its
+    limits); consts: shared constants.
+
+    Returns a FitResult: ``params`` (the best start's fitted values, name -> float), ``loss``
+    (its mean squared error), ``all_params``/``all_losses`` (every start), ``history`` (loss per
+    step and start), ``converged``, ``n_evals``, ``names`` and ``best_start``.
     """
     if not isinstance(prog, Program):
         if not isinstance(prog, str):

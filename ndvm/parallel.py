@@ -70,7 +70,11 @@ class CandidateError:
         self.index, self.name, self.source, self.error, self.traceback = state
 
     def __repr__(self):
-        return f"CandidateError({self.index}, {self.name!r}, {self.kind}: {self.error})"
+        # a SchemeError's text already names its kind ("file:1:6: EvalError: ..."); others do not
+        text = str(self.error).splitlines()[0] if str(self.error) else ""
+        if not hasattr(self.error, "kind"):
+            text = f"{self.kind}: {text}" if text else self.kind
+        return f"CandidateError({self.index}, {self.name!r}, {text})"
 
 
 def default_workers():

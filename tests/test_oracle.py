@@ -43,7 +43,7 @@ def test_oracle_program(p, client):
 @pytest.mark.parametrize("client", CLIENTS)
 def test_fuzz_records(client):
     if not FUZZ:
-        pytest.skip("reference data is not available")
+        pytest.skip(DATA_MISSING.format(path=SHARED_DATA))
     ev = ndvm.Evaluator(client=client, dtype="float32", compat="reference")
     failures = []
     for rec in FUZZ:
@@ -65,7 +65,7 @@ def test_fuzz_records_batched_equal_single(client):
     parameter's adjoint contributions are summed, so they agree to a few ulp.
     """
     if not FUZZ:
-        pytest.skip("reference data is not available")
+        pytest.skip(DATA_MISSING.format(path=SHARED_DATA))
     rng = np.random.default_rng(7)
     ev = ndvm.Evaluator(client=client)
     for rec in FUZZ[:200]:

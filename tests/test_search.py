@@ -165,8 +165,11 @@ def test_resume_continues_the_recorded_run(tmp_path):
     ids = {r["id"] for r in pareto_front(second.records)}
     assert ids == {r["id"] for r in second.front}
     assert second.best["heldout_error"] <= first.best["heldout_error"]
-    # a fresh run over the same directory starts a new record
-    ndvm.search("damped", seed=1, max_candidates=8, out=out, budget=None)
+    # a fresh run over the same directory is refused (it would lose the record) unless forced
+    with pytest.raises(ndvm.cosearch.loop.RunExistsError, match="--resume.*--force"):
+        ndvm.search("damped", seed=1, max_candidates=8, out=out, budget=None)
+    assert len((out / "candidates.jsonl").read_text().splitlines()) == 64
+    ndvm.search("damped", seed=1, max_candidates=8, out=out, budget=None, force=True)
     assert len((out / "candidates.jsonl").read_text().splitlines()) == 8
 
 
@@ -294,7 +297,7 @@ def test_kalman_task_finds_the_likelihood_maximum():
 def test_replay_of_the_published_candidates_finds_a_good_fit(name, task):
     path = SHARED_DATA / name
     if not path.exists():
-        pytest.skip(f"reference data {path} is not available")
+        pytest.skip(DATA_MISSING.format(path=path))
     res = ndvm.search(task, proposer="replay", candidates=[str(path)], budget=None,
                       stop_on_success=True)
     assert res.first_good is not None and res.first_good["r2"] > 0.9

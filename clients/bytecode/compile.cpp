@@ -467,11 +467,16 @@ std::string disassemble(const Chunk& c) {
   std::vector<std::pair<uint32_t, size_t>> starts;
   for (size_t i = 0; i < c.protos.size(); ++i) starts.emplace_back(c.protos[i].entry, i);
   std::sort(starts.begin(), starts.end());
-  std::string out;
+  std::string out =
+      "; columns: pc, line:col of the source form ('|' = as above), opcode, operands "
+      "('-> N' jumps to pc N),\n;          '; ' the source form or callee, '+N' steps "
+      "charged\n";
   size_t next = 0;
   std::string last_pos;
   const Source* last_src = nullptr;
   for (uint32_t pc = 0; pc < c.code.size(); ++pc) {
+    if (pc == 0 && (starts.empty() || starts[0].first != 0))
+      out += "== shared return (the target of '-> return' in tail position) ==\n";
     while (next < starts.size() && starts[next].first == pc) {
       const Proto& p = c.protos[starts[next].second];
       out += "== " + p.name + " (" + p.node->src->name_ + ":" + pos_text(p.node) + ", " +

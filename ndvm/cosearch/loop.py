@@ -20,7 +20,8 @@ from ndvm.cosearch.proposers import Proposer, Replay, make_proposer
 from ndvm.cosearch.sexpr import size, skeleton, to_tree
 from ndvm.cosearch.tasks import Task, get_task
 
-__all__ = ["search", "SearchResult", "pareto_front", "RECORD_FILE", "SUMMARY_FILE"]
+__all__ = ["search", "SearchResult", "pareto_front", "RunExistsError", "RECORD_FILE",
+           "SUMMARY_FILE"]
 
 RECORD_FILE = "candidates.jsonl"
 SUMMARY_FILE = "summary.json"
@@ -40,6 +41,10 @@ def pareto_front(records):
     return front
 
 
+class RunExistsError(ValueError):
+    """The ``out`` directory already holds a search and neither resume nor force was given."""
+
+
 @dataclass
 class SearchState:
     """What proposers may look at: the task, the grammar, the front, the best so far."""
@@ -51,14 +56,34 @@ class SearchState:
     seen: set = field(default_factory=set)
     rejected: int = 0
     warnings: list = field(default_factory=list)
+    echo: object = None  # a stream that shows each new warning as it happens (progress=True)
 
     def warn(self, message):
+        """Record a proposer's warning (kept in the result and summary.json)."""
+        if self.echo is not None and message not in self.warnings:
+            self.echo.write(f"\nndvm: warning: {message}\n")
+            self.echo.flush()
         self.warnings.append(message)
 
 
 @dataclass
 class SearchResult:
-    """The outcome of ``ndvm.search``: records, the front, the best and the first good fit."""
+    """The outcome of ``ndvm.search``.
+
+    records: one dict per candidate, in the order proposed: ``id``, ``src``, ``proposer``,
+        ``status`` ("ok", "invalid", "failed", "duplicate"), ``params`` (fitted, name -> float),
+        ``train_error`` and ``heldout_error`` (mean squared error; the NLL for likelihood tasks),
+        ``r2`` (held-out R^2, None for likelihood tasks), ``size`` (atoms), ``skeleton``,
+        ``error`` (why it is invalid or failed) and ``time`` (seconds since the search began).
+    front: the ok records not dominated in (held-out error, size), by increasing size.
+    best: the ok record with the lowest held-out error (None when none was calibrated).
+    first_good: the first record that is a good fit (held-out R^2 above ``task.threshold``;
+        any finite NLL for likelihood tasks), or None.
+    elapsed: seconds; proposer: its name; seed; stopped: why the search ended ("budget",
+        "candidates", "exhausted", "success", "proposer failed", "interrupted").
+    warnings: messages from the proposer (e.g. why an llm request failed), in order.
+    summary(): the JSON-ready digest written to ``summary.json``.
+    """
 
     task: Task
     records: list
@@ -69,6 +94,7 @@ class SearchResult:
     proposer: str
     seed: int
     stopped: str
+    warnings: list = field(default_factory=list)
 
     @property
     def n_calibrated(self):
@@ -91,6 +117,7 @@ class SearchResult:
             "candidates_per_second": round(n / self.elapsed, 2) if self.elapsed > 0 else None,
             "first_good": slim(self.first_good), "best": slim(self.best),
             "front": [slim(r) for r in self.front],
+            "warnings": list(self.warnings),
         }
 
 
@@ -211,56 +238,114 @@ class _Progress:
         self.enabled = enabled
         self.stream = stream or sys.stderr
         self.last = 0.0
+        self.shown = None
         self.tty = getattr(self.stream, "isatty", lambda: False)()
 
-    def update(self, text, force=False):
+    def update(self, text, force=False, key=None):
+        """Show ``text``; ``key`` identifies its content apart from times and rates."""
         now = time.perf_counter()
         if not self.enabled or (not force and now - self.last < (0.25 if self.tty else 5.0)):
             return
         self.last = now
+        self.shown = key
         if self.tty:
             self.stream.write("\r" + text[:150].ljust(100))
         else:
             self.stream.write(text + "\n")
         self.stream.flush()
 
-    def close(self):
+    def finish(self, text, key=None):
+        """The final line (not repeated when the last one shown said the same)."""
+        if key is None or key != self.shown:
+            self.update(text, force=True, key=key)
         if self.enabled and self.tty:
             self.stream.write("\n")
             self.stream.flush()
 
 
 def _parse_budget(budget):
+    """Seconds from a number or text like "60", "60s", "2m", "1.5h"; ValueError unless > 0."""
     if budget is None:
         return None
-    if isinstance(budget, (int, float)):
-        return float(budget)
     text = str(budget).strip().lower()
-    scale = 1.0
-    for suffix, mult in (("ms", 1e-3), ("s", 1.0), ("m", 60.0), ("min", 60.0), ("h", 3600.0)):
-        if text.endswith(suffix) and text[:-len(suffix)].replace(".", "", 1).isdigit():
-            text, scale = text[:-len(suffix)], mult
-            break
-    try:
-        return float(text) * scale
-    except ValueError:
-        raise ValueError(f"budget must be seconds like 60, 60s, 2m; got {budget!r}") from None
+    seconds = None
+    if isinstance(budget, (int, float)) and not isinstance(budget, bool):
+        seconds = float(budget)
+    else:
+        for suffix, mult in (("ms", 1e-3), ("min", 60.0), ("s", 1.0), ("m", 60.0), ("h", 3600.0),
+                             ("", 1.0)):
+            if text.endswith(suffix):
+                try:
+                    seconds = float(text[:len(text) - len(suffix)]) * mult
+                except ValueError:
+                    continue
+                break
+    if seconds is None:
+        raise ValueError(f"budget must be a time like 60, 60s, 2m or 1h; got {budget!r}")
+    if not math.isfinite(seconds) or seconds <= 0:
+        raise ValueError(f"budget must be a positive time like 60s or 2m; got {budget!r}")
+    return seconds
 
 
-def search(task="damped", proposer="mutate", budget=None, max_candidates=None, out=None,
+def _open_run(out, resume, force):
+    """The record file of the run directory ``out``, after checking resume/force."""
+    out = Path(out)
+    record_path = out / RECORD_FILE
+    if out.exists() and not out.is_dir():
+        raise ValueError(f"{out} exists and is not a directory; choose another out folder")
+    held = [p for p in (record_path, out / SUMMARY_FILE) if p.exists()]
+    if held and not resume and not force:
+        n = sum(1 for line in open(record_path, encoding="utf-8") if line.strip()) \
+            if record_path.exists() else 0
+        raise RunExistsError(
+            f"{out} already holds a search ({n} candidates in {RECORD_FILE}); continue it with "
+            f"--resume (resume=True), replace it with --force (force=True), or choose a new "
+            f"--out folder")
+    out.mkdir(parents=True, exist_ok=True)
+    if not resume:
+        for p in held:
+            p.unlink()
+    return record_path
+
+
+def search(task="damped", proposer=None, budget=None, max_candidates=None, out=None,
            resume=False, seed=0, batch=16, workers=None, progress=False, stop_on_success=False,
-           candidates=None, grammar=None, client="dmci", fit_options=None, **proposer_options):
-    """Search program structures for ``task``; returns a SearchResult.
+           candidates=None, grammar=None, client="dmci", fit_options=None, force=False,
+           **proposer_options):
+    """Search program structures for ``task``; returns a SearchResult (see its docstring).
 
-    task: a Task or a built-in name; proposer: "mutate", "replay", "llm" or a Proposer;
-    budget: seconds (a number or "60s", "2m"; default the task's); max_candidates: stop after
-    that many proposals; out: a directory for candidates.jsonl (appended as it runs) and
-    summary.json; resume: continue from out/candidates.jsonl; candidates: files for replay;
-    stop_on_success: stop at the first good held-out fit.
+    task: a Task or a built-in name (``ndvm search --list``).
+    proposer: "mutate", "replay", "llm" or a Proposer object; default the task's first
+        (``task.proposers``: mutate for damped/recurrence, replay for kalman/nile). A named
+        proposer the task does not list raises ValueError.
+    budget: seconds (a number or "60s", "2m"; must be positive); default the task's
+        (``task.budget_seconds``). max_candidates: stop after that many proposals.
+    out: a directory for candidates.jsonl (appended as it runs) and summary.json. A directory
+        that already holds a search raises RunExistsError unless ``resume`` (continue from its
+        candidates.jsonl: seen sources are skipped, the front is rebuilt) or ``force``
+        (replace it).
+    seed: the proposer's seed. batch: candidates proposed and calibrated per round.
+    workers: calibration threads (default: every core). progress: a live status line on stderr.
+    stop_on_success: stop at the first good held-out fit. candidates: JSON-lines files for the
+        replay proposer. grammar: a Grammar for mutate (default: the task's inputs and params).
+    client: the evaluator client. fit_options: options for ndvm.fit overriding the task's
+        (optimizer, steps, starts, lr). proposer_options: passed to the proposer (llm: base_url,
+        model, key_env, temperature, timeout, max_calls).
+
+    Ctrl-C (KeyboardInterrupt) ends the search early: the result (``stopped="interrupted"``)
+    and summary.json hold everything done so far.
     """
     task = get_task(task) if isinstance(task, str) else task
     budget_s = _parse_budget(budget) if budget is not None else task.budget_seconds
+    if max_candidates is not None and max_candidates <= 0:
+        raise ValueError(f"max_candidates must be a positive count; got {max_candidates}")
     max_candidates = max_candidates if max_candidates is not None else task.budget_candidates
+    applicable = tuple(getattr(task, "proposers", ()) or ("mutate", "replay", "llm"))
+    if proposer is None:
+        proposer = applicable[0]
+    if isinstance(proposer, str) and proposer not in applicable:
+        raise ValueError(f"the {proposer} proposer does not apply to task {task.name}; "
+                         f"use {' or '.join(applicable)}")
     g = grammar or Grammar(inputs=tuple(task.inputs), params=tuple(task.params), loop=task.loops)
     if isinstance(proposer, Proposer):
         prop = proposer
@@ -268,18 +353,15 @@ def search(task="damped", proposer="mutate", budget=None, max_candidates=None, o
         prop = Replay(sources=task.seeds)
     else:
         prop = make_proposer(proposer, seed=seed, candidates=candidates, **proposer_options)
-    state = SearchState(task=task, grammar=g)
+    state = SearchState(task=task, grammar=g, echo=sys.stderr if progress else None)
     scorer = _Scorer(task, client=client, workers=workers, fit_options=fit_options)
     records, t_offset = [], 0.0
     record_path = None
     if out is not None:
-        Path(out).mkdir(parents=True, exist_ok=True)
-        record_path = Path(out) / RECORD_FILE
+        record_path = _open_run(out, resume, force)
         if resume and record_path.exists():
             records = [_load(r) for r in _read_records(record_path)]
             t_offset = max((r.get("time", 0.0) for r in records), default=0.0)
-        elif record_path.exists():
-            record_path.unlink()
     elif resume:
         raise ValueError("resume needs the out directory of the earlier run")
     for r in records:
@@ -365,21 +447,24 @@ def search(task="damped", proposer="mutate", budget=None, max_candidates=None, o
             best = state.population[0] if state.population else None
             el = time.perf_counter() - session_start
             bar.update(_status(len(records), n_new / el if el > 0 else 0.0, best, len(front),
-                               el, budget_s, task))
+                               el, budget_s, task), key=(len(records), id(best), len(front)))
             if stop_on_success and first_good is not None:
                 stopped = "success"
                 break
+    except KeyboardInterrupt:
+        stopped = "interrupted"  # keep what was done: the records are already written
     finally:
         if sink:
             sink.close()
     elapsed = time.perf_counter() - t0
     best = state.population[0] if state.population else None
-    bar.update(_status(len(records), n_new / max(elapsed - t_offset, 1e-9), best, len(front),
-                       elapsed - t_offset, budget_s, task), force=True)
-    bar.close()
+    bar.finish(_status(len(records), n_new / max(elapsed - t_offset, 1e-9), best, len(front),
+                       elapsed - t_offset, budget_s, task),
+               key=(len(records), id(best), len(front)))
     result = SearchResult(task=task, records=records, front=front, best=best,
                           first_good=first_good, elapsed=elapsed,
-                          proposer=getattr(prop, "name", "custom"), seed=seed, stopped=stopped)
+                          proposer=getattr(prop, "name", "custom"), seed=seed, stopped=stopped,
+                          warnings=list(state.warnings))
     if out is not None:
         (Path(out) / SUMMARY_FILE).write_text(json.dumps(_jsonable(result.summary()), indent=2))
     return result

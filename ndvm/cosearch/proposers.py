@@ -17,7 +17,7 @@ from ndvm.cosearch import grammar as gp
 from ndvm.cosearch.sexpr import canonical, size, skeleton, to_source, to_tree
 
 __all__ = ["Proposer", "Replay", "Mutate", "LLM", "make_proposer", "read_candidates",
-           "CandidateFileError"]
+           "CandidateFileError", "LLMError"]
 
 
 class CandidateFileError(ValueError):
@@ -26,6 +26,10 @@ class CandidateFileError(ValueError):
     def __init__(self, location, message):
         self.location = location
         super().__init__(f"{location}: {message}")
+
+
+class LLMError(RuntimeError):
+    """An llm request failed; the message says why (HTTP status, connection, bad answer)."""
 
 
 class Proposer:
@@ -187,19 +191,39 @@ class LLM(Proposer):
         return [{"role": "system", "content": system}, {"role": "user", "content": user}]
 
     def ask(self, messages):
-        """One chat-completions call; the answer's text."""
+        """One chat-completions call; the answer's text. LLMError says why a call failed."""
         body = json.dumps({"model": self.model, "messages": messages,
                            "temperature": self.temperature}).encode()
         headers = {"Content-Type": "application/json"}
         key = os.environ.get(self.key_env) if self.key_env else None
         if key:
             headers["Authorization"] = f"Bearer {key}"
-        req = urllib.request.Request(self.base_url + "/chat/completions", data=body,
-                                     headers=headers, method="POST")
-        with urllib.request.urlopen(req, timeout=self.timeout) as resp:
-            reply = json.loads(resp.read().decode("utf-8"))
-        return "\n".join(c["message"]["content"] for c in reply.get("choices", [])
-                         if c.get("message", {}).get("content"))
+        url = self.base_url + "/chat/completions"
+        req = urllib.request.Request(url, data=body, headers=headers, method="POST")
+        hint = "" if key or not self.key_env else f" (no API key: ${self.key_env} is not set)"
+        try:
+            with urllib.request.urlopen(req, timeout=self.timeout) as resp:
+                raw = resp.read().decode("utf-8", "replace")
+        except urllib.error.HTTPError as e:
+            detail = e.read().decode("utf-8", "replace").strip().replace("\n", " ")[:200]
+            raise LLMError(f"HTTP {e.code} {e.reason} from {url}{hint}"
+                           + (f": {detail}" if detail else "")) from None
+        except urllib.error.URLError as e:
+            raise LLMError(f"cannot connect to {url}: {e.reason}") from None
+        except (TimeoutError, OSError) as e:
+            raise LLMError(f"no answer from {url}: {e}") from None
+        try:
+            reply = json.loads(raw)
+        except ValueError:
+            raise LLMError(f"the answer from {url} is not JSON: {raw[:120]!r}") from None
+        if not isinstance(reply, dict) or "choices" not in reply:
+            what = list(reply) if isinstance(reply, dict) else type(reply).__name__
+            raise LLMError(f"the answer from {url} has no \"choices\" (got {what})")
+        try:
+            return "\n".join(c["message"]["content"] for c in reply["choices"]
+                             if c.get("message", {}).get("content"))
+        except (KeyError, TypeError, AttributeError):
+            raise LLMError(f"the answer from {url} has malformed \"choices\"") from None
 
     def propose(self, n, state):
         if self.max_calls is not None and self.calls >= self.max_calls:
@@ -207,7 +231,7 @@ class LLM(Proposer):
         self.calls += 1
         try:
             text = self.ask(self.prompt(n, state))
-        except (urllib.error.URLError, OSError, ValueError, KeyError) as e:
+        except LLMError as e:
             state.warn(f"llm request failed: {e}")
             return None  # nothing this round, but not exhausted
         out = []

@@ -1,103 +1,275 @@
-"""Readable results of a search: the front as a table, and PNG plots when matplotlib is installed."""
+"""Readable results of a search: the front as a table, and PNG plots when matplotlib is installed.
+
+``highlights`` picks the front members worth a look (the best, the simplest good one, the knee);
+the table marks them and the fits plot draws them, numbered, with their sources in the caption.
+The ``*_figure`` functions return matplotlib figures (tests inspect them); ``write_plots`` saves.
+"""
+import math
+import textwrap
 from pathlib import Path
 
 import numpy as np
 
 import ndvm
 
-__all__ = ["front_table", "write_plots"]
+__all__ = ["front_table", "highlights", "write_plots", "front_figure", "fits_figure",
+           "fit_figure"]
 
 
 def _fmt(v, spec=".4g"):
     return "-" if v is None else format(v, spec)
 
 
-def front_table(result, limit=12):
-    """The front (by size) as a text table with each member's fitted parameters."""
+def _is_good(task, r):
+    if task.objective == "nll" or task.threshold is None:
+        return math.isfinite(r["heldout_error"])
+    return r.get("r2") is not None and r["r2"] > task.threshold
+
+
+def highlights(result):
+    """{record id: [labels]} for the front's best, simplest good and knee members."""
+    front = result.front
+    marks = {}
+    if not front:
+        return marks
+    best = min(front, key=lambda r: (r["heldout_error"], r["size"]))
+    marks.setdefault(best["id"], []).append("best")
+    good = next((r for r in front if _is_good(result.task, r)), None)
+    if good is not None and result.task.objective == "mse":
+        marks.setdefault(good["id"], []).append("simplest good")
+    if len(front) >= 3:  # the knee: farthest below the chord in (size, log error)
+        xs = np.array([r["size"] for r in front], dtype=float)
+        ys = np.log10(np.maximum([r["heldout_error"] for r in front], 1e-300))
+        if result.task.objective == "nll":
+            ys = np.array([r["heldout_error"] for r in front], dtype=float)
+        xn = (xs - xs[0]) / max(xs[-1] - xs[0], 1e-12)
+        yn = (ys - ys[-1]) / max(ys[0] - ys[-1], 1e-12)
+        gap = 1.0 - xn - yn  # distance below the chord from (0, 1) to (1, 0)
+        k = int(np.argmax(gap))
+        if 0 < k < len(front) - 1 and gap[k] > 0:
+            marks.setdefault(front[k]["id"], []).append("knee")
+    return marks
+
+
+def front_table(result, limit=20):
+    """The front (by size) as a text table with each member's fitted parameters.
+
+    Fronts longer than ``limit`` rows are thinned, always keeping the best, the simplest good
+    and the knee; a line says how many rows are left out.
+    """
     nll = result.task.objective == "nll"
-    head = ["size", "NLL" if nll else "held-out MSE", "" if nll else "R2", "found at", "program",
-            "parameters"]
-    rows = []
-    for r in result.front[:limit]:
+    marks = highlights(result)
+    front = result.front
+    if not front:
+        return "(empty: no candidate was calibrated)"
+    keep = set(range(len(front)))
+    if limit is not None and len(front) > limit:
+        must = {i for i, r in enumerate(front) if r["id"] in marks}
+        rest = [i for i in range(len(front)) if i not in must]
+        room = max(limit - len(must), 0)
+        picked = [rest[int(j)] for j in np.linspace(0, len(rest) - 1, room)] if room else []
+        keep = must | set(picked)
+    head = ["size", "NLL" if nll else "held-out MSE", "" if nll else "R2", "found at", "note",
+            "program"]
+    rows, extra = [], []
+    for i, r in enumerate(front):
+        if i not in keep:
+            continue
         ps = ", ".join(f"{k}={v:.5g}" for k, v in r["params"].items())
         rows.append([str(r["size"]), _fmt(r["heldout_error"], ".6g" if nll else ".4g"),
-                     "" if nll else _fmt(r["r2"], ".4f"), f"{r['time']:.2f}s", r["src"], ps])
-    widths = [max(len(x[i]) for x in rows + [head]) for i in range(4)]
-    lines = ["  ".join(h.rjust(w) for h, w in zip(head[:4], widths)) + "  " + head[4]]
-    for x in rows:
-        lines.append("  ".join(c.rjust(w) for c, w in zip(x[:4], widths)) + "  " + x[4])
-        if x[5]:
-            lines.append(" " * (sum(widths) + 8) + "  with " + x[5])
+                     "" if nll else _fmt(r["r2"], ".4f"), f"{r['time']:.2f}s",
+                     ", ".join(marks.get(r["id"], [])), r["src"]])
+        extra.append(ps)
+    widths = [max(len(x[i]) for x in rows + [head]) for i in range(5)]
+    lines = ["  ".join(h.rjust(w) for h, w in zip(head[:5], widths)) + "  " + head[5]]
+    for x, ps in zip(rows, extra):
+        lines.append("  ".join(c.rjust(w) for c, w in zip(x[:5], widths)) + "  " + x[5])
+        if ps:
+            lines.append(" " * (sum(widths) + 10) + "  with " + ps)
+    omitted = len(front) - len(rows)
+    if omitted:
+        lines.append(f"({omitted} of {len(front)} front rows not shown; every row is in "
+                     f"summary.json)")
     return "\n".join(lines)
 
 
-def write_plots(result, out):
-    """Write fits.png (data and the best fits) and front.png (error vs size); the paths written."""
+def _pyplot():
     try:
         import matplotlib
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
     except ImportError:
-        return []
-    out = Path(out)
+        return None
+    return plt
+
+
+def _calibrated(result):
+    return [r for r in result.records if r["status"] == "ok" and np.isfinite(r["heldout_error"])]
+
+
+def front_figure(result):
+    """Held-out error vs size (mse tasks), or the NLL per candidate and the fitted series (nll)."""
+    plt = _pyplot()
     task = result.task
-    written = []
-    ok = [r for r in result.records if r["status"] == "ok" and np.isfinite(r["heldout_error"])]
-    fig, ax = plt.subplots(figsize=(6, 4))
-    if task.objective == "mse":  # errors beyond 10x the held-out variance are drawn at the top
-        var = float(np.var(task.split("heldout")[1]))
-        top = 10 * var
-        low = max(min([r["heldout_error"] for r in ok] + [var]) / 2, 1e-12)
-    else:
-        top = max([r["heldout_error"] for r in ok], default=1.0)
+    ok = _calibrated(result)
+    n = len(result.records)
+    if task.objective == "nll":
+        return _likelihood_figure(plt, result, ok)
+    fig, ax = plt.subplots(figsize=(6.4, 4.2))
+    var = float(np.var(task.split("heldout")[1]))
+    top = 10 * var  # errors beyond 10x the held-out variance are drawn at the top edge
+    low = max(min([r["heldout_error"] for r in ok] + [var]) / 2, 1e-12)
+    clipped = sum(r["heldout_error"] > top for r in ok)
     if ok:
+        label = f"calibrated candidates ({len(ok)} of {n})"
+        if clipped:
+            label += f"; {clipped} with MSE > {top:.3g} drawn at the top"
         ax.scatter([r["size"] for r in ok], [min(r["heldout_error"], top) for r in ok], s=6,
-                   c="0.75", label=f"candidates ({len(ok)})")
+                   c="0.75", label=label)
     if result.front:
         ax.step([r["size"] for r in result.front],
                 [min(r["heldout_error"], top) for r in result.front],
-                where="post", c="C3", marker="o", label="Pareto front")
+                where="post", c="C3", marker="o", label=f"Pareto front ({len(result.front)})")
     ax.set_xlabel("program size (atoms)")
-    ax.set_ylabel("NLL" if task.objective == "nll" else "held-out MSE")
-    if task.objective == "mse":
-        ax.set_yscale("log")
-        ax.set_ylim(low, top * 1.5)
-        if task.threshold is not None:
-            ax.axhline((1 - task.threshold) * np.var(task.split("heldout")[1]), ls="--", c="0.4",
-                       lw=1, label=f"R2 = {task.threshold}")
-    ax.set_title(f"{task.name}: {result.proposer}, {len(result.records)} candidates")
+    ax.set_ylabel("held-out MSE")
+    ax.set_yscale("log")
+    ax.set_ylim(low, top * 1.5)
+    if task.threshold is not None:
+        ax.axhline((1 - task.threshold) * var, ls="--", c="0.4", lw=1,
+                   label=f"R² = {task.threshold} (a good fit is below)")
+    ax.set_title(f"{task.name}: {result.proposer}, {n} candidates, {len(ok)} calibrated")
     ax.legend(fontsize=8)
     fig.tight_layout()
-    fig.savefig(out / "front.png", dpi=110)
-    plt.close(fig)
-    written.append(out / "front.png")
-    if task.objective == "mse" and len(task.inputs) == 1 and result.front:
-        (name, x), = task.inputs.items()
-        grid = np.linspace(x.min(), x.max(), 300)
-        fig, ax = plt.subplots(figsize=(6, 4))
-        ax.scatter(x[task.train], task.target[task.train], s=12, c="k", label="train")
-        ax.scatter(x[task.heldout], task.target[task.heldout], s=18, facecolors="none",
-                   edgecolors="C0", label="held out")
-        best = sorted(result.front, key=lambda r: r["heldout_error"])[:3]
-        ev = ndvm.Evaluator()
-        for i, r in enumerate(best):
-            prog = ndvm.parse(r["src"])
-            data = {name: grid} if name in prog.free_names else {}
-            with np.errstate(all="ignore"):
-                y = ev.evaluate(prog, params=r["params"] or None, data=data).value[0]
-            y = np.broadcast_to(y, grid.shape)
-            label = r["src"] if len(r["src"]) < 60 else r["src"][:57] + "..."
-            ax.plot(grid, y, c=f"C{i + 1}", lw=2 if i == 0 else 1,
-                    label=f"R2 {r['r2']:.3f}: {label}")
-        ax.set_xlabel(name)
-        ax.set_ylabel("y")
-        lo, hi = task.target.min(), task.target.max()
-        pad = 0.3 * (hi - lo)
-        ax.set_ylim(lo - pad, hi + pad)
-        ax.set_title(f"{task.name}: the best fits")
-        ax.legend(fontsize=6, loc="best")
-        fig.tight_layout()
-        fig.savefig(out / "fits.png", dpi=110)
+    return fig
+
+
+def _likelihood_figure(plt, result, ok):
+    task = result.task
+    series = task.series(result.best["params"]) if (result.best is not None
+                                                    and task.series is not None) else None
+    fig, axes = plt.subplots(1, 2 if series else 1, figsize=(11 if series else 6, 4.2),
+                             squeeze=False)
+    ax = axes[0][0]
+    if ok:
+        ax.scatter([r["id"] for r in ok], [r["heldout_error"] for r in ok], s=14, c="0.5",
+                   label=f"calibrated candidates ({len(ok)} of {len(result.records)})")
+    if result.best is not None:
+        b = result.best
+        ax.scatter([b["id"]], [b["heldout_error"]], s=60, c="C3", marker="*", zorder=3,
+                   label="best: " + ", ".join(f"{k}={v:.4g}" for k, v in b["params"].items()))
+    ax.set_xlabel("candidate id")
+    ax.set_ylabel("negative log-likelihood")
+    ax.set_title(f"{task.name}: NLL per candidate")
+    ax.legend(fontsize=8)
+    if series:
+        ax = axes[0][1]
+        ax.plot(series["x"], series["data"], "k.", ms=4, label=series.get("data_label", "data"))
+        ax.plot(series["x"], series["fitted"], c="C3", lw=2, label=series["label"])
+        ax.set_xlabel(series["xlabel"])
+        ax.set_ylabel(series["ylabel"])
+        ax.set_title(series.get("title", f"{task.name}: the best candidate's fit"))
+        ax.legend(fontsize=8)
+    fig.tight_layout()
+    return fig
+
+
+def _curve(r, name, grid):
+    prog = ndvm.parse(r["src"])
+    data = {name: grid} if name in prog.free_names else {}
+    with np.errstate(all="ignore"):
+        y = ndvm.Evaluator().evaluate(prog, params=r["params"] or None, data=data).value[0]
+    return np.broadcast_to(y, grid.shape)
+
+
+def fits_figure(result):
+    """The data with the highlighted front members (numbered; sources in the caption), or None."""
+    task = result.task
+    if task.objective != "mse" or len(task.inputs) != 1 or not result.front:
+        return None
+    plt = _pyplot()
+    marks = highlights(result)
+    chosen = [r for r in result.front if r["id"] in marks]
+    chosen.sort(key=lambda r: r["size"])
+    caption = [f"[{i}] {', '.join(marks[r['id']])}: {r['src']}" for i, r in enumerate(chosen, 1)]
+    wrapped = [textwrap.fill(c, 110, subsequent_indent="      ") for c in caption]
+    n_lines = sum(w.count("\n") + 1 for w in wrapped)
+    height = 4.2 + 0.17 * n_lines
+    fig, ax = plt.subplots(figsize=(7.5, height))
+    (name, x), = task.inputs.items()
+    grid = np.linspace(x.min(), x.max(), 400)
+    ax.scatter(x[task.train], task.target[task.train], s=12, c="k", label="train")
+    ax.scatter(x[task.heldout], task.target[task.heldout], s=18, facecolors="none",
+               edgecolors="C0", label="held out")
+    for i, r in enumerate(chosen, 1):
+        ax.plot(grid, _curve(r, name, grid), c=f"C{i}", lw=2.2 if "best" in marks[r["id"]] else 1.4,
+                ls="-" if i == 1 else ("--" if i == 2 else ":"),
+                label=f"[{i}] {', '.join(marks[r['id']])}: size {r['size']}, R² {r['r2']:.3f}")
+    ax.set_xlabel(name)
+    ax.set_ylabel("y")
+    lo, hi = task.target.min(), task.target.max()
+    pad = 0.3 * (hi - lo)
+    ax.set_ylim(lo - pad, hi + pad)
+    ax.set_title(f"{task.name}: the best and the simplest good program")
+    ax.legend(fontsize=9, loc="best")
+    bottom = (0.17 * n_lines + 0.25) / height
+    fig.text(0.01, 0.01, "\n".join(wrapped), fontsize=8, family="monospace", va="bottom")
+    fig.tight_layout(rect=(0, bottom, 1, 1))
+    return fig
+
+
+def fit_figure(prog, params, data, y, target, r2, stderr=None, client="dmci"):
+    """``ndvm fit``'s plot: the model on a fine grid over the data, R², parameters, residuals."""
+    plt = _pyplot()
+    ev = ndvm.Evaluator(client=client)
+    pred = np.broadcast_to(ev.evaluate(prog, params=params, data=data).value[0], y.shape)
+    fig, (ax, res_ax) = plt.subplots(2, 1, figsize=(6.4, 5.6), sharex=len(data) == 1,
+                                     gridspec_kw={"height_ratios": [3, 1]})
+    if len(data) == 1:
+        (name, x), = data.items()
+        grid = np.linspace(x.min(), x.max(), 400)
+        with np.errstate(all="ignore"):
+            line = np.broadcast_to(ev.evaluate(prog, params=params, data={name: grid}).value[0],
+                                   grid.shape)
+        ax.scatter(x, y, s=12, c="k", label=f"data ({y.size} rows)")
+        ax.plot(grid, line, c="C3", lw=2, label="model")
+        ax.set_ylabel(target)
+        res_ax.scatter(x, y - pred, s=10, c="k")
+        res_ax.set_xlabel(name)
+    else:
+        ax.scatter(y, pred, s=12, c="k", label="rows")
+        lo, hi = float(np.min(y)), float(np.max(y))
+        ax.plot([lo, hi], [lo, hi], c="C3", lw=1, label="prediction = data")
+        ax.set_xlabel(target)
+        ax.set_ylabel(f"predicted {target}")
+        res_ax.scatter(y, y - pred, s=10, c="k")
+        res_ax.set_xlabel(target)
+    res_ax.axhline(0.0, c="C3", lw=1)
+    res_ax.set_ylabel("residual")
+    lines = [f"R² = {r2:.4f}"]
+    for k, v in params.items():
+        se = None if stderr is None else stderr.get(k)
+        lines.append(f"{k} = {v:.5g}" + (f" ± {se:.2g}" if se is not None and np.isfinite(se)
+                                         else ""))
+    ax.text(0.02, 0.97, "\n".join(lines), transform=ax.transAxes, va="top", fontsize=9,
+            family="monospace", bbox={"facecolor": "white", "alpha": 0.8, "edgecolor": "0.8"})
+    ax.set_title(f"{prog.name}: fit to {target}")
+    ax.legend(fontsize=8, loc="upper right")
+    fig.tight_layout()
+    return fig
+
+
+def write_plots(result, out):
+    """Write front.png and (one-input mse tasks) fits.png into ``out``; the paths written."""
+    plt = _pyplot()
+    if plt is None:
+        return []
+    out = Path(out)
+    written = []
+    for name, make in (("front.png", front_figure), ("fits.png", fits_figure)):
+        fig = make(result)
+        if fig is None:
+            continue
+        fig.savefig(out / name, dpi=110)
         plt.close(fig)
-        written.append(out / "fits.png")
+        written.append(out / name)
     return written

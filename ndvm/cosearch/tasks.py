@@ -21,7 +21,9 @@ class Task:
     fit: options for ndvm.fit (optimizer, steps, starts, lr); threshold: a held-out R^2 above it
     is a good fit; budget: seconds and/or candidates; objective: "mse" (fit the target) or "nll"
     (the program's value is a negative log-likelihood to minimize; ``positive`` names are kept
-    above zero); seeds: sources that start the population (and the built-in replay).
+    above zero); seeds: sources that start the population (and the built-in replay);
+    proposers: the proposers that apply, the first being the default; series: for likelihood
+    tasks, params -> {"x", "data", "fitted", "label", "xlabel", "ylabel"} for front.png.
     """
 
     name: str
@@ -41,6 +43,8 @@ class Task:
     seeds: tuple = ()
     loops: bool = True
     description: str = ""
+    proposers: tuple = ("mutate", "replay", "llm")
+    series: object = None
 
     def __post_init__(self):
         self.target = np.asarray(self.target, dtype=np.float64).reshape(-1)
@@ -105,6 +109,24 @@ def recurrence():
 KALMAN_SRC = (resources.files("ndvm") / "examples" / "kalman2d_T80.scm").read_text()
 
 
+# A likelihood task's candidates are whole filters; the built-in program is replayed (or the
+# user's own, --candidates FILE); the expression grammar of mutate and llm does not describe them.
+_LIKELIHOOD_PROPOSERS = ("replay",)
+
+
+def random_walk_filter(y, q, r, a0, p0):
+    """Filtered levels of y[t] = mu[t] + N(0, r), mu[t+1] = mu[t] + N(0, q), per column."""
+    y = np.asarray(y, dtype=np.float64)
+    a, p = np.full(y.shape[1:], float(a0)), float(p0)
+    out = np.empty_like(y)
+    for t in range(y.shape[0]):
+        g = p / (p + r)
+        a = a + g * (y[t] - a)
+        out[t] = a
+        p = p * (1 - g) + q
+    return out
+
+
 def kalman_observations(q=0.05, r=0.1, T=80, seed=0):
     """Observations of a 2-D random walk (state noise q, observation noise r), seeded."""
     rng = np.random.default_rng(seed)
@@ -112,12 +134,26 @@ def kalman_observations(q=0.05, r=0.1, T=80, seed=0):
     return x + np.sqrt(r) * rng.standard_normal((T, 2))
 
 
+def _kalman_series(params):
+    obs = kalman_observations()
+    q, r = params.get("q"), params.get("r")
+    if q is None or r is None:
+        return None
+    # the program starts from x = 0, P = I and adds Q before each update
+    level = random_walk_filter(obs, q, r, 0.0, 1.0 + q)
+    return {"x": np.arange(obs.shape[0]), "data": obs[:, 0], "fitted": level[:, 0],
+            "data_label": "observations (first coordinate)",
+            "label": f"filtered state, q={q:.3g}, r={r:.3g}", "xlabel": "step",
+            "ylabel": "first coordinate", "title": "kalman: the filtered state of the best fit"}
+
+
 def kalman():
     """Calibrate q and r of a 2x2 Kalman filter by maximum likelihood on 80 simulated steps."""
     return Task(name="kalman", inputs={}, target=np.zeros(1), heldout=np.zeros(0),
                 params=("q", "r"), consts={"obs": kalman_observations()}, objective="nll",
                 positive=("q", "r"), init={"q": 1.0, "r": 1.0}, seeds=(KALMAN_SRC,),
-                threshold=None, loops=False, budget_seconds=10.0,
+                threshold=None, loops=False, budget_seconds=10.0, proposers=_LIKELIHOOD_PROPOSERS,
+                series=_kalman_series,
                 description="2-D random walk observed in noise (true q = 0.05, r = 0.1), T = 80")
 
 
@@ -151,13 +187,25 @@ NILE_SRC = """\
 """
 
 
+def _nile_series(params):
+    q, r = params.get("q"), params.get("r")
+    if q is None or r is None:
+        return None
+    # as NILE_SRC: the first observation fixes the level, then P = q + r at the second
+    level = np.concatenate([[NILE[0]], random_walk_filter(NILE[1:], q, r, NILE[0], q + r)])
+    return {"x": np.arange(1871, 1971), "data": NILE, "fitted": level,
+            "data_label": "annual flow", "label": f"filtered level, q={q:.4g}, r={r:.4g}",
+            "xlabel": "year", "ylabel": "flow at Aswan (1e8 m³)",
+            "title": "nile: the filtered level of the local-level model"}
+
+
 def nile():
     """The Nile flow as a local-level model: level (q) and irregular (r) variances by ML."""
     v = float(np.var(NILE))
     return Task(name="nile", inputs={}, target=np.zeros(1), heldout=np.zeros(0),
                 params=("q", "r"), consts={"y": NILE}, objective="nll", positive=("q", "r"),
                 init={"q": v / 2, "r": v / 2}, seeds=(NILE_SRC,), threshold=None, loops=False,
-                budget_seconds=10.0,
+                budget_seconds=10.0, proposers=_LIKELIHOOD_PROPOSERS, series=_nile_series,
                 description="Nile flow at Aswan 1871-1970, local-level model by maximum likelihood")
 
 

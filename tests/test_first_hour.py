@@ -1,0 +1,472 @@
+"""What a new user meets in the first hour: every built-in task and option, the messages, exit
+codes, files written, the plots' contents, ``ndvm compare`` and the benchmark suite's imports."""
+import json
+import math
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, HTTPServer
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import ndvm
+from ndvm.cosearch import report
+from ndvm.cosearch.loop import RunExistsError, SearchResult
+from ndvm.cosearch.tasks import TASKS, get_task
+from test_cli import ndvm as cli
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+# -- every built-in task with every proposer that applies ------------------------------------------
+
+class _Stub(BaseHTTPRequestHandler):
+    status = 200
+    body = b""
+
+    def do_POST(self):  # noqa: N802 - the http.server interface
+        self.rfile.read(int(self.headers["Content-Length"]))
+        self.send_response(type(self).status)
+        self.send_header("Content-Length", str(len(type(self).body)))
+        self.end_headers()
+        self.wfile.write(type(self).body)
+
+    def log_message(self, *args):
+        pass
+
+
+@pytest.fixture
+def stub():
+    server = HTTPServer(("127.0.0.1", 0), _Stub)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{server.server_address[1]}/v1"
+    server.shutdown()
+    server.server_close()
+    thread.join()
+
+
+def _answer(text):
+    _Stub.status = 200
+    _Stub.body = json.dumps({"choices": [{"message": {"content": text}}]}).encode()
+
+
+@pytest.mark.parametrize("name", list(TASKS))
+def test_every_task_runs_with_its_default_proposer(name, tmp_path):
+    task = get_task(name)
+    res = ndvm.search(name, max_candidates=16, budget="20s", out=tmp_path / "run")
+    assert res.proposer == task.proposers[0]
+    assert res.n_calibrated >= 1 and res.best is not None
+    assert math.isfinite(res.best["heldout_error"])
+    assert (tmp_path / "run" / "candidates.jsonl").stat().st_size > 0
+
+
+@pytest.mark.parametrize("name, proposer", [(t, p) for t in TASKS for p in get_task(t).proposers])
+def test_every_task_with_every_applicable_proposer(name, proposer, stub):
+    task = get_task(name)
+    options = {}
+    if proposer == "llm":
+        _answer("\n".join(task.seeds))
+        options = {"base_url": stub, "max_calls": 1, "key_env": None}
+    res = ndvm.search(name, proposer=proposer, max_candidates=8, budget="20s", **options)
+    assert res.records and res.stopped in ("candidates", "exhausted")
+    assert res.n_calibrated >= 1, [r.get("error") for r in res.records]
+
+
+@pytest.mark.parametrize("name", [t for t in TASKS if "mutate" not in get_task(t).proposers])
+def test_a_proposer_that_does_not_apply_is_one_line_naming_those_that_do(name):
+    r = cli("search", "--task", name, "--proposer", "mutate", "--quiet")
+    assert r.returncode == 2
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and "mutate" in lines[0] and "replay" in lines[0], r.stderr
+
+
+@pytest.mark.parametrize("name", ["nile", "kalman"])
+def test_likelihood_tasks_from_the_command_line(name, tmp_path):
+    out = tmp_path / "run"
+    r = cli("search", "--task", name, "--out", str(out))
+    assert r.returncode == 0, r.stderr
+    assert "NLL" in r.stdout and "held-out" not in r.stdout
+    progress = [x for x in r.stderr.splitlines() if "best NLL" in x]
+    assert len(progress) == 1, r.stderr  # printed once, not twice
+    assert (out / "candidates.jsonl").stat().st_size > 0
+    assert (out / "front.png").read_bytes()[:4] == b"\x89PNG"
+
+
+# -- the llm proposer says why it failed -----------------------------------------------------------
+
+@pytest.mark.parametrize("status, body, expect", [
+    (401, b'{"error": "bad key"}', "HTTP 401"),
+    (200, b"<html>not json</html>", "not JSON"),
+    (200, b'{"id": 1}', 'no "choices"'),
+])
+def test_llm_failures_are_reported(stub, status, body, expect, tmp_path):
+    _Stub.status, _Stub.body = status, body
+    res = ndvm.search("damped", proposer="llm", base_url=stub, budget="20s",
+                      out=tmp_path / "run")
+    assert res.stopped == "proposer failed"
+    assert res.warnings and expect in res.warnings[-1]
+    summary = json.loads((tmp_path / "run" / "summary.json").read_text())
+    assert any(expect in w for w in summary["warnings"])
+
+
+def test_llm_unreachable_endpoint_prints_the_reason(tmp_path):
+    import socket
+
+    with socket.socket() as s:  # a port nobody listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    out = tmp_path / "run"
+    r = cli("search", "--proposer", "llm", "--llm-url", f"http://127.0.0.1:{port}/v1",
+            "--budget", "20s", "--out", str(out))
+    assert "cannot connect" in r.stderr and f"127.0.0.1:{port}" in r.stderr, r.stderr
+    assert "stopped: proposer failed (llm request failed: cannot connect" in r.stdout
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["stopped"] == "proposer failed"
+    assert "cannot connect" in summary["warnings"][0]
+
+
+# -- the run directory: refuse to overwrite, Ctrl-C keeps the results ------------------------------
+
+def test_an_existing_run_directory_is_not_overwritten(tmp_path):
+    out = tmp_path / "run"
+    r = cli("search", "--max-candidates", "16", "--out", str(out), "--quiet")
+    assert r.returncode in (0, 1), r.stderr
+    before = (out / "candidates.jsonl").read_text()
+    r = cli("search", "--max-candidates", "8", "--out", str(out), "--quiet")
+    assert r.returncode == 2
+    assert "--resume" in r.stderr and "--force" in r.stderr and "16 candidates" in r.stderr
+    assert (out / "candidates.jsonl").read_text() == before
+    r = cli("search", "--max-candidates", "8", "--out", str(out), "--quiet", "--force")
+    assert r.returncode in (0, 1), r.stderr
+    assert len((out / "candidates.jsonl").read_text().splitlines()) == 8
+    with pytest.raises(RunExistsError):
+        ndvm.search("damped", max_candidates=8, out=out)
+
+
+def test_output_paths_are_printed_cleanly(tmp_path):
+    out = str(tmp_path / "run") + "/"
+    r = cli("search", "--max-candidates", "16", "--out", out, "--quiet")
+    assert "//" not in r.stdout and str(tmp_path / "run" / "candidates.jsonl") in r.stdout
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="SIGINT")
+def test_ctrl_c_writes_summary_front_and_plots(tmp_path):
+    out = tmp_path / "run"
+    p = subprocess.Popen([sys.executable, "-m", "ndvm", "search", "--task", "damped", "--budget",
+                          "5m", "--out", str(out)], stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True, cwd=tempfile.gettempdir(),
+                         # a child of a background job inherits SIGINT ignored: restore it
+                         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    records = out / "candidates.jsonl"
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and not (records.exists() and records.stat().st_size > 0):
+        time.sleep(0.1)
+    p.send_signal(signal.SIGINT)
+    stdout, stderr = p.communicate(timeout=120)
+    assert p.returncode == 130, stderr
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["stopped"] == "interrupted" and summary["candidates"] > 0
+    assert len(records.read_text().splitlines()) == summary["candidates"]
+    assert (out / "front.png").exists() and (out / "fits.png").exists()
+    assert "Pareto front" in stdout and "interrupted" in stderr
+
+
+# -- messages, exit codes, options -----------------------------------------------------------------
+
+def test_unused_bindings_are_reported():
+    r = cli("run", "-", "--param", "a=2", "--data", "y=1", stdin="(* a 3)")
+    assert r.returncode == 0 and "6" in r.stdout
+    assert "does not use --data y" in r.stderr
+
+
+@pytest.mark.parametrize("args", [
+    ("run", "/nonexistent/model.scm"),
+    ("disasm", "/nonexistent/model.scm"),
+    ("fit", "/nonexistent/model.scm", "data.csv", "--target", "y"),
+    ("compare", "/nonexistent/model.scm"),
+    ("run", "example:nope.scm"),
+    ("search", "--proposer", "replay", "--candidates", "/nonexistent/c.jsonl"),
+    ("search", "--budget", "0"),
+    ("search", "--budget", "-5s"),
+    ("search", "--budget", "soon"),
+    ("search", "--max-candidates", "0"),
+    ("run", "-", "--max-steps", "0"),
+    ("fit", "-", "x.csv"),
+])
+def test_every_input_error_exits_2(args, tmp_path):
+    r = cli(*args, stdin="(* a x)")
+    assert r.returncode == 2, (args, r.returncode, r.stderr)
+    assert "Traceback" not in r.stderr and r.stderr.startswith(("ndvm: ", "usage: "))
+
+
+def test_missing_csv_exits_2(tmp_path):
+    model = tmp_path / "m.scm"
+    model.write_text("(* a x)")
+    r = cli("fit", str(model), str(tmp_path / "missing.csv"), "--target", "y")
+    assert r.returncode == 2 and "cannot read" in r.stderr and "missing.csv" in r.stderr
+
+
+def test_budget_messages_say_what_is_wrong():
+    for value, words in (("0", "positive"), ("-5s", "positive"), ("soon", "like 60")):
+        r = cli("search", "--budget", value)
+        assert r.returncode == 2 and "budget" in r.stderr and words in r.stderr, r.stderr
+    with pytest.raises(ValueError, match="positive"):
+        ndvm.search("damped", budget=0)
+
+
+def test_run_limits_are_options():
+    src = "(loop ((k 0)) (if (= k 100000) k (recur (+ k 1))))"
+    r = cli("run", "-", "--max-steps", "1000", stdin=src)
+    assert r.returncode == 2 and "LimitError" in r.stderr
+    r = cli("run", "-", "--max-steps", "100000000", stdin=src)
+    assert r.returncode == 0 and "100000" in r.stdout
+
+
+def test_help_version_and_list():
+    top = cli("--help").stdout
+    assert "``" not in top and "compare" in top and "examples:" in top
+    r = cli("--version")
+    assert r.returncode == 0 and r.stdout.strip() == f"ndvm {ndvm.__version__}"
+    from ndvm.cli import build_parser
+
+    parser = build_parser()
+    subs = next(a for a in parser._actions if a.__class__.__name__ == "_SubParsersAction")
+    for name, sub in subs.choices.items():
+        for action in sub._actions:
+            assert action.help, (name, action.option_strings or action.dest)
+    search_help = cli("search", "--help").stdout
+    assert "60s for damped" in search_help and "replay for kalman" in search_help
+    r = cli("search", "--list")
+    assert r.returncode == 0
+    for name in TASKS:
+        assert f"  {name} " in r.stdout
+    assert "default budget 60s" in r.stdout and "default replay" in r.stdout
+    assert "damped_oscillator.scm" in r.stdout and "proposals.jsonl" in r.stdout
+
+
+def test_the_readme_sample_candidates_ship_and_find_a_good_fit():
+    r = cli("search", "--task", "damped", "--proposer", "replay", "--candidates",
+            "example:proposals.jsonl", "--quiet")
+    assert r.returncode == 0, r.stderr
+    assert "first good fit" in r.stdout and "6 candidates" in r.stdout
+    assert "example:proposals.jsonl" in (ROOT / "README.md").read_text()
+
+
+def test_candidate_error_repr_names_the_kind_once():
+    res = ndvm.fit_many(["(* a x)", "(* a (car x))"], data={"x": np.arange(3.0)},
+                        target=np.arange(3.0), steps=5)
+    text = repr(res[1])
+    assert text.count("EvalError") == 1 and "\n" not in text, text
+
+
+def test_disasm_explains_its_columns_and_labels_the_shared_return():
+    r = cli("disasm", "-", stdin="(define (f x) (* x 2))\n(f a)")
+    assert r.returncode == 0, r.stderr
+    lines = r.stdout.splitlines()
+    assert lines[0].startswith("; columns:") and "operands" in lines[0]
+    first_code = next(i for i, x in enumerate(lines) if x[:4].isdigit())
+    assert lines[first_code - 1].startswith("== "), lines[:first_code + 1]
+
+
+def test_reference_data_skip_message_is_actionable():
+    from conftest import DATA_MISSING
+
+    text = DATA_MISSING.format(path="/x")
+    assert "optional" in text and "/x" in text and "oracle" in text
+
+
+def test_result_docs_describe_their_fields():
+    assert "Returns a FitResult" in ndvm.fit.__doc__
+    for word in ("front", "records", "first_good", "summary()", "warnings"):
+        assert word in ndvm.cosearch.SearchResult.__doc__, word
+    for word in ("loss", "tol", "evaluator"):
+        assert word in ndvm.fit.__doc__, word
+    for word in ("batch", "workers", "grammar", "fit_options", "progress", "force"):
+        assert word in ndvm.search.__doc__, word
+    for word in ("value", "grad", "jacobian()", "vjp("):
+        assert word in ndvm.Result.__doc__ and word in ndvm.Evaluator.evaluate.__doc__, word
+
+
+# -- the console table and the pictures ------------------------------------------------------------
+
+def _result(task, front, records=None):
+    best = min(front, key=lambda r: r["heldout_error"]) if front else None
+    return SearchResult(task=task, records=records or front, front=front, best=best,
+                        first_good=None, elapsed=1.0, proposer="mutate", seed=0,
+                        stopped="budget")
+
+
+def _rec(i, size, err, var, src="(* a x)", params=None):
+    return {"id": i, "src": src, "status": "ok", "size": size, "heldout_error": err,
+            "r2": 1 - err / var, "time": 0.1 * i, "params": params or {"a": 1.0}}
+
+
+def test_a_long_front_says_what_it_leaves_out_and_keeps_the_best_and_simplest_good():
+    task = get_task("damped")
+    var = float(np.var(task.split("heldout")[1]))
+    front = [_rec(i, 3 + i, var * (0.5 - 0.012 * i), var, src=f"(+ a {i})") for i in range(40)]
+    good = next(r for r in front if r["r2"] > task.threshold)
+    table = report.front_table(_result(task, front), limit=10)
+    assert "front rows not shown" in table and "of 40" in table
+    assert "(+ a 39)" in table and "best" in table  # the best (the largest, lowest error)
+    assert good["src"] in table.split("simplest good")[1].splitlines()[0]
+    short = report.front_table(_result(task, front[:5]))
+    assert "not shown" not in short and all(r["src"] in short for r in front[:5])
+
+
+def _texts(fig):
+    out = []
+    for ax in fig.axes:
+        out += [ax.get_title(), ax.get_xlabel(), ax.get_ylabel()]
+        out += [t.get_text() for t in ax.texts]
+        leg = ax.get_legend()
+        if leg:
+            out += [t.get_text() for t in leg.get_texts()]
+    out += [t.get_text() for t in fig.texts]
+    return "\n".join(out)
+
+
+def test_fits_plot_shows_the_best_and_the_simplest_good_with_readable_labels():
+    pytest.importorskip("matplotlib")
+    res = ndvm.search("damped", proposer="replay", candidates=[
+        str(ndvm.cli.example_path("proposals.jsonl"))], budget="30s")
+    fig = report.fits_figure(res)
+    text = _texts(fig)
+    marks = report.highlights(res)
+    assert "best" in text and "simplest good" in text
+    for rid in marks:
+        src = next(r["src"] for r in res.records if r["id"] == rid)
+        assert src in " ".join(text.split()) or src in text  # the whole source, in the caption
+    legend = fig.axes[0].get_legend()
+    assert min(t.get_fontsize() for t in legend.get_texts()) >= 8
+    fig.clf()
+
+
+def test_front_plot_counts_agree_and_says_when_points_are_clipped():
+    pytest.importorskip("matplotlib")
+    task = get_task("damped")
+    var = float(np.var(task.split("heldout")[1]))
+    recs = [_rec(0, 3, 0.2 * var, var), _rec(1, 5, 50 * var, var), _rec(2, 7, 0.05 * var, var)]
+    recs.append({"id": 3, "src": "(car a)", "status": "invalid", "size": 2,
+                 "heldout_error": math.inf, "r2": None, "time": 0.4, "params": {}})
+    res = _result(task, [recs[0], recs[2]], records=recs)
+    text = _texts(report.front_figure(res))
+    assert "4 candidates, 3 calibrated" in text and "(3 of 4)" in text
+    assert "1 with MSE" in text and "drawn at the top" in text
+
+
+def test_likelihood_front_plot_shows_the_filtered_level_and_the_nll_per_candidate():
+    pytest.importorskip("matplotlib")
+    res = ndvm.search("nile", budget="20s")
+    fig = report.front_figure(res)
+    text = _texts(fig)
+    assert len(fig.axes) == 2
+    assert "negative log-likelihood" in text and "filtered level" in text and "year" in text
+    level = fig.axes[1].get_lines()[1].get_ydata()
+    assert level.size == 100 and 600 < level.min() and level.max() < 1300
+
+
+def test_fit_plot_has_labels_model_on_a_grid_r2_parameters_and_residuals(tmp_path):
+    pytest.importorskip("matplotlib")
+    x = np.linspace(0.1, 6, 30)
+    y = 1.5 * np.exp(-0.3 * x)
+    prog = ndvm.parse("(* a (exp (* b x)))", name="decay.scm")
+    res = ndvm.fit(prog, data={"x": x}, target=y, optimizer="lm", init={"a": 1, "b": -0.1})
+    fig = report.fit_figure(prog, res.params, {"x": x}, y, "y", 1.0,
+                            getattr(res, "stderr", None))
+    text = _texts(fig)
+    assert "decay.scm" in text and "R² = 1.0000" in text and "a = 1.5" in text
+    main, resid = fig.axes
+    assert main.get_ylabel() == "y" and resid.get_ylabel() == "residual"
+    assert len(main.get_lines()[0].get_xdata()) > 10 * x.size  # a fine grid, not the data points
+    csv = tmp_path / "d.csv"
+    csv.write_text("x,y\n" + "".join(f"{a},{b}\n" for a, b in zip(x, y)))
+    model = tmp_path / "m.scm"
+    model.write_text("(* a (exp (* b x)))")
+    r = cli("fit", str(model), str(csv), "--target", "y", "--plot", str(tmp_path / "fit.png"))
+    assert r.returncode == 0 and (tmp_path / "fit.png").read_bytes()[:4] == b"\x89PNG"
+
+
+# -- compare clients on your own program -----------------------------------------------------------
+
+def test_compare_from_python():
+    x = np.linspace(0, 1, 8)
+    table = ndvm.compare("(* a (exp (* b x)))", params={"a": 1.0, "b": 0.5}, data={"x": x},
+                         starts=(1, 4), baselines=[], rounds=1, min_time=0.001)
+    assert table.agree and len(table) == 2 * len(ndvm.clients())
+    assert {r["impl"] for r in table} == set(ndvm.clients())
+    row = next(r for r in table if r["starts"] == 4)
+    assert row["lanes"] == 32 and row["us_per_lane"] == pytest.approx(row["us_per_call"] / 32)
+    assert "µs/lane" in str(table) and "agrees" in str(table)
+
+
+def test_compare_with_the_eager_baselines():
+    pytest.importorskip("torch")
+    table = ndvm.compare("(* a (sin (* b x)))", params={"a": 1.0, "b": 2.0},
+                         data={"x": np.linspace(0, 1, 4)}, starts=(1,), rounds=1, min_time=0.001)
+    kinds = {r["impl"]: r["kind"] for r in table}
+    assert kinds.get("tagged") == "baseline" and kinds.get("split") == "baseline"
+    assert table.agree, str(table)
+
+
+def test_compare_flags_a_disagreement():
+    from ndvm._compare import _diff
+
+    assert _diff([1.0, 2.0], [1.0, 2.0])[2]
+    a, r, ok = _diff([1.0, 2.1], [1.0, 2.0])
+    assert not ok and a == pytest.approx(0.1) and r == pytest.approx(0.05)
+
+
+def test_compare_and_bench_file_from_the_command_line(tmp_path):
+    model = tmp_path / "m.scm"
+    model.write_text("(* a (exp (* b x)))")
+    args = [str(model), "--param", "a=1", "--param", "b=0.3", "--data", "x=0.1,0.2,0.3",
+            "--starts", "1,8", "--no-baselines"]
+    r = cli("compare", *args, "--json")
+    assert r.returncode == 0, r.stderr
+    out = json.loads(r.stdout)
+    assert out["agree"] and {row["impl"] for row in out["rows"]} == set(ndvm.clients())
+    assert {row["lanes"] for row in out["rows"]} == {3, 24}
+    r = cli("bench", *args)
+    assert r.returncode == 0 and "µs/lane" in r.stdout and "dmci" in r.stdout
+
+
+# -- the benchmark suite against an installed package ----------------------------------------------
+
+def _fake_layout(tmp_path):
+    """A checkout (bench/ and an unbuilt ndvm/) and a site dir with an 'installed' ndvm."""
+    checkout, site = tmp_path / "checkout", tmp_path / "site"
+    (checkout / "bench").mkdir(parents=True)
+    (checkout / "bench" / "__init__.py").write_text((ROOT / "bench" / "__init__.py").read_text())
+    (checkout / "ndvm" / "_core").mkdir(parents=True)
+    (checkout / "ndvm" / "__init__.py").write_text("from ndvm._core import parse\n")
+    (checkout / "ndvm" / "_core" / "__init__.py").write_text(
+        (ROOT / "ndvm" / "_core" / "__init__.py").read_text())
+    (site / "ndvm").mkdir(parents=True)
+    (site / "ndvm" / "__init__.py").write_text("INSTALLED = True\n")
+    return checkout, site
+
+
+def test_bench_prefers_the_installed_package_over_an_unbuilt_checkout(tmp_path):
+    checkout, site = _fake_layout(tmp_path)
+    env = dict(os.environ, PYTHONPATH=str(site))
+    code = "import bench, ndvm; print(ndvm.__file__)"
+    r = subprocess.run([sys.executable, "-S", "-c", code], cwd=checkout, env=env, text=True,
+                       capture_output=True)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip() == str(site / "ndvm" / "__init__.py")
+
+
+def test_an_unbuilt_source_tree_says_what_to_do(tmp_path):
+    checkout, _ = _fake_layout(tmp_path)
+    r = subprocess.run([sys.executable, "-S", "-c", "import ndvm"], cwd=checkout, text=True,
+                       capture_output=True, env=dict(os.environ, PYTHONPATH=""))
+    assert r.returncode != 0
+    assert "without its compiled extension" in r.stderr and "Run from another directory" in r.stderr
