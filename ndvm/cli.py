@@ -233,6 +233,7 @@ def cmd_search(args):
     """
     import ndvm
     from ndvm.cosearch import report
+    from ndvm.cosearch.loop import check_run
     from ndvm.cosearch.tasks import get_task
 
     if args.list:
@@ -245,6 +246,7 @@ def cmd_search(args):
                                      ("optimizer", args.optimizer)) if v is not None}
     candidates = [str(_resolve(c)) for c in args.candidates] if args.candidates else None
     nll = task.objective == "nll"
+    check_run(task, args.proposer, args.out, args.resume, args.force)  # refuse before printing
     print(f"task {task.name}: {task.description}")
     if nll:
         print(f"  a likelihood task: each candidate's parameters ({', '.join(task.params)}) are "
@@ -264,7 +266,8 @@ def cmd_search(args):
     why = s["stopped"]
     if why == "proposer failed" and res.warnings:
         why += f" ({res.warnings[-1]})"
-    print(f"{s['candidates']} candidates ({s['calibrated']} calibrated, {s['invalid']} invalid, "
+    print(f"{s['candidates']} candidate{'' if s['candidates'] == 1 else 's'} "
+          f"({s['calibrated']} calibrated, {s['invalid']} invalid, "
           f"{s['failed']} failed) in {s['elapsed_seconds']:.1f}s, "
           f"{s['candidates_per_second'] or 0:.0f}/s; stopped: {why}")
     fg = res.first_good

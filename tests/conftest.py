@@ -1,5 +1,6 @@
 """Shared fixtures: the client list, the reference data directory, and helpers."""
 import json
+import os
 from pathlib import Path
 
 import numpy as np
@@ -7,12 +8,13 @@ import pytest
 
 import ndvm
 
-SHARED_DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
+SHARED_DATA = Path(os.environ.get("NDVM_SHARED_DATA")
+                   or Path(__file__).resolve().parents[1].parent / "shared" / "data")
 PROGRAMS = Path(__file__).resolve().parent / "programs"
 CLIENTS = ndvm.clients()
-DATA_MISSING = ("optional reference data {path} is absent: the published artifact's oracle values "
-                "and co-search candidates, present only next to the project's own checkout; "
-                "every other test runs without it")
+DATA_MISSING = ("optional reference data {path} is absent (the published artifact's oracle values "
+                "and co-search candidates; every other test runs without it; set "
+                "NDVM_SHARED_DATA=DIR to use a copy elsewhere)")
 
 
 def shared_json(name):

@@ -360,6 +360,9 @@ def test_front_plot_counts_agree_and_says_when_points_are_clipped():
     text = _texts(report.front_figure(res))
     assert "4 candidates, 3 calibrated" in text and "(3 of 4)" in text
     assert "1 with MSE" in text and "drawn at the top" in text
+    recs[1]["heldout_error"] = math.inf  # calibrated, but its error is not finite
+    text = _texts(report.front_figure(_result(task, [recs[0], recs[2]], records=recs)))
+    assert "4 candidates, 3 calibrated" in text and "(2 of 4; 1 with a non-finite" in text
 
 
 def test_likelihood_front_plot_shows_the_filtered_level_and_the_nll_per_candidate():

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import ndvm
-from conftest import CLIENTS, shared_json, shared_json_or_empty
+from conftest import CLIENTS, DATA_MISSING, SHARED_DATA, shared_json, shared_json_or_empty
 
 ORACLE = shared_json_or_empty("oracle_refs.json", "programs")
 FUZZ = shared_json_or_empty("fuzz_seed1234.json", "records")

@@ -17,7 +17,7 @@ from ndvm.cosearch.proposers import CandidateFileError, extract_programs, read_c
 from ndvm.cosearch.sexpr import canonical, size, skeleton, to_source, to_tree
 from ndvm.cosearch.tasks import NILE, get_task
 
-from conftest import SHARED_DATA, shared_json
+from conftest import DATA_MISSING, SHARED_DATA, shared_json
 
 LOOP = "(loop ((s (* c x)) (k 0)) (if (= k 10) s (recur (+ (* a s) b) (+ k 1))))"
 

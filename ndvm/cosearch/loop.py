@@ -287,20 +287,41 @@ def _parse_budget(budget):
     return seconds
 
 
-def _open_run(out, resume, force):
-    """The record file of the run directory ``out``, after checking resume/force."""
-    out = Path(out)
+def check_run(task, proposer=None, out=None, resume=False, force=False):
+    """Raise ValueError (RunExistsError) for what ``search`` would refuse, before any work."""
+    applicable = tuple(getattr(task, "proposers", ()) or ("mutate", "replay", "llm"))
+    if isinstance(proposer, str) and proposer not in applicable:
+        raise ValueError(f"the {proposer} proposer does not apply to task {task.name}; "
+                         f"use {' or '.join(applicable)}")
+    if out is not None:
+        _existing(Path(out), resume, force)
+    elif resume:
+        raise ValueError("resume needs the out directory of the earlier run")
+    return applicable
+
+
+def _existing(out, resume, force):
     record_path = out / RECORD_FILE
     if out.exists() and not out.is_dir():
         raise ValueError(f"{out} exists and is not a directory; choose another out folder")
     held = [p for p in (record_path, out / SUMMARY_FILE) if p.exists()]
     if held and not resume and not force:
-        n = sum(1 for line in open(record_path, encoding="utf-8") if line.strip()) \
-            if record_path.exists() else 0
+        n = 0
+        if record_path.exists():
+            with open(record_path, encoding="utf-8") as f:
+                n = sum(1 for line in f if line.strip())
         raise RunExistsError(
             f"{out} already holds a search ({n} candidates in {RECORD_FILE}); continue it with "
             f"--resume (resume=True), replace it with --force (force=True), or choose a new "
             f"--out folder")
+    return held
+
+
+def _open_run(out, resume, force):
+    """The record file of the run directory ``out``, after checking resume/force."""
+    out = Path(out)
+    record_path = out / RECORD_FILE
+    held = _existing(out, resume, force)
     out.mkdir(parents=True, exist_ok=True)
     if not resume:
         for p in held:
@@ -340,12 +361,9 @@ def search(task="damped", proposer=None, budget=None, max_candidates=None, out=N
     if max_candidates is not None and max_candidates <= 0:
         raise ValueError(f"max_candidates must be a positive count; got {max_candidates}")
     max_candidates = max_candidates if max_candidates is not None else task.budget_candidates
-    applicable = tuple(getattr(task, "proposers", ()) or ("mutate", "replay", "llm"))
+    applicable = check_run(task, proposer, out, resume, force)
     if proposer is None:
         proposer = applicable[0]
-    if isinstance(proposer, str) and proposer not in applicable:
-        raise ValueError(f"the {proposer} proposer does not apply to task {task.name}; "
-                         f"use {' or '.join(applicable)}")
     g = grammar or Grammar(inputs=tuple(task.inputs), params=tuple(task.params), loop=task.loops)
     if isinstance(proposer, Proposer):
         prop = proposer
@@ -362,8 +380,6 @@ def search(task="damped", proposer=None, budget=None, max_candidates=None, out=N
         if resume and record_path.exists():
             records = [_load(r) for r in _read_records(record_path)]
             t_offset = max((r.get("time", 0.0) for r in records), default=0.0)
-    elif resume:
-        raise ValueError("resume needs the out directory of the earlier run")
     for r in records:
         state.seen.add(r["src"])
     first_good = next((r for r in records if _good(task, r)), None)

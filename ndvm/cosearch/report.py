@@ -51,6 +51,13 @@ def highlights(result):
     return marks
 
 
+def one_line(src, width=160):
+    """A program's source on one line, comments dropped, cut at ``width`` characters."""
+    text = " ".join(line.split(";", 1)[0] for line in src.splitlines())
+    text = " ".join(text.split())
+    return text if len(text) <= width else text[:width - 3] + "..."
+
+
 def front_table(result, limit=20):
     """The front (by size) as a text table with each member's fitted parameters.
 
@@ -78,7 +85,7 @@ def front_table(result, limit=20):
         ps = ", ".join(f"{k}={v:.5g}" for k, v in r["params"].items())
         rows.append([str(r["size"]), _fmt(r["heldout_error"], ".6g" if nll else ".4g"),
                      "" if nll else _fmt(r["r2"], ".4f"), f"{r['time']:.2f}s",
-                     ", ".join(marks.get(r["id"], [])), r["src"]])
+                     ", ".join(marks.get(r["id"], [])), one_line(r["src"])])
         extra.append(ps)
     widths = [max(len(x[i]) for x in rows + [head]) for i in range(5)]
     lines = ["  ".join(h.rjust(w) for h, w in zip(head[:5], widths)) + "  " + head[5]]
@@ -120,10 +127,14 @@ def front_figure(result):
     top = 10 * var  # errors beyond 10x the held-out variance are drawn at the top edge
     low = max(min([r["heldout_error"] for r in ok] + [var]) / 2, 1e-12)
     clipped = sum(r["heldout_error"] > top for r in ok)
+    n_cal = result.n_calibrated
     if ok:
-        label = f"calibrated candidates ({len(ok)} of {n})"
+        label = f"calibrated candidates ({len(ok)} of {n}"
+        if n_cal > len(ok):
+            label += f"; {n_cal - len(ok)} with a non-finite error not drawn"
+        label += ")"
         if clipped:
-            label += f"; {clipped} with MSE > {top:.3g} drawn at the top"
+            label += f"\n{clipped} with MSE > {top:.3g} drawn at the top edge"
         ax.scatter([r["size"] for r in ok], [min(r["heldout_error"], top) for r in ok], s=6,
                    c="0.75", label=label)
     if result.front:
@@ -137,8 +148,8 @@ def front_figure(result):
     if task.threshold is not None:
         ax.axhline((1 - task.threshold) * var, ls="--", c="0.4", lw=1,
                    label=f"R² = {task.threshold} (a good fit is below)")
-    ax.set_title(f"{task.name}: {result.proposer}, {n} candidates, {len(ok)} calibrated")
-    ax.legend(fontsize=8)
+    ax.set_title(f"{task.name}: {result.proposer}, {n} candidates, {n_cal} calibrated")
+    ax.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.14), ncol=2)
     fig.tight_layout()
     return fig
 
@@ -158,6 +169,7 @@ def _likelihood_figure(plt, result, ok):
         ax.scatter([b["id"]], [b["heldout_error"]], s=60, c="C3", marker="*", zorder=3,
                    label="best: " + ", ".join(f"{k}={v:.4g}" for k, v in b["params"].items()))
     ax.set_xlabel("candidate id")
+    ax.xaxis.get_major_locator().set_params(integer=True)
     ax.set_ylabel("negative log-likelihood")
     ax.set_title(f"{task.name}: NLL per candidate")
     ax.legend(fontsize=8)
@@ -190,7 +202,8 @@ def fits_figure(result):
     marks = highlights(result)
     chosen = [r for r in result.front if r["id"] in marks]
     chosen.sort(key=lambda r: r["size"])
-    caption = [f"[{i}] {', '.join(marks[r['id']])}: {r['src']}" for i, r in enumerate(chosen, 1)]
+    caption = [f"[{i}] {', '.join(marks[r['id']])}: {one_line(r['src'], 600)}"
+               for i, r in enumerate(chosen, 1)]
     wrapped = [textwrap.fill(c, 110, subsequent_indent="      ") for c in caption]
     n_lines = sum(w.count("\n") + 1 for w in wrapped)
     height = 4.2 + 0.17 * n_lines
@@ -222,7 +235,7 @@ def fit_figure(prog, params, data, y, target, r2, stderr=None, client="dmci"):
     plt = _pyplot()
     ev = ndvm.Evaluator(client=client)
     pred = np.broadcast_to(ev.evaluate(prog, params=params, data=data).value[0], y.shape)
-    fig, (ax, res_ax) = plt.subplots(2, 1, figsize=(6.4, 5.6), sharex=len(data) == 1,
+    fig, (ax, res_ax) = plt.subplots(2, 1, figsize=(8.4, 5.6), sharex=len(data) == 1,
                                      gridspec_kw={"height_ratios": [3, 1]})
     if len(data) == 1:
         (name, x), = data.items()
@@ -250,10 +263,11 @@ def fit_figure(prog, params, data, y, target, r2, stderr=None, client="dmci"):
         se = None if stderr is None else stderr.get(k)
         lines.append(f"{k} = {v:.5g}" + (f" ± {se:.2g}" if se is not None and np.isfinite(se)
                                          else ""))
-    ax.text(0.02, 0.97, "\n".join(lines), transform=ax.transAxes, va="top", fontsize=9,
-            family="monospace", bbox={"facecolor": "white", "alpha": 0.8, "edgecolor": "0.8"})
     ax.set_title(f"{prog.name}: fit to {target}")
-    ax.legend(fontsize=8, loc="upper right")
+    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.02, 1.0), borderaxespad=0)
+    # R² and the parameters beside the plot, under the legend, never over the data
+    ax.text(1.03, 0.72, "\n".join(lines), transform=ax.transAxes, va="top", fontsize=9,
+            family="monospace")
     fig.tight_layout()
     return fig
 
@@ -269,7 +283,7 @@ def write_plots(result, out):
         fig = make(result)
         if fig is None:
             continue
-        fig.savefig(out / name, dpi=110)
+        fig.savefig(out / name, dpi=110, bbox_inches="tight")
         plt.close(fig)
         written.append(out / name)
     return written
