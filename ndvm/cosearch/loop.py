@@ -469,6 +469,14 @@ def search(task="damped", proposer=None, budget=None, max_candidates=None, out=N
                 break
     except KeyboardInterrupt:
         stopped = "interrupted"  # keep what was done: the records are already written
+        if sink:  # unless Ctrl-C came between a batch's records and their writing
+            sink.flush()
+            with open(record_path, encoding="utf-8") as f:
+                n_file = sum(1 for line in f if line.strip())
+            sink.write("".join(_dump(r) + "\n" for r in records[n_file:]))
+        front = pareto_front(records)  # the front and best of every record kept
+        scored = [r for r in records if r["status"] == "ok" and math.isfinite(r["heldout_error"])]
+        state.population = sorted(scored, key=lambda r: r["heldout_error"])[:32]
     finally:
         if sink:
             sink.close()
