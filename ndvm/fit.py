@@ -23,7 +23,9 @@ class FitResult:
 
     params: the best start's parameters (name -> float); loss: its loss; all_params: name -> [S]
     (each start's best point); all_losses: [S]; history: [steps, S] loss per step (NaN once a
-    start is retired for a non-finite loss); n_evals: batched evaluations; converged: [S] bool.
+    start is retired for a non-finite loss); n_evals: batched evaluations; converged: [S] bool;
+    optimizer: its name; names: the fitted parameters, in order; best_start: the best start's
+    index.
     """
 
     params: dict
