@@ -3,7 +3,8 @@
 Run from the checkout (``python -m bench.run``, ``pytest bench``), the checkout's folder comes
 first on sys.path, and its ``ndvm/`` (source only, no compiled extension after a regular
 ``pip install .``) would shadow the installed package; importing ``bench`` moves the checkout
-behind the installed packages, so the suite measures what was installed.
+behind the installed packages and imports ndvm from there, so the suite measures what was
+installed.
 """
 import importlib.machinery
 import importlib.util
@@ -28,6 +29,11 @@ def _prefer_installed_ndvm():
     for p in ahead:
         sys.path.remove(p)
     sys.path.extend(ahead)  # still importable (bench itself), but after site-packages
+    # import it now: pytest puts the checkout first again before each test module it imports
+    try:
+        import ndvm  # noqa: F401
+    except ImportError:  # not installed either: ndvm's own error says what to do
+        pass
 
 
 _prefer_installed_ndvm()
