@@ -580,6 +580,10 @@ def main(argv=None):
     except (ValueError, TypeError) as e:
         print(f"ndvm: error: {e}", file=sys.stderr)
         return 2
+    except OSError as e:  # an output path that cannot be written
+        where = f"{e.filename}: " if e.filename else ""
+        print(f"ndvm: error: cannot write {where}{e.strerror or e}", file=sys.stderr)
+        return 2
     except KeyboardInterrupt:
         print("ndvm: interrupted", file=sys.stderr)
         return 130

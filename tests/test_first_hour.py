@@ -206,6 +206,16 @@ def test_every_input_error_exits_2(args, tmp_path):
     assert "Traceback" not in r.stderr and r.stderr.startswith(("ndvm: ", "usage: "))
 
 
+def test_an_unwritable_output_exits_2(tmp_path):
+    model = tmp_path / "m.scm"
+    model.write_text("(* a x)")
+    csv = tmp_path / "d.csv"
+    csv.write_text("x,y\n1,2\n2,4\n3,6\n")
+    r = cli("fit", str(model), str(csv), "--target", "y", "--plot", "/nonexistent/dir/fit.png")
+    assert r.returncode == 2 and "cannot write /nonexistent/dir/fit.png" in r.stderr, r.stderr
+    assert "Traceback" not in r.stderr
+
+
 def test_missing_csv_exits_2(tmp_path):
     model = tmp_path / "m.scm"
     model.write_text("(* a x)")
