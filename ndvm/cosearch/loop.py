@@ -91,6 +91,7 @@ class SearchResult:
             "candidates_per_second": round(n / self.elapsed, 2) if self.elapsed > 0 else None,
             "first_good": slim(self.first_good), "best": slim(self.best),
             "front": [slim(r) for r in self.front],
+            **self.task.extra_summary(self),
         }
 
 
@@ -261,13 +262,15 @@ def search(task="damped", proposer="mutate", budget=None, max_candidates=None, o
     task = get_task(task) if isinstance(task, str) else task
     budget_s = _parse_budget(budget) if budget is not None else task.budget_seconds
     max_candidates = max_candidates if max_candidates is not None else task.budget_candidates
-    g = grammar or Grammar(inputs=tuple(task.inputs), params=tuple(task.params), loop=task.loops)
+    g = grammar or task.grammar or Grammar(inputs=tuple(task.inputs), params=tuple(task.params),
+                                           loop=task.loops)
     if isinstance(proposer, Proposer):
         prop = proposer
     elif proposer == "replay" and not candidates:
         prop = Replay(sources=task.seeds)
     else:
         prop = make_proposer(proposer, seed=seed, candidates=candidates, **proposer_options)
+        prop = task.proposer(prop) if proposer == "mutate" else prop
     state = SearchState(task=task, grammar=g)
     scorer = _Scorer(task, client=client, workers=workers, fit_options=fit_options)
     records, t_offset = [], 0.0

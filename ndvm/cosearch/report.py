@@ -22,12 +22,18 @@ def front_table(result, limit=12):
         ps = ", ".join(f"{k}={v:.5g}" for k, v in r["params"].items())
         rows.append([str(r["size"]), _fmt(r["heldout_error"], ".6g" if nll else ".4g"),
                      "" if nll else _fmt(r["r2"], ".4f"), f"{r['time']:.2f}s", r["src"], ps])
-    widths = [max(len(x[i]) for x in rows + [head]) for i in range(4)]
+    refs = [(["ref", _fmt(ref["heldout_error"], ".6g" if nll else ".4g"),
+              "" if nll else _fmt(ref["r2"], ".4f"), "-"],
+             ref["label"] + (f"  (RMSE {ref['rmse']:.4g})" if "rmse" in ref else ""))
+            for ref in result.task.references()]  # e.g. the statistician's model of a series
+    widths = [max(len(x[i]) for x in rows + [head] + [c for c, _ in refs]) for i in range(4)]
     lines = ["  ".join(h.rjust(w) for h, w in zip(head[:4], widths)) + "  " + head[4]]
     for x in rows:
         lines.append("  ".join(c.rjust(w) for c, w in zip(x[:4], widths)) + "  " + x[4])
         if x[5]:
             lines.append(" " * (sum(widths) + 8) + "  with " + x[5])
+    for cells, label in refs:
+        lines.append("  ".join(c.rjust(w) for c, w in zip(cells, widths)) + "  " + label)
     return "\n".join(lines)
 
 
@@ -57,6 +63,8 @@ def write_plots(result, out):
         ax.step([r["size"] for r in result.front],
                 [min(r["heldout_error"], top) for r in result.front],
                 where="post", c="C3", marker="o", label="Pareto front")
+    for i, ref in enumerate(task.references()):
+        ax.axhline(min(ref["heldout_error"], top), ls=":", c=f"C{i}", lw=1.2, label=ref["label"])
     ax.set_xlabel("program size (atoms)")
     ax.set_ylabel("NLL" if task.objective == "nll" else "held-out MSE")
     if task.objective == "mse":
@@ -100,4 +108,5 @@ def write_plots(result, out):
         fig.savefig(out / "fits.png", dpi=110)
         plt.close(fig)
         written.append(out / "fits.png")
+    written += task.extra_plots(result, out)
     return written
