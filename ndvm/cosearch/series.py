@@ -27,7 +27,8 @@ __all__ = ["SeriesTask", "from_series", "load", "enso", "sunspots", "co2", "Base
            "fit_baseline", "persistence", "DATA_EXTRA"]
 
 DATA_EXTRA = "ndvm[data]"
-PARAMS = tuple("abcdefghijkl")  # enough for an AR(9) with an intercept, and a few more
+# enough for an AR(9) with an intercept and a few more; none is a local name (s, k, w, u0)
+PARAMS = ("a", "b", "c", "d", "e", "f", "g", "h", "i", "j", "p", "q")
 
 
 def _statsmodels():
