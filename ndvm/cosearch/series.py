@@ -269,9 +269,11 @@ def _lag_name(k):
 
 def _smoother(items, a="a"):
     """Exponential smoothing over ``items`` (oldest first) as a loop over a vector: the state s
-    moves toward each value by the fraction a (a one-parameter state-space filter)."""
-    return (f"(let ((w (vec {' '.join(items)}))) (loop ((s (ref w 0)) (k 1)) (if (= k {len(items)})"
-            f" s (recur (+ s (* {a} (- (ref w k) s))) (+ k 1)))))")
+    starts at the window's mean and moves toward each value by the fraction a (a one-parameter
+    state-space filter; starting at the mean keeps the truncated window from over-weighting its
+    oldest value)."""
+    return (f"(let ((w (vec {' '.join(items)}))) (loop ((s (/ (vsum w) {len(items)})) (k 0)) "
+            f"(if (= k {len(items)}) s (recur (+ s (* {a} (- (ref w k) s))) (+ k 1)))))")
 
 
 def _seeds(recent, period, window):
