@@ -6,7 +6,10 @@ first 80% of the series trains, the last 20% is held out; every held-out forecas
 ahead from observed data. Values are standardized with the training part's mean and standard
 deviation (the task's errors are in those units; RMSE is reported in the series' own units).
 Missing values: a missing target is never fitted nor scored; a missing lag is carried forward
-from the last observation (causal: a forecast never sees a later value).
+from the last observation (causal: a forecast never sees a later value). The baseline is
+statsmodels' (AutoReg or SARIMAX, order by AIC on the training part) forecasting the same points.
+Selection: the search ranks candidates by held-out error, so its "best" is chosen on the held-out
+data; ``aic_pick`` chooses by training AIC only, as the baseline's order is chosen.
 """
 import hashlib
 import json
@@ -24,7 +27,8 @@ from ndvm.cosearch.sexpr import atoms, to_tree
 from ndvm.cosearch.tasks import Task
 
 __all__ = ["SeriesTask", "from_series", "load", "enso", "sunspots", "co2", "Baseline",
-           "fit_baseline", "persistence", "DATA_EXTRA"]
+           "fit_baseline", "persistence", "aic_pick", "best_and_simplest", "describe",
+           "StartWith", "DATA_EXTRA"]
 
 DATA_EXTRA = "ndvm[data]"
 # enough for an AR(9) with an intercept and a few more; none is a local name (s, k, w, u0)
@@ -236,7 +240,8 @@ def best_and_simplest(records):
     if not ok:
         return None, None
     best = min(ok, key=lambda r: (r["heldout_error"], r["size"], r["id"]))
-    near = [r for r in ok if math.sqrt(r["heldout_error"]) <= 1.05 * math.sqrt(best["heldout_error"])]
+    limit = (1.05 * math.sqrt(best["heldout_error"])) ** 2
+    near = [r for r in ok if r["heldout_error"] <= limit]
     return best, min(near, key=lambda r: (r["size"], r["heldout_error"], r["id"]))
 
 
