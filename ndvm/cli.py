@@ -238,7 +238,10 @@ def cmd_search(args):
 
     if args.list:
         return _list_builtins()
-    task = get_task(args.task)
+    try:
+        task = get_task(args.task)
+    except ImportError as e:  # a task whose data needs an extra (the series need statsmodels)
+        raise InputError(str(e)) from None
     options = {}
     if args.proposer == "llm":
         options = {"base_url": args.llm_url, "model": args.llm_model, "key_env": args.llm_key_env}
@@ -254,6 +257,9 @@ def cmd_search(args):
     else:
         print(f"  {task.train.size} training / {task.heldout.size} held-out points; a good fit "
               f"has held-out R2 > {task.threshold}; parameters {', '.join(task.params)}")
+    for ref in task.references():  # fitted here, in the same run (series: the ARIMA baseline)
+        print(f"  reference: {ref['label']}: held-out MSE {ref['heldout_error']:.4g}"
+              + (f", RMSE {ref['rmse']:.4g}" if "rmse" in ref else ""))
     res = ndvm.search(task, proposer=args.proposer, budget=args.budget,
                       max_candidates=args.candidates_max, out=args.out, resume=args.resume,
                       force=args.force, seed=args.seed, candidates=candidates,
@@ -276,6 +282,9 @@ def cmd_search(args):
               if fg else "no good fit within the budget")
     print("Pareto front (NLL vs size):" if nll else "Pareto front (held-out error vs size):")
     print(report.front_table(res))
+    if "series" in s:
+        from ndvm.cosearch.series import describe
+        print(describe(s["series"]))
     if args.out:
         out = Path(args.out)
         written = report.write_plots(res, out)

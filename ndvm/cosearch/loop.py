@@ -118,6 +118,7 @@ class SearchResult:
             "first_good": slim(self.first_good), "best": slim(self.best),
             "front": [slim(r) for r in self.front],
             "warnings": list(self.warnings),
+            **self.task.extra_summary(self),
         }
 
 
@@ -364,13 +365,15 @@ def search(task="damped", proposer=None, budget=None, max_candidates=None, out=N
     applicable = check_run(task, proposer, out, resume, force)
     if proposer is None:
         proposer = applicable[0]
-    g = grammar or Grammar(inputs=tuple(task.inputs), params=tuple(task.params), loop=task.loops)
+    g = grammar or task.grammar or Grammar(inputs=tuple(task.inputs), params=tuple(task.params),
+                                           loop=task.loops)
     if isinstance(proposer, Proposer):
         prop = proposer
     elif proposer == "replay" and not candidates:
         prop = Replay(sources=task.seeds)
     else:
         prop = make_proposer(proposer, seed=seed, candidates=candidates, **proposer_options)
+        prop = task.proposer(prop) if proposer == "mutate" else prop
     state = SearchState(task=task, grammar=g, echo=sys.stderr if progress else None)
     scorer = _Scorer(task, client=client, workers=workers, fit_options=fit_options)
     records, t_offset = [], 0.0

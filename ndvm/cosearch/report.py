@@ -87,12 +87,18 @@ def front_table(result, limit=20):
                      "" if nll else _fmt(r["r2"], ".4f"), f"{r['time']:.2f}s",
                      ", ".join(marks.get(r["id"], [])), one_line(r["src"])])
         extra.append(ps)
-    widths = [max(len(x[i]) for x in rows + [head]) for i in range(5)]
+    refs = [(["ref", _fmt(ref["heldout_error"], ".6g" if nll else ".4g"),
+              "" if nll else _fmt(ref["r2"], ".4f"), "-", "reference"],
+             ref["label"] + (f"  (RMSE {ref['rmse']:.4g})" if "rmse" in ref else ""))
+            for ref in result.task.references()]  # e.g. the statistician's model of a series
+    widths = [max(len(x[i]) for x in rows + [head] + [c for c, _ in refs]) for i in range(5)]
     lines = ["  ".join(h.rjust(w) for h, w in zip(head[:5], widths)) + "  " + head[5]]
     for x, ps in zip(rows, extra):
         lines.append("  ".join(c.rjust(w) for c, w in zip(x[:5], widths)) + "  " + x[5])
         if ps:
             lines.append(" " * (sum(widths) + 10) + "  with " + ps)
+    for cells, label in refs:
+        lines.append("  ".join(c.rjust(w) for c, w in zip(cells, widths)) + "  " + label)
     omitted = len(front) - len(rows)
     if omitted:
         lines.append(f"({omitted} of {len(front)} front rows not shown; every row is in "
@@ -141,6 +147,8 @@ def front_figure(result):
         ax.step([r["size"] for r in result.front],
                 [min(r["heldout_error"], top) for r in result.front],
                 where="post", c="C3", marker="o", label=f"Pareto front ({len(result.front)})")
+    for i, ref in enumerate(task.references()):
+        ax.axhline(min(ref["heldout_error"], top), ls=":", c=f"C{i}", lw=1.2, label=ref["label"])
     ax.set_xlabel("program size (atoms)")
     ax.set_ylabel("held-out MSE")
     ax.set_yscale("log")
@@ -286,4 +294,5 @@ def write_plots(result, out):
         fig.savefig(out / name, dpi=110, bbox_inches="tight")
         plt.close(fig)
         written.append(out / name)
+    written += result.task.extra_plots(result, out)
     return written

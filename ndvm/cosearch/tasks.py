@@ -2,7 +2,9 @@
 
 Built-in tasks carry their data in code (no network): ``damped`` and ``recurrence`` (the paper's
 symbolic-regression tasks), ``kalman`` (2x2 Kalman filter NLL, q and r by maximum likelihood) and
-``nile`` (local-level model of the Nile flow at Aswan, 1871-1970, by maximum likelihood).
+``nile`` (local-level model of the Nile flow at Aswan, 1871-1970, by maximum likelihood). Real
+series forecast one step ahead against a statsmodels baseline — ``enso``, ``sunspots``, ``co2``
+(statsmodels' own data sets) — are built in ndvm.cosearch.series.
 """
 from dataclasses import dataclass, field
 from importlib import resources
@@ -45,6 +47,7 @@ class Task:
     description: str = ""
     proposers: tuple = ("mutate", "replay", "llm")
     series: object = None
+    grammar: object = None  # a Grammar for this task (default: one built from inputs and params)
 
     def __post_init__(self):
         self.target = np.asarray(self.target, dtype=np.float64).reshape(-1)
@@ -70,6 +73,28 @@ class Task:
         k = int(round(heldout * n)) if heldout < 1 else int(heldout)
         idx = np.sort(np.random.default_rng(seed).permutation(n)[:k])
         return cls(name=name, inputs=inputs, target=target, heldout=idx, **options)
+
+    @classmethod
+    def from_series(cls, name, y, lags=(1, 2), test=0.2, **options):
+        """A one-step-ahead forecasting task for a series (see ndvm.cosearch.series)."""
+        from ndvm.cosearch.series import from_series
+        return from_series(name, y, lags=lags, test=test, **options)
+
+    def proposer(self, inner):
+        """The proposer a search of this task runs (default: ``inner`` unchanged)."""
+        return inner
+
+    def references(self):
+        """Reference models to print and draw beside the front (label, heldout_error, r2)."""
+        return []
+
+    def extra_summary(self, result):
+        """Task-specific entries for summary.json."""
+        return {}
+
+    def extra_plots(self, result, out):
+        """Task-specific plots written into ``out``; the paths written."""
+        return []
 
     def split(self, which):
         """(inputs, target) of the "train" or "heldout" points."""
@@ -209,12 +234,20 @@ def nile():
                 description="Nile flow at Aswan 1871-1970, local-level model by maximum likelihood")
 
 
-TASKS = {"damped": damped, "recurrence": recurrence, "kalman": kalman, "nile": nile}
+def _series(name):
+    def make():
+        from ndvm.cosearch import series
+        return getattr(series, name)()
+    make.__doc__ = f"The {name} series task (ndvm.cosearch.series; needs statsmodels)."
+    return make
+
+
+TASKS = {"damped": damped, "recurrence": recurrence, "kalman": kalman, "nile": nile,
+         "enso": _series("enso"), "sunspots": _series("sunspots"), "co2": _series("co2")}
 
 
 def get_task(name):
     """A fresh built-in task by name."""
-    try:
-        return TASKS[name]()
-    except KeyError:
-        raise ValueError(f"unknown task {name!r}; built-in tasks: {', '.join(TASKS)}") from None
+    if name not in TASKS:
+        raise ValueError(f"unknown task {name!r}; built-in tasks: {', '.join(TASKS)}")
+    return TASKS[name]()
