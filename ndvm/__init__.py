@@ -11,12 +11,20 @@ from ndvm.errors import (
 from ndvm.evaluator import Evaluator, Result
 from ndvm.fit import FitResult, fit
 from ndvm.parallel import CandidateError, evaluate_many, fit_many
-from ndvm.cosearch import Task, search
+from ndvm.cosearch import Task, get_task, search
 
 __version__ = "0.1.0"
+
+
+def __getattr__(name):
+    if name == "SymbolicRegressor":  # imports scikit-learn: only when asked for
+        from ndvm.estimator import SymbolicRegressor
+        return SymbolicRegressor
+    raise AttributeError(f"module 'ndvm' has no attribute {name!r}")
 
 __all__ = [
     "CandidateError", "Evaluator", "EvalError", "FitResult", "FormError", "InternalError",
     "LimitError", "Program", "ReadError", "Result", "SchemeError", "Task", "UnboundError",
-    "clients", "evaluate_many", "fit", "fit_many", "parse", "read", "search",
+    "SymbolicRegressor", "clients", "evaluate_many", "fit", "fit_many", "get_task", "parse",
+    "read", "search",
 ]

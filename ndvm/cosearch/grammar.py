@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from ndvm.cosearch.sexpr import SPECIAL_FORMS, size
 
 __all__ = ["Grammar", "positions", "get_at", "replace_at", "grow", "mutate", "crossover",
-           "simplify"]
+           "simplify", "small_programs"]
 
 
 @dataclass
@@ -19,8 +19,8 @@ class Grammar:
 
     inputs: tuple = ("x",)
     params: tuple = ("a", "b", "c", "d")
-    unary: tuple = ("sin", "cos", "exp", "tanh", "square")
-    binary: tuple = ("+", "-", "*", "/")
+    unary: tuple = ("sin", "cos", "exp", "log", "sqrt", "tanh", "square")
+    binary: tuple = ("+", "-", "*", "/", "pow")
     constants: tuple = (0.5, 1.0, 2.0, 3.0)
     let: bool = True
     loop: bool = True
@@ -215,6 +215,22 @@ def crossover(rng, g, a, b):
             if size(child) <= g.max_size:
                 return child
     return mutate(rng, g, a)
+
+
+def small_programs(g):
+    """Every small model over the grammar's inputs, smallest first, for a search to try before it
+    evolves anything: x, u(x), x op y, c op x, and a + b u(c x) for unary u and inputs x, y."""
+    p = g.params[0]
+    xs = list(g.inputs)
+    out = [[p]] + [[x] for x in xs]
+    out += [[u, x] for x in xs for u in g.unary]
+    out += [[b, x, y] for b in g.binary for x in xs for y in xs if x != y or b != "-"]
+    out += [[b, p, x] for b in g.binary for x in xs] + [[b, x, p] for b in ("-", "/", "pow")
+                                                          if b in g.binary for x in xs]
+    if len(g.params) >= 3:
+        a, b, c = g.params[:3]
+        out += [["+", a, ["*", b, [u, ["*", c, x]]]] for x in xs for u in g.unary]
+    return [t[0] if len(t) == 1 else t for t in out]
 
 
 def simplify(tree):
