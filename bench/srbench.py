@@ -182,6 +182,19 @@ def table(rows, threshold=0.999):
     return "\n".join(out)
 
 
+def _warm_up(methods):
+    """Imports and first-call costs are paid once, before any timed run."""
+    import sympy  # noqa: F401
+    X = np.linspace(0.1, 1, 10).reshape(-1, 1)
+    if "ndvm" in methods:
+        import ndvm
+        ndvm.SymbolicRegressor(budget=None, max_candidates=16).fit(X, X[:, 0])
+    if any(m.startswith("operon") for m in methods):
+        import pyoperon.sklearn  # noqa: F401
+    if "gplearn" in methods:
+        import gplearn.genetic  # noqa: F401
+
+
 def _read(path):
     return [json.loads(line) for line in Path(path).read_text().splitlines() if line.strip()]
 
@@ -201,13 +214,15 @@ def main(argv=None):
         return 0
     problems = list(PROBLEMS) if args.problems == "all" else args.problems.split(",")
     seeds = [int(s) for s in args.seeds.split(",")]
+    methods = args.methods.split(",")
+    _warm_up(methods)
     rows = []
     if args.out:
         Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     sink = open(args.out, "a", encoding="utf-8") if args.out else None
     for problem in problems:  # methods interleaved, so each sees the same machine load
         for seed in seeds:
-            for method in args.methods.split(","):
+            for method in methods:
                 row = run_one(method, problem, seed, args.budget)
                 rows.append(row)
                 print(f"{method:10s} {problem:10s} seed {seed}  test R2 {row['test_r2']:.6f}  "

@@ -23,12 +23,13 @@ class SymbolicRegressor(RegressorMixin, BaseEstimator):
     stop after that many proposals; random_state: the proposer's seed; workers: calibration
     threads; optimizer, steps, starts: the calibration of each candidate (see ndvm.fit);
     heldout: the fraction of points the search scores but does not fit; max_size: atoms per
-    program; unary, binary: the grammar's operators (None: the default grammar's).
+    program; unary, binary: the grammar's operators (None: the default grammar's); parsimony:
+    the proposer's size pressure (relative error added per atom in parent tournaments).
     """
 
     def __init__(self, budget=10.0, max_candidates=None, random_state=0, workers=1,
                  optimizer="lm", steps=30, starts=4, heldout=0.3, max_size=40, unary=None,
-                 binary=None):
+                 binary=None, parsimony=0.02):
         self.budget = budget
         self.max_candidates = max_candidates
         self.random_state = random_state
@@ -40,6 +41,7 @@ class SymbolicRegressor(RegressorMixin, BaseEstimator):
         self.max_size = max_size
         self.unary = unary
         self.binary = binary
+        self.parsimony = parsimony
 
     def _inputs(self, X):
         return {f"x{i}": np.ascontiguousarray(X[:, i], dtype=np.float64)
@@ -73,7 +75,8 @@ class SymbolicRegressor(RegressorMixin, BaseEstimator):
         if budget is None and self.max_candidates is None:
             raise ValueError("set a time budget or max_candidates")
         res = search(task, proposer="mutate", budget=budget, max_candidates=self.max_candidates,
-                     seed=self.random_state or 0, workers=self.workers, grammar=g)
+                     seed=self.random_state or 0, workers=self.workers, grammar=g,
+                     parsimony=self.parsimony)
         if res.best is None:
             raise RuntimeError("the search calibrated no model; raise the budget")
         self.result_ = res

@@ -409,7 +409,8 @@ def search(task="damped", proposer="mutate", budget=None, max_candidates=None, o
                 state.seen.add(src)
                 try:
                     tree = to_tree(src)
-                    if task.objective == "mse":  # likelihood programs' literals are not fitted
+                    if task.objective == "mse" and not getattr(prop, "canonical", False):
+                        # (likelihood programs' literals are constants, never fitted)
                         try:
                             tree = canonicalize(tree, task.params)
                         except TooManyParameters:

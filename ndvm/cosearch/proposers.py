@@ -86,6 +86,7 @@ class Mutate(Proposer):
     """
 
     name = "mutate"
+    canonical = True  # proposes canonical sources: the loop need not simplify them again
 
     def __init__(self, seed=0, crossover=0.3, fresh=0.1, tournament=3, parsimony=0.02,
                  small=True):
@@ -144,8 +145,22 @@ class Mutate(Proposer):
         return out
 
 
+_CANON_CACHE = {}
+
+
 def _canonical(tree, params):
-    """The canonical simplified tree; a tree the simplifier cannot handle is only renamed."""
+    """The canonical simplified tree; a tree the simplifier cannot handle is only renamed.
+    Memoized on the source: genetic operators propose the same child again and again."""
+    key = (to_source(tree), tuple(params))
+    if key not in _CANON_CACHE:
+        if len(_CANON_CACHE) > 200_000:
+            _CANON_CACHE.clear()
+        _CANON_CACHE[key] = _canonical_uncached(tree, params)
+    out = _CANON_CACHE[key]
+    return None if out is None else to_tree(out) if isinstance(out, str) else out
+
+
+def _canonical_uncached(tree, params):
     try:
         return canonicalize(tree, params)
     except TooManyParameters:

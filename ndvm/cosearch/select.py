@@ -5,7 +5,8 @@ noisy judge (with 20 points the search scores on 6). So every front member is cr
 all the data (K = min(5, N) folds; each fold refitted by Levenberg-Marquardt from the member's
 fitted parameters), and the chosen model is the smallest one whose CV error is within one
 standard error of the lowest CV error (Breiman et al. 1984; Hastie, Tibshirani & Friedman, ESL
-7.10). The choice is then refitted on all the data. Likelihood tasks keep the lowest NLL.
+7.10); CV errors below 1e-12 of the target's variance count as exact (rounding decides nothing).
+The choice is then refitted on all the data. Likelihood tasks keep the lowest NLL.
 """
 import math
 
@@ -16,6 +17,7 @@ import ndvm
 __all__ = ["select", "cross_validate", "refit"]
 
 RULE = "one-standard-error rule over K-fold cross-validation"
+EXACT = 1e-12
 
 
 def _predict(ev, prog, params, inputs, n):
@@ -84,7 +86,8 @@ def select(task, front, ev=None, k=5):
         best = min(front, key=lambda r: r["heldout_error"])
         return dict(best, selection={"rule": "lowest held-out error (no finite CV score)"}), rows
     low = min(finite, key=lambda r: (r["cv_mse"], r["size"]))
-    bar = low["cv_mse"] + low["cv_se"]
+    # errors below 1e-12 of the target's variance are rounding: such fits count as exact
+    bar = max(low["cv_mse"] + low["cv_se"], EXACT * float(np.var(target)))
     pick = min((r for r in finite if r["cv_mse"] <= bar), key=lambda r: (r["size"], r["cv_mse"]))
     rec = next(r for r in front if r["id"] == pick["id"])
     prog = ndvm.parse(rec.get("model") or rec["src"])
