@@ -28,8 +28,8 @@ class SymbolicRegressor(RegressorMixin, BaseEstimator):
     """
 
     def __init__(self, budget=10.0, max_candidates=None, random_state=0, workers=1,
-                 optimizer="lm", steps=30, starts=4, heldout=0.3, max_size=40, unary=None,
-                 binary=None, parsimony=0.02):
+                 optimizer="lm", steps=30, starts=4, heldout=0.3, max_size=25, unary=None,
+                 binary=None, parsimony=0.05):
         self.budget = budget
         self.max_candidates = max_candidates
         self.random_state = random_state

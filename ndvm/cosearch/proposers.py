@@ -93,6 +93,7 @@ class Mutate(Proposer):
         self.rng = np.random.default_rng(seed)
         self.small = small
         self._small = None
+        self._trees = {}  # parsed parents, by source
         self.parsimony = parsimony
         self.crossover = crossover
         self.fresh = fresh
@@ -101,8 +102,15 @@ class Mutate(Proposer):
     def _parents(self, state):
         pool = list(state.front) + list(state.population)
         # parsimony pressure: 2% more error per atom, so bloated parents lose close tournaments
-        return ([to_tree(r.get("model") or r["src"]) for r in pool],
+        return ([self._tree(r.get("model") or r["src"]) for r in pool],
                 [r["heldout_error"] * (1 + self.parsimony * r["size"]) for r in pool])
+
+    def _tree(self, src):
+        if src not in self._trees:
+            if len(self._trees) > 100_000:
+                self._trees.clear()
+            self._trees[src] = to_tree(src)
+        return self._trees[src]
 
     def _pick(self, trees, errors):
         idx = self.rng.integers(len(trees), size=min(self.tournament, len(trees)))
