@@ -21,7 +21,8 @@ def front_table(result, limit=12):
     for r in result.front[:limit]:
         ps = ", ".join(f"{k}={v:.5g}" for k, v in r["params"].items())
         rows.append([str(r["size"]), _fmt(r["heldout_error"], ".6g" if nll else ".4g"),
-                     "" if nll else _fmt(r["r2"], ".4f"), f"{r['time']:.2f}s", r["src"], ps])
+                     "" if nll else _fmt(r["r2"], ".4f"), f"{r['time']:.2f}s",
+                     r.get("model") or r["src"], ps])
     widths = [max(len(x[i]) for x in rows + [head]) for i in range(4)]
     lines = ["  ".join(h.rjust(w) for h, w in zip(head[:4], widths)) + "  " + head[4]]
     for x in rows:
@@ -81,12 +82,13 @@ def write_plots(result, out):
         best = sorted(result.front, key=lambda r: r["heldout_error"])[:3]
         ev = ndvm.Evaluator()
         for i, r in enumerate(best):
-            prog = ndvm.parse(r["src"])
+            src = r.get("model") or r["src"]  # the simplified model its params belong to
+            prog = ndvm.parse(src)
             data = {name: grid} if name in prog.free_names else {}
             with np.errstate(all="ignore"):
                 y = ev.evaluate(prog, params=r["params"] or None, data=data).value[0]
             y = np.broadcast_to(y, grid.shape)
-            label = r["src"] if len(r["src"]) < 60 else r["src"][:57] + "..."
+            label = src if len(src) < 60 else src[:57] + "..."
             ax.plot(grid, y, c=f"C{i + 1}", lw=2 if i == 0 else 1,
                     label=f"R2 {r['r2']:.3f}: {label}")
         ax.set_xlabel(name)

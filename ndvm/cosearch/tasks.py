@@ -19,7 +19,8 @@ class Task:
     """What a search fits, and how it judges a fit.
 
     inputs: name -> [N] data inputs; target: [N]; heldout: indices scored but never fitted;
-    params: the parameter names a candidate may use; consts: shared constants (vectors, matrices);
+    params: the parameter names a candidate may use (default a b c d, skipping any name an input
+    or a constant uses; names given that collide with one are an error); consts: shared constants (vectors, matrices);
     fit: options for ndvm.fit (optimizer, steps, starts, lr); threshold: a held-out R^2 above it
     is a good fit; budget: seconds and/or candidates; objective: "mse" (fit the target) or "nll"
     (the program's value is a negative log-likelihood to minimize; ``positive`` names are kept
