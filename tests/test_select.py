@@ -8,7 +8,7 @@ import ndvm
 from ndvm.cosearch.loop import _Scorer
 from ndvm.cosearch.select import cross_validate, select
 from ndvm.cosearch.sexpr import to_source, to_tree
-from ndvm.cosearch.simplify import canonicalize
+from ndvm.cosearch.simplify import simplify
 from ndvm.cosearch.tasks import Task
 
 
@@ -96,7 +96,7 @@ def test_search_result_best_is_selected_simplified_and_predicts():
     best = res.best
     assert best["selection"]["rule"].startswith("one-standard-error")
     assert best["id"] in {r["id"] for r in res.front}
-    assert to_source(canonicalize(to_tree(best["model"]), res.task.params)) == best["model"]
+    assert to_source(simplify(to_tree(best["model"]), res.task.params)) == best["model"]
     assert res.summary()["selection"] == best["selection"]["explanation"]
     x = np.linspace(0.1, 6, 7)
     p = res.predict({"x": x})
@@ -107,3 +107,19 @@ def test_search_result_best_is_selected_simplified_and_predicts():
     f = sympy.lambdify(sympy.Symbol("x"), res.sympy(), "numpy")
     assert np.allclose(np.broadcast_to(f(x), x.shape), p)
     assert res.predict({"x": x}, which=0).shape == (7,)
+
+
+def test_snap_writes_integer_parameters_as_integers_only_when_exact():
+    from ndvm.cosearch.select import snap
+    x = np.random.default_rng(0).uniform(-1, 1, 20)
+    ev = ndvm.Evaluator()
+    src = "(* (+ a x0) (+ b (* c x0 (+ d x0))))"
+    p = {"a": 1.2e-16, "b": 0.999999999999, "c": 1.0000000001, "d": 0.99999999998}
+    model, size, params, mse = snap(src, p, {"x0": x}, x**3 + x**2 + x, 0.0, ev, tol=1e-20)
+    assert model == "(* (+ 1.0 (* (+ 1.0 x0) x0)) x0)" and size == 9 and params == {}
+    assert mse < 1e-25
+    # a parameter near an integer that the data say is not one stays a parameter
+    y = 2.0000001 * np.sin(1.5 * x)
+    model, _, params, _ = snap("(* a (sin (* b x0)))", {"a": 2.0000001, "b": 1.5}, {"x0": x}, y,
+                               0.0, ev)
+    assert model == "(* a (sin (* b x0)))" and params["a"] == 2.0000001

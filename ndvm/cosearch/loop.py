@@ -369,7 +369,7 @@ def search(task="damped", proposer="mutate", budget=None, max_candidates=None, o
     first_good = next((r for r in records if _good(task, r)), None)
     front = pareto_front(records)
     ok = sorted((r for r in records if r["status"] == "ok"), key=lambda r: r["heldout_error"])
-    state.front, state.population = front, ok[:32]
+    state.front, state.population = front, ok[:_POPULATION]
     bar = _Progress(progress)
     sink = open(record_path, "a", encoding="utf-8") if record_path else None
     t0 = time.perf_counter() - t_offset

@@ -6,15 +6,20 @@ all the data (K = min(5, N) folds; each fold refitted by Levenberg-Marquardt fro
 fitted parameters), and the chosen model is the smallest one whose CV error is within one
 standard error of the lowest CV error (Breiman et al. 1984; Hastie, Tibshirani & Friedman, ESL
 7.10); CV errors below 1e-12 of the target's variance count as exact (rounding decides nothing).
-The choice is then refitted on all the data. Likelihood tasks keep the lowest NLL.
+The choice is then refitted on all the data, and parameters that landed on integers (within
+1e-6, e.g. 1.0000000002 or 3e-17) are written as those integers and the model simplified again
+when that costs no accuracy (``snap``). Likelihood tasks keep the lowest NLL.
 """
 import math
 
 import numpy as np
 
 import ndvm
+from ndvm.cosearch.sexpr import size as tree_size
+from ndvm.cosearch.sexpr import to_source, to_tree
+from ndvm.cosearch.simplify import PARAM_MARK, simplify
 
-__all__ = ["select", "cross_validate", "refit"]
+__all__ = ["select", "cross_validate", "refit", "snap"]
 
 RULE = "one-standard-error rule over K-fold cross-validation"
 EXACT = 1e-12
@@ -93,13 +98,62 @@ def select(task, front, ev=None, k=5):
     prog = ndvm.parse(rec.get("model") or rec["src"])
     params, mse = refit(prog, tuple(rec["params"]), inputs, target, rec["params"], ev, steps=100)
     var = float(np.var(target))
+    model, size, params, mse = snap(rec.get("model") or rec["src"], params, inputs, target, mse,
+                                    ev, tol=EXACT * var)
     why = (f"id {rec['id']} (size {rec['size']}, CV MSE {pick['cv_mse']:.4g}) is the smallest "
            f"front member within one standard error ({low['cv_se']:.3g}) of the lowest CV MSE "
            f"({low['cv_mse']:.4g}, id {low['id']}, size {low['size']}); refitted on all "
            f"{target.size} points")
-    chosen = dict(rec, params=params, params_train=rec["params"], mse_all=mse,
+    if model != (rec.get("model") or rec["src"]):
+        why += f"; parameters at integers snapped: {model} (size {size})"
+    chosen = dict(rec, model=model, size=size, params=params, params_train=rec["params"],
+                  mse_all=mse,
                   r2_all=1.0 - mse / var if var > 0 else None,
                   selection={"rule": RULE, "folds": max(2, min(k, target.size)),
                              "cv_mse": pick["cv_mse"], "cv_se": pick["cv_se"],
                              "lowest_cv_id": low["id"], "explanation": why})
     return chosen, rows
+
+
+def _mse(prog, params, inputs, target, ev):
+    with np.errstate(all="ignore"):
+        e = float(np.mean((_predict(ev, prog, params, inputs, target.size) - target) ** 2))
+    return e if math.isfinite(e) else math.inf
+
+
+def snap(src, params, inputs, target, mse, ev, tol=0.0):
+    """(model, size, params, mse) with parameters within 1e-6 of an integer written as that
+    integer and the model simplified, kept only if its error stays within 1e-6 relative (+tol)."""
+    near = {n: float(round(v)) for n, v in params.items()
+            if abs(v - round(v)) <= 1e-6 * max(1.0, abs(v))}
+    if not near:
+        return src, tree_size(to_tree(src)), params, mse
+    names = frozenset(params)
+    for trial in [near] + [{n: v} for n, v in near.items()]:
+        tree = to_tree(src)
+
+        def sub(t):
+            if isinstance(t, list):
+                return [sub(x) for x in t]
+            return trial.get(t, t) if isinstance(t, str) else t
+        out = simplify(sub(tree), names - set(trial))
+        if any(a == PARAM_MARK for a in _atoms(out)):
+            continue  # constants merged into a new parameter: needs a new fit, not a snap
+        model = to_source(out)
+        try:
+            prog = ndvm.parse(model)
+        except Exception:  # noqa: BLE001 - a snapped text that does not parse is not used
+            continue
+        kept = {n: v for n, v in params.items() if n in prog.free_names}
+        e = _mse(prog, kept, inputs, target, ev)
+        if e <= mse * (1 + 1e-6) + tol:
+            return model, tree_size(out), kept, e
+    return src, tree_size(to_tree(src)), params, mse
+
+
+def _atoms(t):
+    if isinstance(t, list):
+        for x in t:
+            yield from _atoms(x)
+    else:
+        yield t

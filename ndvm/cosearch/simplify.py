@@ -11,7 +11,7 @@ import math
 
 from ndvm.cosearch.sexpr import SPECIAL_FORMS, to_source
 
-__all__ = ["simplify", "canonicalize", "is_param_only", "TooManyParameters"]
+__all__ = ["simplify", "canonicalize", "is_param_only", "TooManyParameters", "PARAM_MARK"]
 
 class TooManyParameters(ValueError):
     """The simplified model has more distinct constants than the task has parameter names."""
@@ -25,6 +25,7 @@ _FOLD = {
 }
 _ARITH = frozenset("+ - * /".split()) | frozenset(_FOLD)
 _PARAM = "?"  # a parameter to be named by canonicalize (an atom no program can contain)
+PARAM_MARK = _PARAM
 
 
 def _num(a):
