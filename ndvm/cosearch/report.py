@@ -22,13 +22,16 @@ def front_table(result, limit=12):
         ps = ", ".join(f"{k}={v:.5g}" for k, v in r["params"].items())
         rows.append([str(r["size"]), _fmt(r["heldout_error"], ".6g" if nll else ".4g"),
                      "" if nll else _fmt(r["r2"], ".4f"), f"{r['time']:.2f}s",
-                     r.get("model") or r["src"], ps])
+                     r.get("model") or r["src"], ps,
+                     r["src"] if r.get("model") not in (None, r["src"]) else ""])
     widths = [max(len(x[i]) for x in rows + [head]) for i in range(4)]
     lines = ["  ".join(h.rjust(w) for h, w in zip(head[:4], widths)) + "  " + head[4]]
     for x in rows:
         lines.append("  ".join(c.rjust(w) for c, w in zip(x[:4], widths)) + "  " + x[4])
         if x[5]:
             lines.append(" " * (sum(widths) + 8) + "  with " + x[5])
+        if x[6]:  # the simplified model differs from the proposal: show both
+            lines.append(" " * (sum(widths) + 8) + "  proposed as " + x[6])
     return "\n".join(lines)
 
 
