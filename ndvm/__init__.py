@@ -11,14 +11,21 @@ from ndvm.errors import (
 from ndvm.evaluator import Evaluator, Result
 from ndvm.fit import FitResult, fit
 from ndvm.parallel import CandidateError, evaluate_many, fit_many
-from ndvm.cosearch import Task, search
+from ndvm.cosearch import Task, get_task, search
 from ndvm._compare import Comparison, compare
 
 __version__ = "0.1.0"
 
+
+def __getattr__(name):
+    if name == "SymbolicRegressor":  # imports scikit-learn: only when asked for
+        from ndvm.estimator import SymbolicRegressor
+        return SymbolicRegressor
+    raise AttributeError(f"module 'ndvm' has no attribute {name!r}")
+
 __all__ = [
     "CandidateError", "Comparison", "Evaluator", "EvalError", "FitResult", "FormError",
     "InternalError", "LimitError", "Program", "ReadError", "Result", "SchemeError", "Task",
-    "UnboundError", "clients", "compare", "evaluate_many", "fit", "fit_many", "parse", "read",
-    "search",
+    "SymbolicRegressor", "UnboundError", "clients", "compare", "evaluate_many", "fit", "fit_many",
+    "get_task", "parse", "read", "search",
 ]

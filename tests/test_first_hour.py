@@ -352,8 +352,9 @@ def test_fits_plot_shows_the_best_and_the_simplest_good_with_readable_labels():
     marks = report.highlights(res)
     assert "best" in text and "simplest good" in text
     for rid in marks:
-        src = next(r["src"] for r in res.records if r["id"] == rid)
-        assert src in " ".join(text.split()) or src in text  # the whole source, in the caption
+        # the whole (simplified) model its parameters belong to, in the caption
+        src = next(r.get("model") or r["src"] for r in res.records if r["id"] == rid)
+        assert src in " ".join(text.split()) or src in text
     legend = fig.axes[0].get_legend()
     assert min(t.get_fontsize() for t in legend.get_texts()) >= 8
     fig.clf()

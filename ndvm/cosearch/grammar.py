@@ -5,12 +5,12 @@ Trees are grown from unary and binary primitives, inputs, parameters and small c
 are control: no operator ever rewrites them, so a grown or mutated loop always terminates.
 """
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from ndvm.cosearch.sexpr import SPECIAL_FORMS, size
 
 __all__ = ["Grammar", "positions", "get_at", "replace_at", "grow", "mutate", "crossover",
-           "simplify"]
+           "simplify", "small_programs"]
 
 
 @dataclass
@@ -19,14 +19,16 @@ class Grammar:
 
     inputs: tuple = ("x",)
     params: tuple = ("a", "b", "c", "d")
-    unary: tuple = ("sin", "cos", "exp", "tanh", "square")
-    binary: tuple = ("+", "-", "*", "/")
+    unary: tuple = ("sin", "cos", "exp", "log", "sqrt", "tanh", "square")
+    binary: tuple = ("+", "-", "*", "/", "pow")
     constants: tuple = (0.5, 1.0, 2.0, 3.0)
     let: bool = True
     loop: bool = True
     loop_steps: tuple = (8, 12)
     max_depth: int = 4
     max_size: int = 40
+    mutation_rates: dict = field(default_factory=lambda: {
+        "subtree": 0.4, "constant": 0.2, "operator": 0.2, "hoist": 0.08, "extend": 0.12})
 
     def describe(self):
         """The grammar as text, for prompts and help."""
@@ -165,7 +167,14 @@ def _is_number(a):
 def mutate(rng, g, tree):
     """One random mutation: subtree, constant, operator or a constant turned into a parameter."""
     spots = list(positions(tree))
-    kind = rng.choice(["subtree", "constant", "operator", "hoist"], p=[0.45, 0.25, 0.22, 0.08])
+    kind = rng.choice(["subtree", "constant", "operator", "hoist", "extend"],
+                      p=[g.mutation_rates[k] for k in ("subtree", "constant", "operator", "hoist",
+                                                       "extend")])
+    if kind == "extend":  # add or multiply in a small new term: models grow a term at a time
+        term = grow(rng, g, int(rng.integers(1, 3)))
+        if rng.random() < 0.5:
+            term = ["*", g.params[rng.integers(len(g.params))], term]
+        return ["+" if rng.random() < 0.6 else "*", tree, term]
     if kind == "constant":
         nums = [p for p in spots if _is_number(get_at(tree, p[0]))]
         if nums:
@@ -215,6 +224,24 @@ def crossover(rng, g, a, b):
             if size(child) <= g.max_size:
                 return child
     return mutate(rng, g, a)
+
+
+def small_programs(g):
+    """Every small model over the grammar's inputs, smallest first, for a search to try before it
+    evolves anything: x, u(x), x op y, c op x, and a + b u(c x) for unary u and inputs x, y."""
+    p = g.params[0]
+    xs = list(g.inputs)
+    out = [[p]] + [[x] for x in xs]
+    out += [[u, x] for x in xs for u in g.unary]
+    out += [[b, x, y] for b in g.binary for x in xs for y in xs if x != y or b != "-"]
+    out += [[b, p, x] for b in g.binary for x in xs] + [[b, x, p] for b in ("-", "/", "pow")
+                                                          if b in g.binary for x in xs]
+    if len(g.params) >= 3:
+        a, b, c = g.params[:3]
+        out += [["+", a, ["*", b, [u, ["*", c, x]]]] for x in xs for u in g.unary]
+    out += [["*", p, [u, x], [v, y]] for x in xs for y in xs if x < y
+            for u in g.unary for v in g.unary]
+    return [t[0] if len(t) == 1 else t for t in out]
 
 
 def simplify(tree):

@@ -17,7 +17,9 @@ import ndvm
 from ndvm.cosearch._calibrate import calibrate, minimize_value, succeeded
 from ndvm.cosearch.grammar import Grammar
 from ndvm.cosearch.proposers import Proposer, Replay, make_proposer
-from ndvm.cosearch.sexpr import size, skeleton, to_tree
+from ndvm.cosearch.select import select
+from ndvm.cosearch.sexpr import size, skeleton, to_source, to_tree
+from ndvm.cosearch.simplify import TooManyParameters, canonicalize
 from ndvm.cosearch.tasks import Task, get_task
 
 __all__ = ["search", "SearchResult", "pareto_front", "RunExistsError", "RECORD_FILE",
@@ -26,6 +28,8 @@ __all__ = ["search", "SearchResult", "pareto_front", "RunExistsError", "RECORD_F
 RECORD_FILE = "candidates.jsonl"
 SUMMARY_FILE = "summary.json"
 _PROBE_STEPS = 2_000_000
+_DENSE_POINTS = 512  # the dense probe of the input box that catches poles between data points
+_POPULATION = 64
 
 
 def pareto_front(records):
@@ -95,6 +99,52 @@ class SearchResult:
     seed: int
     stopped: str
     warnings: list = field(default_factory=list)
+    selection: list = field(default_factory=list)
+
+    @property
+    def lowest_error(self):
+        """The front member with the lowest held-out error (the front's last)."""
+        return self.front[-1] if self.front else None
+
+    def _record(self, which):
+        if which is None:
+            return self.best
+        if isinstance(which, int):
+            return self.front[which]
+        return which
+
+    def tree(self, which=None):
+        """The program tree of the best (or a front member: an index, or a record)."""
+        rec = self._record(which)
+        return to_tree(rec.get("model") or rec["src"])
+
+    def predict(self, data, which=None):
+        """The best model's (or a front member's) prediction at ``data`` (name -> [N])."""
+        rec = self._record(which)
+        if rec is None:
+            raise ValueError("the search found no model")
+        prog = ndvm.parse(rec.get("model") or rec["src"])
+        data = {k: np.asarray(v, dtype=np.float64).reshape(-1) for k, v in data.items()}
+        missing = [n for n in prog.free_names if n not in data and n not in rec["params"]
+                   and n not in self.task.consts]
+        if missing:
+            raise ValueError(f"predict needs the input(s) {', '.join(missing)}")
+        n = next(iter(data.values())).size if data else 1
+        consts = {k: v for k, v in self.task.consts.items() if k in prog.free_names}
+        v = ndvm.Evaluator().evaluate(prog, params=rec["params"], consts=consts,
+                                      data={k: v for k, v in data.items()
+                                            if k in prog.free_names}).value[0]
+        return np.array(np.broadcast_to(v, (n,)) if v.size == 1 else v)
+
+    def sympy(self, which=None, digits=None):
+        """The best model (or a front member) as a SymPy expression, parameters substituted."""
+        from ndvm.cosearch.export import to_sympy
+        return to_sympy(self.tree(which), self._record(which)["params"], digits=digits)
+
+    def latex(self, which=None, digits=6):
+        """The best model (or a front member) as LaTeX."""
+        from ndvm.cosearch.export import to_latex
+        return to_latex(self.tree(which), self._record(which)["params"], digits=digits)
 
     @property
     def n_calibrated(self):
@@ -105,7 +155,8 @@ class SearchResult:
         """A JSON-ready summary of the run."""
         def slim(r):
             return None if r is None else {k: r[k] for k in (
-                "id", "src", "params", "train_error", "heldout_error", "r2", "size", "time")}
+                "id", "src", "model", "params", "train_error", "heldout_error", "r2", "size",
+                "time", "selection", "params_train", "mse_all", "r2_all") if k in r}
         n = len(self.records)
         return {
             "task": self.task.name, "proposer": self.proposer, "seed": self.seed,
@@ -116,7 +167,8 @@ class SearchResult:
             "failed": sum(r["status"] == "failed" for r in self.records),
             "candidates_per_second": round(n / self.elapsed, 2) if self.elapsed > 0 else None,
             "first_good": slim(self.first_good), "best": slim(self.best),
-            "front": [slim(r) for r in self.front],
+            "selection": (self.best or {}).get("selection", {}).get("explanation"),
+            "front": [slim(r) for r in self.front], "front_scores": self.selection,
             "warnings": list(self.warnings),
             **self.task.extra_summary(self),
         }
@@ -138,6 +190,34 @@ class _Scorer:
         self.train = task.split("train")
         self.held = task.split("heldout")
         self.held_var = float(np.var(self.held[1])) if task.objective == "mse" else None
+        self.dense = self._dense_probe() if task.objective == "mse" and task.inputs else None
+
+    def _dense_probe(self):
+        """Points filling the data's input box (a grid in 1-D, seeded uniform draws otherwise)."""
+        lo = {k: float(np.min(v)) for k, v in self.task.inputs.items()}
+        hi = {k: float(np.max(v)) for k, v in self.task.inputs.items()}
+        if len(lo) == 1:
+            return {k: np.linspace(lo[k], hi[k], _DENSE_POINTS) for k in lo}
+        rng = np.random.default_rng(0)
+        return {k: rng.uniform(lo[k], hi[k], _DENSE_POINTS) for k in lo}
+
+    def off_domain(self, prog, params):
+        """Why the fitted model is unusable between the data points (a non-finite value or a
+        pole: more than 10x the target's spread from its mean), or None."""
+        if self.dense is None:
+            return None
+        try:
+            with np.errstate(all="ignore"):
+                v = self.predict(prog, params, self.dense)
+        except Exception as e:  # noqa: BLE001 - a model that cannot run there is off-domain
+            return f"fails between the data points: {str(e).splitlines()[0] if str(e) else e}"
+        if not np.all(np.isfinite(v)):
+            return "not finite between the data points (a pole or a domain edge)"
+        y = self.task.target
+        spread = float(np.max(np.abs(y - y.mean()))) or 1.0
+        if float(np.max(np.abs(v - y.mean()))) > 10.0 * spread:
+            return "a pole between the data points (value beyond 10x the target's spread)"
+        return None
 
     def validate(self, src):
         """(program, params) or raises: parse, allowed free names, a probe evaluation."""
@@ -385,10 +465,12 @@ def search(task="damped", proposer=None, budget=None, max_candidates=None, out=N
             t_offset = max((r.get("time", 0.0) for r in records), default=0.0)
     for r in records:
         state.seen.add(r["src"])
+        if r.get("model"):
+            state.seen.add(r["model"])
     first_good = next((r for r in records if _good(task, r)), None)
     front = pareto_front(records)
     ok = sorted((r for r in records if r["status"] == "ok"), key=lambda r: r["heldout_error"])
-    state.front, state.population = front, ok[:32]
+    state.front, state.population = front, ok[:_POPULATION]
     bar = _Progress(progress)
     sink = open(record_path, "a", encoding="utf-8") if record_path else None
     t0 = time.perf_counter() - t_offset
@@ -428,9 +510,23 @@ def search(task="damped", proposer=None, budget=None, max_candidates=None, out=N
                 state.seen.add(src)
                 try:
                     tree = to_tree(src)
+                    if task.objective == "mse" and not getattr(prop, "canonical", False):
+                        # (likelihood programs' literals are constants, never fitted)
+                        try:
+                            tree = canonicalize(tree, task.params)
+                        except TooManyParameters:
+                            raise
+                        except Exception:  # noqa: BLE001 - an unusual form is calibrated as is
+                            pass
+                    model = to_source(tree)
+                    rec["model"] = model
+                    if model != src and model in state.seen:
+                        rec["status"] = "duplicate"
+                        continue
+                    state.seen.add(model)
                     rec["size"] = size(tree)
                     rec["skeleton"] = skeleton(tree, task.params)
-                    prog, params = scorer.validate(src)
+                    prog, params = scorer.validate(model)
                 except Exception as e:  # noqa: BLE001 - an invalid candidate is a record
                     rec["error"] = str(e).splitlines()[0] if str(e) else type(e).__name__
                     continue
@@ -441,7 +537,10 @@ def search(task="damped", proposer=None, budget=None, max_candidates=None, out=N
             fit_each = (time.perf_counter() - t_fit) / max(1, len(items))
             for (prog, _), rec, p in zip(items, slots, fitted):
                 rec["fit_seconds"] = round(fit_each, 6)
-                if isinstance(p, dict):
+                why = scorer.off_domain(prog, p) if isinstance(p, dict) else None
+                if why is not None:
+                    rec.update(status="failed", params=p, error=why)
+                elif isinstance(p, dict):
                     tr, ho, r2 = scorer.score(prog, p)
                     rec.update(status="ok", params=p, train_error=tr, heldout_error=ho, r2=r2)
                 else:
@@ -461,7 +560,7 @@ def search(task="damped", proposer=None, budget=None, max_candidates=None, out=N
             front = pareto_front(front + [r for r in batch_records if r["status"] == "ok"])
             pool = state.population + [r for r in batch_records if r["status"] == "ok"
                                        and math.isfinite(r["heldout_error"])]
-            state.population = sorted(pool, key=lambda r: r["heldout_error"])[:32]
+            state.population = sorted(pool, key=lambda r: r["heldout_error"])[:_POPULATION]
             state.front = front
             best = state.population[0] if state.population else None
             el = time.perf_counter() - session_start
@@ -479,19 +578,20 @@ def search(task="damped", proposer=None, budget=None, max_candidates=None, out=N
             sink.write("".join(_dump(r) + "\n" for r in records[n_file:]))
         front = pareto_front(records)  # the front and best of every record kept
         scored = [r for r in records if r["status"] == "ok" and math.isfinite(r["heldout_error"])]
-        state.population = sorted(scored, key=lambda r: r["heldout_error"])[:32]
+        state.population = sorted(scored, key=lambda r: r["heldout_error"])[:_POPULATION]
     finally:
         if sink:
             sink.close()
+    best, scores = select(task, front, scorer.ev)
     elapsed = time.perf_counter() - t0
-    best = state.population[0] if state.population else None
-    bar.finish(_status(len(records), n_new / max(elapsed - t_offset, 1e-9), best, len(front),
+    lowest = state.population[0] if state.population else None  # what the progress line shows
+    bar.finish(_status(len(records), n_new / max(elapsed - t_offset, 1e-9), lowest, len(front),
                        elapsed - t_offset, budget_s, task),
-               key=(len(records), id(best), len(front)))
+               key=(len(records), id(lowest), len(front)))
     result = SearchResult(task=task, records=records, front=front, best=best,
                           first_good=first_good, elapsed=elapsed,
                           proposer=getattr(prop, "name", "custom"), seed=seed, stopped=stopped,
-                          warnings=list(state.warnings))
+                          warnings=list(state.warnings), selection=scores)
     if out is not None:
         (Path(out) / SUMMARY_FILE).write_text(json.dumps(_jsonable(result.summary()), indent=2))
     return result

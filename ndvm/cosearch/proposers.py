@@ -15,6 +15,7 @@ import numpy as np
 
 from ndvm.cosearch import grammar as gp
 from ndvm.cosearch.sexpr import canonical, size, skeleton, to_source, to_tree
+from ndvm.cosearch.simplify import TooManyParameters, canonicalize
 
 __all__ = ["Proposer", "Replay", "Mutate", "LLM", "make_proposer", "read_candidates",
            "CandidateFileError", "LLMError"]
@@ -83,13 +84,20 @@ class Mutate(Proposer):
     """Genetic programming: subtree/constant/operator mutation and crossover, from the front.
 
     Parents are drawn by tournament from the front and the best candidates so far; a few
-    children are grown afresh. Deterministic for a seed (given the same scores).
+    children are grown afresh. Every child is simplified to its canonical form (simplify.py).
+    ``small``: first propose every small model of the grammar (grammar.small_programs) when the
+    task fits data. Deterministic for a seed (given the same scores).
     """
 
     name = "mutate"
+    canonical = True  # proposes canonical sources: the loop need not simplify them again
 
-    def __init__(self, seed=0, crossover=0.3, fresh=0.1, tournament=3, parsimony=0.02):
+    def __init__(self, seed=0, crossover=0.3, fresh=0.1, tournament=3, parsimony=0.02,
+                 small=True):
         self.rng = np.random.default_rng(seed)
+        self.small = small
+        self._small = None
+        self._trees = {}  # parsed parents, by source
         self.parsimony = parsimony
         self.crossover = crossover
         self.fresh = fresh
@@ -98,8 +106,15 @@ class Mutate(Proposer):
     def _parents(self, state):
         pool = list(state.front) + list(state.population)
         # parsimony pressure: 2% more error per atom, so bloated parents lose close tournaments
-        return ([to_tree(r["src"]) for r in pool],
+        return ([self._tree(r.get("model") or r["src"]) for r in pool],
                 [r["heldout_error"] * (1 + self.parsimony * r["size"]) for r in pool])
+
+    def _tree(self, src):
+        if src not in self._trees:
+            if len(self._trees) > 100_000:
+                self._trees.clear()
+            self._trees[src] = to_tree(src)
+        return self._trees[src]
 
     def _pick(self, trees, errors):
         idx = self.rng.integers(len(trees), size=min(self.tournament, len(trees)))
@@ -110,6 +125,14 @@ class Mutate(Proposer):
         trees, errors = self._parents(state)
         seeds = [to_tree(s) for s in state.task.seeds]
         out = []
+        if self._small is None:
+            fits_data = state.task.objective == "mse" and bool(state.task.inputs)
+            self._small = list(gp.small_programs(g)) if self.small and fits_data else []
+        while self._small and len(out) < n:
+            tree = _canonical(self._small.pop(0), g.params)
+            src = None if tree is None else to_source(tree)
+            if src is not None and src not in state.seen and src not in out:
+                out.append(src)
         for _ in range(n * 20):
             if len(out) >= n:
                 break
@@ -124,16 +147,38 @@ class Mutate(Proposer):
                                      self._pick(trees, errors))
             else:
                 child = gp.mutate(self.rng, g, self._pick(trees, errors))
-            child = gp.simplify(child)
-            if size(child) > g.max_size:
+            child = _canonical(child, g.params)
+            if child is None or size(child) > g.max_size:
                 continue
-            child = canonical(child, g.params)
             src = to_source(child)
             if src in state.seen or src in out:
                 continue
             out.append(src)
         return out
 
+
+_CANON_CACHE = {}
+
+
+def _canonical(tree, params):
+    """The canonical simplified tree; a tree the simplifier cannot handle is only renamed.
+    Memoized on the source: genetic operators propose the same child again and again."""
+    key = (to_source(tree), tuple(params))
+    if key not in _CANON_CACHE:
+        if len(_CANON_CACHE) > 200_000:
+            _CANON_CACHE.clear()
+        _CANON_CACHE[key] = _canonical_uncached(tree, params)
+    out = _CANON_CACHE[key]
+    return None if out is None else to_tree(out) if isinstance(out, str) else out
+
+
+def _canonical_uncached(tree, params):
+    try:
+        return canonicalize(tree, params)
+    except TooManyParameters:
+        return None
+    except Exception:  # noqa: BLE001 - a tree outside the simplifier's forms is kept as grown
+        return canonical(gp.simplify(tree), params)
 
 
 def extract_programs(text):

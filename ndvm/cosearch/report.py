@@ -27,13 +27,16 @@ def _is_good(task, r):
 
 
 def highlights(result):
-    """{record id: [labels]} for the front's best, simplest good and knee members."""
+    """{record id: [labels]} for the front's best (lowest held-out error), chosen (by the model
+    selection, see ``ndvm.cosearch.select``), simplest good and knee members."""
     front = result.front
     marks = {}
     if not front:
         return marks
     best = min(front, key=lambda r: (r["heldout_error"], r["size"]))
     marks.setdefault(best["id"], []).append("best")
+    if result.best is not None and result.best.get("selection", {}).get("explanation"):
+        marks.setdefault(result.best["id"], []).append("chosen")  # the model selection's pick
     good = next((r for r in front if _is_good(result.task, r)), None)
     if good is not None and result.task.objective == "mse":
         marks.setdefault(good["id"], []).append("simplest good")
@@ -85,18 +88,21 @@ def front_table(result, limit=20):
         ps = ", ".join(f"{k}={v:.5g}" for k, v in r["params"].items())
         rows.append([str(r["size"]), _fmt(r["heldout_error"], ".6g" if nll else ".4g"),
                      "" if nll else _fmt(r["r2"], ".4f"), f"{r['time']:.2f}s",
-                     ", ".join(marks.get(r["id"], [])), one_line(r["src"])])
-        extra.append(ps)
+                     ", ".join(marks.get(r["id"], [])), one_line(r.get("model") or r["src"])])
+        proposed = r["src"] if r.get("model") not in (None, r["src"]) else ""
+        extra.append((ps, one_line(proposed) if proposed else ""))
     refs = [(["ref", _fmt(ref["heldout_error"], ".6g" if nll else ".4g"),
               "" if nll else _fmt(ref["r2"], ".4f"), "-", "reference"],
              ref["label"] + (f"  (RMSE {ref['rmse']:.4g})" if "rmse" in ref else ""))
             for ref in result.task.references()]  # e.g. the statistician's model of a series
     widths = [max(len(x[i]) for x in rows + [head] + [c for c, _ in refs]) for i in range(5)]
     lines = ["  ".join(h.rjust(w) for h, w in zip(head[:5], widths)) + "  " + head[5]]
-    for x, ps in zip(rows, extra):
+    for x, (ps, proposed) in zip(rows, extra):
         lines.append("  ".join(c.rjust(w) for c, w in zip(x[:5], widths)) + "  " + x[5])
         if ps:
             lines.append(" " * (sum(widths) + 10) + "  with " + ps)
+        if proposed:  # the simplified model differs from the proposal: show both
+            lines.append(" " * (sum(widths) + 10) + "  proposed as " + proposed)
     for cells, label in refs:
         lines.append("  ".join(c.rjust(w) for c, w in zip(cells, widths)) + "  " + label)
     omitted = len(front) - len(rows)
@@ -194,7 +200,7 @@ def _likelihood_figure(plt, result, ok):
 
 
 def _curve(r, name, grid):
-    prog = ndvm.parse(r["src"])
+    prog = ndvm.parse(r.get("model") or r["src"])  # the simplified model its params belong to
     data = {name: grid} if name in prog.free_names else {}
     with np.errstate(all="ignore"):
         y = ndvm.Evaluator().evaluate(prog, params=r["params"] or None, data=data).value[0]
@@ -210,7 +216,7 @@ def fits_figure(result):
     marks = highlights(result)
     chosen = [r for r in result.front if r["id"] in marks]
     chosen.sort(key=lambda r: r["size"])
-    caption = [f"[{i}] {', '.join(marks[r['id']])}: {one_line(r['src'], 600)}"
+    caption = [f"[{i}] {', '.join(marks[r['id']])}: {one_line(r.get('model') or r['src'], 600)}"
                for i, r in enumerate(chosen, 1)]
     wrapped = [textwrap.fill(c, 110, subsequent_indent="      ") for c in caption]
     n_lines = sum(w.count("\n") + 1 for w in wrapped)

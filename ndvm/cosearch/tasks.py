@@ -11,7 +11,9 @@ from importlib import resources
 
 import numpy as np
 
-__all__ = ["Task", "TASKS", "get_task", "NILE", "KALMAN_SRC", "NILE_SRC"]
+__all__ = ["Task", "TASKS", "get_task", "NILE", "KALMAN_SRC", "NILE_SRC", "DEFAULT_PARAMS"]
+
+DEFAULT_PARAMS = ("a", "b", "c", "d")
 
 
 @dataclass
@@ -19,7 +21,8 @@ class Task:
     """What a search fits, and how it judges a fit.
 
     inputs: name -> [N] data inputs; target: [N]; heldout: indices scored but never fitted;
-    params: the parameter names a candidate may use; consts: shared constants (vectors, matrices);
+    params: the parameter names a candidate may use (default a b c d, skipping any name an input
+    or a constant uses; names given that collide with one are an error); consts: shared constants (vectors, matrices);
     fit: options for ndvm.fit (optimizer, steps, starts, lr); threshold: a held-out R^2 above it
     is a good fit; budget: seconds and/or candidates; objective: "mse" (fit the target) or "nll"
     (the program's value is a negative log-likelihood to minimize; ``positive`` names are kept
@@ -32,7 +35,7 @@ class Task:
     inputs: dict
     target: np.ndarray
     heldout: np.ndarray
-    params: tuple = ("a", "b", "c", "d")
+    params: tuple = None
     consts: dict = field(default_factory=dict)
     fit: dict = field(default_factory=lambda: {"optimizer": "adam", "steps": 50, "starts": 8,
                                                "lr": 0.05})
@@ -50,6 +53,7 @@ class Task:
     grammar: object = None  # a Grammar for this task (default: one built from inputs and params)
 
     def __post_init__(self):
+        self._name_parameters()
         self.target = np.asarray(self.target, dtype=np.float64).reshape(-1)
         self.inputs = {k: np.asarray(v, dtype=np.float64).reshape(-1) for k, v in self.inputs.items()}
         for k, v in self.inputs.items():
@@ -64,6 +68,22 @@ class Task:
             raise ValueError(f"objective must be 'mse' or 'nll', got {self.objective!r}")
         if self.objective == "mse" and (self.train.size == 0 or self.heldout.size == 0):
             raise ValueError("an mse task needs both training and held-out points")
+
+    def _name_parameters(self):
+        """Parameters never share a name with an input or a constant: default names that would
+        are replaced by free ones; names the caller chose that collide are an error."""
+        taken = set(self.inputs) | set(self.consts)
+        if self.params is None:
+            pool = list(DEFAULT_PARAMS) + [f"p{i}" for i in range(64)]
+            free = [n for n in pool if n not in taken]
+            self.params = tuple(free[:len(DEFAULT_PARAMS)])
+            return
+        self.params = tuple(self.params)
+        clash = sorted(taken & set(self.params))
+        if clash:
+            raise ValueError(f"task {self.name!r}: the name(s) {', '.join(clash)} are both "
+                             "parameters and data inputs or constants; rename them, or leave "
+                             "params unset to get free default names")
 
     @classmethod
     def from_arrays(cls, name, inputs, target, heldout=0.3, seed=0, **options):

@@ -1,0 +1,63 @@
+"""Export of search programs to SymPy expressions and LaTeX.
+
+Arithmetic programs (and ``let``) translate; a ``loop`` has no closed form and raises ValueError.
+Fitted parameters are substituted when given, else they stay symbols.
+"""
+import math
+
+__all__ = ["to_sympy", "to_latex"]
+
+
+def _table(sp):
+    return {
+        "+": lambda *a: sp.Add(*a), "*": lambda *a: sp.Mul(*a),
+        "-": lambda a, *b: -a if not b else a - sp.Add(*b),
+        "/": lambda a, *b: 1 / a if not b else a / sp.Mul(*b),
+        "sin": sp.sin, "cos": sp.cos, "tan": sp.tan, "exp": sp.exp, "log": sp.log,
+        "sqrt": sp.sqrt, "tanh": sp.tanh, "atan": sp.atan, "abs": sp.Abs,
+        "square": lambda a: a ** 2, "pow": lambda a, b: a ** b, "expt": lambda a, b: a ** b,
+        "min": sp.Min, "max": sp.Max,
+    }
+
+
+def to_sympy(tree, params=None, digits=None):
+    """The SymPy expression of a program tree; ``params`` (name -> value) are substituted,
+    rounded to ``digits`` significant digits when given."""
+    import sympy as sp
+    ops = _table(sp)
+
+    def num(v):
+        v = float(v)
+        if digits is not None and v != 0 and math.isfinite(v):
+            v = float(f"{v:.{digits}g}")
+        return sp.Integer(int(v)) if v.is_integer() and abs(v) < 2**53 else sp.Float(v)
+
+    def walk(t, env):
+        if isinstance(t, bool):
+            raise ValueError("booleans have no SymPy form here")
+        if isinstance(t, (int, float)):
+            return num(t)
+        if isinstance(t, str):
+            if t in env:
+                return env[t]
+            if params and t in params:
+                return num(params[t])
+            return sp.Symbol(t)
+        head = t[0]
+        if head in ("let", "let*"):
+            inner = dict(env)
+            for name, expr in t[1]:
+                inner[name] = walk(expr, inner if head == "let*" else env)
+            return walk(t[-1], inner)
+        if head not in ops:
+            raise ValueError(f"{head!r} has no SymPy translation (loops and data forms have no "
+                             "closed form)")
+        return ops[head](*[walk(a, env) for a in t[1:]])
+
+    return walk(tree, {})
+
+
+def to_latex(tree, params=None, digits=6):
+    """LaTeX of a program tree (parameters substituted, ``digits`` significant digits)."""
+    import sympy as sp
+    return sp.latex(to_sympy(tree, params, digits=digits))

@@ -1,0 +1,159 @@
+"""Model selection over the Pareto front: k-fold cross-validation and the one-standard-error rule.
+
+The search's front trades held-out error against size, but a held-out set of a few points is a
+noisy judge (with 20 points the search scores on 6). So every front member is cross-validated on
+all the data (K = min(5, N) folds; each fold refitted by Levenberg-Marquardt from the member's
+fitted parameters), and the chosen model is the smallest one whose CV error is within one
+standard error of the lowest CV error (Breiman et al. 1984; Hastie, Tibshirani & Friedman, ESL
+7.10); CV errors below 1e-12 of the target's variance count as exact (rounding decides nothing).
+The choice is then refitted on all the data, and parameters that landed on integers (within
+1e-6, e.g. 1.0000000002 or 3e-17) are written as those integers and the model simplified again
+when that costs no accuracy (``snap``). Likelihood tasks keep the lowest NLL.
+"""
+import math
+
+import numpy as np
+
+import ndvm
+from ndvm.cosearch.sexpr import size as tree_size
+from ndvm.cosearch.sexpr import to_source, to_tree
+from ndvm.cosearch.simplify import PARAM_MARK, simplify
+
+__all__ = ["select", "cross_validate", "refit", "snap"]
+
+RULE = "one-standard-error rule over K-fold cross-validation"
+EXACT = 1e-12
+
+
+def _predict(ev, prog, params, inputs, n):
+    data = {k: v for k, v in inputs.items() if k in prog.free_names}
+    v = ev.evaluate(prog, params=params, data=data).value[0]
+    return np.broadcast_to(v, (n,)) if v.size == 1 else v
+
+
+def refit(prog, names, inputs, target, init, ev, steps=40):
+    """Parameters refitted by LM on (inputs, target) from ``init`` (kept if the refit is worse)."""
+    n = target.size
+    with np.errstate(all="ignore"):
+        base = float(np.mean((_predict(ev, prog, init, inputs, n) - target) ** 2))
+    if not names:
+        return dict(init), base
+    data = {k: v for k, v in inputs.items() if k in prog.free_names}
+    try:
+        r = ndvm.fit(prog, data=data, target=target, params=names, init=init,
+                     optimizer="lm", steps=steps, evaluator=ev)
+    except Exception:  # noqa: BLE001 - a refit that cannot run keeps the given parameters
+        return dict(init), base
+    if math.isfinite(r.loss) and (not math.isfinite(base) or r.loss <= base):
+        return dict(r.params), float(r.loss)
+    return dict(init), base
+
+
+def cross_validate(prog, names, inputs, target, init, ev, k=5, seed=0):
+    """(CV mean squared error, its standard error) of a program over K folds."""
+    n = target.size
+    k = max(2, min(k, n))
+    folds = np.random.default_rng(seed).permutation(n) % k
+    sq = np.empty(n)
+    for f in range(k):
+        tr, te = folds != f, folds == f
+        params, _ = refit(prog, names, {a: v[tr] for a, v in inputs.items()}, target[tr],
+                          init, ev)
+        with np.errstate(all="ignore"):
+            p = _predict(ev, prog, params, {a: v[te] for a, v in inputs.items()}, int(te.sum()))
+            sq[te] = (p - target[te]) ** 2
+    if not np.all(np.isfinite(sq)):
+        return math.inf, math.inf
+    return float(sq.mean()), float(sq.std(ddof=1) / math.sqrt(n)) if n > 1 else 0.0
+
+
+def select(task, front, ev=None, k=5):
+    """(chosen record, table of every candidate's CV score): see the module docstring.
+
+    The chosen record is a copy of a front member whose ``params`` are refitted on all the data
+    (its training-split fit stays in ``params_train``) with a ``selection`` entry explaining why.
+    """
+    if not front:
+        return None, []
+    if task.objective != "mse" or not task.inputs:
+        best = min(front, key=lambda r: r["heldout_error"])
+        return dict(best, selection={"rule": "lowest value of the objective"}), []
+    ev = ev or ndvm.Evaluator()
+    inputs, target = task.inputs, task.target
+    rows = []
+    for rec in front:
+        prog = ndvm.parse(rec.get("model") or rec["src"])
+        names = tuple(rec["params"])
+        cv, se = cross_validate(prog, names, inputs, target, rec["params"], ev, k=k)
+        rows.append({"id": rec["id"], "size": rec["size"], "cv_mse": cv, "cv_se": se})
+    finite = [r for r in rows if math.isfinite(r["cv_mse"])]
+    if not finite:
+        best = min(front, key=lambda r: r["heldout_error"])
+        return dict(best, selection={"rule": "lowest held-out error (no finite CV score)"}), rows
+    low = min(finite, key=lambda r: (r["cv_mse"], r["size"]))
+    # errors below 1e-12 of the target's variance are rounding: such fits count as exact
+    bar = max(low["cv_mse"] + low["cv_se"], EXACT * float(np.var(target)))
+    pick = min((r for r in finite if r["cv_mse"] <= bar), key=lambda r: (r["size"], r["cv_mse"]))
+    rec = next(r for r in front if r["id"] == pick["id"])
+    prog = ndvm.parse(rec.get("model") or rec["src"])
+    params, mse = refit(prog, tuple(rec["params"]), inputs, target, rec["params"], ev, steps=100)
+    var = float(np.var(target))
+    model, size, params, mse = snap(rec.get("model") or rec["src"], params, inputs, target, mse,
+                                    ev, tol=EXACT * var)
+    why = (f"id {rec['id']} (size {rec['size']}, CV MSE {pick['cv_mse']:.4g}) is the smallest "
+           f"front member within one standard error ({low['cv_se']:.3g}) of the lowest CV MSE "
+           f"({low['cv_mse']:.4g}, id {low['id']}, size {low['size']}); refitted on all "
+           f"{target.size} points")
+    if model != (rec.get("model") or rec["src"]):
+        why += f"; parameters at integers snapped: {model} (size {size})"
+    chosen = dict(rec, model=model, size=size, params=params, params_train=rec["params"],
+                  mse_all=mse,
+                  r2_all=1.0 - mse / var if var > 0 else None,
+                  selection={"rule": RULE, "folds": max(2, min(k, target.size)),
+                             "cv_mse": pick["cv_mse"], "cv_se": pick["cv_se"],
+                             "lowest_cv_id": low["id"], "explanation": why})
+    return chosen, rows
+
+
+def _mse(prog, params, inputs, target, ev):
+    with np.errstate(all="ignore"):
+        e = float(np.mean((_predict(ev, prog, params, inputs, target.size) - target) ** 2))
+    return e if math.isfinite(e) else math.inf
+
+
+def snap(src, params, inputs, target, mse, ev, tol=0.0):
+    """(model, size, params, mse) with parameters within 1e-6 of an integer written as that
+    integer and the model simplified, kept only if its error stays within 1e-6 relative (+tol)."""
+    near = {n: float(round(v)) for n, v in params.items()
+            if abs(v - round(v)) <= 1e-6 * max(1.0, abs(v))}
+    if not near:
+        return src, tree_size(to_tree(src)), params, mse
+    names = frozenset(params)
+    for trial in [near] + [{n: v} for n, v in near.items()]:
+        tree = to_tree(src)
+
+        def sub(t):
+            if isinstance(t, list):
+                return [sub(x) for x in t]
+            return trial.get(t, t) if isinstance(t, str) else t
+        out = simplify(sub(tree), names - set(trial))
+        if any(a == PARAM_MARK for a in _atoms(out)):
+            continue  # constants merged into a new parameter: needs a new fit, not a snap
+        model = to_source(out)
+        try:
+            prog = ndvm.parse(model)
+        except Exception:  # noqa: BLE001 - a snapped text that does not parse is not used
+            continue
+        kept = {n: v for n, v in params.items() if n in prog.free_names}
+        e = _mse(prog, kept, inputs, target, ev)
+        if e <= mse * (1 + 1e-6) + tol:
+            return model, tree_size(out), kept, e
+    return src, tree_size(to_tree(src)), params, mse
+
+
+def _atoms(t):
+    if isinstance(t, list):
+        for x in t:
+            yield from _atoms(x)
+    else:
+        yield t

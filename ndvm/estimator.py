@@ -1,0 +1,110 @@
+"""``ndvm.SymbolicRegressor``: the co-search as a scikit-learn estimator.
+
+    m = ndvm.SymbolicRegressor(budget=10).fit(X, y)     # X [N, k], y [N]
+    m.predict(X2); m.score(X2, y2); m.program_; m.sympy(); m.latex()
+
+Columns are the inputs x0, x1, ... of the programs (``feature_names_in_`` names them in SymPy and
+LaTeX when X had string column names). The returned model is the search's selected one (one-SE
+rule over cross-validation, refitted on all data); ``result_`` keeps the whole front.
+"""
+import numpy as np
+from sklearn.base import BaseEstimator, RegressorMixin
+from sklearn.utils.validation import check_is_fitted, validate_data
+
+__all__ = ["SymbolicRegressor"]
+
+PARAMS = ("a", "b", "c", "d", "f", "g")
+
+
+class SymbolicRegressor(RegressorMixin, BaseEstimator):
+    """Symbolic regression by ndvm's co-search (genetic programming + native calibration).
+
+    budget: seconds of search (None: no time limit; then set max_candidates); max_candidates:
+    stop after that many proposals; random_state: the proposer's seed; workers: calibration
+    threads; optimizer, steps, starts: the calibration of each candidate (see ndvm.fit);
+    heldout: the fraction of points the search scores but does not fit; max_size: atoms per
+    program; unary, binary: the grammar's operators (None: the default grammar's); parsimony:
+    the proposer's size pressure (relative error added per atom in parent tournaments).
+    """
+
+    def __init__(self, budget=10.0, max_candidates=None, random_state=0, workers=1,
+                 optimizer="lm", steps=30, starts=4, heldout=0.3, max_size=25, unary=None,
+                 binary=None, parsimony=0.05):
+        self.budget = budget
+        self.max_candidates = max_candidates
+        self.random_state = random_state
+        self.workers = workers
+        self.optimizer = optimizer
+        self.steps = steps
+        self.starts = starts
+        self.heldout = heldout
+        self.max_size = max_size
+        self.unary = unary
+        self.binary = binary
+        self.parsimony = parsimony
+
+    def _inputs(self, X):
+        return {f"x{i}": np.ascontiguousarray(X[:, i], dtype=np.float64)
+                for i in range(X.shape[1])}
+
+    def fit(self, X, y):
+        """Search programs for y ~ f(X); returns self."""
+        from ndvm.cosearch.grammar import Grammar
+        from ndvm.cosearch.loop import search
+        from ndvm.cosearch.tasks import Task
+
+        X, y = validate_data(self, X, y, y_numeric=True, dtype=np.float64)
+        n = y.size
+        if n < 2:
+            raise ValueError(f"SymbolicRegressor needs at least 2 samples, got n_samples={n}")
+        k = int(min(n - 1, max(1, round(self.heldout * n))))
+        inputs = self._inputs(X)
+        fit = {"optimizer": self.optimizer, "steps": self.steps, "starts": self.starts}
+        if self.optimizer == "adam":
+            fit["lr"] = 0.05
+        task = Task.from_arrays("symbolic-regression", inputs, y, heldout=k,
+                                seed=self.random_state or 0, params=PARAMS, fit=fit,
+                                loops=False, threshold=None, budget_seconds=None)
+        g = Grammar(inputs=tuple(inputs), params=PARAMS, loop=False, max_size=self.max_size)
+        if self.unary is not None:
+            g.unary = tuple(self.unary)
+        if self.binary is not None:
+            g.binary = tuple(self.binary)
+        # the final cross-validated selection runs after the search: keep ~10% of the budget
+        budget = None if self.budget is None else 0.9 * float(self.budget)
+        if budget is None and self.max_candidates is None:
+            raise ValueError("set a time budget or max_candidates")
+        res = search(task, proposer="mutate", budget=budget, max_candidates=self.max_candidates,
+                     seed=self.random_state or 0, workers=self.workers, grammar=g,
+                     parsimony=self.parsimony)
+        if res.best is None:
+            raise RuntimeError("the search calibrated no model; raise the budget")
+        self.result_ = res
+        self.program_ = res.best.get("model") or res.best["src"]
+        self.params_ = dict(res.best["params"])
+        self.size_ = int(res.best["size"])
+        return self
+
+    def predict(self, X):
+        """The selected model's prediction for every row of X."""
+        check_is_fitted(self, "result_")
+        X = validate_data(self, X, reset=False, dtype=np.float64)
+        return self.result_.predict(self._inputs(X))
+
+    def _symbols(self):
+        import sympy
+        names = getattr(self, "feature_names_in_", None)
+        if names is None:
+            return {}
+        return {sympy.Symbol(f"x{i}"): sympy.Symbol(str(n)) for i, n in enumerate(names)}
+
+    def sympy(self, which=None, digits=None):
+        """The selected model (or a front member) as a SymPy expression."""
+        check_is_fitted(self, "result_")
+        return self.result_.sympy(which, digits=digits).xreplace(self._symbols())
+
+    def latex(self, which=None, digits=6):
+        """The selected model (or a front member) as LaTeX."""
+        import sympy
+        check_is_fitted(self, "result_")
+        return sympy.latex(self.sympy(which, digits=digits))

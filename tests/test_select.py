@@ -1,0 +1,125 @@
+"""Model selection, the pole probe, task names, SearchResult.predict/sympy."""
+import math
+
+import numpy as np
+import pytest
+
+import ndvm
+from ndvm.cosearch.loop import _Scorer
+from ndvm.cosearch.select import cross_validate, select
+from ndvm.cosearch.sexpr import to_source, to_tree
+from ndvm.cosearch.simplify import simplify
+from ndvm.cosearch.tasks import Task
+
+
+def test_default_parameter_names_never_collide_with_inputs():
+    x = np.linspace(0, 1, 10)
+    t = Task.from_arrays("t", {"c": x, "x": x}, x, heldout=3)
+    assert not set(t.params) & {"c", "x"} and len(t.params) == 4
+    with pytest.raises(ValueError, match="both parameters and data inputs"):
+        Task.from_arrays("t", {"c": x}, x, heldout=3, params=("a", "b", "c"))
+    with pytest.raises(ValueError, match=r"name\(s\) obs are"):
+        Task("t", {}, np.zeros(1), [], params=("obs",), consts={"obs": x}, objective="nll")
+
+
+def test_get_task_is_exported():
+    assert ndvm.get_task("damped").name == "damped"
+
+
+def test_a_search_with_an_input_named_c_rejects_nothing_for_it():
+    x = np.linspace(0.1, 3, 30)
+    task = Task.from_arrays("t", {"c": x}, 1.5 * x, heldout=9)
+    res = ndvm.search(task, proposer=ndvm.cosearch.Replay(sources=["(* a c)"]), budget=None)
+    assert res.records[0]["status"] == "ok" and res.records[0]["r2"] > 0.9999
+
+
+def test_the_dense_probe_rejects_a_pole_between_the_data_points():
+    x = np.concatenate([np.linspace(0, 1, 10), np.linspace(2, 3, 10)])
+    task = Task.from_arrays("gap", {"x": x}, 1.0 / (x - 1.5), heldout=5)
+    scorer = _Scorer(task)
+    prog = ndvm.parse("(/ 1 (- x a))")
+    # exact at every data point, but its pole at 1.5 sits in the gap between them
+    assert "pole" in scorer.off_domain(prog, {"a": 1.5})
+    assert scorer.off_domain(prog, {"a": 4.0}) is None
+    assert "not finite" in scorer.off_domain(ndvm.parse("(sqrt (- x a))"), {"a": 0.5})
+
+
+def _noisy_linear(n=20, seed=0):
+    rng = np.random.default_rng(seed)
+    x = np.linspace(-1, 1, n)
+    y = 2.0 * x + 1.0 + 0.3 * rng.standard_normal(n)
+    return Task.from_arrays("lin", {"x": x}, y, heldout=0.3, seed=seed,
+                            params=("a", "b", "c", "d", "f", "g", "h")), x, y
+
+
+def _record(task, i, src):
+    prog = ndvm.parse(src)
+    names = [n for n in prog.free_names if n in task.params]
+    (tr_in, tr_y), (ho_in, ho_y) = task.split("train"), task.split("heldout")
+    fit = ndvm.fit(prog, data=tr_in, target=tr_y, optimizer="lm", starts=8, steps=100)
+    pred = ndvm.Evaluator().evaluate(prog, params=fit.params, data=ho_in).value[0]
+    tree = to_tree(src)
+    return {"id": i, "src": src, "model": src, "params": dict(fit.params),
+            "heldout_error": float(np.mean((pred - ho_y) ** 2)),
+            "size": sum(1 for s in src.replace("(", " ").replace(")", " ").split()),
+            "status": "ok", "tree": tree, "names": names}
+
+
+def test_one_standard_error_rule_prefers_the_simple_model_and_refits_on_all_data():
+    task, x, y = _noisy_linear()
+    front = [_record(task, 0, "a"), _record(task, 1, "(+ a (* b x))"),
+             _record(task, 2, "(+ a (* b x) (* c x x x) (* d (sin (* f x))) (* g (cos (* h x))))")]
+    chosen, rows = select(task, front)
+    assert chosen["id"] == 1 and [r["id"] for r in rows] == [0, 1, 2]
+    lo = min(r["cv_mse"] for r in rows)
+    se = next(r for r in rows if r["cv_mse"] == lo)["cv_se"]
+    assert next(r for r in rows if r["id"] == 1)["cv_mse"] <= lo + se
+    assert rows[0]["cv_mse"] > lo + se               # the constant is clearly worse
+    # refitted on every point: the least-squares line through all the data
+    slope, icept = np.polyfit(x, y, 1)
+    assert chosen["params"]["a"] == pytest.approx(icept, rel=1e-6)
+    assert chosen["params"]["b"] == pytest.approx(slope, rel=1e-6)
+    assert chosen["params_train"] == front[1]["params"]
+    assert "one standard error" in chosen["selection"]["explanation"]
+
+
+def test_cross_validation_of_an_exact_model_is_exact():
+    x = np.linspace(0, 2, 25)
+    prog = ndvm.parse("(* a (exp (* b x)))")
+    cv, se = cross_validate(prog, ("a", "b"), {"x": x}, 3 * np.exp(-0.7 * x),
+                            {"a": 2.9, "b": -0.6}, ndvm.Evaluator())
+    assert cv < 1e-16 and math.isfinite(se)
+
+
+def test_search_result_best_is_selected_simplified_and_predicts():
+    res = ndvm.search("damped", seed=0, max_candidates=96, budget=None)
+    best = res.best
+    assert best["selection"]["rule"].startswith("one-standard-error")
+    assert best["id"] in {r["id"] for r in res.front}
+    assert to_source(simplify(to_tree(best["model"]), res.task.params)) == best["model"]
+    assert res.summary()["selection"] == best["selection"]["explanation"]
+    x = np.linspace(0.1, 6, 7)
+    p = res.predict({"x": x})
+    prog = ndvm.parse(best["model"])
+    want = ndvm.Evaluator().evaluate(prog, params=best["params"], data={"x": x}).value[0]
+    assert np.allclose(p, want)
+    import sympy
+    f = sympy.lambdify(sympy.Symbol("x"), res.sympy(), "numpy")
+    assert np.allclose(np.broadcast_to(f(x), x.shape), p)
+    assert res.predict({"x": x}, which=0).shape == (7,)
+
+
+def test_snap_writes_integer_parameters_as_integers_only_when_exact():
+    from ndvm.cosearch.select import snap
+    x = np.random.default_rng(0).uniform(-1, 1, 20)
+    ev = ndvm.Evaluator()
+    src = "(* (+ a x0) (+ b (* c x0 (+ d x0))))"
+    p = {"a": 1.2e-16, "b": 0.999999999999, "c": 1.0000000001, "d": 0.99999999998}
+    model, size, params, mse = snap(src, p, {"x0": x}, x**3 + x**2 + x, 0.0, ev, tol=1e-20)
+    assert model == "(* (+ 1.0 (* (+ 1.0 x0) x0)) x0)" and size == 9 and params == {}
+    assert mse < 1e-25
+    # a parameter near an integer that the data say is not one stays a parameter
+    y = 2.0000001 * np.sin(1.5 * x)
+    model, _, params, _ = snap("(* a (sin (* b x0)))", {"a": 2.0000001, "b": 1.5}, {"x0": x}, y,
+                               0.0, ev)
+    assert model == "(* a (sin (* b x0)))" and params["a"] == 2.0000001

@@ -1,0 +1,112 @@
+"""Simplification and canonical form of search candidates; SymPy and LaTeX export."""
+import math
+
+import numpy as np
+import pytest
+
+import ndvm
+from ndvm.cosearch.export import to_latex, to_sympy
+from ndvm.cosearch.sexpr import size, to_source, to_tree
+from ndvm.cosearch.simplify import TooManyParameters, canonicalize, simplify
+
+P = ("a", "b", "c", "d", "f", "g")
+
+
+def canon(src, params=P):
+    return to_source(canonicalize(to_tree(src), params))
+
+
+@pytest.mark.parametrize("src, want", [
+    ("(* 0.9994 (* 1.0004 x))", "(* a x)"),            # literals folded, then fitted
+    ("(+ x (- c c))", "(+ a x)"),                        # a parameter-only subtree: one parameter
+    ("(+ x (tanh (tanh (sin c))))", "(+ a x)"),
+    ("(* (/ x x) (sin x))", "(sin x)"),                  # x/x = 1
+    ("(+ (- x x) (cos x))", "(cos x)"),                  # x-x = 0
+    ("(- 0 (- 0 (sin x)))", "(sin x)"),                  # nested negation
+    ("(/ x (/ 1 y))", "(* x y)"),                        # nested inverse
+    ("(log (exp (* a x)))", "(* a x)"),
+    ("(* a (* (exp (* b x)) (cos (* c x))))", "(* a (cos (* b x)) (exp (* c x)))"),
+    ("(+ (* 2 x) (* x b))", "(* a x)"),                  # like terms share one scale
+    ("(- x 3)", "(+ a x)"),                              # u - c = u + c'
+    ("(/ x a)", "(* a x)"),                              # u / c = u * c'
+    ("(* a (sin (* a x)))", "(* a (sin (* b x)))"),      # one parameter per occurrence
+    ("(pow x 2)", "(pow x 2)"),                          # integer exponents stay structure
+    ("(let ((u0 (* a x))) (+ x 1))", "(+ a x)"),         # unused binding dropped
+    ("(let ((u0 (sin x))) (* u0 x))", "(* (sin x) x)"),  # a single use is inlined
+    ("(let ((u0 (sin x))) (* u0 u0))", "(let ((u0 (sin x))) (* u0 u0))"),
+])
+def test_canonical_forms(src, want):
+    assert canon(src) == want
+
+
+def test_loop_counters_and_their_literals_are_never_touched():
+    src = "(loop ((s (* a x)) (k 0)) (if (= k 10) s (recur (+ (* b s) (* 2 3)) (+ k 1))))"
+    out = canonicalize(to_tree(src), P)
+    assert out[1][1] == ["k", 0] and out[2][1] == ["=", "k", 10]
+    assert out[2][3][2] == ["+", "k", 1]
+    assert to_source(out[2][3][1]) == "(+ b (* c s))"
+
+
+def test_few_names_keep_literals_then_sharing_then_refuse():
+    abcd = ("a", "b", "c", "d")
+    # 5 constants but only 4 names: the literals stay literal
+    out = canon("(+ (* a x) (* a y) (* 2.5 z) (* 1.5 (cos x)) (sin (* b x)))", abcd)
+    assert "2.5" in out and "1.5" in out and set(out) & set("abcd") == {"a", "b", "c"}
+    # shared parameters keep their sharing when one name per occurrence is too many
+    out = canon("(+ (* a x) (* a y) (* a z) (* b (cos x)) (sin (* b x)))", abcd)
+    assert out == "(+ (* a x) (* a y) (* a z) (* b (cos x)) (sin (* b x)))"
+    with pytest.raises(TooManyParameters):
+        canon("(+ (sin a) x (* b y) (* c z) (* d (cos x)) (* a (sin y)))", abcd)
+
+
+def test_equal_models_have_one_canonical_form():
+    forms = {canon(s) for s in ["(* c (sin (* d x)))", "(* (sin (* x 2.0)) a)",
+                                "(* (sin (* x b)) (* a 3))", "(/ (sin (* a x)) b)"]}
+    assert forms == {"(* a (sin (* b x)))"}
+
+
+@pytest.mark.parametrize("src", [
+    "(* 0.9994 (* 1.0004 x))", "(+ (* 2 x) (* x b) (- y y) (/ (sin x) (sin x)))",
+    "(- (exp (* a x)) (* 3 (cos (- x 1.5))))", "(/ (+ x 1) (- x 2))",
+])
+def test_simplified_model_fits_as_well_and_is_never_larger(src):
+    x = np.linspace(0.1, 2, 30)
+    y = np.exp(0.7 * x) - 1.2 * np.cos(x - 0.3)
+    tree = to_tree(src)
+    out = canonicalize(tree, P)
+    assert size(out) <= size(tree)
+    assert size(simplify(tree, P)) <= size(tree)
+
+    def best(t):
+        prog = ndvm.parse(to_source(t))
+        data = {k: v for k, v in {"x": x, "y": x[::-1]}.items() if k in prog.free_names}
+        names = [n for n in prog.free_names if n in P]
+        if not names:
+            return float(np.mean((ndvm.Evaluator().evaluate(prog, data=data).value[0] - y)**2))
+        return ndvm.fit(prog, data=data, target=y, optimizer="lm", starts=8, steps=100).loss
+    # the canonical form spans every function the original could (its literals become free)
+    assert best(out) <= best(tree) * (1 + 1e-6) + 1e-12
+
+
+def test_search_records_the_simplified_model_and_calibrates_a_model_once(tmp_path):
+    f = tmp_path / "c.jsonl"
+    f.write_text('{"src": "(* a (sin (* b x)))"}\n{"src": "(* (sin (* x 2.0)) c)"}\n'
+                 '{"src": "(+ (* 0.5 (sin (* a x))) (- x x))"}\n')
+    res = ndvm.search("damped", proposer="replay", candidates=[str(f)], budget=None)
+    assert [r["status"] for r in res.records] == ["ok", "duplicate", "duplicate"]
+    assert all(r["model"] == "(* a (sin (* b x)))" for r in res.records)
+
+
+def test_sympy_and_latex_export():
+    import sympy
+    x = sympy.Symbol("x")
+    tree = to_tree("(* a (exp (- 0 (* b x))) (cos (* c x)))")
+    e = to_sympy(tree, {"a": 1.0, "b": 0.3, "c": 2.0})
+    assert sympy.simplify(e - sympy.exp(-0.3 * x) * sympy.cos(2 * x)) == 0
+    assert to_sympy(to_tree("(let ((u (square x))) (sqrt (+ u 1)))")) == sympy.sqrt(x**2 + 1)
+    assert to_sympy(to_tree("(pow x 2)")) == x**2
+    lat = to_latex(to_tree("(/ (sin x) (log x))"))
+    assert "\\sin" in lat and "\\log" in lat and "\\frac" in lat
+    with pytest.raises(ValueError, match="loop"):
+        to_sympy(to_tree("(loop ((s x) (k 0)) (if (= k 3) s (recur (* s 2) (+ k 1))))"))
+    assert math.isclose(float(to_sympy(to_tree("(* a 2)"), {"a": 1.25})), 2.5)
