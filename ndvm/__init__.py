@@ -11,9 +11,27 @@ from ndvm.errors import (
 from ndvm.evaluator import Evaluator, Result
 from ndvm.fit import FitResult, fit
 from ndvm.parallel import CandidateError, evaluate_many, fit_many
-from ndvm.cosearch import Task, search
 
 __version__ = "0.1.0"
+
+# The co-search package sits above this API (it imports ndvm): it is loaded on first use of
+# ndvm.search or ndvm.Task, never by `import ndvm` itself.
+_LAZY = {"Task": "ndvm.cosearch", "search": "ndvm.cosearch"}
+
+
+def __getattr__(name):
+    if name in _LAZY:
+        import importlib
+
+        value = getattr(importlib.import_module(_LAZY[name]), name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module 'ndvm' has no attribute {name!r}")
+
+
+def __dir__():
+    return sorted(set(globals()) | set(_LAZY))
+
 
 __all__ = [
     "CandidateError", "Evaluator", "EvalError", "FitResult", "FormError", "InternalError",
