@@ -301,23 +301,19 @@ def bind(Program prog, params=None, data=None, consts=None, points=None):
                 raise ValueError(f"{k!r} is given in both {seen[k]} and {group}")
             seen[k] = group
     cdef dict arrays = {}
-    S = N = None
-    for k, v in params.items():
-        if type(v) is int:
-            v = float(v)
-        if type(v) is not float and not _plain_vector(v):
-            v = _as_array(k, v, "parameter", 1)
-        if type(v) is not float:
-            S = _size("parameter", k, v, S, "starts")
-        arrays[k] = v
-    for k, v in data.items():
-        if type(v) is int:
-            v = float(v)
-        if type(v) is not float and not _plain_vector(v):
-            v = _as_array(k, v, "data input", 1)
-        if type(v) is not float:
-            N = _size("data input", k, v, N, "points")
-        arrays[k] = v
+    sizes = []  # S from the parameters, N from the data inputs
+    for what, unit, group in (("parameter", "starts", params), ("data input", "points", data)):
+        n = None
+        for k, v in group.items():
+            if type(v) is int:
+                v = float(v)
+            if type(v) is not float and not _plain_vector(v):
+                v = _as_array(k, v, what, 1)
+            if type(v) is not float:
+                n = _size(what, k, v, n, unit)
+            arrays[k] = v
+        sizes.append(n)
+    S, N = sizes
     if points is not None:
         if N is not None and N != points:
             raise ValueError(f"the data has {N} points but target has {points}")

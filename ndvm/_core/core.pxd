@@ -108,7 +108,7 @@ cdef extern from "reader.hpp" namespace "ndvm":
         vector[string] symbols_
 
 
-cdef extern from "bindings.hpp" namespace "ndvm":
+cdef extern from "guarded.hpp" namespace "ndvm":
     bool expand_guarded(const string& text, const string& name,
                         shared_ptr[const Expanded]* out, ErrorInfo* err) nogil
     bool read_guarded(const string& text, const string& name,

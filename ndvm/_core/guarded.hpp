@@ -1,4 +1,5 @@
-// Small non-throwing wrappers the Cython layer calls (errors come back in ErrorInfo).
+// The core's entry points for the Cython layer, as non-throwing wrappers: each returns false and
+// fills ErrorInfo on failure. (Not to be confused with Binding, a free name's input: machine.hpp.)
 #pragma once
 #include "ast.hpp"
 #include "client_api.hpp"
