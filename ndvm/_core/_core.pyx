@@ -1,8 +1,10 @@
 # distutils: language = c++
-"""Thin Python bindings of the C++ core: parse programs, own machines, call a client's entry point.
+"""Thin Python bindings of the C++ core: parse programs, bind inputs, own machines, and the one
+native entry (Machine.run) into a client's entry point.
 
-Nothing here walks programs or touches lanes; it validates nothing the Python API has not already
-validated, converts arguments, releases the GIL around the native call and raises ndvm errors.
+Nothing here walks programs or touches lanes. `bind` is the one place inputs are checked and S and
+N sized; Machine.run allocates the outputs the request asks for, releases the GIL around the
+native call and raises ndvm errors (limit errors are the core's own).
 """
 from cython.operator cimport dereference as deref
 from libc.stdint cimport int64_t, uint32_t, uintptr_t
@@ -258,8 +260,14 @@ cdef class Inputs:
 
     def copy(self):
         """The same inputs over private copies of their arrays (safe to keep past the call)."""
-        cdef Inputs c = Inputs.__new__(Inputs)
+        cdef Inputs c
         cdef Py_ssize_t i
+        for v in self._values:
+            if type(v) is not float:
+                break
+        else:
+            return self  # numbers only: nothing the caller could change
+        c = Inputs.__new__(Inputs)
         c._bs = self._bs
         c._scalars = self._scalars
         c._values = [v if type(v) is float else np.array(v) for v in self._values]

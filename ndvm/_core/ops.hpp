@@ -25,7 +25,9 @@ struct LanePtr {
 
 namespace ops {
 
-// Defaults: the lane loop and the partials are the one-lane rules applied to every lane.
+// Defaults: the lane loop and the partials are the one-lane rules (f, d) applied to every lane.
+// An entry that has a lane kernel of its own for its partials defines `partial(s)` instead of `d`,
+// so each rule is written once.
 template <class Self>
 struct Unary {
   template <class T>
@@ -68,7 +70,6 @@ LanePtr<T> constant() {
 // ---- unary: y = f(x); d = dy/dx given x and y --------------------------------------------------
 struct Neg : Unary<Neg> {
   template <class T> static T f(T x) { return -x; }
-  template <class T> static T d(T, T) { return T(-1); }
   template <class T> static LanePtr<T> partial(const T*, const T*, T*, uint32_t) {
     return constant<T, -1>();
   }
@@ -83,7 +84,6 @@ struct Sqrt : Unary<Sqrt> {
 };
 struct Exp : Unary<Exp> {
   template <class T> static T f(T x) { return vmath::one(vmath::Fn::Exp, x); }
-  template <class T> static T d(T, T y) { return y; }
   template <class T> static void lanes(const T* x, T* y, uint32_t L) {
     vmath::apply(vmath::Fn::Exp, x, y, L);
   }
@@ -98,7 +98,6 @@ struct Log : Unary<Log> {
 };
 struct Sin : Unary<Sin> {
   template <class T> static T f(T x) { return vmath::one(vmath::Fn::Sin, x); }
-  template <class T> static T d(T x, T) { return vmath::one(vmath::Fn::Cos, x); }
   template <class T> static void lanes(const T* x, T* y, uint32_t L) {
     vmath::apply(vmath::Fn::Sin, x, y, L);
   }
@@ -109,7 +108,6 @@ struct Sin : Unary<Sin> {
 };
 struct Cos : Unary<Cos> {
   template <class T> static T f(T x) { return vmath::one(vmath::Fn::Cos, x); }
-  template <class T> static T d(T x, T) { return -vmath::one(vmath::Fn::Sin, x); }
   template <class T> static void lanes(const T* x, T* y, uint32_t L) {
     vmath::apply(vmath::Fn::Cos, x, y, L);
   }
@@ -138,7 +136,6 @@ struct Square : Unary<Square> {
 // floor, ceiling, round (to even), truncate: piecewise constant, zero derivative
 template <class Self>
 struct Step : Unary<Self> {
-  template <class T> static T d(T, T) { return T(0); }
   template <class T> static LanePtr<T> partial(const T*, const T*, T*, uint32_t) {
     return constant<T, 0>();
   }
@@ -168,7 +165,6 @@ struct Arith : Binary<Self> {
 };
 struct Add : Arith<Add, kern::K_ADD> {
   template <class T> static T f(T a, T b) { return a + b; }
-  template <class T> static void d(T, T, T, T& da, T& db) { da = T(1); db = T(1); }
   template <class T>
   static void partials(LanePtr<T>, LanePtr<T>, const T*, T*, uint32_t, LanePtr<T>& da,
                        LanePtr<T>& db) {
@@ -178,7 +174,6 @@ struct Add : Arith<Add, kern::K_ADD> {
 };
 struct Sub : Arith<Sub, kern::K_SUB> {
   template <class T> static T f(T a, T b) { return a - b; }
-  template <class T> static void d(T, T, T, T& da, T& db) { da = T(1); db = T(-1); }
   template <class T>
   static void partials(LanePtr<T>, LanePtr<T>, const T*, T*, uint32_t, LanePtr<T>& da,
                        LanePtr<T>& db) {
@@ -188,7 +183,6 @@ struct Sub : Arith<Sub, kern::K_SUB> {
 };
 struct Mul : Arith<Mul, kern::K_MUL> {
   template <class T> static T f(T a, T b) { return a * b; }
-  template <class T> static void d(T a, T b, T, T& da, T& db) { da = b; db = a; }
   template <class T>
   static void partials(LanePtr<T> a, LanePtr<T> b, const T*, T*, uint32_t, LanePtr<T>& da,
                        LanePtr<T>& db) {
