@@ -11,17 +11,30 @@ from ndvm.errors import (
 from ndvm.evaluator import Evaluator, Result
 from ndvm.fit import FitResult, fit
 from ndvm.parallel import CandidateError, evaluate_many, fit_many
-from ndvm.cosearch import Task, get_task, search
 from ndvm._compare import Comparison, compare
 
 __version__ = "0.1.0"
 
+# The co-search package sits above this API (it imports ndvm): it is loaded on first use of
+# ndvm.search, ndvm.Task or ndvm.get_task, never by `import ndvm` itself; the scikit-learn
+# estimator imports scikit-learn, so it too is loaded only when asked for.
+_LAZY = {"Task": "ndvm.cosearch", "search": "ndvm.cosearch", "get_task": "ndvm.cosearch",
+         "SymbolicRegressor": "ndvm.estimator"}
+
 
 def __getattr__(name):
-    if name == "SymbolicRegressor":  # imports scikit-learn: only when asked for
-        from ndvm.estimator import SymbolicRegressor
-        return SymbolicRegressor
+    if name in _LAZY:
+        import importlib
+
+        value = getattr(importlib.import_module(_LAZY[name]), name)
+        globals()[name] = value
+        return value
     raise AttributeError(f"module 'ndvm' has no attribute {name!r}")
+
+
+def __dir__():
+    return sorted(set(globals()) | set(_LAZY))
+
 
 __all__ = [
     "CandidateError", "Comparison", "Evaluator", "EvalError", "FitResult", "FormError",

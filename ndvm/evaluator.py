@@ -2,20 +2,20 @@
 
 Lane layout: L = S * N lanes, lane ``s * N + n`` holds start ``s`` and data point ``n``. Every
 lane's result depends only on that lane's inputs, so one reverse sweep seeded with ones yields
-every lane's partial derivatives; ``grad`` sums them over a start's lanes, ``jacobian`` keeps them.
+every lane's partial derivatives; ``grad`` sums them natively over a start's lanes, ``jacobian``
+keeps them (computed on demand by a second run that keeps every lane).
 """
 import threading
 
 import numpy as np
 
 from ndvm import clients as _clients
-from ndvm._core import Machine, Program, parse
-from ndvm.errors import UnboundError
+from ndvm._core import REDUCE_LANE, REDUCE_NONE, REDUCE_START, Machine, Program, bind, parse
 
 __all__ = ["Evaluator", "Result", "bind_inputs"]
 
-_PARAM, _DATA, _CONST = 0, 1, 2
 _DTYPES = ("float64", "float32")
+_REDUCE = {"lane": REDUCE_LANE, "start": REDUCE_START, None: REDUCE_NONE}
 
 
 class Result:
@@ -28,23 +28,33 @@ class Result:
     grad=True); ``item()`` the value of a single lane; ``param_names``, ``S``, ``N``.
     """
 
-    __slots__ = ("value", "_jac", "_block", "param_names", "S", "N")
+    __slots__ = ("value", "_jac", "_grad", "_lanes", "param_names", "S", "N")
 
-    def __init__(self, value, jac, param_names, S, N, block=None):
+    def __init__(self, value, jac, param_names, S, N, grad=None, lanes=None):
         self.value = value
         self._jac = jac        # {name: [S, N]}, or None
-        self._block = block    # or [P, S, N] in param_names order, viewed on demand
+        self._grad = grad      # {name: [S]} reduced natively, or None
+        self._lanes = lanes    # or a callable giving the per-lane block [P, S, N] on demand
         self.param_names = param_names
         self.S = S
         self.N = N
 
     def _jacobians(self):
-        if self._jac is None and self._block is not None:
-            self._jac = {k: self._block[i] for i, k in enumerate(self.param_names)}
+        if self._jac is None and self._lanes is not None:
+            block = self._lanes()
+            self._jac = {k: block[i] for i, k in enumerate(self.param_names)}
+            self._lanes = None
         return self._jac
 
     def __repr__(self):
         return f"Result(S={self.S}, N={self.N}, value={self.value!r})"
+
+    def __getstate__(self):  # a pickled result carries its Jacobian, not the way to compute it
+        return (self.value, self._jacobians(), self._grad, self.param_names, self.S, self.N)
+
+    def __setstate__(self, state):
+        self.value, self._jac, self._grad, self.param_names, self.S, self.N = state
+        self._lanes = None
 
     def item(self):
         """The value as a float (only for a single lane)."""
@@ -60,7 +70,9 @@ class Result:
     @property
     def grad(self):
         """{parameter: [S]}: d value.sum() / d parameter, per start (None without grad=True)."""
-        if self._jacobians() is None:
+        if self._grad is not None:
+            return dict(self._grad)
+        if self._jac is None:
             return None
         return {k: j.sum(axis=1) for k, j in self._jac.items()}
 
@@ -82,78 +94,15 @@ class Result:
         return {k: np.where(j == 0.0, 0.0, seed * j).sum(axis=1) for k, j in jac.items()}
 
 
-def _as_array(name, value, what, max_ndim):
-    try:
-        a = np.asarray(value, dtype=np.float64)
-    except (TypeError, ValueError):
-        raise TypeError(f"{what} {name!r} must be numeric, got {type(value).__name__}") from None
-    if a.ndim > max_ndim:
-        raise ValueError(f"{what} {name!r} must have at most {max_ndim} dimension(s), "
-                         f"got shape {a.shape}")
-    if a.size == 0:
-        raise ValueError(f"{what} {name!r} is empty")
-    return a if a.flags.c_contiguous else a.copy()  # (ascontiguousarray would make 0-d 1-d)
-
-
 def bind_inputs(prog, params=None, data=None, consts=None):
     """Check inputs against the program's free names; returns (bindings, params, S, N).
 
     bindings follow ``prog.free_names``: (kind, flat float64 array, rows, cols) with kind 0 a
-    parameter, 1 a data input, 2 a constant; rows is 0 for a scalar. Shared with the baselines.
+    parameter, 1 a data input, 2 a constant; rows is 0 for a scalar. The eager baselines bind
+    through this; it checks and sizes exactly as the native entry does (``ndvm._core.bind``).
     """
-    params = {} if params is None else dict(params)
-    data = {} if data is None else dict(data)
-    consts = {} if consts is None else dict(consts)
-    seen = {}
-    for group, d in (("params", params), ("data", data), ("consts", consts)):
-        for k in d:
-            if not isinstance(k, str):
-                raise TypeError(f"{group} keys must be names (str), got {k!r}")
-            if k in seen:
-                raise ValueError(f"{k!r} is given in both {seen[k]} and {group}")
-            seen[k] = group
-    S = N = None
-    arrays = {}
-    for k, v in params.items():
-        a = _as_array(k, v, "parameter", 1)
-        if a.ndim == 1 and a.size != 1:
-            if S is not None and S != a.size:
-                raise ValueError(f"parameter {k!r} has {a.size} starts, another has {S}")
-            S = a.size
-        arrays[k] = a
-    for k, v in data.items():
-        a = _as_array(k, v, "data input", 1)
-        if a.ndim == 1 and a.size != 1:
-            if N is not None and N != a.size:
-                raise ValueError(f"data input {k!r} has {a.size} points, another has {N}")
-            N = a.size
-        arrays[k] = a
-    S = S or 1
-    N = N or 1
-    bindings = []
-    for name in prog.free_names:
-        if name in params:
-            a = arrays[name]
-            rows = a.size if a.size != 1 else 0
-            bindings.append((_PARAM, a.reshape(-1), rows if a.ndim else 0, 0))
-        elif name in data:
-            a = arrays[name]
-            rows = a.size if a.size != 1 else 0
-            bindings.append((_DATA, a.reshape(-1), rows if a.ndim else 0, 0))
-        elif name in consts:
-            a = _as_array(name, consts[name], "constant", 2)
-            if a.ndim == 2 and a.shape[0] > 65535:
-                raise ValueError(f"constant {name!r} has more than 65535 rows")
-            rows = a.shape[0] if a.ndim >= 1 else 0
-            cols = a.shape[1] if a.ndim == 2 else 0
-            bindings.append((_CONST, a.reshape(-1), rows, cols))
-        else:
-            line, col = prog.free_positions[name]
-            raise UnboundError(
-                f"unbound variable '{name}': not defined by the program and not given as a "
-                f"parameter, data input or constant", line=line, col=col, form=name,
-                file=prog.name)
-    return bindings, list(params), S, N
+    inputs = bind(prog, params, data, consts)
+    return inputs.bindings(), list(inputs.params), inputs.S, inputs.N
 
 
 class Evaluator:
@@ -199,9 +148,50 @@ class Evaluator:
             self._local.machine = m
         return m
 
-    def bind(self, prog, params=None, data=None, consts=None):
-        """Check inputs against the program's free names; returns (bindings, params, S, N)."""
-        return bind_inputs(prog, params, data, consts)
+    @staticmethod
+    def _program(prog):
+        if isinstance(prog, Program):
+            return prog
+        if isinstance(prog, str):
+            return parse(prog)
+        raise TypeError(f"expected an ndvm.Program or source text, got {type(prog).__name__}")
+
+    def bind(self, prog, params=None, data=None, consts=None, points=None):
+        """Check inputs against the program's free names and size S and N; returns the bound
+        ``ndvm._core.Inputs`` that ``run`` takes (points: the N a target fixes)."""
+        return bind(prog, params, data, consts, points)
+
+    def run(self, prog, inputs, *, grad=False, reduce="start", seed=None, target=None):
+        """The one way into the native core, on this thread's machine.
+
+        inputs: from ``bind``. With grad, one reverse sweep seeded with ones, with ``seed``
+        [S, N], or with ``target`` [N]'s mean-squared-error residual; reduced per "lane"
+        (Jacobian rows), per "start" (gradients), or None (the tape is kept: see ``sweep``).
+        Returns (value [S, N], gradients [P, S, N] / [P, S] in inputs.params order or None,
+        loss [S] with a target or None).
+        """
+        return self._machine().run(prog, self.client.entry, prog.compiled(self.client), inputs,
+                                   bool(grad), _REDUCE[reduce], seed, target)
+
+    def tape(self):
+        """A token for the tape this thread's last ``run(grad=True, reduce=None)`` kept."""
+        m = self._machine()
+        return (m, m.generation)
+
+    def sweep(self, token, seed, reduce="start"):
+        """Sweep the kept tape of ``token`` (from ``tape``) seeded with ``seed`` [S, N]:
+        gradients [P, S] (or [P, S, N] per "lane"), or None when this thread's machine has run
+        something else since (run again with grad=True, reduce=None, then sweep)."""
+        m = self._machine()
+        if token != (m, m.generation):
+            return None
+        return m.reverse(seed, _REDUCE[reduce])
+
+    def calibrate(self, prog, inputs, *args):
+        """A whole native calibration on bound inputs (the core of ``ndvm.fit``); the arguments
+        after ``inputs`` are ``Machine.fit``'s."""
+        return self._machine().fit(prog, self.client.entry, prog.compiled(self.client), inputs,
+                                   *args)
 
     def mse(self, prog, target, params=None, data=None, consts=None, grad=True):
         """Mean squared error of ``prog`` against ``target`` [N] for each start, and its gradient.
@@ -209,23 +199,13 @@ class Evaluator:
         Returns (loss [S], {parameter: gradient [S]}). The reverse sweep is seeded natively with
         d loss / d value, so no per-lane Jacobian is formed: the cheap way to drive an optimizer.
         """
-        if not isinstance(prog, Program):
-            prog = parse(prog) if isinstance(prog, str) else prog
-        bindings, param_names, S, N = self.bind(prog, params, data, consts)
-        y = np.ascontiguousarray(np.asarray(target, dtype=np.float64).reshape(-1))
-        if N == 1 and y.size > 1:
-            N = y.size
-        free = prog.free_names
-        index = [free.index(n) for n in param_names if n in free]
-        loss, grads = self._machine().mse(prog, self.client.entry, prog.compiled(self.client),
-                                          bindings, index, S, N, y, bool(grad))
+        prog = self._program(prog)
+        y = np.asarray(target, dtype=np.float64).reshape(-1)
+        inputs = bind(prog, params, data, consts, y.size if y.size > 1 else None)
+        _, grads, loss = self.run(prog, inputs, grad=grad, target=y)
         if not grad:
             return loss, None
-        out = {}
-        for name in param_names:
-            g = grads.get(free.index(name)) if name in free else None
-            out[name] = g if g is not None else np.zeros(S)
-        return loss, out
+        return loss, dict(zip(inputs.params, grads))
 
     def evaluate(self, prog, params=None, data=None, consts=None, grad=False):
         """Evaluate ``prog`` (an ndvm.Program or source text) on S x N lanes.
@@ -239,32 +219,15 @@ class Evaluator:
         partials) and ``vjp(seed)`` {param: [S]} (seed [S, N] weighted sum of the partials).
         Bad programs or inputs raise an ndvm.SchemeError subclass or ValueError.
         """
-        if not isinstance(prog, Program):
-            if isinstance(prog, str):
-                prog = parse(prog)
-            else:
-                raise TypeError(f"expected an ndvm.Program or source text, got {type(prog).__name__}")
-        if not consts and params is not None and type(params) is dict and (
-                data is None or type(data) is dict):
-            # the common case (numbers and float64 vectors) is bound natively in one call
-            fast = self._machine().evaluate_fast(prog, self.client.entry,
-                                                 prog.compiled(self.client), params,
-                                                 data or {}, bool(grad))
-            if fast is not None:
-                value, block, S, N = fast
-                return Result(value, None, tuple(params), S, N, block)
-        bindings, param_names, S, N = self.bind(prog, params, data, consts)
-        compiled = prog.compiled(self.client)
-        value, jac = self._machine().run(prog, self.client.entry, compiled, bindings, S, N,
-                                         bool(grad))
-        value = value.reshape(S, N)
-        jacobians = None
-        if grad:
-            index = {name: i for i, name in enumerate(prog.free_names)}
-            jacobians = {}
-            for name in param_names:
-                i = index.get(name)
-                j = jac.get(i) if i is not None else None
-                jacobians[name] = (j.reshape(S, N) if j is not None
-                                   else np.zeros((S, N), dtype=np.float64))
-        return Result(value, jacobians, tuple(param_names), S, N)
+        prog = self._program(prog)
+        inputs = bind(prog, params, data, consts)
+        value, grads, _ = self.run(prog, inputs, grad=grad)
+        if not grad:
+            return Result(value, None, inputs.params, inputs.S, inputs.N)
+        kept = inputs.copy()  # the per-lane rows are computed on demand, from the same inputs
+
+        def lanes():
+            return self.run(prog, kept, grad=True, reduce="lane")[1]
+
+        return Result(value, None, inputs.params, inputs.S, inputs.N,
+                      grad=dict(zip(inputs.params, grads)), lanes=lanes)

@@ -151,20 +151,13 @@ def fit(prog, data=None, target=None, params=None, starts=1, init=None, optimize
     if lower is not None:
         x0 = np.clip(x0, lower[:, None], upper[:, None])
     ev = evaluator or Evaluator(client=client, dtype=dtype)
-    placeholder = {n: np.zeros(S) for n in names}
-    bindings, _, S_bound, N = ev.bind(prog, params=placeholder, data=data, consts=consts)
-    if N not in (1, y.size) or (N == 1 and y.size != 1 and not data):
-        N = y.size
-    if N != y.size:
-        raise ValueError(f"the data has {N} points but target has {y.size}")
-    fitted = [prog.free_names.index(n) for n in names]
-    for i in fitted:  # every fitted parameter is bound per start
-        kind, arr, rows, cols = bindings[i]
-        bindings[i] = (kind, np.zeros(S), S, 0)
+    placeholder = {n: np.zeros(S) for n in names}  # fitted parameters: rebound per step natively
     # scalar data must still cover N lanes when the target has N points
-    params_out, losses, history, converged, n_evals = ev._machine().fit(
-        prog, ev.client.entry, prog.compiled(ev.client), bindings, fitted, S, N, y,
-        OPTIMIZERS[optimizer], steps, float(lr), lower, upper, x0, float(tol))
+    inputs = ev.bind(prog, params=placeholder, data=data, consts=consts, points=y.size)
+    fitted = [prog.free_names.index(n) for n in names]
+    params_out, losses, history, converged, n_evals = ev.calibrate(
+        prog, inputs, fitted, y, OPTIMIZERS[optimizer], steps, float(lr), lower, upper, x0,
+        float(tol))
     finite = np.where(np.isfinite(losses), losses, np.inf)
     best = int(np.argmin(finite))
     return FitResult(

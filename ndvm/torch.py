@@ -7,13 +7,10 @@ native evaluation and records the tape only when a parameter requires grad; back
 native reverse sweep seeded with the real upstream gradient, so any downstream loss works.
 Arrays are shared with numpy, not copied, wherever the dtype allows.
 """
-import ctypes
-
 import numpy as np
 import torch
 
 from ndvm._core import Program, parse
-from ndvm._core._core import RawVector
 from ndvm.evaluator import Evaluator
 
 __all__ = ["NdvmFunction", "evaluate", "Module"]
@@ -27,17 +24,6 @@ def _default_evaluator(client, dtype):
     if ev is None:
         ev = _evaluators[key] = Evaluator(client=client, dtype=dtype)
     return ev
-
-
-def _as_input(t):
-    """A parameter tensor as a native input: its float64 memory by address (no copy, no numpy
-    view — the cheapest hand-off), a float for 0-d tensors."""
-    t = t.detach()
-    if t.dim() == 0:
-        return t.item()
-    if t.dtype != torch.float64 or not t.is_contiguous() or t.dim() != 1:
-        t = t.to(torch.float64).contiguous().reshape(-1)
-    return RawVector(t.data_ptr(), t.numel(), t)
 
 
 def _as_numpy(t):
@@ -56,27 +42,15 @@ def _as_numpy(t):
 class _Spec:
     """The non-tensor arguments of one application (kept out of autograd's inputs)."""
 
-    __slots__ = ("prog", "ev", "names", "data", "consts", "machine", "generation", "values",
-                 "index", "S", "N", "out_dtype")
+    __slots__ = ("prog", "ev", "names", "data", "consts", "inputs", "token", "S", "N",
+                 "out_dtype")
 
 
-def _run(spec, machine, values, record):
-    """Forward on the machine; with `record` the tape is kept (not swept) for backward."""
-    prog, ev = spec.prog, spec.ev
-    compiled = prog.compiled(ev.client)
-    fast = None
-    if not spec.consts:
-        fast = machine.evaluate_fast(prog, ev.client.entry, compiled, values, spec.data, record,
-                                     False)
-    if fast is not None:
-        value, _, spec.S, spec.N = fast
-        return value
-    values = {k: (np.frombuffer((ctypes.c_double * v.n).from_address(v.ptr), dtype=np.float64)
-                  if isinstance(v, RawVector) else v) for k, v in values.items()}
-    bindings, _, S, N = ev.bind(prog, params=values, data=spec.data, consts=spec.consts)
-    value, _ = machine.run(prog, ev.client.entry, compiled, bindings, S, N, record, False)
-    spec.S, spec.N = S, N
-    return value.reshape(S, N)
+def _forward(spec, record):
+    """Forward through the evaluator's one entry; with `record` the tape is kept for backward."""
+    value, _, _ = spec.ev.run(spec.prog, spec.inputs, grad=record, reduce=None)
+    spec.token = spec.ev.tape()
+    return value
 
 
 class NdvmFunction(torch.autograd.Function):
@@ -84,12 +58,10 @@ class NdvmFunction(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, spec, *params):
-        values = {n: _as_input(p) for n, p in zip(spec.names, params)}
-        need = any(ctx.needs_input_grad[1:])
-        machine = spec.ev._machine()
-        value = _run(spec, machine, values, need)
-        spec.values = values
-        spec.machine, spec.generation = machine, machine.generation
+        values = {n: _as_numpy(p) for n, p in zip(spec.names, params)}
+        spec.inputs = spec.ev.bind(spec.prog, values, spec.data, spec.consts)
+        spec.S, spec.N = spec.inputs.S, spec.inputs.N
+        value = _forward(spec, any(ctx.needs_input_grad[1:]))
         ctx.spec = spec
         ctx.shapes = [tuple(p.shape) for p in params]
         out = torch.from_numpy(value)
@@ -98,26 +70,19 @@ class NdvmFunction(torch.autograd.Function):
     @staticmethod
     def backward(ctx, grad_out):
         spec = ctx.spec
-        seed = np.ascontiguousarray(_as_numpy(grad_out).reshape(-1))
-        machine = spec.ev._machine()
-        if machine is not spec.machine or machine.generation != spec.generation:
-            # the machine ran something else since forward: record this evaluation again
-            _run(spec, machine, spec.values, True)
-            spec.machine, spec.generation = machine, machine.generation
-        free = spec.prog.free_names
-        spec.index = {n: free.index(n) for n in spec.names if n in free}
-        adj = machine.reverse(seed, list(spec.index.values()))
+        seed = _as_numpy(grad_out)
+        per_start = spec.ev.sweep(spec.token, seed)
+        if per_start is None:
+            # this thread's machine ran something else since forward: record this evaluation
+            # again (the inputs still hold the forward's parameter values)
+            _forward(spec, True)
+            per_start = spec.ev.sweep(spec.token, seed)
         grads = []
-        for name, shape, needs in zip(spec.names, ctx.shapes, ctx.needs_input_grad[1:]):
-            i = spec.index.get(name)
+        for j, (shape, needs) in enumerate(zip(ctx.shapes, ctx.needs_input_grad[1:])):
             if not needs:
                 grads.append(None)
                 continue
-            if i is None:
-                grads.append(torch.zeros(shape, dtype=grad_out.dtype))
-                continue
-            per_start = adj[i].reshape(spec.S, spec.N).sum(axis=1)
-            g = per_start if len(shape) == 1 and shape[0] == spec.S else per_start.sum()
+            g = per_start[j] if len(shape) == 1 and shape[0] == spec.S else per_start[j].sum()
             grads.append(torch.from_numpy(np.asarray(g, dtype=np.float64)).reshape(shape)
                          .to(grad_out.dtype))
         return (None, *grads)

@@ -2,6 +2,7 @@
 
 ``disassemble(program)`` lists what a program became; ``opcodes()`` documents the instruction set.
 """
+from ndvm._core import parse
 from ndvm.clients.bytecode._bytecode import Compiled, compile_program, entry_address, opcodes
 
 
@@ -21,10 +22,8 @@ CLIENT = BytecodeClient()
 
 def disassemble(program):
     """The bytecode listing of ``program`` (an ndvm.Program or source text)."""
-    import ndvm
-
     if isinstance(program, str):
-        program = ndvm.parse(program)
+        program = parse(program)
     return program.compiled(CLIENT).disassemble()
 
 

@@ -6,7 +6,7 @@
 // exactly as dmci does; steps are counted per evaluated node as in dmci.
 #pragma once
 #include "chunk.hpp"
-#include "execute.hpp"
+#include "walk.hpp"
 
 namespace ndvm::bytecode {
 
@@ -34,12 +34,6 @@ struct VmBuffers {
 inline VmBuffers& vm_buffers() {
   static thread_local VmBuffers b;
   return b;
-}
-
-inline Value unassigned() {
-  Value v = Value::unspec();
-  v.flags = 1;
-  return v;
 }
 
 template <class T>
@@ -112,17 +106,9 @@ class Vm {
 
   // The Scheme backtrace, innermost first, in dmci's format: every activation entered by a call.
   void backtrace(Error& e) const {
-    auto add = [&](const Node* site) {
-      if (!site) return;
-      const Node* callee = site->kids[0];
-      SrcPos p = site->pos();
-      add_backtrace(e, "in " + (callee->kind == NodeKind::Lambda ? std::string("lambda")
-                                                                   : callee->form()) +
-                           ", called at " + site->src->name_ + ":" + std::to_string(p.line) +
-                           ":" + std::to_string(p.col));
-    };
-    add(site_);
-    for (size_t i = buf_.frames.size(); i-- > 0;) add(buf_.frames[i].site);
+    if (site_) add_call_frame(e, site_);
+    for (size_t i = buf_.frames.size(); i-- > 0;)
+      if (buf_.frames[i].site) add_call_frame(e, buf_.frames[i].site);
   }
 
   Value prim(int id, const Value* args, int n, const Node* at, bool check) {
@@ -152,19 +138,13 @@ class Vm {
     return v;
   }
 
-  // Both sides of a branch whose test differs across live lanes, each under its own lane mask,
-  // merged by a recorded select (a side given as a value is not evaluated).
+  // Both sides of a branch whose test differs across live lanes (walk.hpp); a side given as a
+  // value is not evaluated.
   Value mixed(const Value& test, const Instr* then_pc, const Instr* else_pc, const Value* then_v,
               const Value* else_v, const Instr* stop, Frame* env, Value*& sp) {
-    int32_t saved = m_.live_;
-    int32_t mt = m_.branch_mask(test, true);
-    int32_t mf = m_.branch_mask(test, false);
-    m_.live_ = mt;
-    Value a = then_pc ? arm(then_pc, env, stop, sp) : *then_v;
-    m_.live_ = mf;
-    Value b = else_pc ? arm(else_pc, env, stop, sp) : *else_v;
-    m_.live_ = saved;
-    return m_.select(mt, a, b);
+    return mixed_branch(
+        m_, test, [&] { return then_pc ? arm(then_pc, env, stop, sp) : *then_v; },
+        [&] { return else_pc ? arm(else_pc, env, stop, sp) : *else_v; });
   }
 
   // Counts n steps for the instruction at pc; past the limit, the error names the node (of those
@@ -215,10 +195,7 @@ class Vm {
             Frame* f = env;
             for (uint32_t d = ins.a; d; --d) f = f->parent;
             const Value& v = f->slots[ins.b];
-            if (v.tag == Tag::Unspec && v.flags) {
-              const Node* n = node_at(pc - 1);
-              fail(n, ErrorKind::Eval, "'" + n->form() + "' is used before its definition is evaluated");
-            }
+            if (is_unassigned(v)) fail_unassigned(node_at(pc - 1));
             *sp++ = v;
             break;
           }
@@ -290,15 +267,10 @@ class Vm {
               if (ins.op == OP_TAIL_CALL) goto do_return;
               break;
             }
-            if (f.tag != Tag::Closure)
-              fail(at, ErrorKind::Eval, std::string("not a procedure: the operator '") +
-                                            at->kids[0]->form() + "' is " + tag_name(f.tag));
+            if (f.tag != Tag::Closure) fail_not_procedure(at, f);
             auto* cl = static_cast<const Closure*>(f.ptr);
             const Proto* p = static_cast<const Proto*>(cl->code);
-            if (argc < p->nparams || (!p->rest && argc != p->nparams))
-              fail(at, ErrorKind::Eval,
-                   p->name + ": expects " + (p->rest ? "at least " : "") +
-                       arity_text(int(p->nparams)) + ", got " + std::to_string(argc));
+            check_closure_arity(at, p->name, p->nparams, p->rest, argc);
             Frame* fr = new_frame(p->frame_size, static_cast<Frame*>(cl->env));
             for (uint32_t i = 0; i < p->nparams; ++i) fr->slots[i] = args[i];
             if (p->rest) {

@@ -3,7 +3,7 @@
 // the node and the frame instead of recursing, so tail calls and loops run in constant native
 // stack. Frames live in the machine's arena; a loop that creates no closure reuses its frame.
 #pragma once
-#include "execute.hpp"
+#include "walk.hpp"
 
 namespace ndvm::dmci {
 
@@ -12,13 +12,6 @@ struct Frame {
   uint32_t n;
   Value slots[1];
 };
-
-// A slot that a letrec has not assigned yet.
-inline Value unassigned() {
-  Value v = Value::unspec();
-  v.flags = 1;
-  return v;
-}
 
 template <class T>
 class Eval {
@@ -47,8 +40,7 @@ class Eval {
     Frame* f = env;
     for (uint32_t d = n->depth; d; --d) f = f->parent;
     const Value& v = f->slots[n->slot];
-    if (v.tag == Tag::Unspec && v.flags)
-      fail(n, ErrorKind::Eval, "'" + n->form() + "' is used before its definition is evaluated");
+    if (is_unassigned(v)) fail_unassigned(n);
     return v;
   }
 
@@ -64,19 +56,13 @@ class Eval {
 
   Value quote(const Node* n) { return quote_datum(m_, n->src, n->datum); }
 
-  // Both arms of a branch whose test differs across live lanes, each under its own lane mask,
-  // merged by a recorded select.
+  // Both arms of a branch whose test differs across live lanes (walk.hpp); an arm given as a
+  // value is not evaluated.
   Value mixed(const Value& test, const Node* then_n, const Node* else_n, const Value* then_v,
               const Value* else_v, Frame* env) {
-    int32_t saved = m_.live_;
-    int32_t mt = m_.branch_mask(test, true);
-    int32_t mf = m_.branch_mask(test, false);
-    m_.live_ = mt;
-    Value a = then_n ? eval(then_n, env, true) : *then_v;
-    m_.live_ = mf;
-    Value b = else_n ? eval(else_n, env, true) : (else_v ? *else_v : Value::unspec());
-    m_.live_ = saved;
-    return m_.select(mt, a, b);
+    return mixed_branch(
+        m_, test, [&] { return then_n ? eval(then_n, env, true) : *then_v; },
+        [&] { return else_n ? eval(else_n, env, true) : (else_v ? *else_v : Value::unspec()); });
   }
 
   // One level of the depth limit, held by an invocation for as long as it runs.
@@ -219,15 +205,10 @@ class Eval {
               m_.stack_.resize(base);
               return r;
             }
-            if (f.tag != Tag::Closure)
-              fail(n, ErrorKind::Eval, std::string("not a procedure: the operator '") +
-                                           n->kids[0]->form() + "' is " + tag_name(f.tag));
+            if (f.tag != Tag::Closure) fail_not_procedure(n, f);
             auto* c = static_cast<const Closure*>(f.ptr);
             const Node* lam = static_cast<const Node*>(c->code);
-            if (argc < lam->nparams || (!lam->rest && argc != lam->nparams))
-              fail(n, ErrorKind::Eval,
-                   lam->name + ": expects " + (lam->rest ? "at least " : "") +
-                       arity_text(int(lam->nparams)) + ", got " + std::to_string(argc));
+            check_closure_arity(n, lam->name, lam->nparams, lam->rest, argc);
             if (!depth.on) depth.enter();  // a non-tail call: one level deeper
             Frame* fr = new_frame(lam->frame_size, static_cast<Frame*>(c->env));
             for (uint32_t i = 0; i < lam->nparams; ++i) fr->slots[i] = m_.stack_[base + i];
@@ -248,14 +229,7 @@ class Eval {
       }
     } catch (Error& e) {
       locate(e, n);
-      if (running) {
-        const Node* callee = running->kids[0];
-        SrcPos p = running->pos();
-        add_backtrace(e, "in " + (callee->kind == NodeKind::Lambda ? std::string("lambda")
-                                                                    : callee->form()) +
-                             ", called at " + running->src->name_ + ":" +
-                             std::to_string(p.line) + ":" + std::to_string(p.col));
-      }
+      if (running) add_call_frame(e, running);
       throw;
     }
   }

@@ -1,6 +1,9 @@
 """The native core of ndvm: reader, expander, value model, lanes, tape, primitives (C++)."""
 try:
-    from ndvm._core._core import Dotted, Machine, Program, Symbol, parse, prelude, read
+    from ndvm._core._core import (
+        REDUCE_LANE, REDUCE_NONE, REDUCE_START, Dotted, Inputs, Machine, Program, Symbol, bind,
+        parse, prelude, read,
+    )
 except ModuleNotFoundError as e:  # a source tree without the compiled extension
     if e.name != "ndvm._core._core":
         raise
@@ -15,4 +18,5 @@ except ModuleNotFoundError as e:  # a source tree without the compiled extension
         f"package), or install in place: pip install --no-build-isolation -e ."
     ) from None
 
-__all__ = ["Dotted", "Machine", "Program", "Symbol", "parse", "prelude", "read"]
+__all__ = ["REDUCE_LANE", "REDUCE_NONE", "REDUCE_START", "Dotted", "Inputs", "Machine",
+           "Program", "Symbol", "bind", "parse", "prelude", "read"]

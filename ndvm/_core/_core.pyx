@@ -1,8 +1,10 @@
 # distutils: language = c++
-"""Thin Python bindings of the C++ core: parse programs, own machines, call a client's entry point.
+"""Thin Python bindings of the C++ core: parse programs, bind inputs, own machines, and the one
+native entry (Machine.run) into a client's entry point.
 
-Nothing here walks programs or touches lanes; it validates nothing the Python API has not already
-validated, converts arguments, releases the GIL around the native call and raises ndvm errors.
+Nothing here walks programs or touches lanes. `bind` is the one place inputs are checked and S and
+N sized; Machine.run allocates the outputs the request asks for, releases the GIL around the
+native call and raises ndvm errors (limit errors are the core's own).
 """
 from cython.operator cimport dereference as deref
 from libc.stdint cimport int64_t, uint32_t, uintptr_t
@@ -13,8 +15,9 @@ from libcpp.vector cimport vector
 
 from ndvm._core.core cimport (
     Binding, BindKind, ClientEntry, Datum, DatumKind, ErrorInfo, Expanded, FitRequest,
-    Machine as CMachine, Optimizer, RunRequest, SourceData, SrcPos, call_entry, expand_guarded,
-    fit_guarded, prelude_text, read_guarded, result_pos, reverse_guarded,
+    Machine as CMachine, Optimizer, RunRequest, SourceData, SrcPos, call_entry,
+    check_outputs_guarded, expand_guarded, fit_guarded, prelude_text, read_guarded, result_pos,
+    reverse_guarded,
 )
 
 import threading
@@ -28,6 +31,11 @@ cnp.import_array()
 cdef enum:
     F64 = 0
     F32 = 1
+
+# How Machine.run reduces the reverse sweep's adjoints (see execute.hpp).
+REDUCE_NONE = 0   # no sweep: a grad run keeps its tape for Machine.reverse
+REDUCE_LANE = 1   # each lane's adjoint: Jacobian rows [P, S, N]
+REDUCE_START = 2  # summed over a start's lanes: gradients [P, S]
 
 
 cdef object _raise(ErrorInfo& e):
@@ -200,37 +208,170 @@ cdef object _aligned(object a):
     return a
 
 
-cdef class RawVector:
-    """A float64 vector given by address and length (e.g. a torch tensor's data_ptr()), for the
-    native fast path; `owner` keeps the memory alive while the vector is in use."""
-
-    cdef readonly uintptr_t ptr
-    cdef readonly Py_ssize_t n
-    cdef readonly object owner
-
-    def __cinit__(self, uintptr_t ptr, Py_ssize_t n, owner=None):
-        self.ptr = ptr
-        self.n = n
-        self.owner = owner
+_PARAM, _DATA, _CONST = 0, 1, 2
 
 
-cdef list _fill_bindings(vector[Binding]* bs, list bindings):
-    """Fills the native bindings from (kind, float64 array, rows, cols) tuples; returns the
-    arrays, which the caller keeps alive for the duration of the native call."""
-    cdef const double[::1] mv
-    cdef size_t i, nb = len(bindings)
-    keep = []
-    bs.resize(nb)
-    for i in range(nb):
-        kind, arr, rows, cols = bindings[i]
-        arr = _aligned(arr)
-        mv = arr
-        keep.append(arr)
-        bs[0][i].kind = <BindKind>(<int>kind)
-        bs[0][i].values = &mv[0]
-        bs[0][i].rows = rows
-        bs[0][i].cols = cols
-    return keep
+cdef object _as_array(str name, object value, str what, int max_ndim):
+    """`value` as a C-contiguous, aligned float64 array with at most max_ndim dimensions."""
+    try:
+        a = np.asarray(value, dtype=np.float64)
+    except (TypeError, ValueError):
+        raise TypeError(f"{what} {name!r} must be numeric, got {type(value).__name__}") from None
+    if a.ndim > max_ndim:
+        raise ValueError(f"{what} {name!r} must have at most {max_ndim} dimension(s), "
+                         f"got shape {a.shape}")
+    if a.size == 0:
+        raise ValueError(f"{what} {name!r} is empty")
+    if not a.flags.c_contiguous:
+        a = a.copy()  # (ascontiguousarray would make 0-d 1-d)
+    return _aligned(a)
+
+
+cdef inline bint _plain_vector(object v):
+    """A float64 1-D contiguous aligned non-empty array: bound as it is, with no conversion."""
+    if type(v) is not np.ndarray:
+        return False
+    cdef cnp.ndarray a = <cnp.ndarray>v
+    return (cnp.PyArray_TYPE(a) == cnp.NPY_DOUBLE and cnp.PyArray_NDIM(a) == 1
+            and cnp.PyArray_IS_C_CONTIGUOUS(a) and cnp.PyArray_ISALIGNED(a)
+            and cnp.PyArray_DIM(a, 0) > 0)
+
+
+cdef class Inputs:
+    """A program's inputs checked and bound once (the one place S and N are sized): a native
+    binding per free name in the program's order, and the parameters in the caller's order."""
+
+    cdef vector[Binding] _bs
+    cdef vector[double] _scalars
+    cdef list _values            # per free name: a float (in _scalars) or the bound array
+    cdef readonly Py_ssize_t S
+    cdef readonly Py_ssize_t N
+    cdef readonly tuple params         # parameter names, in the caller's order
+    cdef readonly tuple param_binding  # per parameter: its binding index, -1 if the program has none
+
+    def bindings(self):
+        """Per free name (kind, flat float64 array, rows, cols): kind 0 a parameter, 1 a data
+        input, 2 a constant; rows 0 for a scalar. (The eager baselines bind from these.)"""
+        out = []
+        for i, v in enumerate(self._values):
+            a = np.array([v], dtype=np.float64) if type(v) is float else v.reshape(-1)
+            out.append((<int>self._bs[i].kind, a, self._bs[i].rows, self._bs[i].cols))
+        return out
+
+    def copy(self):
+        """The same inputs over private copies of their arrays (safe to keep past the call)."""
+        cdef Inputs c
+        cdef Py_ssize_t i
+        for v in self._values:
+            if type(v) is not float:
+                break
+        else:
+            return self  # numbers only: nothing the caller could change
+        c = Inputs.__new__(Inputs)
+        c._bs = self._bs
+        c._scalars = self._scalars
+        c._values = [v if type(v) is float else np.array(v) for v in self._values]
+        for i in range(len(c._values)):
+            v = c._values[i]
+            if type(v) is float:
+                c._bs[i].values = &c._scalars[i]
+            else:
+                c._bs[i].values = <const double*>cnp.PyArray_DATA(<cnp.ndarray>v)
+        c.S, c.N, c.params, c.param_binding = self.S, self.N, self.params, self.param_binding
+        return c
+
+
+cdef object _size(str what, str name, object a, object have, str unit):
+    n = a.size if a.ndim else 1
+    if n == 1:
+        return have
+    if have is not None and have != n:
+        raise ValueError(f"{what} {name!r} has {n} {unit}, another has {have}")
+    return n
+
+
+def bind(Program prog, params=None, data=None, consts=None, points=None):
+    """Check inputs against the program's free names and bind them; returns Inputs.
+
+    params: name -> scalar or [S]; data: name -> scalar or [N]; consts: name -> number, vector or
+    matrix; points: the N a target fixes (data must agree). Every input sizes S and N, whether
+    the program uses it or not.
+    """
+    params = {} if params is None else (params if type(params) is dict else dict(params))
+    data = {} if data is None else (data if type(data) is dict else dict(data))
+    consts = {} if consts is None else (consts if type(consts) is dict else dict(consts))
+    cdef dict seen = {}
+    for group, d in (("params", params), ("data", data), ("consts", consts)):
+        for k in d:
+            if not isinstance(k, str):
+                raise TypeError(f"{group} keys must be names (str), got {k!r}")
+            if k in seen:
+                raise ValueError(f"{k!r} is given in both {seen[k]} and {group}")
+            seen[k] = group
+    cdef dict arrays = {}
+    sizes = []  # S from the parameters, N from the data inputs
+    for what, unit, group in (("parameter", "starts", params), ("data input", "points", data)):
+        n = None
+        for k, v in group.items():
+            if type(v) is int:
+                v = float(v)
+            if type(v) is not float and not _plain_vector(v):
+                v = _as_array(k, v, what, 1)
+            if type(v) is not float:
+                n = _size(what, k, v, n, unit)
+            arrays[k] = v
+        sizes.append(n)
+    S, N = sizes
+    if points is not None:
+        if N is not None and N != points:
+            raise ValueError(f"the data has {N} points but target has {points}")
+        N = points
+    cdef Inputs b = Inputs.__new__(Inputs)
+    cdef tuple names = prog.free_names
+    cdef Py_ssize_t i, nf = len(names)
+    b.S = S or 1
+    b.N = N or 1
+    b._bs.resize(nf)
+    b._scalars.resize(nf if nf else 1)
+    b._values = []
+    for i in range(nf):
+        name = names[i]
+        if name in params or name in data:
+            b._bs[i].kind = <BindKind>(_PARAM if name in params else _DATA)
+            b._bs[i].cols = 0
+            v = arrays[name]
+        elif name in consts:
+            v = _as_array(name, consts[name], "constant", 2)
+            if v.ndim == 2 and v.shape[0] > 65535:
+                raise ValueError(f"constant {name!r} has more than 65535 rows")
+            b._bs[i].kind = <BindKind>_CONST
+            b._bs[i].cols = v.shape[1] if v.ndim == 2 else 0
+            b._bs[i].rows = v.shape[0] if v.ndim >= 1 else 0
+            b._bs[i].values = <const double*>cnp.PyArray_DATA(<cnp.ndarray>v)
+            b._values.append(v)
+            continue
+        else:
+            from ndvm.errors import UnboundError
+            line, col = prog.free_positions[name]
+            raise UnboundError(
+                f"unbound variable '{name}': not defined by the program and not given as a "
+                f"parameter, data input or constant", line=line, col=col, form=name,
+                file=prog.name)
+        if type(v) is not float and (<cnp.ndarray>v).ndim == 0:
+            v = float(v)
+        if type(v) is float:
+            b._scalars[i] = v
+            b._bs[i].values = &b._scalars[i]
+            b._bs[i].rows = 0
+        else:
+            n = (<cnp.ndarray>v).size
+            b._bs[i].values = <const double*>cnp.PyArray_DATA(<cnp.ndarray>v)
+            b._bs[i].rows = 0 if n == 1 else n
+        b._values.append(v)
+    free = prog.free_positions
+    b.params = tuple(params)
+    b.param_binding = tuple(names.index(k) if k in free else -1 for k in params)
+    return b
 
 
 cdef class Machine:
@@ -243,8 +384,7 @@ cdef class Machine:
     cdef readonly int dtype_code
     cdef readonly str dtype
     cdef readonly unsigned long long generation  # counts runs; a kept tape belongs to one
-    cdef size_t _nbind
-    cdef size_t _lanes
+    cdef Inputs _inputs                          # the last run's inputs (for reverse())
     cdef int64_t _max_memory
 
     def __cinit__(self, str dtype="float64", bint compat_reference=False,
@@ -297,105 +437,120 @@ cdef class Machine:
             return (<CMachine[double]*>self._ptr).bytes_in_use()
         return (<CMachine[float]*>self._ptr).bytes_in_use()
 
-    cdef bint _outputs_fit(self, double S, double N, double arrays):
-        """Whether `arrays` float64 outputs of S x N lanes fit the lane range and memory limit."""
-        return S * N <= 4294967295.0 and S * N * 8.0 * arrays <= <double>self._max_memory
-
-    cdef _check_outputs(self, Program prog, double S, double N, double arrays):
-        """Raises LimitError (before anything is allocated) when the outputs cannot fit."""
-        if self._outputs_fit(S, N, arrays):
-            return
-        from ndvm.errors import LimitError
-        line, col = prog.result_position
-        if S * N > 4294967295.0:
-            msg = (f"too many lanes: {S:.0f} starts x {N:.0f} data points "
-                   f"(at most 2^32 - 1)")
-        else:
-            msg = (f"memory limit exceeded: the values and gradients of {S:.0f} x {N:.0f} "
-                   f"lanes need {S * N * 8.0 * arrays / 2.0 ** 20:.0f} MiB, more than "
-                   f"{self._max_memory >> 20} MiB (raise it with Evaluator(max_memory=...))")
-        raise LimitError(msg, line=line, col=col, file=prog.name)
-
-    def run(self, Program prog, uintptr_t entry, uintptr_t compiled, list bindings,
-            uint32_t S, uint32_t N, bint grad, bint sweep=True):
-        """Run a client's entry point. bindings: per free name (kind, float64 array, rows, cols).
-
-        Returns (values [S*N], {free-name index: jacobian [S*N]} for parameters when grad).
-        With grad and not sweep, the tape is recorded but not swept: call reverse(seed) next.
-        """
-        cdef size_t nb = len(bindings)
-        cdef vector[Binding] bs
-        cdef vector[double*] jp
-        cdef RunRequest rq
+    cdef _check_outputs(self, Program prog, Py_ssize_t S, Py_ssize_t N, Py_ssize_t arrays):
+        """Raises the core's LimitError (before anything is allocated) when `arrays` float64
+        outputs of S x N lanes cannot fit the lane range or the memory limit."""
         cdef ErrorInfo err
-        cdef const double[::1] mv
-        cdef double[::1] out_mv
-        cdef double[::1] jv
-        cdef size_t L = <size_t>S * N
-        cdef size_t i
+        if not check_outputs_guarded(prog._x.get(), self._max_memory, S, N, arrays, &err):
+            _raise(err)
+
+    cdef _call(self, Program prog, uintptr_t entry, uintptr_t compiled, RunRequest* rq):
+        cdef ErrorInfo err
         cdef bool ok
-        nparams = sum(1 for b in bindings if b[0] == 0) if grad and sweep else 0
-        self._check_outputs(prog, S, N, 1 + nparams)
-        jp.resize(nb)
-        jac = {}
-        value = np.empty(L, dtype=np.float64)
-        out_mv = value
-        keep = _fill_bindings(&bs, bindings)
-        for i in range(nb):
-            jp[i] = NULL
-            if grad and sweep and bindings[i][0] == 0:
-                j = np.empty(L, dtype=np.float64)
-                jac[i] = j
-                jv = j
-                jp[i] = &jv[0]
-        rq.bindings = bs.data()
-        rq.nbind = nb
+        self.generation += 1
+        with nogil:
+            ok = call_entry(<ClientEntry>entry, self._ptr, self.dtype_code,
+                            <const void*>prog._x.get(), <const void*>compiled, rq, &err)
+        if not ok:
+            _raise(err)
+
+    def run(self, Program prog, uintptr_t entry, uintptr_t compiled, Inputs inputs,
+            bint grad=False, int reduce=REDUCE_START, seed=None, target=None):
+        """The one native entry: run a client's entry point on bound inputs.
+
+        With grad, one reverse sweep seeded with ones, with `seed` [S, N] (d / d value), or, with
+        `target` [N], with the mean-squared-error residual; reduced per lane (REDUCE_LANE), per
+        start (REDUCE_START) or not at all (REDUCE_NONE: the tape is kept for reverse()).
+        Returns (value [S, N], gradients [P, S, N] or [P, S] in inputs.params order or None,
+        loss [S] with a target or None).
+        """
+        cdef Py_ssize_t S = inputs.S, N = inputs.N, P = len(inputs.params), j, i
+        cdef RunRequest rq
+        cdef vector[double*] outp
+        cdef const double[::1] sv
+        cdef const double[::1] tv
+        cdef cnp.ndarray value, out = None, loss = None
+        cdef Py_ssize_t lanes_each = 0
+        sweep = grad and reduce != REDUCE_NONE
+        if sweep:
+            lanes_each = N if reduce == REDUCE_LANE else 1
+        self._check_outputs(prog, S, N, 1 + (P if sweep and reduce == REDUCE_LANE else 0))
+        if seed is not None:
+            sv = _aligned(np.ascontiguousarray(seed, dtype=np.float64).reshape(-1))
+            if sv.shape[0] != S * N:
+                raise ValueError(f"seed must have {S * N} values, got {sv.shape[0]}")
+            rq.seed = &sv[0]
+        if target is not None:
+            tv = _aligned(np.ascontiguousarray(target, dtype=np.float64).reshape(-1))
+            if tv.shape[0] != N:
+                raise ValueError(f"target has {tv.shape[0]} values, the data has {N} points")
+            rq.target = &tv[0]
+            loss = np.empty(S, dtype=np.float64)
+            rq.loss_out = <double*>cnp.PyArray_DATA(loss)
+        value = np.empty((S, N), dtype=np.float64)
+        outp.resize(inputs._bs.size())
+        if sweep:
+            out = np.zeros((P, S, lanes_each), dtype=np.float64)
+            if reduce != REDUCE_LANE:
+                out = out.reshape(P, S)
+            for j in range(P):
+                i = inputs.param_binding[j]
+                if i >= 0:
+                    outp[i] = <double*>cnp.PyArray_DATA(out) + j * S * lanes_each
+            if reduce == REDUCE_LANE:
+                rq.jac_out = outp.data()
+            else:
+                rq.grad_out = outp.data()
+        rq.bindings = inputs._bs.data()
+        rq.nbind = inputs._bs.size()
         rq.S = S
         rq.N = N
         rq.grad = grad
-        rq.value_out = &out_mv[0]
-        rq.jac_out = jp.data() if sweep else NULL
-        self.generation += 1
-        self._nbind = nb
-        self._lanes = L
-        with nogil:
-            ok = call_entry(<ClientEntry>entry, self._ptr, self.dtype_code,
-                            <const void*>prog._x.get(), <const void*>compiled, &rq, &err)
-        if not ok:
-            _raise(err)
-        return value, jac
+        rq.value_out = <double*>cnp.PyArray_DATA(value)
+        self._inputs = inputs
+        self._call(prog, entry, compiled, &rq)
+        return value, out, loss
 
-    def reverse(self, seed, list params):
-        """Sweep the last run's tape seeded with `seed` [S*N]; returns {index: adjoints [S*N]}.
-
-        params: the binding indices of the parameters. Only valid right after run(grad=True,
-        sweep=False) on this machine (check `generation`).
-        """
-        cdef const double[::1] sv = _aligned(seed)
-        cdef vector[double*] jp
-        cdef double[::1] jv
+    def reverse(self, seed, int reduce=REDUCE_START):
+        """Sweep the last run's kept tape seeded with `seed` [S, N]: gradients [P, S] (per start)
+        or [P, S, N] (per lane) in that run's inputs.params order. Only valid right after
+        run(grad=True, reduce=REDUCE_NONE) on this machine (check `generation`)."""
+        cdef Inputs inputs = self._inputs
+        cdef Py_ssize_t S = inputs.S, N = inputs.N, P = len(inputs.params), j, i
+        cdef const double[::1] sv = _aligned(np.ascontiguousarray(seed, dtype=np.float64)
+                                             .reshape(-1))
+        cdef vector[double*] outp
+        cdef cnp.ndarray out
         cdef ErrorInfo err
         cdef bool ok
-        if sv.shape[0] != self._lanes:
-            raise ValueError(f"seed must have {self._lanes} values, got {sv.shape[0]}")
-        jp.resize(self._nbind)
-        out = {}
-        for i in params:
-            j = np.empty(self._lanes, dtype=np.float64)
-            out[i] = j
-            jv = j
-            jp[i] = &jv[0]
+        cdef Py_ssize_t each = N if reduce == REDUCE_LANE else 1
+        if sv.shape[0] != S * N:
+            raise ValueError(f"seed must have {S * N} values, got {sv.shape[0]}")
+        out = np.zeros((P, S, each), dtype=np.float64)
+        if reduce != REDUCE_LANE:
+            out = out.reshape(P, S)
+        outp.resize(inputs._bs.size())
+        for j in range(P):
+            i = inputs.param_binding[j]
+            if i >= 0:
+                outp[i] = <double*>cnp.PyArray_DATA(out) + j * S * each
+        cdef double** jac = NULL
+        cdef double** per_start = NULL
+        if reduce == REDUCE_LANE:
+            jac = outp.data()
+        else:
+            per_start = outp.data()
         with nogil:
             if self.dtype_code == F64:
-                ok = reverse_guarded[double](self._ptr, &sv[0], jp.data(), self._nbind, &err)
+                ok = reverse_guarded[double](self._ptr, &sv[0], jac, per_start, outp.size(), &err)
             else:
-                ok = reverse_guarded[float](self._ptr, &sv[0], jp.data(), self._nbind, &err)
+                ok = reverse_guarded[float](self._ptr, &sv[0], jac, per_start, outp.size(), &err)
         if not ok:
             _raise(err)
         return out
 
-    def fit(self, Program prog, uintptr_t entry, uintptr_t compiled, list bindings,
-            list fitted, uint32_t S, uint32_t N, target, int optimizer, int steps, double lr,
+    def fit(self, Program prog, uintptr_t entry, uintptr_t compiled, Inputs inputs,
+            list fitted, target, int optimizer, int steps, double lr,
             lower, upper, init, double tol=1e-12):
         """Run a whole calibration natively (see ndvm.fit). fitted: binding indices optimized.
 
@@ -404,7 +559,7 @@ cdef class Machine:
         """
         cdef FitRequest rq
         cdef ErrorInfo err
-        cdef const double[::1] mv
+        cdef uint32_t S = inputs.S, N = inputs.N
         cdef const double[::1] tv = _aligned(target)
         cdef const double[::1] lo
         cdef const double[::1] hi
@@ -414,7 +569,7 @@ cdef class Machine:
         cdef unsigned char[::1] cv
         cdef size_t i
         cdef bool ok
-        keep = _fill_bindings(&rq.bindings, bindings)
+        rq.bindings = inputs._bs
         for i in fitted:
             rq.param_binding.push_back(i)
         P = len(fitted)
@@ -456,173 +611,3 @@ cdef class Machine:
         if not ok:
             _raise(err)
         return params, losses, history[:steps], converged != 0, rq.n_evals
-
-    def evaluate_fast(self, Program prog, uintptr_t entry, uintptr_t compiled, dict params,
-                      dict data, bint grad, bint sweep=True):
-        """The common evaluation without Python-level binding: every free name bound by
-        `params` or `data` to a number or a 1-D float64 array. Returns (value [S, N],
-        jacobians [P, S, N] in params order or None, S, N), or None when the inputs need the
-        general path (which also produces every error message)."""
-        cdef tuple names = prog.free_names
-        cdef Py_ssize_t nf = len(names), i, j, P = len(params)
-        cdef vector[Binding] bs
-        cdef vector[double] scalars
-        cdef vector[double*] jp
-        cdef RunRequest rq
-        cdef ErrorInfo err
-        cdef Py_ssize_t S = 1, N = 1, n
-        cdef cnp.ndarray arr
-        cdef cnp.ndarray value
-        cdef cnp.ndarray block
-        cdef bool ok
-        cdef int kind
-        bs.resize(nf)
-        scalars.resize(nf if nf else 1)
-        if data:
-            for k in params:
-                if k in data:
-                    return None
-        for i in range(nf):
-            name = names[i]
-            v = params.get(name)
-            kind = 0
-            if v is None:
-                v = data.get(name)
-                kind = 1
-                if v is None:
-                    return None
-            bs[i].kind = <BindKind>kind
-            bs[i].cols = 0
-            if type(v) is float or type(v) is int:
-                scalars[i] = v
-                bs[i].values = &scalars[i]
-                bs[i].rows = 0
-                continue
-            if type(v) is RawVector:
-                n = (<RawVector>v).n
-                if n == 0:
-                    return None
-                bs[i].values = <const double*>(<RawVector>v).ptr
-            else:
-                if type(v) is not np.ndarray:
-                    return None
-                arr = <cnp.ndarray>v
-                if (cnp.PyArray_TYPE(arr) != cnp.NPY_DOUBLE or cnp.PyArray_NDIM(arr) != 1
-                        or not cnp.PyArray_IS_C_CONTIGUOUS(arr) or not cnp.PyArray_ISALIGNED(arr)):
-                    return None
-                n = cnp.PyArray_DIM(arr, 0)
-                if n == 0:
-                    return None
-                bs[i].values = <const double*>cnp.PyArray_DATA(arr)
-            bs[i].rows = 0 if n == 1 else n
-        # every input (used by the program or not) sizes S and N, and must be valid
-        for group in (params, data):
-            for k, v in group.items():
-                if type(k) is not str:
-                    return None
-                if type(v) is float or type(v) is int:
-                    continue
-                if type(v) is RawVector:
-                    n = (<RawVector>v).n
-                else:
-                    if type(v) is not np.ndarray:
-                        return None
-                    arr = <cnp.ndarray>v
-                    if cnp.PyArray_NDIM(arr) != 1 or cnp.PyArray_TYPE(arr) != cnp.NPY_DOUBLE:
-                        return None
-                    n = cnp.PyArray_DIM(arr, 0)
-                if n == 0:
-                    return None
-                if n == 1:
-                    continue
-                if group is params:
-                    if S != 1 and S != n:
-                        return None
-                    S = n
-                else:
-                    if N != 1 and N != n:
-                        return None
-                    N = n
-        if not self._outputs_fit(S, N, 1 + (P if grad else 0)):
-            return None  # the general path raises the LimitError
-        value = np.empty((S, N), dtype=np.float64)
-        block = None
-        jp.resize(nf)
-        if grad and sweep:
-            block = np.zeros((P, S, N), dtype=np.float64)
-            j = 0
-            index = {}
-            for k in params:
-                index[k] = j
-                j += 1
-            for i in range(nf):
-                jp[i] = NULL
-                if bs[i].kind == BindKind.Param:
-                    jp[i] = <double*>cnp.PyArray_DATA(block) + <Py_ssize_t>index[names[i]] * S * N
-        rq.bindings = bs.data()
-        rq.nbind = nf
-        rq.S = S
-        rq.N = N
-        rq.grad = grad
-        rq.value_out = <double*>cnp.PyArray_DATA(value)
-        rq.jac_out = jp.data() if sweep else NULL  # no sweep: the tape is kept for reverse()
-        self.generation += 1
-        self._nbind = nf
-        self._lanes = S * N
-        with nogil:
-            ok = call_entry(<ClientEntry>entry, self._ptr, self.dtype_code,
-                            <const void*>prog._x.get(), <const void*>compiled, &rq, &err)
-        if not ok:
-            _raise(err)
-        return value, block, S, N
-
-    def mse(self, Program prog, uintptr_t entry, uintptr_t compiled, list bindings,
-            list params, uint32_t S, uint32_t N, target, bint grad):
-        """Mean squared error against `target` [N] per start, and its gradient: (loss [S],
-        {binding index: gradient [S]}), with the reverse sweep seeded by d loss / d value (no
-        per-lane Jacobian)."""
-        cdef size_t nb = len(bindings), i
-        cdef vector[Binding] bs
-        cdef vector[double*] gp
-        cdef RunRequest rq
-        cdef ErrorInfo err
-        cdef const double[::1] mv
-        cdef const double[::1] tv = _aligned(target)
-        cdef double[::1] gv
-        cdef double[::1] lv
-        cdef bool ok
-        if tv.shape[0] != N:
-            raise ValueError(f"target has {tv.shape[0]} values, the data has {N} points")
-        self._check_outputs(prog, S, N, 1)
-        gp.resize(nb)
-        keep = _fill_bindings(&bs, bindings)
-        for i in range(nb):
-            gp[i] = NULL
-        grads = {}
-        if grad:
-            for i in params:
-                g = np.empty(S, dtype=np.float64)
-                grads[i] = g
-                gv = g
-                gp[i] = &gv[0]
-        value = np.empty(<size_t>S * N, dtype=np.float64)
-        loss = np.empty(S, dtype=np.float64)
-        out_mv = value
-        lv = loss
-        rq.bindings = bs.data()
-        rq.nbind = nb
-        rq.S = S
-        rq.N = N
-        rq.grad = grad
-        rq.value_out = <double*>cnp.PyArray_DATA(value)
-        rq.jac_out = NULL
-        rq.target = &tv[0]
-        rq.loss_out = &lv[0]
-        rq.grad_out = gp.data()
-        self.generation += 1
-        with nogil:
-            ok = call_entry(<ClientEntry>entry, self._ptr, self.dtype_code,
-                            <const void*>prog._x.get(), <const void*>compiled, &rq, &err)
-        if not ok:
-            _raise(err)
-        return loss, grads

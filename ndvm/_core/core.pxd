@@ -1,5 +1,5 @@
 # Declarations of the C++ core for Cython (no code). Clients cimport what they need from here.
-from libc.stdint cimport int64_t, uint32_t, uintptr_t
+from libc.stdint cimport int64_t, uint32_t, uint64_t, uintptr_t
 from libcpp cimport bool
 from libcpp.memory cimport shared_ptr
 from libcpp.string cimport string
@@ -70,9 +70,10 @@ cdef extern from "execute.hpp" namespace "ndvm":
         uint32_t N
         bool grad
         double* value_out
-        double** jac_out
+        const double* seed
         const double* target
         double* loss_out
+        double** jac_out
         double** grad_out
 
 
@@ -107,15 +108,17 @@ cdef extern from "reader.hpp" namespace "ndvm":
         vector[string] symbols_
 
 
-cdef extern from "bindings.hpp" namespace "ndvm":
+cdef extern from "guarded.hpp" namespace "ndvm":
     bool expand_guarded(const string& text, const string& name,
                         shared_ptr[const Expanded]* out, ErrorInfo* err) nogil
     bool read_guarded(const string& text, const string& name,
                       shared_ptr[SourceData]* out, ErrorInfo* err) nogil
     bool call_entry(ClientEntry entry, void* machine, int dtype, const void* expanded,
                     const void* compiled, const RunRequest* rq, ErrorInfo* err) nogil
-    bool reverse_guarded[T](void* machine, const double* seed, double** jac_out, size_t nbind,
-                            ErrorInfo* err) nogil
+    bool check_outputs_guarded(const Expanded* x, int64_t max_memory, uint64_t S, uint64_t N,
+                               uint64_t arrays, ErrorInfo* err)
+    bool reverse_guarded[T](void* machine, const double* seed, double** jac_out,
+                            double** grad_out, size_t nbind, ErrorInfo* err) nogil
 
 
 cdef extern from "fit.hpp" namespace "ndvm":

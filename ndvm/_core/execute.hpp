@@ -1,11 +1,15 @@
 // The driver every client runs through: binds the caller's inputs to lanes, runs the client's walk
 // of the program with partition-and-rerun on structural divergence, checks the result, and runs the
-// reverse sweep into per-lane Jacobian rows. Lane l is start l / N, data point l % N.
+// one reverse sweep the request asks for: seeded with ones, with the least-squares residual, or
+// with the caller's seed; reduced per lane (Jacobian rows), per start (gradients), or not at all
+// (the tape is kept for a later seeded sweep). Lane l is start l / N, data point l % N.
 #pragma once
-#include "ast.hpp"
 #include <algorithm>
+#include <cstdio>
 
+#include "ast.hpp"
 #include "prims.hpp"
+#include "sweep.hpp"
 
 namespace ndvm {
 
@@ -13,15 +17,27 @@ struct RunRequest {
   const Binding* bindings = nullptr;  // one per free name, in the program's order
   size_t nbind = 0;
   uint32_t S = 1, N = 1;
-  bool grad = false;
+  bool grad = false;            // record a tape
   double* value_out = nullptr;  // [L]
-  double** jac_out = nullptr;   // per binding: [L] for parameters, null otherwise
-  // Mean-squared-error mode (with grad): the reverse sweep is seeded with d loss / d value, so
-  // each start's loss and gradient come out directly, with no per-lane Jacobian.
-  const double* target = nullptr;  // [N]
-  double* loss_out = nullptr;      // [S]
-  double** grad_out = nullptr;     // per binding: [S] for parameters, null otherwise
+  // The sweep's seed: ones by default; the caller's d/d value [L] in `seed`; or, with `target`
+  // [N], the mean-squared-error residual 2 (value - target) / N, each start's loss going to
+  // loss_out [S] (computed with or without grad).
+  const double* seed = nullptr;
+  const double* target = nullptr;
+  double* loss_out = nullptr;
+  // The sweep's reduction, per binding (null for all but the parameters wanted): jac_out [L] keeps
+  // each lane's adjoint (Jacobian rows); grad_out [S] sums them per start. With neither, a grad
+  // run keeps its tape for a later seeded sweep (reverse_seeded).
+  double** jac_out = nullptr;
+  double** grad_out = nullptr;
 };
+
+enum class Reduce { None, PerLane, PerStart };
+
+inline Reduce reduction(const RunRequest& rq) {
+  if (!rq.grad) return Reduce::None;
+  return rq.jac_out ? Reduce::PerLane : rq.grad_out ? Reduce::PerStart : Reduce::None;
+}
 
 namespace detail {
 
@@ -80,40 +96,56 @@ void bind_inputs(Machine<T>& m, const RunRequest& rq) {
   }
 }
 
-template <class T>
-void copy_adjoints(Machine<T>& m, double** jac_out, size_t nbind, uint32_t offset = 0) {
-  for (size_t i = 0; i < nbind && i < m.param_pay_.size(); ++i) {
-    double* out = jac_out[i] ? jac_out[i] + offset : nullptr;
-    if (!out) continue;
-    int64_t pid = m.param_pay_[i];
-    if (pid < 0 || !m.result_.active()) {
-      for (uint32_t l = 0; l < m.L_; ++l) out[l] = 0.0;
-      continue;
-    }
-    const T* a = m.adj_.data() + size_t(pid) * m.L_;
-    for (uint32_t l = 0; l < m.L_; ++l) out[l] = double(a[l]);
+// Calls f(l, start, point, run) for each run of lanes [l, l + run) of one start's consecutive
+// data points in the block starting at global lane l0: one division per run, and straight inner
+// loops that the compiler vectorizes.
+template <class F>
+void for_start_runs(uint32_t l0, uint32_t L, uint32_t N, F&& f) {
+  for (uint32_t l = 0; l < L;) {
+    uint32_t g = l0 + l, st = g / N, n = g % N, run = std::min(N - n, L - l);
+    f(l, st, n, run);
+    l += run;
   }
 }
 
-// One lane block of the MSE mode: adds each lane's squared residual / N to its start's loss and,
-// with grad, sweeps the tape seeded with 2 (value - target) / N and adds each lane's adjoint of
-// every parameter to its start's gradient.
+// The adjoints of the parameters after a sweep, into the request's outputs: per lane (at global
+// lane offset l0) or summed per start.
 template <class T>
-void mse_block(Machine<T>& m, const RunRequest& rq, const Value& v, uint32_t l0) {
-  const uint32_t L = m.L_, N = m.N_;
-  if (m.scratch_.size() < 2 * size_t(L)) m.scratch_.resize(2 * size_t(L));
-  std::vector<T> seed(L);  // (reverse() uses scratch_)
-  const double inv_n = 1.0 / N;
-  // lanes come in runs of one start's consecutive data points: one division per run, and
-  // straight inner loops that the compiler vectorizes
-  auto for_runs = [&](auto&& f) {
-    for (uint32_t l = 0; l < L;) {
-      uint32_t g = l0 + l, st = g / N, n = g % N, run = std::min(N - n, L - l);
-      f(l, st, n, run);
-      l += run;
+void reduce_adjoints(Machine<T>& m, Reduce how, double** out, size_t nbind, uint32_t l0) {
+  const uint32_t L = m.L_;
+  for (size_t i = 0; i < nbind && i < m.param_pay_.size(); ++i) {
+    double* o = out[i];
+    if (!o) continue;
+    int64_t pid = m.param_pay_[i];
+    bool none = pid < 0 || !m.result_.active();
+    const T* a = none ? nullptr : m.adj_.data() + size_t(pid) * L;
+    if (how == Reduce::PerLane) {
+      for (uint32_t l = 0; l < L; ++l) o[l0 + l] = none ? 0.0 : double(a[l]);
+      continue;
     }
-  };
-  for_runs([&](uint32_t l, uint32_t st, uint32_t n, uint32_t run) {
+    if (none) continue;  // per start: the outputs start at zero
+    for_start_runs(l0, L, m.N_, [&](uint32_t l, uint32_t st, uint32_t, uint32_t run) {
+      double acc = 0.0;
+      for (uint32_t k = 0; k < run; ++k) acc += double(a[l + k]);
+      o[st] += acc;
+    });
+  }
+}
+
+// The seed of one lane block's sweep into `seed` (left empty for ones). With a target, also adds
+// each lane's squared residual / N to its start's loss.
+template <class T>
+void block_seed(Machine<T>& m, const RunRequest& rq, uint32_t l0, std::vector<T>& seed) {
+  const uint32_t L = m.L_, N = m.N_;
+  seed.clear();
+  if (rq.seed) {
+    seed.assign(rq.seed + l0, rq.seed + l0 + L);
+    return;
+  }
+  if (!rq.target) return;
+  seed.resize(L);
+  const double inv_n = 1.0 / N;
+  for_start_runs(l0, L, N, [&](uint32_t l, uint32_t st, uint32_t n, uint32_t run) {
     const double* v = rq.value_out + l0 + l;
     const double* y = rq.target + n;
     T* sd = seed.data() + l;
@@ -125,19 +157,17 @@ void mse_block(Machine<T>& m, const RunRequest& rq, const Value& v, uint32_t l0)
     }
     rq.loss_out[st] += acc * inv_n;
   });
-  if (!rq.grad || !rq.grad_out) return;
-  m.reverse(v, seed.data());
-  for (size_t i = 0; i < rq.nbind && i < m.param_pay_.size(); ++i) {
-    double* out = rq.grad_out[i];
-    int64_t pid = m.param_pay_[i];
-    if (!out || pid < 0 || !v.active()) continue;
-    const T* a = m.adj_.data() + size_t(pid) * L;
-    for_runs([&](uint32_t l, uint32_t st, uint32_t, uint32_t run) {
-      double acc = 0.0;
-      for (uint32_t k = 0; k < run; ++k) acc += double(a[l + k]);
-      out[st] += acc;
-    });
-  }
+}
+
+// The one reverse sweep of a lane block: seeded and reduced as the request says.
+template <class T>
+void sweep_block(Machine<T>& m, const RunRequest& rq, const Value& v, uint32_t l0) {
+  std::vector<T> seed;
+  block_seed(m, rq, l0, seed);
+  Reduce how = reduction(rq);
+  if (how == Reduce::None) return;
+  m.reverse(v, seed.empty() ? nullptr : seed.data());
+  reduce_adjoints(m, how, how == Reduce::PerLane ? rq.jac_out : rq.grad_out, rq.nbind, l0);
 }
 
 // Runs body() on the lanes of `mask` (-1: all). When a mixed branch returns structurally different
@@ -198,6 +228,33 @@ Value quote_datum(Machine<T>& m, const Source* s, int32_t d) {
   return Value::nil();
 }
 
+// The limit error of an evaluation over S x N lanes when it has more lanes than a lane index
+// can count.
+inline void check_lane_count(const Expanded& x, uint64_t S, uint64_t N) {
+  if (S * N > UINT32_MAX)
+    throw Error(ErrorKind::Limit, "too many lanes: " + std::to_string(S) + " starts x " +
+                                      std::to_string(N) + " data points (at most 2^32 - 1)",
+                result_pos(x), x.result_ ? x.result_->form() : std::string());
+}
+
+// The limit error of a call whose outputs (`arrays` float64 arrays of S x N lanes) cannot fit in
+// the lane range or the memory limit; checked before any output is allocated.
+inline void check_outputs(const Expanded& x, int64_t max_memory, uint64_t S, uint64_t N,
+                          uint64_t arrays) {
+  check_lane_count(x, S, N);
+  double bytes = double(S) * double(N) * 8.0 * double(arrays);
+  if (bytes <= double(max_memory)) return;
+  char need[32];
+  std::snprintf(need, sizeof need, "%.0f", bytes / double(1 << 20));
+  Error e(ErrorKind::Limit, "memory limit exceeded: the values and gradients of " +
+                                std::to_string(S) + " x " + std::to_string(N) + " lanes need " +
+                                need + " MiB, more than " + std::to_string(max_memory >> 20) +
+                                " MiB (raise it with Evaluator(max_memory=...))",
+          result_pos(x));
+  if (x.result_) e.file_ = x.result_->src->name_;
+  throw e;
+}
+
 // Lanes per block when a large evaluation is run block by block: small enough that a block's
 // payloads and adjoints stay in cache, large enough that per-node costs are amortized.
 constexpr uint32_t kLaneBlock = 2048;
@@ -209,17 +266,14 @@ constexpr uint32_t kLaneBlock = 2048;
 template <class T, class Body>
 void execute(Machine<T>& m, const Expanded& x, const RunRequest& rq, Body&& body) {
   uint32_t S = rq.S ? rq.S : 1, N = rq.N ? rq.N : 1;
-  if (uint64_t(S) * N > UINT32_MAX)
-    throw Error(ErrorKind::Limit, "too many lanes: " + std::to_string(S) + " starts x " +
-                                      std::to_string(N) + " data points (at most 2^32 - 1)",
-                x.result_->pos(), x.result_->form());
+  check_lane_count(x, S, N);
   uint32_t L = S * N;
-  bool keep_tape = rq.grad && !rq.jac_out && !rq.target;
-  if (rq.target) {
+  Reduce how = reduction(rq);
+  bool keep_tape = rq.grad && how == Reduce::None;
+  if (rq.target)
     for (uint32_t s = 0; s < S; ++s) rq.loss_out[s] = 0.0;
-    for (size_t i = 0; rq.grad_out && i < rq.nbind; ++i)
-      if (rq.grad_out[i]) std::fill(rq.grad_out[i], rq.grad_out[i] + S, 0.0);
-  }
+  for (size_t i = 0; how == Reduce::PerStart && i < rq.nbind; ++i)
+    if (rq.grad_out[i]) std::fill(rq.grad_out[i], rq.grad_out[i] + S, 0.0);
   uint32_t block = keep_tape ? L : std::min(L, kLaneBlock);
   try {
     for (uint32_t l0 = 0; l0 < L; l0 += block) {
@@ -230,14 +284,7 @@ void execute(Machine<T>& m, const Expanded& x, const RunRequest& rq, Body&& body
       for (uint32_t l = 0; l < count; ++l) rq.value_out[l0 + l] = double(m.lane(v, l));
       m.result_ = v;
       m.taped_ = rq.grad;
-      if (rq.target) {
-        detail::mse_block(m, rq, v, l0);
-        continue;
-      }
-      // Without Jacobian outputs the tape is kept for a later seeded sweep (reverse_seeded).
-      if (!rq.grad || !rq.jac_out) continue;
-      m.reverse(v, nullptr);
-      detail::copy_adjoints(m, rq.jac_out, rq.nbind, l0);
+      detail::sweep_block(m, rq, v, l0);
     }
   } catch (Error& e) {
     // a limit reached outside any form (binding inputs, splitting lanes, the reverse sweep) is
@@ -251,14 +298,19 @@ void execute(Machine<T>& m, const Expanded& x, const RunRequest& rq, Body&& body
   }
 }
 
-// A reverse sweep of the last run seeded with `seed` [L] (the caller's upstream gradient):
-// jac_out[i] receives each lane's adjoint of parameter i. The last run must have recorded a tape.
+// A reverse sweep of the last run (which kept its tape) seeded with the caller's `seed` [L],
+// reduced per lane into jac_out or, when jac_out is null, per start into grad_out.
 template <class T>
-void reverse_seeded(Machine<T>& m, const double* seed, double** jac_out, size_t nbind) {
+void reverse_seeded(Machine<T>& m, const double* seed, double** jac_out, double** grad_out,
+                    size_t nbind) {
   if (!m.taped_) throw Error(ErrorKind::Internal, "no recorded evaluation to differentiate");
   std::vector<T> s(seed, seed + m.L_);
   m.reverse(m.result_, s.data());
-  detail::copy_adjoints(m, jac_out, nbind);
+  Reduce how = jac_out ? Reduce::PerLane : Reduce::PerStart;
+  double** out = jac_out ? jac_out : grad_out;
+  for (size_t i = 0; how == Reduce::PerStart && i < nbind; ++i)
+    if (out[i]) std::fill(out[i], out[i] + m.S_, 0.0);
+  detail::reduce_adjoints(m, how, out, nbind, 0);
 }
 
 }  // namespace ndvm

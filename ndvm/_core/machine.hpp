@@ -109,7 +109,8 @@ class Machine {
   std::vector<Operand> operands_;
   std::vector<T> consts_;
   std::vector<T> adj_;
-  std::vector<T> scratch_;
+  std::vector<T> scratch_;         // lane buffers of the reverse sweep (partials, 2x2 rows)
+  std::vector<T> linalg_work_;     // one lane's matrices in the dense linear-algebra sweep
   std::vector<Value> stack_;        // clients' value stack (arguments)
   std::vector<Value> free_vals_;    // one per free name, in the program's order
   std::vector<int64_t> param_pay_;  // per free name: its payload id if it is an active param
@@ -313,7 +314,7 @@ class Machine {
     return c;
   }
 
-  // ---- numeric operations (numeric.hpp) ------------------------------------------------------
+  // ---- numeric operations (numeric.hpp, linalg.hpp; the sweep in sweep.hpp) -------------------
   Value unary(Op op, const Value& a);
   Value binary(Op op, const Value& a, const Value& b);
   bool fold_identity(Op op, const Value& a, const Value& b, Value& r);

@@ -6,7 +6,7 @@
 #include <cmath>
 #include <string>
 
-#include "numeric.hpp"
+#include "linalg.hpp"
 
 namespace ndvm {
 

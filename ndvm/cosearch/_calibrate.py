@@ -41,17 +41,8 @@ def calibrate(programs, data, target, workers=None, **fit_options):
     """Fit every program to ``target``; a list in input order of FitResult or CalibrationError."""
     if not programs:
         return []
-    if hasattr(ndvm, "fit_many"):
-        results = ndvm.fit_many(programs, data=data, target=target, workers=workers,
-                                **fit_options)
-        return [_wrap(r) for r in results]
-    out = []
-    for prog in programs:
-        try:
-            out.append(ndvm.fit(prog, data=data, target=target, **fit_options))
-        except Exception as e:  # noqa: BLE001 - each candidate's failure is data for the search
-            out.append(CalibrationError(e))
-    return out
+    results = ndvm.fit_many(programs, data=data, target=target, workers=workers, **fit_options)
+    return [_wrap(r) for r in results]
 
 
 class ValueFit:

@@ -1,4 +1,5 @@
-// Small non-throwing wrappers the Cython layer calls (errors come back in ErrorInfo).
+// The core's entry points for the Cython layer, as non-throwing wrappers: each returns false and
+// fills ErrorInfo on failure. (Not to be confused with Binding, a free name's input: machine.hpp.)
 #pragma once
 #include "ast.hpp"
 #include "client_api.hpp"
@@ -20,11 +21,16 @@ inline bool call_entry(ClientEntry entry, void* machine, int dtype, const void* 
   return entry(machine, dtype, expanded, compiled, rq, err);
 }
 
+inline bool check_outputs_guarded(const Expanded* x, int64_t max_memory, uint64_t S, uint64_t N,
+                                  uint64_t arrays, ErrorInfo* err) {
+  return guarded(*err, [&] { check_outputs(*x, max_memory, S, N, arrays); });
+}
+
 template <class T>
-inline bool reverse_guarded(void* machine, const double* seed, double** jac_out, size_t nbind,
-                            ErrorInfo* err) {
+inline bool reverse_guarded(void* machine, const double* seed, double** jac_out,
+                            double** grad_out, size_t nbind, ErrorInfo* err) {
   return guarded(*err, [&] {
-    reverse_seeded(*static_cast<Machine<T>*>(machine), seed, jac_out, nbind);
+    reverse_seeded(*static_cast<Machine<T>*>(machine), seed, jac_out, grad_out, nbind);
   });
 }
 
