@@ -18,7 +18,6 @@ import json
 import os
 import queue
 import shutil
-import site
 import subprocess
 import sys
 import sysconfig
@@ -130,8 +129,8 @@ class Slot:
             return "timeout", ""
         if r.returncode == 0:
             return "pass", r.stdout[-800:]
-        if r.returncode == 5:  # nothing collected: a wrong test id in the mutant list
-            return "error", r.stdout[-2000:] + r.stderr[-2000:]
+        if r.returncode in (3, 4, 5):  # internal or usage error, nothing collected: a wrong
+            return "error", r.stdout[-2000:] + r.stderr[-2000:]  # test id in the mutant list
         return "fail", r.stdout[-1500:] + r.stderr[-800:]
 
 
@@ -250,6 +249,8 @@ def main(argv=None):
     ap.add_argument("--no-sanity", action="store_true",
                     help="skip checking that the unmutated tree passes the selected tests")
     ap.add_argument("--json", type=Path, help="write the results here")
+    ap.add_argument("--setup-only", action="store_true",
+                    help="copy and build the slots, then stop")
     a = ap.parse_args(argv)
 
     ids = [m.id for m in MUTANTS]
@@ -272,6 +273,8 @@ def main(argv=None):
         ok, out = s.setup(a.baseline)
         if not ok:
             sys.exit(f"the unmutated copy does not build:\n{out}")
+    if a.setup_only:
+        return 0
     t0 = time.time()
     if not a.no_sanity:
         bad = sanity(slots[0], mutants, a.timeout, a.baseline)
