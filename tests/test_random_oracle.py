@@ -75,6 +75,10 @@ def _outcome(ev, prog, params, data):
             return ev.evaluate(prog, params=params, data=data, grad=True)
     except ndvm.SchemeError as e:
         return e
+    except RuntimeError as e:  # torch.linalg on an exactly singular matrix: no oracle here
+        if "singular" in str(e):
+            return None
+        raise
 
 
 def _close(got, want, rtol, atol):
@@ -91,6 +95,8 @@ def check_against_split(src, params, data):
     first client's Result (None when the program raises everywhere alike)."""
     prog = ndvm.parse(src)
     want = _outcome(baselines.SplitEvaluator(max_steps=2_000_000), prog, params, data)
+    if want is None:
+        return None
     first = None
     for client in CLIENTS:
         got = _outcome(ndvm.Evaluator(client=client), prog, params, data)
@@ -105,13 +111,17 @@ def check_against_split(src, params, data):
         assert ok.all(), (f"{client}: value {got.value[~ok]} vs split {want.value[~ok]}\n"
                           f"{src}\nparams={params} data={data}")
         gj, wj = got.jacobian(), want.jacobian()
+        # torch differentiates det through an LU (or, when singular, an SVD) factorization: at
+        # a singular or nearly singular matrix its partials are good to ~1e-8 only, while
+        # ndvm's cofactors are exact, so those programs get an absolute floor of 1e-7
+        floor = 1e-7 if "det" in src else 1e-12
         for p in params:
             # where torch's chain rule meets 0 * inf it gives nan; ndvm's sweep never multiplies
             # a zero adjoint (a documented difference), so only finite oracle partials count
             live = np.isfinite(wj[p]) & np.isfinite(want.value)
             # a partial far below its lane's value comes from cancellation (1 - tanh^2 near
             # saturation): its error is measured against the value, 1e-12 of it
-            atol = 1e-12 * (np.abs(np.where(live, want.value, 0)) + 1.0)
+            atol = floor * (np.abs(np.where(live, want.value, 0)) + 1.0)
             ok = _close(gj[p], wj[p], RTOL, atol) | ~live
             assert ok.all(), (f"{client}: d/d{p} {gj[p][~ok]} vs split {wj[p][~ok]}\n{src}\n"
                               f"params={params} data={data}")
@@ -185,20 +195,20 @@ def test_many_random_programs_against_oracles():
     total = LONG or 400
     for kind in ("fuzzgen", "bytecode"):
         for extreme in (False, True):
-            _run(kind, 90_000 + extreme, extreme, total // 2)
+            checked, fd_lanes = _run(kind, 90_000 + extreme, extreme, total // 2)
+            assert checked >= total // 4 and fd_lanes >= total, (kind, extreme)
 
 
 def test_generators_reach_every_primitive_and_form():
-    """Every numeric primitive and special form occurs in the default run's programs, and
-    modulo/remainder get negative operands on both sides."""
-    text = " ".join(programs(k, 7000 + s, 25) [i] for k in ("fuzzgen", "bytecode")
-                    for s in range(4) for i in range(25))
+    """Every primitive and special form occurs in the programs run against the oracles (the
+    default cases and the slow one, both part of `pytest tests`), and modulo/remainder get
+    divisors that depend on parameters, of both signs."""
+    srcs = [src for k, s, _ in CASES[::2] for src in programs(k, 7000 + s, 25)]
+    srcs += [src for k in ("fuzzgen", "bytecode") for e in (0, 1)
+             for src in programs(k, 90_000 + e, 200)]
+    text = " ".join(srcs)
     atoms = set(re.findall(r"[^\s()\[\]']+", text))
-    numeric = ["+", "-", "*", "/", "=", "<", ">", "<=", ">=", "min", "max", "abs", "sqrt", "exp",
-               "log", "sin", "cos", "tan", "tanh", "atan", "pow", "expt", "square", "floor",
-               "ceiling", "round", "truncate", "modulo", "remainder"]
-    structure = [p for p in PRIMS if p not in numeric]
-    forms = [f for f in FORMS if f not in ("set!", "define", "else", "recur", "loop")]
-    missing = [p for p in numeric + structure + forms if p not in atoms]
+    missing = [p for p in PRIMS + FORMS if p not in atoms and p != "set!"]
     assert not missing, missing
-    assert re.search(r"\(modulo .*\(- -", text) and re.search(r"\(remainder .*\(- -", text)
+    assert re.search(r"\(modulo [^;]*\(- -0", text) and re.search(r"\(remainder [^;]*\(- -0", text)
+    assert re.search(r"\(modulo [^;]*\(\+ 0\.[45] \(abs", text)

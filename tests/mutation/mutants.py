@@ -19,23 +19,30 @@ class Mutant:
     equivalent: str = ""
 
 
-# Test selections (each a tuple of pytest arguments), cheapest first.
+# Test selections (each a tuple of pytest arguments), cheapest first within each.
+CF = "tests/test_closed_forms.py::"
 GRAD = ("tests/test_gradients.py",)
-RANDOM = ("tests/test_random_oracle.py",)
-CLOSED = ("tests/test_closed_forms.py",)
-BASE = ("tests/test_baselines.py::test_suite_float64", "tests/test_baselines.py::test_kalman",
-        "tests/test_baselines.py::test_suite_float32")
+ELEM = (CF + "test_elementwise_on_a_vector", CF + "test_elementwise_on_a_matrix")
+RANDOM = ("tests/test_random_oracle.py::test_random_programs_against_split_and_finite_differences",)
+BASE = ("tests/test_baselines.py::test_suite_float64",)
+GOLDEN = ("tests/test_golden.py",)
 LANES = ("tests/test_lanes.py",)
 API = ("tests/test_api.py",)
-PARITY = ("tests/test_bytecode.py", "tests/test_fuzz.py")
-GOLDEN = ("tests/test_golden.py",)
-FIT = ("tests/test_fit.py",)
-TORCH = ("tests/test_torch.py",)
+TORCH = ("tests/test_torch.py", CF + "test_torch_backward_uses_the_upstream_gradient")
+FIT = tuple("tests/test_fit.py::" + t for t in (
+    "test_recovers_known_parameters", "test_multi_start_runs_starts_as_lanes_and_picks_the_best",
+    "test_seeded_starts_are_deterministic", "test_adam_matches_the_update_rule_of_torch_adam",
+    "test_zero_factor_in_data", "test_diverging_start_is_retired_without_poisoning_the_others",
+    "test_bounds_are_respected")) + tuple(CF + t for t in (
+    "test_fit_reaches_the_least_squares_solution",
+    "test_fit_reports_the_loss_of_the_parameters_it_returns", "test_fit_starts_from_each_starts_init",
+    "test_fit_stops_at_an_active_lower_bound", "test_lm_converges_in_few_steps_on_a_nonlinear_model"))
+BLOCKS = API + LANES + (CF + "test_lane_blocks_against_the_closed_form",
+                        CF + "test_mse_mode_against_the_closed_form")
 
-DERIV = GRAD + CLOSED + RANDOM + BASE       # derivative rules
-FLOW = GOLDEN + LANES + GRAD + RANDOM + BASE  # control flow, masks, merges
-BLOCKS = API + CLOSED + LANES              # lane blocks and input binding
-OPT = FIT + CLOSED                          # optimizers
+DERIV = GRAD + ELEM + BASE + RANDOM       # derivative rules
+FLOW = GOLDEN + LANES + GRAD + BASE + RANDOM  # control flow, masks, merges
+OPT = FIT                                  # optimizers
 
 TAPE = "ndvm/_core/tape.hpp"
 NUM = "ndvm/_core/numeric.hpp"
@@ -122,13 +129,13 @@ MUTANTS = [
            "              if (ga) ga[l] = g[l] * da;", DERIV,
            "an adjoint is overwritten instead of accumulated (a value used twice)"),
     Mutant("tape-seed-ignored", NUM, "g0[l] = seed ? seed[l] : T(1);", "g0[l] = T(1);",
-           API + TORCH + CLOSED, "the reverse sweep ignores the caller's seed (vjp, torch, mse)"),
+           API + TORCH, "the reverse sweep ignores the caller's seed (vjp, torch, mse)"),
     Mutant("tape-zero-adjoint-nan", NUM,
            "        d_[l] += g[l] == T(0) ? T(0) : v_;                                             \\",
            "        d_[l] += v_;                                                                   \\",
            DERIV, "a zero upstream adjoint times an infinite partial leaks NaN (0 * inf)"),
     Mutant("tape-mse-seed", EXE, "sd[k] = T(2.0 * r * inv_n);", "sd[k] = T(r * inv_n);",
-           API + CLOSED, "the MSE mode seeds d loss / d value without the factor 2"),
+           BLOCKS, "the MSE mode seeds d loss / d value without the factor 2"),
     # ---- masks, select merge, partitions ------------------------------------------------------
     Mutant("mask-acc-unmasked", NUM,
            "        if (live[l] && g[l] != T(0)) d_[l] += g[l] * (EXPR);                           \\",

@@ -249,6 +249,8 @@ def main(argv=None):
     ap.add_argument("--no-sanity", action="store_true",
                     help="skip checking that the unmutated tree passes the selected tests")
     ap.add_argument("--json", type=Path, help="write the results here")
+    ap.add_argument("--cheap-first", action="store_true",
+                    help="run the mutants that rebuild the least first")
     ap.add_argument("--setup-only", action="store_true",
                     help="copy and build the slots, then stop")
     a = ap.parse_args(argv)
@@ -258,6 +260,10 @@ def main(argv=None):
     if dup:
         sys.exit(f"duplicate mutant ids: {sorted(dup)}")
     mutants = [m for m in MUTANTS if not a.only or any(m.id.startswith(o) for o in a.only)]
+    if a.cheap_first:  # python, then one extension module, then the core every module includes
+        mutants.sort(key=lambda m: (0 if m.file.endswith(".py") else 1 if "fit.hpp" in m.file
+                                    or m.file.startswith("clients/") else 2
+                                    if m.file.endswith(".cpp") else 3))
     if a.list:
         for m in mutants:
             eq = f"  [equivalent: {m.equivalent}]" if m.equivalent else ""
@@ -298,6 +304,8 @@ def main(argv=None):
             rec = run_mutant(slot, m, a.timeout, a.baseline)
             with lock:
                 recs[m.id] = rec
+                if a.json:
+                    a.json.write_text(json.dumps(list(recs.values()), indent=1))
                 log(f"[{slot.path.name}] {m.id}: {rec['status']}"
                     + (f" (before: {rec.get('status_before')})" if a.baseline else "")
                     + f" {rec.get('seconds', 0)} s")
