@@ -54,6 +54,14 @@ DMCI = "clients/dmci/eval.hpp"
 VM = "clients/bytecode/vm.hpp"
 
 MUTANTS = [
+    # ---- controls: no behaviour change, a rebuild all the same; a kill means a broken setup --
+    Mutant("control-core-comment", NUM, "// The reverse sweep: seeds",
+           "// (control) The reverse sweep: seeds", DERIV,
+           "nothing: checks that the unmutated core passes the derivative tests",
+           "a comment"),
+    Mutant("control-python-comment", "ndvm/fit.py", '__all__ = ["FitResult", "fit", "OPTIMIZERS"]',
+           '__all__ = ["FitResult", "fit", "OPTIMIZERS"]  # (control)', OPT,
+           "nothing: checks that the unmutated tree passes the optimizer tests", "a comment"),
     # ---- derivative rules (tape.hpp scalar partials, numeric.hpp reverse sweep) -------------
     Mutant("num-mod-db-trunc", TAPE,
            "case Op::Mod: da = T(1); db = -std::floor(a / b); return;",

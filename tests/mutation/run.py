@@ -249,6 +249,8 @@ def main(argv=None):
     ap.add_argument("--no-sanity", action="store_true",
                     help="skip checking that the unmutated tree passes the selected tests")
     ap.add_argument("--json", type=Path, help="write the results here")
+    ap.add_argument("--spread", action="store_true",
+                    help="interleave the mutants of different files (for a partial run)")
     ap.add_argument("--cheap-first", action="store_true",
                     help="run the mutants that rebuild the least first")
     ap.add_argument("--setup-only", action="store_true",
@@ -260,6 +262,12 @@ def main(argv=None):
     if dup:
         sys.exit(f"duplicate mutant ids: {sorted(dup)}")
     mutants = [m for m in MUTANTS if not a.only or any(m.id.startswith(o) for o in a.only)]
+    if a.spread:  # round robin over the mutated files, so a partial run covers every area
+        by_file = {}
+        for m in mutants:
+            by_file.setdefault(m.file, []).append(m)
+        mutants = [m for k in range(max(len(v) for v in by_file.values()))
+                   for v in by_file.values() if k < len(v) for m in [v[k]]]
     if a.cheap_first:  # python, then one extension module, then the core every module includes
         mutants.sort(key=lambda m: (0 if m.file.endswith(".py") else 1 if "fit.hpp" in m.file
                                     or m.file.startswith("clients/") else 2
