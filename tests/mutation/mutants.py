@@ -67,6 +67,11 @@ MUTANTS = [
            "case Op::Mod: da = T(1); db = -std::floor(a / b); return;",
            "case Op::Mod: da = T(1); db = -std::trunc(a / b); return;", DERIV,
            "d modulo / d b uses truncation (remainder's rule) instead of floor"),
+    Mutant("num-mod-db-trunc-random", TAPE,
+           "case Op::Mod: da = T(1); db = -std::floor(a / b); return;",
+           "case Op::Mod: da = T(1); db = -std::trunc(a / b); return;", RANDOM,
+           "the issue's example again, against the random-program oracles alone (the "
+           "hand-written finite-difference case in test_gradients.py was its only killer)"),
     Mutant("num-rem-db-floor", TAPE,
            "case Op::Rem: da = T(1); db = -std::trunc(a / b); return;",
            "case Op::Rem: da = T(1); db = -std::floor(a / b); return;", DERIV,
