@@ -44,6 +44,11 @@ DERIV = GRAD + ELEM + BASE + RANDOM       # derivative rules
 FLOW = GOLDEN + LANES + GRAD + BASE + RANDOM  # control flow, masks, merges
 OPT = FIT                                  # optimizers
 
+# why the reverse sweep's lane masks cannot change a result (see the mask-acc-* mutants)
+DEAD_ADJOINTS_ARE_ZERO = ("dead lanes' adjoints are exactly 0 (a select passes its adjoint only to "
+                          "the lanes of each arm, every accumulation skips zero adjoints), so the "
+                          "masks in the sweep are belt and braces")
+
 TAPE = "ndvm/_core/tape.hpp"
 NUM = "ndvm/_core/numeric.hpp"
 EXE = "ndvm/_core/execute.hpp"
@@ -153,13 +158,16 @@ MUTANTS = [
     Mutant("mask-acc-unmasked", NUM,
            "        if (live[l] && g[l] != T(0)) d_[l] += g[l] * (EXPR);                           \\",
            "        if (g[l] != T(0)) d_[l] += g[l] * (EXPR);                                      \\",
-           FLOW, "nodes recorded under a lane mask accumulate on dead lanes too"),
+           FLOW, "nodes recorded under a lane mask accumulate on dead lanes too",
+           DEAD_ADJOINTS_ARE_ZERO),
     Mutant("mask-acc-plus-unmasked", KERN, "      if (live[l]) d[l] += sign * g[l];",
-           "      d[l] += sign * g[l];", FLOW, "acc_plus ignores the lane mask"),
+           "      d[l] += sign * g[l];", FLOW, "acc_plus ignores the lane mask",
+           DEAD_ADJOINTS_ARE_ZERO),
     Mutant("mask-acc-times-unmasked", KERN,
            "      if (live[l] && g[l] != T(0)) d[l] += g[l] * b[l * bs];",
            "      if (g[l] != T(0)) d[l] += g[l] * b[l * bs];", FLOW,
-           "acc_times ignores the lane mask"),
+           "acc_times ignores the lane mask",
+           DEAD_ADJOINTS_ARE_ZERO),
     Mutant("mask-branch-ignores-live", MACH, "      out[l] = m ? uint8_t(b & m[l]) : b;",
            "      out[l] = b;", FLOW, "a nested branch's masks forget the enclosing live lanes"),
     Mutant("select-swap-adjoint", NUM, "          if (m[l]) {\n            if (ga) ga[l] += g[l];",
