@@ -200,8 +200,8 @@ MUTANTS = [
     Mutant("bind-py-rows", "ndvm/evaluator.py",
            "        if name in params:\n            a = arrays[name]\n            rows = a.size if a.size != 1 else 0",
            "        if name in params:\n            a = arrays[name]\n            rows = a.size",
-           BLOCKS + GRAD, "a one-element parameter array is bound as a 1-start vector",
-           "a 1-element array and a scalar bind the same lanes (S is 1 either way)"),
+           BLOCKS + GRAD, "a one-element parameter array is bound as a 1-start vector (read "
+           "past its end when other parameters have S > 1 starts)"),
     # ---- the clients ----------------------------------------------------------------------------
     Mutant("dmci-mixed-else-mask", DMCI,
            "    m_.live_ = mf;\n    Value b = else_n ? eval(else_n, env, true)",
