@@ -8,6 +8,7 @@ import pytest
 
 import ndvm
 
+# ../shared/data next to the checkout; NDVM_SHARED_DATA points elsewhere (e.g. from a worktree)
 SHARED_DATA = Path(os.environ.get("NDVM_SHARED_DATA")
                    or Path(__file__).resolve().parents[1].parent / "shared" / "data")
 PROGRAMS = Path(__file__).resolve().parent / "programs"

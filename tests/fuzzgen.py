@@ -168,8 +168,10 @@ class Gen:
         if d <= 0 or self.chance(0.25):
             pool = [self.lit(), "a", "b", "x", "x"] + self.vars_of(env, "num") * 2
             return r.choice(pool)
-        k = r.randrange(24)
+        k = r.randrange(30)
         e = lambda: self.num(env, d - 1)  # noqa: E731
+        if k >= 24:
+            return self.rare(env, d)
         if k < 3:
             return f"({r.choice(['+', '-', '*'])} {e()} {e()})"
         if k == 3:
@@ -182,7 +184,14 @@ class Gen:
             return r.choice([f"(exp (tanh {e()}))", f"(log (+ 1.1 (square {e()})))",
                              f"(sqrt (+ 0.5 (square {e()})))", f"(atan {e()} (+ 2 (abs {e()})))",
                              f"(pow (+ 1 (abs {e()})) {r.choice(['2', '0.5', '-1', '3'])})",
-                             f"(floor {e()})", f"(modulo {e()} 0.7)", f"(remainder {e()} -1.3)"])
+                             f"(floor {e()})", f"(modulo {e()} 0.7)", f"(remainder {e()} -1.3)",
+                             # divisors that depend on parameters, of either sign
+                             f"(modulo {e()} (+ 0.5 (abs {e()})))",
+                             f"(modulo {e()} (- -0.5 (abs {e()})))",
+                             f"(remainder {e()} (+ 0.5 (abs {e()})))",
+                             f"(remainder {e()} (- -0.5 (abs {e()})))",
+                             f"(expt (+ 1.2 (tanh {e()})) {e()})", f"(tan (* 0.5 (tanh {e()})))",
+                             f"({r.choice(['ceiling', 'round', 'truncate'])} {e()})"])
         if k == 7:
             return f"(if {self.boolean(env, d - 1)} {e()} {e()})"
         if k == 8:
@@ -212,6 +221,7 @@ class Gen:
             n = r.randrange(1, 3)
             return r.choice([f"(trace {self.mat(env, d - 1, n, n)})",
                              f"(det {self.mat(env, d - 1, n, n)})",
+                             f"(det (+ (eye {n}) (scale 0.1 {self.mat(env, d - 1, n, n)})))",
                              f"(ref {self.mat(env, d - 1, n, n)} {r.randrange(n)} "
                              f"{r.randrange(n)})",
                              f"(vsum (solve (+ (eye {n}) (scale 0.1 {self.mat(env, d - 1, n, n)})) "
@@ -250,6 +260,41 @@ class Gen:
             return (f"(let {lp} (({kk} 0) ({acc} {e()})) (if (>= {kk} 2) {acc} "
                     f"({lp} (+ {kk} 1) (* 0.5 {body}))))")
         return f"(if (and {self.cmp(env, d - 1)} (not {self.cmp(env, d - 1)})) {e()} {e()})"
+
+    def rare(self, env, d):
+        """The primitives and forms the templates above do not reach (so every one is run
+        against the oracles), each in a well-typed numeric context."""
+        r = self.r
+        e = lambda: self.num(env, d - 1)  # noqa: E731
+        v3 = lambda: self.vec(env, d - 1, 3)  # noqa: E731
+        n = r.randrange(1, 4)
+        spd = (f"(+ (scale 2 (eye {n})) (scale 0.1 (matmul {self.mat(env, d - 1, n, n)} "
+               f"(transpose {self.mat(env, d - 1, n, n)}))))")
+        return r.choice([
+            f"(vsum (cross {v3()} {v3()}))", f"(ref (normalize (vec {e()} 1 {e()})) 1)",
+            f"(+ (vlen {v3()}) {e()})", f"(trace (outer {self.vec(env, d - 1, n)} "
+                                        f"{self.vec(env, d - 1, n)}))",
+            f"(logdet {spd})", f"(vsum (inv {spd}))", f"(vsum (+ (zeros {n}) {e()}))",
+            f"(vsum (scale {e()} (ones 2 {n})))",
+            f"(cadr (list {e()} {e()}))", f"(caddr (list {e()} {e()} {e()}))",
+            f"(caar (list (list {e()})))", f"(car (cdr (list {e()} {e()})))",
+            f"(car (cddr (list {e()} {e()} {e()})))", f"(list-ref {self.lst(env, d - 1)} 0)",
+            f"(car (list-tail (list {e()} {e()}) 1))", f"(reduce + 0 {self.lst(env, d - 1)})",
+            f"(if (any (lambda (q) (> q 0)) {self.lst(env, d - 1)}) {e()} {e()})",
+            f"(if (every (lambda (q) (> q 0)) {self.lst(env, d - 1)}) {e()} {e()})",
+            f"(if (eq? 'p 'p) {e()} 0)", f"(if (eqv? {e()} {e()}) {e()} {e()})",
+            f"(if (equal? (list 1 {e()}) (list 1 {e()})) {e()} {e()})",
+            f"(if (and (number? {e()}) (symbol? 'p) (procedure? car)) {e()} 0)",
+            f"(if (or (vector? {v3()}) (matrix? 1)) {e()} 0)",
+            f"(+ (length '(1 2 3)) (car (quote ({r.randrange(5)}))) {e()})",
+            f"(+ (if (when (> {e()} 0) #t) 1 2) {e()})",
+            f"(+ (if (unless (> {e()} 0) #t) 1 2) {e()})",
+            f"(begin {e()} {e()})", f"(round {e()})", f"(ceiling {e()})", f"(truncate {e()})",
+            f"(tan (* 0.5 (tanh {e()})))", f"(if (boolean? {self.boolean(env, d - 1)}) {e()} 0)",
+            f"(if (null? (cdr (list {e()}))) {e()} 0)",
+            f"(letrec* ((p {e()}) (q (* 2 p))) (+ p q))",
+            f"((lambda () (define p {e()}) (define (q z) (* z p)) (q {e()})))",
+        ])
 
     def cmp(self, env, d):
         return f"({self.r.choice(CMP)} {self.num(env, d)} {self.num(env, d)})"

@@ -246,7 +246,11 @@ class Gen:
             return f"({f} {e()})"
         if k == 3:
             return r.choice([f"(exp (tanh {e()}))", f"(log (+ 1.1 (square {e()})))",
-                             f"(sqrt (+ 0.5 (square {e()})))"])
+                             f"(sqrt (+ 0.5 (square {e()})))",
+                             f"(modulo {e()} (+ 0.4 (abs {e()})))",
+                             f"(modulo {e()} (- -0.4 (abs {e()})))",
+                             f"(remainder {e()} (- -0.4 (abs {e()})))",
+                             f"(min {e()} {e()})", f"(max {e()} (abs {e()}))"])
         if k == 4:
             return f"(if {self.cmp(env, d)} {e()} {e()})"
         if k == 5:

@@ -24,9 +24,25 @@ def test_run_from_stdin_with_bytecode_client_if_available():
     import ndvm as lib
 
     client = "bytecode" if "bytecode" in lib.clients() else "dmci"
-    r = ndvm("run", "-", "--param", "a=2,3", "--client", client, stdin="(* a a)")
+    r = ndvm("run", "-", "--param", "a=2,3", "--client", client, "--grad", stdin="(* a a)")
     assert r.returncode == 0, r.stderr
-    assert "4" in r.stdout and "9" in r.stdout
+    assert _table(r.stdout, "value") == [4.0, 9.0]
+    assert _table(r.stdout, "d/da") == [4.0, 6.0]
+
+
+def _table(out, column):
+    """The numbers in one column of the table `ndvm run` prints."""
+    lines = out.splitlines()
+    head = next(i for i, line in enumerate(lines) if column in line.split())
+    k = lines[head].split().index(column)
+    rows = []
+    for line in lines[head + 1:]:
+        cells = line.split()
+        try:
+            rows.append(float(cells[k]))
+        except (IndexError, ValueError):
+            break
+    return rows
 
 
 @pytest.mark.parametrize("src, needle", [

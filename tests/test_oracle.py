@@ -21,8 +21,21 @@ def _consts(p):
     return {m["name"]: np.array(m["data"], dtype=np.float64).reshape(m["rows"], m["cols"])}
 
 
-def test_reference_data_present_or_skipped():
-    shared_json("oracle_refs.json")
+def test_reference_data_is_what_the_tests_above_parametrize_over():
+    """The oracle file holds the reference's 34 programs, one of which (recursive_define) the
+    oracle failed on; every other program carries a value and a gradient per parameter, so the
+    parametrized tests compare something for each of them."""
+    progs = shared_json("oracle_refs.json")["programs"]
+    assert [p["name"] for p in progs] == [p["name"] for p in ORACLE]
+    assert len(progs) == 34 and len({p["name"] for p in progs}) == 34
+    assert [p["name"] for p in progs if p.get("oracle_result") is None] == ["recursive_define"]
+    for p in progs:
+        if p.get("oracle_result") is None:
+            continue
+        assert isinstance(p["oracle_result"], float), p["name"]
+        assert set(p["grads"]) <= set(p["scalars"]), p["name"]
+    assert sum(bool(p.get("grads")) for p in progs) == 27
+    assert len(shared_json("fuzz_seed1234.json")["records"]) == 200 == len(FUZZ)
 
 
 @pytest.mark.parametrize("client", CLIENTS)

@@ -1,0 +1,261 @@
+"""The planted bugs of the mutation run (tests/mutation/run.py); see README.md to add one.
+
+Each mutant replaces `find` (which must occur exactly once in `file`, else the run reports it as
+STALE) with `replace`, and runs `tests` (pytest arguments; stop at the first failure). `models`
+says what real bug it stands for. `equivalent` is empty, or a one-line reason the mutant cannot
+change any observable result (it is then left out of the kill rate).
+"""
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Mutant:
+    id: str
+    file: str
+    find: str
+    replace: str
+    tests: tuple
+    models: str
+    equivalent: str = ""
+
+
+# Test selections (each a tuple of pytest arguments), cheapest first within each.
+CF = "tests/test_closed_forms.py::"
+GRAD = ("tests/test_gradients.py",)
+ELEM = (CF + "test_elementwise_on_a_vector", CF + "test_elementwise_on_a_matrix")
+RANDOM = ("tests/test_random_oracle.py::test_random_programs_against_split_and_finite_differences",)
+BASE = ("tests/test_baselines.py::test_suite_float64",)
+GOLDEN = ("tests/test_golden.py",)
+LANES = ("tests/test_lanes.py",)
+API = ("tests/test_api.py",)
+TORCH = ("tests/test_torch.py", CF + "test_torch_backward_uses_the_upstream_gradient")
+FIT = tuple("tests/test_fit.py::" + t for t in (
+    "test_recovers_known_parameters", "test_multi_start_runs_starts_as_lanes_and_picks_the_best",
+    "test_seeded_starts_are_deterministic", "test_adam_matches_the_update_rule_of_torch_adam",
+    "test_zero_factor_in_data", "test_diverging_start_is_retired_without_poisoning_the_others",
+    "test_bounds_are_respected")) + tuple(CF + t for t in (
+    "test_fit_reaches_the_least_squares_solution",
+    "test_fit_reports_the_loss_of_the_parameters_it_returns", "test_fit_starts_from_each_starts_init",
+    "test_fit_stops_at_an_active_lower_bound", "test_lm_converges_in_few_steps_on_a_nonlinear_model"))
+BLOCKS = API + LANES + (CF + "test_lane_blocks_against_the_closed_form",
+                        CF + "test_mse_mode_against_the_closed_form")
+
+DERIV = GRAD + ELEM + BASE + RANDOM       # derivative rules
+FLOW = GOLDEN + LANES + GRAD + BASE + RANDOM  # control flow, masks, merges
+OPT = FIT                                  # optimizers
+
+# why the reverse sweep's lane masks cannot change a result (see the mask-acc-* mutants)
+DEAD_ADJOINTS_ARE_ZERO = ("dead lanes' adjoints are exactly 0 (a select passes its adjoint only to "
+                          "the lanes of each arm, every accumulation skips zero adjoints), so the "
+                          "masks in the sweep are belt and braces")
+
+TAPE = "ndvm/_core/tape.hpp"
+NUM = "ndvm/_core/numeric.hpp"
+EXE = "ndvm/_core/execute.hpp"
+KERN = "ndvm/_core/kernels.cpp"
+MACH = "ndvm/_core/machine.hpp"
+FITH = "ndvm/_core/fit.hpp"
+DMCI = "clients/dmci/eval.hpp"
+VM = "clients/bytecode/vm.hpp"
+
+MUTANTS = [
+    # ---- controls: no behaviour change, a rebuild all the same; a kill means a broken setup --
+    Mutant("control-core-comment", NUM, "// The reverse sweep: seeds",
+           "// (control) The reverse sweep: seeds", DERIV,
+           "nothing: checks that the unmutated core passes the derivative tests",
+           "a comment"),
+    Mutant("control-python-comment", "ndvm/fit.py", '__all__ = ["FitResult", "fit", "OPTIMIZERS"]',
+           '__all__ = ["FitResult", "fit", "OPTIMIZERS"]  # (control)', OPT,
+           "nothing: checks that the unmutated tree passes the optimizer tests", "a comment"),
+    # ---- derivative rules (tape.hpp scalar partials, numeric.hpp reverse sweep) -------------
+    Mutant("num-mod-db-trunc", TAPE,
+           "case Op::Mod: da = T(1); db = -std::floor(a / b); return;",
+           "case Op::Mod: da = T(1); db = -std::trunc(a / b); return;", DERIV,
+           "d modulo / d b uses truncation (remainder's rule) instead of floor"),
+    Mutant("num-mod-db-trunc-random", TAPE,
+           "case Op::Mod: da = T(1); db = -std::floor(a / b); return;",
+           "case Op::Mod: da = T(1); db = -std::trunc(a / b); return;", RANDOM,
+           "the issue's example again, against the random-program oracles alone (the "
+           "hand-written finite-difference case in test_gradients.py was its only killer)"),
+    Mutant("num-rem-db-floor", TAPE,
+           "case Op::Rem: da = T(1); db = -std::trunc(a / b); return;",
+           "case Op::Rem: da = T(1); db = -std::floor(a / b); return;", DERIV,
+           "d remainder / d b uses floor (modulo's rule)"),
+    Mutant("num-atan2-da-sign", TAPE, "        da = b / r;\n", "        da = -b / r;\n", DERIV,
+           "wrong sign of d atan2(a, b) / d a"),
+    Mutant("num-atan-d", TAPE, "case Op::Atan: return T(1) / (T(1) + x * x);",
+           "case Op::Atan: return T(1) / (T(1) - x * x);", DERIV, "d atan(x) = 1 / (1 - x^2)"),
+    Mutant("num-pow-db-nolog", TAPE, "db = a > T(0) ? y * std::log(a) : T(0);",
+           "db = a > T(0) ? y : T(0);", DERIV, "d a^b / d b forgets the log a factor"),
+    Mutant("num-pow-da-exponent", TAPE, "da = b == T(0) ? T(0) : b * std::pow(a, b - T(1));",
+           "da = b == T(0) ? T(0) : b * std::pow(a, b);", DERIV, "d a^b / d a = b a^b"),
+    Mutant("num-abs-d", TAPE, "case Op::Abs: return x > T(0) ? T(1) : (x < T(0) ? T(-1) : T(0));",
+           "case Op::Abs: return x < T(0) ? T(1) : (x > T(0) ? T(-1) : T(0));", DERIV,
+           "d |x| has the wrong sign on both sides"),
+    Mutant("num-tan-d", NUM, "case Op::Tan: NDVM_ACC(ga, T(1) + y[l] * y[l]); break;",
+           "case Op::Tan: NDVM_ACC(ga, T(1) - y[l] * y[l]); break;", DERIV,
+           "d tan = 1 - tan^2 (tanh's rule)"),
+    Mutant("num-tanh-d", NUM, "case Op::Tanh: NDVM_ACC(ga, T(1) - y[l] * y[l]); break;",
+           "case Op::Tanh: NDVM_ACC(ga, T(1) + y[l] * y[l]); break;", DERIV,
+           "d tanh = 1 + tanh^2 (tan's rule)"),
+    Mutant("num-log-d", NUM, "case Op::Log: NDVM_ACC(ga, T(1) / x[l]); break;",
+           "case Op::Log: NDVM_ACC(ga, T(1) / y[l]); break;", DERIV,
+           "d log x = 1 / log x (output instead of input)"),
+    Mutant("num-sqrt-d", NUM, "case Op::Sqrt: NDVM_ACC(ga, T(0.5) / y[l]); break;",
+           "case Op::Sqrt: NDVM_ACC(ga, T(0.5) / x[l]); break;", DERIV,
+           "d sqrt x = 1 / (2 x)"),
+    Mutant("num-cos-d-sign", NUM, "          if (nd.op == Op::Cos)\n",
+           "          if (nd.op == Op::Sin)\n", DERIV,
+           "d cos = sin and d sin = -cos (the sign on the wrong function)"),
+    Mutant("num-div-db-sign", NUM, "NDVM_ACC(gb, -y[l] / b[l]);", "NDVM_ACC(gb, y[l] / b[l]);",
+           DERIV, "d (a / b) / d b has the wrong sign"),
+    Mutant("num-sub-db-sign", NUM, "if (gb) kern::acc_plus(gb, g, T(-1), live, L);",
+           "if (gb) kern::acc_plus(gb, g, T(1), live, L);", DERIV,
+           "d (a - b) / d b = +1"),
+    Mutant("num-mul-swap", NUM,
+           "            if (ga) kern::acc_times(ga, g, pb, sb, live, L);\n"
+           "            if (gb) kern::acc_times(gb, g, pa, sa, live, L);\n            break;",
+           "            if (ga) kern::acc_times(ga, g, pa, sa, live, L);\n"
+           "            if (gb) kern::acc_times(gb, g, pb, sb, live, L);\n            break;",
+           DERIV, "d (a b) / d a = a: each factor gets its own value"),
+    Mutant("num-minmax-ties", NUM, "T share = g[l] / T(ties);", "T share = g[l];", DERIV,
+           "min/max ties give every tied argument the full gradient (the reference's bug)"),
+    Mutant("num-dot-skip-b", NUM,
+           "          if (ga) kern::acc_times(ga, g, pb, sb, live, L);\n"
+           "          if (gb) kern::acc_times(gb, g, pa, sa, live, L);\n        }",
+           "          if (ga) kern::acc_times(ga, g, pb, sb, live, L);\n        }", DERIV,
+           "dot (and vsum, matvec, matmul, trace) passes no gradient to its second operand"),
+    Mutant("num-det2-cofactor", NUM, "add(1, l, -w * cc);", "add(1, l, w * cc);", DERIV,
+           "2x2 det gradient: a cofactor with the wrong sign"),
+    Mutant("num-inv2-sign", NUM, "r0[l] = -(m00 * y0[l] + m01 * y1[l]);",
+           "r0[l] = (m00 * y0[l] + m01 * y1[l]);", DERIV,
+           "2x2 inverse gradient: -Y^T G Y^T loses its sign in one entry"),
+    Mutant("num-logdet-scale", NUM, "T scale = nd.op == Op::Det ? gl * y[l] : gl;",
+           "T scale = gl * y[l];", DERIV, "n x n logdet gradient scaled by the determinant"),
+    Mutant("num-solve-db-transpose", NUM,
+           "for (uint32_t j = 0; j < n; ++j) s += Ai[j * n + r] * G[j * kk + c];",
+           "for (uint32_t j = 0; j < n; ++j) s += Ai[r * n + j] * G[j * kk + c];", DERIV,
+           "solve's gradient uses A^-1 instead of A^-T"),
+    Mutant("num-mod-forward", TAPE,
+           "if (r != T(0) && ((r < T(0)) != (b < T(0)))) r += b;",
+           "if (r != T(0) && ((r < T(0)) != (b < T(0)))) r -= b;", DERIV + GOLDEN,
+           "modulo with operands of different signs (forward value)"),
+    Mutant("num-fold-sub-zero", NUM, "(op == Op::Sub && is(b, 0.0))", "(op == Op::Sub && is(a, 0.0))",
+           DERIV + GOLDEN, "the identity fold turns 0 - x into x"),
+    # ---- tape accumulation and the reverse sweep ---------------------------------------------
+    Mutant("tape-binary-overwrite", NUM, "              if (ga) ga[l] += g[l] * da;",
+           "              if (ga) ga[l] = g[l] * da;", DERIV,
+           "an adjoint is overwritten instead of accumulated (a value used twice)"),
+    Mutant("tape-seed-ignored", NUM, "g0[l] = seed ? seed[l] : T(1);", "g0[l] = T(1);",
+           API + TORCH, "the reverse sweep ignores the caller's seed (vjp, torch, mse)"),
+    Mutant("tape-zero-adjoint-nan", NUM,
+           "        d_[l] += g[l] == T(0) ? T(0) : v_;                                             \\",
+           "        d_[l] += v_;                                                                   \\",
+           DERIV, "a zero upstream adjoint times an infinite partial leaks NaN (0 * inf)"),
+    Mutant("tape-mse-seed", EXE, "sd[k] = T(2.0 * r * inv_n);", "sd[k] = T(r * inv_n);",
+           BLOCKS, "the MSE mode seeds d loss / d value without the factor 2"),
+    # ---- masks, select merge, partitions ------------------------------------------------------
+    Mutant("mask-acc-unmasked", NUM,
+           "        if (live[l] && g[l] != T(0)) d_[l] += g[l] * (EXPR);                           \\",
+           "        if (g[l] != T(0)) d_[l] += g[l] * (EXPR);                                      \\",
+           FLOW, "nodes recorded under a lane mask accumulate on dead lanes too",
+           DEAD_ADJOINTS_ARE_ZERO),
+    Mutant("mask-acc-plus-unmasked", KERN, "      if (live[l]) d[l] += sign * g[l];",
+           "      d[l] += sign * g[l];", FLOW, "acc_plus ignores the lane mask",
+           DEAD_ADJOINTS_ARE_ZERO),
+    Mutant("mask-acc-times-unmasked", KERN,
+           "      if (live[l] && g[l] != T(0)) d[l] += g[l] * b[l * bs];",
+           "      if (g[l] != T(0)) d[l] += g[l] * b[l * bs];", FLOW,
+           "acc_times ignores the lane mask",
+           DEAD_ADJOINTS_ARE_ZERO),
+    Mutant("mask-branch-ignores-live", MACH, "      out[l] = m ? uint8_t(b & m[l]) : b;",
+           "      out[l] = b;", FLOW, "a nested branch's masks forget the enclosing live lanes"),
+    Mutant("select-swap-adjoint", NUM, "          if (m[l]) {\n            if (ga) ga[l] += g[l];",
+           "          if (!m[l]) {\n            if (ga) ga[l] += g[l];", FLOW,
+           "the select's adjoint goes to the arm the lane did not take"),
+    Mutant("select-forward-swap", NUM, "y[l] = m[l] ? x[l * sa] : z[l * sb];",
+           "y[l] = m[l] ? z[l * sb] : x[l * sa];", FLOW,
+           "the merged value takes the other arm's lanes"),
+    Mutant("partition-leaks-dead-lanes", EXE, "p2[l] = on && !d.part[l];", "p2[l] = !d.part[l];",
+           FLOW, "re-running a partition also runs lanes outside the enclosing mask"),
+    # ---- lane blocks and input binding ----------------------------------------------------------
+    Mutant("block-jac-offset", EXE, "detail::copy_adjoints(m, rq.jac_out, rq.nbind, l0);",
+           "detail::copy_adjoints(m, rq.jac_out, rq.nbind, 0);", BLOCKS,
+           "every lane block writes its Jacobian rows at lane 0"),
+    Mutant("block-data-offset", EXE, "n = m.lane0_ % m.N_; l < m.L_; ++l)",
+           "n = 0; l < m.L_; ++l)", BLOCKS,
+           "a lane block binds data from point 0 instead of its first lane's point"),
+    Mutant("block-param-start", EXE,
+           "uint32_t g = m.lane0_ + l, st = g / m.N_, run = std::min(m.N_ - g % m.N_, m.L_ - l);",
+           "uint32_t g = m.lane0_ + l, st = l / m.N_, run = std::min(m.N_ - g % m.N_, m.L_ - l);",
+           BLOCKS, "a lane block binds parameters of the wrong start"),
+    Mutant("block-size-tiny", EXE, "constexpr uint32_t kLaneBlock = 2048;",
+           "constexpr uint32_t kLaneBlock = 7;", BLOCKS + GRAD + FIT,
+           "lane blocks of 7 lanes (a start split across blocks everywhere)",
+           "blocks are exact by design: any block size gives the same bits (kept as a check "
+           "that the split is exact)"),
+    Mutant("bind-param-n1", EXE, "for (uint32_t l = 0; l < m.L_; ++l) p[l] = T(b.values[m.lane0_ + l]);",
+           "for (uint32_t l = 0; l < m.L_; ++l) p[l] = T(b.values[l]);", BLOCKS,
+           "with one data point, a lane block binds the first starts' parameters"),
+    Mutant("bind-py-rows", "ndvm/evaluator.py",
+           "        if name in params:\n            a = arrays[name]\n            rows = a.size if a.size != 1 else 0",
+           "        if name in params:\n            a = arrays[name]\n            rows = a.size",
+           BLOCKS + GRAD, "a one-element parameter array is bound as a 1-start vector (read "
+           "past its end when other parameters have S > 1 starts)"),
+    # ---- the clients ----------------------------------------------------------------------------
+    Mutant("dmci-mixed-else-mask", DMCI,
+           "    m_.live_ = mf;\n    Value b = else_n ? eval(else_n, env, true)",
+           "    m_.live_ = mt;\n    Value b = else_n ? eval(else_n, env, true)", FLOW,
+           "dmci runs a divergent branch's else arm under the then arm's mask"),
+    Mutant("dmci-and-swap", DMCI, "if (is_and) return mixed(a, n->kids[1], nullptr, nullptr, &a, env);",
+           "if (is_and) return mixed(a, nullptr, n->kids[1], &a, nullptr, env);", FLOW,
+           "dmci's divergent `and` returns the second operand where the first is false"),
+    Mutant("dmci-rest-drops-last", DMCI,
+           "for (size_t i = argc; i > lam->nparams; --i) rest = m_.cons(m_.stack_[base + i - 1], rest);",
+           "for (size_t i = argc - 1; i > lam->nparams; --i) rest = m_.cons(m_.stack_[base + i - 1], rest);",
+           FLOW, "dmci drops the last rest argument"),
+    Mutant("vm-if-arms-swap", VM, "Value v = mixed(t, pc, code_ + ins.b, nullptr, nullptr, k, env, sp);",
+           "Value v = mixed(t, code_ + ins.b, pc, nullptr, nullptr, k, env, sp);", FLOW,
+           "the VM runs a divergent branch's arms under each other's masks"),
+    Mutant("vm-or-swap", VM, ": mixed(a, nullptr, pc, &a, nullptr, k, env, sp);",
+           ": mixed(a, pc, nullptr, nullptr, &a, k, env, sp);", FLOW,
+           "the VM's divergent `or` evaluates the second operand where the first is true"),
+    Mutant("vm-recur-order", VM,
+           "            sp -= l.nvars;\n            for (uint32_t i = 0; i < l.nvars; ++i) f->slots[i] = sp[i];\n            env = f;\n            pc = code_ + l.body;",
+           "            sp -= l.nvars;\n            for (uint32_t i = 0; i < l.nvars; ++i) f->slots[l.nvars - 1 - i] = sp[i];\n            env = f;\n            pc = code_ + l.body;",
+           FLOW, "the VM's recur binds the loop variables in reverse order"),
+    # ---- optimizers (fit.hpp, fit.py) -----------------------------------------------------------
+    Mutant("fit-adam-bias", FITH, "double step = rq_.lr / bc1;", "double step = rq_.lr;", OPT,
+           "Adam without the first-moment bias correction"),
+    Mutant("fit-grad-factor", FITH, "if (jac_[p][l] != 0.0) g += 2.0 * r * jac_[p][l];",
+           "if (jac_[p][l] != 0.0) g += r * jac_[p][l];", OPT,
+           "the MSE gradient without its factor 2"),
+    Mutant("fit-lm-uphill", FITH, "          b[i] = -bi;", "          b[i] = bi;", OPT,
+           "Levenberg-Marquardt steps along +J^T r"),
+    Mutant("fit-lm-lambda", FITH, "lambda[s] = std::max(lambda[s] / 3.0, 1e-12);",
+           "lambda[s] = std::max(lambda[s] * 3.0, 1e-12);", OPT,
+           "LM never relaxes its damping after a good step (crawls like gradient descent)"),
+    Mutant("fit-lbfgs-gamma", FITH, "        gamma = sy / yy;", "        gamma = yy / sy;", OPT,
+           "L-BFGS initial Hessian scaling inverted"),
+    Mutant("fit-lbfgs-armijo", FITH, "loss_[s] <= fcur[s] + 1e-4 * alpha[s] * gd",
+           "loss_[s] <= fcur[s] - 1e-4 * alpha[s] * gd", OPT,
+           "the Armijo test accepts steps that increase the loss"),
+    Mutant("fit-project-lower", FITH, "if (rq_.lower && v < rq_.lower[p]) v = rq_.lower[p];",
+           "if (rq_.lower && v < rq_.lower[p]) v = v;", OPT, "the lower bound is not projected"),
+    Mutant("fit-best-tracking", FITH,
+           "      if (loss_[s] < best_[s]) {\n        best_[s] = loss_[s];",
+           "      if (loss_[s] > best_[s] || std::isinf(best_[s])) {\n        best_[s] = loss_[s];",
+           OPT, "Adam keeps the worst point seen instead of the best"),
+    Mutant("fit-py-best-start", "ndvm/fit.py", "best = int(np.argmin(finite))",
+           "best = int(np.argmax(np.where(np.isfinite(losses), losses, -np.inf)))", OPT,
+           "fit reports the worst start"),
+    Mutant("fit-py-clip-init", "ndvm/fit.py",
+           "        x0 = np.clip(x0, lower[:, None], upper[:, None])",
+           "        x0 = np.clip(x0, lower[:, None], None)", OPT,
+           "initial values are not clipped to the upper bound",
+           "the native fit projects every point, the first included, onto the bounds"),
+    Mutant("fit-py-init-vector", "ndvm/fit.py",
+           "out[i] = v.reshape(-1) if v.ndim == 1 and v.size == S else float(v.reshape(-1)[0])",
+           "out[i] = float(v.reshape(-1)[0])", OPT,
+           "a per-start init vector is collapsed to its first value"),
+]
