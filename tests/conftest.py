@@ -1,5 +1,6 @@
 """Shared fixtures: the client list, the reference data directory, and helpers."""
 import json
+import os
 from pathlib import Path
 
 import numpy as np
@@ -7,7 +8,9 @@ import pytest
 
 import ndvm
 
-SHARED_DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
+# ../shared/data next to the checkout; NDVM_SHARED_DATA points elsewhere (e.g. from a worktree)
+SHARED_DATA = Path(os.environ.get("NDVM_SHARED_DATA")
+                   or Path(__file__).resolve().parents[1].parent / "shared" / "data")
 PROGRAMS = Path(__file__).resolve().parent / "programs"
 CLIENTS = ndvm.clients()
 

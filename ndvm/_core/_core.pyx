@@ -396,22 +396,32 @@ cdef class Machine:
 
     def fit(self, Program prog, uintptr_t entry, uintptr_t compiled, list bindings,
             list fitted, uint32_t S, uint32_t N, target, int optimizer, int steps, double lr,
-            lower, upper, init, double tol=1e-12):
+            lower, upper, init, double tol=1e-10, double ftol=1e-10, double gtol=1e-10,
+            int loss=0, positive=None, bint uncertainty=True, status=None, cov=None,
+            stderr=None, flags=None):
         """Run a whole calibration natively (see ndvm.fit). fitted: binding indices optimized.
 
-        init: [P, S] starting values. Returns (params [P, S], losses [S], history [steps, S],
-        converged [S] bool, number of evaluations).
+        init: [P, S] starting values; target: [N] (None for loss=1, the program's own value);
+        tol: xtol; positive: [P] uint8 or None (optimized as logarithms). Optional outputs,
+        filled in place: status [S] int8, cov [S, P, P], stderr [S, P], flags [S, P] uint8.
+        Returns (params [P, S], losses [S], history [steps, S], converged [S] bool, number of
+        evaluations).
         """
         cdef FitRequest rq
         cdef ErrorInfo err
         cdef const double[::1] mv
-        cdef const double[::1] tv = _aligned(target)
+        cdef const double[::1] tv
         cdef const double[::1] lo
         cdef const double[::1] hi
+        cdef const unsigned char[::1] posv
         cdef double[:, ::1] pv
         cdef double[::1] lv
         cdef double[:, ::1] hv
         cdef unsigned char[::1] cv
+        cdef signed char[::1] sv
+        cdef double[::1] covv
+        cdef double[::1] sev
+        cdef unsigned char[::1] fv
         cdef size_t i
         cdef bool ok
         keep = _fill_bindings(&rq.bindings, bindings)
@@ -433,11 +443,22 @@ cdef class Machine:
         rq.compiled = <const void*>compiled
         rq.S = S
         rq.N = N
-        rq.target = &tv[0]
+        rq.target = NULL
+        if target is not None:
+            tv = _aligned(target)
+            rq.target = &tv[0]
         rq.optimizer = <Optimizer>optimizer
         rq.steps = steps
         rq.lr = lr
         rq.tol = tol
+        rq.ftol = ftol
+        rq.gtol = gtol
+        rq.loss = loss
+        rq.uncertainty = uncertainty
+        rq.positive = NULL
+        if positive is not None:
+            posv = np.ascontiguousarray(positive, dtype=np.uint8)
+            rq.positive = &posv[0]
         rq.lower = NULL
         rq.upper = NULL
         if lower is not None:
@@ -450,6 +471,22 @@ cdef class Machine:
         rq.losses = &lv[0]
         rq.history = &hv[0, 0]
         rq.converged = &cv[0]
+        rq.status = NULL
+        rq.cov = NULL
+        rq.stderr_ = NULL
+        rq.flags = NULL
+        if status is not None:
+            sv = status.reshape(-1)
+            rq.status = &sv[0]
+        if cov is not None and P:
+            covv = cov.reshape(-1)
+            rq.cov = &covv[0]
+        if stderr is not None and P:
+            sev = stderr.reshape(-1)
+            rq.stderr_ = &sev[0]
+        if flags is not None and P:
+            fv = flags.reshape(-1)
+            rq.flags = &fv[0]
         self.generation += 1
         with nogil:
             ok = fit_guarded(&rq, &err)
