@@ -70,11 +70,20 @@ class FitResult:
     optimizer: str = "adam"
     names: tuple = field(default_factory=tuple)
     status: np.ndarray = None
-    message: str = ""
     covariance: np.ndarray = None
     stderr: dict = None
     all_covariance: np.ndarray = None
     all_stderr: np.ndarray = None
+    stop_info: tuple = field(default=None, repr=False)  # (flags [S, P], steps, tols)
+
+    @property
+    def message(self):
+        """Why the best start stopped, in words, with any warning about its uncertainties."""
+        if self.stop_info is None or self.status is None:
+            return ""
+        flags, steps, tols = self.stop_info
+        b = self.best_start
+        return _message(self.status[b], self.optimizer, self.names, flags[b], steps, tols)
 
     @property
     def best_start(self):
@@ -135,11 +144,39 @@ def _check_names(what, given, allowed, free_names):
 
 
 def _check_finite(what, a):
-    bad = ~np.isfinite(a)
-    if bad.any():
-        i = int(np.flatnonzero(bad.reshape(-1))[0])
+    total = float(np.add.reduce(a, axis=None))  # one pass; NaN or inf unless every value is finite
+    if total - total != 0.0 and not np.isfinite(a).all():
+        i = int(np.flatnonzero(~np.isfinite(a.reshape(-1)))[0])
         raise ValueError(f"{what} has a non-finite value ({a.reshape(-1)[i]}) at index {i}; "
                          f"remove it, or pass nan_policy='omit' to drop such points")
+
+
+def _quick_bindings(free, names, data, S):
+    """Evaluator.bind's result for the common case (every free name fitted or a 1-D float64
+    data array, no constants), without its general checks; None for anything else."""
+    bindings, N = [], 1
+    pdummy = np.zeros(S)
+    for name in free:
+        if name in names:
+            bindings.append((0, pdummy, S, 0))
+            continue
+        a = data.get(name)
+        if a is None or a.dtype != np.float64 or a.ndim > 1 or not a.flags.c_contiguous:
+            return None
+        n = a.size
+        if n == 0:
+            return None
+        if n > 1:
+            if N != 1 and N != n:
+                return None
+            N = n
+        bindings.append((1, a.reshape(-1), n if a.ndim and n > 1 else 0, 0))
+    for a in data.values():  # unused inputs count for N too, as in Evaluator.bind
+        if a.size > 1:
+            if N != 1 and N != a.size:
+                return None
+            N = a.size
+    return bindings, list(names), S, N
 
 
 def _initial_values(names, S, init, bounds, seed):
@@ -198,7 +235,7 @@ def _message(status, optimizer, names, flags, steps, tols):
 def fit(prog, data=None, target=None, params=None, starts=1, init=None, optimizer=None,
         steps=None, lr=0.05, loss="mse", bounds=None, seed=0, client="dmci", consts=None,
         dtype="float64", evaluator=None, tol=None, ftol=None, xtol=None, gtol=None,
-        positive=(), uncertainty=True, nan_policy="raise", unused_data="error"):
+        positive=(), uncertainty=None, nan_policy="raise", unused_data="error"):
     """Calibrate ``prog``'s parameters over ``starts`` starts, natively; returns a FitResult.
 
     prog: an ndvm.Program or source text. data: name -> [N] inputs (one value per data point);
@@ -221,8 +258,9 @@ def fit(prog, data=None, target=None, params=None, starts=1, init=None, optimize
     most xtol times the scaled norm of the parameters (``tol`` is an older name for it); gtol:
     LM, the cosine of the angle between the residuals and every Jacobian column is at most gtol;
     L-BFGS and Adam, the largest projected gradient component is at most gtol * max(1, |loss|).
-    uncertainty: compute the covariance and standard errors (loss="mse"; Adam and L-BFGS spend
-    one more evaluation for the Jacobian). nan_policy: "raise" (NaN or inf in data or target is
+    uncertainty: compute the covariance and standard errors (loss="mse" only; default True for
+    LM, which has the Jacobian at its optimum, and L-BFGS, which spends one more evaluation on
+    it; False for Adam, whose few steps rarely end at an optimum). nan_policy: "raise" (NaN or inf in data or target is
     a ValueError) or "omit" (such points are dropped). unused_data: "error" (a data name that is
     not a free name of the program is a ValueError) or "ignore". client, dtype, evaluator: how
     the program is evaluated (an Evaluator is reused when given).
@@ -306,7 +344,7 @@ def fit(prog, data=None, target=None, params=None, starts=1, init=None, optimize
         xtol = tol
     tols = (ftol_d if ftol is None else float(ftol), xtol_d if xtol is None else float(xtol),
             gtol_d if gtol is None else float(gtol))
-    if any(not (t >= 0) for t in tols):
+    if not (tols[0] >= 0 and tols[1] >= 0 and tols[2] >= 0):
         raise ValueError(f"ftol, xtol and gtol must be non-negative, got {tols}")
     steps = default_steps(optimizer, len(names)) if steps is None else int(steps)
     if steps < 1:
@@ -330,8 +368,13 @@ def fit(prog, data=None, target=None, params=None, starts=1, init=None, optimize
                 raise ValueError(f"positive parameter {n!r} needs initial values above zero "
                                  f"(init or bounds)")
     ev = evaluator or Evaluator(client=client, dtype=dtype)
-    placeholder = {n: np.zeros(S) for n in names}
-    bindings, _, S_bound, N = ev.bind(prog, params=placeholder, data=data, consts=consts)
+    fitted = [free.index(n) for n in names]
+    bound = _quick_bindings(free, names, data, S) if not consts else None
+    if bound is None:  # the general path (also the one that reports unbound names)
+        bound = ev.bind(prog, params=dict.fromkeys(names, np.zeros(S)), data=data, consts=consts)
+        for i in fitted:  # every fitted parameter is bound per start
+            bound[0][i] = (0, np.zeros(S), S, 0)
+    bindings, _, _, N = bound
     if unknown and unused_data == "error":  # (after bind: an unbound name is the first error)
         _check_names("data", unknown, (), free)
     if y is not None:
@@ -339,37 +382,34 @@ def fit(prog, data=None, target=None, params=None, starts=1, init=None, optimize
             N = y.size
         if N != y.size:
             raise ValueError(f"the data has {N} points but target has {y.size}")
-    fitted = [free.index(n) for n in names]
-    for i in fitted:  # every fitted parameter is bound per start
-        kind, arr, rows, cols = bindings[i]
-        bindings[i] = (kind, np.zeros(S), S, 0)
     P = len(names)
     status = np.zeros(S, dtype=np.int8)
+    if uncertainty is None:
+        uncertainty = optimizer != "adam"
     want_cov = bool(uncertainty) and loss == "mse"
-    cov = np.full((S, P, P), np.nan) if want_cov else None
-    se = np.full((S, P), np.nan) if want_cov else None
+    cov = np.empty((S, P, P)) if want_cov else None  # (filled natively, NaN where unknown)
+    se = np.empty((S, P)) if want_cov else None
     flags = np.zeros((S, P), dtype=np.uint8)
     params_out, losses, history, converged, n_evals = ev._machine().fit(
         prog, ev.client.entry, prog.compiled(ev.client), bindings, fitted, S, N, y,
         OPTIMIZERS[optimizer], steps, float(lr), lower, upper, x0, tols[1], ftol=tols[0],
         gtol=tols[2], loss=LOSSES[loss], positive=pos, uncertainty=want_cov, status=status,
         cov=cov, stderr=se, flags=flags)
-    finite = np.where(np.isfinite(losses), losses, np.inf)
-    best = int(np.argmin(finite))
+    best = 0 if S == 1 else int(np.argmin(np.where(np.isfinite(losses), losses, np.inf)))
     return FitResult(
-        params={n: float(params_out[i, best]) for i, n in enumerate(names)},
+        params=dict(zip(names, params_out[:, best].tolist())),
         loss=float(losses[best]),
-        all_params={n: params_out[i].copy() for i, n in enumerate(names)},
+        all_params=dict(zip(names, params_out)),
         all_losses=losses,
         history=history,
         n_evals=int(n_evals),
         converged=converged,
         optimizer=optimizer,
         names=names,
-        status=status.astype(int),
-        message=_message(status[best], optimizer, names, flags[best], steps, tols),
+        status=status,
         covariance=cov[best] if want_cov else None,
-        stderr={n: float(se[best, i]) for i, n in enumerate(names)} if want_cov else None,
+        stderr=dict(zip(names, se[best].tolist())) if want_cov else None,
         all_covariance=cov,
         all_stderr=se,
+        stop_info=(flags, steps, tols),
     )

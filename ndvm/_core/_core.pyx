@@ -233,6 +233,17 @@ cdef list _fill_bindings(vector[Binding]* bs, list bindings):
     return keep
 
 
+cdef void* _out_ptr(object a, int typenum, size_t n) except NULL:
+    """The data of `a`, an output array that must be C-contiguous, writable, of type `typenum`
+    and with n elements."""
+    if (type(a) is not np.ndarray or cnp.PyArray_TYPE(<cnp.ndarray>a) != typenum
+            or not cnp.PyArray_IS_C_CONTIGUOUS(<cnp.ndarray>a)
+            or not cnp.PyArray_ISWRITEABLE(<cnp.ndarray>a)
+            or <size_t>cnp.PyArray_SIZE(<cnp.ndarray>a) != n or n == 0):
+        raise ValueError(f"an output array has the wrong type or size (want {n} elements)")
+    return cnp.PyArray_DATA(<cnp.ndarray>a)
+
+
 cdef class Machine:
     """The native state one evaluation runs on (lanes, arenas, tape, limits); reused across calls.
 
@@ -418,10 +429,6 @@ cdef class Machine:
         cdef double[::1] lv
         cdef double[:, ::1] hv
         cdef unsigned char[::1] cv
-        cdef signed char[::1] sv
-        cdef double[::1] covv
-        cdef double[::1] sev
-        cdef unsigned char[::1] fv
         cdef size_t i
         cdef bool ok
         keep = _fill_bindings(&rq.bindings, bindings)
@@ -476,23 +483,21 @@ cdef class Machine:
         rq.stderr_ = NULL
         rq.flags = NULL
         if status is not None:
-            sv = status.reshape(-1)
-            rq.status = &sv[0]
-        if cov is not None and P:
-            covv = cov.reshape(-1)
-            rq.cov = &covv[0]
-        if stderr is not None and P:
-            sev = stderr.reshape(-1)
-            rq.stderr_ = &sev[0]
-        if flags is not None and P:
-            fv = flags.reshape(-1)
-            rq.flags = &fv[0]
+            rq.status = <signed char*>_out_ptr(status, cnp.NPY_INT8, S)
+        if P:
+            if cov is not None:
+                rq.cov = <double*>_out_ptr(cov, cnp.NPY_DOUBLE, S * P * P)
+            if stderr is not None:
+                rq.stderr_ = <double*>_out_ptr(stderr, cnp.NPY_DOUBLE, S * P)
+            if flags is not None:
+                rq.flags = <unsigned char*>_out_ptr(flags, cnp.NPY_UINT8, S * P)
         self.generation += 1
         with nogil:
             ok = fit_guarded(&rq, &err)
         if not ok:
             _raise(err)
-        return params, losses, history[:steps], converged != 0, rq.n_evals
+        return (params, losses, history if steps >= 1 else history[:steps],
+                converged.view(np.bool_), rq.n_evals)
 
     def evaluate_fast(self, Program prog, uintptr_t entry, uintptr_t compiled, dict params,
                       dict data, bint grad, bint sweep=True):

@@ -111,6 +111,12 @@ class Fitter {
       rq_.converged[s] = status_[s] > 0;
       if (rq_.status) rq_.status[s] = status_[s];
     }
+    const double nan = std::numeric_limits<double>::quiet_NaN();
+    for (uint32_t s = 0; s < S_; ++s) {  // no uncertainty for a start without a finite fit
+      if (!retired_[s] && uncertainty_done_) continue;
+      if (rq_.cov) std::fill(rq_.cov + size_t(s) * P_ * P_, rq_.cov + size_t(s + 1) * P_ * P_, nan);
+      if (rq_.stderr_) std::fill(rq_.stderr_ + size_t(s) * P_, rq_.stderr_ + size_t(s + 1) * P_, nan);
+    }
     if (rq_.flags)
       for (size_t p = 0; p < P_; ++p)
         for (uint32_t s = 0; s < S_; ++s) rq_.flags[s * P_ + p] = flags_[p * S_ + s];
@@ -128,6 +134,7 @@ class Fitter {
   std::vector<double*> jac_ptrs_, grad_ptrs_;
   std::vector<uint8_t> retired_, done_, flags_;
   std::vector<int8_t> status_;
+  bool uncertainty_done_ = false;  // cov and stderr were written for every start not retired
 
   bool mse() const { return rq_.loss == int(LossKind::MSE); }
   bool is_log(size_t p) const { return rq_.positive && rq_.positive[p]; }
@@ -496,7 +503,7 @@ class Fitter {
   // step; bounds hold a variable that sits on one and is pushed outwards, and clip the others.
   struct LmState {
     lm::Factor F;
-    std::vector<double> D, z, J, r, col0, acn, A;
+    std::vector<double> D, z, J, r, cn, col0, acn, A, p, dp, w;  // cn: J's column norms
     std::vector<uint8_t> held;
     double delta = 0, par = 0, fnorm = 0, xnorm = 0, gnorm = 0, pnorm = 0, prered = 0,
            dirder = 0;
@@ -509,18 +516,21 @@ class Fitter {
     return lm::enorm(r, N_);
   }
 
-  // Copies start s's Jacobian (internal coordinates, column-major N x P) from jac_; false if any
-  // entry is not finite.
-  bool copy_jacobian(uint32_t s, const std::vector<double>& u, double* J) const {
+  // Copies start s's Jacobian (internal coordinates, column-major N x P) from jac_ and its
+  // column norms into cn; false if any entry is not finite.
+  bool copy_jacobian(uint32_t s, const std::vector<double>& u, double* J, double* cn) const {
     bool ok = true;
     for (size_t p = 0; p < P_; ++p) {
       const double* src = jac_[p].data() + size_t(s) * N_;
-      double scale = is_log(p) ? std::exp(u[p * S_ + s]) : 1.0;
-      for (uint32_t n = 0; n < N_; ++n) {
-        double v = src[n] * scale;
-        J[p * N_ + n] = v;
-        ok = ok && std::isfinite(v);
+      double* dst = J + p * N_;
+      if (is_log(p)) {
+        double scale = std::exp(u[p * S_ + s]);
+        for (uint32_t n = 0; n < N_; ++n) dst[n] = src[n] * scale;
+      } else {
+        std::copy(src, src + N_, dst);
       }
+      cn[p] = lm::enorm(dst, N_);
+      ok = ok && std::isfinite(cn[p]);
     }
     return ok;
   }
@@ -528,24 +538,27 @@ class Fitter {
   void lm() {
     const double radius0 = 100.0;  // MINPACK's initial radius: factor * ||D x0||
     std::vector<LmState> st(S_);
-    std::vector<double> ut = u_, rt(N_), Jt(size_t(N_) * P_), wa(P_);
+    std::vector<double> ut = u_, rt(N_), Jt(size_t(N_) * P_), cnt(P_);
     evaluate(u_, kJac);
     for (uint32_t s = 0; s < S_; ++s) {
       LmState& m = st[s];
       m.F.resize(P_);
       m.D.assign(P_, 1.0);
       m.z.assign(P_, 0.0);
+      m.p.assign(P_, 0.0);
+      m.dp.assign(P_, 0.0);
+      m.w.assign(P_, 0.0);
       m.acn.assign(P_, 0.0);
       m.held.assign(P_, 0);
       m.r.assign(N_, 0.0);
       m.J.assign(size_t(N_) * P_, 0.0);
+      m.cn.assign(P_, 0.0);
       m.fnorm = residual_norm(s, m.r.data());
-      if (!std::isfinite(m.fnorm) || !copy_jacobian(s, u_, m.J.data())) {
+      if (!std::isfinite(m.fnorm) || !copy_jacobian(s, u_, m.J.data(), m.cn.data())) {
         retired_[s] = 1;
         continue;
       }
-      m.col0.resize(P_);
-      for (size_t p = 0; p < P_; ++p) m.col0[p] = lm::enorm(m.J.data() + p * N_, N_);
+      m.col0 = m.cn;
       record(0, s, loss_[s]);
       keep_best(s, u_, loss_[s]);
     }
@@ -562,7 +575,7 @@ class Fitter {
       if (!any || k >= rq_.steps) break;  // budget: the remaining live starts keep kBudget
       evaluate(ut, kJac);
       for (uint32_t s = 0; s < S_; ++s)
-        if (live(s)) judge(s, st[s], ut, rt, Jt);
+        if (live(s)) judge(s, st[s], ut, rt, Jt, cnt);
       for (uint32_t s = 0; s < S_; ++s) {
         if (retired_[s]) continue;
         LmState& m = st[s];
@@ -574,8 +587,7 @@ class Fitter {
       if (retired_[s]) continue;
       LmState& m = st[s];
       for (size_t p = 0; p < P_; ++p) {  // a column that vanished during the fit
-        double c = lm::enorm(m.J.data() + p * N_, N_);
-        if (c == 0.0 && m.col0[p] > 0.0) {
+        if (m.cn[p] == 0.0 && m.col0[p] > 0.0) {
           flags_[p * S_ + s] |= 2;
           if (status_[s] > 0) status_[s] = kDegenerate;
         }
@@ -596,12 +608,17 @@ class Fitter {
   void refactor(uint32_t s, LmState& m, double radius0) {
     m.A = m.J;
     for (size_t p = 0; p < P_; ++p) {
+      m.acn[p] = m.cn[p];
+      m.held[p] = 0;
+      if (!bounded()) continue;
       double up = u_[p * S_ + s], g = 0;
       for (uint32_t n = 0; n < N_; ++n) g += m.J[p * N_ + n] * m.r[n];
       // held: on a bound, with the descent direction -g pointing out of the box
       m.held[p] = (up <= lo_[p] && g > 0) || (up >= hi_[p] && g < 0);
-      if (m.held[p]) std::fill(m.A.begin() + p * N_, m.A.begin() + (p + 1) * N_, 0.0);
-      m.acn[p] = lm::enorm(m.A.data() + p * N_, N_);
+      if (m.held[p]) {
+        std::fill(m.A.begin() + p * N_, m.A.begin() + (p + 1) * N_, 0.0);
+        m.acn[p] = 0.0;
+      }
     }
     m.F.qr(m.A.data(), N_, m.r.data());
     m.gnorm = 0.0;
@@ -626,20 +643,21 @@ class Fitter {
     m.factored = true;
   }
 
-  double scaled_norm(uint32_t s, const LmState& m, const std::vector<double>& u) const {
-    std::vector<double> w(P_);
-    for (size_t p = 0; p < P_; ++p) w[p] = m.D[p] * u[p * S_ + s];
-    return lm::enorm(w.data(), P_);
+  double scaled_norm(uint32_t s, LmState& m, const std::vector<double>& u) const {
+    for (size_t p = 0; p < P_; ++p) m.w[p] = m.D[p] * u[p * S_ + s];
+    return lm::enorm(m.w.data(), P_);
   }
 
   // The step for the current radius: trial point into ut, with its predicted reduction.
   void propose(uint32_t s, LmState& m, std::vector<double>& ut) {
     m.par = m.F.lmpar(m.delta, m.par, N_, m.z.data());
     bool clipped = false;
-    std::vector<double> p(P_), dp(P_);
+    std::vector<double>& p = m.p;
+    std::vector<double>& dp = m.dp;
+    std::vector<double>& w = m.w;
     for (size_t j = 0; j < P_; ++j) {
       double acc = 0.0;  // D p = V z
-      for (size_t i = 0; i < P_; ++i) acc += m.F.V[j * P_ + i] * m.z[i];
+      for (size_t i = 0; i < P_; ++i) acc += m.F.v(j, i) * m.z[i];
       double step = m.held[j] ? 0.0 : acc / m.D[j];
       double u0 = u_[j * S_ + s], v = std::min(std::max(u0 + step, lo_[j]), hi_[j]);
       clipped = clipped || v != u0 + step;
@@ -650,7 +668,6 @@ class Fitter {
     m.pnorm = lm::enorm(dp.data(), P_);
     if (m.first) m.delta = std::min(m.delta, m.pnorm);
     // R p / fnorm, for the predicted reduction of the linear model
-    std::vector<double> w(P_);
     for (size_t i = 0; i < P_; ++i) {
       double acc = 0.0;
       for (size_t j = i; j < P_; ++j) acc += m.F.R[i * P_ + j] * p[j];
@@ -671,13 +688,12 @@ class Fitter {
 
   // The ratio test of the trial at ut: accept or reject, update the radius, run the stop tests.
   void judge(uint32_t s, LmState& m, std::vector<double>& ut, std::vector<double>& rt,
-             std::vector<double>& Jt) {
+             std::vector<double>& Jt, std::vector<double>& cnt) {
     double fnorm1 = residual_norm(s, rt.data());
-    bool bad = !std::isfinite(fnorm1) || !copy_jacobian(s, ut, Jt.data());
+    bool bad = !std::isfinite(fnorm1) || !copy_jacobian(s, ut, Jt.data(), cnt.data());
     bool flat = false;
     for (size_t p = 0; !bad && p < P_; ++p)
-      if (!m.held[p] && m.acn[p] > 0 && lm::enorm(Jt.data() + p * N_, N_) < 1e-12 * m.acn[p])
-        flat = true;
+      if (!m.held[p] && m.acn[p] > 0 && cnt[p] < 1e-12 * m.acn[p]) flat = true;
     double actred = -1.0;
     if (!bad && 0.1 * fnorm1 < m.fnorm) actred = 1.0 - (fnorm1 / m.fnorm) * (fnorm1 / m.fnorm);
     double ratio = m.prered != 0.0 ? actred / m.prered : 0.0;
@@ -695,6 +711,7 @@ class Fitter {
       for (size_t p = 0; p < P_; ++p) u_[p * S_ + s] = ut[p * S_ + s];
       m.r.swap(rt);
       m.J.swap(Jt);
+      m.cn.swap(cnt);
       m.fnorm = fnorm1;
       m.xnorm = scaled_norm(s, m, u_);
       m.factored = false;
@@ -713,6 +730,7 @@ class Fitter {
 
   void write_covariance(uint32_t s, double* J, double fnorm) {
     if (!rq_.cov && !rq_.stderr_) return;
+    uncertainty_done_ = true;
     std::vector<double> cov(P_ * P_), se(P_);
     std::vector<unsigned char> fl(P_);
     lm::covariance(J, N_, P_, fnorm * fnorm, cov.data(), se.data(), fl.data());

@@ -14,12 +14,33 @@ namespace ndvm::lm {
 
 constexpr double kEps = std::numeric_limits<double>::epsilon();
 
-// Euclidean norm of x[0], x[stride], ... (n terms) without overflow or harmful underflow.
+// sum a[i] b[i] with four partial sums (so that the loop vectorizes without reassociation flags)
+inline double dot(const double* __restrict a, const double* __restrict b, size_t n) {
+  double s0 = 0.0, s1 = 0.0, s2 = 0.0, s3 = 0.0;
+  size_t i = 0;
+  for (; i + 4 <= n; i += 4) {
+    s0 += a[i] * b[i];
+    s1 += a[i + 1] * b[i + 1];
+    s2 += a[i + 2] * b[i + 2];
+    s3 += a[i + 3] * b[i + 3];
+  }
+  for (; i < n; ++i) s0 += a[i] * b[i];
+  return (s0 + s1) + (s2 + s3);
+}
+
+// Euclidean norm of x[0], x[stride], ... (n terms) without overflow or harmful underflow: the
+// plain sum of squares when it is safely inside the range, else a rescaled second pass.
 inline double enorm(const double* x, size_t n, size_t stride = 1) {
+  double s = 0.0;
+  if (stride == 1) s = dot(x, x, n);
+  else
+    for (size_t i = 0; i < n; ++i) s += x[i * stride] * x[i * stride];
+  if (s > 1e-280 && s < 1e280) return std::sqrt(s);
+  if (std::isnan(s)) return s;
   double big = 0.0;
   for (size_t i = 0; i < n; ++i) big = std::max(big, std::fabs(x[i * stride]));
   if (big == 0.0 || !std::isfinite(big)) return big;
-  double s = 0.0;
+  s = 0.0;
   for (size_t i = 0; i < n; ++i) {
     double t = x[i * stride] / big;
     s += t * t;
@@ -32,7 +53,7 @@ struct Factor {
   size_t P = 0;
   std::vector<double> R;      // P x P upper triangle, row-major (Q^T J)
   std::vector<double> qtf;    // first P entries of Q^T f
-  std::vector<double> W, V;   // B = R D^-1 = W V^T with W's columns orthogonal (W = U Sigma)
+  std::vector<double> W, V;   // B = R D^-1 = W V^T, W's columns orthogonal (W = U Sigma); by columns
   std::vector<double> sigma;  // singular values of B (column norms of W)
   std::vector<double> gt;     // W^T qtf: the scaled gradient B^T qtf in V's coordinates
   std::vector<double> work, u;
@@ -55,25 +76,22 @@ struct Factor {
     u.resize(N);
     std::fill(R.begin(), R.end(), 0.0);
     size_t K = std::min(N, P);
+    double* __restrict uj = u.data();
     for (size_t j = 0; j < K; ++j) {
-      double* a = A + j * N;
+      double* __restrict a = A + j * N;
       double alpha = enorm(a + j, N - j);
       if (alpha == 0.0 || !std::isfinite(alpha)) continue;
       if (a[j] > 0) alpha = -alpha;
-      // H = I - 2 u u^T / (u^T u) with u = (a[j:] - alpha e_1) / |alpha| maps a[j:] to alpha e_1
-      double inv = 1.0 / std::fabs(alpha), uu = 0.0;
-      u[j] = (a[j] - alpha) * inv;
-      uu += u[j] * u[j];
-      for (size_t i = j + 1; i < N; ++i) {
-        u[i] = a[i] * inv;
-        uu += u[i] * u[i];
-      }
+      // H = I - 2 u u^T / (u^T u) with u = (a[j:] - alpha e_1) / |alpha| maps a[j:] to alpha e_1;
+      // u^T u = 2 (1 - a_j / alpha), between 2 and 4 since a_j and alpha have opposite signs
+      double inv = 1.0 / std::fabs(alpha);
+      double scale = 1.0 / (1.0 - a[j] / alpha);  // 2 / u^T u
+      for (size_t i = j; i < N; ++i) uj[i] = a[i] * inv;
+      uj[j] = (a[j] - alpha) * inv;
       for (size_t k = j + 1; k <= P; ++k) {
-        double* c = k < P ? A + k * N : work.data();
-        double dot = 0.0;
-        for (size_t i = j; i < N; ++i) dot += u[i] * c[i];
-        double t = 2.0 * dot / uu;
-        for (size_t i = j; i < N; ++i) c[i] -= t * u[i];
+        double* __restrict c = k < P ? A + k * N : work.data();
+        double t = scale * dot(uj + j, c + j, N - j);
+        for (size_t i = j; i < N; ++i) c[i] -= t * uj[i];
       }
       a[j] = alpha;
     }
@@ -84,44 +102,52 @@ struct Factor {
     for (size_t i = K; i < P; ++i) qtf[i] = 0.0;
   }
 
+  // V's entry (row, column); W and V are stored by columns.
+  double v(size_t row, size_t col) const { return V[col * P + row]; }
+
   // SVD of B = R diag(1/d) by one-sided Jacobi rotations of its columns; also gt = W^T qtf.
   void svd(const double* d) {
-    for (size_t i = 0; i < P; ++i)
-      for (size_t j = 0; j < P; ++j) {
-        W[i * P + j] = R[i * P + j] / d[j];  // row i, column j
-        V[i * P + j] = i == j ? 1.0 : 0.0;
+    for (size_t j = 0; j < P; ++j)
+      for (size_t i = 0; i < P; ++i) {
+        W[j * P + i] = R[i * P + j] / d[j];
+        V[j * P + i] = i == j ? 1.0 : 0.0;
       }
     for (int sweep = 0; sweep < 60; ++sweep) {
       bool rotated = false;
       for (size_t p = 0; p + 1 < P; ++p)
         for (size_t q = p + 1; q < P; ++q) {
+          double* __restrict wp = W.data() + p * P;
+          double* __restrict wq = W.data() + q * P;
           double al = 0, be = 0, ga = 0;
           for (size_t i = 0; i < P; ++i) {
-            double wp = W[i * P + p], wq = W[i * P + q];
-            al += wp * wp;
-            be += wq * wq;
-            ga += wp * wq;
+            al += wp[i] * wp[i];
+            be += wq[i] * wq[i];
+            ga += wp[i] * wq[i];
           }
           if (ga == 0.0 || std::fabs(ga) <= kEps * std::sqrt(al * be)) continue;
           rotated = true;
           double zeta = (be - al) / (2.0 * ga);
           double t = (zeta >= 0 ? 1.0 : -1.0) / (std::fabs(zeta) + std::sqrt(1.0 + zeta * zeta));
           double c = 1.0 / std::sqrt(1.0 + t * t), s = c * t;
+          double* __restrict vp = V.data() + p * P;
+          double* __restrict vq = V.data() + q * P;
           for (size_t i = 0; i < P; ++i) {
-            double wp = W[i * P + p], wq = W[i * P + q];
-            W[i * P + p] = c * wp - s * wq;
-            W[i * P + q] = s * wp + c * wq;
-            double vp = V[i * P + p], vq = V[i * P + q];
-            V[i * P + p] = c * vp - s * vq;
-            V[i * P + q] = s * vp + c * vq;
+            double x = wp[i], y = wq[i];
+            wp[i] = c * x - s * y;
+            wq[i] = s * x + c * y;
+            x = vp[i];
+            y = vq[i];
+            vp[i] = c * x - s * y;
+            vq[i] = s * x + c * y;
           }
         }
       if (!rotated) break;
     }
     for (size_t j = 0; j < P; ++j) {
-      sigma[j] = enorm(W.data() + j, P, P);
+      const double* w = W.data() + j * P;
+      sigma[j] = enorm(w, P);
       double g = 0.0;
-      for (size_t i = 0; i < P; ++i) g += W[i * P + j] * qtf[i];
+      for (size_t i = 0; i < P; ++i) g += w[i] * qtf[i];
       gt[j] = g;
     }
   }
@@ -207,7 +233,7 @@ inline void covariance(double* J, size_t N, size_t P, double rss, double* cov, d
   for (size_t i = 0; i < P; ++i) {
     if (F.sigma[i] > floor && F.sigma[i] > 0) continue;
     for (size_t j = 0; j < P; ++j)
-      if (std::fabs(F.V[j * P + i]) > 1e-6) bad[j] = 1;
+      if (std::fabs(F.v(j, i)) > 1e-6) bad[j] = 1;
   }
   double s2 = N > P ? rss / double(N - P) : inf;
   double s = std::sqrt(s2);
@@ -221,7 +247,7 @@ inline void covariance(double* J, size_t N, size_t P, double rss, double* cov, d
       double acc = 0.0;  // (V Sigma^-2 V^T)_jk over the nonzero singular values
       for (size_t i = 0; i < P; ++i)
         if (F.sigma[i] > floor && F.sigma[i] > 0)
-          acc += F.V[j * P + i] * F.V[k * P + i] / (F.sigma[i] * F.sigma[i]);
+          acc += F.v(j, i) * F.v(k, i) / (F.sigma[i] * F.sigma[i]);
       cov[j * P + k] = s2 * acc / (dd[j] * dd[k]);
       if (j == k) stderr_[j] = s * std::sqrt(acc) / dd[j];
     }
