@@ -13,6 +13,7 @@ Reports candidates/s and how many candidates reach a good held-out fit (MSE < 0.
 """
 import argparse
 import json
+import os
 import time
 from pathlib import Path
 
@@ -20,7 +21,8 @@ import numpy as np
 
 import ndvm
 
-DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
+DATA = Path(os.environ.get("NDVM_SHARED_DATA")
+            or Path(__file__).resolve().parents[1].parent / "shared" / "data")
 TASKS = {
     "cosearch_candidates.jsonl": lambda x: np.exp(-0.3 * x) * np.cos(2 * x),
     "cosearch_rec_candidates.jsonl": lambda x: np.sin(1.2 * x) + 0.3 * x,
@@ -76,7 +78,8 @@ def run_file(name, tagged_sample):
         out = []
         for p, n in zip(progs, names):
             try:
-                out.append(ndvm.fit(p, data={"x": xt}, target=yt, params=n, evaluator=ev, **opts))
+                data = {"x": xt} if "x" in p.free_names else {}
+                out.append(ndvm.fit(p, data=data, target=yt, params=n, evaluator=ev, **opts))
             except ndvm.SchemeError:  # a broken candidate (the files hold a few)
                 out.append(None)
         return out

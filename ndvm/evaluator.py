@@ -187,11 +187,11 @@ class Evaluator:
             return None
         return m.reverse(seed, _REDUCE[reduce])
 
-    def calibrate(self, prog, inputs, *args):
+    def calibrate(self, prog, inputs, *args, **options):
         """A whole native calibration on bound inputs (the core of ``ndvm.fit``); the arguments
         after ``inputs`` are ``Machine.fit``'s."""
         return self._machine().fit(prog, self.client.entry, prog.compiled(self.client), inputs,
-                                   *args)
+                                   *args, **options)
 
     def mse(self, prog, target, params=None, data=None, consts=None, grad=True):
         """Mean squared error of ``prog`` against ``target`` [N] for each start, and its gradient.

@@ -1,7 +1,9 @@
 """``ndvm.fit``: a whole calibration of a program's constants, run natively in one call.
 
 S starts run as lanes of one evaluation (S x N lanes); each optimizer step is one batched native
-evaluation plus a few operations per start in C++, with no Python in between.
+evaluation plus a few operations per start in C++, with no Python in between. Every start stops
+for a reason (``FitResult.status``), ``converged`` is True only when a tolerance test was met,
+and least-squares fits carry the covariance and standard errors of their parameters.
 """
 import functools
 from dataclasses import dataclass, field
@@ -11,21 +13,51 @@ import numpy as np
 from ndvm._core import Program, parse
 from ndvm.evaluator import Evaluator
 
-__all__ = ["FitResult", "fit", "OPTIMIZERS"]
+__all__ = ["FitResult", "fit", "OPTIMIZERS", "STATUS"]
 
 OPTIMIZERS = {"adam": 0, "lbfgs": 1, "lm": 2}
-DEFAULT_STEPS = {"adam": 50, "lbfgs": 100, "lm": 50}
+LOSSES = {"mse": 0, "value": 1}
+# per optimizer: (ftol, xtol, gtol) defaults; xtol is used by LM only, ftol by LM and L-BFGS
+DEFAULT_TOLS = {"adam": (0.0, 0.0, 1e-10), "lbfgs": (1e-12, 0.0, 1e-10),
+                "lm": (1e-10, 1e-10, 1e-10)}
+
+# FitResult.status codes (0..4 as scipy.optimize.least_squares); converged means 1..4.
+STATUS = {
+    -3: "degenerate",
+    -2: "non-finite values",
+    -1: "no further progress possible",
+    0: "evaluation budget exhausted",
+    1: "gtol met",
+    2: "ftol met",
+    3: "xtol met",
+    4: "ftol and xtol met",
+}
+
+
+def default_steps(optimizer, n_params):
+    """The default budget: 50 Adam steps; 100 (P + 1) evaluations for LM and L-BFGS (MINPACK's)."""
+    return 50 if optimizer == "adam" else 100 * (n_params + 1)
 
 
 @dataclass
 class FitResult:
     """The outcome of ``ndvm.fit``.
 
-    params: the best start's parameters (name -> float); loss: its loss; all_params: name -> [S]
-    (each start's best point); all_losses: [S]; history: [steps, S] loss per step (NaN once a
-    start is retired for a non-finite loss); n_evals: batched evaluations; converged: [S] bool;
-    optimizer: its name; names: the fitted parameters, in order; best_start: the best start's
-    index.
+    params: the best start's parameters (name -> float); loss: its loss (the mean squared error,
+    or the program's value for loss="value"); all_params: name -> [S] (each start's best point);
+    all_losses: [S]; history: [steps, S] loss per evaluation (LM, L-BFGS: the accepted loss after
+    each evaluation; Adam: the loss at each step; NaN after a start is retired for a non-finite
+    loss or before it started); n_evals: batched evaluations of all starts together;
+    converged: [S] bool, True only where a tolerance test (ftol, xtol, gtol) was met;
+    status: [S] int, why each start stopped (see ``ndvm.fit.STATUS``: -3 degenerate, -2
+    non-finite values, -1 no further progress possible, 0 evaluation budget exhausted, 1 gtol,
+    2 ftol, 3 xtol, 4 ftol and xtol); message: the best start's stop reason in words, with any
+    warning about its uncertainties; covariance: [P, P] covariance of the best start's
+    parameters in ``names`` order (least squares only, else None): s^2 (J^T J)^-1 with
+    s^2 = RSS / (N - P) as scipy.optimize.curve_fit's pcov; inf on the diagonal (NaN off it) for a
+    parameter the data cannot determine; stderr: name -> standard error (sqrt of the covariance's
+    diagonal), or None; all_covariance [S, P, P] and all_stderr [S, P]: the same per start;
+    names: the fitted parameters, in order.
     """
 
     params: dict
@@ -37,16 +69,36 @@ class FitResult:
     converged: np.ndarray
     optimizer: str = "adam"
     names: tuple = field(default_factory=tuple)
+    status: np.ndarray = None
+    covariance: np.ndarray = None
+    stderr: dict = None
+    all_covariance: np.ndarray = None
+    all_stderr: np.ndarray = None
+    stop_info: tuple = field(default=None, repr=False)  # (flags [S, P], steps, tols)
+
+    @property
+    def message(self):
+        """Why the best start stopped, in words, with any warning about its uncertainties."""
+        if self.stop_info is None or self.status is None:
+            return ""
+        flags, steps, tols = self.stop_info
+        b = self.best_start
+        return _message(self.status[b], self.optimizer, self.names, flags[b], steps, tols)
 
     @property
     def best_start(self):
         """Index of the start with the lowest loss."""
         return int(np.nanargmin(np.where(np.isfinite(self.all_losses), self.all_losses, np.inf)))
 
+    @property
+    def success(self):
+        """Whether the best start converged (a tolerance test was met)."""
+        return bool(self.converged[self.best_start])
+
     def __repr__(self):
         ps = ", ".join(f"{k}={v:.6g}" for k, v in self.params.items())
         return (f"FitResult({self.optimizer}, loss={self.loss:.6g}, {ps}, "
-                f"starts={self.all_losses.size}, evals={self.n_evals})")
+                f"starts={self.all_losses.size}, evals={self.n_evals}, {self.message!r})")
 
 
 @functools.lru_cache(maxsize=256)
@@ -56,6 +108,47 @@ def _standard_normals(seed, n):
     z = np.random.default_rng(seed).standard_normal(n)
     z.flags.writeable = False
     return z
+
+
+def edit_distance(a, b):
+    """Levenshtein distance between two strings (insertions, deletions, substitutions)."""
+    prev = list(range(len(b) + 1))
+    for i, ca in enumerate(a, 1):
+        cur = [i]
+        for j, cb in enumerate(b, 1):
+            cur.append(min(prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + (ca != cb)))
+        prev = cur
+    return prev[-1]
+
+
+def did_you_mean(name, candidates):
+    """' (did you mean 'x'?)' for the closest candidate within edit distance 2 (and less than
+    the name's length), else ''."""
+    best = min(candidates, key=lambda c: (edit_distance(name, c), c), default=None)
+    d = edit_distance(name, best) if best is not None else 99
+    if d <= 2 and d < len(name):
+        return f" (did you mean {best!r}?)"
+    return ""
+
+
+def _check_names(what, given, allowed, free_names):
+    for name in given:
+        if name in allowed:
+            continue
+        if name in free_names:
+            raise ValueError(f"{what} given for {name!r}, which is not a fitted parameter "
+                             f"(fitted: {', '.join(allowed) or 'none'})")
+        raise ValueError(f"{what} given for {name!r}, which is not a free name of the program"
+                         f"{did_you_mean(name, free_names)}; its free names are "
+                         f"{', '.join(free_names) or '(none)'}")
+
+
+def _check_finite(what, a):
+    total = float(np.add.reduce(a, axis=None))  # one pass; NaN or inf unless every value is finite
+    if total - total != 0.0 and not np.isfinite(a).all():
+        i = int(np.flatnonzero(~np.isfinite(a.reshape(-1)))[0])
+        raise ValueError(f"{what} has a non-finite value ({a.reshape(-1)[i]}) at index {i}; "
+                         f"remove it, or pass nan_policy='omit' to drop such points")
 
 
 def _initial_values(names, S, init, bounds, seed):
@@ -71,7 +164,9 @@ def _initial_values(names, S, init, bounds, seed):
                 raise ValueError(f"init[{name!r}] must be a scalar or have {S} values, "
                                  f"got shape {v.shape}")
             out[i] = v.reshape(-1) if v.ndim == 1 and v.size == S else float(v.reshape(-1)[0])
-        elif bounds is not None and name in bounds and None not in bounds[name]:
+            _check_finite(f"init[{name!r}]", out[i])
+        elif bounds is not None and name in bounds and None not in bounds[name] and np.all(
+                np.isfinite(bounds[name])):
             lo, hi = bounds[name]
             out[i] = rng.uniform(lo, hi, S)
         else:
@@ -79,39 +174,90 @@ def _initial_values(names, S, init, bounds, seed):
     return out
 
 
-def fit(prog, data=None, target=None, params=None, starts=1, init=None, optimizer="adam",
+def _message(status, optimizer, names, flags, steps, tols):
+    ftol, xtol, gtol = tols
+    text = {
+        -3: "degenerate: the fit stopped where {vanished} no longer affect(s) the model (its "
+            "Jacobian column vanished during the fit, e.g. an exponential that underflowed); "
+            "the point is not a trustworthy fit",
+        -2: "non-finite values: the loss or its gradient is not finite at the start point, or "
+            "at every point tried next to the returned one",
+        -1: "no further progress possible: no step reduces the loss (the line search or the "
+            "trust region reached its limit at machine precision)",
+        0: ("ran the requested {steps} Adam steps without meeting gtol={gtol:g} (Adam has no "
+            "other convergence test)" if optimizer == "adam" else
+            "the evaluation budget (steps={steps}) ran out before a tolerance was met; raise "
+            "steps or try other starts"),
+        1: ("gtol={gtol:g} met: the cosine between the residuals and every Jacobian column is "
+            "below it" if optimizer == "lm" else
+            "gtol={gtol:g} met: the largest gradient component is below gtol * max(1, |loss|)"),
+        2: "ftol={ftol:g} met: the relative reduction of the loss is below it",
+        3: "xtol={xtol:g} met: the relative step (trust-region radius) is below it",
+        4: "ftol={ftol:g} and xtol={xtol:g} met",
+    }[int(status)]
+    vanished = ", ".join(n for n, f in zip(names, flags) if f & 2) or "a parameter"
+    msg = text.format(steps=steps, ftol=ftol, xtol=xtol, gtol=gtol, vanished=vanished)
+    unident = [n for n, f in zip(names, flags) if f & 1]
+    if unident:
+        msg += (f"; {', '.join(unident)} cannot be determined from the data (the Jacobian is "
+                f"rank-deficient there): standard error inf")
+    return msg
+
+
+def fit(prog, data=None, target=None, params=None, starts=1, init=None, optimizer=None,
         steps=None, lr=0.05, loss="mse", bounds=None, seed=0, client="dmci", consts=None,
-        dtype="float64", evaluator=None, tol=1e-12):
-    """Calibrate ``prog``'s parameters to ``target`` (mean squared error) over ``starts`` starts.
+        dtype="float64", evaluator=None, tol=None, ftol=None, xtol=None, gtol=None,
+        positive=(), uncertainty=None, nan_policy="raise", unused_data="error"):
+    """Calibrate ``prog``'s parameters over ``starts`` starts, natively; returns a FitResult.
 
-    prog: an ndvm.Program or source text; data: name -> [N] inputs; target: [N];
-    params: names to fit (default: every free name not in data or consts); init: name -> scalar
-    or [S] starting values (others drawn from a seeded normal(0, 0.3), or uniformly within
-    ``bounds``); optimizer: "adam" (torch.optim.Adam's update), "lbfgs" or "lm"
-    (Levenberg-Marquardt); bounds: name -> (low, high), None for an open side (applied by
-    projection after every step); steps: optimizer steps (default per optimizer); lr: Adam's
-    step size; loss: "mse" (the only loss); tol: LM and L-BFGS stop a start once its step is
-    smaller than tol relative to the parameters' norm; seed: seeds the random starts; client,
-    dtype: the evaluator used (or pass ``evaluator``, an ndvm.Evaluator, to reuse one and its
-    limits); consts: shared constants.
-
-    Returns a FitResult: ``params`` (the best start's fitted values, name -> float), ``loss``
-    (its mean squared error), ``all_params``/``all_losses`` (every start), ``history`` (loss per
-    step and start), ``converged``, ``n_evals``, ``names`` and ``best_start``.
+    prog: an ndvm.Program or source text. data: name -> [N] inputs (one value per data point);
+    target: [N] values to match (loss="mse"). consts: name -> number, vector or matrix shared
+    by all lanes. params: names to fit (default: every free name not in data or consts).
+    starts: number of starts S, run together as lanes. init: name -> scalar or [S] starting
+    values (others drawn from a seeded normal(0, 0.3), or uniformly within finite ``bounds``);
+    seed: for those draws. optimizer: "lm" (Levenberg-Marquardt, MINPACK's trust region: the
+    choice for least squares), "lbfgs" (L-BFGS with a strong-Wolfe line search) or "adam"
+    (torch.optim.Adam's update); default "adam" for loss="mse" and "lbfgs" for loss="value".
+    steps: Adam: the number of steps; LM and L-BFGS: the budget of batched evaluations (every
+    trial point counts), default 100 (P + 1) as MINPACK's. lr: Adam's learning rate.
+    loss: "mse" (mean squared error against ``target``) or "value" (minimize the program's own
+    value summed over data points, e.g. a negative log-likelihood; no target). bounds:
+    name -> (low, high), None for an open side; every start stays inside the box (Adam and LM
+    project onto it; L-BFGS holds variables on an active bound and never steps outside).
+    positive: names optimized as logarithms, so they stay above zero (their init must be > 0).
+    Stop tests (MINPACK's meanings for LM): ftol: the relative reduction of the loss (actual
+    and predicted, LM; actual, L-BFGS) is at most ftol; xtol (LM): the trust-region radius is at
+    most xtol times the scaled norm of the parameters (``tol`` is an older name for it); gtol:
+    LM, the cosine of the angle between the residuals and every Jacobian column is at most gtol;
+    L-BFGS and Adam, the largest projected gradient component is at most gtol * max(1, |loss|).
+    uncertainty: compute the covariance and standard errors (loss="mse" only; default True for
+    LM, which has the Jacobian at its optimum, and L-BFGS, which spends one more evaluation on
+    it; False for Adam, whose few steps rarely end at an optimum). nan_policy: "raise" (NaN or inf in data or target is
+    a ValueError) or "omit" (such points are dropped). unused_data: "error" (a data name that is
+    not a free name of the program is a ValueError) or "ignore". client, dtype, evaluator: how
+    the program is evaluated (an Evaluator is reused when given).
     """
     if not isinstance(prog, Program):
         if not isinstance(prog, str):
             raise TypeError(f"expected an ndvm.Program or source text, got {type(prog).__name__}")
         prog = parse(prog)
+    if loss not in LOSSES:
+        raise ValueError(f"unknown loss {loss!r}; choose 'mse' or 'value'")
+    if optimizer is None:
+        optimizer = "lbfgs" if loss == "value" else "adam"
     if optimizer not in OPTIMIZERS:
         raise ValueError(f"unknown optimizer {optimizer!r}; choose one of {sorted(OPTIMIZERS)}")
-    if loss != "mse":
-        raise ValueError(f"unknown loss {loss!r}; only 'mse' is supported")
-    if target is None:
-        raise ValueError("fit needs a target")
-    steps = DEFAULT_STEPS[optimizer] if steps is None else int(steps)
-    if steps < 1:
-        raise ValueError(f"steps must be at least 1, got {steps}")
+    if loss == "value":
+        if optimizer == "lm":
+            raise ValueError("loss='value' needs optimizer 'lbfgs' or 'adam' (LM fits residuals)")
+        if target is not None:
+            raise ValueError("loss='value' minimizes the program's value: do not pass a target")
+    elif target is None:
+        raise ValueError("fit needs a target (or loss='value' to minimize the program's value)")
+    if nan_policy not in ("raise", "omit"):
+        raise ValueError(f"nan_policy must be 'raise' or 'omit', got {nan_policy!r}")
+    if unused_data not in ("error", "ignore"):
+        raise ValueError(f"unused_data must be 'error' or 'ignore', got {unused_data!r}")
     S = int(starts)
     if S < 1:
         raise ValueError(f"starts must be at least 1, got {starts}")
@@ -119,55 +265,115 @@ def fit(prog, data=None, target=None, params=None, starts=1, init=None, optimize
         raise ValueError(f"lr must be positive, got {lr}")
     data = {} if data is None else dict(data)
     consts = {} if consts is None else dict(consts)
-    y = np.asarray(target, dtype=np.float64).reshape(-1)
-    if y.size == 0:
-        raise ValueError("target is empty")
-    for name, v in data.items():
-        n = np.asarray(v).size
-        if n not in (1, y.size):
-            raise ValueError(f"data input {name!r} has {n} points but target has {y.size}")
+    free = prog.free_names
+    unknown = [k for k in data if k not in free]
+    for k in unknown:
+        del data[k]
+    arrays = {k: np.asarray(v, dtype=np.float64) for k, v in data.items()}
+    y = None
+    if target is not None:
+        y = np.asarray(target, dtype=np.float64).reshape(-1)
+        if y.size == 0:
+            raise ValueError("target is empty")
+        for name, a in arrays.items():
+            if a.size not in (1, y.size):
+                raise ValueError(f"data input {name!r} has {a.size} points but target has "
+                                 f"{y.size}")
+        if nan_policy == "omit":
+            keep = np.isfinite(y)
+            for a in arrays.values():
+                if a.size == y.size and a.size > 1:
+                    keep &= np.isfinite(a.reshape(-1))
+            if not keep.any():
+                raise ValueError("no data point is finite in the target and every data input")
+            if not keep.all():
+                y = y[keep]
+                arrays = {k: (a.reshape(-1)[keep] if a.size > 1 else a)
+                          for k, a in arrays.items()}
+        _check_finite("target", y)
+    for name, a in arrays.items():
+        _check_finite(f"data input {name!r}", a)
+    data = arrays
     if params is None:
-        names = tuple(n for n in prog.free_names if n not in data and n not in consts)
+        names = tuple(n for n in free if n not in data and n not in consts)
     else:
         names = tuple(params)
-        missing = [n for n in names if n not in prog.free_names]
+        missing = [n for n in names if n not in free]
         if missing:
-            raise ValueError(f"parameter(s) {missing} do not occur in the program "
-                             f"(its free names are {prog.free_names})")
+            n = missing[0]
+            raise ValueError(f"parameter(s) {missing} do not occur in the program"
+                             f"{did_you_mean(n, free)} (its free names are {free})")
     if not names:
         raise ValueError("there is nothing to fit: the program has no free parameters")
+    if init:
+        _check_names("init", init, names, free)
+    if bounds:
+        _check_names("bounds", bounds, names, free)
+    positive = tuple(positive or ())
+    _check_names("positive", positive, names, free)
+    ftol_d, xtol_d, gtol_d = DEFAULT_TOLS[optimizer]
+    if tol is not None and xtol is None:
+        xtol = tol
+    tols = (ftol_d if ftol is None else float(ftol), xtol_d if xtol is None else float(xtol),
+            gtol_d if gtol is None else float(gtol))
+    if not (tols[0] >= 0 and tols[1] >= 0 and tols[2] >= 0):
+        raise ValueError(f"ftol, xtol and gtol must be non-negative, got {tols}")
+    steps = default_steps(optimizer, len(names)) if steps is None else int(steps)
+    if steps < 1:
+        raise ValueError(f"steps must be at least 1, got {steps}")
     lower = upper = None
     if bounds:
-        unknown = set(bounds) - set(names)
-        if unknown:
-            raise ValueError(f"bounds given for names that are not fitted: {sorted(unknown)}")
         lower = np.array([(bounds.get(n) or (None, None))[0] for n in names], dtype=object)
         upper = np.array([(bounds.get(n) or (None, None))[1] for n in names], dtype=object)
         lower = np.array([-np.inf if v is None else v for v in lower], dtype=np.float64)
         upper = np.array([np.inf if v is None else v for v in upper], dtype=np.float64)
-        if np.any(lower > upper):
+        if np.any(np.isnan(lower)) or np.any(np.isnan(upper)) or np.any(lower > upper):
             raise ValueError("each bound must be (low, high) with low <= high")
     x0 = _initial_values(names, S, init, bounds, seed)
     if lower is not None:
         x0 = np.clip(x0, lower[:, None], upper[:, None])
+    pos = None
+    if positive:
+        pos = np.array([n in positive for n in names], dtype=np.uint8)
+        for i, n in enumerate(names):
+            if pos[i] and np.any(x0[i] <= 0):
+                raise ValueError(f"positive parameter {n!r} needs initial values above zero "
+                                 f"(init or bounds)")
     ev = evaluator or Evaluator(client=client, dtype=dtype)
-    placeholder = {n: np.zeros(S) for n in names}  # fitted parameters: rebound per step natively
-    # scalar data must still cover N lanes when the target has N points
-    inputs = ev.bind(prog, params=placeholder, data=data, consts=consts, points=y.size)
-    fitted = [prog.free_names.index(n) for n in names]
+    fitted = [free.index(n) for n in names]
+    # the fitted parameters are rebound per step natively (placeholders here); scalar data must
+    # still cover N lanes when the target has N points
+    inputs = ev.bind(prog, params=dict.fromkeys(names, np.zeros(S)), data=data, consts=consts,
+                     points=None if y is None else y.size)
+    if unknown and unused_data == "error":  # (after bind: an unbound name is the first error)
+        _check_names("data", unknown, (), free)
+    P = len(names)
+    status = np.zeros(S, dtype=np.int8)
+    if uncertainty is None:
+        uncertainty = optimizer != "adam"
+    want_cov = bool(uncertainty) and loss == "mse"
+    cov = np.empty((S, P, P)) if want_cov else None  # (filled natively, NaN where unknown)
+    se = np.empty((S, P)) if want_cov else None
+    flags = np.zeros((S, P), dtype=np.uint8)
     params_out, losses, history, converged, n_evals = ev.calibrate(
         prog, inputs, fitted, y, OPTIMIZERS[optimizer], steps, float(lr), lower, upper, x0,
-        float(tol))
-    finite = np.where(np.isfinite(losses), losses, np.inf)
-    best = int(np.argmin(finite))
+        tols[1], ftol=tols[0], gtol=tols[2], loss=LOSSES[loss], positive=pos,
+        uncertainty=want_cov, status=status, cov=cov, stderr=se, flags=flags)
+    best = 0 if S == 1 else int(np.argmin(np.where(np.isfinite(losses), losses, np.inf)))
     return FitResult(
-        params={n: float(params_out[i, best]) for i, n in enumerate(names)},
+        params=dict(zip(names, params_out[:, best].tolist())),
         loss=float(losses[best]),
-        all_params={n: params_out[i].copy() for i, n in enumerate(names)},
+        all_params=dict(zip(names, params_out)),
         all_losses=losses,
         history=history,
         n_evals=int(n_evals),
         converged=converged,
         optimizer=optimizer,
         names=names,
+        status=status,
+        covariance=cov[best] if want_cov else None,
+        stderr=dict(zip(names, se[best].tolist())) if want_cov else None,
+        all_covariance=cov,
+        all_stderr=se,
+        stop_info=(flags, steps, tols),
     )

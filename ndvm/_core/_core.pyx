@@ -374,6 +374,17 @@ def bind(Program prog, params=None, data=None, consts=None, points=None):
     return b
 
 
+cdef void* _out_ptr(object a, int typenum, size_t n) except NULL:
+    """The data of `a`, an output array that must be C-contiguous, writable, of type `typenum`
+    and with n elements."""
+    if (type(a) is not np.ndarray or cnp.PyArray_TYPE(<cnp.ndarray>a) != typenum
+            or not cnp.PyArray_IS_C_CONTIGUOUS(<cnp.ndarray>a)
+            or not cnp.PyArray_ISWRITEABLE(<cnp.ndarray>a)
+            or <size_t>cnp.PyArray_SIZE(<cnp.ndarray>a) != n or n == 0):
+        raise ValueError(f"an output array has the wrong type or size (want {n} elements)")
+    return cnp.PyArray_DATA(<cnp.ndarray>a)
+
+
 cdef class Machine:
     """The native state one evaluation runs on (lanes, arenas, tape, limits); reused across calls.
 
@@ -551,18 +562,24 @@ cdef class Machine:
 
     def fit(self, Program prog, uintptr_t entry, uintptr_t compiled, Inputs inputs,
             list fitted, target, int optimizer, int steps, double lr,
-            lower, upper, init, double tol=1e-12):
+            lower, upper, init, double tol=1e-10, double ftol=1e-10, double gtol=1e-10,
+            int loss=0, positive=None, bint uncertainty=True, status=None, cov=None,
+            stderr=None, flags=None):
         """Run a whole calibration natively (see ndvm.fit). fitted: binding indices optimized.
 
-        init: [P, S] starting values. Returns (params [P, S], losses [S], history [steps, S],
-        converged [S] bool, number of evaluations).
+        init: [P, S] starting values; target: [N] (None for loss=1, the program's own value);
+        tol: xtol; positive: [P] uint8 or None (optimized as logarithms). Optional outputs,
+        filled in place: status [S] int8, cov [S, P, P], stderr [S, P], flags [S, P] uint8.
+        Returns (params [P, S], losses [S], history [steps, S], converged [S] bool, number of
+        evaluations).
         """
         cdef FitRequest rq
         cdef ErrorInfo err
         cdef uint32_t S = inputs.S, N = inputs.N
-        cdef const double[::1] tv = _aligned(target)
+        cdef const double[::1] tv
         cdef const double[::1] lo
         cdef const double[::1] hi
+        cdef const unsigned char[::1] posv
         cdef double[:, ::1] pv
         cdef double[::1] lv
         cdef double[:, ::1] hv
@@ -588,11 +605,22 @@ cdef class Machine:
         rq.compiled = <const void*>compiled
         rq.S = S
         rq.N = N
-        rq.target = &tv[0]
+        rq.target = NULL
+        if target is not None:
+            tv = _aligned(target)
+            rq.target = &tv[0]
         rq.optimizer = <Optimizer>optimizer
         rq.steps = steps
         rq.lr = lr
         rq.tol = tol
+        rq.ftol = ftol
+        rq.gtol = gtol
+        rq.loss = loss
+        rq.uncertainty = uncertainty
+        rq.positive = NULL
+        if positive is not None:
+            posv = np.ascontiguousarray(positive, dtype=np.uint8)
+            rq.positive = &posv[0]
         rq.lower = NULL
         rq.upper = NULL
         if lower is not None:
@@ -605,9 +633,23 @@ cdef class Machine:
         rq.losses = &lv[0]
         rq.history = &hv[0, 0]
         rq.converged = &cv[0]
+        rq.status = NULL
+        rq.cov = NULL
+        rq.stderr_ = NULL
+        rq.flags = NULL
+        if status is not None:
+            rq.status = <signed char*>_out_ptr(status, cnp.NPY_INT8, S)
+        if P:
+            if cov is not None:
+                rq.cov = <double*>_out_ptr(cov, cnp.NPY_DOUBLE, S * P * P)
+            if stderr is not None:
+                rq.stderr_ = <double*>_out_ptr(stderr, cnp.NPY_DOUBLE, S * P)
+            if flags is not None:
+                rq.flags = <unsigned char*>_out_ptr(flags, cnp.NPY_UINT8, S * P)
         self.generation += 1
         with nogil:
             ok = fit_guarded(&rq, &err)
         if not ok:
             _raise(err)
-        return params, losses, history[:steps], converged != 0, rq.n_evals
+        return (params, losses, history if steps >= 1 else history[:steps],
+                converged.view(np.bool_), rq.n_evals)

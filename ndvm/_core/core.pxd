@@ -145,12 +145,21 @@ cdef extern from "fit.hpp" namespace "ndvm":
         double beta2
         double eps
         double tol
+        double ftol
+        double gtol
+        int loss
+        const unsigned char* positive
+        bool uncertainty
         const double* lower
         const double* upper
         double* params
         double* losses
         double* history
         unsigned char* converged
+        signed char* status
+        double* cov
+        double* stderr_
+        unsigned char* flags
         int64_t n_evals
 
     bool fit_guarded(FitRequest* rq, ErrorInfo* err) nogil

@@ -195,6 +195,11 @@ class Expander {
     }
     if (special_forms().count(name))
       form_error(d, "'" + name + "' is a special form and cannot be used as a variable");
+    if (name == "pi") {  // the one built-in constant; a let, a parameter or a define shadows it
+      Node* n = make(NodeKind::Const, d);
+      n->constant = Value::number(3.14159265358979323846);
+      return n;
+    }
     int p = prim_lookup(name);
     if (p >= 0) {
       Node* n = make(call_head ? NodeKind::PrimCall : NodeKind::PrimRef, d);

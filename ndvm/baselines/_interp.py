@@ -155,6 +155,8 @@ class Interpreter:
         if name in self.m.PRIMS:
             v = self.prims[name] = self.m.prim_value(name)
             return v
+        if name == "pi":  # the language's one built-in constant (shadowed by any binding)
+            return self.m.literal(3.141592653589793)
         v = self.prelude_env.vars.get(name)
         if v is not None:
             return v
