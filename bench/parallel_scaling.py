@@ -86,7 +86,7 @@ def scaling(progs, data, target, rounds, repeat):
 
 def _fit_or_error(p, opts):
     try:
-        return ndvm.fit(p, **opts)
+        return ndvm.fit(p, **dict(opts, unused_data="ignore"))  # as fit_many does
     except ndvm.SchemeError as e:
         return e
 

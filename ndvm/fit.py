@@ -236,6 +236,10 @@ def fit(prog, data=None, target=None, params=None, starts=1, init=None, optimize
     a ValueError) or "omit" (such points are dropped). unused_data: "error" (a data name that is
     not a free name of the program is a ValueError) or "ignore". client, dtype, evaluator: how
     the program is evaluated (an Evaluator is reused when given).
+
+    Returns a FitResult (see its docstring): ``params`` and ``loss`` of the best start, every
+    start's point, loss and stop ``status``, ``converged``, ``message`` and, for least squares,
+    ``covariance`` and ``stderr``. A fit that did not meet a tolerance says so in ``message``.
     """
     if not isinstance(prog, Program):
         if not isinstance(prog, str):

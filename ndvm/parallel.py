@@ -330,7 +330,8 @@ def fit_many(programs, data=None, target=None, *, workers=None, executor=None, c
     per_candidate: one dict of fit options per candidate overriding the shared ones (e.g.
     independent random starts: ``{"seed": s} for s in np.random.SeedSequence(0).spawn(n)``);
     progress: a tqdm bar. Every candidate uses the same ``seed`` as ``ndvm.fit`` would, so a
-    program's fit does not depend on the batch it is in.
+    program's fit does not depend on the batch it is in. ``unused_data`` defaults to "ignore"
+    here: the shared ``data`` may hold inputs that some programs do not use.
     """
     unknown = set(fit_options) - _FIT_OPTIONS
     if unknown:
@@ -353,6 +354,9 @@ def fit_many(programs, data=None, target=None, *, workers=None, executor=None, c
     config = _evaluator_config(fit_options.pop("evaluator", None),
                                fit_options.pop("client", "dmci"),
                                fit_options.pop("dtype", "float64"), None)
+    # one data dict serves many programs, each using some of its inputs: by default an input a
+    # program does not use is ignored (ndvm.fit alone reports it as an error)
+    fit_options.setdefault("unused_data", "ignore")
     options = dict(fit_options, data=data, target=target)
     job = _Job("fit", config, options)
     items = [(i, p, e) for i, (p, e) in enumerate(zip(programs, extras))]

@@ -71,7 +71,9 @@ def _serial(programs, run):
 
 
 def _serial_fit(programs, **opts):
-    """A plain loop of ndvm.fit with the same options."""
+    """A plain loop of ndvm.fit with the same options (and fit_many's default for data a
+    program does not use: ignored)."""
+    opts.setdefault("unused_data", "ignore")
     return _serial(programs, lambda i, p: ndvm.fit(p, **opts))
 
 

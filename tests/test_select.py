@@ -56,7 +56,8 @@ def _record(task, i, src):
     prog = ndvm.parse(src)
     names = [n for n in prog.free_names if n in task.params]
     (tr_in, tr_y), (ho_in, ho_y) = task.split("train"), task.split("heldout")
-    fit = ndvm.fit(prog, data=tr_in, target=tr_y, optimizer="lm", starts=8, steps=100)
+    fit = ndvm.fit(prog, data=tr_in, target=tr_y, optimizer="lm", starts=8, steps=100,
+                   unused_data="ignore")  # the constant model does not use x
     pred = ndvm.Evaluator().evaluate(prog, params=fit.params, data=ho_in).value[0]
     tree = to_tree(src)
     return {"id": i, "src": src, "model": src, "params": dict(fit.params),

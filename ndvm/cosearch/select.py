@@ -41,7 +41,7 @@ def refit(prog, names, inputs, target, init, ev, steps=40):
     data = {k: v for k, v in inputs.items() if k in prog.free_names}
     try:
         r = ndvm.fit(prog, data=data, target=target, params=names, init=init,
-                     optimizer="lm", steps=steps, evaluator=ev)
+                     optimizer="lm", steps=steps, evaluator=ev, unused_data="ignore")
     except Exception:  # noqa: BLE001 - a refit that cannot run keeps the given parameters
         return dict(init), base
     if math.isfinite(r.loss) and (not math.isfinite(base) or r.loss <= base):
