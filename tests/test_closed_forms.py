@@ -140,6 +140,25 @@ def test_dead_lanes_of_a_singular_matrix_leave_the_gradient_alone(form, client):
     np.testing.assert_allclose(res.grad["a"], live.sum() * -1 / a ** 2, rtol=1e-14)
 
 
+@pytest.mark.parametrize("client", CLIENTS)
+def test_arithmetic_with_a_uniform_zero_or_one_operand(client):
+    """The identity folds (x - 0, x * 1, x / 1, 1 * x, x + 0, x * 0) fire only on the side that
+    is an identity: a scalar data input z = 0 or u = 1 on the other side must still compute
+    0 - a = -a, 1 / a, 0 / a and 1 - a. Values and partials in closed form."""
+    a = np.array([0.7, -1.3, 2.5])
+    ev = ndvm.Evaluator(client=client)
+    cases = {  # program: (value, d/da)
+        "(- z a)": (-a, -np.ones_like(a)), "(- a z)": (a, np.ones_like(a)),
+        "(/ u a)": (1 / a, -1 / a ** 2), "(/ z a)": (0 * a, 0 * a),
+        "(- u a)": (1 - a, -np.ones_like(a)), "(* u a)": (a, np.ones_like(a)),
+        "(+ z (* 3 a))": (3 * a, 3 * np.ones_like(a)),
+    }
+    for prog, (val, d) in cases.items():
+        res = ev.evaluate(prog, params={"a": a}, data={"z": 0.0, "u": 1.0}, grad=True)
+        np.testing.assert_allclose(res.value.ravel(), val, rtol=1e-15, err_msg=prog)
+        np.testing.assert_allclose(res.grad["a"], d, rtol=1e-15, err_msg=prog)
+
+
 # ---- optimizers against known optima -------------------------------------------------------
 
 LINE = "(+ a (* b x))"

@@ -139,7 +139,8 @@ MUTANTS = [
            "if (r != T(0) && ((r < T(0)) != (b < T(0)))) r -= b;", DERIV + GOLDEN,
            "modulo with operands of different signs (forward value)"),
     Mutant("num-fold-sub-zero", NUM, "(op == Op::Sub && is(b, 0.0))", "(op == Op::Sub && is(a, 0.0))",
-           DERIV + GOLDEN, "the identity fold turns 0 - x into x"),
+           (CF + "test_arithmetic_with_a_uniform_zero_or_one_operand",) + DERIV + GOLDEN,
+           "the identity fold of x - 0 fires on 0 - x instead (returns the 0)"),
     # ---- tape accumulation and the reverse sweep ---------------------------------------------
     Mutant("tape-binary-overwrite", KERN,
            "      T v = g[l] * b[l];  // computed unconditionally, then selected: the loop stays branch-free\n"
