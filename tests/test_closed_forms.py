@@ -118,6 +118,47 @@ def test_torch_backward_uses_the_upstream_gradient():
     np.testing.assert_allclose(b.grad.numpy(), (w.numpy() * dfb).sum(axis=1), rtol=1e-12)
 
 
+@pytest.mark.parametrize("client", CLIENTS)
+@pytest.mark.parametrize("form", ["(trace (inv M))", "(vsum (solve M [1 1 1]))"])
+def test_dead_lanes_of_a_singular_matrix_leave_the_gradient_alone(form, client):
+    """A divergent branch inverts M = diag(a, x, 1) only where x > 0: on the other lanes M is
+    singular (its inverse is inf/nan there) and the lane takes the else arm. Both d/da = -1/a^2
+    on the live lanes and 0 on the dead ones: the n x n linear algebra adjoint must stay under
+    its node's lane mask (its zero upstream adjoint times a nan inverse would be nan)."""
+    a = np.array([0.5, 2.0])
+    x = np.array([1.5, 0.0, 3.0, 0.0])
+    res = ndvm.Evaluator(client=client).evaluate(
+        f"(let ((M (mat (vec a 0 0) (vec 0 x 0) (vec 0 0 1)))) (if (> x 0) {form} 0.5))",
+        params={"a": a}, data={"x": x}, grad=True)
+    live = x > 0
+    aa = a[:, None]
+    xs = np.where(live, x, 1.0)[None, :]
+    want = np.where(live, 1 / aa + 1 / xs + 1, 0.5)
+    np.testing.assert_allclose(res.value, want, rtol=1e-14)
+    jac = res.jacobian()
+    np.testing.assert_allclose(jac["a"], np.where(live, -1 / aa ** 2, 0.0), rtol=1e-14)
+    np.testing.assert_allclose(res.grad["a"], live.sum() * -1 / a ** 2, rtol=1e-14)
+
+
+@pytest.mark.parametrize("client", CLIENTS)
+def test_arithmetic_with_a_uniform_zero_or_one_operand(client):
+    """The identity folds (x - 0, x * 1, x / 1, 1 * x, x + 0, x * 0) fire only on the side that
+    is an identity: a scalar data input z = 0 or u = 1 on the other side must still compute
+    0 - a = -a, 1 / a, 0 / a and 1 - a. Values and partials in closed form."""
+    a = np.array([0.7, -1.3, 2.5])
+    ev = ndvm.Evaluator(client=client)
+    cases = {  # program: (value, d/da)
+        "(- z a)": (-a, -np.ones_like(a)), "(- a z)": (a, np.ones_like(a)),
+        "(/ u a)": (1 / a, -1 / a ** 2), "(/ z a)": (0 * a, 0 * a),
+        "(- u a)": (1 - a, -np.ones_like(a)), "(* u a)": (a, np.ones_like(a)),
+        "(+ z (* 3 a))": (3 * a, 3 * np.ones_like(a)),
+    }
+    for prog, (val, d) in cases.items():
+        res = ev.evaluate(prog, params={"a": a}, data={"z": 0.0, "u": 1.0}, grad=True)
+        np.testing.assert_allclose(res.value.ravel(), val, rtol=1e-15, err_msg=prog)
+        np.testing.assert_allclose(res.grad["a"], d, rtol=1e-15, err_msg=prog)
+
+
 # ---- optimizers against known optima -------------------------------------------------------
 
 LINE = "(+ a (* b x))"

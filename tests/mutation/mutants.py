@@ -40,6 +40,8 @@ FIT = tuple("tests/test_fit.py::" + t for t in (
 BLOCKS = API + LANES + (CF + "test_lane_blocks_against_the_closed_form",
                         CF + "test_mse_mode_against_the_closed_form")
 
+DEAD_LANES = (CF + "test_dead_lanes_of_a_singular_matrix_leave_the_gradient_alone",)
+
 DERIV = GRAD + ELEM + BASE + RANDOM       # derivative rules
 FLOW = GOLDEN + LANES + GRAD + BASE + RANDOM  # control flow, masks, merges
 OPT = FIT                                  # optimizers
@@ -49,8 +51,12 @@ DEAD_ADJOINTS_ARE_ZERO = ("dead lanes' adjoints are exactly 0 (a select passes i
                           "the lanes of each arm, every accumulation skips zero adjoints), so the "
                           "masks in the sweep are belt and braces")
 
-TAPE = "ndvm/_core/tape.hpp"
+OPS = "ndvm/_core/ops.hpp"
+SWEEP = "ndvm/_core/sweep.hpp"
+LINALG = "ndvm/_core/linalg.hpp"
 NUM = "ndvm/_core/numeric.hpp"
+WALK = "ndvm/_core/walk.hpp"
+PYX = "ndvm/_core/_core.pyx"
 EXE = "ndvm/_core/execute.hpp"
 KERN = "ndvm/_core/kernels.cpp"
 MACH = "ndvm/_core/machine.hpp"
@@ -60,7 +66,7 @@ VM = "clients/bytecode/vm.hpp"
 
 MUTANTS = [
     # ---- controls: no behaviour change, a rebuild all the same; a kill means a broken setup --
-    Mutant("control-core-comment", NUM, "// The reverse sweep: seeds",
+    Mutant("control-core-comment", SWEEP, "// The reverse sweep: seeds",
            "// (control) The reverse sweep: seeds", DERIV,
            "nothing: checks that the unmutated core passes the derivative tests",
            "a comment"),
@@ -68,98 +74,95 @@ MUTANTS = [
            '__all__ = ["FitResult", "fit", "OPTIMIZERS"]  # (control)', OPT,
            "nothing: checks that the unmutated tree passes the optimizer tests", "a comment"),
     # ---- derivative rules (tape.hpp scalar partials, numeric.hpp reverse sweep) -------------
-    Mutant("num-mod-db-trunc", TAPE,
-           "case Op::Mod: da = T(1); db = -std::floor(a / b); return;",
-           "case Op::Mod: da = T(1); db = -std::trunc(a / b); return;", DERIV,
+    Mutant("num-mod-db-trunc", OPS, "{ da = T(1); db = -std::floor(a / b); }",
+           "{ da = T(1); db = -std::trunc(a / b); }", DERIV,
            "d modulo / d b uses truncation (remainder's rule) instead of floor"),
-    Mutant("num-mod-db-trunc-random", TAPE,
-           "case Op::Mod: da = T(1); db = -std::floor(a / b); return;",
-           "case Op::Mod: da = T(1); db = -std::trunc(a / b); return;", RANDOM,
+    Mutant("num-mod-db-trunc-random", OPS, "{ da = T(1); db = -std::floor(a / b); }",
+           "{ da = T(1); db = -std::trunc(a / b); }", RANDOM,
            "the issue's example again, against the random-program oracles alone (the "
            "hand-written finite-difference case in test_gradients.py was its only killer)"),
-    Mutant("num-rem-db-floor", TAPE,
-           "case Op::Rem: da = T(1); db = -std::trunc(a / b); return;",
-           "case Op::Rem: da = T(1); db = -std::floor(a / b); return;", DERIV,
+    Mutant("num-rem-db-floor", OPS, "{ da = T(1); db = -std::trunc(a / b); }",
+           "{ da = T(1); db = -std::floor(a / b); }", DERIV,
            "d remainder / d b uses floor (modulo's rule)"),
-    Mutant("num-atan2-da-sign", TAPE, "        da = b / r;\n", "        da = -b / r;\n", DERIV,
+    Mutant("num-atan2-da-sign", OPS, "    da = b / r;\n", "    da = -b / r;\n", DERIV,
            "wrong sign of d atan2(a, b) / d a"),
-    Mutant("num-atan-d", TAPE, "case Op::Atan: return T(1) / (T(1) + x * x);",
-           "case Op::Atan: return T(1) / (T(1) - x * x);", DERIV, "d atan(x) = 1 / (1 - x^2)"),
-    Mutant("num-pow-db-nolog", TAPE, "db = a > T(0) ? y * std::log(a) : T(0);",
+    Mutant("num-atan-d", OPS, "static T d(T x, T) { return T(1) / (T(1) + x * x); }",
+           "static T d(T x, T) { return T(1) / (T(1) - x * x); }", DERIV,
+           "d atan(x) = 1 / (1 - x^2)"),
+    Mutant("num-pow-db-nolog", OPS, "db = a > T(0) ? y * std::log(a) : T(0);",
            "db = a > T(0) ? y : T(0);", DERIV, "d a^b / d b forgets the log a factor"),
-    Mutant("num-pow-da-exponent", TAPE, "da = b == T(0) ? T(0) : b * std::pow(a, b - T(1));",
+    Mutant("num-pow-da-exponent", OPS, "da = b == T(0) ? T(0) : b * std::pow(a, b - T(1));",
            "da = b == T(0) ? T(0) : b * std::pow(a, b);", DERIV, "d a^b / d a = b a^b"),
-    Mutant("num-abs-d", TAPE, "case Op::Abs: return x > T(0) ? T(1) : (x < T(0) ? T(-1) : T(0));",
-           "case Op::Abs: return x < T(0) ? T(1) : (x > T(0) ? T(-1) : T(0));", DERIV,
+    Mutant("num-abs-d", OPS,
+           "static T d(T x, T) { return x > T(0) ? T(1) : (x < T(0) ? T(-1) : T(0)); }",
+           "static T d(T x, T) { return x < T(0) ? T(1) : (x > T(0) ? T(-1) : T(0)); }", DERIV,
            "d |x| has the wrong sign on both sides"),
-    Mutant("num-tan-d", NUM, "case Op::Tan: NDVM_ACC(ga, T(1) + y[l] * y[l]); break;",
-           "case Op::Tan: NDVM_ACC(ga, T(1) - y[l] * y[l]); break;", DERIV,
-           "d tan = 1 - tan^2 (tanh's rule)"),
-    Mutant("num-tanh-d", NUM, "case Op::Tanh: NDVM_ACC(ga, T(1) - y[l] * y[l]); break;",
-           "case Op::Tanh: NDVM_ACC(ga, T(1) + y[l] * y[l]); break;", DERIV,
-           "d tanh = 1 + tanh^2 (tan's rule)"),
-    Mutant("num-log-d", NUM, "case Op::Log: NDVM_ACC(ga, T(1) / x[l]); break;",
-           "case Op::Log: NDVM_ACC(ga, T(1) / y[l]); break;", DERIV,
+    Mutant("num-tan-d", OPS, "static T d(T, T y) { return T(1) + y * y; }",
+           "static T d(T, T y) { return T(1) - y * y; }", DERIV, "d tan = 1 - tan^2 (tanh's rule)"),
+    Mutant("num-tanh-d", OPS, "static T d(T, T y) { return T(1) - y * y; }",
+           "static T d(T, T y) { return T(1) + y * y; }", DERIV, "d tanh = 1 + tanh^2 (tan's rule)"),
+    Mutant("num-log-d", OPS, "static T d(T x, T) { return T(1) / x; }",
+           "static T d(T, T y) { return T(1) / y; }", DERIV,
            "d log x = 1 / log x (output instead of input)"),
-    Mutant("num-sqrt-d", NUM, "case Op::Sqrt: NDVM_ACC(ga, T(0.5) / y[l]); break;",
-           "case Op::Sqrt: NDVM_ACC(ga, T(0.5) / x[l]); break;", DERIV,
-           "d sqrt x = 1 / (2 x)"),
-    Mutant("num-cos-d-sign", NUM, "          if (nd.op == Op::Cos)\n",
-           "          if (nd.op == Op::Sin)\n", DERIV,
-           "d cos = sin and d sin = -cos (the sign on the wrong function)"),
-    Mutant("num-div-db-sign", NUM, "NDVM_ACC(gb, -y[l] / b[l]);", "NDVM_ACC(gb, y[l] / b[l]);",
+    Mutant("num-sqrt-d", OPS, "static T d(T, T y) { return T(0.5) / y; }",
+           "static T d(T x, T) { return T(0.5) / x; }", DERIV, "d sqrt x = 1 / (2 x)"),
+    Mutant("num-cos-d-sign", OPS,
+           "    vmath::apply(vmath::Fn::Sin, x, buf, L);\n"
+           "    for (uint32_t l = 0; l < L; ++l) buf[l] = -buf[l];\n",
+           "    vmath::apply(vmath::Fn::Sin, x, buf, L);\n", DERIV,
+           "d cos = +sin (the sign of the derivative lost; the old core's rule put it on sin)"),
+    Mutant("num-div-db-sign", OPS, "da = T(1) / b; db = -y / b;", "da = T(1) / b; db = y / b;",
            DERIV, "d (a / b) / d b has the wrong sign"),
-    Mutant("num-sub-db-sign", NUM, "if (gb) kern::acc_plus(gb, g, T(-1), live, L);",
-           "if (gb) kern::acc_plus(gb, g, T(1), live, L);", DERIV,
-           "d (a - b) / d b = +1"),
-    Mutant("num-mul-swap", NUM,
-           "            if (ga) kern::acc_times(ga, g, pb, sb, live, L);\n"
-           "            if (gb) kern::acc_times(gb, g, pa, sa, live, L);\n            break;",
-           "            if (ga) kern::acc_times(ga, g, pa, sa, live, L);\n"
-           "            if (gb) kern::acc_times(gb, g, pb, sb, live, L);\n            break;",
+    Mutant("num-sub-db-sign", OPS, "    da = constant<T, 1>();\n    db = constant<T, -1>();",
+           "    da = constant<T, 1>();\n    db = constant<T, 1>();", DERIV, "d (a - b) / d b = +1"),
+    Mutant("num-mul-swap", OPS,
+           "    da = b;  // the operands' own lanes: nothing to compute\n    db = a;",
+           "    da = a;  // the operands' own lanes: nothing to compute\n    db = b;",
            DERIV, "d (a b) / d a = a: each factor gets its own value"),
-    Mutant("num-minmax-ties", NUM, "T share = g[l] / T(ties);", "T share = g[l];", DERIV,
+    Mutant("num-minmax-ties", SWEEP, "T share = v.g[l] / T(ties);", "T share = v.g[l];", DERIV,
            "min/max ties give every tied argument the full gradient (the reference's bug)"),
-    Mutant("num-dot-skip-b", NUM,
-           "          if (ga) kern::acc_times(ga, g, pb, sb, live, L);\n"
-           "          if (gb) kern::acc_times(gb, g, pa, sa, live, L);\n        }",
-           "          if (ga) kern::acc_times(ga, g, pb, sb, live, L);\n        }", DERIV,
+    Mutant("num-dot-skip-b", SWEEP, "    v.acc(v.adj(2 * i + 1), v.lanes(2 * i));\n", "", DERIV,
            "dot (and vsum, matvec, matmul, trace) passes no gradient to its second operand"),
-    Mutant("num-det2-cofactor", NUM, "add(1, l, -w * cc);", "add(1, l, w * cc);", DERIV,
+    Mutant("num-det2-cofactor", LINALG, "add(1, l, -w * c);", "add(1, l, w * c);", DERIV,
            "2x2 det gradient: a cofactor with the wrong sign"),
-    Mutant("num-inv2-sign", NUM, "r0[l] = -(m00 * y0[l] + m01 * y1[l]);",
+    Mutant("num-inv2-sign", LINALG, "r0[l] = -(m00 * y0[l] + m01 * y1[l]);",
            "r0[l] = (m00 * y0[l] + m01 * y1[l]);", DERIV,
            "2x2 inverse gradient: -Y^T G Y^T loses its sign in one entry"),
-    Mutant("num-logdet-scale", NUM, "T scale = nd.op == Op::Det ? gl * y[l] : gl;",
-           "T scale = gl * y[l];", DERIV, "n x n logdet gradient scaled by the determinant"),
-    Mutant("num-solve-db-transpose", NUM,
-           "for (uint32_t j = 0; j < n; ++j) s += Ai[j * n + r] * G[j * kk + c];",
-           "for (uint32_t j = 0; j < n; ++j) s += Ai[r * n + j] * G[j * kk + c];", DERIV,
-           "solve's gradient uses A^-1 instead of A^-T"),
-    Mutant("num-mod-forward", TAPE,
+    Mutant("num-logdet-scale", LINALG, "T scale = op == Op::Det ? gl * det : gl;",
+           "T scale = gl * det;", DERIV, "n x n logdet gradient scaled by the determinant"),
+    Mutant("num-solve-db-transpose", LINALG, "s += M[j * n + r] * G[j * k + c];",
+           "s += M[r * n + j] * G[j * k + c];", DERIV,
+           "solve's (and the n x n inverse's, which shares the rule) gradient uses A^-1 "
+           "instead of A^-T"),
+    Mutant("num-mod-forward", OPS,
            "if (r != T(0) && ((r < T(0)) != (b < T(0)))) r += b;",
            "if (r != T(0) && ((r < T(0)) != (b < T(0)))) r -= b;", DERIV + GOLDEN,
            "modulo with operands of different signs (forward value)"),
     Mutant("num-fold-sub-zero", NUM, "(op == Op::Sub && is(b, 0.0))", "(op == Op::Sub && is(a, 0.0))",
-           DERIV + GOLDEN, "the identity fold turns 0 - x into x"),
+           (CF + "test_arithmetic_with_a_uniform_zero_or_one_operand",) + DERIV + GOLDEN,
+           "the identity fold of x - 0 fires on 0 - x instead (returns the 0)"),
     # ---- tape accumulation and the reverse sweep ---------------------------------------------
-    Mutant("tape-binary-overwrite", NUM, "              if (ga) ga[l] += g[l] * da;",
-           "              if (ga) ga[l] = g[l] * da;", DERIV,
+    Mutant("tape-binary-overwrite", KERN,
+           "      T v = g[l] * b[l];  // computed unconditionally, then selected: the loop stays branch-free\n"
+           "      d[l] += g[l] != T(0) ? v : T(0);",
+           "      T v = g[l] * b[l];  // computed unconditionally, then selected: the loop stays branch-free\n"
+           "      d[l] = g[l] != T(0) ? v : T(0);", DERIV,
            "an adjoint is overwritten instead of accumulated (a value used twice)"),
-    Mutant("tape-seed-ignored", NUM, "g0[l] = seed ? seed[l] : T(1);", "g0[l] = T(1);",
+    Mutant("tape-seed-ignored", SWEEP, "g0[l] = seed ? seed[l] : T(1);", "g0[l] = T(1);",
            API + TORCH, "the reverse sweep ignores the caller's seed (vjp, torch, mse)"),
-    Mutant("tape-zero-adjoint-nan", NUM,
-           "        d_[l] += g[l] == T(0) ? T(0) : v_;                                             \\",
-           "        d_[l] += v_;                                                                   \\",
-           DERIV, "a zero upstream adjoint times an infinite partial leaks NaN (0 * inf)"),
+    Mutant("tape-zero-adjoint-nan", KERN,
+           "      T v = g[l] * b[l];  // computed unconditionally, then selected: the loop stays branch-free\n"
+           "      d[l] += g[l] != T(0) ? v : T(0);",
+           "      T v = g[l] * b[l];  // computed unconditionally, then selected: the loop stays branch-free\n"
+           "      d[l] += v;", DERIV,
+           "a zero upstream adjoint times an infinite partial leaks NaN (0 * inf)"),
     Mutant("tape-mse-seed", EXE, "sd[k] = T(2.0 * r * inv_n);", "sd[k] = T(r * inv_n);",
            BLOCKS, "the MSE mode seeds d loss / d value without the factor 2"),
     # ---- masks, select merge, partitions ------------------------------------------------------
-    Mutant("mask-acc-unmasked", NUM,
-           "        if (live[l] && g[l] != T(0)) d_[l] += g[l] * (EXPR);                           \\",
-           "        if (g[l] != T(0)) d_[l] += g[l] * (EXPR);                                      \\",
-           FLOW, "nodes recorded under a lane mask accumulate on dead lanes too",
-           DEAD_ADJOINTS_ARE_ZERO),
+    Mutant("mask-acc-unmasked", SWEEP, "live(n.mask >= 0 ? mm.mask_ptr(n.mask) : nullptr),",
+           "live(nullptr),", DEAD_LANES + FLOW,
+           "the sweep ignores every node's lane mask (all op families: elementwise, select, "
+           "min/max, linear algebra)"),
     Mutant("mask-acc-plus-unmasked", KERN, "      if (live[l]) d[l] += sign * g[l];",
            "      d[l] += sign * g[l];", FLOW, "acc_plus ignores the lane mask",
            DEAD_ADJOINTS_ARE_ZERO),
@@ -170,8 +173,8 @@ MUTANTS = [
            DEAD_ADJOINTS_ARE_ZERO),
     Mutant("mask-branch-ignores-live", MACH, "      out[l] = m ? uint8_t(b & m[l]) : b;",
            "      out[l] = b;", FLOW, "a nested branch's masks forget the enclosing live lanes"),
-    Mutant("select-swap-adjoint", NUM, "          if (m[l]) {\n            if (ga) ga[l] += g[l];",
-           "          if (!m[l]) {\n            if (ga) ga[l] += g[l];", FLOW,
+    Mutant("select-swap-adjoint", SWEEP, "    if (m[l]) {\n      if (ga) ga[l] += v.g[l];",
+           "    if (!m[l]) {\n      if (ga) ga[l] += v.g[l];", FLOW,
            "the select's adjoint goes to the arm the lane did not take"),
     Mutant("select-forward-swap", NUM, "y[l] = m[l] ? x[l * sa] : z[l * sb];",
            "y[l] = m[l] ? z[l * sb] : x[l * sa];", FLOW,
@@ -179,8 +182,8 @@ MUTANTS = [
     Mutant("partition-leaks-dead-lanes", EXE, "p2[l] = on && !d.part[l];", "p2[l] = !d.part[l];",
            FLOW, "re-running a partition also runs lanes outside the enclosing mask"),
     # ---- lane blocks and input binding ----------------------------------------------------------
-    Mutant("block-jac-offset", EXE, "detail::copy_adjoints(m, rq.jac_out, rq.nbind, l0);",
-           "detail::copy_adjoints(m, rq.jac_out, rq.nbind, 0);", BLOCKS,
+    Mutant("block-jac-offset", EXE, "o[l0 + l] = none ? 0.0 : double(a[l]);",
+           "o[l] = none ? 0.0 : double(a[l]);", BLOCKS,
            "every lane block writes its Jacobian rows at lane 0"),
     Mutant("block-data-offset", EXE, "n = m.lane0_ % m.N_; l < m.L_; ++l)",
            "n = 0; l < m.L_; ++l)", BLOCKS,
@@ -197,16 +200,15 @@ MUTANTS = [
     Mutant("bind-param-n1", EXE, "for (uint32_t l = 0; l < m.L_; ++l) p[l] = T(b.values[m.lane0_ + l]);",
            "for (uint32_t l = 0; l < m.L_; ++l) p[l] = T(b.values[l]);", BLOCKS,
            "with one data point, a lane block binds the first starts' parameters"),
-    Mutant("bind-py-rows", "ndvm/evaluator.py",
-           "        if name in params:\n            a = arrays[name]\n            rows = a.size if a.size != 1 else 0",
-           "        if name in params:\n            a = arrays[name]\n            rows = a.size",
-           BLOCKS + GRAD, "a one-element parameter array is bound as a 1-start vector (read "
-           "past its end when other parameters have S > 1 starts)"),
+    Mutant("bind-py-rows", PYX, "            b._bs[i].rows = 0 if n == 1 else n",
+           "            b._bs[i].rows = n", BLOCKS + GRAD,
+           "a one-element parameter (or data) array is bound as a 1-start vector (read past its "
+           "end when other inputs have S > 1 starts or N > 1 points); now in ndvm._core.bind"),
     # ---- the clients ----------------------------------------------------------------------------
-    Mutant("dmci-mixed-else-mask", DMCI,
-           "    m_.live_ = mf;\n    Value b = else_n ? eval(else_n, env, true)",
-           "    m_.live_ = mt;\n    Value b = else_n ? eval(else_n, env, true)", FLOW,
-           "dmci runs a divergent branch's else arm under the then arm's mask"),
+    Mutant("walk-mixed-else-mask", WALK, "  m.live_ = mf;\n  Value b = else_side();",
+           "  m.live_ = mt;\n  Value b = else_side();", FLOW,
+           "a divergent branch's else arm runs under the then arm's mask (was dmci's own "
+           "mixed branch; both clients now share walk.hpp's)"),
     Mutant("dmci-and-swap", DMCI, "if (is_and) return mixed(a, n->kids[1], nullptr, nullptr, &a, env);",
            "if (is_and) return mixed(a, nullptr, n->kids[1], &a, nullptr, env);", FLOW,
            "dmci's divergent `and` returns the second operand where the first is false"),

@@ -4,6 +4,7 @@ incrementally, run the tests that should notice, and report which mutants surviv
     python tests/mutation/run.py --list              # the mutants, with their targets
     python tests/mutation/run.py                     # all mutants, one worker
     python tests/mutation/run.py --only num-mod-db   # one mutant (repeatable)
+    python tests/mutation/run.py --exclude fit-      # all but those (repeatable)
     python tests/mutation/run.py --baseline b041faf  # also run the tests as they were at b041faf
 
 The tree (git's tracked and untracked, not ignored, files) is copied to --workdir (default
@@ -237,6 +238,8 @@ def main(argv=None):
     ap.add_argument("--list", action="store_true", help="list the mutants and exit")
     ap.add_argument("--only", action="append", default=[], metavar="ID",
                     help="run only this mutant (repeatable; a prefix selects several)")
+    ap.add_argument("--exclude", action="append", default=[], metavar="ID",
+                    help="leave out the mutants whose id starts with this (repeatable)")
     ap.add_argument("--jobs", type=int, default=1, help="parallel slots (each its own copy and "
                     "build; the first run of each slot is a full build)")
     ap.add_argument("--workdir", type=Path,
@@ -261,7 +264,8 @@ def main(argv=None):
     dup = {i for i in ids if ids.count(i) > 1}
     if dup:
         sys.exit(f"duplicate mutant ids: {sorted(dup)}")
-    mutants = [m for m in MUTANTS if not a.only or any(m.id.startswith(o) for o in a.only)]
+    mutants = [m for m in MUTANTS if (not a.only or any(m.id.startswith(o) for o in a.only))
+               and not any(m.id.startswith(x) for x in a.exclude)]
     if a.spread:  # round robin over the mutated files, so a partial run covers every area
         by_file = {}
         for m in mutants:
@@ -279,7 +283,7 @@ def main(argv=None):
         print(f"\n{len(mutants)} mutants")
         return 0
     if not mutants:
-        sys.exit("no mutant matches --only")
+        sys.exit("no mutant matches --only / --exclude")
 
     slots = [Slot(a.workdir / f"slot{k}", a.opt) for k in range(max(1, a.jobs))]
     for s in slots:
