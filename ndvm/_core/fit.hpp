@@ -507,7 +507,7 @@ class Fitter {
     std::vector<uint8_t> held;
     double delta = 0, par = 0, fnorm = 0, xnorm = 0, gnorm = 0, pnorm = 0, prered = 0,
            dirder = 0;
-    bool factored = false, first = true;
+    bool factored = false, first = true, scaled = false;
   };
 
   double residual_norm(uint32_t s, double* r) const {
@@ -629,10 +629,18 @@ class Fitter {
         for (size_t i = 0; i <= j; ++i) sum += m.F.R[i * P_ + j] * (m.F.qtf[i] / m.fnorm);
         m.gnorm = std::max(m.gnorm, std::fabs(sum / m.acn[j]));
       }
-    if (m.first) {
-      for (size_t p = 0; p < P_; ++p) m.D[p] = m.acn[p] > 0 ? m.acn[p] : 1.0;
+    if (!m.scaled) {
+      // MINPACK's start: D from the column norms, radius factor * ||D x0|| (factor when x0 = 0);
+      // here a zero component counts as 1, so that a start such as (0, 100) does not get a
+      // radius set by the one parameter that happens to be non-zero
+      m.scaled = true;
+      for (size_t p = 0; p < P_; ++p) {
+        m.D[p] = m.acn[p] > 0 ? m.acn[p] : 1.0;
+        double up = u_[p * S_ + s];
+        m.w[p] = m.D[p] * (up != 0.0 ? up : 1.0);
+      }
+      m.delta = radius0 * lm::enorm(m.w.data(), P_);
       m.xnorm = scaled_norm(s, m, u_);
-      m.delta = m.xnorm > 0 ? radius0 * m.xnorm : radius0;
     }
     if (m.gnorm <= rq_.gtol) {
       stop(s, kGtol);
@@ -691,16 +699,44 @@ class Fitter {
              std::vector<double>& Jt, std::vector<double>& cnt) {
     double fnorm1 = residual_norm(s, rt.data());
     bool bad = !std::isfinite(fnorm1) || !copy_jacobian(s, ut, Jt.data(), cnt.data());
-    bool flat = false;
-    for (size_t p = 0; !bad && p < P_; ++p)
-      if (!m.held[p] && m.acn[p] > 0 && cnt[p] < 1e-12 * m.acn[p]) flat = true;
+    // A step that took a parameter where the model no longer depends on it (its column
+    // vanished), or that made the model non-finite while moving one parameter by more than its
+    // own magnitude, is blamed on that parameter: its scale D_j is raised so that it may move a
+    // tenth as far (and at most by its magnitude) next time, leaving the radius to the others.
+    bool blamed = false;
+    auto blame = [&](size_t p) {
+      double allowed = std::min(0.1 * std::fabs(m.p[p]), std::max(std::fabs(u_[p * S_ + s]), 1.0));
+      m.D[p] = std::max(m.D[p], m.delta / allowed);
+      blamed = true;
+    };
+    if (!bad) {
+      for (size_t p = 0; p < P_; ++p)
+        if (!m.held[p] && m.acn[p] > 0 && cnt[p] < 1e-12 * m.acn[p] && m.p[p] != 0.0) blame(p);
+    } else {
+      size_t worst = P_;
+      double most = 1.0;
+      for (size_t p = 0; p < P_; ++p) {
+        double rel = std::fabs(m.p[p]) / std::max(std::fabs(u_[p * S_ + s]), 1.0);
+        if (rel > most) {
+          most = rel;
+          worst = p;
+        }
+      }
+      if (worst < P_) blame(worst);
+    }
+    if (blamed) {
+      m.F.svd(m.D.data());
+      m.xnorm = scaled_norm(s, m, u_);
+      m.par = 0.0;
+      return;
+    }
     double actred = -1.0;
     if (!bad && 0.1 * fnorm1 < m.fnorm) actred = 1.0 - (fnorm1 / m.fnorm) * (fnorm1 / m.fnorm);
     double ratio = m.prered != 0.0 ? actred / m.prered : 0.0;
-    if (bad || flat) ratio = 0.0;
+    if (bad) ratio = 0.0;
     if (ratio <= 0.25) {
       double temp = actred >= 0 ? 0.5 : 0.5 * m.dirder / (m.dirder + 0.5 * actred);
-      if (bad || flat || 0.1 * fnorm1 >= m.fnorm || !(temp >= 0.1)) temp = 0.1;
+      if (bad || 0.1 * fnorm1 >= m.fnorm || !(temp >= 0.1)) temp = 0.1;
       m.delta = temp * std::min(m.delta, m.pnorm / 0.1);
       m.par /= temp;
     } else if (m.par == 0.0 || ratio >= 0.75) {
@@ -721,11 +757,23 @@ class Fitter {
     int8_t why = 0;
     if (std::fabs(actred) <= rq_.ftol && m.prered <= rq_.ftol && 0.5 * ratio <= 1.0) why = kFtol;
     if (m.delta <= rq_.tol * m.xnorm) why = why == kFtol ? kFtolXtol : kXtol;
-    if (why == kXtol && (bad || flat)) why = bad ? kNonFinite : kDegenerate;
+    if (why == kXtol && bad) why = kNonFinite;
+    if (why == kFtol && !false_ftol_check(s, m)) why = kNoProgress;
     if (!why && ((std::fabs(actred) <= lm::kEps && m.prered <= lm::kEps && 0.5 * ratio <= 1.0) ||
                  m.delta <= lm::kEps * m.xnorm || m.gnorm <= lm::kEps))
       why = kNoProgress;
     if (why) stop(s, why);
+  }
+
+  // An ftol stop is a convergence only where the residuals are nearly orthogonal to every
+  // Jacobian column (MINPACK's gnorm, here at most 1e-2): a trust region that collapsed on a
+  // badly nonlinear model also makes the relative reductions small, far from any minimum.
+  bool false_ftol_check(uint32_t s, LmState& m) {
+    if (!m.factored) {
+      refactor(s, m, 0.0);  // (the radius is set by now)
+      if (done_[s]) return true;  // gtol met at the point
+    }
+    return m.gnorm <= 1e-2;
   }
 
   void write_covariance(uint32_t s, double* J, double fnorm) {
