@@ -190,6 +190,7 @@ def cmd_fit(args):
     else:
         print(_table(["parameter", "value"], [[k, f"{v:.10g}"] for k, v in res.params.items()]))
     print(f"loss (MSE) {res.loss:.6g}   R2 {r2:.4f}")
+    print(f"{'converged' if res.converged[res.best_start] else 'NOT converged'}: {res.message}")
     if args.plot:
         from ndvm.cosearch import report
 

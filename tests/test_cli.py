@@ -77,3 +77,21 @@ def test_disasm():
     assert r.returncode == 0, r.stderr
     assert "CALL" in r.stdout or "TAIL_CALL" in r.stdout
     assert "PRIM" in r.stdout
+
+
+def test_fit_prints_standard_errors_and_why_it_stopped(tmp_path):
+    import numpy as np
+
+    x = np.linspace(0.1, 6, 40)
+    y = 2.0 * np.exp(-0.3 * x) + 0.01 * np.sin(7 * x)
+    (tmp_path / "d.csv").write_text("x,y\n" + "\n".join(f"{a:.17g},{b:.17g}" for a, b in zip(x, y)))
+    (tmp_path / "m.scm").write_text("(* A (exp (- 0 (* b x))))")
+    r = ndvm("fit", str(tmp_path / "m.scm"), str(tmp_path / "d.csv"), "--target", "y")
+    assert r.returncode == 0, r.stderr
+    assert "std. error" in r.stdout
+    assert "\nconverged: " in r.stdout and "met" in r.stdout
+    # a budget too small to finish: the fit says so instead of claiming convergence
+    r = ndvm("fit", str(tmp_path / "m.scm"), str(tmp_path / "d.csv"), "--target", "y",
+             "--steps", "2")
+    assert r.returncode == 0, r.stderr
+    assert "NOT converged: the evaluation budget (steps=2) ran out" in r.stdout
