@@ -207,7 +207,7 @@ def _message(status, optimizer, names, flags, steps, tols):
 def fit(prog, data=None, target=None, params=None, starts=1, init=None, optimizer=None,
         steps=None, lr=0.05, loss="mse", bounds=None, seed=0, client="dmci", consts=None,
         dtype="float64", evaluator=None, tol=None, ftol=None, xtol=None, gtol=None,
-        positive=(), uncertainty=None, nan_policy="raise", unused_data="error"):
+        positive=(), uncertainty=None, nan_policy="raise", unused_data="typo"):
     """Calibrate ``prog``'s parameters over ``starts`` starts, natively; returns a FitResult.
 
     prog: an ndvm.Program or source text. data: name -> [N] inputs (one value per data point);
@@ -233,8 +233,10 @@ def fit(prog, data=None, target=None, params=None, starts=1, init=None, optimize
     uncertainty: compute the covariance and standard errors (loss="mse" only; default True for
     LM, which has the Jacobian at its optimum, and L-BFGS, which spends one more evaluation on
     it; False for Adam, whose few steps rarely end at an optimum). nan_policy: "raise" (NaN or inf in data or target is
-    a ValueError) or "omit" (such points are dropped). unused_data: "error" (a data name that is
-    not a free name of the program is a ValueError) or "ignore". client, dtype, evaluator: how
+    a ValueError) or "omit" (such points are dropped). unused_data: what a data name that is not
+    a free name of the program does: "typo" (the default: a ValueError with a "did you mean" when
+    it is within edit distance 2 of a free name, else ignored, so that one data dict can serve
+    many candidate programs), "error" (always a ValueError) or "ignore". client, dtype, evaluator: how
     the program is evaluated (an Evaluator is reused when given).
 
     Returns a FitResult (see its docstring): ``params`` and ``loss`` of the best start, every
@@ -260,8 +262,8 @@ def fit(prog, data=None, target=None, params=None, starts=1, init=None, optimize
         raise ValueError("fit needs a target (or loss='value' to minimize the program's value)")
     if nan_policy not in ("raise", "omit"):
         raise ValueError(f"nan_policy must be 'raise' or 'omit', got {nan_policy!r}")
-    if unused_data not in ("error", "ignore"):
-        raise ValueError(f"unused_data must be 'error' or 'ignore', got {unused_data!r}")
+    if unused_data not in ("typo", "error", "ignore"):
+        raise ValueError(f"unused_data must be 'typo', 'error' or 'ignore', got {unused_data!r}")
     S = int(starts)
     if S < 1:
         raise ValueError(f"starts must be at least 1, got {starts}")
@@ -349,7 +351,9 @@ def fit(prog, data=None, target=None, params=None, starts=1, init=None, optimize
     # still cover N lanes when the target has N points
     inputs = ev.bind(prog, params=dict.fromkeys(names, np.zeros(S)), data=data, consts=consts,
                      points=None if y is None else y.size)
-    if unknown and unused_data == "error":  # (after bind: an unbound name is the first error)
+    if unknown and unused_data != "ignore":  # (after bind: an unbound name is the first error)
+        if unused_data == "typo":
+            unknown = [k for k in unknown if did_you_mean(k, free)]
         _check_names("data", unknown, (), free)
     P = len(names)
     status = np.zeros(S, dtype=np.int8)
