@@ -1,6 +1,7 @@
 """The one native entry (Evaluator.bind/run/sweep) and the layering around it."""
 import subprocess
 import sys
+import tempfile
 
 import numpy as np
 import pytest
@@ -72,4 +73,5 @@ def test_limit_errors_come_from_the_core():
 def test_import_ndvm_does_not_load_the_cosearch_package():
     code = ("import sys, ndvm; assert 'ndvm.cosearch' not in sys.modules; "
             "assert ndvm.Task is ndvm.cosearch.Task and callable(ndvm.search)")
-    subprocess.run([sys.executable, "-c", code], check=True)
+    # outside the checkout, so that the installed package is imported, not the source tree
+    subprocess.run([sys.executable, "-c", code], check=True, cwd=tempfile.gettempdir())

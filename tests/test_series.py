@@ -6,6 +6,7 @@ import math
 import os
 import subprocess
 import sys
+import tempfile
 
 import numpy as np
 import pytest
@@ -167,8 +168,9 @@ def test_aic_pick_ignores_heldout_error():
 
 
 def _ndvm_cli(*args, env=None):
+    # run outside the checkout so that the installed package is imported, not the source tree
     return subprocess.run([sys.executable, "-m", "ndvm", *args], capture_output=True, text=True,
-                          env=env, timeout=900)
+                          env=env, timeout=900, cwd=tempfile.gettempdir())
 
 
 @pytest.mark.parametrize("name", SERIES)
