@@ -15,6 +15,7 @@ import math
 import numpy as np
 
 import ndvm
+from ndvm.cosearch.sexpr import atoms as _atoms
 from ndvm.cosearch.sexpr import size as tree_size
 from ndvm.cosearch.sexpr import to_source, to_tree
 from ndvm.cosearch.simplify import PARAM_MARK, simplify
@@ -149,11 +150,3 @@ def snap(src, params, inputs, target, mse, ev, tol=0.0):
         if e <= mse * (1 + 1e-6) + tol:
             return model, tree_size(out), kept, e
     return src, tree_size(to_tree(src)), params, mse
-
-
-def _atoms(t):
-    if isinstance(t, list):
-        for x in t:
-            yield from _atoms(x)
-    else:
-        yield t

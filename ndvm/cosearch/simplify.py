@@ -10,6 +10,7 @@ are the same model up to reparametrization print the same and are calibrated onc
 import math
 
 from ndvm.cosearch.sexpr import SPECIAL_FORMS, to_source
+from ndvm.cosearch.sexpr import atoms as _atoms
 
 __all__ = ["simplify", "canonicalize", "is_param_only", "TooManyParameters", "PARAM_MARK"]
 
@@ -354,14 +355,6 @@ def canonicalize(tree, params):
     if len(distinct) + _count(t, _PARAM) <= len(names):
         return _rename(t, P, names, shared=True)
     raise TooManyParameters(f"the simplified model needs more than {len(names)} parameters")
-
-
-def _atoms(t):
-    if isinstance(t, list):
-        for x in t:
-            yield from _atoms(x)
-    else:
-        yield t
 
 
 def _count(t, atom):
