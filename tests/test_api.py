@@ -233,3 +233,13 @@ def test_mse_mode_equals_evaluate_and_vjp(client):
     assert none is None
     with pytest.raises(ValueError, match="target"):
         ev.mse(prog, y[:10], params=params, data={"x": x})
+
+
+@pytest.mark.parametrize("client", ndvm.clients())
+def test_pi_is_a_constant_of_the_language_and_can_be_shadowed(client):
+    ev = ndvm.Evaluator(client=client)
+    prog = ndvm.parse("(* 2 pi x)")
+    assert prog.free_names == ("x",)                     # not a parameter to fit
+    assert ev.evaluate(prog, data={"x": 1.0}).value[0, 0] == 2 * np.pi
+    assert ev.evaluate("(let ((pi 3)) pi)").value[0, 0] == 3.0
+    assert ev.evaluate("(define (f pi) (* 2 pi)) (f 1.5)").value[0, 0] == 3.0
