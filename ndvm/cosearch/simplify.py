@@ -237,11 +237,8 @@ def _neg(a):
 def _minus(args, P):
     if len(args) == 1:
         a = args[0]
-        if isinstance(a, list) and len(a) == 2 and a[0] == "-":
-            return a[1]
-        if _neg(a):
-            return a[2]
-        return ["-", a]
+        inner = _negand(a)
+        return ["-", a] if inner is None else inner
     if len(args) != 2:
         return ["-"] + args
     u, v = args
@@ -250,14 +247,18 @@ def _minus(args, P):
     if _num(v) and v == 0:
         return u
     if _num(u) and u == 0:
-        if _neg(v):
-            return v[2]
-        if isinstance(v, list) and len(v) == 2 and v[0] == "-":
-            return v[1]
-        return ["-", 0.0, v]
+        inner = _negand(v)
+        return ["-", 0.0, v] if inner is None else inner
     if _pl(v, P):  # u - c is u + c' with c' = -c fitted
         return _assoc("+", [u, _PARAM if _has_param(v, P) else -v], P)
     return ["-", u, v]
+
+
+def _negand(x):
+    """x's operand when x is a negation, (- y) or (- 0 y); else None."""
+    if isinstance(x, list) and len(x) == 2 and x[0] == "-":
+        return x[1]
+    return x[2] if _neg(x) else None
 
 
 def _divide(args, P):
