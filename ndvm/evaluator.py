@@ -33,15 +33,16 @@ class Result:
     def __init__(self, value, jac, param_names, S, N, grad=None, lanes=None):
         self.value = value
         self._jac = jac        # {name: [S, N]}, or None
-        self._grad = grad      # {name: [S]} reduced natively, or None
-        self._lanes = lanes    # or a callable giving the per-lane block [P, S, N] on demand
+        self._grad = grad      # [P, S] reduced natively (rows in param_names order), or None
+        self._lanes = lanes    # or (evaluator, program, inputs): a run that gives [P, S, N]
         self.param_names = param_names
         self.S = S
         self.N = N
 
     def _jacobians(self):
         if self._jac is None and self._lanes is not None:
-            block = self._lanes()
+            evaluator, prog, inputs = self._lanes
+            block = evaluator.run(prog, inputs, grad=True, reduce="lane")[1]
             self._jac = {k: block[i] for i, k in enumerate(self.param_names)}
             self._lanes = None
         return self._jac
@@ -71,7 +72,7 @@ class Result:
     def grad(self):
         """{parameter: [S]}: d value.sum() / d parameter, per start (None without grad=True)."""
         if self._grad is not None:
-            return dict(self._grad)
+            return {k: self._grad[i].copy() for i, k in enumerate(self.param_names)}
         if self._jac is None:
             return None
         return {k: j.sum(axis=1) for k, j in self._jac.items()}
@@ -219,15 +220,13 @@ class Evaluator:
         partials) and ``vjp(seed)`` {param: [S]} (seed [S, N] weighted sum of the partials).
         Bad programs or inputs raise an ndvm.SchemeError subclass or ValueError.
         """
-        prog = self._program(prog)
+        if type(prog) is not Program:
+            prog = self._program(prog)
         inputs = bind(prog, params, data, consts)
-        value, grads, _ = self.run(prog, inputs, grad=grad)
+        compiled = prog.compiled(self.client)
+        value, grads, _ = self._machine().run(prog, self.client.entry, compiled, inputs, grad)
         if not grad:
             return Result(value, None, inputs.params, inputs.S, inputs.N)
-        kept = inputs.copy()  # the per-lane rows are computed on demand, from the same inputs
-
-        def lanes():
-            return self.run(prog, kept, grad=True, reduce="lane")[1]
-
-        return Result(value, None, inputs.params, inputs.S, inputs.N,
-                      grad=dict(zip(inputs.params, grads)), lanes=lanes)
+        # the per-lane rows are computed on demand, by a second run on the same inputs
+        return Result(value, None, inputs.params, inputs.S, inputs.N, grads,
+                      (self, prog, inputs.copy()))

@@ -59,6 +59,7 @@ cdef class Program:
     cdef readonly str name
     cdef readonly tuple free_names
     cdef readonly dict free_positions
+    cdef readonly dict free_index        # free name -> its position in free_names
     cdef readonly tuple result_position  # (line, col) of the result expression
     cdef readonly dict _compiled
     cdef object _lock
@@ -123,6 +124,7 @@ def parse(str text, str name="<program>"):
         positions[s] = (f.pos.line, f.pos.col)
     p.free_names = tuple(names)
     p.free_positions = positions
+    p.free_index = {k: i for i, k in enumerate(names)}
     rp = result_pos(deref(x))
     p.result_position = (rp.line, rp.col)
     p._compiled = {}
@@ -290,6 +292,49 @@ cdef object _size(str what, str name, object a, object have, str unit):
     return n
 
 
+cdef dict _EMPTY = {}  # never written: the mapping of an input group that was not given
+
+
+cdef dict _mapping(object d, str group, dict a, str a_name, dict b, str b_name):
+    """`d` as a dict whose keys are names not given in the earlier groups a and b."""
+    if d is None:
+        return _EMPTY
+    cdef dict m = d if type(d) is dict else dict(d)
+    for k in m:
+        if not isinstance(k, str):
+            raise TypeError(f"{group} keys must be names (str), got {k!r}")
+        if a and k in a:
+            raise ValueError(f"{k!r} is given in both {a_name} and {group}")
+        if b and k in b:
+            raise ValueError(f"{k!r} is given in both {b_name} and {group}")
+    return m
+
+
+cdef inline object _input(str name, object v, str what):
+    """A parameter or data input as a float or a float64 vector [n >= 1]."""
+    if type(v) is float or _plain_vector(v):
+        return v
+    if type(v) is int:
+        return float(v)
+    v = _as_array(name, v, what, 1)
+    return float(v) if v.ndim == 0 else v
+
+
+cdef object _count(dict group, dict converted, str what, str unit):
+    """The number of starts/points the vectors of a params/data group agree on (None when all
+    are scalars); inputs that needed a conversion are kept in `converted`."""
+    n = None
+    for k, v in group.items():
+        if type(v) is float:
+            continue
+        a = _input(k, v, what)
+        if a is not v:
+            converted[k] = a
+        if type(a) is not float:
+            n = _size(what, k, a, n, unit)
+    return n
+
+
 def bind(Program prog, params=None, data=None, consts=None, points=None):
     """Check inputs against the program's free names and bind them; returns Inputs.
 
@@ -297,31 +342,12 @@ def bind(Program prog, params=None, data=None, consts=None, points=None):
     matrix; points: the N a target fixes (data must agree). Every input sizes S and N, whether
     the program uses it or not.
     """
-    params = {} if params is None else (params if type(params) is dict else dict(params))
-    data = {} if data is None else (data if type(data) is dict else dict(data))
-    consts = {} if consts is None else (consts if type(consts) is dict else dict(consts))
-    cdef dict seen = {}
-    for group, d in (("params", params), ("data", data), ("consts", consts)):
-        for k in d:
-            if not isinstance(k, str):
-                raise TypeError(f"{group} keys must be names (str), got {k!r}")
-            if k in seen:
-                raise ValueError(f"{k!r} is given in both {seen[k]} and {group}")
-            seen[k] = group
-    cdef dict arrays = {}
-    sizes = []  # S from the parameters, N from the data inputs
-    for what, unit, group in (("parameter", "starts", params), ("data input", "points", data)):
-        n = None
-        for k, v in group.items():
-            if type(v) is int:
-                v = float(v)
-            if type(v) is not float and not _plain_vector(v):
-                v = _as_array(k, v, what, 1)
-            if type(v) is not float:
-                n = _size(what, k, v, n, unit)
-            arrays[k] = v
-        sizes.append(n)
-    S, N = sizes
+    cdef dict P = _mapping(params, "params", None, None, None, None)
+    cdef dict D = _mapping(data, "data", P, "params", None, None)
+    cdef dict C = _mapping(consts, "consts", P, "params", D, "data")
+    cdef dict converted = {}
+    S = _count(P, converted, "parameter", "starts")
+    N = _count(D, converted, "data input", "points")
     if points is not None:
         if N is not None and N != points:
             raise ValueError(f"the data has {N} points but target has {points}")
@@ -336,12 +362,14 @@ def bind(Program prog, params=None, data=None, consts=None, points=None):
     b._values = []
     for i in range(nf):
         name = names[i]
-        if name in params or name in data:
-            b._bs[i].kind = <BindKind>(_PARAM if name in params else _DATA)
-            b._bs[i].cols = 0
-            v = arrays[name]
-        elif name in consts:
-            v = _as_array(name, consts[name], "constant", 2)
+        if name in P:
+            b._bs[i].kind = <BindKind>_PARAM
+            v = P[name]
+        elif name in D:
+            b._bs[i].kind = <BindKind>_DATA
+            v = D[name]
+        elif name in C:
+            v = _as_array(name, C[name], "constant", 2)
             if v.ndim == 2 and v.shape[0] > 65535:
                 raise ValueError(f"constant {name!r} has more than 65535 rows")
             b._bs[i].kind = <BindKind>_CONST
@@ -357,8 +385,9 @@ def bind(Program prog, params=None, data=None, consts=None, points=None):
                 f"unbound variable '{name}': not defined by the program and not given as a "
                 f"parameter, data input or constant", line=line, col=col, form=name,
                 file=prog.name)
-        if type(v) is not float and (<cnp.ndarray>v).ndim == 0:
-            v = float(v)
+        if type(v) is not float:
+            v = converted.get(name, v) if converted else v
+        b._bs[i].cols = 0
         if type(v) is float:
             b._scalars[i] = v
             b._bs[i].values = &b._scalars[i]
@@ -368,9 +397,9 @@ def bind(Program prog, params=None, data=None, consts=None, points=None):
             b._bs[i].values = <const double*>cnp.PyArray_DATA(<cnp.ndarray>v)
             b._bs[i].rows = 0 if n == 1 else n
         b._values.append(v)
-    free = prog.free_positions
-    b.params = tuple(params)
-    b.param_binding = tuple(names.index(k) if k in free else -1 for k in params)
+    cdef dict index = prog.free_index
+    b.params = tuple(P)
+    b.param_binding = tuple([index.get(k, -1) for k in b.params])
     return b
 
 
@@ -498,12 +527,16 @@ cdef class Machine:
             rq.target = &tv[0]
             loss = np.empty(S, dtype=np.float64)
             rq.loss_out = <double*>cnp.PyArray_DATA(loss)
-        value = np.empty((S, N), dtype=np.float64)
+        cdef cnp.npy_intp dims[3]
+        dims[0] = S
+        dims[1] = N
+        value = cnp.PyArray_EMPTY(2, dims, cnp.NPY_DOUBLE, 0)
         outp.resize(inputs._bs.size())
         if sweep:
-            out = np.zeros((P, S, lanes_each), dtype=np.float64)
-            if reduce != REDUCE_LANE:
-                out = out.reshape(P, S)
+            dims[0] = P
+            dims[1] = S
+            dims[2] = lanes_each
+            out = cnp.PyArray_ZEROS(3 if reduce == REDUCE_LANE else 2, dims, cnp.NPY_DOUBLE, 0)
             for j in range(P):
                 i = inputs.param_binding[j]
                 if i >= 0:
