@@ -283,6 +283,9 @@ def cmd_search(args):
               if fg else "no good fit within the budget")
     print("Pareto front (NLL vs size):" if nll else "Pareto front (held-out error vs size):")
     print(report.front_table(res))
+    chosen = report.selection_text(res)
+    if chosen:
+        print(chosen)
     if "series" in s:
         from ndvm.cosearch.series import describe
         print(describe(s["series"]))

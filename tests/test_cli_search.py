@@ -58,6 +58,10 @@ def test_search_damped_writes_record_summary_and_plots(tmp_path):
              "--seed", "0")
     assert r.returncode == 0, r.stderr
     assert "first good fit" in r.stdout and "Pareto front" in r.stdout
+    summary = json.loads((out / "summary.json").read_text())
+    # the model selection's choice is explained under the table, as summary.json records it
+    assert "chosen by the one-standard-error rule" in r.stdout
+    assert summary["selection"] and summary["selection"] in r.stdout
     assert "candidates" in r.stderr and "front" in r.stderr  # the progress line
     summary = json.loads((out / "summary.json").read_text())
     assert summary["first_good"]["r2"] > 0.9 and summary["stopped"] == "success"

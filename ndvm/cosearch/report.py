@@ -12,7 +12,7 @@ import numpy as np
 
 import ndvm
 
-__all__ = ["front_table", "highlights", "write_plots", "front_figure", "fits_figure",
+__all__ = ["front_table", "selection_text", "highlights", "write_plots", "front_figure", "fits_figure",
            "fit_figure"]
 
 
@@ -109,6 +109,22 @@ def front_table(result, limit=20):
     if omitted:
         lines.append(f"({omitted} of {len(front)} front rows not shown; every row is in "
                      f"summary.json)")
+    return "\n".join(lines)
+
+
+def selection_text(result):
+    """Why ``result.best`` was chosen, its model and its parameters refitted on all the data
+    (a few lines; empty when the task has no model selection, e.g. a likelihood task)."""
+    best = result.best
+    sel = (best or {}).get("selection") or {}
+    if not sel.get("explanation"):
+        return ""
+    lines = [f"chosen by the {sel['rule']}:", "  " + sel["explanation"],
+             "  model: " + one_line(best.get("model") or best["src"])]
+    if best["params"]:
+        lines.append("  with " + ", ".join(f"{k}={v:.6g}" for k, v in best["params"].items()))
+    if best.get("r2_all") is not None:
+        lines.append(f"  R2 on all {result.task.target.size} points: {best['r2_all']:.6f}")
     return "\n".join(lines)
 
 
