@@ -224,6 +224,21 @@ def _list_builtins():
     return 0
 
 
+def _dask_client(address):
+    """A Dask client connected to the scheduler at ``address`` (tcp://HOST:PORT), or an
+    InputError saying why there is none."""
+    try:
+        from distributed import Client
+    except ImportError:
+        raise InputError("--scheduler needs Dask's distributed package: "
+                         "pip install 'ndvm[dask]'") from None
+    try:
+        return Client(address, timeout="10s")
+    except Exception as e:  # noqa: BLE001 - unreachable, refused or malformed: say which
+        text = str(e).splitlines()[0] if str(e) else type(e).__name__
+        raise InputError(f"cannot connect to the Dask scheduler at {address}: {text}") from None
+
+
 def cmd_search(args):
     """Search program structures for a task and print the Pareto front (error vs size).
 
@@ -261,11 +276,25 @@ def cmd_search(args):
     for ref in task.references():  # fitted here, in the same run (series: the ARIMA baseline)
         print(f"  reference: {ref['label']}: held-out MSE {ref['heldout_error']:.4g}"
               + (f", RMSE {ref['rmse']:.4g}" if "rmse" in ref else ""))
-    res = ndvm.search(task, proposer=args.proposer, budget=args.budget,
-                      max_candidates=args.candidates_max, out=args.out, resume=args.resume,
-                      force=args.force, seed=args.seed, candidates=candidates,
-                      workers=args.workers, progress=not args.quiet, stop_on_success=args.stop,
-                      fit_options=fit_options, **options)
+    cluster = None
+    if args.scheduler:
+        if args.workers is not None:
+            raise InputError("--workers sets local threads; with --scheduler the cluster's "
+                             "workers calibrate: give one or the other")
+        cluster = _dask_client(args.scheduler)
+        threads = sum(cluster.nthreads().values())
+        print(f"  calibrating on the Dask cluster at {args.scheduler} ({threads} worker "
+              f"thread{'' if threads == 1 else 's'})")
+    try:
+        res = ndvm.search(task, proposer=args.proposer, budget=args.budget,
+                          max_candidates=args.candidates_max, out=args.out, resume=args.resume,
+                          force=args.force, seed=args.seed, candidates=candidates,
+                          workers=args.workers, progress=not args.quiet,
+                          stop_on_success=args.stop, fit_options=fit_options,
+                          executor=cluster.get_executor() if cluster else None, **options)
+    finally:
+        if cluster is not None:
+            cluster.close()
     s = res.summary()
     if args.quiet:
         for w in dict.fromkeys(res.warnings):
@@ -512,6 +541,9 @@ def build_parser():
     s.add_argument("--stop", action="store_true", help="stop at the first good held-out fit")
     s.add_argument("--workers", type=_positive_int, default=None,
                    help="calibration threads (default: every core)")
+    s.add_argument("--scheduler", metavar="tcp://HOST:PORT", default=None,
+                   help="calibrate on the Dask cluster of this scheduler instead of local "
+                        "threads (needs ndvm[dask]); same results as a local run")
     s.add_argument("--starts", type=_positive_int, default=None,
                    help="starts per calibration (default: the task's)")
     s.add_argument("--steps", type=_positive_int, default=None,

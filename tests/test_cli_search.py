@@ -2,6 +2,7 @@
 import json
 
 import numpy as np
+import pytest
 
 from test_cli import ndvm
 
@@ -104,3 +105,21 @@ def test_bench_runs():
     r = ndvm("bench", "--repeat", "20")
     assert r.returncode == 0, r.stderr
     assert "kalman2d_T80" in r.stdout and "ndvm.fit" in r.stdout
+
+
+def test_search_on_a_dask_scheduler(tmp_path):
+    distributed = pytest.importorskip("distributed")
+    with distributed.LocalCluster(n_workers=1, threads_per_worker=1, processes=True,
+                                  dashboard_address=None) as cluster:
+        r = ndvm("search", "--task", "damped", "--max-candidates", "32", "--quiet",
+                 "--scheduler", cluster.scheduler_address, "--out", str(tmp_path / "run"))
+    assert r.returncode in (0, 1), r.stderr  # 1: no good fit within 32 candidates
+    assert f"calibrating on the Dask cluster at {cluster.scheduler_address}" in r.stdout
+    summary = json.loads((tmp_path / "run" / "summary.json").read_text())
+    assert summary["candidates"] == 32 and summary["calibrated"] > 0
+    r = ndvm("search", "--task", "damped", "--max-candidates", "4", "--scheduler",
+             "tcp://127.0.0.1:9", "--quiet")
+    assert r.returncode == 2 and "cannot connect to the Dask scheduler at tcp://127.0.0.1:9" \
+        in r.stderr and "Traceback" not in r.stderr
+    r = ndvm("search", "--task", "damped", "--scheduler", "tcp://127.0.0.1:9", "--workers", "2")
+    assert r.returncode == 2 and "give one or the other" in r.stderr

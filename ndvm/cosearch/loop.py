@@ -177,9 +177,10 @@ class SearchResult:
 class _Scorer:
     """Validation, calibration and scoring of batches of sources against one task."""
 
-    def __init__(self, task, client="dmci", workers=None, fit_options=None):
+    def __init__(self, task, client="dmci", workers=None, fit_options=None, executor=None):
         self.task = task
         self.workers = workers
+        self.executor = executor
         self.fit = dict(task.fit)
         self.fit.update(fit_options or {})
         self.fit.setdefault("client", client)
@@ -271,8 +272,9 @@ class _Scorer:
                 except Exception as e:  # noqa: BLE001 - a failed candidate is recorded
                     out[i] = e
             return out
+        where = {"executor": self.executor} if self.executor is not None else {}
         res = calibrate([items[i][0] for i in todo], self.train[0], self.train[1],
-                        workers=self.workers, **self.fit)
+                        workers=self.workers, **where, **self.fit)
         for i, r in zip(todo, res):
             out[i] = dict(r.params) if succeeded(r) else getattr(r, "error", r)
         return out
@@ -413,7 +415,7 @@ def _open_run(out, resume, force):
 def search(task="damped", proposer=None, budget=None, max_candidates=None, out=None,
            resume=False, seed=0, batch=16, workers=None, progress=False, stop_on_success=False,
            candidates=None, grammar=None, client="dmci", fit_options=None, force=False,
-           **proposer_options):
+           executor=None, **proposer_options):
     """Search program structures for ``task``; returns a SearchResult (see its docstring).
 
     task: a Task or a built-in name (``ndvm search --list``).
@@ -427,7 +429,10 @@ def search(task="damped", proposer=None, budget=None, max_candidates=None, out=N
         candidates.jsonl: seen sources are skipped, the front is rebuilt) or ``force``
         (replace it).
     seed: the proposer's seed. batch: candidates proposed and calibrated per round.
-    workers: calibration threads (default: every core). progress: a live status line on stderr.
+    workers: calibration threads (default: every core). executor: a concurrent.futures.Executor
+        that runs the calibrations instead (e.g. a Dask ``Client(...).get_executor()`` for a
+        cluster; see ``ndvm.fit_many``); proposing and scoring stay in this process, and the
+        result is the same as on local threads. progress: a live status line on stderr.
     stop_on_success: stop at the first good held-out fit. candidates: JSON-lines files for the
         replay proposer. grammar: a Grammar for mutate (default: the task's inputs and params).
     client: the evaluator client. fit_options: options for ndvm.fit overriding the task's
@@ -455,7 +460,8 @@ def search(task="damped", proposer=None, budget=None, max_candidates=None, out=N
         prop = make_proposer(proposer, seed=seed, candidates=candidates, **proposer_options)
         prop = task.proposer(prop) if proposer == "mutate" else prop
     state = SearchState(task=task, grammar=g, echo=sys.stderr if progress else None)
-    scorer = _Scorer(task, client=client, workers=workers, fit_options=fit_options)
+    scorer = _Scorer(task, client=client, workers=workers, fit_options=fit_options,
+                     executor=executor)
     records, t_offset = [], 0.0
     record_path = None
     if out is not None:
