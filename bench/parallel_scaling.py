@@ -1,7 +1,8 @@
-"""Scaling of ndvm.fit_many on the 247 co-search candidates (the paper's protocol), and the
+"""Scaling of ndvm.fit_many on the 247 co-search candidates (the paper's protocol), of a whole
+co-search (with its serial fraction and the speed-up Amdahl's law projects from it), and the
 per-task overhead of the executor path on a Dask LocalCluster, which sets the default chunk size.
 
-    python bench/parallel_scaling.py [--rounds 7] [--dask]
+    python bench/parallel_scaling.py [--rounds 7] [--search-candidates 800] [--dask]
 
 Protocol: x = linspace(0.1, 6, 64), y = exp(-0.3x) cos(2x) + 0.02 N(0, 1) (seed 0), the first 44
 points train, 50 Adam steps, lr 0.05, one start per candidate. Runs alternate 1 and 2 workers. The
@@ -84,6 +85,67 @@ def scaling(progs, data, target, rounds, repeat):
         f"{q:.2f}@{max(a, b):.1f}" for q, a, b in zip(ratio, one[:, 1], two[:, 1])))
 
 
+def amdahl(serial, cores):
+    """The speed-up on ``cores`` of a run whose fraction ``serial`` cannot run in parallel."""
+    return 1.0 / (serial + (1.0 - serial) / cores)
+
+
+def search_scaling(n, rounds):
+    """A co-search (damped task, ``n`` candidates, seed 0) with 1 and 2 calibration workers,
+    runs interleaved, and its serial fraction: the share of a one-worker run's wall time spent
+    outside the native calibrations (which release the GIL; proposing, simplifying, binding,
+    scoring and bookkeeping hold it), measured by timing every ``Evaluator.calibrate`` call."""
+    from ndvm.evaluator import Evaluator
+
+    native = [0.0]
+    plain = Evaluator.calibrate
+
+    def timed(self, *args, **kwargs):
+        t = time.perf_counter()
+        try:
+            return plain(self, *args, **kwargs)
+        finally:
+            native[0] += time.perf_counter() - t
+
+    runs, fractions, reference = {1: [], 2: []}, [], None
+    ndvm.search("damped", max_candidates=64, seed=0, workers=2)  # warm the pool and machines
+    for _ in range(rounds):
+        for w in (1, 2):
+            native[0] = 0.0
+            Evaluator.calibrate = timed if w == 1 else plain
+            try:
+                (rate_, other), res = measure_result(
+                    lambda w=w: ndvm.search("damped", max_candidates=n, seed=0, workers=w), n)
+            finally:
+                Evaluator.calibrate = plain
+            srcs = [r["src"] for r in res.records]
+            assert reference is None or srcs == reference, "the search depends on the workers"
+            reference = srcs
+            runs[w].append((rate_, other))
+            if w == 1:
+                fractions.append(1.0 - native[0] / res.elapsed)
+    one, two = np.array(runs[1]), np.array(runs[2])
+    quiet = (one[:, 1] < QUIET) & (two[:, 1] < QUIET)
+    ratio = two[:, 0] / one[:, 0]
+    f = float(np.median(fractions))
+    print(f"search (damped, {n} candidates): workers=1 median {np.median(one[:, 0]):.0f} cand/s, "
+          f"workers=2 median {np.median(two[:, 0]):.0f} cand/s")
+    print(f"  speed-up 2 vs 1 worker: median {np.median(ratio):.2f}x over {len(ratio)} pairs; "
+          f"{np.median(ratio[quiet]) if quiet.any() else np.nan:.2f}x over the {quiet.sum()} "
+          f"quiet pairs")
+    print(f"  serial fraction (outside native calibration, one worker): median {f:.2f} "
+          f"(runs: {' '.join(f'{x:.2f}' for x in fractions)})")
+    print(f"  Amdahl projection from it: {amdahl(f, 2):.2f}x on 2 cores, {amdahl(f, 16):.1f}x on "
+          f"16, {amdahl(f, 64):.1f}x on 64 (ceiling {1 / f:.1f}x)")
+
+
+def measure_result(fn, n):
+    """measure() of ``fn`` that also returns what ``fn`` returned."""
+    out = []
+    got = measure(lambda: out.append(fn()), n)
+    return got, out[0]
+
+
 def _fit_or_error(p, opts):
     try:
         return ndvm.fit(p, **dict(opts, unused_data="ignore"))  # as fit_many does
@@ -137,12 +199,16 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--rounds", type=int, default=7)
     ap.add_argument("--repeat", type=int, default=8, help="batches of the 247 per timed call")
+    ap.add_argument("--search-candidates", type=int, default=800,
+                    help="candidates per timed search (0: skip the search scaling)")
     ap.add_argument("--dask", action="store_true", help="also measure the Dask executor path")
     args = ap.parse_args()
     progs, data, target = protocol()
     print(f"{len(progs)} candidates, cores available: {parallel.default_workers()}, "
           f"load average: {os.getloadavg()[0]:.2f}")
     scaling(progs, data, target, args.rounds, args.repeat)
+    if args.search_candidates:
+        search_scaling(args.search_candidates, args.rounds)
     if args.dask:
         dask_overhead(progs, data, target)
     print(f"load average after: {os.getloadavg()[0]:.2f}")
