@@ -1,6 +1,9 @@
 """Shared fixtures: the client list, the reference data directory, and helpers."""
+import contextlib
 import json
 import os
+import threading
+from http.server import HTTPServer
 from pathlib import Path
 
 import numpy as np
@@ -16,6 +19,21 @@ CLIENTS = ndvm.clients()
 DATA_MISSING = ("optional reference data {path} is absent (the published artifact's oracle values "
                 "and co-search candidates; every other test runs without it; set "
                 "NDVM_SHARED_DATA=DIR to use a copy elsewhere)")
+
+
+@contextlib.contextmanager
+def local_http(handler):
+    """A local HTTP server answering with ``handler`` (a BaseHTTPRequestHandler subclass) on a
+    free port, in a thread; yields its base URL (ending in /v1, as an LLM endpoint's)."""
+    server = HTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}/v1"
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join()
 
 
 def shared_json(name):

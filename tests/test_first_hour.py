@@ -7,9 +7,8 @@ import signal
 import subprocess
 import sys
 import tempfile
-import threading
 import time
-from http.server import BaseHTTPRequestHandler, HTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 
 import numpy as np
@@ -19,6 +18,7 @@ import ndvm
 from ndvm.cosearch import report
 from ndvm.cosearch.loop import RunExistsError, SearchResult
 from ndvm.cosearch.tasks import TASKS, get_task
+from conftest import local_http
 from test_cli import ndvm as cli
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -43,13 +43,8 @@ class _Stub(BaseHTTPRequestHandler):
 
 @pytest.fixture
 def stub():
-    server = HTTPServer(("127.0.0.1", 0), _Stub)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{server.server_address[1]}/v1"
-    server.shutdown()
-    server.server_close()
-    thread.join()
+    with local_http(_Stub) as url:
+        yield url
 
 
 def _answer(text):

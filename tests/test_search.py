@@ -3,8 +3,7 @@ import json
 import math
 import os
 import re
-import threading
-from http.server import BaseHTTPRequestHandler, HTTPServer
+from http.server import BaseHTTPRequestHandler
 
 import numpy as np
 import pytest
@@ -17,7 +16,7 @@ from ndvm.cosearch.proposers import CandidateFileError, extract_programs, read_c
 from ndvm.cosearch.sexpr import canonical, size, skeleton, to_source, to_tree
 from ndvm.cosearch.tasks import NILE, get_task
 
-from conftest import DATA_MISSING, SHARED_DATA, shared_json
+from conftest import DATA_MISSING, SHARED_DATA, local_http, shared_json
 
 LOOP = "(loop ((s (* c x)) (k 0)) (if (= k 10) s (recur (+ (* a s) b) (+ k 1))))"
 
@@ -195,14 +194,9 @@ class _StubLLM(BaseHTTPRequestHandler):
 
 @pytest.fixture
 def stub_llm():
-    server = HTTPServer(("127.0.0.1", 0), _StubLLM)
     _StubLLM.requests = []
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{server.server_address[1]}/v1"
-    server.shutdown()
-    server.server_close()
-    thread.join()
+    with local_http(_StubLLM) as url:
+        yield url
 
 
 def test_llm_proposer_against_a_local_stub(stub_llm, monkeypatch):
