@@ -271,8 +271,10 @@ def cmd_search(args):
         print(f"  a likelihood task: each candidate's parameters ({', '.join(task.params)}) are "
               f"fitted by maximum likelihood; lower NLL is better")
     else:
+        good = ("any finite held-out error" if task.threshold is None
+                else f"held-out R2 > {task.threshold:.4g}")
         print(f"  {task.train.size} training / {task.heldout.size} held-out points; a good fit "
-              f"has held-out R2 > {task.threshold}; parameters {', '.join(task.params)}")
+              f"has {good}; parameters {', '.join(task.params)}")
     for ref in task.references():  # fitted here, in the same run (series: the ARIMA baseline)
         print(f"  reference: {ref['label']}: held-out MSE {ref['heldout_error']:.4g}"
               + (f", RMSE {ref['rmse']:.4g}" if "rmse" in ref else ""))

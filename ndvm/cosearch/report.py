@@ -177,7 +177,7 @@ def front_figure(result):
     ax.set_ylim(low, top * 1.5)
     if task.threshold is not None:
         ax.axhline((1 - task.threshold) * var, ls="--", c="0.4", lw=1,
-                   label=f"R² = {task.threshold} (a good fit is below)")
+                   label=f"R² = {task.threshold:.4g} (a good fit is below)")
     ax.set_title(f"{task.name}: {result.proposer}, {n} candidates, {n_cal} calibrated")
     ax.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.14), ncol=2)
     fig.tight_layout()
