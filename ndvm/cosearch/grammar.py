@@ -57,7 +57,7 @@ def positions(tree, scope=frozenset(), counters=frozenset(), path=()):
     scope: the local variable names bound there. A position that mentions a loop counter is not
     rewritten; children of a node that has a counter as a direct argument are not visited.
     """
-    if not _refs(tree, counters):
+    if not counters or not _refs(tree, counters):  # (no counter: nothing to look for)
         yield path, scope, bool(counters)
     if not isinstance(tree, list) or not tree:
         return
@@ -87,7 +87,7 @@ def positions(tree, scope=frozenset(), counters=frozenset(), path=()):
         for j in range(1, len(tree)):
             yield from positions(tree[j], scope, counters, path + (j,))
     elif isinstance(head, str) and head not in SPECIAL_FORMS:
-        if any(isinstance(t, str) and t in counters for t in tree[1:]):
+        if counters and any(isinstance(t, str) and t in counters for t in tree[1:]):
             return
         for j in range(1, len(tree)):
             yield from positions(tree[j], scope, counters, path + (j,))

@@ -30,6 +30,8 @@ def _plain(d):
 
 
 def _atom(a):
+    if type(a) is str:  # the common case first: a symbol
+        return a
     if isinstance(a, bool):
         return "#t" if a else "#f"
     if isinstance(a, int):
@@ -45,7 +47,7 @@ def _atom(a):
 def to_source(tree):
     """Source text of a tree, on one line."""
     if isinstance(tree, list):
-        return "(" + " ".join(to_source(t) for t in tree) + ")"
+        return "(" + " ".join([to_source(t) for t in tree]) + ")"
     return _atom(tree)
 
 
@@ -60,7 +62,9 @@ def atoms(tree):
 
 def size(tree):
     """Program size: the number of atoms (symbols and literals)."""
-    return sum(1 for _ in atoms(tree))
+    if isinstance(tree, list):
+        return sum([size(t) for t in tree])
+    return 1
 
 
 def _is_number(a):

@@ -30,7 +30,12 @@ PARAM_MARK = _PARAM
 
 
 def _num(a):
-    return isinstance(a, (int, float)) and not isinstance(a, bool)
+    t = type(a)
+    if t is float or t is int:
+        return True
+    if t is str or t is list or t is bool:  # (the common non-numbers, decided at once)
+        return False
+    return isinstance(a, (int, float))
 
 
 def is_param_only(tree, params):
