@@ -65,3 +65,39 @@ def test_params_round_trip():
     assert m.get_params()["max_candidates"] == 5
     with pytest.raises(ValueError, match="budget or max_candidates"):
         ndvm.SymbolicRegressor(budget=None).fit(np.ones((5, 1)), np.arange(5.0))
+
+
+def test_polynomial_bases_evaluate_to_their_polynomials():
+    from ndvm.cosearch.grammar import polynomials
+    from ndvm.cosearch.sexpr import to_source
+
+    x, y = np.linspace(-2, 2, 9), np.linspace(-1, 3, 9)
+    coef = {"a": 0.5, "b": -1.5, "c": 2.0, "d": 0.25}
+    trees = {to_source(t) for t in polynomials(["x", "y"], tuple(coef))}
+    a, b, c, d = coef.values()
+    expect = {  # a few of them, written out by hand
+        "(+ a (* x (+ b (* x (+ c (* x d))))))": a + b * x + c * x**2 + d * x**3,
+        "(* x (+ a (* x (+ b (* x (+ c (* x d)))))))": a * x + b * x**2 + c * x**3 + d * x**4,
+        "(+ (* x (+ a (* x b))) (* y (+ c (* y d))))": a * x + b * x**2 + c * y + d * y**2,
+        "(+ a (* x (+ b (* x c))) (* y d))": a + b * x + c * x**2 + d * y,
+    }
+    assert set(expect) <= trees
+    ev = ndvm.Evaluator()
+    for src, want in expect.items():
+        got = ev.evaluate(src, params=coef, data={"x": x, "y": y}).value[0]
+        np.testing.assert_allclose(got, want, rtol=1e-14, atol=1e-14)
+    # at most as many parameters as given, and no more inputs than the two
+    for t in polynomials(["x", "y"], tuple(coef)):
+        prog = ndvm.parse(to_source(t))
+        assert set(prog.free_names) <= {"x", "y", *coef}
+
+
+def test_a_polynomial_target_is_found_exactly():
+    """Nguyen-2 (x^4 + x^3 + x^2 + x on 20 points): the polynomial bases fit it exactly and the
+    selection keeps the exact model, its coefficients snapped to the integers."""
+    rng = np.random.default_rng(0)
+    x = rng.uniform(-1, 1, 20)
+    m = ndvm.SymbolicRegressor(budget=None, max_candidates=300, random_state=0)
+    m.fit(x[:, None], x**4 + x**3 + x**2 + x)
+    t = np.linspace(-1, 1, 101)
+    np.testing.assert_allclose(m.predict(t[:, None]), t**4 + t**3 + t**2 + t, atol=1e-9)

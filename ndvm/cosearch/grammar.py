@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from ndvm.cosearch.sexpr import SPECIAL_FORMS, size
 
 __all__ = ["Grammar", "positions", "get_at", "replace_at", "grow", "mutate", "crossover",
-           "simplify", "small_programs"]
+           "simplify", "small_programs", "polynomials"]
 
 
 @dataclass
@@ -241,7 +241,47 @@ def small_programs(g):
         out += [["+", a, ["*", b, [u, ["*", c, x]]]] for x in xs for u in g.unary]
     out += [["*", p, [u, x], [v, y]] for x in xs for y in xs if x < y
             for u in g.unary for v in g.unary]
+    if "+" in g.binary and "*" in g.binary and len(xs) <= POLYNOMIAL_INPUTS:
+        out += polynomials(xs, g.params)
     return [t[0] if len(t) == 1 else t for t in out]
+
+
+POLYNOMIAL_INPUTS = 3  # polynomial bases are proposed for problems with at most this many inputs
+
+
+def _horner(x, coefs):
+    """coefs[0] + x (coefs[1] + x (coefs[2] + ...)) as a tree."""
+    t = coefs[-1]
+    for c in reversed(coefs[:-1]):
+        t = ["+", c, ["*", x, t]]
+    return t
+
+
+def polynomials(xs, params):
+    """Polynomial models as far as the parameters go, fewest parameters first: in each input
+    (degree 2 and up, with and without an intercept, in Horner form) and, for each pair of
+    inputs, a sum of one polynomial in each (degrees 1 and up, with and without one shared
+    intercept). Linear in
+    their parameters, so a least-squares calibration fits them exactly; selection keeps the
+    lowest degree that explains the data."""
+    P = len(params)
+    out = []
+    for x in xs:
+        out += [(d + 1, _horner(x, list(params[:d + 1]))) for d in range(2, P)]
+        out += [(d, ["*", x, _horner(x, list(params[:d]))]) for d in range(2, P + 1)]
+    for i, x in enumerate(xs):
+        for y in xs[i + 1:]:
+            for dx in range(1, P):
+                for dy in range(1, P + 1 - dx):
+                    ps = list(params[:dx + dy])
+                    pair = [["*", x, _horner(x, ps[:dx])], ["*", y, _horner(y, ps[dx:])]]
+                    out.append((dx + dy, ["+"] + pair))
+                    if dx + dy < P:  # room for an intercept too
+                        ps = list(params[1:dx + dy + 1])
+                        out.append((dx + dy + 1, ["+", params[0],
+                                                  ["*", x, _horner(x, ps[:dx])],
+                                                  ["*", y, _horner(y, ps[dx:])]]))
+    return [t for _, t in sorted(out, key=lambda pt: pt[0])]
 
 
 def simplify(tree):
