@@ -359,9 +359,10 @@ def test_a_worker_killed_mid_run_loses_and_repeats_nothing():
 
 def test_search_on_a_dask_cluster_equals_a_local_search():
     distributed = pytest.importorskip("distributed")
-    local = ndvm.search("damped", max_candidates=48, seed=3, workers=1)
+    # (the same rounds: with an executor the default round is larger, EXECUTOR_BATCH per thread)
+    local = ndvm.search("damped", max_candidates=48, seed=3, workers=1, batch=16)
     with _process_cluster(distributed) as cluster, distributed.Client(cluster) as client:
-        remote = ndvm.search("damped", max_candidates=48, seed=3,
+        remote = ndvm.search("damped", max_candidates=48, seed=3, batch=16,
                              executor=client.get_executor())
 
     def fields(res):

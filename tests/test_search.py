@@ -315,3 +315,8 @@ def test_search_is_exported_without_hiding_the_package():
 
     assert callable(ndvm.search) and ndvm.search is ndvm.cosearch.search
     assert os.path.basename(ndvm.cosearch.__file__) == "__init__.py"
+
+
+def test_batch_must_be_positive():
+    with pytest.raises(ValueError, match="batch must be at least 1"):
+        ndvm.search("damped", max_candidates=4, batch=0)

@@ -21,6 +21,7 @@ from ndvm.cosearch.select import select
 from ndvm.cosearch.sexpr import size, skeleton, to_source, to_tree
 from ndvm.cosearch.simplify import TooManyParameters, canonicalize
 from ndvm.cosearch.tasks import Task, get_task
+from ndvm.parallel import _executor_workers
 
 __all__ = ["search", "SearchResult", "pareto_front", "RunExistsError", "RECORD_FILE",
            "SUMMARY_FILE"]
@@ -30,6 +31,11 @@ SUMMARY_FILE = "summary.json"
 _PROBE_STEPS = 2_000_000
 _DENSE_POINTS = 512  # the dense probe of the input box that catches poles between data points
 _POPULATION = 64
+BATCH = 16  # candidates per round on local threads
+# ... and per executor worker thread on a cluster: fit_many cuts a round into TASKS_PER_WORKER
+# tasks per worker, so a task carries EXECUTOR_BATCH / TASKS_PER_WORKER candidates (128: ~30-60
+# ms of LM fits) against the ~2-5 ms a Dask task costs to schedule (parallel_scaling.py --dask)
+EXECUTOR_BATCH = 512
 
 
 def pareto_front(records):
@@ -413,7 +419,7 @@ def _open_run(out, resume, force):
 
 
 def search(task="damped", proposer=None, budget=None, max_candidates=None, out=None,
-           resume=False, seed=0, batch=16, workers=None, progress=False, stop_on_success=False,
+           resume=False, seed=0, batch=None, workers=None, progress=False, stop_on_success=False,
            candidates=None, grammar=None, client="dmci", fit_options=None, force=False,
            executor=None, **proposer_options):
     """Search program structures for ``task``; returns a SearchResult (see its docstring).
@@ -428,7 +434,9 @@ def search(task="damped", proposer=None, budget=None, max_candidates=None, out=N
         that already holds a search raises RunExistsError unless ``resume`` (continue from its
         candidates.jsonl: seen sources are skipped, the front is rebuilt) or ``force``
         (replace it).
-    seed: the proposer's seed. batch: candidates proposed and calibrated per round.
+    seed: the proposer's seed. batch: candidates proposed and calibrated per round; default 16,
+        or with an ``executor`` EXECUTOR_BATCH per executor worker thread (so that each task it
+        receives carries enough work to hide its scheduling cost; see ``ndvm.fit_many``).
     workers: calibration threads (default: every core). executor: a concurrent.futures.Executor
         that runs the calibrations instead (e.g. a Dask ``Client(...).get_executor()`` for a
         cluster; see ``ndvm.fit_many``); proposing and scoring stay in this process, and the
@@ -443,6 +451,10 @@ def search(task="damped", proposer=None, budget=None, max_candidates=None, out=N
     and summary.json hold everything done so far.
     """
     task = get_task(task) if isinstance(task, str) else task
+    if batch is None:
+        batch = BATCH if executor is None else EXECUTOR_BATCH * _executor_workers(executor)
+    elif int(batch) < 1:
+        raise ValueError(f"batch must be at least 1, got {batch}")
     budget_s = _parse_budget(budget) if budget is not None else task.budget_seconds
     if max_candidates is not None and max_candidates <= 0:
         raise ValueError(f"max_candidates must be a positive count; got {max_candidates}")
