@@ -455,6 +455,8 @@ class Fitter {
         if (!b.steepest) {  // the quasi-Newton direction failed: forget and try steepest descent
           b.count = 0;
           begin_search(s, b, ut);
+        } else if (b.ls.unresolved() && 10.0 * lm::kEps <= rq_.ftol) {
+          stop(s, kFtol);  // no reduction above the loss's rounding error is possible
         } else {
           stop(s, kNoProgress);
         }
