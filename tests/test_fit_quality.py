@@ -470,3 +470,29 @@ def test_value_loss_keeps_positive_parameters_positive_and_reports_failure():
         assert r.status[0] in (1, 2, 3, 4)
     else:
         assert r.status[0] in (-2, -1, 0) and r.message
+
+
+def test_cosearch_likelihood_fits_run_natively_with_an_honest_status():
+    """The co-search's likelihood calibration is ndvm.fit(loss="value"): the Kalman task's q and
+    r stay positive, the result carries a stop reason, and the gradient is zero there."""
+    from ndvm.cosearch import minimize_value
+    from ndvm.cosearch.tasks import get_task
+
+    task = get_task("kalman")
+    prog = ndvm.parse(task.seeds[0])
+    r = minimize_value(prog, task.params, task.init, consts=task.consts, positive=task.positive)
+    assert isinstance(r, ndvm.FitResult) and r.optimizer == "lbfgs"
+    assert r.converged[0] and r.status[0] in (1, 2), r.message
+    assert r.params["q"] > 0 and r.params["r"] > 0
+    g = ndvm.Evaluator().evaluate(prog, params=r.params, consts=task.consts, grad=True).grad
+    for k in ("q", "r"):
+        assert abs(g[k][0] * r.params[k]) < 1e-5, (k, g)
+    # a budget too small to finish says so
+    r = minimize_value(prog, task.params, task.init, consts=task.consts, positive=task.positive,
+                       steps=3)
+    assert not r.converged[0] and r.status[0] == 0 and "budget" in r.message
+    with pytest.raises(ValueError, match="above zero"):
+        minimize_value(prog, task.params, {"q": -1.0, "r": 1.0}, consts=task.consts,
+                       positive=task.positive)
+    with pytest.raises(ValueError, match="not finite at the initial point"):
+        minimize_value("(log (- q 2))", ["q"], {"q": 1.0})
