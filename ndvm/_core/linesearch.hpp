@@ -2,7 +2,9 @@
 // c1 and curvature |phi'(a)| <= c2 |phi'(0)|), written as a state machine so that many starts can
 // search at once: each observe() digests one evaluated trial and says what to do next
 // (bracketing, then zoom by safeguarded cubic interpolation: Nocedal & Wright, Alg. 3.5/3.6).
-// A non-finite trial counts as an infinitely high value: the bracket shrinks towards 0.
+// A non-finite trial counts as an infinitely high value: the bracket shrinks towards 0. A trial
+// between the start and the best point that rises above the start reveals a barrier (a pole)
+// between them: the search then stays on the near side, in the start's basin.
 #pragma once
 #include <algorithm>
 #include <cmath>
