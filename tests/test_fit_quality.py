@@ -18,7 +18,7 @@ scipy_optimize = pytest.importorskip("scipy.optimize")
 
 SUITE = shared_json_or_empty("calibration_suite.json", "programs")
 
-# ---- Moré-Garbow-Hillstrom and NIST problems at the defaults -------------------------------------
+# ---- Moré-Garbow-Hillstrom and NIST problems at the defaults ----------------------------------
 
 CASES = [(p, label, x0) for p in PROBLEMS for label, x0 in starts(p)]
 # (problem, start) pairs that LM at its defaults solves today (42 of 51, bench/fit_quality.py);
