@@ -1,6 +1,6 @@
 """Calibrations per second on the paper's co-search protocol, side by side in one run.
 
-    python bench/calibration_rate.py [--tagged-sample 8]
+    python bench/calibration_rate.py [--tagged-sample 8] [--no-torch]
 
 Protocol (../shared/data/README.md): x = linspace(0.1, 6, 64), y = target(x) + 0.02 N(0, 1)
 (seed 0); the first 44 points train, the last 20 are held out; each calibration is 50 Adam steps
@@ -61,7 +61,7 @@ def torch_adam(prog, names, xt, yt, evaluate, steps=50, lr=0.05):
     return {n: float(p.detach()[0]) for n, p in zip(names, ps)}
 
 
-def run_file(name, tagged_sample):
+def run_file(name, tagged_sample, torch_rows=True):
     path = DATA / name
     if not path.exists():
         print(f"{path} is not available: skipped")
@@ -92,12 +92,14 @@ def run_file(name, tagged_sample):
         rows[label] = (rate, sum(f is not None and heldout_ok(p, f.params, xh, yh)
                                  for p, f in zip(progs, fits)))
     try:
+        if not torch_rows:
+            raise ImportError
         import torch  # noqa: F401
 
         import ndvm.torch as nt
         from ndvm.baselines import TaggedEvaluator
     except ImportError:
-        print("torch is not installed: (a) and (d) skipped")
+        print("torch is not installed or --no-torch: (a) and (d) skipped")
     else:
         torch.set_num_threads(1)
         t0 = time.perf_counter()
@@ -143,9 +145,10 @@ def run_file(name, tagged_sample):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--tagged-sample", type=int, default=8)
+    ap.add_argument("--no-torch", action="store_true", help="only the native rows (b) and (c)")
     args = ap.parse_args()
     for name in TASKS:
-        run_file(name, args.tagged_sample)
+        run_file(name, args.tagged_sample, torch_rows=not args.no_torch)
 
 
 if __name__ == "__main__":

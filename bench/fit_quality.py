@@ -22,32 +22,7 @@ import numpy as np
 import ndvm
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
-from nls_problems import PROBLEMS, starts  # noqa: E402
-
-
-def sum_sq(p, x):
-    with np.errstate(all="ignore"):
-        r = p.residuals(np.asarray(x, dtype=np.float64), **p.data)
-    s = float(np.dot(r, r))
-    return s if math.isfinite(s) else math.inf
-
-
-def judge(p, x, x0):
-    """(success, at a known minimum, correct digits) of the point x."""
-    ss = sum_sq(p, x)
-    best = p.minima[0]
-    if best == 0.0:
-        ok = ss <= 1e-10 * max(1.0, sum_sq(p, x0))
-    else:
-        ok = abs(ss - best) <= 1e-6 * best
-    known = ok or any(m > 0 and abs(ss - m) <= 1e-4 * m for m in p.minima[1:])
-    if p.solution is not None and ok:
-        errs = [abs(a - b) / (abs(b) if b else 1.0) for a, b in zip(x, p.solution)]
-        e = max(errs)
-    else:
-        e = abs(ss - best) / (best if best else max(1.0, sum_sq(p, x0)))
-    digits = 15.0 if e == 0 else min(15.0, max(0.0, -math.log10(e)))
-    return ok, known, digits
+from nls_problems import PROBLEMS, judge, starts  # noqa: E402
 
 
 def run_ndvm(p, x0, optimizer, ev):

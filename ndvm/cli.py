@@ -174,6 +174,16 @@ def cmd_fit(args):
     data = {k: v for k, v in cols.items() if k in prog.free_names and k != args.target}
     params = args.params.split(",") if args.params else None
     init = dict(args.init or [])
+    from ndvm.fit import did_you_mean
+
+    unused = [c for c in cols if c not in data]  # columns the program does not read
+    for name in prog.free_names:
+        if name in data or (params is not None and name not in params):
+            continue
+        hint = did_you_mean(name, unused)
+        if hint:  # a free name with no column of its own, close to a column's name: a typo?
+            print(f"ndvm: warning: {name!r} matches no CSV column and is fitted as a parameter"
+                  f"{hint.replace('(did you mean', '(did you mean column')}", file=sys.stderr)
     res = ndvm.fit(prog, data=data, target=y, params=params, starts=args.starts,
                    init=init or None, optimizer=args.optimizer, steps=args.steps, lr=args.lr,
                    seed=args.seed, client=args.client)

@@ -178,8 +178,8 @@ def _message(status, optimizer, names, flags, steps, tols):
     ftol, xtol, gtol = tols
     text = {
         -3: "degenerate: the fit stopped where {vanished} no longer affect(s) the model (its "
-            "Jacobian column vanished during the fit, e.g. an exponential that underflowed); "
-            "the point is not a trustworthy fit",
+            "Jacobian column is zero there, e.g. an exponential that underflowed); the point "
+            "is not a trustworthy fit",
         -2: "non-finite values: the loss or its gradient is not finite at the start point, or "
             "at every point tried next to the returned one",
         -1: "no further progress possible: no step reduces the loss (the line search or the "

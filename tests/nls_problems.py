@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-__all__ = ["Problem", "PROBLEMS", "starts"]
+__all__ = ["Problem", "PROBLEMS", "starts", "sum_sq", "judge"]
 
 
 @dataclass
@@ -165,3 +165,35 @@ PROBLEMS = [
             (699.64151270, 5.2771253025, 0.75962938329, 1.2792483859),
             ((100.0, 10.0, 1.0, 1.0), (700.0, 5.0, 0.75, 1.3))),
 ]
+
+
+def sum_sq(p, x):
+    """The sum of squared residuals of problem p at x (inf where not finite)."""
+    with np.errstate(all="ignore"):
+        r = p.residuals(np.asarray(x, dtype=np.float64), **p.data)
+        s = float(np.dot(r, r))
+    return s if math.isfinite(s) else math.inf
+
+
+def judge(p, x, x0):
+    """(success, at a known minimum, correct digits) of the point x reached from x0.
+
+    Success: the sum of squares reaches the global minimum (relative 1e-6; a zero minimum: below
+    1e-10 times the initial one). Known: success, or a listed local minimum (relative 1e-4).
+    Correct digits: the log relative error of the parameters where the minimizer is known, else
+    of the sum of squares (capped at 15).
+    """
+    ss = sum_sq(p, x)
+    best = p.minima[0]
+    if best == 0.0:
+        ok = ss <= 1e-10 * max(1.0, sum_sq(p, x0))
+    else:
+        ok = abs(ss - best) <= 1e-6 * best
+    known = ok or any(m > 0 and abs(ss - m) <= 1e-4 * m for m in p.minima[1:])
+    if p.solution is not None and ok:
+        errs = [abs(a - b) / (abs(b) if b else 1.0) for a, b in zip(x, p.solution)]
+        e = max(errs)
+    else:
+        e = abs(ss - best) / (best if best else max(1.0, sum_sq(p, x0)))
+    digits = 15.0 if e == 0 else min(15.0, max(0.0, -math.log10(e)))
+    return ok, known, digits

@@ -95,3 +95,40 @@ def test_fit_prints_standard_errors_and_why_it_stopped(tmp_path):
              "--steps", "2")
     assert r.returncode == 0, r.stderr
     assert "NOT converged: the evaluation budget (steps=2) ran out" in r.stdout
+
+
+def _write_fit_files(tmp_path, src, header="x,y"):
+    import numpy as np
+
+    x = np.linspace(0.1, 6, 40)
+    y = 2.0 * np.exp(-0.3 * x) + 0.01 * np.sin(7 * x)
+    (tmp_path / "d.csv").write_text(f"{header}\n" + "\n".join(f"{a:.17g},{b:.17g}"
+                                                              for a, b in zip(x, y)))
+    (tmp_path / "m.scm").write_text(src)
+    return str(tmp_path / "m.scm"), str(tmp_path / "d.csv")
+
+
+def test_fit_reports_a_name_without_a_column_as_a_parameter_and_warns_on_a_near_miss(tmp_path):
+    """`time` is not a column (the CSV has `tme`): it is fitted as a parameter, the output lists
+    it, and a warning names the column it probably meant."""
+    m, d = _write_fit_files(tmp_path, "(* A (exp (- 0 (* rate time))))", header="tme,y")
+    r = ndvm("fit", m, d, "--target", "y")
+    assert r.returncode == 0, r.stderr
+    assert "fitted A, rate, time to y" in r.stdout
+    assert any(line.split()[:1] == ["time"] for line in r.stdout.splitlines())
+    assert ("ndvm: warning: 'time' matches no CSV column and is fitted as a parameter "
+            "(did you mean column 'tme'?)") in r.stderr
+    # no warning when every free name is a column or clearly a parameter
+    m, d = _write_fit_files(tmp_path, "(* A (exp (- 0 (* rate x))))")
+    r = ndvm("fit", m, d, "--target", "y")
+    assert r.returncode == 0 and "warning" not in r.stderr, r.stderr
+
+
+def test_fit_rejects_nan_in_the_csv_naming_the_column_and_row(tmp_path):
+    m, d = _write_fit_files(tmp_path, "(* A (exp (- 0 (* b x))))")
+    lines = open(d).read().splitlines()
+    lines[5] = "nan," + lines[5].split(",")[1]
+    open(d, "w").write("\n".join(lines))
+    r = ndvm("fit", m, d, "--target", "y")
+    assert r.returncode != 0
+    assert "data input 'x' has a non-finite value (nan) at index 4" in r.stderr, r.stderr

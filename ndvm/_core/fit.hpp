@@ -455,6 +455,8 @@ class Fitter {
         if (!b.steepest) {  // the quasi-Newton direction failed: forget and try steepest descent
           b.count = 0;
           begin_search(s, b, ut);
+        } else if (b.ls.unresolved() && 10.0 * lm::kEps <= rq_.ftol) {
+          stop(s, kFtol);  // no reduction above the loss's rounding error is possible
         } else {
           stop(s, kNoProgress);
         }
@@ -586,8 +588,12 @@ class Fitter {
     for (uint32_t s = 0; s < S_; ++s) {
       if (retired_[s]) continue;
       LmState& m = st[s];
-      for (size_t p = 0; p < P_; ++p) {  // a column that vanished during the fit
-        if (m.cn[p] == 0.0 && m.col0[p] > 0.0) {
+      // a column that vanished during the fit; or every column zero while the residuals are not
+      // (started where the model no longer depends on any parameter: a zero gradient, no minimum)
+      bool flat = m.fnorm > 0.0;
+      for (size_t p = 0; p < P_; ++p) flat = flat && m.cn[p] == 0.0;
+      for (size_t p = 0; p < P_; ++p) {
+        if (m.cn[p] == 0.0 && (m.col0[p] > 0.0 || flat)) {
           flags_[p * S_ + s] |= 2;
           if (status_[s] > 0) status_[s] = kDegenerate;
         }

@@ -2,7 +2,9 @@
 // c1 and curvature |phi'(a)| <= c2 |phi'(0)|), written as a state machine so that many starts can
 // search at once: each observe() digests one evaluated trial and says what to do next
 // (bracketing, then zoom by safeguarded cubic interpolation: Nocedal & Wright, Alg. 3.5/3.6).
-// A non-finite trial counts as an infinitely high value: the bracket shrinks towards 0.
+// A non-finite trial counts as an infinitely high value: the bracket shrinks towards 0. A trial
+// between the start and the best point that rises above the start reveals a barrier (a pole)
+// between them: the search then stays on the near side, in the start's basin.
 #pragma once
 #include <algorithm>
 #include <cmath>
@@ -30,11 +32,16 @@ class WolfeSearch {
     flo_ = f0;
     dlo_ = d0;
     zoom_ = false;
+    unresolved_ = false;
     trials_ = 0;
   }
 
   // The step of the best point accepted by AcceptLo.
   double lo() const { return lo_; }
+
+  // The search ended because phi could not change by more than its rounding error over the
+  // bracket: the start point is a minimizer along the direction to machine precision.
+  bool unresolved() const { return unresolved_; }
 
   // Digests phi(a) = f, phi'(a) = d of the current trial.
   Result observe(double f, double d) {
@@ -65,7 +72,16 @@ class WolfeSearch {
       a = std::min(next, amax_);
       return Continue;
     }
-    if (!armijo || f >= flo_) {
+    if (f > f0_ && lo_ > 0 && a > 0 && a < lo_) {
+      // a barrier between the start and the best point (a pole, or a region where the model is
+      // not finite): that point lies in another basin; bracket the near side [0, a] instead
+      lo_ = 0.0;
+      flo_ = f0_;
+      dlo_ = d0_;
+      hi_ = a;
+      fhi_ = f;
+      dhi_ = d;
+    } else if (!armijo || f >= flo_) {
       hi_ = a;
       fhi_ = f;
       dhi_ = d;
@@ -96,8 +112,9 @@ class WolfeSearch {
   double f0_ = 0, d0_ = 0, amax_ = 0;
   double prev_ = 0, fprev_ = 0, dprev_ = 0;
   double lo_ = 0, flo_ = 0, dlo_ = 0, hi_ = 0, fhi_ = 0, dhi_ = 0;
-  bool zoom_ = false;
+  bool zoom_ = false, unresolved_ = false;
   int trials_ = 0;
+  static constexpr double kEpsilon = std::numeric_limits<double>::epsilon();
 
   Result begin_zoom(double lo, double flo, double dlo, double hi, double fhi, double dhi) {
     zoom_ = true;
@@ -112,8 +129,11 @@ class WolfeSearch {
 
   Result next_zoom() {
     double width = std::fabs(hi_ - lo_);
+    // unresolved: no point of the bracket can lower phi by more than its rounding error (to
+    // first order), so more trials only sample noise
+    unresolved_ = std::max(lo_, hi_) * std::fabs(d0_) <= 10.0 * kEpsilon * std::fabs(f0_);
     if (trials_ >= kMaxTrials || width <= 1e-15 * std::max(std::fabs(lo_), std::fabs(hi_)) ||
-        width == 0.0)
+        width == 0.0 || unresolved_)
       return lo_ > 0 ? AcceptLo : Fail;
     double left = std::min(lo_, hi_), right = std::max(lo_, hi_);
     double next;
