@@ -312,13 +312,18 @@ def _complex_step_grad(f, xdata, y, p):
     return loss, g
 
 
+def _noisy(name):
+    """A noisy problem's (src, data, target, init, f, parameter names, x data, start vector)."""
+    src, data, y, init, f = NOISY[name]
+    names = list(init)
+    return src, data, y, init, f, names, next(iter(data.values())), np.array(
+        [init[n] for n in names])
+
+
 @pytest.mark.parametrize("client", CLIENTS)
 @pytest.mark.parametrize("name", list(NOISY))
 def test_lm_matches_scipy_least_squares(name, client):
-    src, data, y, init, f = NOISY[name]
-    names = list(init)
-    xdata = next(iter(data.values()))
-    x0 = np.array([init[n] for n in names])
+    src, data, y, init, f, names, xdata, x0 = _noisy(name)
 
     def res(p):
         return f(xdata, *p) - y
@@ -335,10 +340,7 @@ def test_lm_matches_scipy_least_squares(name, client):
 @pytest.mark.parametrize("client", CLIENTS)
 @pytest.mark.parametrize("name", list(NOISY))
 def test_lbfgs_matches_scipy_lbfgsb(name, client):
-    src, data, y, init, f = NOISY[name]
-    names = list(init)
-    xdata = next(iter(data.values()))
-    x0 = np.array([init[n] for n in names])
+    src, data, y, init, f, names, xdata, x0 = _noisy(name)
 
     def fg(p):
         return _complex_step_grad(f, xdata, y, p)
