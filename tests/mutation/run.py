@@ -86,10 +86,15 @@ class Slot:
 
     def setup(self, baseline):
         sync_tree(ROOT, self.tree)
-        shared = ROOT.parent / "shared"  # tests find ../shared/data relative to the checkout
+        # tests find ../shared/data relative to the checkout, or $NDVM_SHARED_DATA (a worktree)
+        env_data = os.environ.get("NDVM_SHARED_DATA")
+        shared = Path(env_data).parent if env_data else ROOT.parent / "shared"
         link = self.path / "shared"
         if shared.is_dir() and not link.exists():
             link.symlink_to(shared)
+        if not (link / "data").is_dir():
+            log(f"[{self.path.name}] no reference data at {link}/data: the tests that read it "
+                "will skip (set NDVM_SHARED_DATA=/path/to/shared/data)")
         if baseline:
             old = self.tree / ".tests_before"
             shutil.rmtree(old, ignore_errors=True)
