@@ -1,0 +1,102 @@
+"""The optimizers' outputs against oracles outside ndvm: standard errors against the ordinary
+least-squares closed form and scipy.optimize.curve_fit, and a parameter optimized as its
+logarithm (`positive=`) against torch.optim.Adam run on the logarithm. Each test kills a planted
+bug of tests/mutation/mutants.py that the other fit tests let through (named in its docstring)."""
+import numpy as np
+import pytest
+
+import ndvm
+from conftest import CLIENTS
+
+LINE = "(+ a (* b x))"
+DECAY = "(* a (exp (- 0 (* b x))))"
+
+
+def _line_data():
+    rng = np.random.default_rng(23)
+    x = np.linspace(-2.0, 5.0, 30)
+    y = 0.7 - 1.9 * x + rng.normal(0, 0.3, x.size)
+    return x, y
+
+
+def _ols(x, y):
+    """Least-squares coefficients, covariance s^2 (X^T X)^-1 with s^2 = rss / (N - P)."""
+    X = np.stack([np.ones_like(x), x], 1)
+    coef = np.linalg.solve(X.T @ X, X.T @ y)
+    rss = np.sum((X @ coef - y) ** 2)
+    cov = rss / (x.size - 2) * np.linalg.inv(X.T @ X)
+    return coef, cov
+
+
+@pytest.mark.parametrize("client", CLIENTS)
+@pytest.mark.parametrize("optimizer, steps", [("lm", 20), ("lbfgs", 60)])
+def test_standard_errors_of_a_linear_model_are_the_ols_closed_form(optimizer, steps, client):
+    """The covariance of a model linear in its parameters is s^2 (X^T X)^-1 with s^2 the residual
+    sum of squares over N - P (kills fit-cov-dof: dividing by N makes every standard error
+    sqrt(N / (N - P)) = 1.035 times too small here)."""
+    x, y = _line_data()
+    coef, cov = _ols(x, y)
+    res = ndvm.fit(LINE, data={"x": x}, target=y, init={"a": 5.0, "b": 3.0},
+                   optimizer=optimizer, steps=steps, client=client, uncertainty=True)
+    assert res.params["a"] == pytest.approx(coef[0], abs=1e-7)
+    # the Jacobian of a linear model is exact wherever the fit stopped; the residual sum of
+    # squares is flat at the optimum, so a 1e-7 error in the parameters moves it by ~1e-14
+    np.testing.assert_allclose(res.covariance, cov, rtol=1e-9)
+    assert res.stderr["a"] == pytest.approx(np.sqrt(cov[0, 0]), rel=1e-9)
+    assert res.stderr["b"] == pytest.approx(np.sqrt(cov[1, 1]), rel=1e-9)
+
+
+def test_standard_errors_of_a_nonlinear_model_match_scipy_curve_fit():
+    """Levenberg-Marquardt's covariance on a nonlinear model equals scipy's pcov (also
+    s^2 (J^T J)^-1 at the optimum, from its own MINPACK fit and its own Jacobian)."""
+    optimize = pytest.importorskip("scipy.optimize")
+    rng = np.random.default_rng(5)
+    x = np.linspace(0.0, 4.0, 25)
+    y = 2.0 * np.exp(-0.8 * x) + rng.normal(0, 0.05, x.size)
+    popt, pcov = optimize.curve_fit(lambda t, a, b: a * np.exp(-b * t), x, y, p0=[1.0, 1.0],
+                                    xtol=1e-14, ftol=1e-14, gtol=1e-14)
+    res = ndvm.fit(DECAY, data={"x": x}, target=y, init={"a": 1.0, "b": 1.0}, optimizer="lm",
+                   steps=100)
+    assert [res.params["a"], res.params["b"]] == pytest.approx(popt, rel=1e-8)
+    # scipy's Jacobian is a forward difference (relative error ~1e-8): pcov agrees to ~1e-6
+    np.testing.assert_allclose(res.covariance, pcov, rtol=1e-5)
+    assert res.stderr["b"] == pytest.approx(np.sqrt(pcov[1, 1]), rel=1e-5)
+
+
+def test_adam_on_a_positive_parameter_is_torch_adam_on_its_logarithm():
+    """positive=["b"] optimizes u = log b: the trajectory equals torch.optim.Adam's on u, whose
+    gradient is b d loss / d b (kills fit-positive-chain: without the factor b, the first step
+    is already the same (Adam normalizes it) but the second moments differ from step 2 on)."""
+    torch = pytest.importorskip("torch")
+    x = np.linspace(0.0, 4.0, 25)
+    y = 2.0 * np.exp(-0.8 * x)
+    steps, lr = 30, 0.05
+    res = ndvm.fit(DECAY, data={"x": x}, target=y, init={"a": 1.5, "b": 0.3},
+                   positive=["b"], optimizer="adam", steps=steps, lr=lr)
+    a = torch.tensor(1.5, dtype=torch.float64, requires_grad=True)
+    u = torch.tensor(np.log(0.3), dtype=torch.float64, requires_grad=True)
+    opt = torch.optim.Adam([a, u], lr=lr)
+    xt, yt = torch.tensor(x), torch.tensor(y)
+    losses = []
+    for _ in range(steps):
+        opt.zero_grad()
+        loss = ((a * torch.exp(-torch.exp(u) * xt) - yt) ** 2).mean()
+        loss.backward()
+        losses.append(loss.item())
+        opt.step()
+    np.testing.assert_allclose(res.history[:, 0], losses, rtol=1e-10)
+
+
+@pytest.mark.parametrize("optimizer, steps", [("lm", 40), ("lbfgs", 100)])
+def test_a_positive_parameter_reaches_the_unconstrained_optimum(optimizer, steps):
+    """When the optimum is inside (0, inf), optimizing log b changes the path, not the optimum:
+    scipy.optimize.curve_fit's (unconstrained) solution."""
+    optimize = pytest.importorskip("scipy.optimize")
+    rng = np.random.default_rng(5)
+    x = np.linspace(0.0, 4.0, 25)
+    y = 2.0 * np.exp(-0.8 * x) + rng.normal(0, 0.05, x.size)
+    popt, _ = optimize.curve_fit(lambda t, a, b: a * np.exp(-b * t), x, y, p0=[1.0, 1.0],
+                                 xtol=1e-14, ftol=1e-14, gtol=1e-14)
+    res = ndvm.fit(DECAY, data={"x": x}, target=y, init={"a": 1.0, "b": 0.1}, positive=["b"],
+                   optimizer=optimizer, steps=steps)
+    assert [res.params["a"], res.params["b"]] == pytest.approx(popt, rel=1e-6)
