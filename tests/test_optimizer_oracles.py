@@ -100,3 +100,22 @@ def test_a_positive_parameter_reaches_the_unconstrained_optimum(optimizer, steps
     res = ndvm.fit(DECAY, data={"x": x}, target=y, init={"a": 1.0, "b": 0.1}, positive=["b"],
                    optimizer=optimizer, steps=steps)
     assert [res.params["a"], res.params["b"]] == pytest.approx(popt, rel=1e-6)
+
+
+@pytest.mark.parametrize("optimizer", ["lm", "lbfgs"])
+def test_lm_and_lbfgs_never_accept_a_point_worse_than_the_current_one(optimizer):
+    """A trust-region method accepts a step only when the loss actually decreased (ratio test),
+    a line search only a step meeting the sufficient-decrease condition: from starts far from the
+    optimum of an oscillating model (where many trial steps overshoot), the recorded loss of
+    every start never increases (kills fit-lm-accept-any, which accepts any trial)."""
+    x = np.linspace(0.1, 6.0, 64)
+    y = np.exp(-0.3 * x) * np.cos(2 * x)
+    res = ndvm.fit("(* a (* (exp (- 0 (* b x))) (cos (* c x))))", data={"x": x}, target=y,
+                   starts=12, seed=4, optimizer=optimizer, steps=60)
+    h = res.history
+    for s in range(h.shape[1]):
+        col = h[np.isfinite(h[:, s]), s]
+        assert col.size >= 2
+        # (LM records its first loss as the mean of squares, later ones as ||r||^2 / N from
+        # a scaled norm: the same number up to rounding, hence the 1e-12 relative slack)
+        assert np.all(np.diff(col) <= 1e-12 * col[:-1]), (s, col)
