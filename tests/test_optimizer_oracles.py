@@ -119,3 +119,23 @@ def test_lm_and_lbfgs_never_accept_a_point_worse_than_the_current_one(optimizer)
         # (LM records its first loss as the mean of squares, later ones as ||r||^2 / N from
         # a scaled norm: the same number up to rounding, hence the 1e-12 relative slack)
         assert np.all(np.diff(col) <= 1e-12 * col[:-1]), (s, col)
+
+
+@pytest.mark.parametrize("optimizer, steps", [("lbfgs", 60), ("lm", 30)])
+def test_a_parameter_held_at_its_bound_lets_the_others_reach_their_optimum(optimizer, steps):
+    """(+ a (* b x)) with a in [0, 5] where the unconstrained optimum has a < 0: the solution is
+    a = 0 (an active bound) and b the least-squares slope through the origin, sum x y / sum x^2.
+    Started on the bound, the optimizer must hold a there and keep optimizing b (kills
+    fit-lbfgs-held: the line search's largest step becomes 0 along a direction that pushes a out
+    of the box, and the fit stops where it started)."""
+    rng = np.random.default_rng(8)
+    x = np.linspace(0.5, 3.0, 30)
+    y = -1.0 + 2.0 * x + rng.normal(0, 0.1, x.size)
+    b = np.sum(x * y) / np.sum(x * x)
+    # the KKT condition that makes a = 0 the constrained optimum: d loss / d a > 0 there
+    assert np.mean(2 * (b * x - y)) > 0
+    res = ndvm.fit(LINE, data={"x": x}, target=y, init={"a": 0.0, "b": 0.0},
+                   bounds={"a": (0.0, 5.0)}, optimizer=optimizer, steps=steps)
+    assert res.params["a"] == 0.0
+    assert res.params["b"] == pytest.approx(b, rel=1e-8)
+    assert res.loss == pytest.approx(np.mean((b * x - y) ** 2), rel=1e-12)

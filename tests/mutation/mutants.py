@@ -54,6 +54,7 @@ OO = "tests/test_optimizer_oracles.py::"
 POSITIVE = (OO + "test_adam_on_a_positive_parameter_is_torch_adam_on_its_logarithm",
             OO + "test_a_positive_parameter_reaches_the_unconstrained_optimum")
 MONO = (OO + "test_lm_and_lbfgs_never_accept_a_point_worse_than_the_current_one",)
+HELD = (OO + "test_a_parameter_held_at_its_bound_lets_the_others_reach_their_optimum",)
 COV = (OO + "test_standard_errors_of_a_linear_model_are_the_ols_closed_form",
        OO + "test_standard_errors_of_a_nonlinear_model_match_scipy_curve_fit")
 
@@ -293,7 +294,7 @@ MUTANTS = [
            "overshoots far past the minimum along the line)"),
     Mutant("fit-project-lower", FITH, "v = std::min(std::max(v, lo_[p]), hi_[p]);",
            "v = std::min(v, hi_[p]);", BOUNDS, "the lower bound is not projected (Adam, the start)"),
-    Mutant("fit-lbfgs-held", FITH, "if (held(p, b.d[p])) b.d[p] = 0.0;", "", BOUNDS,
+    Mutant("fit-lbfgs-held", FITH, "if (held(p, b.d[p])) b.d[p] = 0.0;", "", HELD + BOUNDS,
            "L-BFGS does not hold a variable at an active bound (the line search's largest "
            "step becomes 0)"),
     Mutant("fit-lm-clip", FITH, "v = std::min(std::max(u0 + step, lo_[j]), hi_[j]);",
