@@ -139,3 +139,38 @@ def test_a_parameter_held_at_its_bound_lets_the_others_reach_their_optimum(optim
     assert res.params["a"] == 0.0
     assert res.params["b"] == pytest.approx(b, rel=1e-8)
     assert res.loss == pytest.approx(np.mean((b * x - y) ** 2), rel=1e-12)
+
+
+@pytest.mark.parametrize("model, f, df, start", [
+    ("(* a x)", lambda a, x: a * x, lambda a, x: x, -100.0),                 # optimum 103 away
+    ("(exp (* a x))", lambda a, x: np.exp(a * x), lambda a, x: x * np.exp(a * x), -3.0),
+])
+def test_every_lbfgs_step_meets_the_strong_wolfe_conditions(model, f, df, start):
+    """A one-parameter L-BFGS run, read after each evaluation budget 2, 3, ...: every accepted
+    step s from a to a' meets sufficient decrease, loss(a') <= loss(a) + 1e-4 g(a) s, and the
+    strong curvature condition |g(a')| <= 0.9 |g(a)|, with the loss and its gradient g computed
+    here in numpy (kills fit-wolfe-curvature: without the absolute value the search accepts
+    the first trial of a unit step that is still descending almost as steeply as at a)."""
+    x = np.linspace(0.1, 1.0, 15)
+    y = f(0.4, x) if model.startswith("(exp") else 3.0 * x
+
+    def loss(a):
+        return np.mean((f(a, x) - y) ** 2)
+
+    def grad(a):
+        return np.mean(2.0 * (f(a, x) - y) * df(a, x))
+
+    points = [start]
+    for k in range(2, 40):
+        res = ndvm.fit(model, data={"x": x}, target=y, init={"a": start}, optimizer="lbfgs",
+                       steps=k, gtol=1e-12)
+        a = res.params["a"]
+        if a != points[-1]:
+            points.append(a)
+        if res.status[0] > 0:
+            break
+    assert len(points) >= 2
+    for a0, a1 in zip(points, points[1:]):
+        s = a1 - a0
+        assert loss(a1) <= loss(a0) + 1e-4 * grad(a0) * s, (a0, a1)
+        assert abs(grad(a1)) <= 0.9 * abs(grad(a0)) + 1e-12, (a0, a1)

@@ -55,6 +55,7 @@ POSITIVE = (OO + "test_adam_on_a_positive_parameter_is_torch_adam_on_its_logarit
             OO + "test_a_positive_parameter_reaches_the_unconstrained_optimum")
 MONO = (OO + "test_lm_and_lbfgs_never_accept_a_point_worse_than_the_current_one",)
 HELD = (OO + "test_a_parameter_held_at_its_bound_lets_the_others_reach_their_optimum",)
+WOLFE = (OO + "test_every_lbfgs_step_meets_the_strong_wolfe_conditions",)
 COV = (OO + "test_standard_errors_of_a_linear_model_are_the_ols_closed_form",
        OO + "test_standard_errors_of_a_nonlinear_model_match_scipy_curve_fit")
 
@@ -275,21 +276,21 @@ MUTANTS = [
            "double s2 = N > P ? rss / double(N) : inf;", COV + OPT,
            "the residual variance divides by N instead of N - P (standard errors too small)"),
     Mutant("fit-lbfgs-gamma", FITH, "double gamma = 1.0 / (b.rho[i] * yy);",
-           "double gamma = b.rho[i] * yy;", LBFGS,
+           "double gamma = b.rho[i] * yy;", WOLFE + MONO + LBFGS,
            "L-BFGS initial Hessian scaling inverted (y^T y / s^T y)"),
     Mutant("fit-lbfgs-two-loop", FITH, "q[p] += si[p] * (b.al[i] - be);",
            "q[p] += si[p] * (be - b.al[i]);", LBFGS,
            "the second loop of the L-BFGS two-loop recursion subtracts the correction"),
     Mutant("fit-lbfgs-curvature-pair", FITH,
            "if (sy > lm::kEps * yy && std::isfinite(sy) && yy > 0) {",
-           "if (std::isfinite(sy) && yy > 0) {", LBFGS,
+           "if (std::isfinite(sy) && yy > 0) {", WOLFE + MONO + LBFGS,
            "L-BFGS keeps (s, y) pairs of negative curvature (the inverse Hessian loses "
            "positive definiteness)"),
     Mutant("fit-wolfe-armijo", LSH, "bool armijo = f <= f0_ + c1 * a * d0_;",
-           "bool armijo = f <= f0_ - c1 * a * d0_;", LBFGS,
+           "bool armijo = f <= f0_ - c1 * a * d0_;", WOLFE + MONO + LBFGS,
            "the sufficient-decrease test accepts steps that increase the loss"),
     Mutant("fit-wolfe-curvature", LSH, "      if (std::fabs(d) <= -c2 * d0_) return Accept;",
-           "      if (d <= -c2 * d0_) return Accept;", LBFGS,
+           "      if (d <= -c2 * d0_) return Accept;", WOLFE + LBFGS,
            "the strong Wolfe curvature test without its absolute value (accepts a step that "
            "overshoots far past the minimum along the line)"),
     Mutant("fit-project-lower", FITH, "v = std::min(std::max(v, lo_[p]), hi_[p]);",
