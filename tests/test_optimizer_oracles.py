@@ -174,3 +174,18 @@ def test_every_lbfgs_step_meets_the_strong_wolfe_conditions(model, f, df, start)
         s = a1 - a0
         assert loss(a1) <= loss(a0) + 1e-4 * grad(a0) * s, (a0, a1)
         assert abs(grad(a1)) <= 0.9 * abs(grad(a0)) + 1e-12, (a0, a1)
+
+
+@pytest.mark.parametrize("start", [0.08, 0.3])
+def test_lbfgs_zooms_inside_the_first_bracket_when_sufficient_decrease_fails(start):
+    """loss(a) = sin(pi a)^2 has period 1 and a minimum at every integer. L-BFGS's first trial
+    is a unit step to start - 1, where the loss equals loss(start): sufficient decrease fails, so
+    the search zooms inside [start - 1, start], whose only minimum is 0 (kills fit-wolfe-armijo:
+    a sign error that lets the test pass for any f <= f0 + 1e-4 a |phi'(0)| accepts that equal
+    loss, keeps extrapolating, and lands on another period's minimum, -1 or -7)."""
+    x = np.full(4, np.pi)
+    res = ndvm.fit("(sin (* a x))", data={"x": x}, target=np.zeros(4), init={"a": start},
+                   optimizer="lbfgs", steps=60)
+    assert res.status[0] > 0
+    assert abs(res.params["a"]) < 1e-6
+    assert res.loss < 1e-20

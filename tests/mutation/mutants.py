@@ -56,6 +56,7 @@ POSITIVE = (OO + "test_adam_on_a_positive_parameter_is_torch_adam_on_its_logarit
 MONO = (OO + "test_lm_and_lbfgs_never_accept_a_point_worse_than_the_current_one",)
 HELD = (OO + "test_a_parameter_held_at_its_bound_lets_the_others_reach_their_optimum",)
 WOLFE = (OO + "test_every_lbfgs_step_meets_the_strong_wolfe_conditions",)
+BRACKET = (OO + "test_lbfgs_zooms_inside_the_first_bracket_when_sufficient_decrease_fails",)
 COV = (OO + "test_standard_errors_of_a_linear_model_are_the_ols_closed_form",
        OO + "test_standard_errors_of_a_nonlinear_model_match_scipy_curve_fit")
 
@@ -287,12 +288,12 @@ MUTANTS = [
            "L-BFGS keeps (s, y) pairs of negative curvature (the inverse Hessian loses "
            "positive definiteness)"),
     Mutant("fit-wolfe-armijo", LSH, "bool armijo = f <= f0_ + c1 * a * d0_;",
-           "bool armijo = f <= f0_ - c1 * a * d0_;", WOLFE + MONO + LBFGS,
+           "bool armijo = f <= f0_ - c1 * a * d0_;", BRACKET + WOLFE + MONO + LBFGS,
            "the sufficient-decrease test accepts steps that increase the loss"),
     Mutant("fit-wolfe-curvature", LSH, "      if (std::fabs(d) <= -c2 * d0_) return Accept;",
            "      if (d <= -c2 * d0_) return Accept;", WOLFE + LBFGS,
-           "the strong Wolfe curvature test without its absolute value (accepts a step that "
-           "overshoots far past the minimum along the line)"),
+           "the strong Wolfe curvature test without its absolute value: d <= 0.9 |d0| holds "
+           "for any step still descending, so a step far too short is accepted"),
     Mutant("fit-project-lower", FITH, "v = std::min(std::max(v, lo_[p]), hi_[p]);",
            "v = std::min(v, hi_[p]);", BOUNDS, "the lower bound is not projected (Adam, the start)"),
     Mutant("fit-lbfgs-held", FITH, "if (held(p, b.d[p])) b.d[p] = 0.0;", "", HELD + BOUNDS,
