@@ -253,7 +253,8 @@ def main(argv=None):
     ap.add_argument("--timeout", type=float, default=600, help="seconds per test run")
     ap.add_argument("--baseline", metavar="REV",
                     help="also run each mutant's tests as they were at this git revision")
-    ap.add_argument("--opt", default="1", help="C++ optimization level of the copies' builds")
+    ap.add_argument("--opt", default="0", help="C++ optimization level of a new slot's build "
+                    "(-O0 rebuilds about twice as fast as -O3)")
     ap.add_argument("--no-sanity", action="store_true",
                     help="skip checking that the unmutated tree passes the selected tests")
     ap.add_argument("--json", type=Path, help="write the results here")
