@@ -65,8 +65,9 @@ def test_standard_errors_of_a_nonlinear_model_match_scipy_curve_fit():
 
 def test_adam_on_a_positive_parameter_is_torch_adam_on_its_logarithm():
     """positive=["b"] optimizes u = log b: the trajectory equals torch.optim.Adam's on u, whose
-    gradient is b d loss / d b (kills fit-positive-chain: without the factor b, the first step
-    is already the same (Adam normalizes it) but the second moments differ from step 2 on)."""
+    gradient is b d loss / d b (kills fit-positive-chain: Adam is blind to a constant factor
+    on a coordinate's gradient, so the first step is the same without the factor b, but b
+    changes as it moves and the trajectories part from the second step on)."""
     torch = pytest.importorskip("torch")
     x = np.linspace(0.0, 4.0, 25)
     y = 2.0 * np.exp(-0.8 * x)
@@ -144,7 +145,7 @@ def test_a_parameter_held_at_its_bound_lets_the_others_reach_their_optimum(optim
 @pytest.mark.parametrize("model, f, df, start", [
     ("(* a x)", lambda a, x: a * x, lambda a, x: x, -100.0),                 # optimum 103 away
     ("(exp (* a x))", lambda a, x: np.exp(a * x), lambda a, x: x * np.exp(a * x), -3.0),
-])
+], ids=["linear", "exp"])
 def test_every_lbfgs_step_meets_the_strong_wolfe_conditions(model, f, df, start):
     """A one-parameter L-BFGS run, read after each evaluation budget 2, 3, ...: every accepted
     step s from a to a' meets sufficient decrease, loss(a') <= loss(a) + 1e-4 g(a) s, and the
