@@ -190,3 +190,23 @@ def test_lbfgs_zooms_inside_the_first_bracket_when_sufficient_decrease_fails(sta
     assert res.status[0] > 0
     assert abs(res.params["a"]) < 1e-6
     assert res.loss < 1e-20
+
+
+def test_lbfgs_is_invariant_to_a_scaling_of_the_loss():
+    """Model and target times 4 multiply the loss by 16 and its gradient by 16, exactly in
+    floating point. L-BFGS's iterates do not change: the first trial step 1 / |g| (for |g| > 1)
+    and the quasi-Newton direction H g with the initial Hessian gamma I, gamma = s^T y / y^T y,
+    are invariant, and so are the Wolfe tests. With the tolerances that depend on the loss's
+    scale off (gtol = ftol = 0), every recorded loss is 16 times the other run's (kills
+    fit-lbfgs-gamma: gamma = y^T y / s^T y scales the step by 256 instead)."""
+    x = np.linspace(0.1, 6.0, 64)
+    y = np.exp(-0.3 * x) * np.cos(2 * x)
+    model = "(* a (* (exp (- 0 (* b x))) (cos (* c x))))"
+    runs = []
+    for k in (8, 32):  # (8 rather than 1, so that |g| > 1 at the start of both)
+        res = ndvm.fit(f"(* {k} {model})", data={"x": x}, target=k * y,
+                       init={"a": 0.5, "b": 0.1, "c": 1.5}, optimizer="lbfgs", steps=25,
+                       gtol=0.0, ftol=0.0)
+        runs.append(res.history[:, 0] / k ** 2)
+    assert runs[0][-1] < 1e-20  # converged within the budget
+    np.testing.assert_allclose(runs[1], runs[0], rtol=1e-12)

@@ -57,6 +57,7 @@ MONO = (OO + "test_lm_and_lbfgs_never_accept_a_point_worse_than_the_current_one"
 HELD = (OO + "test_a_parameter_held_at_its_bound_lets_the_others_reach_their_optimum",)
 WOLFE = (OO + "test_every_lbfgs_step_meets_the_strong_wolfe_conditions",)
 BRACKET = (OO + "test_lbfgs_zooms_inside_the_first_bracket_when_sufficient_decrease_fails",)
+SCALE = (OO + "test_lbfgs_is_invariant_to_a_scaling_of_the_loss",)
 COV = (OO + "test_standard_errors_of_a_linear_model_are_the_ols_closed_form",
        OO + "test_standard_errors_of_a_nonlinear_model_match_scipy_curve_fit")
 
@@ -277,14 +278,14 @@ MUTANTS = [
            "double s2 = N > P ? rss / double(N) : inf;", COV + OPT,
            "the residual variance divides by N instead of N - P (standard errors too small)"),
     Mutant("fit-lbfgs-gamma", FITH, "double gamma = 1.0 / (b.rho[i] * yy);",
-           "double gamma = b.rho[i] * yy;", WOLFE + MONO + LBFGS,
+           "double gamma = b.rho[i] * yy;", SCALE + WOLFE + MONO + LBFGS,
            "L-BFGS initial Hessian scaling inverted (y^T y / s^T y)"),
     Mutant("fit-lbfgs-two-loop", FITH, "q[p] += si[p] * (b.al[i] - be);",
            "q[p] += si[p] * (be - b.al[i]);", LBFGS,
            "the second loop of the L-BFGS two-loop recursion subtracts the correction"),
     Mutant("fit-lbfgs-curvature-pair", FITH,
            "if (sy > lm::kEps * yy && std::isfinite(sy) && yy > 0) {",
-           "if (std::isfinite(sy) && yy > 0) {", WOLFE + MONO + LBFGS,
+           "if (std::isfinite(sy) && yy > 0) {", SCALE + WOLFE + MONO + LBFGS,
            "L-BFGS keeps (s, y) pairs of negative curvature (the inverse Hessian loses "
            "positive definiteness)"),
     Mutant("fit-wolfe-armijo", LSH, "bool armijo = f <= f0_ + c1 * a * d0_;",
