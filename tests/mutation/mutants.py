@@ -45,6 +45,21 @@ DEAD_LANES = (CF + "test_dead_lanes_of_a_singular_matrix_leave_the_gradient_alon
 DERIV = GRAD + ELEM + BASE + RANDOM       # derivative rules
 FLOW = GOLDEN + LANES + GRAD + BASE + RANDOM  # control flow, masks, merges
 OPT = FIT                                  # optimizers
+FT = "tests/test_fit.py::"
+ADAM = (FT + "test_adam_matches_the_update_rule_of_torch_adam",) + OPT
+LMT = (CF + "test_lm_converges_in_few_steps_on_a_nonlinear_model",) + OPT
+LBFGS = (CF + "test_fit_reaches_the_least_squares_solution",) + OPT
+BOUNDS = (CF + "test_fit_stops_at_an_active_lower_bound", FT + "test_bounds_are_respected") + OPT
+OO = "tests/test_optimizer_oracles.py::"
+POSITIVE = (OO + "test_adam_on_a_positive_parameter_is_torch_adam_on_its_logarithm",
+            OO + "test_a_positive_parameter_reaches_the_unconstrained_optimum")
+MONO = (OO + "test_lm_and_lbfgs_never_accept_a_point_worse_than_the_current_one",)
+HELD = (OO + "test_a_parameter_held_at_its_bound_lets_the_others_reach_their_optimum",)
+WOLFE = (OO + "test_every_lbfgs_step_meets_the_strong_wolfe_conditions",)
+BRACKET = (OO + "test_lbfgs_zooms_inside_the_first_bracket_when_sufficient_decrease_fails",)
+SCALE = (OO + "test_lbfgs_is_invariant_to_a_scaling_of_the_loss",)
+COV = (OO + "test_standard_errors_of_a_linear_model_are_the_ols_closed_form",
+       OO + "test_standard_errors_of_a_nonlinear_model_match_scipy_curve_fit")
 
 # why the reverse sweep's lane masks cannot change a result (see the mask-acc-* mutants)
 DEAD_ADJOINTS_ARE_ZERO = ("dead lanes' adjoints are exactly 0 (a select passes its adjoint only to "
@@ -61,6 +76,8 @@ EXE = "ndvm/_core/execute.hpp"
 KERN = "ndvm/_core/kernels.cpp"
 MACH = "ndvm/_core/machine.hpp"
 FITH = "ndvm/_core/fit.hpp"
+LMH = "ndvm/_core/lm.hpp"
+LSH = "ndvm/_core/linesearch.hpp"
 DMCI = "clients/dmci/eval.hpp"
 VM = "clients/bytecode/vm.hpp"
 
@@ -70,8 +87,9 @@ MUTANTS = [
            "// (control) The reverse sweep: seeds", DERIV,
            "nothing: checks that the unmutated core passes the derivative tests",
            "a comment"),
-    Mutant("control-python-comment", "ndvm/fit.py", '__all__ = ["FitResult", "fit", "OPTIMIZERS"]',
-           '__all__ = ["FitResult", "fit", "OPTIMIZERS"]  # (control)', OPT,
+    Mutant("control-python-comment", "ndvm/fit.py",
+           '__all__ = ["FitResult", "fit", "OPTIMIZERS", "STATUS"]',
+           '__all__ = ["FitResult", "fit", "OPTIMIZERS", "STATUS"]  # (control)', OPT,
            "nothing: checks that the unmutated tree passes the optimizer tests", "a comment"),
     # ---- derivative rules (tape.hpp scalar partials, numeric.hpp reverse sweep) -------------
     Mutant("num-mod-db-trunc", OPS, "{ da = T(1); db = -std::floor(a / b); }",
@@ -226,31 +244,71 @@ MUTANTS = [
            "            sp -= l.nvars;\n            for (uint32_t i = 0; i < l.nvars; ++i) f->slots[i] = sp[i];\n            env = f;\n            pc = code_ + l.body;",
            "            sp -= l.nvars;\n            for (uint32_t i = 0; i < l.nvars; ++i) f->slots[l.nvars - 1 - i] = sp[i];\n            env = f;\n            pc = code_ + l.body;",
            FLOW, "the VM's recur binds the loop variables in reverse order"),
-    # ---- optimizers (fit.hpp, fit.py) -----------------------------------------------------------
-    Mutant("fit-adam-bias", FITH, "double step = rq_.lr / bc1;", "double step = rq_.lr;", OPT,
+    # ---- optimizers (fit.hpp: Adam, L-BFGS, LM; lm.hpp: QR, SVD, trust region, covariance;
+    # linesearch.hpp: strong Wolfe; fit.py) ------------------------------------------------------
+    Mutant("fit-adam-bias", FITH, "double step = rq_.lr / bc1;", "double step = rq_.lr;", ADAM,
            "Adam without the first-moment bias correction"),
-    Mutant("fit-grad-factor", FITH, "if (jac_[p][l] != 0.0) g += 2.0 * r * jac_[p][l];",
-           "if (jac_[p][l] != 0.0) g += r * jac_[p][l];", OPT,
-           "the MSE gradient without its factor 2"),
-    Mutant("fit-lm-uphill", FITH, "          b[i] = -bi;", "          b[i] = bi;", OPT,
-           "Levenberg-Marquardt steps along +J^T r"),
-    Mutant("fit-lm-lambda", FITH, "lambda[s] = std::max(lambda[s] / 3.0, 1e-12);",
-           "lambda[s] = std::max(lambda[s] * 3.0, 1e-12);", OPT,
-           "LM never relaxes its damping after a good step (crawls like gradient descent)"),
-    Mutant("fit-lbfgs-gamma", FITH, "        gamma = sy / yy;", "        gamma = yy / sy;", OPT,
-           "L-BFGS initial Hessian scaling inverted"),
-    Mutant("fit-lbfgs-armijo", FITH, "loss_[s] <= fcur[s] + 1e-4 * alpha[s] * gd",
-           "loss_[s] <= fcur[s] - 1e-4 * alpha[s] * gd", OPT,
-           "the Armijo test accepts steps that increase the loss"),
-    Mutant("fit-project-lower", FITH, "if (rq_.lower && v < rq_.lower[p]) v = rq_.lower[p];",
-           "if (rq_.lower && v < rq_.lower[p]) v = v;", OPT, "the lower bound is not projected"),
-    Mutant("fit-best-tracking", FITH,
-           "      if (loss_[s] < best_[s]) {\n        best_[s] = loss_[s];",
-           "      if (loss_[s] > best_[s] || std::isinf(best_[s])) {\n        best_[s] = loss_[s];",
-           OPT, "Adam keeps the worst point seen instead of the best"),
-    Mutant("fit-py-best-start", "ndvm/fit.py", "best = int(np.argmin(finite))",
-           "best = int(np.argmax(np.where(np.isfinite(losses), losses, -np.inf)))", OPT,
-           "fit reports the worst start"),
+    Mutant("fit-adam-bc2", FITH, "double denom = std::sqrt(v[i]) / bc2s + rq_.eps;",
+           "double denom = std::sqrt(v[i]) + rq_.eps;", ADAM,
+           "Adam without the second-moment bias correction"),
+    Mutant("fit-positive-chain", FITH, "if (is_log(i / S_)) grad_[i] *= xe_[i];",
+           "if (is_log(i / S_)) grad_[i] *= 1.0;", POSITIVE + OPT,
+           "a parameter optimized as its logarithm gets d loss / d x instead of d loss / d log x "
+           "(the chain rule's factor x forgotten)"),
+    Mutant("fit-lm-uphill", LMH, "z[i] = s > floor || par > 0.0 ? -gt[i] / (s * s + par) : 0.0;",
+           "z[i] = s > floor || par > 0.0 ? gt[i] / (s * s + par) : 0.0;", LMT,
+           "the Levenberg-Marquardt step points along +J^T r (uphill)"),
+    Mutant("fit-lm-householder", LMH, "uj[j] = (a[j] - alpha) * inv;",
+           "uj[j] = (a[j] + alpha) * inv;", LMT,
+           "the Householder vector has the wrong sign: Q^T J is not triangular, R and Q^T f wrong"),
+    Mutant("fit-lm-radius-shrinks", FITH, "      m.delta = m.pnorm / 0.5;",
+           "      m.delta = m.pnorm * 0.5;", LMT,
+           "a very successful step halves the trust region instead of doubling it"),
+    Mutant("fit-lm-accept-any", FITH, "if (ratio >= 1e-4) {", "if (ratio >= -1e300) {", MONO + LMT,
+           "LM accepts a trial that increases the residual (the ratio test is lost)"),
+    Mutant("fit-lm-gnorm-zero", FITH,
+           "for (size_t i = 0; i <= j; ++i) sum += m.F.R[i * P_ + j] * (m.F.qtf[i] / m.fnorm);",
+           "for (size_t i = 0; i < j; ++i) sum += m.F.R[i * P_ + j] * (m.F.qtf[i] / m.fnorm);",
+           LMT, "LM's gradient test skips R's diagonal: the first column's cosine is always 0, "
+           "a one-parameter fit stops at once (gtol) wherever it starts"),
+    Mutant("fit-lm-svd-rotation", LMH, "          double zeta = (be - al) / (2.0 * ga);",
+           "          double zeta = (al - be) / (2.0 * ga);", LMT,
+           "the Jacobi rotation angle of the SVD has the wrong sign (columns never orthogonalize)"),
+    Mutant("fit-cov-dof", LMH, "double s2 = N > P ? rss / double(N - P) : inf;",
+           "double s2 = N > P ? rss / double(N) : inf;", COV + OPT,
+           "the residual variance divides by N instead of N - P (standard errors too small)"),
+    Mutant("fit-lbfgs-gamma", FITH, "double gamma = 1.0 / (b.rho[i] * yy);",
+           "double gamma = b.rho[i] * yy;", SCALE + WOLFE + MONO + LBFGS,
+           "L-BFGS initial Hessian scaling inverted (y^T y / s^T y)"),
+    Mutant("fit-lbfgs-two-loop", FITH, "q[p] += si[p] * (b.al[i] - be);",
+           "q[p] += si[p] * (be - b.al[i]);", LBFGS,
+           "the second loop of the L-BFGS two-loop recursion subtracts the correction"),
+    Mutant("fit-lbfgs-curvature-pair", FITH,
+           "if (sy > lm::kEps * yy && std::isfinite(sy) && yy > 0) {",
+           "if (std::isfinite(sy) && yy > 0) {", SCALE + WOLFE + MONO + LBFGS,
+           "L-BFGS keeps (s, y) pairs of negative curvature (the inverse Hessian loses "
+           "positive definiteness)"),
+    Mutant("fit-wolfe-armijo", LSH, "bool armijo = f <= f0_ + c1 * a * d0_;",
+           "bool armijo = f <= f0_ - c1 * a * d0_;", BRACKET + WOLFE + MONO + LBFGS,
+           "the sufficient-decrease test accepts steps that increase the loss"),
+    Mutant("fit-wolfe-curvature", LSH, "      if (std::fabs(d) <= -c2 * d0_) return Accept;",
+           "      if (d <= -c2 * d0_) return Accept;", WOLFE + LBFGS,
+           "the strong Wolfe curvature test without its absolute value: d <= 0.9 |d0| holds "
+           "for any step still descending, so a step far too short is accepted"),
+    Mutant("fit-project-lower", FITH, "v = std::min(std::max(v, lo_[p]), hi_[p]);",
+           "v = std::min(v, hi_[p]);", BOUNDS, "the lower bound is not projected (Adam, the start)"),
+    Mutant("fit-lbfgs-held", FITH, "if (held(p, b.d[p])) b.d[p] = 0.0;", "", HELD + BOUNDS,
+           "L-BFGS does not hold a variable at an active bound (the line search's largest "
+           "step becomes 0)"),
+    Mutant("fit-lm-clip", FITH, "v = std::min(std::max(u0 + step, lo_[j]), hi_[j]);",
+           "v = u0 + step;", BOUNDS, "an LM trial is not clipped to the bounds"),
+    Mutant("fit-best-tracking", FITH, "    if (f < best_[s]) {",
+           "    if (f > best_[s] || std::isinf(best_[s])) {", OPT,
+           "the optimizers keep the worst point seen instead of the best"),
+    Mutant("fit-py-best-start", "ndvm/fit.py",
+           "best = 0 if S == 1 else int(np.argmin(np.where(np.isfinite(losses), losses, np.inf)))",
+           "best = 0 if S == 1 else int(np.argmax(np.where(np.isfinite(losses), losses, -np.inf)))",
+           OPT, "fit reports the worst start"),
     Mutant("fit-py-clip-init", "ndvm/fit.py",
            "        x0 = np.clip(x0, lower[:, None], upper[:, None])",
            "        x0 = np.clip(x0, lower[:, None], None)", OPT,

@@ -86,10 +86,15 @@ class Slot:
 
     def setup(self, baseline):
         sync_tree(ROOT, self.tree)
-        shared = ROOT.parent / "shared"  # tests find ../shared/data relative to the checkout
+        # tests find ../shared/data relative to the checkout, or $NDVM_SHARED_DATA (a worktree)
+        env_data = os.environ.get("NDVM_SHARED_DATA")
+        shared = Path(env_data).parent if env_data else ROOT.parent / "shared"
         link = self.path / "shared"
         if shared.is_dir() and not link.exists():
             link.symlink_to(shared)
+        if not (link / "data").is_dir():
+            log(f"[{self.path.name}] no reference data at {link}/data: the tests that read it "
+                "will skip (set NDVM_SHARED_DATA=/path/to/shared/data)")
         if baseline:
             old = self.tree / ".tests_before"
             shutil.rmtree(old, ignore_errors=True)
@@ -248,7 +253,8 @@ def main(argv=None):
     ap.add_argument("--timeout", type=float, default=600, help="seconds per test run")
     ap.add_argument("--baseline", metavar="REV",
                     help="also run each mutant's tests as they were at this git revision")
-    ap.add_argument("--opt", default="1", help="C++ optimization level of the copies' builds")
+    ap.add_argument("--opt", default="0", help="C++ optimization level of a new slot's build "
+                    "(-O0 rebuilds about twice as fast as -O3)")
     ap.add_argument("--no-sanity", action="store_true",
                     help="skip checking that the unmutated tree passes the selected tests")
     ap.add_argument("--json", type=Path, help="write the results here")
