@@ -299,6 +299,9 @@ def test_ctrl_c_cancels_pending_work_and_leaves_no_threads(monkeypatch):
         time.sleep(0.3)
         signal.pthread_kill(threading.main_thread().ident, signal.SIGINT)
 
+    # Python's own Ctrl-C handler, even when pytest was started with SIGINT ignored (a
+    # background job of a non-interactive shell is): otherwise the signal would do nothing
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
     killer = threading.Thread(target=interrupt)
     killer.start()
     try:
@@ -307,6 +310,7 @@ def test_ctrl_c_cancels_pending_work_and_leaves_no_threads(monkeypatch):
             ndvm.evaluate_many([slow] * 5000, params={"a": 1.0}, data={"x": 0.5}, workers=2)
     finally:
         killer.join()
+        signal.signal(signal.SIGINT, previous)
     ran_at_interrupt = len(ran)
     assert 0 < ran_at_interrupt < 5000
     parallel.shutdown()  # joins the pool's threads
