@@ -120,7 +120,12 @@ void reduce_adjoints(Machine<T>& m, Reduce how, double** out, size_t nbind, uint
     bool none = pid < 0 || !m.result_.active();
     const T* a = none ? nullptr : m.adj_.data() + size_t(pid) * L;
     if (how == Reduce::PerLane) {
-      for (uint32_t l = 0; l < L; ++l) o[l0 + l] = none ? 0.0 : double(a[l]);
+      double* dst = o + l0;
+      if (none) {
+        std::fill(dst, dst + L, 0.0);
+      } else {
+        for (uint32_t l = 0; l < L; ++l) dst[l] = double(a[l]);
+      }
       continue;
     }
     if (none) continue;  // per start: the outputs start at zero
