@@ -14,6 +14,15 @@
 #include "tape.hpp"
 #include "vmath.hpp"
 
+// Per-node dispatch in the sweep is inlined: at one lane its call overhead is the cost
+#if defined(__GNUC__) || defined(__clang__)
+#define NDVM_INLINE inline __attribute__((always_inline))
+#define NDVM_INLINE_LAMBDA __attribute__((always_inline))
+#else
+#define NDVM_INLINE inline
+#define NDVM_INLINE_LAMBDA
+#endif
+
 namespace ndvm {
 
 // Per-lane values p[l * stride]: stride 0 is one value shared by every lane.
@@ -227,7 +236,7 @@ struct Rem : Binary<Rem> {  // R7RS truncate-remainder: the sign of the dividend
 // Calls fn(rule) with the table entry of a unary op (an empty struct whose static members are
 // the rules).
 template <class Fn>
-inline decltype(auto) with_unary(Op op, Fn&& fn) {
+NDVM_INLINE decltype(auto) with_unary(Op op, Fn&& fn) {
   switch (op) {
     case Op::Neg: return fn(ops::Neg{});
     case Op::Abs: return fn(ops::Abs{});
@@ -250,7 +259,7 @@ inline decltype(auto) with_unary(Op op, Fn&& fn) {
 }
 
 template <class Fn>
-inline decltype(auto) with_binary(Op op, Fn&& fn) {
+NDVM_INLINE decltype(auto) with_binary(Op op, Fn&& fn) {
   switch (op) {
     case Op::Add: return fn(ops::Add{});
     case Op::Sub: return fn(ops::Sub{});

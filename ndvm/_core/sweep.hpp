@@ -47,18 +47,18 @@ struct NodeView {
 };
 
 template <class T>
-void sweep_unary(const NodeView<T>& v) {
+NDVM_INLINE void sweep_unary(const NodeView<T>& v) {
   T* ga = v.adj(0);
   if (!ga) return;
   const T* x = v.m.pay(v.in[0].id);  // a unary node's operand is always an active payload
   T* buf = v.m.scratch_.data();
-  with_unary(v.nd.op, [&](auto rule) { v.acc(ga, decltype(rule)::partial(x, v.y, buf, v.L)); });
+  with_unary(v.nd.op, [&](auto rule) NDVM_INLINE_LAMBDA { v.acc(ga, decltype(rule)::partial(x, v.y, buf, v.L)); });
 }
 
 template <class T>
-void sweep_binary(const NodeView<T>& v) {
+NDVM_INLINE void sweep_binary(const NodeView<T>& v) {
   LanePtr<T> da, db;
-  with_binary(v.nd.op, [&](auto rule) {
+  with_binary(v.nd.op, [&](auto rule) NDVM_INLINE_LAMBDA {
     decltype(rule)::partials(v.lanes(0), v.lanes(1), v.y, v.m.scratch_.data(), v.L, da, db);
   });
   v.acc(v.adj(0), da);
