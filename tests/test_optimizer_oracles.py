@@ -46,15 +46,21 @@ def test_standard_errors_of_a_linear_model_are_the_ols_closed_form(optimizer, st
     assert res.stderr["b"] == pytest.approx(np.sqrt(cov[1, 1]), rel=1e-9)
 
 
-def test_standard_errors_of_a_nonlinear_model_match_scipy_curve_fit():
-    """Levenberg-Marquardt's covariance on a nonlinear model equals scipy's pcov (also
-    s^2 (J^T J)^-1 at the optimum, from its own MINPACK fit and its own Jacobian)."""
+def _noisy_decay_and_curve_fit():
+    """(x, y, popt, pcov): 2 exp(-0.8 x) plus noise, and scipy's tightly converged curve_fit."""
     optimize = pytest.importorskip("scipy.optimize")
     rng = np.random.default_rng(5)
     x = np.linspace(0.0, 4.0, 25)
     y = 2.0 * np.exp(-0.8 * x) + rng.normal(0, 0.05, x.size)
     popt, pcov = optimize.curve_fit(lambda t, a, b: a * np.exp(-b * t), x, y, p0=[1.0, 1.0],
                                     xtol=1e-14, ftol=1e-14, gtol=1e-14)
+    return x, y, popt, pcov
+
+
+def test_standard_errors_of_a_nonlinear_model_match_scipy_curve_fit():
+    """Levenberg-Marquardt's covariance on a nonlinear model equals scipy's pcov (also
+    s^2 (J^T J)^-1 at the optimum, from its own MINPACK fit and its own Jacobian)."""
+    x, y, popt, pcov = _noisy_decay_and_curve_fit()
     res = ndvm.fit(DECAY, data={"x": x}, target=y, init={"a": 1.0, "b": 1.0}, optimizer="lm",
                    steps=100)
     assert [res.params["a"], res.params["b"]] == pytest.approx(popt, rel=1e-8)
@@ -92,12 +98,7 @@ def test_adam_on_a_positive_parameter_is_torch_adam_on_its_logarithm():
 def test_a_positive_parameter_reaches_the_unconstrained_optimum(optimizer, steps):
     """When the optimum is inside (0, inf), optimizing log b changes the path, not the optimum:
     scipy.optimize.curve_fit's (unconstrained) solution."""
-    optimize = pytest.importorskip("scipy.optimize")
-    rng = np.random.default_rng(5)
-    x = np.linspace(0.0, 4.0, 25)
-    y = 2.0 * np.exp(-0.8 * x) + rng.normal(0, 0.05, x.size)
-    popt, _ = optimize.curve_fit(lambda t, a, b: a * np.exp(-b * t), x, y, p0=[1.0, 1.0],
-                                 xtol=1e-14, ftol=1e-14, gtol=1e-14)
+    x, y, popt, _ = _noisy_decay_and_curve_fit()
     res = ndvm.fit(DECAY, data={"x": x}, target=y, init={"a": 1.0, "b": 0.1}, positive=["b"],
                    optimizer=optimizer, steps=steps)
     assert [res.params["a"], res.params["b"]] == pytest.approx(popt, rel=1e-6)
