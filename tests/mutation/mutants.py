@@ -58,6 +58,7 @@ HELD = (OO + "test_a_parameter_held_at_its_bound_lets_the_others_reach_their_opt
 WOLFE = (OO + "test_every_lbfgs_step_meets_the_strong_wolfe_conditions",)
 BRACKET = (OO + "test_lbfgs_zooms_inside_the_first_bracket_when_sufficient_decrease_fails",)
 SCALE = (OO + "test_lbfgs_is_invariant_to_a_scaling_of_the_loss",)
+CURVATURE = (OO + "test_lbfgs_forgets_a_step_of_negative_curvature",)
 COV = (OO + "test_standard_errors_of_a_linear_model_are_the_ols_closed_form",
        OO + "test_standard_errors_of_a_nonlinear_model_match_scipy_curve_fit")
 
@@ -285,7 +286,7 @@ MUTANTS = [
            "the second loop of the L-BFGS two-loop recursion subtracts the correction"),
     Mutant("fit-lbfgs-curvature-pair", FITH,
            "if (sy > lm::kEps * yy && std::isfinite(sy) && yy > 0) {",
-           "if (std::isfinite(sy) && yy > 0) {", SCALE + WOLFE + MONO + LBFGS,
+           "if (std::isfinite(sy) && yy > 0) {", CURVATURE + SCALE + WOLFE + MONO + LBFGS,
            "L-BFGS keeps (s, y) pairs of negative curvature (the inverse Hessian loses "
            "positive definiteness)"),
     Mutant("fit-wolfe-armijo", LSH, "bool armijo = f <= f0_ + c1 * a * d0_;",
