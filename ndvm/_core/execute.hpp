@@ -112,28 +112,28 @@ void for_start_runs(uint32_t l0, uint32_t L, uint32_t N, F&& f) {
 // lane offset l0) or summed per start.
 template <class T>
 void reduce_adjoints(Machine<T>& m, Reduce how, double** out, size_t nbind, uint32_t l0) {
-  const uint32_t L = m.L_;
-  for (size_t i = 0; i < nbind && i < m.param_pay_.size(); ++i) {
+  const uint32_t L = m.L_, N = m.N_;
+  const size_t n = std::min(nbind, m.param_pay_.size());
+  const int64_t* pids = m.param_pay_.data();
+  const T* adj = m.result_.active() ? m.adj_.data() : nullptr;  // null: every adjoint is 0
+  for (size_t i = 0; i < n; ++i) {
     double* o = out[i];
     if (!o) continue;
-    int64_t pid = m.param_pay_[i];
-    bool none = pid < 0 || !m.result_.active();
-    const T* a = none ? nullptr : m.adj_.data() + size_t(pid) * L;
+    const T* a = adj && pids[i] >= 0 ? adj + size_t(pids[i]) * L : nullptr;
     if (how == Reduce::PerLane) {
       double* dst = o + l0;
-      if (none) {
+      if (!a) {
         std::fill(dst, dst + L, 0.0);
       } else {
         for (uint32_t l = 0; l < L; ++l) dst[l] = double(a[l]);
       }
-      continue;
+    } else if (a) {  // per start: the outputs start at zero
+      for_start_runs(l0, L, N, [&](uint32_t l, uint32_t st, uint32_t, uint32_t run) {
+        double acc = 0.0;
+        for (uint32_t k = 0; k < run; ++k) acc += double(a[l + k]);
+        o[st] += acc;
+      });
     }
-    if (none) continue;  // per start: the outputs start at zero
-    for_start_runs(l0, L, m.N_, [&](uint32_t l, uint32_t st, uint32_t, uint32_t run) {
-      double acc = 0.0;
-      for (uint32_t k = 0; k < run; ++k) acc += double(a[l + k]);
-      o[st] += acc;
-    });
   }
 }
 
@@ -167,7 +167,7 @@ void block_seed(Machine<T>& m, const RunRequest& rq, uint32_t l0, std::vector<T>
 // The one reverse sweep of a lane block: seeded and reduced as the request says.
 template <class T>
 void sweep_block(Machine<T>& m, const RunRequest& rq, const Value& v, uint32_t l0) {
-  std::vector<T> seed;
+  std::vector<T>& seed = m.seed_;  // the machine's buffer: no allocation once it has grown
   block_seed(m, rq, l0, seed);
   Reduce how = reduction(rq);
   if (how == Reduce::None) return;
@@ -309,8 +309,8 @@ template <class T>
 void reverse_seeded(Machine<T>& m, const double* seed, double** jac_out, double** grad_out,
                     size_t nbind) {
   if (!m.taped_) throw Error(ErrorKind::Internal, "no recorded evaluation to differentiate");
-  std::vector<T> s(seed, seed + m.L_);
-  m.reverse(m.result_, s.data());
+  m.seed_.assign(seed, seed + m.L_);
+  m.reverse(m.result_, m.seed_.data());
   Reduce how = jac_out ? Reduce::PerLane : Reduce::PerStart;
   double** out = jac_out ? jac_out : grad_out;
   for (size_t i = 0; how == Reduce::PerStart && i < nbind; ++i)

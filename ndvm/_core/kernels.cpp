@@ -60,37 +60,6 @@ inline void fma_t(T* __restrict y, const T* __restrict x, size_t sx, const T* __
 }
 
 template <class T>
-inline void acc_times_t(T* __restrict d, const T* __restrict g, const T* __restrict b, size_t bs,
-                        const uint8_t* __restrict live, uint32_t L) {
-  if (live) {
-    for (uint32_t l = 0; l < L; ++l)
-      if (live[l] && g[l] != T(0)) d[l] += g[l] * b[l * bs];
-  } else if (bs) {
-    for (uint32_t l = 0; l < L; ++l) {
-      T v = g[l] * b[l];  // computed unconditionally, then selected: the loop stays branch-free
-      d[l] += g[l] != T(0) ? v : T(0);
-    }
-  } else {
-    const T c = b[0];
-    for (uint32_t l = 0; l < L; ++l) {
-      T v = g[l] * c;
-      d[l] += g[l] != T(0) ? v : T(0);
-    }
-  }
-}
-
-template <class T>
-inline void acc_plus_t(T* __restrict d, const T* __restrict g, T sign,
-                       const uint8_t* __restrict live, uint32_t L) {
-  if (live) {
-    for (uint32_t l = 0; l < L; ++l)
-      if (live[l]) d[l] += sign * g[l];
-  } else {
-    for (uint32_t l = 0; l < L; ++l) d[l] += sign * g[l];
-  }
-}
-
-template <class T>
 inline bool any_negative_zero_t(const T* __restrict p, uint32_t L) {
   int hit = 0;
   for (uint32_t l = 0; l < L; ++l) hit |= (p[l] == T(0)) & std::signbit(p[l]);

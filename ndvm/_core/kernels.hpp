@@ -36,4 +36,37 @@ bool any_negative_zero(const float* p, uint32_t L);
 bool all_finite_one_sign(const double* p, uint32_t L, bool* negative);
 bool all_finite_one_sign(const float* p, uint32_t L, bool* negative);
 
+// The two adjoint loops as templates: kernels.cpp compiles them per ISA above; the reverse sweep
+// also runs acc_times_t inline for a few lanes, where the call would cost more than the loop.
+template <class T>
+inline void acc_times_t(T* __restrict d, const T* __restrict g, const T* __restrict b, size_t bs,
+                        const uint8_t* __restrict live, uint32_t L) {
+  if (live) {
+    for (uint32_t l = 0; l < L; ++l)
+      if (live[l] && g[l] != T(0)) d[l] += g[l] * b[l * bs];
+  } else if (bs) {
+    for (uint32_t l = 0; l < L; ++l) {
+      T v = g[l] * b[l];  // computed unconditionally, then selected: the loop stays branch-free
+      d[l] += g[l] != T(0) ? v : T(0);
+    }
+  } else {
+    const T c = b[0];
+    for (uint32_t l = 0; l < L; ++l) {
+      T v = g[l] * c;
+      d[l] += g[l] != T(0) ? v : T(0);
+    }
+  }
+}
+
+template <class T>
+inline void acc_plus_t(T* __restrict d, const T* __restrict g, T sign,
+                       const uint8_t* __restrict live, uint32_t L) {
+  if (live) {
+    for (uint32_t l = 0; l < L; ++l)
+      if (live[l]) d[l] += sign * g[l];
+  } else {
+    for (uint32_t l = 0; l < L; ++l) d[l] += sign * g[l];
+  }
+}
+
 }  // namespace ndvm::kern

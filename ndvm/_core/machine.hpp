@@ -110,6 +110,7 @@ class Machine {
   std::vector<T> consts_;
   std::vector<T> adj_;
   std::vector<T> scratch_;         // lane buffers of the reverse sweep (partials, 2x2 rows)
+  std::vector<T> seed_;            // one lane block's reverse-sweep seed (kept across runs)
   std::vector<T> linalg_work_;     // one lane's matrices in the dense linear-algebra sweep
   std::vector<Value> stack_;        // clients' value stack (arguments)
   std::vector<Value> free_vals_;    // one per free name, in the program's order

@@ -41,6 +41,12 @@ struct Recorder {
   }
 };
 
+// A binary op on two uniform numbers (out of line: the lane path's frame stays small).
+template <class T>
+__attribute__((noinline)) double uniform_binary(Op op, double a, double b) {
+  return double(with_binary(op, [&](auto rule) { return decltype(rule)::f(T(a), T(b)); }));
+}
+
 }  // namespace detail
 
 
@@ -63,13 +69,12 @@ Value Machine<T>::unary(Op op, const Value& a) {
 
 template <class T>
 Value Machine<T>::binary(Op op, const Value& a, const Value& b) {
-  if (!a.varying() && !b.varying())
-    return Value::number(
-        double(with_binary(op, [&](auto rule) { return decltype(rule)::f(T(a.num), T(b.num)); })));
+  if (!a.varying() && !b.varying()) return Value::number(detail::uniform_binary<T>(op, a.num, b.num));
   // Identities with a uniform 0 or 1 (identity and zero matrix elements, scalings) return an
   // operand, or a uniform zero, instead of a new payload and tape node — only where IEEE gives
   // the very same bits on every lane.
-  if (Value r; fold_identity(op, a, b, r)) return r;
+  if (const Value& u = a.varying() ? b : a; !u.varying() && (u.num == 0.0 || u.num == 1.0))
+    if (Value r; fold_identity(op, a, b, r)) return r;
   uint32_t out = alloc_payloads(1);
   T ta, tb;
   size_t sa, sb;
@@ -86,7 +91,7 @@ Value Machine<T>::binary(Op op, const Value& a, const Value& b) {
 }
 
 template <class T>
-bool Machine<T>::fold_identity(Op op, const Value& a, const Value& b, Value& r) {
+NDVM_INLINE bool Machine<T>::fold_identity(Op op, const Value& a, const Value& b, Value& r) {
   auto is = [](const Value& v, double c) { return !v.varying() && v.num == c && !std::signbit(v.num); };
   // x * 1, 1 * x, x / 1, x - 0: exactly x for every x (nan and -0 included)
   if ((op == Op::Mul && is(b, 1.0)) || (op == Op::Div && is(b, 1.0)) ||

@@ -27,7 +27,7 @@ struct NodeView {
         live(n.mask >= 0 ? mm.mask_ptr(n.mask) : nullptr),
         g(mm.adj_.data() + size_t(n.out) * mm.L_), y(mm.pay(n.out)), L(mm.L_) {}
 
-  LanePtr<T> lanes(uint32_t i) const {
+  NDVM_INLINE LanePtr<T> lanes(uint32_t i) const {
     const Operand& o = in[i];
     if (o.kind == OPND_CONST) return {&m.consts_[o.id], 0};
     return {m.pay(o.id), 1};
@@ -40,10 +40,20 @@ struct NodeView {
   }
   const T* out_adj(uint32_t k) const { return m.adj_.data() + size_t(nd.out + k) * L; }
   const T* out_val(uint32_t k) const { return m.pay(nd.out + k); }
-  // d[l] += g[l] * p[l]: the multiply-add every elementwise rule ends in
-  void acc(T* d, LanePtr<T> p) const {
-    if (d) kern::acc_times(d, g, p.p, p.stride, live, L);
+  // d[l] += g[l] * p[l]: the multiply-add every elementwise rule ends in. A few lanes run the
+  // kernel's loop inline (the call and its ISA dispatch would cost more than the work).
+  NDVM_INLINE void acc(T* d, LanePtr<T> p) const {
+    if (!d) return;
+    if (L >= kKernelLanes) {
+      if (p.stride == 0 && (p.p[0] == T(1) || p.p[0] == T(-1)))  // + and -: no multiply
+        kern::acc_plus(d, g, p.p[0], live, L);
+      else
+        kern::acc_times(d, g, p.p, p.stride, live, L);
+    } else {
+      kern::acc_times_t(d, g, p.p, p.stride, live, L);
+    }
   }
+  static constexpr uint32_t kKernelLanes = 8;
 };
 
 template <class T>
@@ -58,8 +68,9 @@ NDVM_INLINE void sweep_unary(const NodeView<T>& v) {
 template <class T>
 NDVM_INLINE void sweep_binary(const NodeView<T>& v) {
   LanePtr<T> da, db;
+  const LanePtr<T> a = v.lanes(0), b = v.lanes(1);
   with_binary(v.nd.op, [&](auto rule) NDVM_INLINE_LAMBDA {
-    decltype(rule)::partials(v.lanes(0), v.lanes(1), v.y, v.m.scratch_.data(), v.L, da, db);
+    decltype(rule)::partials(a, b, v.y, v.m.scratch_.data(), v.L, da, db);
   });
   v.acc(v.adj(0), da);
   v.acc(v.adj(1), db);

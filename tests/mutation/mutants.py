@@ -75,6 +75,7 @@ WALK = "ndvm/_core/walk.hpp"
 PYX = "ndvm/_core/_core.pyx"
 EXE = "ndvm/_core/execute.hpp"
 KERN = "ndvm/_core/kernels.cpp"
+KERNH = "ndvm/_core/kernels.hpp"
 MACH = "ndvm/_core/machine.hpp"
 FITH = "ndvm/_core/fit.hpp"
 LMH = "ndvm/_core/lm.hpp"
@@ -161,7 +162,7 @@ MUTANTS = [
            (CF + "test_arithmetic_with_a_uniform_zero_or_one_operand",) + DERIV + GOLDEN,
            "the identity fold of x - 0 fires on 0 - x instead (returns the 0)"),
     # ---- tape accumulation and the reverse sweep ---------------------------------------------
-    Mutant("tape-binary-overwrite", KERN,
+    Mutant("tape-binary-overwrite", KERNH,
            "      T v = g[l] * b[l];  // computed unconditionally, then selected: the loop stays branch-free\n"
            "      d[l] += g[l] != T(0) ? v : T(0);",
            "      T v = g[l] * b[l];  // computed unconditionally, then selected: the loop stays branch-free\n"
@@ -169,7 +170,7 @@ MUTANTS = [
            "an adjoint is overwritten instead of accumulated (a value used twice)"),
     Mutant("tape-seed-ignored", SWEEP, "g0[l] = seed ? seed[l] : T(1);", "g0[l] = T(1);",
            API + TORCH, "the reverse sweep ignores the caller's seed (vjp, torch, mse)"),
-    Mutant("tape-zero-adjoint-nan", KERN,
+    Mutant("tape-zero-adjoint-nan", KERNH,
            "      T v = g[l] * b[l];  // computed unconditionally, then selected: the loop stays branch-free\n"
            "      d[l] += g[l] != T(0) ? v : T(0);",
            "      T v = g[l] * b[l];  // computed unconditionally, then selected: the loop stays branch-free\n"
@@ -182,10 +183,10 @@ MUTANTS = [
            "live(nullptr),", DEAD_LANES + FLOW,
            "the sweep ignores every node's lane mask (all op families: elementwise, select, "
            "min/max, linear algebra)"),
-    Mutant("mask-acc-plus-unmasked", KERN, "      if (live[l]) d[l] += sign * g[l];",
+    Mutant("mask-acc-plus-unmasked", KERNH, "      if (live[l]) d[l] += sign * g[l];",
            "      d[l] += sign * g[l];", FLOW, "acc_plus ignores the lane mask",
            DEAD_ADJOINTS_ARE_ZERO),
-    Mutant("mask-acc-times-unmasked", KERN,
+    Mutant("mask-acc-times-unmasked", KERNH,
            "      if (live[l] && g[l] != T(0)) d[l] += g[l] * b[l * bs];",
            "      if (g[l] != T(0)) d[l] += g[l] * b[l * bs];", FLOW,
            "acc_times ignores the lane mask",
@@ -201,8 +202,8 @@ MUTANTS = [
     Mutant("partition-leaks-dead-lanes", EXE, "p2[l] = on && !d.part[l];", "p2[l] = !d.part[l];",
            FLOW, "re-running a partition also runs lanes outside the enclosing mask"),
     # ---- lane blocks and input binding ----------------------------------------------------------
-    Mutant("block-jac-offset", EXE, "o[l0 + l] = none ? 0.0 : double(a[l]);",
-           "o[l] = none ? 0.0 : double(a[l]);", BLOCKS,
+    Mutant("block-jac-offset", EXE, "double* dst = o + l0;",
+           "double* dst = o;", BLOCKS,
            "every lane block writes its Jacobian rows at lane 0"),
     Mutant("block-data-offset", EXE, "n = m.lane0_ % m.N_; l < m.L_; ++l)",
            "n = 0; l < m.L_; ++l)", BLOCKS,
