@@ -513,6 +513,7 @@ class Fitter {
     double delta = 0, par = 0, fnorm = 0, xnorm = 0, gnorm = 0, pnorm = 0, prered = 0,
            dirder = 0;
     int probe = 0, probes_left = kPlateauProbes;  // probe: the current trial's index (1..), or 0
+    int8_t why = kBudget;  // the stop reason that a plateau probe holds back
     bool factored = false, first = true, scaled = false;
   };
 
@@ -779,7 +780,7 @@ class Fitter {
     if (!why && ((std::fabs(actred) <= lm::kEps && m.prered <= lm::kEps && 0.5 * ratio <= 1.0) ||
                  m.delta <= lm::kEps * m.xnorm || m.gnorm <= lm::kEps))
       why = kNoProgress;
-    if (why == kNoProgress && start_plateau_probe(s, m)) return;
+    if (why && why != kGtol && start_plateau_probe(s, m, why)) return;
     if (why) stop(s, why);
   }
 
@@ -788,13 +789,17 @@ class Fitter {
   // is 1e-44 of the other columns), so a fit that collapsed its trust region there may sit on a
   // plateau, not at a minimum: the loss still falls along that parameter, only too slowly for
   // the linear model (Moré-Garbow-Hillstrom box3d from 100 x0 stalls at (0.61, 1000, 1.32), and
-  // its loss falls monotonically to 0 as x2 goes from 1000 to 10). Before such a start is
-  // reported as "no progress", every blind parameter whose gradient still has a sign is moved
-  // along its descent direction by growing fractions of its magnitude (1/2, 3/4, 7/8, ... of the
-  // way toward zero, or 1, 2, 4, ... times it away from zero); the first trial that lowers the
-  // loss is taken and the trust region restarts there as at a new start. No trial lowers it:
-  // the start stops with "no progress" as before. Converged starts are never probed.
-  bool start_plateau_probe(uint32_t s, LmState& m) {
+  // its loss falls monotonically to 0 as x2 goes from 1000 to 10; the trust region either
+  // collapses, "no progress", or meets ftol/xtol on the parameters it can see). Before such a
+  // start stops for any reason but gtol (which the blind columns' cosines must meet too), every
+  // blind parameter whose gradient still has a sign is moved along its descent direction by
+  // growing fractions of its magnitude (1/2, 3/4, 7/8, ... of the way toward zero, or 1, 2, 4,
+  // ... times it away from zero); the first trial that lowers the loss and where a blind column
+  // is above the rounding level again (off the plateau, not further onto it) is taken, and the
+  // trust region restarts there as at a new start. No such trial: the start stops with the
+  // reason it had (a parameter's best value may lie at infinity: Bard's local minimum with x2,
+  // x3 -> -inf, or b in a + exp(-b x) fitted to a constant).
+  bool start_plateau_probe(uint32_t s, LmState& m, int8_t why) {
     if (m.probes_left <= 0) return false;
     double big = 0.0;
     for (size_t p = 0; p < P_; ++p) big = std::max(big, m.cn[p]);
@@ -813,6 +818,7 @@ class Fitter {
     if (!any) return false;
     --m.probes_left;
     m.probe = 1;
+    m.why = why;
     return true;
   }
 
@@ -833,7 +839,11 @@ class Fitter {
                    std::vector<double>& Jt, std::vector<double>& cnt) {
     double fnorm1 = residual_norm(s, rt.data());
     bool ok = std::isfinite(fnorm1) && copy_jacobian(s, ut, Jt.data(), cnt.data());
-    if (ok && fnorm1 < m.fnorm) {  // a lower loss: restart the trust region from here
+    double big = 0.0;
+    for (size_t p = 0; p < P_; ++p) big = std::max(big, cnt[p]);
+    bool seen = false;  // a blind parameter's column is above the others' rounding level again
+    for (size_t p = 0; p < P_; ++p) seen = seen || (m.blind[p] != 0.0 && cnt[p] > lm::kEps * big);
+    if (ok && seen && fnorm1 < m.fnorm) {  // off the plateau: restart the trust region here
       for (size_t p = 0; p < P_; ++p) u_[p * S_ + s] = ut[p * S_ + s];
       m.r.swap(rt);
       m.J.swap(Jt);
@@ -850,7 +860,7 @@ class Fitter {
     }
     if (++m.probe > kPlateauTrials) {
       m.probe = 0;
-      stop(s, kNoProgress);
+      stop(s, m.why);
     }
   }
 
