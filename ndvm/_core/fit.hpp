@@ -502,7 +502,9 @@ class Fitter {
   // problem through a QR of J and an SVD of R D^-1; ftol/xtol/gtol with MINPACK's meanings.
   // Departures: a trial that is not finite, or that makes a parameter's Jacobian column vanish
   // (a saturated exponential: a flat region the fit could not leave), is rejected like a bad
-  // step; bounds hold a variable that sits on one and is pushed outwards, and clip the others.
+  // step; bounds hold a variable that sits on one and is pushed outwards, and clip the others;
+  // a start about to stop (but for gtol) with a parameter its linear model cannot see runs a
+  // plateau probe first (start_plateau_probe).
   // At most this many trials per plateau probe, and this many probes per start (see below).
   static constexpr int kPlateauTrials = 8, kPlateauProbes = 4;
   struct LmState {
