@@ -502,13 +502,20 @@ class Fitter {
   // problem through a QR of J and an SVD of R D^-1; ftol/xtol/gtol with MINPACK's meanings.
   // Departures: a trial that is not finite, or that makes a parameter's Jacobian column vanish
   // (a saturated exponential: a flat region the fit could not leave), is rejected like a bad
-  // step; bounds hold a variable that sits on one and is pushed outwards, and clip the others.
+  // step; bounds hold a variable that sits on one and is pushed outwards, and clip the others;
+  // a start about to stop (but for gtol) with a parameter its linear model cannot see runs a
+  // plateau probe first (start_plateau_probe).
+  // At most this many trials per plateau probe, and this many probes per start (see below).
+  static constexpr int kPlateauTrials = 8, kPlateauProbes = 4;
   struct LmState {
     lm::Factor F;
     std::vector<double> D, z, J, r, cn, col0, acn, A, p, dp, w;  // cn: J's column norms
+    std::vector<double> blind;  // plateau probe: descent direction of each blind parameter, or 0
     std::vector<uint8_t> held;
     double delta = 0, par = 0, fnorm = 0, xnorm = 0, gnorm = 0, pnorm = 0, prered = 0,
            dirder = 0;
+    int probe = 0, probes_left = kPlateauProbes;  // probe: the current trial's index (1..), or 0
+    int8_t why = kBudget;  // the stop reason that a plateau probe holds back
     bool factored = false, first = true, scaled = false;
   };
 
@@ -552,6 +559,7 @@ class Fitter {
       m.w.assign(P_, 0.0);
       m.acn.assign(P_, 0.0);
       m.held.assign(P_, 0);
+      m.blind.assign(P_, 0.0);
       m.r.assign(N_, 0.0);
       m.J.assign(size_t(N_) * P_, 0.0);
       m.cn.assign(P_, 0.0);
@@ -569,6 +577,11 @@ class Fitter {
       for (uint32_t s = 0; s < S_; ++s) {
         if (!live(s)) continue;
         LmState& m = st[s];
+        if (m.probe) {
+          probe_trial(s, m, ut);
+          any = true;
+          continue;
+        }
         if (!m.factored) refactor(s, m, radius0);
         if (!live(s)) continue;
         propose(s, m, ut);
@@ -577,7 +590,8 @@ class Fitter {
       if (!any || k >= rq_.steps) break;  // budget: the remaining live starts keep kBudget
       evaluate(ut, kJac);
       for (uint32_t s = 0; s < S_; ++s)
-        if (live(s)) judge(s, st[s], ut, rt, Jt, cnt);
+        if (live(s) && st[s].probe) probe_judge(s, st[s], ut, rt, Jt, cnt);
+        else if (live(s)) judge(s, st[s], ut, rt, Jt, cnt);
       for (uint32_t s = 0; s < S_; ++s) {
         if (retired_[s]) continue;
         LmState& m = st[s];
@@ -768,7 +782,88 @@ class Fitter {
     if (!why && ((std::fabs(actred) <= lm::kEps && m.prered <= lm::kEps && 0.5 * ratio <= 1.0) ||
                  m.delta <= lm::kEps * m.xnorm || m.gnorm <= lm::kEps))
       why = kNoProgress;
+    if (why && why != kGtol && start_plateau_probe(s, m, why)) return;
     if (why) stop(s, why);
+  }
+
+  // Plateau probe. The trust region's linear model cannot see a parameter whose Jacobian column
+  // is below the rounding level of the others (a saturated exponential: exp(-t x2) at x2 = 1000
+  // is 1e-44 of the other columns), so a fit that collapsed its trust region there may sit on a
+  // plateau, not at a minimum: the loss still falls along that parameter, only too slowly for
+  // the linear model (Moré-Garbow-Hillstrom box3d from 100 x0 stalls at (0.61, 1000, 1.32), and
+  // its loss falls monotonically to 0 as x2 goes from 1000 to 10; the trust region either
+  // collapses, "no progress", or meets ftol/xtol on the parameters it can see). Before such a
+  // start stops for any reason but gtol (which the blind columns' cosines must meet too), every
+  // blind parameter whose gradient still has a sign is moved along its descent direction by
+  // growing fractions of its magnitude (1/2, 3/4, 7/8, ... of the way toward zero, or 1, 2, 4,
+  // ... times it away from zero); the first trial that lowers the loss and where a blind column
+  // is above the rounding level again (off the plateau, not further onto it) is taken, and the
+  // trust region restarts there as at a new start. No such trial: the start stops with the
+  // reason it had (a parameter's best value may lie at infinity: Bard's local minimum with x2,
+  // x3 -> -inf, or b in a + exp(-b x) fitted to a constant).
+  bool start_plateau_probe(uint32_t s, LmState& m, int8_t why) {
+    if (m.probes_left <= 0) return false;
+    double big = 0.0;
+    for (size_t p = 0; p < P_; ++p) big = std::max(big, m.cn[p]);
+    bool any = false;
+    for (size_t p = 0; p < P_; ++p) {
+      m.blind[p] = 0.0;
+      if (m.cn[p] > lm::kEps * big) continue;
+      double g = 0.0;  // d (|r|^2 / 2) / d u_p, by the summands' signs only if they underflow
+      for (uint32_t n = 0; n < N_; ++n) g += m.J[p * N_ + n] * m.r[n];
+      if (g == 0.0 || !std::isfinite(g)) continue;
+      double up = u_[p * S_ + s];
+      if ((g > 0 && up <= lo_[p]) || (g < 0 && up >= hi_[p])) continue;  // held by a bound
+      m.blind[p] = g > 0 ? -1.0 : 1.0;
+      any = true;
+    }
+    if (!any) return false;
+    --m.probes_left;
+    m.probe = 1;
+    m.why = why;
+    return true;
+  }
+
+  void probe_trial(uint32_t s, LmState& m, std::vector<double>& ut) {
+    for (size_t p = 0; p < P_; ++p) {
+      double up = u_[p * S_ + s], v = up;
+      if (m.blind[p] != 0.0) {
+        double mag = std::max(std::fabs(up), 1.0);
+        bool toward_zero = m.blind[p] * up < 0.0;
+        double frac = toward_zero ? 1.0 - std::ldexp(1.0, -m.probe) : std::ldexp(1.0, m.probe - 1);
+        v = std::min(std::max(up + m.blind[p] * frac * mag, lo_[p]), hi_[p]);
+      }
+      ut[p * S_ + s] = v;
+    }
+  }
+
+  void probe_judge(uint32_t s, LmState& m, std::vector<double>& ut, std::vector<double>& rt,
+                   std::vector<double>& Jt, std::vector<double>& cnt) {
+    double fnorm1 = residual_norm(s, rt.data());
+    bool ok = std::isfinite(fnorm1) && copy_jacobian(s, ut, Jt.data(), cnt.data());
+    double big = 0.0;
+    for (size_t p = 0; p < P_; ++p) big = std::max(big, cnt[p]);
+    bool seen = false;  // a blind parameter's column is above the others' rounding level again
+    for (size_t p = 0; p < P_; ++p) seen = seen || (m.blind[p] != 0.0 && cnt[p] > lm::kEps * big);
+    if (ok && seen && fnorm1 < m.fnorm) {  // off the plateau: restart the trust region here
+      for (size_t p = 0; p < P_; ++p) u_[p * S_ + s] = ut[p * S_ + s];
+      m.r.swap(rt);
+      m.J.swap(Jt);
+      m.cn.swap(cnt);
+      m.fnorm = fnorm1;
+      keep_best(s, u_, loss_[s]);
+      std::fill(m.D.begin(), m.D.end(), 1.0);
+      m.par = 0.0;
+      m.probe = 0;
+      m.factored = false;
+      m.first = true;
+      m.scaled = false;
+      return;
+    }
+    if (++m.probe > kPlateauTrials) {
+      m.probe = 0;
+      stop(s, m.why);
+    }
   }
 
   // An ftol stop is a convergence only where the residuals are nearly orthogonal to every
