@@ -393,36 +393,46 @@ class Simplifier:
         return self.lift(t)
 
     def rename(self, t, shared):
-        """Name parameters in order of occurrence: each occurrence its own name, or
-        (``shared``) each distinct parameter its own name. A subtree without parameters is
-        kept as it is."""
+        """(tree, source) with parameters named in order of occurrence: each occurrence its own
+        name, or (``shared``) each distinct parameter its own name. A subtree without
+        parameters is kept as it is; the source is written in the same walk."""
         P, mapping, it = self.P, {}, iter(self.names)
 
         def walk(x):
-            if isinstance(x, list):
-                return [walk(y) for y in x] if self.occurrences(x) else x
+            if type(x) is list:
+                if not self.occurrences(x):
+                    return x, self.source(x)
+                pairs = [walk(y) for y in x]
+                return [p[0] for p in pairs], "(" + " ".join([p[1] for p in pairs]) + ")"
             if x == _PARAM or (isinstance(x, str) and x in P):
                 if x == _PARAM or not shared:
-                    return next(it)
-                if x not in mapping:
-                    mapping[x] = next(it)
-                return mapping[x]
-            return x
+                    name = next(it)
+                else:
+                    name = mapping.get(x)
+                    if name is None:
+                        name = mapping[x] = next(it)
+                return name, name
+            return x, _atom(x)
         return walk(t)
 
-    def canonicalize(self, tree):
-        """The canonical simplified tree (see the module function ``canonicalize``)."""
+    def canonical_form(self, tree):
+        """(tree, source, size) of the canonical simplified tree (see the module function
+        ``canonicalize``); raises TooManyParameters as it does."""
         self._fresh()
         names = self.names
         t = self.simp(tree)
         lifted = self.simp(self.lift(t))
         if self.occurrences(lifted) <= len(names):
-            return self.rename(lifted, shared=False)
+            return self.rename(lifted, shared=False) + (self.size(lifted),)
         if self.occurrences(t) <= len(names):
-            return self.rename(t, shared=False)
+            return self.rename(t, shared=False) + (self.size(t),)
         if len(self.named(t)) + self.marks(t) <= len(names):
-            return self.rename(t, shared=True)
+            return self.rename(t, shared=True) + (self.size(t),)
         raise TooManyParameters(f"the simplified model needs more than {len(names)} parameters")
+
+    def canonicalize(self, tree):
+        """The canonical simplified tree (see the module function ``canonicalize``)."""
+        return self.canonical_form(tree)[0]
 
 
 def simplify(tree, params):
