@@ -117,6 +117,46 @@ def test_mutate_search_is_deterministic_for_a_seed():
     assert [r["heldout_error"] for r in a.records] == [r["heldout_error"] for r in b.records]
 
 
+def test_the_pipelined_search_proposes_the_same_on_any_number_of_workers():
+    # mutate is pipelined (the next batch is proposed while this one calibrates, from the state
+    # one batch behind): what it proposes depends on the seed, never on the workers' timing
+    from concurrent.futures import ThreadPoolExecutor
+
+    def fields(res):
+        return [(r["id"], r["src"], r["status"], r["params"], r["heldout_error"])
+                for r in res.records]
+    one = ndvm.search("damped", seed=2, max_candidates=80, workers=1, budget=None)
+    two = ndvm.search("damped", seed=2, max_candidates=80, workers=2, budget=None)
+    with ThreadPoolExecutor(2) as ex:  # the executor path, in rounds of the same size
+        ex_run = ndvm.search("damped", seed=2, max_candidates=80, executor=ex, batch=16,
+                             budget=None)
+    assert ndvm.cosearch.Mutate.pipelined and len(one.records) == 80
+    assert fields(one) == fields(two) == fields(ex_run)
+    assert [r["src"] for r in one.front] == [r["src"] for r in two.front] == [
+        r["src"] for r in ex_run.front]
+    assert one.best["model"] == two.best["model"] == ex_run.best["model"]
+
+
+@pytest.mark.parametrize("pipelined", [True, False])
+def test_a_pipelined_proposer_sees_every_batch_but_the_last(pipelined):
+    class Spy(ndvm.cosearch.Replay):
+        def propose(self, n, state):
+            views.append(sorted(r["id"] for r in state.population))
+            return super().propose(n, state)
+
+    views = []
+    spy = Spy(sources=[f"(+ a (* b ({u} x)))" for u in ("sin", "cos", "exp", "log", "sqrt",
+                                                        "tanh", "square")]
+              + [f"(+ a (* b ({u} (sin x))))" for u in ("sin", "cos", "exp", "tanh", "square")])
+    spy.pipelined = pipelined
+    res = ndvm.search("damped", proposer=spy, batch=4, budget=None)
+    assert [r["status"] for r in res.records] == ["ok"] * 12 and res.stopped == "exhausted"
+    if pipelined:  # batch k+1 is proposed while batch k calibrates
+        assert views == [[], [], [0, 1, 2, 3], list(range(8))]
+    else:
+        assert views == [[], [0, 1, 2, 3], list(range(8)), list(range(12))]
+
+
 def test_damped_reaches_a_good_fit_within_its_default_budget():
     task = get_task("damped")
     res = ndvm.search(task, proposer="mutate", seed=0, stop_on_success=True)

@@ -34,9 +34,16 @@ class LLMError(RuntimeError):
 
 
 class Proposer:
-    """Base class: ``propose(n, state) -> [source, ...]``."""
+    """Base class: ``propose(n, state) -> [source, ...]``.
+
+    ``pipelined``: the search may ask for the next batch while the current one calibrates, so
+    ``state`` then holds every batch but the last (one batch of lag, the same on any number of
+    workers). False (the default) waits for the current batch's scores: a proposer that learns
+    from each batch (llm) sees them all.
+    """
 
     name = "proposer"
+    pipelined = False
 
     def propose(self, n, state):
         raise NotImplementedError
@@ -66,6 +73,7 @@ class Replay(Proposer):
     """Candidates from JSON-lines files, then from ``sources`` (program texts), in order."""
 
     name = "replay"
+    pipelined = True  # (it never looks at the state)
 
     def __init__(self, *files, sources=()):
         self.queue = []
@@ -91,6 +99,7 @@ class Mutate(Proposer):
 
     name = "mutate"
     canonical = True  # proposes canonical sources: the loop need not simplify them again
+    pipelined = True
 
     def __init__(self, seed=0, crossover=0.3, fresh=0.1, tournament=3, parsimony=0.02,
                  small=True):
