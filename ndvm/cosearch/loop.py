@@ -665,9 +665,9 @@ def search(task="damped", proposer=None, budget=None, max_candidates=None, out=N
                 done, ready = ready, following
             else:  # the proposer sees every batch scored before it proposes the next
                 run.calibrate(ready)
-                following = run.advance(ready)
+                run.finish(ready)
                 emit(ready)
-                ready = following
+                ready = None if stop_on_success and run.first_good is not None else run.next()
             if stop_on_success and run.first_good is not None:
                 stopped = "success"
                 break
