@@ -94,9 +94,15 @@ def replay(task_name, records, seed, batch=loop.BATCH):
                                 loop=task.loops)
     _cold()
     prop = task.proposer(proposers.make_proposer("mutate", seed=seed))
+    lag = 1 if getattr(prop, "pipelined", False) else 0  # as the loop runs it (loop.py)
     state = loop.SearchState(task=task, grammar=g)
-    spent, i, n_batches = 0.0, 0, 0
+    spent, i, scored = 0.0, 0, []  # scored: each batch's ok records, folded in lag batches late
     while i < len(records):
+        while len(scored) > lag:
+            ok = scored.pop(0)
+            state.front = loop.pareto_front(state.front + ok)
+            pool = state.population + [r for r in ok if np.isfinite(r["heldout_error"])]
+            state.population = sorted(pool, key=lambda r: r["heldout_error"])[:loop._POPULATION]
         t = time.process_time()
         srcs = prop.propose(min(batch, len(records) - i), state)
         spent += time.process_time() - t
@@ -107,12 +113,8 @@ def replay(task_name, records, seed, batch=loop.BATCH):
             state.seen.add(r["src"])
             if r.get("model"):
                 state.seen.add(r["model"])
-        ok = [r for r in got if r["status"] == "ok"]
-        state.front = loop.pareto_front(state.front + ok)
-        pool = state.population + [r for r in ok if np.isfinite(r["heldout_error"])]
-        state.population = sorted(pool, key=lambda r: r["heldout_error"])[:loop._POPULATION]
+        scored.append([r for r in got if r["status"] == "ok"])
         i += len(srcs)
-        n_batches += 1
     return spent
 
 
