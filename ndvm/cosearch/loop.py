@@ -20,7 +20,7 @@ from ndvm.cosearch.grammar import Grammar
 from ndvm.cosearch.proposers import Proposer, Replay, make_proposer
 from ndvm.cosearch.select import select
 from ndvm.cosearch.sexpr import size, skeleton, to_source, to_tree
-from ndvm.cosearch.simplify import TooManyParameters, canonicalize
+from ndvm.cosearch.simplify import Simplifier, TooManyParameters
 from ndvm.cosearch.tasks import Task, get_task
 from ndvm.parallel import _executor_workers
 
@@ -313,6 +313,7 @@ class _Rounds:
         self.t0, self.batch, self.max_candidates = t0, batch, max_candidates
         self.next_id = n_records
         self.n_proposed = 0
+        self.simplifier = Simplifier(task.params)  # its memo serves every candidate of the run
         self.first_good = None
         self.front = []
 
@@ -361,7 +362,7 @@ class _Rounds:
                 if task.objective == "mse" and not getattr(prop, "canonical", False):
                     # (likelihood programs' literals are constants, never fitted)
                     try:
-                        tree = canonicalize(tree, task.params)
+                        tree = self.simplifier.canonicalize(tree)
                     except TooManyParameters:
                         raise
                     except Exception:  # noqa: BLE001 - an unusual form is calibrated as is
