@@ -87,6 +87,20 @@ def test_grown_and_mutated_programs_are_valid_and_deterministic():
     assert any("loop" in s for s in a) and any("let" in s for s in a)
 
 
+def test_cheap_draws_are_numpys_own():
+    # the proposer draws a mutation kind with one uniform and tournament indices one at a time;
+    # both must be numpy's rng.choice(p=) and rng.integers(n, size=k) draw for draw, so a seed
+    # proposes what it always did
+    kinds = ("subtree", "constant", "operator", "hoist", "extend")
+    p = [0.4, 0.2, 0.2, 0.08, 0.12]
+    for seed in range(20):
+        a, b = np.random.default_rng(seed), np.random.default_rng(seed)
+        for n in (1, 2, 3, 17, 64, 65):
+            assert gp.choice(a, kinds, p) == b.choice(kinds, p=p)
+            assert [int(a.integers(n)) for _ in range(3)] == b.integers(n, size=3).tolist()
+        assert a.random() == b.random()  # and the two streams are still in step
+
+
 def test_pareto_front_is_the_non_dominated_set():
     recs = [{"id": i, "status": "ok", "size": s, "heldout_error": e}
             for i, (s, e) in enumerate([(3, 1.0), (5, 0.5), (5, 0.7), (7, 0.6), (9, 0.1),
@@ -101,6 +115,46 @@ def test_mutate_search_is_deterministic_for_a_seed():
     assert [r["src"] for r in a.records] == [r["src"] for r in b.records]
     assert len(a.records) == 48
     assert [r["heldout_error"] for r in a.records] == [r["heldout_error"] for r in b.records]
+
+
+def test_the_pipelined_search_proposes_the_same_on_any_number_of_workers():
+    # mutate is pipelined (the next batch is proposed while this one calibrates, from the state
+    # one batch behind): what it proposes depends on the seed, never on the workers' timing
+    from concurrent.futures import ThreadPoolExecutor
+
+    def fields(res):
+        return [(r["id"], r["src"], r["status"], r["params"], r["heldout_error"])
+                for r in res.records]
+    one = ndvm.search("damped", seed=2, max_candidates=80, workers=1, budget=None)
+    two = ndvm.search("damped", seed=2, max_candidates=80, workers=2, budget=None)
+    with ThreadPoolExecutor(2) as ex:  # the executor path, in rounds of the same size
+        ex_run = ndvm.search("damped", seed=2, max_candidates=80, executor=ex, batch=16,
+                             budget=None)
+    assert ndvm.cosearch.Mutate.pipelined and len(one.records) == 80
+    assert fields(one) == fields(two) == fields(ex_run)
+    assert [r["src"] for r in one.front] == [r["src"] for r in two.front] == [
+        r["src"] for r in ex_run.front]
+    assert one.best["model"] == two.best["model"] == ex_run.best["model"]
+
+
+@pytest.mark.parametrize("pipelined", [True, False])
+def test_a_pipelined_proposer_sees_every_batch_but_the_last(pipelined):
+    class Spy(ndvm.cosearch.Replay):
+        def propose(self, n, state):
+            views.append(sorted(r["id"] for r in state.population))
+            return super().propose(n, state)
+
+    views = []
+    spy = Spy(sources=[f"(+ a (* b ({u} x)))" for u in ("sin", "cos", "exp", "log", "sqrt",
+                                                        "tanh", "square")]
+              + [f"(+ a (* b ({u} (sin x))))" for u in ("sin", "cos", "exp", "tanh", "square")])
+    spy.pipelined = pipelined
+    res = ndvm.search("damped", proposer=spy, batch=4, budget=None)
+    assert [r["status"] for r in res.records] == ["ok"] * 12 and res.stopped == "exhausted"
+    if pipelined:  # batch k+1 is proposed while batch k calibrates
+        assert views == [[], [], [0, 1, 2, 3], list(range(8))]
+    else:
+        assert views == [[], [0, 1, 2, 3], list(range(8)), list(range(12))]
 
 
 def test_damped_reaches_a_good_fit_within_its_default_budget():

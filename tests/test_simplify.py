@@ -1,13 +1,16 @@
 """Simplification and canonical form of search candidates; SymPy and LaTeX export."""
+import copy
 import math
 
 import numpy as np
 import pytest
 
 import ndvm
+from ndvm.cosearch import grammar as gp
 from ndvm.cosearch.export import to_latex, to_sympy
+from ndvm.cosearch.grammar import Grammar
 from ndvm.cosearch.sexpr import size, to_source, to_tree
-from ndvm.cosearch.simplify import TooManyParameters, canonicalize, simplify
+from ndvm.cosearch.simplify import Simplifier, TooManyParameters, canonicalize, simplify
 
 P = ("a", "b", "c", "d", "f", "g")
 
@@ -110,3 +113,59 @@ def test_sympy_and_latex_export():
     with pytest.raises(ValueError, match="loop"):
         to_sympy(to_tree("(loop ((s x) (k 0)) (if (= k 3) s (recur (* s 2) (+ k 1))))"))
     assert math.isclose(float(to_sympy(to_tree("(* a 2)"), {"a": 1.25})), 2.5)
+
+
+def _search_like_trees(seed, n=400):
+    """Trees as a genetic search makes them: children share every subtree off one path with
+    their parents, crossovers graft a parent's subtree, and parents are children again."""
+    g = Grammar()
+    rng = np.random.default_rng(seed)
+    parents = [to_tree(s) for s in ("(* a (sin (* b x)))", "(+ a (* b (exp (* c x))))",
+                                    "(loop ((s (* a x)) (k 0)) (if (= k 8) s "
+                                    "(recur (+ (* b s) 1.5) (+ k 1))))")]
+    out = []
+    for i in range(n):
+        if i % 4 == 0:
+            child = gp.crossover(rng, g, parents[i % len(parents)], parents[-1])
+        elif i % 9 == 0:
+            child = gp.grow(rng, g)
+        else:
+            child = gp.mutate(rng, g, parents[(i * 7) % len(parents)])
+        out.append(child)
+        parents = (parents + [child])[-8:]
+    return out
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_a_long_lived_simplifier_gives_each_tree_its_own_canonical_form(seed):
+    # one Simplifier memoizes every subtree content across all the trees (as the search's
+    # proposer does); each result must equal a fresh canonicalize of a private copy
+    abcd = ("a", "b", "c", "d")
+    simp = Simplifier(abcd)
+    compared = 0
+    for tree in _search_like_trees(seed):
+        try:
+            fresh = canonicalize(copy.deepcopy(tree), abcd)
+        except TooManyParameters:
+            with pytest.raises(TooManyParameters):
+                simp.canonical_form(tree)
+            continue
+        got, src, n = simp.canonical_form(tree)
+        assert to_source(got) == src == to_source(fresh) and n == size(fresh) == size(got)
+        assert got == fresh
+        compared += 1
+    assert compared > 200
+
+
+def test_the_memo_tells_apart_literals_that_print_differently():
+    simp = Simplifier(("a", "b"))
+    # integer-valued exponents stay literal: 2 and 2.0, 0.0 and -0.0 are different programs
+    forms = [simp.canonical_form(to_tree(s))[1] for s in
+             ["(pow x 2)", "(pow x 2.0)", "(pow x 0.0)", "(pow x -0.0)", "(pow x 2)"]]
+    assert forms == ["(pow x 2)", "(pow x 2.0)", "(pow x 0.0)", "(pow x -0.0)", "(pow x 2)"]
+    # a refusal stays a refusal with a warm memo, and its subtrees still serve other trees
+    many = to_tree("(+ (sin a) x (* b y) (* c z) (* d (cos x)) (* a (sin y)))")
+    for _ in range(2):
+        with pytest.raises(TooManyParameters):
+            simp.canonical_form(many)
+    assert simp.canonical_form(many[3])[1] == "(* a y)"

@@ -5,12 +5,14 @@ Trees are grown from unary and binary primitives, inputs, parameters and small c
 are control: no operator ever rewrites them, so a grown or mutated loop always terminates.
 """
 import math
+from bisect import bisect_right
 from dataclasses import dataclass, field
+from itertools import accumulate
 
 from ndvm.cosearch.sexpr import SPECIAL_FORMS, size
 
-__all__ = ["Grammar", "positions", "get_at", "replace_at", "grow", "mutate", "crossover",
-           "simplify", "small_programs", "polynomials"]
+__all__ = ["Grammar", "Sites", "choice", "positions", "get_at", "replace_at", "grow", "mutate",
+           "crossover", "simplify", "small_programs", "polynomials"]
 
 
 @dataclass
@@ -164,19 +166,59 @@ def _is_number(a):
     return isinstance(a, (int, float)) and not isinstance(a, bool)
 
 
-def mutate(rng, g, tree):
-    """One random mutation: subtree, constant, operator or a constant turned into a parameter."""
-    spots = list(positions(tree))
-    kind = rng.choice(["subtree", "constant", "operator", "hoist", "extend"],
-                      p=[g.mutation_rates[k] for k in ("subtree", "constant", "operator", "hoist",
-                                                       "extend")])
+class Sites:
+    """A tree's rewrite positions (``positions``) and its literal and operator positions, listed
+    once: a parent in the search is mutated many times. The tree must not change afterwards."""
+
+    __slots__ = ("tree", "spots", "_numbers", "_operators")
+
+    def __init__(self, tree):
+        self.tree = tree
+        self.spots = list(positions(tree))
+        self._numbers = None
+        self._operators = {}
+
+    def numbers(self):
+        """The positions that hold a numeric literal."""
+        if self._numbers is None:
+            self._numbers = [p for p in self.spots if _is_number(get_at(self.tree, p[0]))]
+        return self._numbers
+
+    def operators(self, ops):
+        """The positions that hold a call of one of ``ops`` (a frozenset)."""
+        out = self._operators.get(ops)
+        if out is None:
+            out = self._operators[ops] = [
+                p for p in self.spots if isinstance(get_at(self.tree, p[0]), list)
+                and get_at(self.tree, p[0])[0] in ops]
+        return out
+
+
+_KINDS = ("subtree", "constant", "operator", "hoist", "extend")
+
+
+def choice(rng, items, p):
+    """``rng.choice(items, p=p)`` for one draw, at a fraction of its cost: numpy draws one
+    uniform and takes the first entry of the normalized cumulative ``p`` above it, and so does
+    this (the same draw, the same stream; tests/test_search.py checks it against numpy's)."""
+    cdf = list(accumulate(p))
+    total = cdf[-1]
+    return items[bisect_right([c / total for c in cdf], rng.random())]
+
+
+def mutate(rng, g, tree, sites=None):
+    """One random mutation: subtree, constant, operator or a constant turned into a parameter.
+    ``sites``: the tree's Sites, when the caller keeps them."""
+    sites = Sites(tree) if sites is None else sites
+    spots = sites.spots
+    kind = choice(rng, _KINDS, [g.mutation_rates[k] for k in _KINDS])
     if kind == "extend":  # add or multiply in a small new term: models grow a term at a time
         term = grow(rng, g, int(rng.integers(1, 3)))
         if rng.random() < 0.5:
             term = ["*", g.params[rng.integers(len(g.params))], term]
         return ["+" if rng.random() < 0.6 else "*", tree, term]
     if kind == "constant":
-        nums = [p for p in spots if _is_number(get_at(tree, p[0]))]
+        nums = sites.numbers()
         if nums:
             path = nums[rng.integers(len(nums))][0]
             c = get_at(tree, path)
@@ -190,8 +232,7 @@ def mutate(rng, g, tree):
             return replace_at(tree, path, float(new) if _is_number(new) else new)
         kind = "subtree"
     if kind == "operator":
-        ops = [p for p in spots if isinstance(get_at(tree, p[0]), list)
-               and get_at(tree, p[0])[0] in set(g.unary) | set(g.binary)]
+        ops = sites.operators(frozenset(g.unary) | frozenset(g.binary))
         if ops:
             path = ops[rng.integers(len(ops))][0]
             node = get_at(tree, path)
@@ -211,10 +252,12 @@ def mutate(rng, g, tree):
     return replace_at(tree, path, grow(rng, g, int(rng.integers(1, d + 1)), scope, in_loop))
 
 
-def crossover(rng, g, a, b):
-    """Insert a random subexpression of ``b`` at a random position of ``a`` where it is in scope."""
-    donors = [p for p in positions(b)]
-    spots = list(positions(a))
+def crossover(rng, g, a, b, sites_a=None, sites_b=None):
+    """Insert a random subexpression of ``b`` at a random position of ``a`` where it is in scope.
+    ``sites_a``, ``sites_b``: the trees' Sites, when the caller keeps them."""
+    sites_a = Sites(a) if sites_a is None else sites_a
+    donors = (Sites(b) if sites_b is None else sites_b).spots
+    spots = sites_a.spots
     for _ in range(8):
         path, scope, in_loop = spots[rng.integers(len(spots))]
         dpath, dscope, dloop = donors[rng.integers(len(donors))]
@@ -223,7 +266,7 @@ def crossover(rng, g, a, b):
             child = replace_at(a, path, piece)
             if size(child) <= g.max_size:
                 return child
-    return mutate(rng, g, a)
+    return mutate(rng, g, a, sites_a)
 
 
 def small_programs(g):

@@ -8,6 +8,7 @@ import json
 import math
 import sys
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -19,7 +20,7 @@ from ndvm.cosearch.grammar import Grammar
 from ndvm.cosearch.proposers import Proposer, Replay, make_proposer
 from ndvm.cosearch.select import select
 from ndvm.cosearch.sexpr import size, skeleton, to_source, to_tree
-from ndvm.cosearch.simplify import TooManyParameters, canonicalize
+from ndvm.cosearch.simplify import Simplifier, TooManyParameters
 from ndvm.cosearch.tasks import Task, get_task
 from ndvm.parallel import _executor_workers
 
@@ -192,8 +193,11 @@ class _Scorer:
         self.fit.setdefault("client", client)
         if task.consts:
             self.fit.setdefault("consts", task.consts)
+        # validation and scoring run on the proposer thread while the calibrations run:
+        # each side has its own evaluators
         self.probe_ev = ndvm.Evaluator(client=client, max_steps=_PROBE_STEPS)
         self.ev = ndvm.Evaluator(client=client)
+        self.fit_ev = ndvm.Evaluator(client=client)
         self.train = task.split("train")
         self.held = task.split("heldout")
         self.held_var = float(np.var(self.held[1])) if task.objective == "mse" else None
@@ -274,7 +278,7 @@ class _Scorer:
                 try:
                     out[i] = minimize_value(prog, ps, init, consts=consts,
                                             positive=[n for n in ps if n in self.task.positive],
-                                            evaluator=self.ev).params
+                                            evaluator=self.fit_ev).params
                 except Exception as e:  # noqa: BLE001 - a failed candidate is recorded
                     out[i] = e
             return out
@@ -284,6 +288,133 @@ class _Scorer:
         for i, r in zip(todo, res):
             out[i] = dict(r.params) if succeeded(r) else getattr(r, "error", r)
         return out
+
+
+@dataclass
+class _Batch:
+    """One round's candidates: their records (in proposal order), the programs to calibrate
+    and the records they belong to; then the fitted parameters."""
+
+    records: list
+    items: list
+    slots: list
+    fitted: list = None
+    fit_each: float = 0.0
+    finished: bool = False
+
+
+class _Rounds:
+    """The steps of the search loop. ``next`` (propose and validate a batch), ``finish`` (score
+    a calibrated batch, update the front and population) and ``advance`` (both) run on the
+    proposer thread and alone touch the search state; ``calibrate`` runs on the caller's."""
+
+    def __init__(self, task, prop, state, scorer, t0, n_records, batch, max_candidates):
+        self.task, self.prop, self.state, self.scorer = task, prop, state, scorer
+        self.t0, self.batch, self.max_candidates = t0, batch, max_candidates
+        self.next_id = n_records
+        self.n_proposed = 0
+        self.simplifier = Simplifier(task.params)  # its memo serves every candidate of the run
+        self.first_good = None
+        self.front = []
+
+    def advance(self, done):
+        """Score the batch ``done`` (when there is one), then propose the next."""
+        if done is not None:
+            self.finish(done)
+        return self.next()
+
+    def next(self):
+        """The next _Batch, or why there is none ("candidates", "exhausted", "proposer
+        failed")."""
+        if self.max_candidates is not None and self.n_proposed >= self.max_candidates:
+            return "candidates"
+        want = self.batch if self.max_candidates is None else min(
+            self.batch, self.max_candidates - self.n_proposed)
+        for _ in range(3):  # a proposer's transient failure (None) is retried twice
+            srcs = self.prop.propose(want, self.state)
+            if srcs is not None:
+                break
+        else:
+            return "proposer failed"
+        if not srcs:
+            return "exhausted"
+        self.n_proposed += len(srcs)
+        return self.prepare(srcs)
+
+    def prepare(self, srcs):
+        """Records for ``srcs``: duplicates and invalid candidates are final; the others are
+        simplified (unless the proposer did), validated and queued for calibration."""
+        task, state, scorer, prop = self.task, self.state, self.scorer, self.prop
+        records, items, slots = [], [], []
+        for src in srcs:
+            rec = {"id": self.next_id, "src": src, "proposer": getattr(prop, "name", "custom"),
+                   "status": "invalid", "params": {}, "train_error": math.inf,
+                   "heldout_error": math.inf, "r2": None, "size": None, "skeleton": None,
+                   "error": None}
+            self.next_id += 1
+            records.append(rec)
+            if src in state.seen:
+                rec["status"] = "duplicate"
+                continue
+            state.seen.add(src)
+            try:
+                tree = to_tree(src)
+                if task.objective == "mse" and not getattr(prop, "canonical", False):
+                    # (likelihood programs' literals are constants, never fitted)
+                    try:
+                        tree = self.simplifier.canonicalize(tree)
+                    except TooManyParameters:
+                        raise
+                    except Exception:  # noqa: BLE001 - an unusual form is calibrated as is
+                        pass
+                model = to_source(tree)
+                rec["model"] = model
+                if model != src and model in state.seen:
+                    rec["status"] = "duplicate"
+                    continue
+                state.seen.add(model)
+                rec["size"] = size(tree)
+                rec["skeleton"] = skeleton(tree, task.params)
+                prog, params = scorer.validate(model)
+            except Exception as e:  # noqa: BLE001 - an invalid candidate is a record
+                rec["error"] = str(e).splitlines()[0] if str(e) else type(e).__name__
+                continue
+            items.append((prog, params))
+            slots.append(rec)
+        return _Batch(records, items, slots)
+
+    def calibrate(self, b):
+        """Fit the batch's programs (on the workers; the caller's thread waits)."""
+        t = time.perf_counter()
+        b.fitted = self.scorer.calibrate(b.items) if b.items else []
+        b.fit_each = (time.perf_counter() - t) / max(1, len(b.items))
+
+    def finish(self, b):
+        """Score the calibrated batch and fold its records into the front and population."""
+        task, state, scorer = self.task, self.state, self.scorer
+        for (prog, _), rec, p in zip(b.items, b.slots, b.fitted):
+            rec["fit_seconds"] = round(b.fit_each, 6)
+            why = scorer.off_domain(prog, p) if isinstance(p, dict) else None
+            if why is not None:
+                rec.update(status="failed", params=p, error=why)
+            elif isinstance(p, dict):
+                tr, ho, r2 = scorer.score(prog, p)
+                rec.update(status="ok", params=p, train_error=tr, heldout_error=ho, r2=r2)
+            else:
+                rec["status"] = "failed"
+                rec["error"] = str(p).splitlines()[0] if str(p) else type(p).__name__
+            rec["time"] = round(time.perf_counter() - self.t0, 4)
+            if self.first_good is None and _good(task, rec):
+                self.first_good = rec
+        stamp = round(time.perf_counter() - self.t0, 4)
+        for rec in b.records:
+            rec.setdefault("time", stamp)
+        ok = [r for r in b.records if r["status"] == "ok"]
+        self.front = pareto_front(self.front + ok)
+        pool = state.population + [r for r in ok if math.isfinite(r["heldout_error"])]
+        state.population = sorted(pool, key=lambda r: r["heldout_error"])[:_POPULATION]
+        state.front = self.front
+        b.finished = True
 
 
 def _good(task, record):
@@ -493,113 +624,81 @@ def search(task="damped", proposer=None, budget=None, max_candidates=None, out=N
     sink = open(record_path, "a", encoding="utf-8") if record_path else None
     t0 = time.perf_counter() - t_offset
     session_start = time.perf_counter()
-    n_new, stopped, idle = 0, "budget", 0
+    n_new, stopped = 0, "budget"
+    run = _Rounds(task, prop, state, scorer, t0, len(records), batch, max_candidates)
+    run.first_good = first_good
+    run.front = front
+    pipelined = bool(getattr(prop, "pipelined", False))
+    helper = ThreadPoolExecutor(max_workers=1, thread_name_prefix="ndvm-propose")
+    job, done = None, None  # the proposer thread's current job; the last batch calibrated
+
+    def emit(b):
+        nonlocal n_new
+        records.extend(b.records)
+        n_new += len(b.records)
+        if sink:
+            sink.write("".join(_dump(r) + "\n" for r in b.records))
+            sink.flush()
+        best = state.population[0] if state.population else None
+        el = time.perf_counter() - session_start
+        bar.update(_status(len(records), n_new / el if el > 0 else 0.0, best, len(run.front),
+                           el, budget_s, task), key=(len(records), id(best), len(run.front)))
+
     try:
+        ready = run.next()  # the first batch is proposed before anything else can run
         while True:
-            now = time.perf_counter()
-            if budget_s is not None and now - session_start >= budget_s:
+            if isinstance(ready, str):
+                stopped = ready
+                break
+            if budget_s is not None and time.perf_counter() - session_start >= budget_s:
                 stopped = "budget"
                 break
-            if max_candidates is not None and n_new >= max_candidates:
-                stopped = "candidates"
-                break
-            want = batch if max_candidates is None else min(batch, max_candidates - n_new)
-            srcs = prop.propose(want, state)
-            if srcs is None:  # a proposer's transient failure
-                idle += 1
-                if idle >= 3:
-                    stopped = "proposer failed"
-                    break
-                continue
-            if not srcs:
-                stopped = "exhausted"
-                break
-            idle = 0
-            batch_records, items, slots = [], [], []
-            for src in srcs:
-                rec = {"id": len(records) + len(batch_records), "src": src,
-                       "proposer": getattr(prop, "name", "custom"), "status": "invalid",
-                       "params": {}, "train_error": math.inf, "heldout_error": math.inf,
-                       "r2": None, "size": None, "skeleton": None, "error": None}
-                batch_records.append(rec)
-                if src in state.seen:
-                    rec["status"] = "duplicate"
-                    continue
-                state.seen.add(src)
-                try:
-                    tree = to_tree(src)
-                    if task.objective == "mse" and not getattr(prop, "canonical", False):
-                        # (likelihood programs' literals are constants, never fitted)
-                        try:
-                            tree = canonicalize(tree, task.params)
-                        except TooManyParameters:
-                            raise
-                        except Exception:  # noqa: BLE001 - an unusual form is calibrated as is
-                            pass
-                    model = to_source(tree)
-                    rec["model"] = model
-                    if model != src and model in state.seen:
-                        rec["status"] = "duplicate"
-                        continue
-                    state.seen.add(model)
-                    rec["size"] = size(tree)
-                    rec["skeleton"] = skeleton(tree, task.params)
-                    prog, params = scorer.validate(model)
-                except Exception as e:  # noqa: BLE001 - an invalid candidate is a record
-                    rec["error"] = str(e).splitlines()[0] if str(e) else type(e).__name__
-                    continue
-                items.append((prog, params))
-                slots.append(rec)
-            t_fit = time.perf_counter()
-            fitted = scorer.calibrate(items) if items else []
-            fit_each = (time.perf_counter() - t_fit) / max(1, len(items))
-            for (prog, _), rec, p in zip(items, slots, fitted):
-                rec["fit_seconds"] = round(fit_each, 6)
-                why = scorer.off_domain(prog, p) if isinstance(p, dict) else None
-                if why is not None:
-                    rec.update(status="failed", params=p, error=why)
-                elif isinstance(p, dict):
-                    tr, ho, r2 = scorer.score(prog, p)
-                    rec.update(status="ok", params=p, train_error=tr, heldout_error=ho, r2=r2)
-                else:
-                    rec["status"] = "failed"
-                    rec["error"] = str(p).splitlines()[0] if str(p) else type(p).__name__
-                rec["time"] = round(time.perf_counter() - t0, 4)
-                if first_good is None and _good(task, rec):
-                    first_good = rec
-            stamp = round(time.perf_counter() - t0, 4)
-            for rec in batch_records:
-                rec.setdefault("time", stamp)
-            records.extend(batch_records)
-            n_new += len(batch_records)
-            if sink:
-                sink.write("".join(_dump(r) + "\n" for r in batch_records))
-                sink.flush()
-            front = pareto_front(front + [r for r in batch_records if r["status"] == "ok"])
-            pool = state.population + [r for r in batch_records if r["status"] == "ok"
-                                       and math.isfinite(r["heldout_error"])]
-            state.population = sorted(pool, key=lambda r: r["heldout_error"])[:_POPULATION]
-            state.front = front
-            best = state.population[0] if state.population else None
-            el = time.perf_counter() - session_start
-            bar.update(_status(len(records), n_new / el if el > 0 else 0.0, best, len(front),
-                               el, budget_s, task), key=(len(records), id(best), len(front)))
-            if stop_on_success and first_good is not None:
+            if pipelined:
+                # while batch k calibrates here, the proposer thread scores batch k-1 and
+                # proposes batch k+1 from the state through batch k-1 (one batch of lag, the
+                # same for any worker count, so a seed proposes the same candidates)
+                job = helper.submit(run.advance, done)
+                run.calibrate(ready)
+                following = job.result()
+                job = None
+                if done is not None:
+                    emit(done)
+                done, ready = ready, following
+            else:  # the proposer sees every batch scored before it proposes the next
+                run.calibrate(ready)
+                run.finish(ready)
+                emit(ready)
+                ready = None if stop_on_success and run.first_good is not None else run.next()
+            if stop_on_success and run.first_good is not None:
                 stopped = "success"
                 break
+        if done is not None:
+            run.finish(done)
+            emit(done)
+            done = None
     except KeyboardInterrupt:
         stopped = "interrupted"  # keep what was done: the records are already written
+        if job is not None:  # the proposer thread ends its short job before anything is read
+            try:
+                job.result()
+            except BaseException:  # noqa: BLE001 - its failure does not matter any more
+                pass
+        if done is not None and done.finished and (not records
+                                                   or records[-1] is not done.records[-1]):
+            records.extend(done.records)  # scored by that job, not yet kept
         if sink:  # unless Ctrl-C came between a batch's records and their writing
             sink.flush()
             with open(record_path, encoding="utf-8") as f:
                 n_file = sum(1 for line in f if line.strip())
             sink.write("".join(_dump(r) + "\n" for r in records[n_file:]))
-        front = pareto_front(records)  # the front and best of every record kept
+        run.front = pareto_front(records)  # the front and best of every record kept
         scored = [r for r in records if r["status"] == "ok" and math.isfinite(r["heldout_error"])]
         state.population = sorted(scored, key=lambda r: r["heldout_error"])[:_POPULATION]
     finally:
+        helper.shutdown(wait=True)
         if sink:
             sink.close()
+    front, first_good = run.front, run.first_good
     best, scores = select(task, front, scorer.ev)
     elapsed = time.perf_counter() - t0
     lowest = state.population[0] if state.population else None  # what the progress line shows

@@ -15,7 +15,7 @@ import numpy as np
 
 from ndvm.cosearch import grammar as gp
 from ndvm.cosearch.sexpr import canonical, size, skeleton, to_source, to_tree
-from ndvm.cosearch.simplify import TooManyParameters, canonicalize
+from ndvm.cosearch.simplify import Simplifier, TooManyParameters
 
 __all__ = ["Proposer", "Replay", "Mutate", "LLM", "make_proposer", "read_candidates",
            "CandidateFileError", "LLMError"]
@@ -34,9 +34,16 @@ class LLMError(RuntimeError):
 
 
 class Proposer:
-    """Base class: ``propose(n, state) -> [source, ...]``."""
+    """Base class: ``propose(n, state) -> [source, ...]``.
+
+    ``pipelined``: the search may ask for the next batch while the current one calibrates, so
+    ``state`` then holds every batch but the last (one batch of lag, the same on any number of
+    workers). False (the default) waits for the current batch's scores: a proposer that learns
+    from each batch (llm) sees them all.
+    """
 
     name = "proposer"
+    pipelined = False
 
     def propose(self, n, state):
         raise NotImplementedError
@@ -66,6 +73,7 @@ class Replay(Proposer):
     """Candidates from JSON-lines files, then from ``sources`` (program texts), in order."""
 
     name = "replay"
+    pipelined = True  # (it never looks at the state)
 
     def __init__(self, *files, sources=()):
         self.queue = []
@@ -91,13 +99,14 @@ class Mutate(Proposer):
 
     name = "mutate"
     canonical = True  # proposes canonical sources: the loop need not simplify them again
+    pipelined = True
 
     def __init__(self, seed=0, crossover=0.3, fresh=0.1, tournament=3, parsimony=0.02,
                  small=True):
         self.rng = np.random.default_rng(seed)
         self.small = small
         self._small = None
-        self._trees = {}  # parsed parents, by source
+        self._trees = {}  # parsed parents and their Sites, by source
         self.parsimony = parsimony
         self.crossover = crossover
         self.fresh = fresh
@@ -110,27 +119,31 @@ class Mutate(Proposer):
                 [r["heldout_error"] * (1 + self.parsimony * r["size"]) for r in pool])
 
     def _tree(self, src):
-        if src not in self._trees:
+        """The parsed tree of ``src`` with its Sites (a parent is parsed and listed once)."""
+        sites = self._trees.get(src)
+        if sites is None:
             if len(self._trees) > 100_000:
                 self._trees.clear()
-            self._trees[src] = to_tree(src)
-        return self._trees[src]
+            sites = self._trees[src] = gp.Sites(to_tree(src))
+        return sites
 
     def _pick(self, trees, errors):
-        idx = self.rng.integers(len(trees), size=min(self.tournament, len(trees)))
-        return trees[min(idx, key=lambda i: errors[i])]
+        # one draw at a time: the same integers as integers(n, size=k), at a third of the cost
+        n = len(trees)
+        idx = [int(self.rng.integers(n)) for _ in range(min(self.tournament, n))]
+        return trees[min(idx, key=errors.__getitem__)]
 
     def propose(self, n, state):
         g = state.grammar
         trees, errors = self._parents(state)
-        seeds = [to_tree(s) for s in state.task.seeds]
+        seeds = [self._tree(s) for s in state.task.seeds]
         out = []
         if self._small is None:
             fits_data = state.task.objective == "mse" and bool(state.task.inputs)
             self._small = list(gp.small_programs(g)) if self.small and fits_data else []
         while self._small and len(out) < n:
-            tree = _canonical(self._small.pop(0), g.params)
-            src = None if tree is None else to_source(tree)
+            canon = _canonical(self._small.pop(0), g.params)
+            src = None if canon is None else canon[1]
             if src is not None and src not in state.seen and src not in out:
                 out.append(src)
         for _ in range(n * 20):
@@ -139,46 +152,58 @@ class Mutate(Proposer):
             r = self.rng.random()
             if not trees or r < self.fresh:
                 if seeds and self.rng.random() < 0.3:
-                    child = gp.mutate(self.rng, g, seeds[self.rng.integers(len(seeds))])
+                    seed = seeds[self.rng.integers(len(seeds))]
+                    child = gp.mutate(self.rng, g, seed.tree, seed)
                 else:
                     child = gp.grow(self.rng, g)
             elif r < self.fresh + self.crossover and len(trees) > 1:
-                child = gp.crossover(self.rng, g, self._pick(trees, errors),
-                                     self._pick(trees, errors))
+                a, b = self._pick(trees, errors), self._pick(trees, errors)
+                child = gp.crossover(self.rng, g, a.tree, b.tree, a, b)
             else:
-                child = gp.mutate(self.rng, g, self._pick(trees, errors))
-            child = _canonical(child, g.params)
-            if child is None or size(child) > g.max_size:
+                parent = self._pick(trees, errors)
+                child = gp.mutate(self.rng, g, parent.tree, parent)
+            canon = _canonical(child, g.params)
+            if canon is None or canon[2] > g.max_size:
                 continue
-            src = to_source(child)
+            src = canon[1]
             if src in state.seen or src in out:
                 continue
             out.append(src)
         return out
 
 
-_CANON_CACHE = {}
+# One Simplifier per parameter set keeps its per-subtree memo across children and searches
+# (simplify.py), beside the canonical forms it gave, by input content: genetic operators
+# propose the same child again and again.
+_SIMPLIFIERS = {}
+_CANON_LIMIT = 200_000
 
 
 def _canonical(tree, params):
-    """The canonical simplified tree; a tree the simplifier cannot handle is only renamed.
-    Memoized on the source: genetic operators propose the same child again and again."""
-    key = (to_source(tree), tuple(params))
-    if key not in _CANON_CACHE:
-        if len(_CANON_CACHE) > 200_000:
-            _CANON_CACHE.clear()
-        _CANON_CACHE[key] = _canonical_uncached(tree, params)
-    out = _CANON_CACHE[key]
-    return None if out is None else to_tree(out) if isinstance(out, str) else out
+    """(tree, source, size) of the canonical simplified tree, or None when it needs too many
+    parameters; a tree the simplifier cannot handle is only renamed."""
+    params = tuple(params)
+    entry = _SIMPLIFIERS.get(params)
+    if entry is None:
+        entry = _SIMPLIFIERS[params] = (Simplifier(params), {})
+    simp, done = entry
+    key = simp.facts(tree) if type(tree) is list else simp.source(tree)
+    out = done.get(key, False)
+    if out is False:
+        if len(done) > _CANON_LIMIT:
+            done.clear()
+        out = done[key] = _canonical_uncached(simp, tree, params)
+    return out
 
 
-def _canonical_uncached(tree, params):
+def _canonical_uncached(simp, tree, params):
     try:
-        return canonicalize(tree, params)
+        return simp.canonical_form(tree)
     except TooManyParameters:
         return None
     except Exception:  # noqa: BLE001 - a tree outside the simplifier's forms is kept as grown
-        return canonical(gp.simplify(tree), params)
+        out = canonical(gp.simplify(tree), params)
+        return out, to_source(out), size(out)
 
 
 def extract_programs(text):

@@ -315,6 +315,7 @@ class StartWith:
         self.queue = list(sources)
         self.inner = inner
         self.name = getattr(inner, "name", "custom")
+        self.pipelined = getattr(inner, "pipelined", False)
 
     def propose(self, n, state):
         self.queue = [src for src in self.queue if src not in state.seen]  # a resumed run

@@ -9,10 +9,10 @@ are the same model up to reparametrization print the same and are calibrated onc
 """
 import math
 
-from ndvm.cosearch.sexpr import SPECIAL_FORMS, to_source
-from ndvm.cosearch.sexpr import atoms as _atoms
+from ndvm.cosearch.sexpr import SPECIAL_FORMS, _atom, to_source
 
-__all__ = ["simplify", "canonicalize", "is_param_only", "TooManyParameters", "PARAM_MARK"]
+__all__ = ["simplify", "canonicalize", "Simplifier", "is_param_only", "TooManyParameters",
+           "PARAM_MARK"]
 
 class TooManyParameters(ValueError):
     """The simplified model has more distinct constants than the task has parameter names."""
@@ -79,73 +79,365 @@ def _fold(head, args):
     return v if math.isfinite(v) else None
 
 
-def _key(tree):
-    """Ordering of + and * arguments: variables before parameters, by parameter-free shape."""
-    def shape(t):
-        if isinstance(t, list):
-            return "(" + " ".join(shape(x) for x in t) + ")"
-        if _num(t) or t == _PARAM:
-            return "C"
-        return t
-    return shape(tree)
+class _Facts:
+    """What is known of one subtree content: its simplified and lifted forms, source text, sort
+    key and parameter count (None until first asked)."""
+
+    __slots__ = ("simp", "lift", "src", "key", "occ", "size", "named", "marks")
+
+    def __init__(self):
+        self.simp = self.lift = self.src = self.key = self.occ = self.size = None
+        self.named = self.marks = None
+
+
+def _atom_key(a):
+    """An atom as a dictionary key that tells apart what prints differently (1, 1.0, -0.0)."""
+    return a if type(a) is str else (type(a), repr(a))
+
+
+class Simplifier:
+    """``simplify`` and ``canonicalize`` for one set of parameter names, memoized per subtree.
+
+    Every rule is a pure function of a subtree's content, so its result is kept in that
+    content's _Facts. Subtrees are hash-consed: a list gets its Facts from the Facts of its
+    items, found once per list object (the memo holds the object, so its identity is never
+    reused while the entry lives). A genetic operator's child shares every subtree off one
+    path with its parent, and small subexpressions recur across the whole search, so a child
+    costs about the nodes whose content is new. Trees handed to a long-lived Simplifier must
+    never be changed in place (the search's trees never are: every operator copies). The
+    module's functions use a fresh one per call.
+    """
+
+    LIMIT = 200_000  # objects or contents remembered before it starts over (bounds memory)
+
+    def __init__(self, params):
+        self.names = list(params)
+        self.P = frozenset(params)
+        self._objects = {}  # id(list) -> (list, Facts of its content)
+        self._contents = {}  # (item Facts or atom keys, ...) -> Facts
+
+    def _fresh(self):
+        if len(self._objects) > self.LIMIT or len(self._contents) > self.LIMIT:
+            self._objects.clear()
+            self._contents.clear()
+
+    def facts(self, t):
+        """The _Facts of list ``t``'s content."""
+        hit = self._objects.get(id(t))
+        if hit is not None and hit[0] is t:
+            return hit[1]
+        key = tuple([self.facts(x) if type(x) is list else _atom_key(x) for x in t])
+        f = self._contents.get(key)
+        if f is None:
+            f = self._contents[key] = _Facts()
+        self._objects[id(t)] = (t, f)
+        return f
+
+    # -- per-subtree facts --------------------------------------------------------------------
+
+    def source(self, t):
+        """``sexpr.to_source(t)``, memoized per subtree content."""
+        if type(t) is not list:
+            return _atom(t)
+        f = self.facts(t)
+        if f.src is None:
+            f.src = "(" + " ".join([self.source(x) for x in t]) + ")"
+        return f.src
+
+    def size(self, t):
+        """``sexpr.size(t)``: the number of atoms, memoized per subtree content."""
+        if type(t) is not list:
+            return 1
+        f = self.facts(t)
+        if f.size is None:
+            f.size = sum([self.size(x) for x in t])
+        return f.size
+
+    def key(self, t):
+        """Ordering of + and * arguments: variables before parameters, by parameter-free shape."""
+        if type(t) is not list:
+            return "C" if _num(t) or t == _PARAM else t
+        f = self.facts(t)
+        if f.key is None:
+            f.key = "(" + " ".join([self.key(x) for x in t]) + ")"
+        return f.key
+
+    def occurrences(self, t):
+        """How many parameters (named or still to be named) the tree mentions."""
+        if type(t) is not list:
+            return int(t == _PARAM or (isinstance(t, str) and t in self.P))
+        f = self.facts(t)
+        if f.occ is None:
+            f.occ = sum([self.occurrences(x) for x in t])
+        return f.occ
+
+    def named(self, t):
+        """The parameter names the tree mentions (a frozenset)."""
+        if type(t) is not list:
+            return frozenset((t,)) if isinstance(t, str) and t in self.P else frozenset()
+        f = self.facts(t)
+        if f.named is None:
+            f.named = frozenset().union(*[self.named(x) for x in t])
+        return f.named
+
+    def marks(self, t):
+        """How many parameters still to be named (PARAM_MARK atoms) the tree holds."""
+        if type(t) is not list:
+            return int(t == _PARAM)
+        f = self.facts(t)
+        if f.marks is None:
+            f.marks = sum([self.marks(x) for x in t])
+        return f.marks
+
+    # -- simplification -----------------------------------------------------------------------
+
+    def simplify(self, tree):
+        """An equivalent (up to fitted constants) and never larger tree."""
+        self._fresh()
+        return self.simp(tree)
+
+    def simp(self, t):
+        if type(t) is not list or not t:
+            return t
+        f = self.facts(t)
+        if f.simp is None:
+            f.simp = self._simp_node(t)
+        return f.simp
+
+    def _simp_node(self, t):
+        P = self.P
+        head = t[0]
+        if head in ("let", "let*") and len(t) >= 3 and isinstance(t[1], list):
+            binds = [[b[0], self.simp(b[1])] if isinstance(b, list) and len(b) == 2 else b
+                     for b in t[1]]
+            body = [self.simp(x) for x in t[2:]]
+            used = [b for b in binds if not (isinstance(b, list) and len(b) == 2)
+                    or any(_mentions(x, b[0]) for x in body)
+                    or any(_mentions(c[1], b[0]) for c in binds if c is not b and head == "let*")]
+            if not used and len(body) == 1:
+                return body[0]
+            if (head == "let" and len(used) == 1 and len(body) == 1
+                    and _uses(body[0], used[0][0]) == 1):  # a single use: inline
+                return self.simp(_substitute(body[0], used[0][0], used[0][1]))
+            return [head, used] + body
+        if head == "loop" and len(t) >= 3 and isinstance(t[1], list):
+            binds = [[b[0], b[1] if _num(b[1]) else self.simp(b[1])] if isinstance(b, list)
+                     and len(b) == 2 else b for b in t[1]]
+            return [head, binds] + [self._loop_body(x) for x in t[2:]]
+        if not isinstance(head, str) or head not in _ARITH:
+            return t  # comparisons, data operations, other special forms: kept as written
+        args = [self.simp(a) for a in t[1:]]
+        if all(_num(a) for a in args):
+            v = _fold(head, args)
+            if v is not None:
+                return v
+        node = [head] + args
+        if all(_pl(a, P) for a in args) and _has_param(node, P):
+            return _PARAM  # a parameter-only subtree is one fitted number
+        if head in ("+", "*"):
+            return self._assoc(head, args)
+        if head == "-":
+            return self._minus(args)
+        if head == "/":
+            return self._divide(args)
+        if len(args) == 1 and isinstance(args[0], list) and len(args[0]) == 2:
+            inner = args[0]
+            if (head, inner[0]) in (("log", "exp"), ("exp", "log"), ("square", "sqrt")):
+                return inner[1]
+        return node
+
+    def _loop_body(self, t):
+        """Inside a loop's (if (= k N) s (recur update (+ k 1))): simplify the state updates."""
+        if isinstance(t, list) and t and t[0] == "if" and len(t) == 4:
+            return ["if", t[1], self._loop_body(t[2]), self._loop_body(t[3])]
+        if isinstance(t, list) and t and t[0] == "recur":
+            return ["recur"] + [a if _counter_step(a) else self.simp(a) for a in t[1:]]
+        return self.simp(t)
+
+    def _assoc(self, head, args):
+        P = self.P
+        unit = 0.0 if head == "+" else 1.0
+        flat = []
+        for a in args:
+            flat.extend(a[1:] if isinstance(a, list) and a and a[0] == head else [a])
+        if head == "*" and any(_num(a) and a == 0 for a in flat):
+            return 0.0
+        consts = [a for a in flat if _pl(a, P)]
+        rest = [a for a in flat if not _pl(a, P)]
+        if len(consts) == 1 and isinstance(consts[0], str):
+            rest.append(consts[0])  # one parameter keeps its name (and any sharing)
+        elif any(_has_param(a, P) for a in consts):
+            rest.append(_PARAM)
+        else:
+            v = _fold(head, consts) if consts else unit
+            if v is None:
+                rest.extend(consts)
+            elif v != unit:
+                rest.append(v)
+        if head == "+":
+            rest = self._like_terms(rest)
+        if not rest:
+            return unit
+        if len(rest) == 1:
+            return rest[0]
+        return [head] + sorted(rest, key=lambda a: (not _pl(a, P), self.key(a)))
+
+    def _base(self, term):
+        """A sum's term without its fitted scale: (* c u v) -> (u v), u -> (u,)."""
+        if isinstance(term, list) and term and term[0] == "*":
+            factors = [f for f in term[1:] if not _pl(f, self.P)]
+            if len(factors) >= len(term) - 2:  # at most one constant factor
+                return tuple(self.source(f) for f in factors), factors
+        return (self.source(term),), [term]
+
+    def _like_terms(self, terms):
+        """c1*u + c2*u -> c*u (and u + c*u): like terms share one fitted scale."""
+        groups, order = {}, []
+        for t in terms:
+            if t == _PARAM or _num(t):
+                order.append((None, t))
+                continue
+            key, factors = self._base(t)
+            if key in groups:
+                groups[key][1] = True
+            else:
+                groups[key] = [factors, False, t]
+                order.append((key, None))
+        out = []
+        for key, t in order:
+            if key is None:
+                out.append(t)
+            elif groups[key][1]:
+                out.append(["*", _PARAM] + groups[key][0])
+            else:
+                out.append(groups[key][2])
+        return out
+
+    def _minus(self, args):
+        P = self.P
+        if len(args) == 1:
+            a = args[0]
+            inner = _negand(a)
+            return ["-", a] if inner is None else inner
+        if len(args) != 2:
+            return ["-"] + args
+        u, v = args
+        if u == v and not _has_param(u, P):
+            return 0.0
+        if _num(v) and v == 0:
+            return u
+        if _num(u) and u == 0:
+            inner = _negand(v)
+            return ["-", 0.0, v] if inner is None else inner
+        if _pl(v, P):  # u - c is u + c' with c' = -c fitted
+            return self._assoc("+", [u, _PARAM if _has_param(v, P) else -v])
+        return ["-", u, v]
+
+    def _divide(self, args):
+        P = self.P
+        if len(args) != 2:
+            return ["/"] + args
+        u, v = args
+        if u == v and not _has_param(u, P):
+            return 1.0
+        if _num(v) and v == 1:
+            return u
+        if _num(u) and u == 0:
+            return 0.0
+        if _pl(v, P) and _has_param(v, P):  # u / c is u * c' with c' = 1/c fitted
+            return self._assoc("*", [u, _PARAM])
+        if isinstance(v, list) and len(v) == 3 and v[0] == "/" and _num(v[1]) and v[1] == 1:
+            return self._assoc("*", [u, v[2]]) if not (_num(u) and u == 1) else v[2]
+        return ["/", u, v]
+
+    # -- canonical form -----------------------------------------------------------------------
+
+    def lift(self, t):
+        """Every numeric literal in an arithmetic position becomes a parameter (integer
+        exponents of pow/expt and loop control stay literal: they are structure, not
+        constants)."""
+        if type(t) is not list or not t:
+            return _PARAM if _num(t) else t
+        f = self.facts(t)
+        if f.lift is None:
+            f.lift = self._lift_node(t)
+        return f.lift
+
+    def _lift_node(self, t):
+        head = t[0]
+        if head in ("let", "let*") and len(t) >= 3 and isinstance(t[1], list):
+            binds = [[b[0], self.lift(b[1])] if isinstance(b, list) and len(b) == 2
+                     else b for b in t[1]]
+            return [head, binds] + [self.lift(x) for x in t[2:]]
+        if head == "loop" and len(t) >= 3 and isinstance(t[1], list):
+            binds = [[b[0], b[1] if _num(b[1]) else self.lift(b[1])]
+                     if isinstance(b, list) and len(b) == 2 else b for b in t[1]]
+            return [head, binds] + [self._loop_lift(x) for x in t[2:]]
+        if not isinstance(head, str) or head not in _ARITH:
+            return t
+        out = [head]
+        for i, a in enumerate(t[1:], 1):
+            if head in ("pow", "expt") and i == 2 and _num(a) and float(a).is_integer():
+                out.append(a)
+            elif head == "-" and i == 1 and len(t) == 3 and _num(a) and a == 0:
+                out.append(a)  # (- 0 u) is a negation, not a constant
+            else:
+                out.append(self.lift(a))
+        return out
+
+    def _loop_lift(self, t):
+        if isinstance(t, list) and t and t[0] == "if" and len(t) == 4:
+            return ["if", t[1], self._loop_lift(t[2]), self._loop_lift(t[3])]
+        if isinstance(t, list) and t and t[0] == "recur":
+            return ["recur"] + [a if _counter_step(a) else self.lift(a) for a in t[1:]]
+        return self.lift(t)
+
+    def rename(self, t, shared):
+        """(tree, source) with parameters named in order of occurrence: each occurrence its own
+        name, or (``shared``) each distinct parameter its own name. A subtree without
+        parameters is kept as it is; the source is written in the same walk."""
+        P, mapping, it = self.P, {}, iter(self.names)
+
+        def walk(x):
+            if type(x) is list:
+                if not self.occurrences(x):
+                    return x, self.source(x)
+                pairs = [walk(y) for y in x]
+                return [p[0] for p in pairs], "(" + " ".join([p[1] for p in pairs]) + ")"
+            if x == _PARAM or (isinstance(x, str) and x in P):
+                if x == _PARAM or not shared:
+                    name = next(it)
+                else:
+                    name = mapping.get(x)
+                    if name is None:
+                        name = mapping[x] = next(it)
+                return name, name
+            return x, _atom(x)
+        return walk(t)
+
+    def canonical_form(self, tree):
+        """(tree, source, size) of the canonical simplified tree (see the module function
+        ``canonicalize``); raises TooManyParameters as it does."""
+        self._fresh()
+        names = self.names
+        t = self.simp(tree)
+        lifted = self.simp(self.lift(t))
+        if self.occurrences(lifted) <= len(names):
+            return self.rename(lifted, shared=False) + (self.size(lifted),)
+        if self.occurrences(t) <= len(names):
+            return self.rename(t, shared=False) + (self.size(t),)
+        if len(self.named(t)) + self.marks(t) <= len(names):
+            return self.rename(t, shared=True) + (self.size(t),)
+        raise TooManyParameters(f"the simplified model needs more than {len(names)} parameters")
+
+    def canonicalize(self, tree):
+        """The canonical simplified tree (see the module function ``canonicalize``)."""
+        return self.canonical_form(tree)[0]
 
 
 def simplify(tree, params):
     """An equivalent (up to fitted constants) and never larger tree; see the module docstring."""
-    params = frozenset(params)
-    return _simp(tree, params)
-
-
-def _simp(t, P):
-    if not isinstance(t, list) or not t:
-        return t
-    head = t[0]
-    if head in ("let", "let*") and len(t) >= 3 and isinstance(t[1], list):
-        binds = [[b[0], _simp(b[1], P)] if isinstance(b, list) and len(b) == 2 else b
-                 for b in t[1]]
-        body = [_simp(x, P) for x in t[2:]]
-        used = [b for b in binds if not (isinstance(b, list) and len(b) == 2)
-                or any(_mentions(x, b[0]) for x in body)
-                or any(_mentions(c[1], b[0]) for c in binds if c is not b and head == "let*")]
-        if not used and len(body) == 1:
-            return body[0]
-        if head == "let" and len(used) == 1 and len(body) == 1 and _uses(body[0], used[0][0]) == 1:
-            return _simp(_substitute(body[0], used[0][0], used[0][1]), P)  # a single use: inline
-        return [head, used] + body
-    if head == "loop" and len(t) >= 3 and isinstance(t[1], list):
-        binds = [[b[0], b[1] if _num(b[1]) else _simp(b[1], P)] if isinstance(b, list)
-                 and len(b) == 2 else b for b in t[1]]
-        return [head, binds] + [_loop_body(x, P) for x in t[2:]]
-    if not isinstance(head, str) or head not in _ARITH:
-        return t  # comparisons, data operations, other special forms: kept as written
-    args = [_simp(a, P) for a in t[1:]]
-    if all(_num(a) for a in args):
-        v = _fold(head, args)
-        if v is not None:
-            return v
-    node = [head] + args
-    if all(_pl(a, P) for a in args) and _has_param(node, P):
-        return _PARAM  # a parameter-only subtree is one fitted number
-    if head in ("+", "*"):
-        return _assoc(head, args, P)
-    if head == "-":
-        return _minus(args, P)
-    if head == "/":
-        return _divide(args, P)
-    if len(args) == 1 and isinstance(args[0], list) and len(args[0]) == 2:
-        inner = args[0]
-        if (head, inner[0]) in (("log", "exp"), ("exp", "log"), ("square", "sqrt")):
-            return inner[1]
-    return node
-
-
-def _loop_body(t, P):
-    """Inside a loop's (if (= k N) s (recur update (+ k 1))): simplify the state updates only."""
-    if isinstance(t, list) and t and t[0] == "if" and len(t) == 4:
-        return ["if", t[1], _loop_body(t[2], P), _loop_body(t[3], P)]
-    if isinstance(t, list) and t and t[0] == "recur":
-        return ["recur"] + [a if _counter_step(a) else _simp(a, P) for a in t[1:]]
-    return _simp(t, P)
+    return Simplifier(params).simplify(tree)
 
 
 def _counter_step(a):
@@ -174,89 +466,8 @@ def _mentions(t, name):
     return t == name
 
 
-def _assoc(head, args, P):
-    unit = 0.0 if head == "+" else 1.0
-    flat = []
-    for a in args:
-        flat.extend(a[1:] if isinstance(a, list) and a and a[0] == head else [a])
-    if head == "*" and any(_num(a) and a == 0 for a in flat):
-        return 0.0
-    consts = [a for a in flat if _pl(a, P)]
-    rest = [a for a in flat if not _pl(a, P)]
-    if len(consts) == 1 and isinstance(consts[0], str):
-        rest.append(consts[0])  # one parameter keeps its name (and any sharing)
-    elif any(_has_param(a, P) for a in consts):
-        rest.append(_PARAM)
-    else:
-        v = _fold(head, consts) if consts else unit
-        if v is None:
-            rest.extend(consts)
-        elif v != unit:
-            rest.append(v)
-    if head == "+":
-        rest = _like_terms(rest, P)
-    if not rest:
-        return unit
-    if len(rest) == 1:
-        return rest[0]
-    return [head] + sorted(rest, key=lambda a: (not _pl(a, P), _key(a)))
-
-
-def _base(term, P):
-    """A sum's term without its fitted scale: (* c u v) -> (u v), u -> (u,)."""
-    if isinstance(term, list) and term and term[0] == "*":
-        factors = [f for f in term[1:] if not _pl(f, P)]
-        if len(factors) >= len(term) - 2:  # at most one constant factor
-            return tuple(to_source(f) for f in factors), factors
-    return (to_source(term),), [term]
-
-
-def _like_terms(terms, P):
-    """c1*u + c2*u -> c*u (and u + c*u): like terms share one fitted scale."""
-    groups, order = {}, []
-    for t in terms:
-        if t == _PARAM or _num(t):
-            order.append((None, t))
-            continue
-        key, factors = _base(t, P)
-        if key in groups:
-            groups[key][1] = True
-        else:
-            groups[key] = [factors, False, t]
-            order.append((key, None))
-    out = []
-    for key, t in order:
-        if key is None:
-            out.append(t)
-        elif groups[key][1]:
-            out.append(["*", _PARAM] + groups[key][0])
-        else:
-            out.append(groups[key][2])
-    return out
-
-
 def _neg(a):
     return isinstance(a, list) and len(a) == 3 and a[0] == "-" and _num(a[1]) and a[1] == 0
-
-
-def _minus(args, P):
-    if len(args) == 1:
-        a = args[0]
-        inner = _negand(a)
-        return ["-", a] if inner is None else inner
-    if len(args) != 2:
-        return ["-"] + args
-    u, v = args
-    if u == v and not _has_param(u, P):
-        return 0.0
-    if _num(v) and v == 0:
-        return u
-    if _num(u) and u == 0:
-        inner = _negand(v)
-        return ["-", 0.0, v] if inner is None else inner
-    if _pl(v, P):  # u - c is u + c' with c' = -c fitted
-        return _assoc("+", [u, _PARAM if _has_param(v, P) else -v], P)
-    return ["-", u, v]
 
 
 def _negand(x):
@@ -266,82 +477,6 @@ def _negand(x):
     return x[2] if _neg(x) else None
 
 
-def _divide(args, P):
-    if len(args) != 2:
-        return ["/"] + args
-    u, v = args
-    if u == v and not _has_param(u, P):
-        return 1.0
-    if _num(v) and v == 1:
-        return u
-    if _num(u) and u == 0:
-        return 0.0
-    if _pl(v, P) and _has_param(v, P):  # u / c is u * c' with c' = 1/c fitted
-        return _assoc("*", [u, _PARAM], P)
-    if isinstance(v, list) and len(v) == 3 and v[0] == "/" and _num(v[1]) and v[1] == 1:
-        return _assoc("*", [u, v[2]], P) if not (_num(u) and u == 1) else v[2]
-    return ["/", u, v]
-
-
-def _literals_to_params(t):
-    """Every numeric literal in an arithmetic position becomes a parameter (integer exponents of
-    pow/expt and loop control stay literal: they are structure, not constants)."""
-    if not isinstance(t, list) or not t:
-        return _PARAM if _num(t) else t
-    head = t[0]
-    if head in ("let", "let*") and len(t) >= 3 and isinstance(t[1], list):
-        binds = [[b[0], _literals_to_params(b[1])] if isinstance(b, list) and len(b) == 2
-                 else b for b in t[1]]
-        return [head, binds] + [_literals_to_params(x) for x in t[2:]]
-    if head == "loop" and len(t) >= 3 and isinstance(t[1], list):
-        binds = [[b[0], b[1] if _num(b[1]) else _literals_to_params(b[1])]
-                 if isinstance(b, list) and len(b) == 2 else b for b in t[1]]
-        return [head, binds] + [_loop_literals(x) for x in t[2:]]
-    if not isinstance(head, str) or head not in _ARITH:
-        return t
-    out = [head]
-    for i, a in enumerate(t[1:], 1):
-        if head in ("pow", "expt") and i == 2 and _num(a) and float(a).is_integer():
-            out.append(a)
-        elif head == "-" and i == 1 and len(t) == 3 and _num(a) and a == 0:
-            out.append(a)  # (- 0 u) is a negation, not a constant
-        else:
-            out.append(_literals_to_params(a))
-    return out
-
-
-def _loop_literals(t):
-    if isinstance(t, list) and t and t[0] == "if" and len(t) == 4:
-        return ["if", t[1], _loop_literals(t[2]), _loop_literals(t[3])]
-    if isinstance(t, list) and t and t[0] == "recur":
-        return ["recur"] + [a if _counter_step(a) else _literals_to_params(a) for a in t[1:]]
-    return _literals_to_params(t)
-
-
-def _occurrences(t, P):
-    if isinstance(t, list):
-        return sum(_occurrences(x, P) for x in t)
-    return int(t == _PARAM or (isinstance(t, str) and t in P))
-
-
-def _rename(t, P, names, shared):
-    """Name parameters in order of occurrence: each occurrence its own name, or (``shared``)
-    each distinct parameter its own name."""
-    mapping, it = {}, iter(names)
-
-    def walk(x):
-        if isinstance(x, list):
-            return [walk(y) for y in x]
-        if x == _PARAM or (isinstance(x, str) and x in P):
-            if x == _PARAM or not shared:
-                return next(it)
-            if x not in mapping:
-                mapping[x] = next(it)
-            return mapping[x]
-        return x
-    return walk(t)
-
-
 def canonicalize(tree, params):
     """The canonical simplified tree of a candidate, its parameters drawn from ``params``.
 
@@ -349,22 +484,7 @@ def canonicalize(tree, params):
     enough (a model never loses freedom by it); otherwise literals stay literal and parameters
     keep their sharing; raises TooManyParameters when even that needs more names.
     """
-    names = list(params)
-    P = frozenset(params)
-    t = _simp(tree, P)
-    lifted = _simp(_literals_to_params(t), P)
-    if _occurrences(lifted, P) <= len(names):
-        return _rename(lifted, P, names, shared=False)
-    if _occurrences(t, P) <= len(names):
-        return _rename(t, P, names, shared=False)
-    distinct = {x for x in _atoms(t) if isinstance(x, str) and x in P}
-    if len(distinct) + _count(t, _PARAM) <= len(names):
-        return _rename(t, P, names, shared=True)
-    raise TooManyParameters(f"the simplified model needs more than {len(names)} parameters")
-
-
-def _count(t, atom):
-    return sum(1 for x in _atoms(t) if x == atom)
+    return Simplifier(params).canonicalize(tree)
 
 
 def canonical_source(tree, params):
