@@ -22,7 +22,10 @@ import numpy as np
 import ndvm
 from ndvm import parallel
 
-CANDIDATES = Path(__file__).resolve().parents[2] / "shared" / "data" / "cosearch_candidates.jsonl"
+# ../shared/data next to the checkout, or $NDVM_SHARED_DATA (e.g. from a worktree)
+CANDIDATES = Path(os.environ.get("NDVM_SHARED_DATA")
+                  or Path(__file__).resolve().parents[2] / "shared" / "data"
+                  ) / "cosearch_candidates.jsonl"
 QUIET = 0.1  # cores used by other processes during a run for it to count as quiet
 
 
