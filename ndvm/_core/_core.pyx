@@ -596,6 +596,35 @@ cdef class Machine:
 
 
 
+cdef cnp.ndarray _contiguous(object a, int typenum, Py_ssize_t n, str what):
+    """`a` as a C-contiguous aligned array of n values of type `typenum` (`a` itself if it is
+    one already: the fits of a batch share their target and starting points)."""
+    cdef cnp.ndarray c
+    if (type(a) is np.ndarray and cnp.PyArray_TYPE(<cnp.ndarray>a) == typenum
+            and cnp.PyArray_IS_C_CONTIGUOUS(<cnp.ndarray>a)
+            and cnp.PyArray_ISALIGNED(<cnp.ndarray>a)):
+        c = <cnp.ndarray>a
+    else:
+        c = np.array(a, dtype=cnp.PyArray_DescrFromType(typenum), order="C", copy=True)
+    if cnp.PyArray_SIZE(c) != n:
+        raise ValueError(f"{what} has {cnp.PyArray_SIZE(c)} values, expected {n}")
+    return c
+
+
+cdef cnp.ndarray _view(cnp.ndarray base, size_t offset, int nd, Py_ssize_t d0, Py_ssize_t d1,
+                       Py_ssize_t d2, int typenum):
+    """An nd-dimensional array of type `typenum` over `base`'s data from element `offset` (in
+    units of base's items), which keeps `base` alive."""
+    cdef cnp.npy_intp dims[3]
+    dims[0] = d0
+    dims[1] = d1
+    dims[2] = d2
+    cdef char* at = <char*>cnp.PyArray_DATA(base) + offset * cnp.PyArray_ITEMSIZE(base)
+    cdef cnp.ndarray a = cnp.PyArray_SimpleNewFromData(nd, dims, typenum, at)
+    cnp.set_array_base(a, base)
+    return a
+
+
 cdef struct Slot:
     # where one staged fit keeps its initial values (in FitBatch._init) and its outputs (offsets
     # into the batch's float64 and uint8 arrays)
@@ -660,13 +689,9 @@ cdef class FitBatch:
         """
         if self._ran:
             raise RuntimeError("this FitBatch has run: reset() it before staging more fits")
-        cdef Py_ssize_t k = self.size, P = len(fitted), S = inputs.S, at
-        cdef const double[:, ::1] x0 = _aligned(np.ascontiguousarray(init, dtype=np.float64)
-                                                .reshape(P, S))
-        cdef const double[::1] tv
-        cdef const double[::1] lo
-        cdef const double[::1] hi
-        cdef const unsigned char[::1] posv
+        cdef Py_ssize_t k = self.size, P = len(fitted), S = inputs.S
+        cdef cnp.ndarray x0 = _contiguous(init, cnp.NPY_DOUBLE, P * S, "init")
+        cdef cnp.ndarray a
         if <size_t>k == self._rq.size():
             self._rq.resize(k + 1)
             self._err.resize(k + 1)
@@ -674,7 +699,8 @@ cdef class FitBatch:
             self._slot.resize(k + 1)
         cdef FitRequest* rq = &self._rq[k]
         cdef Slot* sl = &self._slot[k]
-        keep = [prog, inputs]
+        self._keep.append(prog)
+        self._keep.append(inputs)
         rq.entry = <ClientEntry>entry
         rq.expanded = <const void*>prog._x.get()
         rq.compiled = <const void*>compiled
@@ -686,10 +712,9 @@ cdef class FitBatch:
         rq.N = inputs.N
         rq.target = NULL
         if target is not None:
-            target = _aligned(target)
-            tv = target
-            rq.target = &tv[0]
-            keep.append(target)
+            a = _contiguous(target, cnp.NPY_DOUBLE, inputs.N, "target")
+            rq.target = <const double*>cnp.PyArray_DATA(a)
+            self._keep.append(a)
         rq.optimizer = <Optimizer>optimizer
         rq.steps = steps
         rq.lr = lr
@@ -700,22 +725,19 @@ cdef class FitBatch:
         rq.uncertainty = uncertainty
         rq.positive = NULL
         if positive is not None:
-            positive = np.ascontiguousarray(positive, dtype=np.uint8)
-            posv = positive
-            rq.positive = &posv[0]
-            keep.append(positive)
+            a = _contiguous(positive, cnp.NPY_UINT8, P, "positive")
+            rq.positive = <const unsigned char*>cnp.PyArray_DATA(a)
+            self._keep.append(a)
         rq.lower = NULL
         rq.upper = NULL
         if lower is not None:
-            lower = _aligned(lower)
-            lo = lower
-            rq.lower = &lo[0]
-            keep.append(lower)
+            a = _contiguous(lower, cnp.NPY_DOUBLE, P, "lower")
+            rq.lower = <const double*>cnp.PyArray_DATA(a)
+            self._keep.append(a)
         if upper is not None:
-            upper = _aligned(upper)
-            hi = upper
-            rq.upper = &hi[0]
-            keep.append(upper)
+            a = _contiguous(upper, cnp.NPY_DOUBLE, P, "upper")
+            rq.upper = <const double*>cnp.PyArray_DATA(a)
+            self._keep.append(a)
         # the outputs' places; run() points the request at them once the arrays exist
         sl.P = P
         sl.S = S
@@ -724,9 +746,8 @@ cdef class FitBatch:
         sl.init = self._init.size()
         self._init.resize(sl.init + P * S)
         if P:
-            memcpy(&self._init[sl.init], &x0[0, 0], P * S * sizeof(double))
-        at = self._n64
-        sl.params = at
+            memcpy(&self._init[sl.init], cnp.PyArray_DATA(x0), P * S * sizeof(double))
+        sl.params = self._n64
         sl.losses = sl.params + P * S
         sl.history = sl.losses + S
         sl.cov = sl.history + sl.steps * S
@@ -736,7 +757,6 @@ cdef class FitBatch:
         sl.converged = sl.status + S
         sl.flags = sl.converged + S
         self._n8 = sl.flags + S * P
-        self._keep.append(keep)
         self.size = k + 1
         return k
 
@@ -779,23 +799,23 @@ cdef class FitBatch:
     def result(self, Py_ssize_t k):
         """Fit k's outputs, or its error raised: (params [P, S], losses [S], history [steps, S],
         converged [S] bool, number of evaluations, status [S] int8, cov [S, P, P] or None,
-        stderr [S, P] or None, flags [S, P] uint8)."""
+        stderr [S, P] or None, flags [S, P] uint8), views into the batch's arrays."""
         if not self._ran or k < 0 or k >= self.size:
             raise IndexError(f"no result {k} in this batch (run it first)")
         if not self._ok[k]:
             _raise(self._err[k])
-        cdef Slot sl = self._slot[k]
+        cdef Slot* sl = &self._slot[k]
         cdef Py_ssize_t P = sl.P, S = sl.S
-        f, u = self._f64, self._u8
+        cdef cnp.ndarray f = self._f64, u = self._u8
         cov = se = None
         if sl.uncertainty:
-            cov = f[sl.cov:sl.cov + S * P * P].reshape(S, P, P)
-            se = f[sl.stderr_:sl.stderr_ + S * P].reshape(S, P)
-        return (f[sl.params:sl.params + P * S].reshape(P, S),
-                f[sl.losses:sl.losses + S],
-                f[sl.history:sl.history + sl.steps * S].reshape(sl.steps, S),
-                u[sl.converged:sl.converged + S].view(np.bool_),
+            cov = _view(f, sl.cov, 3, S, P, P, cnp.NPY_DOUBLE)
+            se = _view(f, sl.stderr_, 2, S, P, 0, cnp.NPY_DOUBLE)
+        return (_view(f, sl.params, 2, P, S, 0, cnp.NPY_DOUBLE),
+                _view(f, sl.losses, 1, S, 0, 0, cnp.NPY_DOUBLE),
+                _view(f, sl.history, 2, sl.steps, S, 0, cnp.NPY_DOUBLE),
+                _view(u, sl.converged, 1, S, 0, 0, cnp.NPY_BOOL),
                 self._rq[k].n_evals,
-                u[sl.status:sl.status + S].view(np.int8),
+                _view(u, sl.status, 1, S, 0, 0, cnp.NPY_INT8),
                 cov, se,
-                u[sl.flags:sl.flags + S * P].reshape(S, P))
+                _view(u, sl.flags, 2, S, P, 0, cnp.NPY_UINT8))
