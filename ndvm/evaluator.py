@@ -188,15 +188,10 @@ class Evaluator:
             return None
         return m.reverse(seed, _REDUCE[reduce])
 
-    def stage(self, batch, prog, inputs, *args, **options):
-        """Stage a whole calibration of ``prog`` on bound inputs in ``batch`` (an
-        ``ndvm._core.FitBatch``); the arguments after ``inputs`` are ``FitBatch.add``'s."""
-        return batch.add(prog, self.client.entry, prog.compiled(self.client), inputs, *args,
-                         **options)
-
     def calibrate(self, batch):
-        """Run the calibrations staged in ``batch`` (the core of ``ndvm.fit`` and
-        ``ndvm.fit_many``) on this thread's machine, in one native call that releases the GIL."""
+        """Run the calibrations staged in ``batch`` (an ``ndvm._core.FitBatch``: the core of
+        ``ndvm.fit`` and ``ndvm.fit_many``, see ``ndvm.fit.FitPlan``) on this thread's machine,
+        in one native call that releases the GIL."""
         batch.run(self._machine())
 
     def mse(self, prog, target, params=None, data=None, consts=None, grad=True):

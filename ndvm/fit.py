@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ndvm._core import FitBatch, Program, parse
+from ndvm._core import FitBatch, Program, bind, parse
 from ndvm.evaluator import Evaluator
 
 __all__ = ["FitResult", "fit", "OPTIMIZERS", "STATUS"]
@@ -288,18 +288,23 @@ class FitPlan:
         if optimizer is None:
             optimizer = "lbfgs" if loss == "value" else "adam"
         if optimizer not in OPTIMIZERS:
-            raise ValueError(f"unknown optimizer {optimizer!r}; choose one of {sorted(OPTIMIZERS)}")
+            raise ValueError(f"unknown optimizer {optimizer!r}; "
+                             f"choose one of {sorted(OPTIMIZERS)}")
         if loss == "value":
             if optimizer == "lm":
-                raise ValueError("loss='value' needs optimizer 'lbfgs' or 'adam' (LM fits residuals)")
+                raise ValueError("loss='value' needs optimizer 'lbfgs' or 'adam' "
+                                 "(LM fits residuals)")
             if target is not None:
-                raise ValueError("loss='value' minimizes the program's value: do not pass a target")
+                raise ValueError("loss='value' minimizes the program's value: "
+                                 "do not pass a target")
         elif target is None:
-            raise ValueError("fit needs a target (or loss='value' to minimize the program's value)")
+            raise ValueError("fit needs a target "
+                             "(or loss='value' to minimize the program's value)")
         if nan_policy not in ("raise", "omit"):
             raise ValueError(f"nan_policy must be 'raise' or 'omit', got {nan_policy!r}")
         if unused_data not in ("typo", "error", "ignore"):
-            raise ValueError(f"unused_data must be 'typo', 'error' or 'ignore', got {unused_data!r}")
+            raise ValueError(f"unused_data must be 'typo', 'error' or 'ignore', "
+                             f"got {unused_data!r}")
         S = int(o["starts"])
         if S < 1:
             raise ValueError(f"starts must be at least 1, got {o['starts']}")
@@ -309,6 +314,7 @@ class FitPlan:
         self.consts = {} if o["consts"] is None else dict(o["consts"])
         self.options = o
         self.loss, self.optimizer, self.target, self.S = loss, optimizer, target, S
+        self._loss, self._optimizer = LOSSES[loss], OPTIMIZERS[optimizer]
         self.nan_policy, self.unused_data, self.lr = nan_policy, unused_data, float(lr)
         ftol_d, xtol_d, gtol_d = DEFAULT_TOLS[optimizer]
         ftol, xtol, gtol = o["ftol"], o["xtol"], o["gtol"]
@@ -390,7 +396,8 @@ class FitPlan:
         tols = self.tols
         if not (tols[0] >= 0 and tols[1] >= 0 and tols[2] >= 0):
             raise ValueError(f"ftol, xtol and gtol must be non-negative, got {tols}")
-        steps = default_steps(self.optimizer, len(names)) if o["steps"] is None else int(o["steps"])
+        steps = o["steps"]
+        steps = default_steps(self.optimizer, len(names)) if steps is None else int(steps)
         if steps < 1:
             raise ValueError(f"steps must be at least 1, got {steps}")
         lower = upper = None
@@ -427,20 +434,19 @@ class FitPlan:
             sh = self._names(free)
             if self._same_starts:
                 self._shared[free] = sh
-        ev = self.evaluator
+        client = self.evaluator.client
         y = sh.y
         # scalar data must still cover N lanes when the target has N points
-        inputs = ev.bind(prog, params=sh.params, data=sh.data, consts=self.consts,
-                         points=None if y is None else y.size)
+        inputs = bind(prog, sh.params, sh.data, self.consts, None if y is None else y.size)
         unknown = sh.unknown
         if unknown and self.unused_data != "ignore":  # (after bind: an unbound name is first)
             if self.unused_data == "typo":
                 unknown = [k for k in unknown if did_you_mean(k, free)]
             _check_names("data", unknown, (), free)
-        tols = self.tols
-        k = ev.stage(batch, prog, inputs, sh.fitted, y, OPTIMIZERS[self.optimizer], sh.steps,
-                     self.lr, sh.lower, sh.upper, sh.x0, tols[1], ftol=tols[0], gtol=tols[2],
-                     loss=LOSSES[self.loss], positive=sh.pos, uncertainty=self.want_cov)
+        ftol, xtol, gtol = self.tols
+        k = batch.add(prog, client.entry, prog.compiled(client), inputs, sh.fitted, y,
+                      self._optimizer, sh.steps, self.lr, sh.lower, sh.upper, sh.x0, xtol, ftol,
+                      gtol, self._loss, sh.pos, self.want_cov)
         return sh.names, sh.steps, k
 
     def result(self, staged, batch):

@@ -373,7 +373,11 @@ def _run(job, items, workers, executor, chunk_size, progress, desc):
         workers = default_workers() if workers is None else int(workers)
         if workers < 1:
             raise ValueError(f"workers must be at least 1, got {workers}")
-        chunk = chunk_size or min(POOL_CHUNK_SIZE, n // (TASKS_PER_WORKER * workers))
+        chunk = chunk_size
+        if chunk is None:  # a chunk of fits is one native call; evaluations go one at a time
+            chunk = 1
+            if job.kind == "fit":
+                chunk = min(POOL_CHUNK_SIZE, n // (TASKS_PER_WORKER * workers))
         return _run_pool(job, items, workers, max(1, int(chunk)), bar)
     finally:
         bar.close()
@@ -396,8 +400,8 @@ def fit_many(programs, data=None, target=None, *, workers=None, executor=None, c
     (default: the cores); executor: any concurrent.futures.Executor instead, sent ``chunk_size``
     candidates per task (default: TASKS_PER_WORKER tasks per executor worker, at most
     EXECUTOR_CHUNK_SIZE candidates each; on the pool, how many candidates a worker claims at a
-    time, each claim one native call: default POOL_CHUNK_SIZE, less when there are fewer than
-    TASKS_PER_WORKER claims per worker);
+    time, each claim one native call: default POOL_CHUNK_SIZE, fewer when that would leave a
+    worker fewer than TASKS_PER_WORKER claims);
     per_candidate: one dict of fit options per candidate overriding the shared ones (e.g.
     independent random starts: ``{"seed": s} for s in np.random.SeedSequence(0).spawn(n)``);
     progress: a tqdm bar. Every candidate uses the same ``seed`` as ``ndvm.fit`` would, so a
