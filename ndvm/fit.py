@@ -4,6 +4,8 @@ S starts run as lanes of one evaluation (S x N lanes); each optimizer step is on
 evaluation plus a few operations per start in C++, with no Python in between. Every start stops
 for a reason (``FitResult.status``), ``converged`` is True only when a tolerance test was met,
 and least-squares fits carry the covariance and standard errors of their parameters.
+``FitPlan`` is the one place the arguments are checked and a FitResult is built: ``fit`` is a
+batch of one, ``ndvm.fit_many`` stages a chunk of programs and fits them in one native call.
 """
 import functools
 from dataclasses import dataclass, field
@@ -243,7 +245,7 @@ def fit(prog, data=None, target=None, params=None, starts=1, init=None, optimize
     start's point, loss and stop ``status``, ``converged``, ``message`` and, for least squares,
     ``covariance`` and ``stderr``. A fit that did not meet a tolerance says so in ``message``.
     """
-    options = dict(locals())
+    options = dict(locals())  # the arguments, which FitPlan reads by name
     prog = _program(prog)
     plan = FitPlan(options)
     batch = FitBatch()
