@@ -1,6 +1,7 @@
 """Scaling of ndvm.fit_many on the 247 co-search candidates (the paper's protocol), of a whole
-co-search (with its serial fraction and the speed-up Amdahl's law projects from it), and the
-per-task overhead of the executor path on a Dask LocalCluster, which sets the default chunk size.
+co-search (each with its serial fraction, the share of a one-worker run spent outside the native
+calibrations, and the speed-up Amdahl's law projects from it), and the per-task overhead of the
+executor path on a Dask LocalCluster, which sets the default chunk size.
 
     python bench/parallel_scaling.py [--rounds 7] [--search-candidates 800] [--dask]
 
@@ -12,6 +13,7 @@ another session is busy: every run also records how much CPU the rest of the mac
 pairs (the rest of the machine below 0.1 core during both runs).
 """
 import argparse
+import contextlib
 import json
 import os
 import time
@@ -22,7 +24,10 @@ import numpy as np
 import ndvm
 from ndvm import parallel
 
-CANDIDATES = Path(__file__).resolve().parents[2] / "shared" / "data" / "cosearch_candidates.jsonl"
+# ../shared/data next to the checkout, or $NDVM_SHARED_DATA (e.g. from a worktree)
+CANDIDATES = Path(os.environ.get("NDVM_SHARED_DATA")
+                  or Path(__file__).resolve().parents[2] / "shared" / "data"
+                  ) / "cosearch_candidates.jsonl"
 QUIET = 0.1  # cores used by other processes during a run for it to count as quiet
 
 
@@ -70,6 +75,8 @@ def scaling(progs, data, target, rounds, repeat):
                 ndvm.fit_many(batch, workers=w, **opts)), len(batch)))
             assert all(_same(a, b) for a, b in zip(out[0], reference))
     serial = rate(lambda: [_fit_or_error(p, opts) for p in batch], len(batch))
+    held = [held_fraction(lambda: ndvm.fit_many(batch, workers=1, **opts))
+            for _ in range(max(3, rounds // 2))]
     one, two = np.array(runs[1]), np.array(runs[2])
     quiet = (one[:, 1] < QUIET) & (two[:, 1] < QUIET)
     for w, r in ((1, one), (2, two)):
@@ -83,18 +90,16 @@ def scaling(progs, data, target, rounds, repeat):
           f"quiet pairs; best/best {two[:, 0].max() / one[:, 0].max():.2f}x")
     print("  per pair (speed-up @ other load, cores): " + " ".join(
         f"{q:.2f}@{max(a, b):.1f}" for q, a, b in zip(ratio, one[:, 1], two[:, 1])))
+    f = float(np.median(held))
+    print(f"  fit_many's serial fraction (one worker, outside the native calibration calls): "
+          f"median {f:.3f} (runs: {' '.join(f'{x:.3f}' for x in held)}); Amdahl: "
+          f"{amdahl(f, 2):.2f}x on 2 cores, {amdahl(f, 16):.1f}x on 16, {amdahl(f, 64):.1f}x on 64")
 
 
-def amdahl(serial, cores):
-    """The speed-up on ``cores`` of a run whose fraction ``serial`` cannot run in parallel."""
-    return 1.0 / (serial + (1.0 - serial) / cores)
-
-
-def search_scaling(n, rounds):
-    """A co-search (damped task, ``n`` candidates, seed 0) with 1 and 2 calibration workers,
-    runs interleaved, and its serial fraction: the share of a one-worker run's wall time spent
-    outside the native calibrations (which release the GIL; proposing, simplifying, binding,
-    scoring and bookkeeping hold it), measured by timing every ``Evaluator.calibrate`` call."""
+@contextlib.contextmanager
+def native_seconds():
+    """Yields [seconds] that grows by the wall time of every ``Evaluator.calibrate`` call made
+    meanwhile (the native calibrations, which release the GIL)."""
     from ndvm.evaluator import Evaluator
 
     native = [0.0]
@@ -107,17 +112,40 @@ def search_scaling(n, rounds):
         finally:
             native[0] += time.perf_counter() - t
 
+    Evaluator.calibrate = timed
+    try:
+        yield native
+    finally:
+        Evaluator.calibrate = plain
+
+
+def held_fraction(fn):
+    """The share of ``fn()``'s wall time spent outside the native calibrations: checking,
+    binding, staging and reading back, under the GIL."""
+    with native_seconds() as native:
+        t = time.perf_counter()
+        fn()
+        wall = time.perf_counter() - t
+    return 1.0 - native[0] / wall
+
+
+def amdahl(serial, cores):
+    """The speed-up on ``cores`` of a run whose fraction ``serial`` cannot run in parallel."""
+    return 1.0 / (serial + (1.0 - serial) / cores)
+
+
+def search_scaling(n, rounds):
+    """A co-search (damped task, ``n`` candidates, seed 0) with 1 and 2 calibration workers,
+    runs interleaved, and its serial fraction: the share of a one-worker run's wall time spent
+    outside the native calibrations (which release the GIL; proposing, simplifying, binding,
+    scoring and bookkeeping hold it), measured by timing every ``Evaluator.calibrate`` call."""
     runs, fractions, reference = {1: [], 2: []}, [], None
     ndvm.search("damped", max_candidates=64, seed=0, workers=2)  # warm the pool and machines
     for _ in range(rounds):
         for w in (1, 2):
-            native[0] = 0.0
-            Evaluator.calibrate = timed if w == 1 else plain
-            try:
+            with native_seconds() if w == 1 else contextlib.nullcontext() as native:
                 (rate_, other), res = measure_result(
                     lambda w=w: ndvm.search("damped", max_candidates=n, seed=0, workers=w), n)
-            finally:
-                Evaluator.calibrate = plain
             srcs = [r["src"] for r in res.records]
             assert reference is None or srcs == reference, "the search depends on the workers"
             reference = srcs

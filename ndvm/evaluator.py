@@ -188,11 +188,11 @@ class Evaluator:
             return None
         return m.reverse(seed, _REDUCE[reduce])
 
-    def calibrate(self, prog, inputs, *args, **options):
-        """A whole native calibration on bound inputs (the core of ``ndvm.fit``); the arguments
-        after ``inputs`` are ``Machine.fit``'s."""
-        return self._machine().fit(prog, self.client.entry, prog.compiled(self.client), inputs,
-                                   *args, **options)
+    def calibrate(self, batch):
+        """Run the calibrations staged in ``batch`` (an ``ndvm._core.FitBatch``: the core of
+        ``ndvm.fit`` and ``ndvm.fit_many``, see ``ndvm.fit.FitPlan``) on this thread's machine,
+        in one native call that releases the GIL."""
+        batch.run(self._machine())
 
     def mse(self, prog, target, params=None, data=None, consts=None, grad=True):
         """Mean squared error of ``prog`` against ``target`` [N] for each start, and its gradient.

@@ -4,13 +4,15 @@ S starts run as lanes of one evaluation (S x N lanes); each optimizer step is on
 evaluation plus a few operations per start in C++, with no Python in between. Every start stops
 for a reason (``FitResult.status``), ``converged`` is True only when a tolerance test was met,
 and least-squares fits carry the covariance and standard errors of their parameters.
+``FitPlan`` is the one place the arguments are checked and a FitResult is built: ``fit`` is a
+batch of one, ``ndvm.fit_many`` stages a chunk of programs and fits them in one native call.
 """
 import functools
 from dataclasses import dataclass, field
 
 import numpy as np
 
-from ndvm._core import Program, parse
+from ndvm._core import FitBatch, Program, bind, parse
 from ndvm.evaluator import Evaluator
 
 __all__ = ["FitResult", "fit", "OPTIMIZERS", "STATUS"]
@@ -243,145 +245,232 @@ def fit(prog, data=None, target=None, params=None, starts=1, init=None, optimize
     start's point, loss and stop ``status``, ``converged``, ``message`` and, for least squares,
     ``covariance`` and ``stderr``. A fit that did not meet a tolerance says so in ``message``.
     """
+    options = dict(locals())  # the arguments, which FitPlan reads by name
+    prog = _program(prog)
+    plan = FitPlan(options)
+    batch = FitBatch()
+    staged = plan.stage(batch, prog)
+    plan.evaluator.calibrate(batch)
+    return plan.result(staged, batch)
+
+
+def _program(prog, name="<program>"):
+    """``prog`` as an ndvm.Program (source text is parsed as ``name``)."""
     if not isinstance(prog, Program):
         if not isinstance(prog, str):
             raise TypeError(f"expected an ndvm.Program or source text, got {type(prog).__name__}")
-        prog = parse(prog)
-    if loss not in LOSSES:
-        raise ValueError(f"unknown loss {loss!r}; choose 'mse' or 'value'")
-    if optimizer is None:
-        optimizer = "lbfgs" if loss == "value" else "adam"
-    if optimizer not in OPTIMIZERS:
-        raise ValueError(f"unknown optimizer {optimizer!r}; choose one of {sorted(OPTIMIZERS)}")
-    if loss == "value":
-        if optimizer == "lm":
-            raise ValueError("loss='value' needs optimizer 'lbfgs' or 'adam' (LM fits residuals)")
-        if target is not None:
-            raise ValueError("loss='value' minimizes the program's value: do not pass a target")
-    elif target is None:
-        raise ValueError("fit needs a target (or loss='value' to minimize the program's value)")
-    if nan_policy not in ("raise", "omit"):
-        raise ValueError(f"nan_policy must be 'raise' or 'omit', got {nan_policy!r}")
-    if unused_data not in ("typo", "error", "ignore"):
-        raise ValueError(f"unused_data must be 'typo', 'error' or 'ignore', got {unused_data!r}")
-    S = int(starts)
-    if S < 1:
-        raise ValueError(f"starts must be at least 1, got {starts}")
-    if not (lr > 0):
-        raise ValueError(f"lr must be positive, got {lr}")
-    data = {} if data is None else dict(data)
-    consts = {} if consts is None else dict(consts)
-    free = prog.free_names
-    unknown = [k for k in data if k not in free]
-    for k in unknown:
-        del data[k]
-    arrays = {k: np.asarray(v, dtype=np.float64) for k, v in data.items()}
-    y = None
-    if target is not None:
-        y = np.asarray(target, dtype=np.float64).reshape(-1)
-        if y.size == 0:
-            raise ValueError("target is empty")
+        prog = parse(prog, name=name)
+    return prog
+
+
+class _Shared:
+    """What a plan computes once for all programs with the same free names."""
+
+    __slots__ = ("data", "fitted", "lower", "names", "params", "pos", "steps", "unknown", "upper",
+                 "x0", "y")
+
+
+class FitPlan:
+    """``ndvm.fit``'s arguments (a dict of them, ``prog`` aside) checked once, and its data and
+    target checked and converted once per set of free names: what every program of a batch
+    shares (``ndvm.fit`` is a batch of one, ``ndvm.fit_many`` stages a chunk at a time).
+
+    ``stage(batch, prog)`` runs one program's own checks, binds its inputs and stages its
+    calibration in an ``ndvm._core.FitBatch``; after ``evaluator.calibrate(batch)``,
+    ``result(staged, batch)`` builds its FitResult. Errors are those ``ndvm.fit`` raises, in the
+    same order.
+    """
+
+    def __init__(self, options):
+        o = options
+        loss, optimizer, target = o["loss"], o["optimizer"], o["target"]
+        nan_policy, unused_data, lr = o["nan_policy"], o["unused_data"], o["lr"]
+        if loss not in LOSSES:
+            raise ValueError(f"unknown loss {loss!r}; choose 'mse' or 'value'")
+        if optimizer is None:
+            optimizer = "lbfgs" if loss == "value" else "adam"
+        if optimizer not in OPTIMIZERS:
+            raise ValueError(f"unknown optimizer {optimizer!r}; "
+                             f"choose one of {sorted(OPTIMIZERS)}")
+        if loss == "value":
+            if optimizer == "lm":
+                raise ValueError("loss='value' needs optimizer 'lbfgs' or 'adam' "
+                                 "(LM fits residuals)")
+            if target is not None:
+                raise ValueError("loss='value' minimizes the program's value: "
+                                 "do not pass a target")
+        elif target is None:
+            raise ValueError("fit needs a target "
+                             "(or loss='value' to minimize the program's value)")
+        if nan_policy not in ("raise", "omit"):
+            raise ValueError(f"nan_policy must be 'raise' or 'omit', got {nan_policy!r}")
+        if unused_data not in ("typo", "error", "ignore"):
+            raise ValueError(f"unused_data must be 'typo', 'error' or 'ignore', "
+                             f"got {unused_data!r}")
+        S = int(o["starts"])
+        if S < 1:
+            raise ValueError(f"starts must be at least 1, got {o['starts']}")
+        if not (lr > 0):
+            raise ValueError(f"lr must be positive, got {lr}")
+        self.data = {} if o["data"] is None else dict(o["data"])
+        self.consts = {} if o["consts"] is None else dict(o["consts"])
+        self.options = o
+        self.loss, self.optimizer, self.target, self.S = loss, optimizer, target, S
+        self._loss, self._optimizer = LOSSES[loss], OPTIMIZERS[optimizer]
+        self.nan_policy, self.unused_data, self.lr = nan_policy, unused_data, float(lr)
+        ftol_d, xtol_d, gtol_d = DEFAULT_TOLS[optimizer]
+        ftol, xtol, gtol = o["ftol"], o["xtol"], o["gtol"]
+        if o["tol"] is not None and xtol is None:
+            xtol = o["tol"]
+        self.tols = (ftol_d if ftol is None else float(ftol),
+                     xtol_d if xtol is None else float(xtol),
+                     gtol_d if gtol is None else float(gtol))
+        uncertainty = o["uncertainty"]
+        if uncertainty is None:
+            uncertainty = optimizer != "adam"
+        self.want_cov = bool(uncertainty) and loss == "mse"
+        # the starting points depend only on the names when the seed is a number (a Generator
+        # or None draws anew for every program)
+        self._same_starts = isinstance(o["seed"], (int, np.integer))
+        self._shared = {}  # free names -> _Shared
+        self._ev = o["evaluator"]
+
+    @property
+    def evaluator(self):
+        """The Evaluator the fits run on (the one given, else one for ``client`` and ``dtype``)."""
+        if self._ev is None:
+            self._ev = Evaluator(client=self.options["client"], dtype=self.options["dtype"])
+        return self._ev
+
+    def _data(self, free, sh):
+        """The data inputs a program with free names ``free`` uses, and the target: converted
+        and checked (sizes, non-finite values or nan_policy="omit")."""
+        sh.unknown = [k for k in self.data if k not in free]
+        arrays = {k: np.asarray(v, dtype=np.float64) for k, v in self.data.items() if k in free}
+        y = None
+        if self.target is not None:
+            y = np.asarray(self.target, dtype=np.float64).reshape(-1)
+            if y.size == 0:
+                raise ValueError("target is empty")
+            for name, a in arrays.items():
+                if a.size not in (1, y.size):
+                    raise ValueError(f"data input {name!r} has {a.size} points but target has "
+                                     f"{y.size}")
+            if self.nan_policy == "omit":
+                keep = np.isfinite(y)
+                for a in arrays.values():
+                    if a.size == y.size and a.size > 1:
+                        keep &= np.isfinite(a.reshape(-1))
+                if not keep.any():
+                    raise ValueError("no data point is finite in the target and every data input")
+                if not keep.all():
+                    y = y[keep]
+                    arrays = {k: (a.reshape(-1)[keep] if a.size > 1 else a)
+                              for k, a in arrays.items()}
+            _check_finite("target", y)
         for name, a in arrays.items():
-            if a.size not in (1, y.size):
-                raise ValueError(f"data input {name!r} has {a.size} points but target has "
-                                 f"{y.size}")
-        if nan_policy == "omit":
-            keep = np.isfinite(y)
-            for a in arrays.values():
-                if a.size == y.size and a.size > 1:
-                    keep &= np.isfinite(a.reshape(-1))
-            if not keep.any():
-                raise ValueError("no data point is finite in the target and every data input")
-            if not keep.all():
-                y = y[keep]
-                arrays = {k: (a.reshape(-1)[keep] if a.size > 1 else a)
-                          for k, a in arrays.items()}
-        _check_finite("target", y)
-    for name, a in arrays.items():
-        _check_finite(f"data input {name!r}", a)
-    data = arrays
-    if params is None:
-        names = tuple(n for n in free if n not in data and n not in consts)
-    else:
-        names = tuple(params)
-        missing = [n for n in names if n not in free]
-        if missing:
-            n = missing[0]
-            raise ValueError(f"parameter(s) {missing} do not occur in the program"
-                             f"{did_you_mean(n, free)} (its free names are {free})")
-    if not names:
-        raise ValueError("there is nothing to fit: the program has no free parameters")
-    if init:
-        _check_names("init", init, names, free)
-    if bounds:
-        _check_names("bounds", bounds, names, free)
-    positive = tuple(positive or ())
-    _check_names("positive", positive, names, free)
-    ftol_d, xtol_d, gtol_d = DEFAULT_TOLS[optimizer]
-    if tol is not None and xtol is None:
-        xtol = tol
-    tols = (ftol_d if ftol is None else float(ftol), xtol_d if xtol is None else float(xtol),
-            gtol_d if gtol is None else float(gtol))
-    if not (tols[0] >= 0 and tols[1] >= 0 and tols[2] >= 0):
-        raise ValueError(f"ftol, xtol and gtol must be non-negative, got {tols}")
-    steps = default_steps(optimizer, len(names)) if steps is None else int(steps)
-    if steps < 1:
-        raise ValueError(f"steps must be at least 1, got {steps}")
-    lower = upper = None
-    if bounds:
-        lower = np.array([(bounds.get(n) or (None, None))[0] for n in names], dtype=object)
-        upper = np.array([(bounds.get(n) or (None, None))[1] for n in names], dtype=object)
-        lower = np.array([-np.inf if v is None else v for v in lower], dtype=np.float64)
-        upper = np.array([np.inf if v is None else v for v in upper], dtype=np.float64)
-        if np.any(np.isnan(lower)) or np.any(np.isnan(upper)) or np.any(lower > upper):
-            raise ValueError("each bound must be (low, high) with low <= high")
-    x0 = _initial_values(names, S, init, bounds, seed)
-    if lower is not None:
-        x0 = np.clip(x0, lower[:, None], upper[:, None])
-    pos = None
-    if positive:
-        pos = np.array([n in positive for n in names], dtype=np.uint8)
-        for i, n in enumerate(names):
-            if pos[i] and np.any(x0[i] <= 0):
-                raise ValueError(f"positive parameter {n!r} needs initial values above zero "
-                                 f"(init or bounds)")
-    ev = evaluator or Evaluator(client=client, dtype=dtype)
-    fitted = [free.index(n) for n in names]
-    # the fitted parameters are rebound per step natively (placeholders here); scalar data must
-    # still cover N lanes when the target has N points
-    inputs = ev.bind(prog, params=dict.fromkeys(names, np.zeros(S)), data=data, consts=consts,
-                     points=None if y is None else y.size)
-    if unknown and unused_data != "ignore":  # (after bind: an unbound name is the first error)
-        if unused_data == "typo":
-            unknown = [k for k in unknown if did_you_mean(k, free)]
-        _check_names("data", unknown, (), free)
-    P = len(names)
-    status = np.zeros(S, dtype=np.int8)
-    if uncertainty is None:
-        uncertainty = optimizer != "adam"
-    want_cov = bool(uncertainty) and loss == "mse"
-    cov = np.empty((S, P, P)) if want_cov else None  # (filled natively, NaN where unknown)
-    se = np.empty((S, P)) if want_cov else None
-    flags = np.zeros((S, P), dtype=np.uint8)
-    params_out, losses, history, converged, n_evals = ev.calibrate(
-        prog, inputs, fitted, y, OPTIMIZERS[optimizer], steps, float(lr), lower, upper, x0,
-        tols[1], ftol=tols[0], gtol=tols[2], loss=LOSSES[loss], positive=pos,
-        uncertainty=want_cov, status=status, cov=cov, stderr=se, flags=flags)
-    best = 0 if S == 1 else int(np.argmin(np.where(np.isfinite(losses), losses, np.inf)))
-    return FitResult(
-        params=dict(zip(names, params_out[:, best].tolist())),
-        loss=float(losses[best]),
-        all_params=dict(zip(names, params_out)),
-        all_losses=losses,
-        history=history,
-        n_evals=int(n_evals),
-        converged=converged,
-        optimizer=optimizer,
-        names=names,
-        status=status,
-        covariance=cov[best] if want_cov else None,
-        stderr=dict(zip(names, se[best].tolist())) if want_cov else None,
-        all_covariance=cov,
-        all_stderr=se,
-        stop_info=(flags, steps, tols),
-    )
+            _check_finite(f"data input {name!r}", a)
+        sh.data, sh.y = arrays, y
+
+    def _names(self, free):
+        """Everything about a program's fit that follows from its free names, checked."""
+        o, S, sh = self.options, self.S, _Shared()
+        self._data(free, sh)
+        data, consts = sh.data, self.consts
+        init, bounds, seed = o["init"], o["bounds"], o["seed"]
+        if o["params"] is None:
+            names = tuple(n for n in free if n not in data and n not in consts)
+        else:
+            names = tuple(o["params"])
+            missing = [n for n in names if n not in free]
+            if missing:
+                n = missing[0]
+                raise ValueError(f"parameter(s) {missing} do not occur in the program"
+                                 f"{did_you_mean(n, free)} (its free names are {free})")
+        if not names:
+            raise ValueError("there is nothing to fit: the program has no free parameters")
+        if init:
+            _check_names("init", init, names, free)
+        if bounds:
+            _check_names("bounds", bounds, names, free)
+        positive = tuple(o["positive"] or ())
+        _check_names("positive", positive, names, free)
+        tols = self.tols
+        if not (tols[0] >= 0 and tols[1] >= 0 and tols[2] >= 0):
+            raise ValueError(f"ftol, xtol and gtol must be non-negative, got {tols}")
+        steps = o["steps"]
+        steps = default_steps(self.optimizer, len(names)) if steps is None else int(steps)
+        if steps < 1:
+            raise ValueError(f"steps must be at least 1, got {steps}")
+        lower = upper = None
+        if bounds:
+            lower = np.array([(bounds.get(n) or (None, None))[0] for n in names], dtype=object)
+            upper = np.array([(bounds.get(n) or (None, None))[1] for n in names], dtype=object)
+            lower = np.array([-np.inf if v is None else v for v in lower], dtype=np.float64)
+            upper = np.array([np.inf if v is None else v for v in upper], dtype=np.float64)
+            if np.any(np.isnan(lower)) or np.any(np.isnan(upper)) or np.any(lower > upper):
+                raise ValueError("each bound must be (low, high) with low <= high")
+        x0 = _initial_values(names, S, init, bounds, seed)
+        if lower is not None:
+            x0 = np.clip(x0, lower[:, None], upper[:, None])
+        pos = None
+        if positive:
+            pos = np.array([n in positive for n in names], dtype=np.uint8)
+            for i, n in enumerate(names):
+                if pos[i] and np.any(x0[i] <= 0):
+                    raise ValueError(f"positive parameter {n!r} needs initial values above zero "
+                                     f"(init or bounds)")
+        sh.names, sh.steps, sh.lower, sh.upper, sh.x0, sh.pos = names, steps, lower, upper, x0, pos
+        sh.fitted = [free.index(n) for n in names]
+        # the fitted parameters are rebound per step natively (placeholders here)
+        sh.params = dict.fromkeys(names, np.zeros(S))
+        return sh
+
+    def stage(self, batch, prog):
+        """Check ``prog`` against the arguments, bind its inputs and stage its calibration in
+        ``batch``; returns what ``result`` needs."""
+        prog = _program(prog)
+        free = prog.free_names
+        sh = self._shared.get(free)
+        if sh is None:
+            sh = self._names(free)
+            if self._same_starts:
+                self._shared[free] = sh
+        client = self.evaluator.client
+        y = sh.y
+        # scalar data must still cover N lanes when the target has N points
+        inputs = bind(prog, sh.params, sh.data, self.consts, None if y is None else y.size)
+        unknown = sh.unknown
+        if unknown and self.unused_data != "ignore":  # (after bind: an unbound name is first)
+            if self.unused_data == "typo":
+                unknown = [k for k in unknown if did_you_mean(k, free)]
+            _check_names("data", unknown, (), free)
+        ftol, xtol, gtol = self.tols
+        k = batch.add(prog, client.entry, prog.compiled(client), inputs, sh.fitted, y,
+                      self._optimizer, sh.steps, self.lr, sh.lower, sh.upper, sh.x0, xtol, ftol,
+                      gtol, self._loss, sh.pos, self.want_cov)
+        return sh.names, sh.steps, k
+
+    def result(self, staged, batch):
+        """The FitResult of a staged program once ``batch`` has run (its error, if it failed)."""
+        names, steps, k = staged
+        params_out, losses, history, converged, n_evals, status, cov, se, flags = batch.result(k)
+        S, want_cov = self.S, self.want_cov
+        best = 0 if S == 1 else int(np.argmin(np.where(np.isfinite(losses), losses, np.inf)))
+        return FitResult(
+            params=dict(zip(names, params_out[:, best].tolist())),
+            loss=float(losses[best]),
+            all_params=dict(zip(names, params_out)),
+            all_losses=losses,
+            history=history,
+            n_evals=int(n_evals),
+            converged=converged,
+            optimizer=self.optimizer,
+            names=names,
+            status=status,
+            covariance=cov[best] if want_cov else None,
+            stderr=dict(zip(names, se[best].tolist())) if want_cov else None,
+            all_covariance=cov,
+            all_stderr=se,
+            stop_info=(flags, steps, self.tols),
+        )

@@ -3,6 +3,10 @@
 By default candidates run on one persistent pool of worker threads (the native calls release the
 GIL; each thread owns its Machine through the Evaluator's thread-local); any
 ``concurrent.futures.Executor`` (Dask's ``client.get_executor()`` included) gets them in chunks.
+Fits go a chunk at a time: the shared options and data are checked once (``ndvm.fit.FitPlan``),
+each program is checked and bound and staged in the thread's ``FitBatch``, and the whole chunk is
+calibrated in one native call without the GIL, so a worker holds the GIL only to stage a chunk and
+to read it back.
 Invariants: results come back in input order; a failing candidate yields a ``CandidateError``,
 never an exception; a candidate's result depends only on its program and options (it is bit for bit
 what ``ndvm.fit`` or ``Evaluator.evaluate`` gives), never on the worker, the chunking, the order or
@@ -20,9 +24,9 @@ from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 
 import numpy as np
 
-from ndvm._core import Program, parse
+from ndvm._core import FitBatch, Program, parse
 from ndvm.evaluator import Evaluator
-from ndvm.fit import OPTIMIZERS, fit
+from ndvm.fit import OPTIMIZERS, FitPlan, _program, fit
 
 __all__ = ["EXECUTOR_CHUNK_SIZE", "TASKS_PER_WORKER", "CandidateError", "evaluate_many",
            "fit_many", "shutdown"]
@@ -35,9 +39,16 @@ __all__ = ["EXECUTOR_CHUNK_SIZE", "TASKS_PER_WORKER", "CandidateError", "evaluat
 # candidates each. See bench/parallel_scaling.py --dask.
 EXECUTOR_CHUNK_SIZE = 256
 TASKS_PER_WORKER = 4
+# Candidates a pool worker claims at a time (at most; TASKS_PER_WORKER claims per worker at
+# least): one claim is one native call, so the GIL changes hands once per claim, not per fit.
+# The GIL-held share of a claim (staging and reading back) falls with its size: ~36 us a fit
+# at 16, ~32 us at 32, against ~170-210 us of native Adam fit (CPU time, 247 candidates).
+POOL_CHUNK_SIZE = 32
 _POLL_SECONDS = 0.1  # how often the caller wakes to update progress and notice Ctrl-C
 
-_FIT_OPTIONS = frozenset(inspect.signature(fit).parameters) - {"prog", "data", "target"}
+_FIT_DEFAULTS = {k: p.default for k, p in inspect.signature(fit).parameters.items()
+                 if k != "prog"}
+_FIT_OPTIONS = frozenset(_FIT_DEFAULTS) - {"data", "target"}
 
 
 class CandidateError:
@@ -86,20 +97,40 @@ def default_workers():
 
 
 class _Job:
-    """What every candidate of one call shares: the kind of run, the evaluator and the options."""
+    """What every candidate of one call shares: the kind of run, the evaluator and the options
+    (and, for fits, the FitPlan of the options, built once per process)."""
 
-    __slots__ = ("config", "kind", "options")
+    __slots__ = ("_plan", "config", "kind", "options")
 
     def __init__(self, kind, config, options):
         self.kind = kind
         self.config = config
         self.options = options
+        self._plan = None
 
     def __getstate__(self):
         return (self.kind, self.config, self.options)
 
     def __setstate__(self, state):
         self.kind, self.config, self.options = state
+        self._plan = None
+
+    def plan(self, ev, extra=None):
+        """The FitPlan of the options (with a candidate's ``extra`` ones) on ``ev``; raises what
+        ndvm.fit would raise for them. The shared plan is built once (threads may race to build
+        it: the plans are equal)."""
+        if extra:
+            return FitPlan(dict(_FIT_DEFAULTS, **dict(self.options, **extra), evaluator=ev))
+        plan = self._plan
+        if plan is None:
+            try:
+                plan = FitPlan(dict(_FIT_DEFAULTS, **self.options, evaluator=ev))
+            except Exception as e:  # noqa: BLE001 - raised again for every candidate
+                plan = e
+            self._plan = plan
+        if isinstance(plan, Exception):
+            return FitPlan(dict(_FIT_DEFAULTS, **self.options, evaluator=ev))  # raises it anew
+        return plan
 
 
 def _evaluator_config(evaluator, client, dtype, compat):
@@ -134,21 +165,63 @@ def _describe(program, index):
     return f"<candidate {index}>", None
 
 
+def _failed(index, name, source, e):
+    """The CandidateError of exception ``e`` (being handled: its traceback is formatted)."""
+    tb = None if getattr(e, "kind", None) else traceback.format_exc()
+    return CandidateError(index, name, source, e, tb)
+
+
 def _run_one(job, ev, index, program, extra):
-    """One candidate: its result, or a CandidateError for anything it raises."""
+    """One candidate evaluated: its Result, or a CandidateError for anything it raises."""
     name, source = _describe(program, index)
     try:
         if isinstance(program, str):
             program = parse(program, name=name)
-        if job.kind == "fit":
-            opts = dict(job.options, **extra) if extra else job.options
-            return fit(program, evaluator=ev, **opts)
         params = job.options["params"] if extra is None else extra
         return ev.evaluate(program, params=params, data=job.options["data"],
                            consts=job.options["consts"], grad=job.options["grad"])
     except Exception as e:  # noqa: BLE001 - a bad candidate must never stop the batch
-        tb = None if getattr(e, "kind", None) else traceback.format_exc()
-        return CandidateError(index, name, source, e, tb)
+        return _failed(index, name, source, e)
+
+
+_LOCAL = threading.local()
+
+
+def _fit_chunk(job, ev, items):
+    """Fit a chunk of (index, program, extra) items: each one checked, bound and staged in this
+    thread's FitBatch, all calibrated in one native call, then read back; a candidate that fails
+    (at any stage) becomes a CandidateError in its place and the others are unaffected."""
+    results = [None] * len(items)
+    batch = getattr(_LOCAL, "batch", None)
+    if batch is None:
+        batch = _LOCAL.batch = FitBatch()
+    batch.reset()
+    staged = []
+    try:
+        for pos, (index, program, extra) in enumerate(items):
+            name, source = _describe(program, index)
+            try:
+                program = _program(program, name)
+                plan = job.plan(ev, extra)
+                staged.append((pos, plan, plan.stage(batch, program), index, name, source))
+            except Exception as e:  # noqa: BLE001 - a bad candidate must never stop the batch
+                results[pos] = _failed(index, name, source, e)
+        ev.calibrate(batch)
+        for pos, plan, st, index, name, source in staged:
+            try:
+                results[pos] = plan.result(st, batch)
+            except Exception as e:  # noqa: BLE001 - its native fit failed
+                results[pos] = _failed(index, name, source, e)
+    finally:
+        batch.reset()  # (drops the references to the chunk's programs and inputs)
+    return results
+
+
+def _run_items(job, ev, items):
+    """Run a list of (index, program, extra) items on ``ev``: results in order."""
+    if job.kind == "fit":
+        return _fit_chunk(job, ev, items)
+    return [_run_one(job, ev, *item) for item in items]
 
 
 def _executor_workers(executor):
@@ -162,8 +235,7 @@ def _executor_workers(executor):
 
 def _run_chunk(job, items):
     """Run a list of (index, program, extra) items; the task an executor receives."""
-    ev = _evaluator(job.config)
-    return [_run_one(job, ev, *item) for item in items]
+    return _run_items(job, _evaluator(job.config), items)
 
 
 # The persistent pool: created on first use, grown when a call asks for more workers, shut down
@@ -240,8 +312,7 @@ def _run_pool(job, items, workers, chunk, progress):
                 if start >= n:
                     return
                 stop = state["next"] = min(start + chunk, n)
-            for i in range(start, stop):
-                results[i] = _run_one(job, ev, *items[i])
+            results[start:stop] = _run_items(job, ev, items[start:stop])
             finished = stop - start
 
     pool = _pool(workers)
@@ -304,7 +375,12 @@ def _run(job, items, workers, executor, chunk_size, progress, desc):
         workers = default_workers() if workers is None else int(workers)
         if workers < 1:
             raise ValueError(f"workers must be at least 1, got {workers}")
-        return _run_pool(job, items, workers, int(chunk_size or 1), bar)
+        chunk = chunk_size
+        if chunk is None:  # a chunk of fits is one native call; evaluations go one at a time
+            chunk = 1
+            if job.kind == "fit":
+                chunk = min(POOL_CHUNK_SIZE, n // (TASKS_PER_WORKER * workers))
+        return _run_pool(job, items, workers, max(1, int(chunk)), bar)
     finally:
         bar.close()
 
@@ -325,8 +401,9 @@ def fit_many(programs, data=None, target=None, *, workers=None, executor=None, c
     Each result is a FitResult or a CandidateError. workers: threads of the persistent pool
     (default: the cores); executor: any concurrent.futures.Executor instead, sent ``chunk_size``
     candidates per task (default: TASKS_PER_WORKER tasks per executor worker, at most
-    EXECUTOR_CHUNK_SIZE candidates each; on the pool, where workers claim candidates one at a
-    time, it sets how many they claim);
+    EXECUTOR_CHUNK_SIZE candidates each; on the pool, how many candidates a worker claims at a
+    time, each claim one native call: default POOL_CHUNK_SIZE, fewer when that would leave a
+    worker fewer than TASKS_PER_WORKER claims);
     per_candidate: one dict of fit options per candidate overriding the shared ones (e.g.
     independent random starts: ``{"seed": s} for s in np.random.SeedSequence(0).spawn(n)``);
     progress: a tqdm bar. Every candidate uses the same ``seed`` as ``ndvm.fit`` would, so a

@@ -11,6 +11,10 @@ import pytest
 
 import ndvm
 from ndvm import parallel
+from ndvm._core import FitBatch
+from ndvm.fit import FitPlan
+
+from conftest import CLIENTS, shared_json
 
 X = np.linspace(0.1, 6.0, 64)[:44]
 Y = (np.exp(-0.3 * X) * np.cos(2 * X)
@@ -87,6 +91,118 @@ def test_fit_many_is_bit_identical_for_any_workers_and_chunking():
         for label, how in runs.items():
             got = [_key(r) for r in ndvm.fit_many(progs, **how, **FIT)]
             assert got == expected, label
+
+
+def _bits(values):
+    """Floats as their bytes (so that NaN equals NaN and -0.0 differs from 0.0)."""
+    return np.asarray(list(values), dtype=np.float64).tobytes()
+
+
+def _fit_key(r):
+    """Everything a FitResult holds (or a CandidateError's position, kind and message), as bytes
+    where it is numbers: for bit-for-bit comparison of a batch with single fits."""
+    if isinstance(r, ndvm.CandidateError):
+        return ("error", r.index, r.name, r.kind, str(r.error))
+    arrays = [r.all_losses, r.history, r.converged, r.status, r.stop_info[0],
+              *r.all_params.values()]
+    if r.all_covariance is not None:
+        arrays += [r.all_covariance, r.all_stderr, r.covariance]
+    return ("fit", r.names, _bits(r.params.values()), _bits([r.loss]), r.n_evals, r.message,
+            r.optimizer, r.best_start, r.success,
+            None if r.stderr is None else (tuple(r.stderr), _bits(r.stderr.values())),
+            [(a.dtype.str, a.shape, a.tobytes()) for a in arrays])
+
+
+def _single_fits(programs, per=None, **opts):
+    """The reference: ndvm.fit one program at a time (with its ``per`` options), errors of any
+    kind captured alike."""
+    out = []
+    for i, p in enumerate(programs):
+        name = f"<candidate {i}>"
+        extra = per[i] if per else {}
+        try:
+            out.append(ndvm.fit(ndvm.parse(p, name=name), unused_data="ignore",
+                                **dict(opts, **(extra or {}))))
+        except Exception as e:  # noqa: BLE001 - compared with fit_many's CandidateError
+            out.append(ndvm.CandidateError(i, name, p, e))
+    return [_fit_key(r) for r in out]
+
+
+# bad candidates of every stage: unreadable, malformed, no parameter (ValueError while staging),
+# failing in the native fit (EvalError), over the step limit (LimitError), a parameter only in
+# a branch the data never takes (a zero Jacobian column)
+BATCH_BAD = [b[0] for b in BAD] + ["(* 2 x)", LIMIT, "(if (< x -100) a (* b x))"]
+
+
+def _with_bad(programs, every):
+    """``programs`` with BATCH_BAD candidates inserted every ``every`` places (mid-chunk)."""
+    out = list(programs)
+    for k, bad in enumerate(BATCH_BAD):
+        out.insert(min(len(out), 3 + k * every), bad)
+    return out
+
+
+@pytest.mark.parametrize("client", CLIENTS)
+@pytest.mark.parametrize("optimizer, opts", [("lm", {}), ("adam", dict(steps=40, starts=2,
+                                                                      uncertainty=True))])
+def test_the_batch_call_equals_single_fits_bit_for_bit(client, optimizer, opts):
+    """fit_many stages a chunk of candidates in one FitBatch and fits it in one native call: every
+    result equals ndvm.fit's on that program alone, in full (params, loss, status, message,
+    evaluations, covariance and stderr), and a bad candidate in the middle of a chunk is a
+    CandidateError at its index that leaves its neighbours unchanged."""
+    rows = shared_json("cosearch_candidates.jsonl")
+    progs = _with_bad([r["src"] for r in rows], every=29)
+    opts = dict(opts, data={"x": X}, target=Y, optimizer=optimizer, client=client)
+    ev = ndvm.Evaluator(client, max_steps=200_000)
+    expected = _single_fits(progs, evaluator=ev, **opts)
+    kinds = {k[3] for k in expected if k[0] == "error"}
+    assert kinds == {"ReadError", "EvalError", "FormError", "ValueError", "LimitError"}
+    assert sum(k[0] == "fit" for k in expected) >= len(rows) - 3  # (one candidate is itself bad)
+    del opts["client"]
+    for how in (dict(workers=1), dict(workers=2, chunk_size=16),
+                dict(workers=2, chunk_size=5)):
+        got = ndvm.fit_many(progs, evaluator=ev, **how, **opts)
+        assert [_fit_key(r) for r in got] == expected, how
+
+
+def test_a_failing_candidate_mid_chunk_leaves_the_others_alone():
+    """Without the reference data: the same check on hand-written candidates, one chunk of all
+    of them, with per-candidate options (each its own plan) in the middle."""
+    progs = _with_bad(GOOD * 3, every=4)
+    ev = ndvm.Evaluator(max_steps=20_000)
+    for optimizer in ("lm", "adam"):
+        opts = dict(FIT, optimizer=optimizer, evaluator=ev)
+        expected = _single_fits(progs, **opts)
+        got = ndvm.fit_many(progs, workers=1, chunk_size=len(progs), **opts)
+        assert [_fit_key(r) for r in got] == expected
+        per = [{"seed": i % 3, "starts": 1 + i % 2} if i % 3 else None for i in range(len(progs))]
+        got = ndvm.fit_many(progs, workers=2, chunk_size=7, per_candidate=per, **opts)
+        assert [_fit_key(r) for r in got] == _single_fits(progs, per, **opts)
+
+
+def test_a_fit_batch_is_reused_and_its_results_outlive_it():
+    """A FitBatch runs once per reset(); the results it gave stay valid (they own the batch's
+    arrays) after the batch is reset and run again with other fits."""
+    ev = ndvm.Evaluator()
+    plan = FitPlan(dict(parallel._FIT_DEFAULTS, **FIT, evaluator=ev))
+    batch = FitBatch()
+    first = [plan.stage(batch, ndvm.parse(src)) for src in GOOD[:3]]
+    ev.calibrate(batch)
+    results = [plan.result(st, batch) for st in first]
+    keys = [_fit_key(r) for r in results]
+    with pytest.raises(RuntimeError, match="reset"):
+        plan.stage(batch, ndvm.parse(GOOD[0]))
+    with pytest.raises(RuntimeError, match="reset"):
+        ev.calibrate(batch)
+    batch.reset()
+    with pytest.raises(IndexError):
+        batch.result(0)
+    again = [plan.stage(batch, ndvm.parse(src)) for src in GOOD[3:6]]
+    ev.calibrate(batch)
+    assert [_fit_key(r) for r in results] == keys
+    assert [_fit_key(plan.result(st, batch)) for st in again] == [
+        _fit_key(ndvm.fit(src, **FIT)) for src in GOOD[3:6]]
+    assert keys == [_fit_key(ndvm.fit(src, **FIT)) for src in GOOD[:3]]
 
 
 class CountingExecutor(ThreadPoolExecutor):

@@ -1,13 +1,14 @@
 # distutils: language = c++
-"""Thin Python bindings of the C++ core: parse programs, bind inputs, own machines, and the one
-native entry (Machine.run) into a client's entry point.
+"""Thin Python bindings of the C++ core: parse programs, bind inputs, own machines, and the native
+entries: Machine.run into a client's entry point, FitBatch.run into the native calibrations.
 
 Nothing here walks programs or touches lanes. `bind` is the one place inputs are checked and S and
-N sized; Machine.run allocates the outputs the request asks for, releases the GIL around the
-native call and raises ndvm errors (limit errors are the core's own).
+N sized; Machine.run and FitBatch.run allocate the outputs the requests ask for, release the GIL
+around the native call and raise ndvm errors (limit errors are the core's own).
 """
 from cython.operator cimport dereference as deref
 from libc.stdint cimport int64_t, uint32_t, uintptr_t
+from libc.string cimport memcpy
 from libcpp cimport bool
 from libcpp.memory cimport shared_ptr
 from libcpp.string cimport string
@@ -16,7 +17,7 @@ from libcpp.vector cimport vector
 from ndvm._core.core cimport (
     Binding, BindKind, ClientEntry, Datum, DatumKind, ErrorInfo, Expanded, FitRequest,
     Machine as CMachine, Optimizer, RunRequest, SourceData, SrcPos, call_entry,
-    check_outputs_guarded, expand_guarded, fit_guarded, prelude_text, read_guarded, result_pos,
+    check_outputs_guarded, expand_guarded, fit_batch, prelude_text, read_guarded, result_pos,
     reverse_guarded,
 )
 
@@ -593,55 +594,127 @@ cdef class Machine:
             _raise(err)
         return out
 
-    def fit(self, Program prog, uintptr_t entry, uintptr_t compiled, Inputs inputs,
-            list fitted, target, int optimizer, int steps, double lr,
-            lower, upper, init, double tol=1e-10, double ftol=1e-10, double gtol=1e-10,
-            int loss=0, positive=None, bint uncertainty=True, status=None, cov=None,
-            stderr=None, flags=None):
-        """Run a whole calibration natively (see ndvm.fit). fitted: binding indices optimized.
 
-        init: [P, S] starting values; target: [N] (None for loss=1, the program's own value);
-        tol: xtol; positive: [P] uint8 or None (optimized as logarithms). Optional outputs,
-        filled in place: status [S] int8, cov [S, P, P], stderr [S, P], flags [S, P] uint8.
-        Returns (params [P, S], losses [S], history [steps, S], converged [S] bool, number of
-        evaluations).
+
+cdef cnp.ndarray _contiguous(object a, int typenum, Py_ssize_t n, str what):
+    """`a` as a C-contiguous aligned array of n values of type `typenum` (`a` itself if it is
+    one already: the fits of a batch share their target and starting points)."""
+    cdef cnp.ndarray c
+    if (type(a) is np.ndarray and cnp.PyArray_TYPE(<cnp.ndarray>a) == typenum
+            and cnp.PyArray_IS_C_CONTIGUOUS(<cnp.ndarray>a)
+            and cnp.PyArray_ISALIGNED(<cnp.ndarray>a)):
+        c = <cnp.ndarray>a
+    else:
+        c = np.array(a, dtype=cnp.PyArray_DescrFromType(typenum), order="C", copy=True)
+    if cnp.PyArray_SIZE(c) != n:
+        raise ValueError(f"{what} has {cnp.PyArray_SIZE(c)} values, expected {n}")
+    return c
+
+
+cdef cnp.ndarray _view(cnp.ndarray base, size_t offset, int nd, Py_ssize_t d0, Py_ssize_t d1,
+                       Py_ssize_t d2, int typenum):
+    """An nd-dimensional array of type `typenum` over `base`'s data from element `offset` (in
+    units of base's items), which keeps `base` alive."""
+    cdef cnp.npy_intp dims[3]
+    dims[0] = d0
+    dims[1] = d1
+    dims[2] = d2
+    cdef char* at = <char*>cnp.PyArray_DATA(base) + offset * cnp.PyArray_ITEMSIZE(base)
+    cdef cnp.ndarray a = cnp.PyArray_SimpleNewFromData(nd, dims, typenum, at)
+    cnp.set_array_base(a, base)
+    return a
+
+
+cdef struct Slot:
+    # where one staged fit keeps its initial values (in FitBatch._init) and its outputs (offsets
+    # into the batch's float64 and uint8 arrays)
+    size_t init
+    size_t params     # [P, S] float64: in, the initial values; out, each start's best point
+    size_t losses     # [S]
+    size_t history    # [steps, S]
+    size_t cov        # [S, P, P] (uncertainty only)
+    size_t stderr_    # [S, P] (uncertainty only)
+    size_t status     # [S] int8 (in the uint8 array)
+    size_t converged  # [S] uint8
+    size_t flags      # [S, P] uint8
+    Py_ssize_t P
+    Py_ssize_t S
+    Py_ssize_t steps
+    bint uncertainty
+
+
+cdef class FitBatch:
+    """Calibrations of many programs, run back to back in one native call that releases the GIL.
+
+    add() stages one fit on checked, bound inputs (ndvm.fit does the checking); run() runs every
+    staged fit on one machine; result(k) gives fit k's outputs, views into arrays allocated once
+    for the whole batch, or raises fit k's error (the others are unaffected). reset() empties the
+    batch for reuse: its native buffers are kept, so a reused batch allocates nothing per fit.
+    Not thread-safe: one batch per thread.
+    """
+
+    cdef vector[FitRequest] _rq
+    cdef vector[ErrorInfo] _err
+    cdef vector[unsigned char] _ok
+    cdef vector[Slot] _slot
+    cdef vector[double] _init
+    cdef list _keep  # the Python objects the staged requests point into
+    cdef readonly Py_ssize_t size
+    cdef size_t _n64, _n8
+    cdef cnp.ndarray _f64, _u8
+    cdef bint _ran
+
+    def __cinit__(self):
+        self._keep = []
+
+    def reset(self):
+        """Drop every staged fit and its results (the native buffers are kept for reuse)."""
+        self.size = 0
+        self._n64 = self._n8 = 0
+        self._init.clear()
+        self._keep = []
+        self._f64 = self._u8 = None
+        self._ran = False
+
+    def add(self, Program prog, uintptr_t entry, uintptr_t compiled, Inputs inputs,
+            fitted, target, int optimizer, int steps, double lr, lower, upper, init,
+            double tol=1e-10, double ftol=1e-10, double gtol=1e-10, int loss=0, positive=None,
+            bint uncertainty=True):
+        """Stage one calibration (see ndvm.fit); returns its index in the batch.
+
+        fitted: binding indices optimized; init: [P, S] starting values; target: [N] (None for
+        loss=1, the program's own value); lower, upper: [P] or None; tol: xtol; positive: [P]
+        uint8 or None (optimized as logarithms); uncertainty: also the covariance and standard
+        errors.
         """
-        cdef FitRequest rq
-        cdef ErrorInfo err
-        cdef uint32_t S = inputs.S, N = inputs.N
-        cdef const double[::1] tv
-        cdef const double[::1] lo
-        cdef const double[::1] hi
-        cdef const unsigned char[::1] posv
-        cdef double[:, ::1] pv
-        cdef double[::1] lv
-        cdef double[:, ::1] hv
-        cdef unsigned char[::1] cv
-        cdef size_t i
-        cdef bool ok
-        rq.bindings = inputs._bs
-        for i in fitted:
-            rq.param_binding.push_back(i)
-        P = len(fitted)
-        params = np.array(init, dtype=np.float64).reshape(P, S)
-        losses = np.empty(S, dtype=np.float64)
-        history = np.empty((max(steps, 1), S), dtype=np.float64)
-        converged = np.zeros(S, dtype=np.uint8)
-        pv = params
-        lv = losses
-        hv = history
-        cv = converged
+        if self._ran:
+            raise RuntimeError("this FitBatch has run: reset() it before staging more fits")
+        cdef Py_ssize_t k = self.size, P = len(fitted), S = inputs.S
+        cdef cnp.ndarray x0 = _contiguous(init, cnp.NPY_DOUBLE, P * S, "init")
+        cdef cnp.ndarray a
+        if <size_t>k == self._rq.size():
+            self._rq.resize(k + 1)
+            self._err.resize(k + 1)
+            self._ok.resize(k + 1)
+            self._slot.resize(k + 1)
+        cdef FitRequest* rq = &self._rq[k]
+        cdef Slot* sl = &self._slot[k]
+        self._keep.append(prog)
+        self._keep.append(inputs)
         rq.entry = <ClientEntry>entry
-        rq.machine = self._ptr
-        rq.dtype = self.dtype_code
         rq.expanded = <const void*>prog._x.get()
         rq.compiled = <const void*>compiled
+        rq.bindings = inputs._bs
+        rq.param_binding.clear()
+        for i in fitted:
+            rq.param_binding.push_back(i)
         rq.S = S
-        rq.N = N
+        rq.N = inputs.N
         rq.target = NULL
         if target is not None:
-            tv = _aligned(target)
-            rq.target = &tv[0]
+            a = _contiguous(target, cnp.NPY_DOUBLE, inputs.N, "target")
+            rq.target = <const double*>cnp.PyArray_DATA(a)
+            self._keep.append(a)
         rq.optimizer = <Optimizer>optimizer
         rq.steps = steps
         rq.lr = lr
@@ -652,37 +725,97 @@ cdef class Machine:
         rq.uncertainty = uncertainty
         rq.positive = NULL
         if positive is not None:
-            posv = np.ascontiguousarray(positive, dtype=np.uint8)
-            rq.positive = &posv[0]
+            a = _contiguous(positive, cnp.NPY_UINT8, P, "positive")
+            rq.positive = <const unsigned char*>cnp.PyArray_DATA(a)
+            self._keep.append(a)
         rq.lower = NULL
         rq.upper = NULL
         if lower is not None:
-            lo = _aligned(lower)
-            rq.lower = &lo[0]
+            a = _contiguous(lower, cnp.NPY_DOUBLE, P, "lower")
+            rq.lower = <const double*>cnp.PyArray_DATA(a)
+            self._keep.append(a)
         if upper is not None:
-            hi = _aligned(upper)
-            rq.upper = &hi[0]
-        rq.params = &pv[0, 0] if P else NULL
-        rq.losses = &lv[0]
-        rq.history = &hv[0, 0]
-        rq.converged = &cv[0]
-        rq.status = NULL
-        rq.cov = NULL
-        rq.stderr_ = NULL
-        rq.flags = NULL
-        if status is not None:
-            rq.status = <signed char*>_out_ptr(status, cnp.NPY_INT8, S)
+            a = _contiguous(upper, cnp.NPY_DOUBLE, P, "upper")
+            rq.upper = <const double*>cnp.PyArray_DATA(a)
+            self._keep.append(a)
+        # the outputs' places; run() points the request at them once the arrays exist
+        sl.P = P
+        sl.S = S
+        sl.steps = max(steps, 1)
+        sl.uncertainty = uncertainty and P > 0
+        sl.init = self._init.size()
+        self._init.resize(sl.init + P * S)
         if P:
-            if cov is not None:
-                rq.cov = <double*>_out_ptr(cov, cnp.NPY_DOUBLE, S * P * P)
-            if stderr is not None:
-                rq.stderr_ = <double*>_out_ptr(stderr, cnp.NPY_DOUBLE, S * P)
-            if flags is not None:
-                rq.flags = <unsigned char*>_out_ptr(flags, cnp.NPY_UINT8, S * P)
-        self.generation += 1
+            memcpy(&self._init[sl.init], cnp.PyArray_DATA(x0), P * S * sizeof(double))
+        sl.params = self._n64
+        sl.losses = sl.params + P * S
+        sl.history = sl.losses + S
+        sl.cov = sl.history + sl.steps * S
+        sl.stderr_ = sl.cov + (S * P * P if sl.uncertainty else 0)
+        self._n64 = sl.stderr_ + (S * P if sl.uncertainty else 0)
+        sl.status = self._n8
+        sl.converged = sl.status + S
+        sl.flags = sl.converged + S
+        self._n8 = sl.flags + S * P
+        self.size = k + 1
+        return k
+
+    def run(self, Machine machine):
+        """Run every staged fit on ``machine``, back to back, in one call without the GIL."""
+        cdef Py_ssize_t k, n = self.size
+        cdef cnp.npy_intp dims[1]
+        cdef double* f64
+        cdef unsigned char* u8
+        cdef FitRequest* rq
+        cdef Slot* sl
+        if self._ran:
+            raise RuntimeError("this FitBatch has run already: reset() it first")
+        dims[0] = max(self._n64, 1)
+        self._f64 = cnp.PyArray_EMPTY(1, dims, cnp.NPY_DOUBLE, 0)
+        dims[0] = max(self._n8, 1)
+        self._u8 = cnp.PyArray_ZEROS(1, dims, cnp.NPY_UINT8, 0)
+        f64 = <double*>cnp.PyArray_DATA(self._f64)
+        u8 = <unsigned char*>cnp.PyArray_DATA(self._u8)
+        for k in range(n):
+            rq = &self._rq[k]
+            sl = &self._slot[k]
+            rq.params = NULL
+            if sl.P:
+                rq.params = f64 + sl.params
+                memcpy(rq.params, &self._init[sl.init], sl.P * sl.S * sizeof(double))
+            rq.losses = f64 + sl.losses
+            rq.history = f64 + sl.history
+            rq.converged = u8 + sl.converged
+            rq.status = <signed char*>(u8 + sl.status)
+            rq.cov = f64 + sl.cov if sl.uncertainty else NULL
+            rq.stderr_ = f64 + sl.stderr_ if sl.uncertainty else NULL
+            rq.flags = u8 + sl.flags if sl.P else NULL
+        self._ran = True
+        machine.generation += 1
         with nogil:
-            ok = fit_guarded(&rq, &err)
-        if not ok:
-            _raise(err)
-        return (params, losses, history if steps >= 1 else history[:steps],
-                converged.view(np.bool_), rq.n_evals)
+            fit_batch(self._rq.data(), n, machine._ptr, machine.dtype_code, self._err.data(),
+                      self._ok.data())
+
+    def result(self, Py_ssize_t k):
+        """Fit k's outputs, or its error raised: (params [P, S], losses [S], history [steps, S],
+        converged [S] bool, number of evaluations, status [S] int8, cov [S, P, P] or None,
+        stderr [S, P] or None, flags [S, P] uint8), views into the batch's arrays."""
+        if not self._ran or k < 0 or k >= self.size:
+            raise IndexError(f"no result {k} in this batch (run it first)")
+        if not self._ok[k]:
+            _raise(self._err[k])
+        cdef Slot* sl = &self._slot[k]
+        cdef Py_ssize_t P = sl.P, S = sl.S
+        cdef cnp.ndarray f = self._f64, u = self._u8
+        cov = se = None
+        if sl.uncertainty:
+            cov = _view(f, sl.cov, 3, S, P, P, cnp.NPY_DOUBLE)
+            se = _view(f, sl.stderr_, 2, S, P, 0, cnp.NPY_DOUBLE)
+        return (_view(f, sl.params, 2, P, S, 0, cnp.NPY_DOUBLE),
+                _view(f, sl.losses, 1, S, 0, 0, cnp.NPY_DOUBLE),
+                _view(f, sl.history, 2, sl.steps, S, 0, cnp.NPY_DOUBLE),
+                _view(u, sl.converged, 1, S, 0, 0, cnp.NPY_BOOL),
+                self._rq[k].n_evals,
+                _view(u, sl.status, 1, S, 0, 0, cnp.NPY_INT8),
+                cov, se,
+                _view(u, sl.flags, 2, S, P, 0, cnp.NPY_UINT8))

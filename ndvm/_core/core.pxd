@@ -163,3 +163,8 @@ cdef extern from "fit.hpp" namespace "ndvm":
         int64_t n_evals
 
     bool fit_guarded(FitRequest* rq, ErrorInfo* err) nogil
+
+
+cdef extern from "batch.hpp" namespace "ndvm":
+    void fit_batch(FitRequest* rq, size_t n, void* machine, int dtype, ErrorInfo* err,
+                   unsigned char* ok) nogil
