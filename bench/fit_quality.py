@@ -5,7 +5,7 @@
 The hard problems of tests/nls_problems.py (Moré-Garbow-Hillstrom from x0, 10 x0 and 100 x0;
 NIST StRD BoxBOD, Rat42, Rat43 from both certified starts), each method at its defaults, one start.
 A fit succeeds when its sum of squares reaches the global minimum (relative 1e-6; a zero minimum:
-below 1e-10 times the initial one). Correct digits: the log relative error of the parameters
+below 1e-10 times its value at the problem's standard start). Correct digits: the log relative error of the parameters
 where the minimizer is known, else of the sum of squares (capped at 15). "false converged": the
 method reported success at a point that is neither the global nor a known local minimum.
 Timing: total time of all fits of a method (best of --repeat), side by side in one run.

@@ -179,14 +179,17 @@ def judge(p, x, x0):
     """(success, at a known minimum, correct digits) of the point x reached from x0.
 
     Success: the sum of squares reaches the global minimum (relative 1e-6; a zero minimum: below
-    1e-10 times the initial one). Known: success, or a listed local minimum (relative 1e-4).
+    1e-10 times its value at the problem's standard start, whatever the start x0 — relative to
+    x0's own, a fit from 100 x0, where the sum of squares is ~1e16, would "succeed" at 1e5, and a
+    local minimum such as Freudenstein-Roth's 48.98 would count as the global one). Known: success, or a listed local minimum (relative 1e-4).
     Correct digits: the log relative error of the parameters where the minimizer is known, else
     of the sum of squares (capped at 15).
     """
     ss = sum_sq(p, x)
     best = p.minima[0]
+    scale = max(1.0, sum_sq(p, p.nist_starts[0] if p.nist_starts else p.x0))
     if best == 0.0:
-        ok = ss <= 1e-10 * max(1.0, sum_sq(p, x0))
+        ok = ss <= 1e-10 * scale
     else:
         ok = abs(ss - best) <= 1e-6 * best
     known = ok or any(m > 0 and abs(ss - m) <= 1e-4 * m for m in p.minima[1:])
@@ -194,6 +197,6 @@ def judge(p, x, x0):
         errs = [abs(a - b) / (abs(b) if b else 1.0) for a, b in zip(x, p.solution)]
         e = max(errs)
     else:
-        e = abs(ss - best) / (best if best else max(1.0, sum_sq(p, x0)))
+        e = abs(ss - best) / (best if best else scale)
     digits = 15.0 if e == 0 else min(15.0, max(0.0, -math.log10(e)))
     return ok, known, digits
