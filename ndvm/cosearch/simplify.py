@@ -223,7 +223,7 @@ class Simplifier:
         if head == "loop" and len(t) >= 3 and isinstance(t[1], list):
             binds = [[b[0], b[1] if _num(b[1]) else self.simp(b[1])] if isinstance(b, list)
                      and len(b) == 2 else b for b in t[1]]
-            return [head, binds] + [self._loop_body(x) for x in t[2:]]
+            return [head, binds] + [self._loop_body(x, self.simp) for x in t[2:]]
         if not isinstance(head, str) or head not in _ARITH:
             return t  # comparisons, data operations, other special forms: kept as written
         args = [self.simp(a) for a in t[1:]]
@@ -246,13 +246,14 @@ class Simplifier:
                 return inner[1]
         return node
 
-    def _loop_body(self, t):
-        """Inside a loop's (if (= k N) s (recur update (+ k 1))): simplify the state updates."""
+    def _loop_body(self, t, rule):
+        """Inside a loop's (if (= k N) s (recur update (+ k 1))): ``rule`` (simp or lift) on
+        the state updates and the result, never on the counter's step or the test."""
         if isinstance(t, list) and t and t[0] == "if" and len(t) == 4:
-            return ["if", t[1], self._loop_body(t[2]), self._loop_body(t[3])]
+            return ["if", t[1], self._loop_body(t[2], rule), self._loop_body(t[3], rule)]
         if isinstance(t, list) and t and t[0] == "recur":
-            return ["recur"] + [a if _counter_step(a) else self.simp(a) for a in t[1:]]
-        return self.simp(t)
+            return ["recur"] + [a if _counter_step(a) else rule(a) for a in t[1:]]
+        return rule(t)
 
     def _assoc(self, head, args):
         P = self.P
@@ -372,7 +373,7 @@ class Simplifier:
         if head == "loop" and len(t) >= 3 and isinstance(t[1], list):
             binds = [[b[0], b[1] if _num(b[1]) else self.lift(b[1])]
                      if isinstance(b, list) and len(b) == 2 else b for b in t[1]]
-            return [head, binds] + [self._loop_lift(x) for x in t[2:]]
+            return [head, binds] + [self._loop_body(x, self.lift) for x in t[2:]]
         if not isinstance(head, str) or head not in _ARITH:
             return t
         out = [head]
@@ -384,13 +385,6 @@ class Simplifier:
             else:
                 out.append(self.lift(a))
         return out
-
-    def _loop_lift(self, t):
-        if isinstance(t, list) and t and t[0] == "if" and len(t) == 4:
-            return ["if", t[1], self._loop_lift(t[2]), self._loop_lift(t[3])]
-        if isinstance(t, list) and t and t[0] == "recur":
-            return ["recur"] + [a if _counter_step(a) else self.lift(a) for a in t[1:]]
-        return self.lift(t)
 
     def rename(self, t, shared):
         """(tree, source) with parameters named in order of occurrence: each occurrence its own
