@@ -73,8 +73,7 @@ Value Machine<T>::binary(Op op, const Value& a, const Value& b) {
   // Identities with a uniform 0 or 1 (identity and zero matrix elements, scalings) return an
   // operand, or a uniform zero, instead of a new payload and tape node — only where IEEE gives
   // the very same bits on every lane.
-  if (const Value& u = a.varying() ? b : a; !u.varying() && (u.num == 0.0 || u.num == 1.0))
-    if (Value r; fold_identity(op, a, b, r)) return r;
+  if (Value r; fold_identity(op, a, b, r)) return r;
   uint32_t out = alloc_payloads(1);
   T ta, tb;
   size_t sa, sb;
@@ -92,6 +91,9 @@ Value Machine<T>::binary(Op op, const Value& a, const Value& b) {
 
 template <class T>
 NDVM_INLINE bool Machine<T>::fold_identity(Op op, const Value& a, const Value& b, Value& r) {
+  // (inlined into binary(): this first test is all that most calls pay)
+  if (const Value& u = a.varying() ? b : a; u.varying() || (u.num != 0.0 && u.num != 1.0))
+    return false;
   auto is = [](const Value& v, double c) { return !v.varying() && v.num == c && !std::signbit(v.num); };
   // x * 1, 1 * x, x / 1, x - 0: exactly x for every x (nan and -0 included)
   if ((op == Op::Mul && is(b, 1.0)) || (op == Op::Div && is(b, 1.0)) ||

@@ -1,6 +1,6 @@
 """The search's one door to calibration: ``calibrate(programs, ...)``.
 
-Uses ``ndvm.fit_many`` (parallel) when the package has it, else serial ``ndvm.fit``; either way a
+Runs ``ndvm.fit_many`` (a chunk of fits per native call, on the worker pool or an executor); a
 failed candidate becomes a ``CalibrationError`` in its place, never an exception. ``minimize_value``
 fits likelihood tasks, whose program value itself is minimized (ndvm.fit's native L-BFGS).
 """
