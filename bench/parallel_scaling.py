@@ -65,7 +65,7 @@ def rate(fn, n):
 def scaling(progs, data, target, rounds, repeat):
     """Candidates/s for 1 and 2 pool workers, runs interleaved; checks identical results."""
     batch = progs * repeat
-    opts = dict(data=data, target=target, steps=50, lr=0.05)
+    opts = dict(data=data, target=target, optimizer="adam", steps=50, lr=0.05)
     reference = ndvm.fit_many(batch, workers=1, **opts)  # warm every worker's machine
     runs = {1: [], 2: []}
     for _ in range(rounds):
@@ -195,7 +195,7 @@ def dask_overhead(progs, data, target):
     """Per-task overhead of client.get_executor() (empty tasks), and fit_many by chunk size."""
     from distributed import Client, LocalCluster
 
-    opts = dict(data=data, target=target, steps=50, lr=0.05)
+    opts = dict(data=data, target=target, optimizer="adam", steps=50, lr=0.05)
     batch = progs * 4
     reference = ndvm.fit_many(batch, workers=1, **opts)
     for processes in (False, True):

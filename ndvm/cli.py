@@ -420,7 +420,8 @@ def cmd_bench(args):
     x = np.linspace(0.1, 6.0, 64)
     y = np.exp(-0.3 * x) * np.cos(2 * x)
     prog = ndvm.parse("(* a (* (exp (* b x)) (cos (* c x))))")
-    t = per_call(lambda: ndvm.fit(prog, data={"x": x}, target=y, starts=8, steps=50),
+    t = per_call(lambda: ndvm.fit(prog, data={"x": x}, target=y, starts=8, steps=50,
+                                  optimizer="adam"),
                  max(4, args.repeat // 100))
     print(f"ndvm.fit, damped candidate, 64 points, 8 starts x 50 Adam steps: {t / 1e3:.2f} ms")
     return 0
@@ -514,7 +515,8 @@ def build_parser():
     f.add_argument("--optimizer", default="lm", choices=["adam", "lbfgs", "lm"],
                    help="lm (Levenberg-Marquardt, default), lbfgs or adam")
     f.add_argument("--steps", type=_positive_int, default=None,
-                   help="optimizer steps (default per optimizer)")
+                   help="lm and lbfgs: the budget of evaluations (default 100 (P + 1), P "
+                        "the fitted parameters); adam: the number of steps (default 50)")
     f.add_argument("--starts", type=_positive_int, default=8, help="multi-start count (default 8)")
     f.add_argument("--lr", type=float, default=0.05, help="Adam learning rate (default 0.05)")
     f.add_argument("--seed", type=int, default=0, help="seed of the random starts (default 0)")

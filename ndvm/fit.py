@@ -36,6 +36,12 @@ STATUS = {
 }
 
 
+def default_optimizer(loss):
+    """The optimizer ``fit`` uses when none is named: "lm" (MINPACK-grade Levenberg-Marquardt)
+    for least squares, "lbfgs" for loss="value" (LM needs residuals)."""
+    return "lbfgs" if loss == "value" else "lm"
+
+
 def default_steps(optimizer, n_params):
     """The default budget: 50 Adam steps; 100 (P + 1) evaluations for LM and L-BFGS (MINPACK's)."""
     return 50 if optimizer == "adam" else 100 * (n_params + 1)
@@ -69,7 +75,7 @@ class FitResult:
     history: np.ndarray
     n_evals: int
     converged: np.ndarray
-    optimizer: str = "adam"
+    optimizer: str = "lm"
     names: tuple = field(default_factory=tuple)
     status: np.ndarray = None
     covariance: np.ndarray = None
@@ -219,7 +225,7 @@ def fit(prog, data=None, target=None, params=None, starts=1, init=None, optimize
     values (others drawn from a seeded normal(0, 0.3), or uniformly within finite ``bounds``);
     seed: for those draws. optimizer: "lm" (Levenberg-Marquardt, MINPACK's trust region: the
     choice for least squares), "lbfgs" (L-BFGS with a strong-Wolfe line search) or "adam"
-    (torch.optim.Adam's update); default "adam" for loss="mse" and "lbfgs" for loss="value".
+    (torch.optim.Adam's update); default "lm" for loss="mse" and "lbfgs" for loss="value".
     steps: Adam: the number of steps; LM and L-BFGS: the budget of batched evaluations (every
     trial point counts), default 100 (P + 1) as MINPACK's. lr: Adam's learning rate.
     loss: "mse" (mean squared error against ``target``) or "value" (minimize the program's own
@@ -288,7 +294,7 @@ class FitPlan:
         if loss not in LOSSES:
             raise ValueError(f"unknown loss {loss!r}; choose 'mse' or 'value'")
         if optimizer is None:
-            optimizer = "lbfgs" if loss == "value" else "adam"
+            optimizer = default_optimizer(loss)
         if optimizer not in OPTIMIZERS:
             raise ValueError(f"unknown optimizer {optimizer!r}; "
                              f"choose one of {sorted(OPTIMIZERS)}")

@@ -415,8 +415,8 @@ def fit_many(programs, data=None, target=None, *, workers=None, executor=None, c
         raise TypeError(f"fit_many() got unknown fit option(s) {sorted(unknown)}")
     if target is None:
         raise ValueError("fit_many needs a target")
-    optimizer = fit_options.get("optimizer", "adam")
-    if optimizer not in OPTIMIZERS:
+    optimizer = fit_options.get("optimizer")  # None: ndvm.fit's default for the loss
+    if optimizer is not None and optimizer not in OPTIMIZERS:
         raise ValueError(f"unknown optimizer {optimizer!r}; choose one of {sorted(OPTIMIZERS)}")
     programs = list(programs)
     extras = [None] * len(programs)

@@ -266,7 +266,7 @@ def test_the_readme_sample_candidates_ship_and_find_a_good_fit():
 
 def test_candidate_error_repr_names_the_kind_once():
     res = ndvm.fit_many(["(* a x)", "(* a (car x))"], data={"x": np.arange(3.0)},
-                        target=np.arange(3.0), steps=5)
+                        target=np.arange(3.0), optimizer="adam", steps=5)
     text = repr(res[1])
     assert text.count("EvalError") == 1 and "\n" not in text, text
 

@@ -93,6 +93,61 @@ def test_lbfgs_on_the_hard_problems_does_not_regress():
     assert solved >= 35 and false_converged <= 9, (solved, false_converged)
 
 
+@pytest.mark.parametrize("client", CLIENTS)
+def test_beale_from_100x_never_claims_a_wrong_convergence(client):
+    """Beale from 100 x0 = (100, 100): the first steps leave the start's quadrant for x1 < 0 and
+    x2 > 1, where the loss falls towards an infimum at infinity (x1 -> -inf, x2 -> 1: the model tends to
+    c i) and the line x2 = 1 (model 0, loss 4.73) separates it from the minimum at (3, 0.5).
+    MINPACK (scipy lm) ends there too; whatever LM does, it reaches (3, 0.5) or says why not."""
+    p = next(q for q in PROBLEMS if q.name == "beale")
+    x0 = dict(starts(p))["100x"]
+    assert x0 == (100.0, 100.0)
+    with np.errstate(all="ignore"):
+        r = _fit_problem(p, x0, client)
+    x = [r.params[n] for n in p.names]
+    ok, known, _ = judge(p, x, x0)
+    if ok:
+        np.testing.assert_allclose(x, [3.0, 0.5], rtol=1e-8)
+    else:
+        assert not r.converged[0] and r.status[0] <= 0, r.message
+        assert "budget" in r.message or r.status[0] < 0, r.message
+
+
+# ---- the defaults -----------------------------------------------------------------------------
+
+
+def test_default_optimizer_is_lm_for_least_squares_and_lbfgs_for_a_value():
+    x = np.linspace(0.0, 1.0, 8)
+    r = ndvm.fit("(+ a (* b x))", data={"x": x}, target=1.0 + 2.0 * x)
+    assert r.optimizer == "lm" and r.converged[0], r
+    assert r.covariance is not None  # (LM's uncertainties come with the default)
+    (m,) = ndvm.fit_many(["(+ a (* b x))"], data={"x": x}, target=1.0 + 2.0 * x)
+    assert m.optimizer == "lm" and m.params == r.params
+    v = ndvm.fit("(square (- a y))", data={"y": x}, loss="value")
+    assert v.optimizer == "lbfgs" and v.params["a"] == pytest.approx(x.mean(), rel=1e-8)
+    # the default budget is MINPACK's 100 (P + 1) evaluations: two parameters, 300
+    assert r.stop_info[1] == 300 and v.stop_info[1] == 200
+
+
+@pytest.mark.parametrize("client", CLIENTS)
+@pytest.mark.parametrize("name, label", [("meyer", "1x"), ("osborne1", "100x"),
+                                         ("kowalik_osborne", "100x")])
+def test_fit_at_its_defaults_solves_hard_problems(name, label, client):
+    """ndvm.fit(prog, data, target, init=...) with nothing else: MINPACK-grade LM with its
+    100 (P + 1) budget. Meyer from x0 needs ~126 evaluations, Osborne 1 from 100 x0 ~85 and
+    Kowalik-Osborne from 100 x0 ~357 (more than Adam's 50 steps, and Adam reaches none of them)."""
+    p = next(q for q in PROBLEMS if q.name == name)
+    x0 = dict(starts(p))[label]
+    with np.errstate(all="ignore"):
+        r = ndvm.fit(p.src, data=p.data, target=p.target, init=dict(zip(p.names, x0)),
+                     client=client)
+    assert r.optimizer == "lm"
+    assert r.converged[0] and r.status[0] in (1, 2, 3, 4), r.message
+    x = [r.params[n] for n in p.names]
+    ok, known, digits = judge(p, x, x0)
+    assert ok and known, (x, r.message)  # the global minimum's sum of squares to 1e-6
+
+
 # ---- hard single cases ------------------------------------------------------------------------
 
 EXP = "(* a (exp (- 0 (* b x))))"

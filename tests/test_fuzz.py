@@ -196,7 +196,7 @@ def test_unaligned_input_arrays_are_copied(client):
                       data={"x": _unaligned(x)}, consts={"v": _unaligned([1.0])}, grad=True)
     assert np.array_equal(got.value, want.value)
     fit = ndvm.fit("(* a (sin x))", data={"x": _unaligned(x)}, target=_unaligned(2.0 * np.sin(x)),
-                   client=client, steps=30)
+                   client=client, optimizer="adam", steps=30)
     assert np.isfinite(fit.loss)
 
 

@@ -19,7 +19,7 @@ from conftest import CLIENTS, shared_json
 X = np.linspace(0.1, 6.0, 64)[:44]
 Y = (np.exp(-0.3 * X) * np.cos(2 * X)
      + 0.02 * np.random.default_rng(0).standard_normal(64)[:44])
-FIT = dict(data={"x": X}, target=Y, steps=30, lr=0.05)
+FIT = dict(data={"x": X}, target=Y, optimizer="adam", steps=30, lr=0.05)
 
 GOOD = [
     "(* a (* (exp (- 0 (* b x))) (cos (* c x))))",
@@ -367,7 +367,7 @@ def test_stress_thousands_of_tiny_candidates_and_a_few_slow_ones():
     assert [_key(r) for r in parallel_] == [_key(r) for r in serial]
     assert parallel_[700].kind == "EvalError" and parallel_[700].index == 700
     assert parallel_[42].value.tolist() == [list(X[:8] + 42 / 7), list(2 * X[:8] + 42 / 7)]
-    tiny_fit = dict(data={"x": X}, target=Y, steps=3)
+    tiny_fit = dict(data={"x": X}, target=Y, optimizer="adam", steps=3)
     fits = ndvm.fit_many(progs[:1000], workers=2, chunk_size=7, **tiny_fit)
     assert [_key(r) for r in fits] == _serial_fit(progs[:1000], **tiny_fit)
 

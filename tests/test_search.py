@@ -288,7 +288,7 @@ def test_extract_programs_from_prose():
 def test_calibrate_uses_fit_many_when_present_and_captures_errors(monkeypatch):
     x = np.linspace(0, 1, 10)
     progs = [ndvm.parse("(* a x)"), ndvm.parse("(* a (car x))")]
-    serial = _calibrate.calibrate(progs, {"x": x}, 2 * x, steps=20)
+    serial = _calibrate.calibrate(progs, {"x": x}, 2 * x, optimizer="adam", steps=20)
     assert _calibrate.succeeded(serial[0]) and isinstance(serial[1], _calibrate.CalibrationError)
     assert serial[1].kind == "EvalError"
     calls = []
@@ -308,7 +308,7 @@ def test_calibrate_uses_fit_many_when_present_and_captures_errors(monkeypatch):
         return out
 
     monkeypatch.setattr(ndvm, "fit_many", fake_fit_many, raising=False)
-    par = _calibrate.calibrate(progs, {"x": x}, 2 * x, steps=20)
+    par = _calibrate.calibrate(progs, {"x": x}, 2 * x, optimizer="adam", steps=20)
     assert calls == [2]
     assert par[0].params == serial[0].params and par[1].kind == "EvalError"
 
@@ -374,3 +374,16 @@ def test_search_is_exported_without_hiding_the_package():
 def test_batch_must_be_positive():
     with pytest.raises(ValueError, match="batch must be at least 1"):
         ndvm.search("damped", max_candidates=4, batch=0)
+
+
+def test_search_calibration_stays_adam_when_a_task_names_no_optimizer():
+    """ndvm.fit's default for least squares is LM; the co-search keeps its own protocol (Adam)
+    for a task whose fit options leave the optimizer out, and honours one that names it."""
+    from ndvm.cosearch.loop import _Scorer
+    from ndvm.cosearch.tasks import SEARCH_OPTIMIZER, Task
+
+    x = np.linspace(0.0, 1.0, 10)
+    task = Task("t", {"x": x}, 2.0 * x, np.arange(8, 10), fit={"steps": 5, "starts": 2})
+    assert SEARCH_OPTIMIZER == "adam" and get_task("damped").fit["optimizer"] == "adam"
+    assert _Scorer(task).fit["optimizer"] == "adam"
+    assert _Scorer(task, fit_options={"optimizer": "lm"}).fit["optimizer"] == "lm"

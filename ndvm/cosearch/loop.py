@@ -21,7 +21,7 @@ from ndvm.cosearch.proposers import Proposer, Replay, make_proposer
 from ndvm.cosearch.select import select
 from ndvm.cosearch.sexpr import size, skeleton, to_source, to_tree
 from ndvm.cosearch.simplify import Simplifier, TooManyParameters
-from ndvm.cosearch.tasks import Task, get_task
+from ndvm.cosearch.tasks import SEARCH_OPTIMIZER, Task, get_task
 from ndvm.parallel import _executor_workers
 
 __all__ = ["search", "SearchResult", "pareto_front", "RunExistsError", "RECORD_FILE",
@@ -190,6 +190,7 @@ class _Scorer:
         self.executor = executor
         self.fit = dict(task.fit)
         self.fit.update(fit_options or {})
+        self.fit.setdefault("optimizer", SEARCH_OPTIMIZER)  # the co-search's protocol (Adam)
         self.fit.setdefault("client", client)
         if task.consts:
             self.fit.setdefault("consts", task.consts)
