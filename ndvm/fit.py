@@ -266,8 +266,11 @@ def _program(prog, name="<program>"):
 class _Shared:
     """What a plan computes once for all programs with the same free names."""
 
-    __slots__ = ("data", "fitted", "lower", "names", "params", "pos", "steps", "unknown", "upper",
-                 "x0", "y")
+    __slots__ = ("data", "fitted", "inputs", "lower", "names", "params", "pos", "steps", "unknown",
+                 "upper", "x0", "y")
+
+    def __init__(self):
+        self.inputs = None  # the bound inputs, once a program with these free names is bound
 
 
 class FitPlan:
@@ -438,8 +441,13 @@ class FitPlan:
                 self._shared[free] = sh
         client = self.evaluator.client
         y = sh.y
-        # scalar data must still cover N lanes when the target has N points
-        inputs = bind(prog, sh.params, sh.data, self.consts, None if y is None else y.size)
+        inputs = sh.inputs
+        if inputs is None:
+            # scalar data must still cover N lanes when the target has N points. The binding
+            # follows from the free names alone, so programs sharing them share it (it is only
+            # read: the native fit rebinds the parameters in its own copy of the bindings)
+            inputs = bind(prog, sh.params, sh.data, self.consts, None if y is None else y.size)
+            sh.inputs = inputs
         unknown = sh.unknown
         if unknown and self.unused_data != "ignore":  # (after bind: an unbound name is first)
             if self.unused_data == "typo":
@@ -452,25 +460,11 @@ class FitPlan:
         return sh.names, sh.steps, k
 
     def result(self, staged, batch):
-        """The FitResult of a staged program once ``batch`` has run (its error, if it failed)."""
+        """The FitResult of a staged program once ``batch`` has run (its error, if it failed):
+        params (the best start's, as floats), loss, all_params (views of [S] each), all_losses,
+        history, n_evals, converged, status, covariance and stderr (the best start's, when
+        uncertainty is asked for), all_covariance, all_stderr and stop_info (flags, steps,
+        tolerances), built natively (``FitBatch.fit_result``)."""
         names, steps, k = staged
-        params_out, losses, history, converged, n_evals, status, cov, se, flags = batch.result(k)
-        S, want_cov = self.S, self.want_cov
-        best = 0 if S == 1 else int(np.argmin(np.where(np.isfinite(losses), losses, np.inf)))
-        return FitResult(
-            params=dict(zip(names, params_out[:, best].tolist())),
-            loss=float(losses[best]),
-            all_params=dict(zip(names, params_out)),
-            all_losses=losses,
-            history=history,
-            n_evals=int(n_evals),
-            converged=converged,
-            optimizer=self.optimizer,
-            names=names,
-            status=status,
-            covariance=cov[best] if want_cov else None,
-            stderr=dict(zip(names, se[best].tolist())) if want_cov else None,
-            all_covariance=cov,
-            all_stderr=se,
-            stop_info=(flags, steps, self.tols),
-        )
+        return batch.fit_result(k, FitResult, names, self.optimizer, steps, self.tols,
+                                self.want_cov)

@@ -8,6 +8,7 @@ around the native call and raise ndvm errors (limit errors are the core's own).
 """
 from cython.operator cimport dereference as deref
 from libc.stdint cimport int64_t, uint32_t, uintptr_t
+from libc.math cimport INFINITY, isfinite
 from libc.string cimport memcpy
 from libcpp cimport bool
 from libcpp.memory cimport shared_ptr
@@ -819,3 +820,59 @@ cdef class FitBatch:
                 _view(u, sl.status, 1, S, 0, 0, cnp.NPY_INT8),
                 cov, se,
                 _view(u, sl.flags, 2, S, P, 0, cnp.NPY_UINT8))
+
+    def fit_result(self, Py_ssize_t k, cls, tuple names, str optimizer, steps, tuple tols,
+                   bint want_cov):
+        """Fit k's result as a ``cls`` (ndvm.FitResult, a plain dataclass: its fields are set
+        directly, as its __init__ would), or its error raised; built in one call from the
+        batch's arrays, without numpy indexing or per-value numpy objects. The best start is the
+        first of least finite loss (0 when none is finite), as
+        ``np.argmin(np.where(np.isfinite(losses), losses, np.inf))``; the views are those
+        result(k) gives. (ndvm.fit.FitPlan.result documents the fields.)"""
+        if not self._ran or k < 0 or k >= self.size:
+            raise IndexError(f"no result {k} in this batch (run it first)")
+        if not self._ok[k]:
+            _raise(self._err[k])
+        cdef Slot* sl = &self._slot[k]
+        cdef Py_ssize_t P = sl.P, S = sl.S, i, best = 0
+        if len(names) != P:
+            raise ValueError(f"fit {k} has {P} parameters, got {len(names)} names")
+        cdef cnp.ndarray f64 = self._f64, u8 = self._u8
+        cdef double* f = <double*>cnp.PyArray_DATA(f64)
+        cdef double least = INFINITY, v
+        for i in range(S):
+            v = f[sl.losses + i]
+            if isfinite(v) and v < least:
+                least = v
+                best = i
+        cdef dict params = {}, all_params = {}
+        for i in range(P):
+            name = names[i]
+            params[name] = f[sl.params + i * S + best]
+            all_params[name] = _view(f64, sl.params + i * S, 1, S, 0, 0, cnp.NPY_DOUBLE)
+        cov = se = covariance = stderr = None
+        if sl.uncertainty:
+            cov = _view(f64, sl.cov, 3, S, P, P, cnp.NPY_DOUBLE)
+            se = _view(f64, sl.stderr_, 2, S, P, 0, cnp.NPY_DOUBLE)
+            if want_cov:
+                covariance = _view(f64, sl.cov + best * P * P, 2, P, P, 0, cnp.NPY_DOUBLE)
+                stderr = {names[i]: f[sl.stderr_ + best * P + i] for i in range(P)}
+        r = cls.__new__(cls)
+        r.__dict__.update({
+            "params": params,
+            "loss": f[sl.losses + best],
+            "all_params": all_params,
+            "all_losses": _view(f64, sl.losses, 1, S, 0, 0, cnp.NPY_DOUBLE),
+            "history": _view(f64, sl.history, 2, sl.steps, S, 0, cnp.NPY_DOUBLE),
+            "n_evals": self._rq[k].n_evals,
+            "converged": _view(u8, sl.converged, 1, S, 0, 0, cnp.NPY_BOOL),
+            "optimizer": optimizer,
+            "names": names,
+            "status": _view(u8, sl.status, 1, S, 0, 0, cnp.NPY_INT8),
+            "covariance": covariance,
+            "stderr": stderr,
+            "all_covariance": cov,
+            "all_stderr": se,
+            "stop_info": (_view(u8, sl.flags, 2, S, P, 0, cnp.NPY_UINT8), steps, tols),
+        })
+        return r
