@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ndvm._core import FitBatch, Program, bind, parse
+from ndvm._core import FitBatch, FitSpec, Program, bind, parse
 from ndvm.evaluator import Evaluator
 
 __all__ = ["FitResult", "fit", "OPTIMIZERS", "STATUS"]
@@ -266,11 +266,13 @@ def _program(prog, name="<program>"):
 class _Shared:
     """What a plan computes once for all programs with the same free names."""
 
-    __slots__ = ("data", "fitted", "inputs", "lower", "names", "params", "pos", "steps", "unknown",
-                 "upper", "x0", "y")
+    __slots__ = ("data", "fitted", "inputs", "lower", "names", "params", "pos", "spec", "steps",
+                 "unknown", "upper", "x0", "y")
 
     def __init__(self):
-        self.inputs = None  # the bound inputs, once a program with these free names is bound
+        # the bound inputs and the native setup of the fit (FitSpec), once a program with these
+        # free names has been bound and has passed the checks
+        self.inputs = self.spec = None
 
 
 class FitPlan:
@@ -440,23 +442,27 @@ class FitPlan:
             if self._same_starts:
                 self._shared[free] = sh
         client = self.evaluator.client
-        y = sh.y
-        inputs = sh.inputs
-        if inputs is None:
+        spec = sh.spec
+        if spec is None:
+            y = sh.y
             # scalar data must still cover N lanes when the target has N points. The binding
             # follows from the free names alone, so programs sharing them share it (it is only
             # read: the native fit rebinds the parameters in its own copy of the bindings)
-            inputs = bind(prog, sh.params, sh.data, self.consts, None if y is None else y.size)
-            sh.inputs = inputs
+            inputs = sh.inputs
+            if inputs is None:
+                inputs = sh.inputs = bind(prog, sh.params, sh.data, self.consts,
+                                          None if y is None else y.size)
         unknown = sh.unknown
         if unknown and self.unused_data != "ignore":  # (after bind: an unbound name is first)
             if self.unused_data == "typo":
                 unknown = [k for k in unknown if did_you_mean(k, free)]
             _check_names("data", unknown, (), free)
-        ftol, xtol, gtol = self.tols
-        k = batch.add(prog, client.entry, prog.compiled(client), inputs, sh.fitted, y,
-                      self._optimizer, sh.steps, self.lr, sh.lower, sh.upper, sh.x0, xtol, ftol,
-                      gtol, self._loss, sh.pos, self.want_cov)
+        if spec is None:
+            ftol, xtol, gtol = self.tols
+            spec = sh.spec = FitSpec(client.entry, inputs, sh.fitted, y, self._optimizer,
+                                     sh.steps, self.lr, sh.lower, sh.upper, sh.x0, xtol, ftol,
+                                     gtol, self._loss, sh.pos, self.want_cov)
+        k = batch.add_spec(prog, prog.compiled(client), spec)
         return sh.names, sh.steps, k
 
     def result(self, staged, batch):

@@ -644,6 +644,68 @@ cdef struct Slot:
     bint uncertainty
 
 
+cdef class FitSpec:
+    """One calibration's setup but its program (see FitBatch.add): the bound inputs, the fitted
+    bindings, target, optimizer and its settings, bounds and starting values, checked and
+    converted once. A FitPlan builds one per set of free names and stages every program having
+    them with it (FitBatch.add_spec), so staging a program copies a prepared request. Immutable
+    and shared by threads."""
+
+    cdef FitRequest _rq  # the request but its program and outputs
+    cdef vector[double] _x0
+    cdef Py_ssize_t _P, _S
+    cdef list _keep  # the Python objects the request points into
+
+    def __init__(self, uintptr_t entry, Inputs inputs, fitted, target, int optimizer, int steps,
+                 double lr, lower, upper, init, double tol=1e-10, double ftol=1e-10,
+                 double gtol=1e-10, int loss=0, positive=None, bint uncertainty=True):
+        cdef Py_ssize_t P = len(fitted), S = inputs.S
+        cdef cnp.ndarray x0 = _contiguous(init, cnp.NPY_DOUBLE, P * S, "init")
+        cdef cnp.ndarray a
+        cdef FitRequest* rq = &self._rq
+        self._keep = [inputs]
+        self._P = P
+        self._S = S
+        rq.entry = <ClientEntry>entry
+        rq.bindings = inputs._bs
+        rq.param_binding.clear()
+        for i in fitted:
+            rq.param_binding.push_back(i)
+        rq.S = S
+        rq.N = inputs.N
+        rq.target = NULL
+        if target is not None:
+            a = _contiguous(target, cnp.NPY_DOUBLE, inputs.N, "target")
+            rq.target = <const double*>cnp.PyArray_DATA(a)
+            self._keep.append(a)
+        rq.optimizer = <Optimizer>optimizer
+        rq.steps = steps
+        rq.lr = lr
+        rq.tol = tol
+        rq.ftol = ftol
+        rq.gtol = gtol
+        rq.loss = loss
+        rq.uncertainty = uncertainty
+        rq.positive = NULL
+        if positive is not None:
+            a = _contiguous(positive, cnp.NPY_UINT8, P, "positive")
+            rq.positive = <const unsigned char*>cnp.PyArray_DATA(a)
+            self._keep.append(a)
+        rq.lower = NULL
+        rq.upper = NULL
+        if lower is not None:
+            a = _contiguous(lower, cnp.NPY_DOUBLE, P, "lower")
+            rq.lower = <const double*>cnp.PyArray_DATA(a)
+            self._keep.append(a)
+        if upper is not None:
+            a = _contiguous(upper, cnp.NPY_DOUBLE, P, "upper")
+            rq.upper = <const double*>cnp.PyArray_DATA(a)
+            self._keep.append(a)
+        self._x0.resize(P * S)
+        if P:
+            memcpy(self._x0.data(), cnp.PyArray_DATA(x0), P * S * sizeof(double))
+
+
 cdef class FitBatch:
     """Calibrations of many programs, run back to back in one native call that releases the GIL.
 
@@ -686,13 +748,18 @@ cdef class FitBatch:
         fitted: binding indices optimized; init: [P, S] starting values; target: [N] (None for
         loss=1, the program's own value); lower, upper: [P] or None; tol: xtol; positive: [P]
         uint8 or None (optimized as logarithms); uncertainty: also the covariance and standard
-        errors.
+        errors. (The same as ``add_spec(prog, compiled, FitSpec(entry, inputs, ...))``.)
         """
+        return self.add_spec(prog, compiled, FitSpec(entry, inputs, fitted, target, optimizer,
+                                                     steps, lr, lower, upper, init, tol, ftol,
+                                                     gtol, loss, positive, uncertainty))
+
+    def add_spec(self, Program prog, uintptr_t compiled, FitSpec spec):
+        """Stage the calibration ``spec`` describes of ``prog`` (whose free names are those
+        ``spec``'s inputs were bound for), compiled as ``compiled``; returns its index."""
         if self._ran:
             raise RuntimeError("this FitBatch has run: reset() it before staging more fits")
-        cdef Py_ssize_t k = self.size, P = len(fitted), S = inputs.S
-        cdef cnp.ndarray x0 = _contiguous(init, cnp.NPY_DOUBLE, P * S, "init")
-        cdef cnp.ndarray a
+        cdef Py_ssize_t k = self.size, P = spec._P, S = spec._S
         if <size_t>k == self._rq.size():
             self._rq.resize(k + 1)
             self._err.resize(k + 1)
@@ -701,53 +768,19 @@ cdef class FitBatch:
         cdef FitRequest* rq = &self._rq[k]
         cdef Slot* sl = &self._slot[k]
         self._keep.append(prog)
-        self._keep.append(inputs)
-        rq.entry = <ClientEntry>entry
+        self._keep.append(spec)
+        rq[0] = spec._rq
         rq.expanded = <const void*>prog._x.get()
         rq.compiled = <const void*>compiled
-        rq.bindings = inputs._bs
-        rq.param_binding.clear()
-        for i in fitted:
-            rq.param_binding.push_back(i)
-        rq.S = S
-        rq.N = inputs.N
-        rq.target = NULL
-        if target is not None:
-            a = _contiguous(target, cnp.NPY_DOUBLE, inputs.N, "target")
-            rq.target = <const double*>cnp.PyArray_DATA(a)
-            self._keep.append(a)
-        rq.optimizer = <Optimizer>optimizer
-        rq.steps = steps
-        rq.lr = lr
-        rq.tol = tol
-        rq.ftol = ftol
-        rq.gtol = gtol
-        rq.loss = loss
-        rq.uncertainty = uncertainty
-        rq.positive = NULL
-        if positive is not None:
-            a = _contiguous(positive, cnp.NPY_UINT8, P, "positive")
-            rq.positive = <const unsigned char*>cnp.PyArray_DATA(a)
-            self._keep.append(a)
-        rq.lower = NULL
-        rq.upper = NULL
-        if lower is not None:
-            a = _contiguous(lower, cnp.NPY_DOUBLE, P, "lower")
-            rq.lower = <const double*>cnp.PyArray_DATA(a)
-            self._keep.append(a)
-        if upper is not None:
-            a = _contiguous(upper, cnp.NPY_DOUBLE, P, "upper")
-            rq.upper = <const double*>cnp.PyArray_DATA(a)
-            self._keep.append(a)
         # the outputs' places; run() points the request at them once the arrays exist
         sl.P = P
         sl.S = S
-        sl.steps = max(steps, 1)
-        sl.uncertainty = uncertainty and P > 0
+        sl.steps = max(spec._rq.steps, 1)
+        sl.uncertainty = spec._rq.uncertainty and P > 0
         sl.init = self._init.size()
         self._init.resize(sl.init + P * S)
         if P:
-            memcpy(&self._init[sl.init], cnp.PyArray_DATA(x0), P * S * sizeof(double))
+            memcpy(&self._init[sl.init], spec._x0.data(), P * S * sizeof(double))
         sl.params = self._n64
         sl.losses = sl.params + P * S
         sl.history = sl.losses + S
