@@ -857,8 +857,9 @@ cdef class FitBatch:
     def fit_result(self, Py_ssize_t k, cls, tuple names, str optimizer, steps, tuple tols,
                    bint want_cov):
         """Fit k's result as a ``cls`` (ndvm.FitResult, a plain dataclass: its fields are set
-        directly, as its __init__ would), or its error raised; built in one call from the
-        batch's arrays, without numpy indexing or per-value numpy objects. The best start is the
+        one by one, in order, as its __init__ sets them), or its error raised; built in one call
+        from the batch's arrays, without numpy indexing or per-value numpy objects. The best
+        start is the
         first of least finite loss (0 when none is finite), as
         ``np.argmin(np.where(np.isfinite(losses), losses, np.inf))``; the views are those
         result(k) gives. (ndvm.fit.FitPlan.result documents the fields.)"""
@@ -891,21 +892,19 @@ cdef class FitBatch:
                 covariance = _view(f64, sl.cov + best * P * P, 2, P, P, 0, cnp.NPY_DOUBLE)
                 stderr = {names[i]: f[sl.stderr_ + best * P + i] for i in range(P)}
         r = cls.__new__(cls)
-        r.__dict__.update({
-            "params": params,
-            "loss": f[sl.losses + best],
-            "all_params": all_params,
-            "all_losses": _view(f64, sl.losses, 1, S, 0, 0, cnp.NPY_DOUBLE),
-            "history": _view(f64, sl.history, 2, sl.steps, S, 0, cnp.NPY_DOUBLE),
-            "n_evals": self._rq[k].n_evals,
-            "converged": _view(u8, sl.converged, 1, S, 0, 0, cnp.NPY_BOOL),
-            "optimizer": optimizer,
-            "names": names,
-            "status": _view(u8, sl.status, 1, S, 0, 0, cnp.NPY_INT8),
-            "covariance": covariance,
-            "stderr": stderr,
-            "all_covariance": cov,
-            "all_stderr": se,
-            "stop_info": (_view(u8, sl.flags, 2, S, P, 0, cnp.NPY_UINT8), steps, tols),
-        })
+        r.params = params
+        r.loss = f[sl.losses + best]
+        r.all_params = all_params
+        r.all_losses = _view(f64, sl.losses, 1, S, 0, 0, cnp.NPY_DOUBLE)
+        r.history = _view(f64, sl.history, 2, sl.steps, S, 0, cnp.NPY_DOUBLE)
+        r.n_evals = self._rq[k].n_evals
+        r.converged = _view(u8, sl.converged, 1, S, 0, 0, cnp.NPY_BOOL)
+        r.optimizer = optimizer
+        r.names = names
+        r.status = _view(u8, sl.status, 1, S, 0, 0, cnp.NPY_INT8)
+        r.covariance = covariance
+        r.stderr = stderr
+        r.all_covariance = cov
+        r.all_stderr = se
+        r.stop_info = (_view(u8, sl.flags, 2, S, P, 0, cnp.NPY_UINT8), steps, tols)
         return r
