@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ndvm._core import FitBatch, Program, bind, parse
+from ndvm._core import FitBatch, FitSpec, Program, bind, parse
 from ndvm.evaluator import Evaluator
 
 __all__ = ["FitResult", "fit", "OPTIMIZERS", "STATUS"]
@@ -272,8 +272,13 @@ def _program(prog, name="<program>"):
 class _Shared:
     """What a plan computes once for all programs with the same free names."""
 
-    __slots__ = ("data", "fitted", "lower", "names", "params", "pos", "steps", "unknown", "upper",
-                 "x0", "y")
+    __slots__ = ("data", "fitted", "inputs", "lower", "names", "params", "pos", "spec", "steps",
+                 "unknown", "upper", "x0", "y")
+
+    def __init__(self):
+        # the bound inputs and the native setup of the fit (FitSpec), once a program with these
+        # free names has been bound and has passed the checks
+        self.inputs = self.spec = None
 
 
 class FitPlan:
@@ -443,40 +448,35 @@ class FitPlan:
             if self._same_starts:
                 self._shared[free] = sh
         client = self.evaluator.client
-        y = sh.y
-        # scalar data must still cover N lanes when the target has N points
-        inputs = bind(prog, sh.params, sh.data, self.consts, None if y is None else y.size)
+        spec = sh.spec
+        if spec is None:
+            y = sh.y
+            # scalar data must still cover N lanes when the target has N points. The binding
+            # follows from the free names alone, so programs sharing them share it (it is only
+            # read: the native fit rebinds the parameters in its own copy of the bindings)
+            inputs = sh.inputs
+            if inputs is None:
+                inputs = sh.inputs = bind(prog, sh.params, sh.data, self.consts,
+                                          None if y is None else y.size)
         unknown = sh.unknown
         if unknown and self.unused_data != "ignore":  # (after bind: an unbound name is first)
             if self.unused_data == "typo":
                 unknown = [k for k in unknown if did_you_mean(k, free)]
             _check_names("data", unknown, (), free)
-        ftol, xtol, gtol = self.tols
-        k = batch.add(prog, client.entry, prog.compiled(client), inputs, sh.fitted, y,
-                      self._optimizer, sh.steps, self.lr, sh.lower, sh.upper, sh.x0, xtol, ftol,
-                      gtol, self._loss, sh.pos, self.want_cov)
+        if spec is None:
+            ftol, xtol, gtol = self.tols
+            spec = sh.spec = FitSpec(client.entry, inputs, sh.fitted, y, self._optimizer,
+                                     sh.steps, self.lr, sh.lower, sh.upper, sh.x0, xtol, ftol,
+                                     gtol, self._loss, sh.pos, self.want_cov)
+        k = batch.add_spec(prog, prog.compiled(client), spec)
         return sh.names, sh.steps, k
 
     def result(self, staged, batch):
-        """The FitResult of a staged program once ``batch`` has run (its error, if it failed)."""
+        """The FitResult of a staged program once ``batch`` has run (its error, if it failed):
+        params (the best start's, as floats), loss, all_params (views of [S] each), all_losses,
+        history, n_evals, converged, status, covariance and stderr (the best start's, when
+        uncertainty is asked for), all_covariance, all_stderr and stop_info (flags, steps,
+        tolerances), built natively (``FitBatch.fit_result``)."""
         names, steps, k = staged
-        params_out, losses, history, converged, n_evals, status, cov, se, flags = batch.result(k)
-        S, want_cov = self.S, self.want_cov
-        best = 0 if S == 1 else int(np.argmin(np.where(np.isfinite(losses), losses, np.inf)))
-        return FitResult(
-            params=dict(zip(names, params_out[:, best].tolist())),
-            loss=float(losses[best]),
-            all_params=dict(zip(names, params_out)),
-            all_losses=losses,
-            history=history,
-            n_evals=int(n_evals),
-            converged=converged,
-            optimizer=self.optimizer,
-            names=names,
-            status=status,
-            covariance=cov[best] if want_cov else None,
-            stderr=dict(zip(names, se[best].tolist())) if want_cov else None,
-            all_covariance=cov,
-            all_stderr=se,
-            stop_info=(flags, steps, self.tols),
-        )
+        return batch.fit_result(k, FitResult, names, self.optimizer, steps, self.tols,
+                                self.want_cov)

@@ -165,6 +165,12 @@ def _describe(program, index):
     return f"<candidate {index}>", None
 
 
+def _named(item):
+    """(index, name, source) of an (index, program, extra) item."""
+    index, program, _ = item
+    return (index, *_describe(program, index))
+
+
 def _failed(index, name, source, e):
     """The CandidateError of exception ``e`` (being handled: its traceback is formatted)."""
     tb = None if getattr(e, "kind", None) else traceback.format_exc()
@@ -197,21 +203,25 @@ def _fit_chunk(job, ev, items):
         batch = _LOCAL.batch = FitBatch()
     batch.reset()
     staged = []
+    try:  # the plan of the shared options (a candidate with options of its own has its own)
+        shared = job.plan(ev)
+    except Exception:  # noqa: BLE001 - raised again for every candidate that uses it
+        shared = None
     try:
         for pos, (index, program, extra) in enumerate(items):
-            name, source = _describe(program, index)
             try:
-                program = _program(program, name)
-                plan = job.plan(ev, extra)
-                staged.append((pos, plan, plan.stage(batch, program), index, name, source))
+                if type(program) is not Program:
+                    program = _program(program, _describe(program, index)[0])
+                plan = shared if extra is None and shared is not None else job.plan(ev, extra)
+                staged.append((pos, plan, plan.stage(batch, program)))
             except Exception as e:  # noqa: BLE001 - a bad candidate must never stop the batch
-                results[pos] = _failed(index, name, source, e)
+                results[pos] = _failed(*_named(items[pos]), e)
         ev.calibrate(batch)
-        for pos, plan, st, index, name, source in staged:
+        for pos, plan, st in staged:
             try:
                 results[pos] = plan.result(st, batch)
             except Exception as e:  # noqa: BLE001 - its native fit failed
-                results[pos] = _failed(index, name, source, e)
+                results[pos] = _failed(*_named(items[pos]), e)
     finally:
         batch.reset()  # (drops the references to the chunk's programs and inputs)
     return results

@@ -165,6 +165,29 @@ def test_the_batch_call_equals_single_fits_bit_for_bit(client, optimizer, opts):
         assert [_fit_key(r) for r in got] == expected, how
 
 
+def test_the_best_start_is_the_first_of_least_finite_loss():
+    """FitBatch.fit_result picks the best start natively: the first start of least finite loss
+    (a tie goes to the earlier start, a non-finite start never wins, none finite gives start 0),
+    and params, loss, covariance and stderr are that start's, as numpy's rule gives."""
+    x = np.linspace(0.1, 2.0, 10)
+    y = np.sqrt(2.0 * x)
+    for init, best in (([-1.0, 3.0, 3.0, 0.5], 1), ([3.0, -1.0], 0), ([-1.0, -2.0], 0),
+                       ([-1.0, -2.0, 1.5], 2)):
+        for many in (False, True):
+            opts = dict(data={"x": x}, target=y, init={"a": init}, starts=len(init),
+                        optimizer="adam", steps=5, uncertainty=True)
+            r = (ndvm.fit_many(["(sqrt (* a x))"], **opts)[0] if many
+                 else ndvm.fit("(sqrt (* a x))", **opts))
+            losses = r.all_losses
+            assert best == int(np.argmin(np.where(np.isfinite(losses), losses, np.inf)))
+            assert r.best_start == best
+            assert _bits([r.loss]) == _bits([losses[best]])
+            assert _bits(r.params.values()) == _bits([r.all_params["a"][best]])
+            assert r.covariance.tobytes() == r.all_covariance[best].tobytes()
+            assert _bits(r.stderr.values()) == _bits(r.all_stderr[best])
+            assert type(r.loss) is float and type(r.params["a"]) is float
+
+
 def test_a_failing_candidate_mid_chunk_leaves_the_others_alone():
     """Without the reference data: the same check on hand-written candidates, one chunk of all
     of them, with per-candidate options (each its own plan) in the middle."""

@@ -8,6 +8,7 @@ around the native call and raise ndvm errors (limit errors are the core's own).
 """
 from cython.operator cimport dereference as deref
 from libc.stdint cimport int64_t, uint32_t, uintptr_t
+from libc.math cimport INFINITY, isfinite
 from libc.string cimport memcpy
 from libcpp cimport bool
 from libcpp.memory cimport shared_ptr
@@ -643,6 +644,68 @@ cdef struct Slot:
     bint uncertainty
 
 
+cdef class FitSpec:
+    """One calibration's setup but its program (see FitBatch.add): the bound inputs, the fitted
+    bindings, target, optimizer and its settings, bounds and starting values, checked and
+    converted once. A FitPlan builds one per set of free names and stages every program having
+    them with it (FitBatch.add_spec), so staging a program copies a prepared request. Immutable
+    and shared by threads."""
+
+    cdef FitRequest _rq  # the request but its program and outputs
+    cdef vector[double] _x0
+    cdef Py_ssize_t _P, _S
+    cdef list _keep  # the Python objects the request points into
+
+    def __init__(self, uintptr_t entry, Inputs inputs, fitted, target, int optimizer, int steps,
+                 double lr, lower, upper, init, double tol=1e-10, double ftol=1e-10,
+                 double gtol=1e-10, int loss=0, positive=None, bint uncertainty=True):
+        cdef Py_ssize_t P = len(fitted), S = inputs.S
+        cdef cnp.ndarray x0 = _contiguous(init, cnp.NPY_DOUBLE, P * S, "init")
+        cdef cnp.ndarray a
+        cdef FitRequest* rq = &self._rq
+        self._keep = [inputs]
+        self._P = P
+        self._S = S
+        rq.entry = <ClientEntry>entry
+        rq.bindings = inputs._bs
+        rq.param_binding.clear()
+        for i in fitted:
+            rq.param_binding.push_back(i)
+        rq.S = S
+        rq.N = inputs.N
+        rq.target = NULL
+        if target is not None:
+            a = _contiguous(target, cnp.NPY_DOUBLE, inputs.N, "target")
+            rq.target = <const double*>cnp.PyArray_DATA(a)
+            self._keep.append(a)
+        rq.optimizer = <Optimizer>optimizer
+        rq.steps = steps
+        rq.lr = lr
+        rq.tol = tol
+        rq.ftol = ftol
+        rq.gtol = gtol
+        rq.loss = loss
+        rq.uncertainty = uncertainty
+        rq.positive = NULL
+        if positive is not None:
+            a = _contiguous(positive, cnp.NPY_UINT8, P, "positive")
+            rq.positive = <const unsigned char*>cnp.PyArray_DATA(a)
+            self._keep.append(a)
+        rq.lower = NULL
+        rq.upper = NULL
+        if lower is not None:
+            a = _contiguous(lower, cnp.NPY_DOUBLE, P, "lower")
+            rq.lower = <const double*>cnp.PyArray_DATA(a)
+            self._keep.append(a)
+        if upper is not None:
+            a = _contiguous(upper, cnp.NPY_DOUBLE, P, "upper")
+            rq.upper = <const double*>cnp.PyArray_DATA(a)
+            self._keep.append(a)
+        self._x0.resize(P * S)
+        if P:
+            memcpy(self._x0.data(), cnp.PyArray_DATA(x0), P * S * sizeof(double))
+
+
 cdef class FitBatch:
     """Calibrations of many programs, run back to back in one native call that releases the GIL.
 
@@ -685,13 +748,18 @@ cdef class FitBatch:
         fitted: binding indices optimized; init: [P, S] starting values; target: [N] (None for
         loss=1, the program's own value); lower, upper: [P] or None; tol: xtol; positive: [P]
         uint8 or None (optimized as logarithms); uncertainty: also the covariance and standard
-        errors.
+        errors. (The same as ``add_spec(prog, compiled, FitSpec(entry, inputs, ...))``.)
         """
+        return self.add_spec(prog, compiled, FitSpec(entry, inputs, fitted, target, optimizer,
+                                                     steps, lr, lower, upper, init, tol, ftol,
+                                                     gtol, loss, positive, uncertainty))
+
+    def add_spec(self, Program prog, uintptr_t compiled, FitSpec spec):
+        """Stage the calibration ``spec`` describes of ``prog`` (whose free names are those
+        ``spec``'s inputs were bound for), compiled as ``compiled``; returns its index."""
         if self._ran:
             raise RuntimeError("this FitBatch has run: reset() it before staging more fits")
-        cdef Py_ssize_t k = self.size, P = len(fitted), S = inputs.S
-        cdef cnp.ndarray x0 = _contiguous(init, cnp.NPY_DOUBLE, P * S, "init")
-        cdef cnp.ndarray a
+        cdef Py_ssize_t k = self.size, P = spec._P, S = spec._S
         if <size_t>k == self._rq.size():
             self._rq.resize(k + 1)
             self._err.resize(k + 1)
@@ -700,53 +768,19 @@ cdef class FitBatch:
         cdef FitRequest* rq = &self._rq[k]
         cdef Slot* sl = &self._slot[k]
         self._keep.append(prog)
-        self._keep.append(inputs)
-        rq.entry = <ClientEntry>entry
+        self._keep.append(spec)
+        rq[0] = spec._rq
         rq.expanded = <const void*>prog._x.get()
         rq.compiled = <const void*>compiled
-        rq.bindings = inputs._bs
-        rq.param_binding.clear()
-        for i in fitted:
-            rq.param_binding.push_back(i)
-        rq.S = S
-        rq.N = inputs.N
-        rq.target = NULL
-        if target is not None:
-            a = _contiguous(target, cnp.NPY_DOUBLE, inputs.N, "target")
-            rq.target = <const double*>cnp.PyArray_DATA(a)
-            self._keep.append(a)
-        rq.optimizer = <Optimizer>optimizer
-        rq.steps = steps
-        rq.lr = lr
-        rq.tol = tol
-        rq.ftol = ftol
-        rq.gtol = gtol
-        rq.loss = loss
-        rq.uncertainty = uncertainty
-        rq.positive = NULL
-        if positive is not None:
-            a = _contiguous(positive, cnp.NPY_UINT8, P, "positive")
-            rq.positive = <const unsigned char*>cnp.PyArray_DATA(a)
-            self._keep.append(a)
-        rq.lower = NULL
-        rq.upper = NULL
-        if lower is not None:
-            a = _contiguous(lower, cnp.NPY_DOUBLE, P, "lower")
-            rq.lower = <const double*>cnp.PyArray_DATA(a)
-            self._keep.append(a)
-        if upper is not None:
-            a = _contiguous(upper, cnp.NPY_DOUBLE, P, "upper")
-            rq.upper = <const double*>cnp.PyArray_DATA(a)
-            self._keep.append(a)
         # the outputs' places; run() points the request at them once the arrays exist
         sl.P = P
         sl.S = S
-        sl.steps = max(steps, 1)
-        sl.uncertainty = uncertainty and P > 0
+        sl.steps = max(spec._rq.steps, 1)
+        sl.uncertainty = spec._rq.uncertainty and P > 0
         sl.init = self._init.size()
         self._init.resize(sl.init + P * S)
         if P:
-            memcpy(&self._init[sl.init], cnp.PyArray_DATA(x0), P * S * sizeof(double))
+            memcpy(&self._init[sl.init], spec._x0.data(), P * S * sizeof(double))
         sl.params = self._n64
         sl.losses = sl.params + P * S
         sl.history = sl.losses + S
@@ -819,3 +853,58 @@ cdef class FitBatch:
                 _view(u, sl.status, 1, S, 0, 0, cnp.NPY_INT8),
                 cov, se,
                 _view(u, sl.flags, 2, S, P, 0, cnp.NPY_UINT8))
+
+    def fit_result(self, Py_ssize_t k, cls, tuple names, str optimizer, steps, tuple tols,
+                   bint want_cov):
+        """Fit k's result as a ``cls`` (ndvm.FitResult, a plain dataclass: its fields are set
+        one by one, in order, as its __init__ sets them), or its error raised; built in one call
+        from the batch's arrays, without numpy indexing or per-value numpy objects. The best
+        start is the
+        first of least finite loss (0 when none is finite), as
+        ``np.argmin(np.where(np.isfinite(losses), losses, np.inf))``; the views are those
+        result(k) gives. (ndvm.fit.FitPlan.result documents the fields.)"""
+        if not self._ran or k < 0 or k >= self.size:
+            raise IndexError(f"no result {k} in this batch (run it first)")
+        if not self._ok[k]:
+            _raise(self._err[k])
+        cdef Slot* sl = &self._slot[k]
+        cdef Py_ssize_t P = sl.P, S = sl.S, i, best = 0
+        if len(names) != P:
+            raise ValueError(f"fit {k} has {P} parameters, got {len(names)} names")
+        cdef cnp.ndarray f64 = self._f64, u8 = self._u8
+        cdef double* f = <double*>cnp.PyArray_DATA(f64)
+        cdef double least = INFINITY, v
+        for i in range(S):
+            v = f[sl.losses + i]
+            if isfinite(v) and v < least:
+                least = v
+                best = i
+        cdef dict params = {}, all_params = {}
+        for i in range(P):
+            name = names[i]
+            params[name] = f[sl.params + i * S + best]
+            all_params[name] = _view(f64, sl.params + i * S, 1, S, 0, 0, cnp.NPY_DOUBLE)
+        cov = se = covariance = stderr = None
+        if sl.uncertainty:
+            cov = _view(f64, sl.cov, 3, S, P, P, cnp.NPY_DOUBLE)
+            se = _view(f64, sl.stderr_, 2, S, P, 0, cnp.NPY_DOUBLE)
+            if want_cov:
+                covariance = _view(f64, sl.cov + best * P * P, 2, P, P, 0, cnp.NPY_DOUBLE)
+                stderr = {names[i]: f[sl.stderr_ + best * P + i] for i in range(P)}
+        r = cls.__new__(cls)
+        r.params = params
+        r.loss = f[sl.losses + best]
+        r.all_params = all_params
+        r.all_losses = _view(f64, sl.losses, 1, S, 0, 0, cnp.NPY_DOUBLE)
+        r.history = _view(f64, sl.history, 2, sl.steps, S, 0, cnp.NPY_DOUBLE)
+        r.n_evals = self._rq[k].n_evals
+        r.converged = _view(u8, sl.converged, 1, S, 0, 0, cnp.NPY_BOOL)
+        r.optimizer = optimizer
+        r.names = names
+        r.status = _view(u8, sl.status, 1, S, 0, 0, cnp.NPY_INT8)
+        r.covariance = covariance
+        r.stderr = stderr
+        r.all_covariance = cov
+        r.all_stderr = se
+        r.stop_info = (_view(u8, sl.flags, 2, S, P, 0, cnp.NPY_UINT8), steps, tols)
+        return r

@@ -199,6 +199,7 @@ class _Scorer:
         self.probe_ev = ndvm.Evaluator(client=client, max_steps=_PROBE_STEPS)
         self.ev = ndvm.Evaluator(client=client)
         self.fit_ev = ndvm.Evaluator(client=client)
+        self.allowed = task.allowed_names  # (a set built anew on every access)
         self.train = task.split("train")
         self.held = task.split("heldout")
         self.held_var = float(np.var(self.held[1])) if task.objective == "mse" else None
@@ -234,7 +235,7 @@ class _Scorer:
     def validate(self, src):
         """(program, params) or raises: parse, allowed free names, a probe evaluation."""
         prog = ndvm.parse(src, name="<candidate>")
-        bad = [n for n in prog.free_names if n not in self.task.allowed_names]
+        bad = [n for n in prog.free_names if n not in self.allowed]
         if bad:
             raise ValueError(f"free name(s) not allowed by the task: {', '.join(bad)}")
         params = tuple(n for n in prog.free_names if n in self.task.params)
