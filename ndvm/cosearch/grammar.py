@@ -218,7 +218,10 @@ def choice(rng, items, p):
 
 
 def mutate(rng, g, tree, sites=None):
-    """One random mutation: subtree, constant, operator or a constant turned into a parameter.
+    """One random mutation (``g.mutation_rates``): a new subtree, a constant changed or turned
+    into a parameter, an operator swapped, a hoist, an extension (a new term, or a unary function
+    of one of the tree's own parts, added or multiplied in) or a shift (an input, or every input
+    of one part, replaced by a parameterized shift, scale or square: ``shifted``).
     ``sites``: the tree's Sites, when the caller keeps them."""
     sites = Sites(tree) if sites is None else sites
     spots = sites.spots

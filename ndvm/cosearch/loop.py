@@ -87,6 +87,7 @@ class SearchResult:
         ``train_error`` and ``heldout_error`` (mean squared error; the NLL for likelihood tasks),
         ``r2`` (held-out R^2, None for likelihood tasks), ``size`` (atoms), ``skeleton``,
         ``error`` (why it is invalid or failed) and ``time`` (seconds since the search began).
+        A refit of an earlier record (``refits``) has proposer "refit" and ``refit_of`` its id.
     front: the ok records not dominated in (held-out error, size), by increasing size.
     best: the ok record with the lowest held-out error (None when none was calibrated).
     first_good: the first record that is a good fit (held-out R^2 above ``task.threshold``;
