@@ -24,12 +24,14 @@ class SymbolicRegressor(RegressorMixin, BaseEstimator):
     threads; optimizer, steps, starts: the calibration of each candidate (see ndvm.fit);
     heldout: the fraction of points the search scores but does not fit; max_size: atoms per
     program; unary, binary: the grammar's operators (None: the default grammar's); parsimony:
-    the proposer's size pressure (relative error added per atom in parent tournaments).
+    the proposer's size pressure (relative error added per atom in parent tournaments);
+    refits: per round of the search, that many of the best programs are refitted once from
+    many LM starts (a right structure stuck in a poor local optimum gets a second chance).
     """
 
     def __init__(self, budget=10.0, max_candidates=None, random_state=0, workers=1,
                  optimizer="lm", steps=30, starts=4, heldout=0.3, max_size=25, unary=None,
-                 binary=None, parsimony=0.05):
+                 binary=None, parsimony=0.05, refits=1):
         self.budget = budget
         self.max_candidates = max_candidates
         self.random_state = random_state
@@ -42,6 +44,7 @@ class SymbolicRegressor(RegressorMixin, BaseEstimator):
         self.unary = unary
         self.binary = binary
         self.parsimony = parsimony
+        self.refits = refits
 
     def _inputs(self, X):
         return {f"x{i}": np.ascontiguousarray(X[:, i], dtype=np.float64)
@@ -76,7 +79,7 @@ class SymbolicRegressor(RegressorMixin, BaseEstimator):
             raise ValueError("set a time budget or max_candidates")
         res = search(task, proposer="mutate", budget=budget, max_candidates=self.max_candidates,
                      seed=self.random_state or 0, workers=self.workers, grammar=g,
-                     parsimony=self.parsimony)
+                     parsimony=self.parsimony, refits=self.refits)
         if res.best is None:
             raise RuntimeError("the search calibrated no model; raise the budget")
         self.result_ = res

@@ -32,6 +32,7 @@ def canon(src, params=P):
     ("(+ (* 2 x) (* x b))", "(* a x)"),                  # like terms share one scale
     ("(- x 3)", "(+ a x)"),                              # u - c = u + c'
     ("(/ x a)", "(* a x)"),                              # u / c = u * c'
+    ("(/ (* c (sin x)) -0.6858)", "(* a (sin x))"),      # u / k = u * (1/k): k folds into c
     ("(* a (sin (* a x)))", "(* a (sin (* b x)))"),      # one parameter per occurrence
     ("(pow x 2)", "(pow x 2)"),                          # integer exponents stay structure
     ("(let ((u0 (* a x))) (+ x 1))", "(+ a x)"),         # unused binding dropped
@@ -60,6 +61,29 @@ def test_few_names_keep_literals_then_sharing_then_refuse():
     assert out == "(+ (* a x) (* a y) (* a z) (* b (cos x)) (sin (* b x)))"
     with pytest.raises(TooManyParameters):
         canon("(+ (sin a) x (* b y) (* c z) (* d (cos x)) (* a (sin y)))", abcd)
+
+
+def test_a_literal_divisor_joins_the_other_factors_even_when_literals_stay():
+    abcd = ("a", "b", "c", "d")
+    out = canon("(+ (* a x) (* b y) (* c z) (* d (cos x)) (/ (* 3 (sin x)) 2.0))", abcd)
+    assert "(* 1.5 (sin x))" in out and "/" not in out
+
+
+def test_canonical_form_is_a_fixpoint_for_grown_and_mutated_trees():
+    """Every model the search reports is already simplified: canonicalizing it changes
+    nothing."""
+    rng = np.random.default_rng(3)
+    g = Grammar(inputs=("x", "y"), params=P, loop=False, max_size=30)
+    seen = 0
+    for _ in range(400):
+        tree = gp.grow(rng, g) if rng.random() < 0.5 else gp.mutate(rng, g, gp.grow(rng, g))
+        try:
+            once = canonicalize(tree, P)
+        except TooManyParameters:
+            continue
+        seen += 1
+        assert to_source(canonicalize(once, P)) == to_source(once), to_source(tree)
+    assert seen > 300
 
 
 def test_equal_models_have_one_canonical_form():

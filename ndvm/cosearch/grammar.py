@@ -12,7 +12,7 @@ from itertools import accumulate
 from ndvm.cosearch.sexpr import SPECIAL_FORMS, size
 
 __all__ = ["Grammar", "Sites", "choice", "positions", "get_at", "replace_at", "grow", "mutate",
-           "crossover", "simplify", "small_programs", "polynomials"]
+           "crossover", "shifted", "simplify", "small_programs", "polynomials"]
 
 
 @dataclass
@@ -30,7 +30,8 @@ class Grammar:
     max_depth: int = 4
     max_size: int = 40
     mutation_rates: dict = field(default_factory=lambda: {
-        "subtree": 0.4, "constant": 0.2, "operator": 0.2, "hoist": 0.08, "extend": 0.12})
+        "subtree": 0.4, "constant": 0.2, "operator": 0.2, "hoist": 0.08, "extend": 0.12,
+        "shift": 0.1})
 
     def describe(self):
         """The grammar as text, for prompts and help."""
@@ -170,19 +171,29 @@ class Sites:
     """A tree's rewrite positions (``positions``) and its literal and operator positions, listed
     once: a parent in the search is mutated many times. The tree must not change afterwards."""
 
-    __slots__ = ("tree", "spots", "_numbers", "_operators")
+    __slots__ = ("tree", "spots", "_numbers", "_operators", "_names")
 
     def __init__(self, tree):
         self.tree = tree
         self.spots = list(positions(tree))
         self._numbers = None
         self._operators = {}
+        self._names = {}
 
     def numbers(self):
         """The positions that hold a numeric literal."""
         if self._numbers is None:
             self._numbers = [p for p in self.spots if _is_number(get_at(self.tree, p[0]))]
         return self._numbers
+
+    def names(self, names):
+        """The positions that hold one of ``names`` (a frozenset of atoms)."""
+        out = self._names.get(names)
+        if out is None:
+            out = self._names[names] = [
+                p for p in self.spots if isinstance(get_at(self.tree, p[0]), str)
+                and get_at(self.tree, p[0]) in names]
+        return out
 
     def operators(self, ops):
         """The positions that hold a call of one of ``ops`` (a frozenset)."""
@@ -194,7 +205,7 @@ class Sites:
         return out
 
 
-_KINDS = ("subtree", "constant", "operator", "hoist", "extend")
+_KINDS = ("subtree", "constant", "operator", "hoist", "extend", "shift")
 
 
 def choice(rng, items, p):
@@ -207,16 +218,35 @@ def choice(rng, items, p):
 
 
 def mutate(rng, g, tree, sites=None):
-    """One random mutation: subtree, constant, operator or a constant turned into a parameter.
+    """One random mutation (``g.mutation_rates``): a new subtree, a constant changed or turned
+    into a parameter, an operator swapped, a hoist, an extension (a new term, or a unary function
+    of one of the tree's own parts, added or multiplied in) or a shift (an input, or every input
+    of one part, replaced by a parameterized shift, scale or square: ``shifted``).
     ``sites``: the tree's Sites, when the caller keeps them."""
     sites = Sites(tree) if sites is None else sites
     spots = sites.spots
     kind = choice(rng, _KINDS, [g.mutation_rates[k] for k in _KINDS])
     if kind == "extend":  # add or multiply in a small new term: models grow a term at a time
-        term = grow(rng, g, int(rng.integers(1, 3)))
+        if rng.random() < 0.5:  # ... a new one, or a function of one of the model's own parts
+            term = grow(rng, g, int(rng.integers(1, 3)))
+        else:
+            path, scope, _ = spots[rng.integers(len(spots))]
+            part = get_at(tree, path)
+            if scope:
+                part = grow(rng, g, 1)
+            term = [g.unary[rng.integers(len(g.unary))], part]
         if rng.random() < 0.5:
             term = ["*", g.params[rng.integers(len(g.params))], term]
         return ["+" if rng.random() < 0.6 else "*", tree, term]
+    if kind == "shift":  # an input x becomes a fitted shift or scale of it, or its square
+        xs = sites.names(frozenset(g.inputs))
+        if xs and rng.random() < 0.3:  # every input in one part of the model, shifted
+            path = spots[rng.integers(len(spots))][0]
+            return replace_at(tree, path, _shift_inputs(get_at(tree, path), g))
+        if xs:
+            path = xs[rng.integers(len(xs))][0]
+            return replace_at(tree, path, shifted(rng, g, get_at(tree, path)))
+        kind = "subtree"
     if kind == "constant":
         nums = sites.numbers()
         if nums:
@@ -250,6 +280,27 @@ def mutate(rng, g, tree, sites=None):
     path, scope, in_loop = spots[rng.integers(len(spots))]
     d = max(1, g.max_depth - len(path) // 2)
     return replace_at(tree, path, grow(rng, g, int(rng.integers(1, d + 1)), scope, in_loop))
+
+
+def shifted(rng, g, x):
+    """A parameterized change of the input ``x``: (+ p x), (* p x) or (square (+ p x))
+    (p a parameter: the simplifier gives each occurrence its own). Features such as
+    exp(-(x-1)^2) or sin((x-1)(y-1)) are one step away from the plain input."""
+    p = g.params[rng.integers(len(g.params))]
+    r = rng.random()
+    if r < 0.4:
+        return ["+", p, x]
+    if r < 0.7 or "square" not in g.unary:
+        return ["*", p, x]
+    return ["square", ["+", p, x]]
+
+
+def _shift_inputs(t, g):
+    """``t`` with every input x in it written (+ p x) (its own parameter each, once the
+    simplifier names them)."""
+    if isinstance(t, list):
+        return [_shift_inputs(x, g) for x in t]
+    return ["+", g.params[0], t] if isinstance(t, str) and t in g.inputs else t
 
 
 def crossover(rng, g, a, b, sites_a=None, sites_b=None):

@@ -18,7 +18,7 @@ import ndvm
 from ndvm.cosearch._calibrate import calibrate, minimize_value, succeeded
 from ndvm.cosearch.grammar import Grammar
 from ndvm.cosearch.proposers import Proposer, Replay, make_proposer
-from ndvm.cosearch.select import select
+from ndvm.cosearch.select import fitness, select
 from ndvm.cosearch.sexpr import size, skeleton, to_source, to_tree
 from ndvm.cosearch.simplify import Simplifier, TooManyParameters
 from ndvm.cosearch.tasks import SEARCH_OPTIMIZER, Task, get_task
@@ -32,6 +32,7 @@ SUMMARY_FILE = "summary.json"
 _PROBE_STEPS = 2_000_000
 _DENSE_POINTS = 512  # the dense probe of the input box that catches poles between data points
 _POPULATION = 64
+REFIT_STARTS = 16  # LM starts when a leading population member is refitted (``refits``)
 BATCH = 16  # candidates per round on local threads
 # ... and per executor worker thread on a cluster: fit_many cuts a round into TASKS_PER_WORKER
 # tasks per worker, so a task carries EXECUTOR_BATCH / TASKS_PER_WORKER candidates (128: ~30-60
@@ -86,6 +87,7 @@ class SearchResult:
         ``train_error`` and ``heldout_error`` (mean squared error; the NLL for likelihood tasks),
         ``r2`` (held-out R^2, None for likelihood tasks), ``size`` (atoms), ``skeleton``,
         ``error`` (why it is invalid or failed) and ``time`` (seconds since the search began).
+        A refit of an earlier record (``refits``) has proposer "refit" and ``refit_of`` its id.
     front: the ok records not dominated in (held-out error, size), by increasing size.
     best: the ok record with the lowest held-out error (None when none was calibrated).
     first_good: the first record that is a good fit (held-out R^2 above ``task.threshold``;
@@ -200,6 +202,7 @@ class _Scorer:
         self.ev = ndvm.Evaluator(client=client)
         self.fit_ev = ndvm.Evaluator(client=client)
         self.allowed = task.allowed_names  # (a set built anew on every access)
+        self.refit_ev = ndvm.Evaluator(client=client)
         self.train = task.split("train")
         self.held = task.split("heldout")
         self.held_var = float(np.var(self.held[1])) if task.objective == "mse" else None
@@ -265,6 +268,24 @@ class _Scorer:
         ho = ho if math.isfinite(ho) else math.inf
         return tr, ho, 1.0 - ho / self.held_var if math.isfinite(ho) else -math.inf
 
+    def refit(self, prog, names, params, seed, starts=REFIT_STARTS):
+        """Parameters of ``prog`` refitted by LM from ``starts`` starts: its current fit and
+        draws at three scales (normal with sd 0.3, 1 and 3), so that shifts and rates far from
+        the default start's reach are found; a failed fit gives an exception."""
+        rng = np.random.default_rng(seed)
+        scale = np.resize([0.3, 1.0, 3.0], starts - 1)
+        init = {n: np.concatenate([[params[n]], rng.normal(0.0, scale)]) for n in names}
+        try:
+            r = ndvm.fit(prog, data={k: v for k, v in self.train[0].items()
+                                     if k in prog.free_names},
+                         target=self.train[1], params=names, init=init, starts=starts,
+                         optimizer="lm", steps=self.fit.get("steps"), evaluator=self.refit_ev,
+                         consts={k: v for k, v in self.task.consts.items()
+                                 if k in prog.free_names} or None)
+        except Exception as e:  # noqa: BLE001 - a failed refit is recorded as failed
+            return e
+        return dict(r.params) if math.isfinite(r.loss) else ValueError("no finite refit")
+
     def calibrate(self, items):
         """Fitted params (or an error) for each (prog, params) item."""
         out = [None] * len(items)
@@ -303,6 +324,8 @@ class _Batch:
     fitted: list = None
     fit_each: float = 0.0
     finished: bool = False
+    refits: list = field(default_factory=list)  # (record to refit, its prog, param names)
+    refitted: list = None
 
 
 class _Rounds:
@@ -310,8 +333,11 @@ class _Rounds:
     a calibrated batch, update the front and population) and ``advance`` (both) run on the
     proposer thread and alone touch the search state; ``calibrate`` runs on the caller's."""
 
-    def __init__(self, task, prop, state, scorer, t0, n_records, batch, max_candidates):
+    def __init__(self, task, prop, state, scorer, t0, n_records, batch, max_candidates,
+                 refits=0):
         self.task, self.prop, self.state, self.scorer = task, prop, state, scorer
+        self.refits = refits if task.objective == "mse" else 0
+        self.refitted = set()  # models already refitted from many starts
         self.t0, self.batch, self.max_candidates = t0, batch, max_candidates
         self.next_id = n_records
         self.n_proposed = 0
@@ -341,7 +367,28 @@ class _Rounds:
         if not srcs:
             return "exhausted"
         self.n_proposed += len(srcs)
-        return self.prepare(srcs)
+        b = self.prepare(srcs)
+        b.refits = self.leaders()
+        return b
+
+    def leaders(self):
+        """Up to ``refits`` population members, lowest held-out error first, not yet refitted
+        from many starts: a right structure stuck in a poor local optimum of its few default
+        starts gets a second, wider calibration (``_Scorer.refit``)."""
+        out = []
+        for rec in self.state.population:
+            if len(out) >= self.refits:
+                break
+            model = rec.get("model") or rec["src"]
+            if model in self.refitted or not rec["params"]:
+                continue
+            self.refitted.add(model)
+            try:
+                prog = ndvm.parse(model)
+            except Exception:  # noqa: BLE001 - (it parsed when it was scored)
+                continue
+            out.append((rec, prog, tuple(rec["params"])))
+        return out
 
     def prepare(self, srcs):
         """Records for ``srcs``: duplicates and invalid candidates are final; the others are
@@ -390,6 +437,8 @@ class _Rounds:
         t = time.perf_counter()
         b.fitted = self.scorer.calibrate(b.items) if b.items else []
         b.fit_each = (time.perf_counter() - t) / max(1, len(b.items))
+        b.refitted = [self.scorer.refit(prog, names, rec["params"], seed=rec["id"])
+                      for rec, prog, names in b.refits]
 
     def finish(self, b):
         """Score the calibrated batch and fold its records into the front and population."""
@@ -408,15 +457,50 @@ class _Rounds:
             rec["time"] = round(time.perf_counter() - self.t0, 4)
             if self.first_good is None and _good(task, rec):
                 self.first_good = rec
+        for (old, prog, _), p in zip(b.refits, b.refitted or []):
+            b.records.append(self.refit_record(old, prog, p))
         stamp = round(time.perf_counter() - self.t0, 4)
         for rec in b.records:
             rec.setdefault("time", stamp)
         ok = [r for r in b.records if r["status"] == "ok"]
         self.front = pareto_front(self.front + ok)
         pool = state.population + [r for r in ok if math.isfinite(r["heldout_error"])]
-        state.population = sorted(pool, key=lambda r: r["heldout_error"])[:_POPULATION]
+        state.population = _fittest(pool)
         state.front = self.front
         b.finished = True
+
+    def refit_record(self, old, prog, p):
+        """The record of a refit of ``old`` (proposer "refit"): ok when it scores, else
+        failed."""
+        model = old.get("model") or old["src"]
+        rec = {"id": self.next_id, "src": model, "model": model, "proposer": "refit",
+               "refit_of": old["id"], "status": "failed", "params": {},
+               "train_error": math.inf, "heldout_error": math.inf, "r2": None,
+               "size": old["size"], "skeleton": old.get("skeleton"), "error": None,
+               "time": round(time.perf_counter() - self.t0, 4)}
+        self.next_id += 1
+        why = self.scorer.off_domain(prog, p) if isinstance(p, dict) else None
+        if isinstance(p, dict) and why is None:
+            tr, ho, r2 = self.scorer.score(prog, p)
+            rec.update(status="ok", params=p, train_error=tr, heldout_error=ho, r2=r2)
+        else:
+            rec["error"] = why or (str(p).splitlines()[0] if str(p) else type(p).__name__)
+        if self.first_good is None and _good(self.task, rec):
+            self.first_good = rec
+        return rec
+
+
+def _fittest(pool):
+    """The _POPULATION records of lowest ``fitness``, one per model (its best fit)."""
+    out, models = [], set()
+    for r in sorted(pool, key=fitness):
+        model = r.get("model") or r["src"]
+        if model not in models:
+            models.add(model)
+            out.append(r)
+            if len(out) == _POPULATION:
+                break
+    return out
 
 
 def _good(task, record):
@@ -554,7 +638,7 @@ def _open_run(out, resume, force):
 def search(task="damped", proposer=None, budget=None, max_candidates=None, out=None,
            resume=False, seed=0, batch=None, workers=None, progress=False, stop_on_success=False,
            candidates=None, grammar=None, client="dmci", fit_options=None, force=False,
-           executor=None, **proposer_options):
+           executor=None, refits=0, **proposer_options):
     """Search program structures for ``task``; returns a SearchResult (see its docstring).
 
     task: a Task or a built-in name (``ndvm search --list``).
@@ -577,7 +661,10 @@ def search(task="damped", proposer=None, budget=None, max_candidates=None, out=N
     stop_on_success: stop at the first good held-out fit. candidates: JSON-lines files for the
         replay proposer. grammar: a Grammar for mutate (default: the task's inputs and params).
     client: the evaluator client. fit_options: options for ndvm.fit overriding the task's
-        (optimizer, steps, starts, lr). proposer_options: passed to the proposer (llm: base_url,
+        (optimizer, steps, starts, lr). refits: per round, that many of the population's
+        best members not yet refitted are fitted again by LM from REFIT_STARTS starts (their
+        fit and wider draws; least-squares tasks), recorded as proposer "refit".
+        proposer_options: passed to the proposer (llm: base_url,
         model, key_env, temperature, timeout, max_calls).
 
     Ctrl-C (KeyboardInterrupt) ends the search early: the result (``stopped="interrupted"``)
@@ -620,14 +707,15 @@ def search(task="damped", proposer=None, budget=None, max_candidates=None, out=N
             state.seen.add(r["model"])
     first_good = next((r for r in records if _good(task, r)), None)
     front = pareto_front(records)
-    ok = sorted((r for r in records if r["status"] == "ok"), key=lambda r: r["heldout_error"])
-    state.front, state.population = front, ok[:_POPULATION]
+    ok = [r for r in records if r["status"] == "ok" and math.isfinite(r["heldout_error"])]
+    state.front, state.population = front, _fittest(ok)
     bar = _Progress(progress)
     sink = open(record_path, "a", encoding="utf-8") if record_path else None
     t0 = time.perf_counter() - t_offset
     session_start = time.perf_counter()
     n_new, stopped = 0, "budget"
-    run = _Rounds(task, prop, state, scorer, t0, len(records), batch, max_candidates)
+    run = _Rounds(task, prop, state, scorer, t0, len(records), batch, max_candidates,
+                  refits=refits)
     run.first_good = first_good
     run.front = front
     pipelined = bool(getattr(prop, "pipelined", False))
@@ -695,7 +783,7 @@ def search(task="damped", proposer=None, budget=None, max_candidates=None, out=N
             sink.write("".join(_dump(r) + "\n" for r in records[n_file:]))
         run.front = pareto_front(records)  # the front and best of every record kept
         scored = [r for r in records if r["status"] == "ok" and math.isfinite(r["heldout_error"])]
-        state.population = sorted(scored, key=lambda r: r["heldout_error"])[:_POPULATION]
+        state.population = _fittest(scored)
     finally:
         helper.shutdown(wait=True)
         if sink:

@@ -15,6 +15,7 @@ import numpy as np
 
 from ndvm.cosearch import grammar as gp
 from ndvm.cosearch.sexpr import canonical, size, skeleton, to_source, to_tree
+from ndvm.cosearch.select import fitness
 from ndvm.cosearch.simplify import Simplifier, TooManyParameters
 
 __all__ = ["Proposer", "Replay", "Mutate", "LLM", "make_proposer", "read_candidates",
@@ -114,9 +115,10 @@ class Mutate(Proposer):
 
     def _parents(self, state):
         pool = list(state.front) + list(state.population)
-        # parsimony pressure: 2% more error per atom, so bloated parents lose close tournaments
+        # parsimony pressure: 2% more error per atom, so bloated parents lose close tournaments;
+        # the error is the worse of the training and held-out errors (select.fitness)
         return ([self._tree(r.get("model") or r["src"]) for r in pool],
-                [r["heldout_error"] * (1 + self.parsimony * r["size"]) for r in pool])
+                [fitness(r) * (1 + self.parsimony * r["size"]) for r in pool])
 
     def _tree(self, src):
         """The parsed tree of ``src`` with its Sites (a parent is parsed and listed once)."""

@@ -20,10 +20,17 @@ from ndvm.cosearch.sexpr import size as tree_size
 from ndvm.cosearch.sexpr import to_source, to_tree
 from ndvm.cosearch.simplify import PARAM_MARK, simplify
 
-__all__ = ["select", "cross_validate", "refit", "snap"]
+__all__ = ["select", "cross_validate", "refit", "snap", "fitness"]
 
 RULE = "one-standard-error rule over K-fold cross-validation"
 EXACT = 1e-12
+
+
+def fitness(record):
+    """What the search ranks its candidates by: the worse of the training and held-out errors.
+    With a few held-out points (6 of 20) their error alone rewards a model that misses the
+    training points but happens to pass near those six; a model must fit both splits."""
+    return max(record["train_error"], record["heldout_error"])
 
 
 def _predict(ev, prog, params, inputs, n):

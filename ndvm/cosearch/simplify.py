@@ -347,6 +347,8 @@ class Simplifier:
             return 0.0
         if _pl(v, P) and _has_param(v, P):  # u / c is u * c' with c' = 1/c fitted
             return self._assoc("*", [u, _PARAM])
+        if _num(v) and v != 0:  # u / k is u * (1/k): the literal joins u's other factors
+            return self._assoc("*", [u, 1.0 / v])
         if isinstance(v, list) and len(v) == 3 and v[0] == "/" and _num(v[1]) and v[1] == 1:
             return self._assoc("*", [u, v[2]]) if not (_num(u) and u == 1) else v[2]
         return ["/", u, v]
