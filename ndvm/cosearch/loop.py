@@ -139,10 +139,9 @@ class SearchResult:
         if missing:
             raise ValueError(f"predict needs the input(s) {', '.join(missing)}")
         n = next(iter(data.values())).size if data else 1
-        consts = {k: v for k, v in self.task.consts.items() if k in prog.free_names}
+        consts = _used(self.task.consts, prog)
         v = ndvm.Evaluator().evaluate(prog, params=rec["params"], consts=consts,
-                                      data={k: v for k, v in data.items()
-                                            if k in prog.free_names}).value[0]
+                                      data=_used(data, prog)).value[0]
         return np.array(np.broadcast_to(v, (n,)) if v.size == 1 else v)
 
     def sympy(self, which=None, digits=None):
@@ -242,15 +241,15 @@ class _Scorer:
         if bad:
             raise ValueError(f"free name(s) not allowed by the task: {', '.join(bad)}")
         params = tuple(n for n in prog.free_names if n in self.task.params)
-        data = {k: v for k, v in self.train[0].items() if k in prog.free_names}
-        consts = {k: v for k, v in self.task.consts.items() if k in prog.free_names}
+        data = _used(self.train[0], prog)
+        consts = _used(self.task.consts, prog)
         probe = {n: (self.task.init or {}).get(n, 0.5) for n in params}
         self.probe_ev.evaluate(prog, params=probe, data=data, consts=consts)
         return prog, params
 
     def predict(self, prog, params, inputs):
-        data = {k: v for k, v in inputs.items() if k in prog.free_names}
-        consts = {k: v for k, v in self.task.consts.items() if k in prog.free_names}
+        data = _used(inputs, prog)
+        consts = _used(self.task.consts, prog)
         n = next(iter(inputs.values())).size if inputs else 1
         v = self.ev.evaluate(prog, params=params, data=data, consts=consts).value[0]
         return np.broadcast_to(v, (n,)) if v.size == 1 else v
@@ -258,7 +257,7 @@ class _Scorer:
     def score(self, prog, params):
         """(train error, held-out error, R^2) of fitted params (mse), or (nll, nll, None)."""
         if self.task.objective == "nll":
-            consts = {k: v for k, v in self.task.consts.items() if k in prog.free_names}
+            consts = _used(self.task.consts, prog)
             v = float(self.ev.evaluate(prog, params=params, consts=consts).value.sum())
             return v, v, None
         with np.errstate(all="ignore"):
@@ -276,12 +275,10 @@ class _Scorer:
         scale = np.resize([0.3, 1.0, 3.0], starts - 1)
         init = {n: np.concatenate([[params[n]], rng.normal(0.0, scale)]) for n in names}
         try:
-            r = ndvm.fit(prog, data={k: v for k, v in self.train[0].items()
-                                     if k in prog.free_names},
+            r = ndvm.fit(prog, data=_used(self.train[0], prog),
                          target=self.train[1], params=names, init=init, starts=starts,
                          optimizer="lm", steps=self.fit.get("steps"), evaluator=self.refit_ev,
-                         consts={k: v for k, v in self.task.consts.items()
-                                 if k in prog.free_names} or None)
+                         consts=_used(self.task.consts, prog) or None)
         except Exception as e:  # noqa: BLE001 - a failed refit is recorded as failed
             return e
         return dict(r.params) if math.isfinite(r.loss) else ValueError("no finite refit")
@@ -296,7 +293,7 @@ class _Scorer:
         if self.task.objective == "nll":
             for i in todo:
                 prog, ps = items[i]
-                consts = {k: v for k, v in self.task.consts.items() if k in prog.free_names}
+                consts = _used(self.task.consts, prog)
                 init = {n: (self.task.init or {}).get(n, 1.0) for n in ps}
                 try:
                     out[i] = minimize_value(prog, ps, init, consts=consts,
@@ -501,6 +498,11 @@ def _fittest(pool):
             if len(out) == _POPULATION:
                 break
     return out
+
+
+def _used(values, prog):
+    """The entries of ``values`` (inputs or constants) that ``prog`` names."""
+    return {k: v for k, v in values.items() if k in prog.free_names}
 
 
 def _good(task, record):
