@@ -8,7 +8,7 @@ and least-squares fits carry the covariance and standard errors of their paramet
 batch of one, ``ndvm.fit_many`` stages a chunk of programs and fits them in one native call.
 """
 import functools
-from dataclasses import dataclass, field
+from dataclasses import MISSING, dataclass, field, fields
 
 import numpy as np
 
@@ -107,6 +107,40 @@ class FitResult:
         ps = ", ".join(f"{k}={v:.6g}" for k, v in self.params.items())
         return (f"FitResult({self.optimizer}, loss={self.loss:.6g}, {ps}, "
                 f"starts={self.all_losses.size}, evals={self.n_evals}, {self.message!r})")
+
+    def __getstate__(self):
+        # every field, as an eagerly built result holds them (a lazy one reads them now)
+        state = {f.name: getattr(self, f.name) for f in _FIELDS}
+        state.update((k, v) for k, v in self.__dict__.items() if k not in state and k != "_lazy")
+        return state
+
+
+class _LazyField:
+    """A FitResult field of a result built natively (``FitOutputs.fit_result``), which holds
+    only ``_lazy`` (an ``ndvm._core.LazyFit``): the field is read from the native outputs on
+    first access and kept in the instance's ``__dict__``, which takes precedence from then on
+    (and from the start for a result made by ``FitResult(...)``). On the class, the default."""
+
+    __slots__ = ("default", "name")
+
+    def __init__(self, name, default):
+        self.name = name
+        self.default = default
+
+    def __get__(self, obj, cls=None):
+        d = self.default if obj is None else obj.__dict__.get("_lazy")
+        if d is MISSING or (obj is not None and d is None):
+            raise AttributeError(f"'FitResult' object has no attribute {self.name!r}")
+        if obj is None:
+            return d
+        value = obj.__dict__[self.name] = d.field(self.name)
+        return value
+
+
+_FIELDS = fields(FitResult)
+for _f in _FIELDS:
+    setattr(FitResult, _f.name, _LazyField(_f.name, _f.default))
+del _f
 
 
 @functools.lru_cache(maxsize=256)
@@ -272,8 +306,8 @@ def _program(prog, name="<program>"):
 class _Shared:
     """What a plan computes once for all programs with the same free names."""
 
-    __slots__ = ("data", "fitted", "inputs", "lower", "names", "params", "pos", "spec", "steps",
-                 "unknown", "upper", "x0", "y")
+    __slots__ = ("data", "fitted", "inputs", "lower", "meta", "names", "params", "pos", "spec",
+                 "steps", "unknown", "upper", "x0", "y")
 
     def __init__(self):
         # the bound inputs and the native setup of the fit (FitSpec), once a program with these
@@ -432,6 +466,8 @@ class FitPlan:
                     raise ValueError(f"positive parameter {n!r} needs initial values above zero "
                                      f"(init or bounds)")
         sh.names, sh.steps, sh.lower, sh.upper, sh.x0, sh.pos = names, steps, lower, upper, x0, pos
+        # what a FitResult reads besides the native outputs (FitOutputs.fit_result)
+        sh.meta = (names, self.optimizer, steps, self.tols, self.want_cov)
         sh.fitted = [free.index(n) for n in names]
         # the fitted parameters are rebound per step natively (placeholders here)
         sh.params = dict.fromkeys(names, np.zeros(S))
@@ -468,15 +504,11 @@ class FitPlan:
             spec = sh.spec = FitSpec(client.entry, inputs, sh.fitted, y, self._optimizer,
                                      sh.steps, self.lr, sh.lower, sh.upper, sh.x0, xtol, ftol,
                                      gtol, self._loss, sh.pos, self.want_cov)
-        k = batch.add_spec(prog, prog.compiled(client), spec)
-        return sh.names, sh.steps, k
+        return sh.meta, batch.add_spec(prog, prog.compiled(client), spec)
 
     def result(self, staged, batch):
-        """The FitResult of a staged program once ``batch`` has run (its error, if it failed):
-        params (the best start's, as floats), loss, all_params (views of [S] each), all_losses,
-        history, n_evals, converged, status, covariance and stderr (the best start's, when
-        uncertainty is asked for), all_covariance, all_stderr and stop_info (flags, steps,
-        tolerances), built natively (``FitBatch.fit_result``)."""
-        names, steps, k = staged
-        return batch.fit_result(k, FitResult, names, self.optimizer, steps, self.tols,
-                                self.want_cov)
+        """The FitResult of a staged program once ``batch`` has run (its error, if it failed).
+        Its fields (see ``ndvm._core.LazyFit``) are read from the batch's outputs on first
+        access: making it costs no numpy view and no dict."""
+        meta, k = staged
+        return batch.fit_result(k, FitResult, meta)

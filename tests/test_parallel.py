@@ -512,3 +512,34 @@ def test_search_on_a_dask_cluster_equals_a_local_search():
         return [(r["src"], r["status"], r["params"], r["heldout_error"]) for r in res.records]
     assert fields(remote) == fields(local)
     assert remote.best["model"] == local.best["model"]
+
+
+def test_lazy_fit_results_equal_eager_ones_and_pickle_as_before():
+    """A natively built FitResult reads its fields on first access; each equals the field of a
+    FitResult built eagerly from the same values, a field set before it is read wins, the
+    class's defaults are unchanged, and it pickles (and copies) to the plain __dict__ an eager
+    result has, byte for byte."""
+    import copy
+    import dataclasses
+
+    names = [f.name for f in dataclasses.fields(ndvm.FitResult)]
+    for opts in (dict(FIT, starts=3), dict(FIT, optimizer="lm", steps=20, starts=2),
+                 dict(FIT, optimizer="lbfgs", steps=20, bounds={"a": (-1.0, 2.0)})):
+        for r in ndvm.fit_many(GOOD[:4], workers=1, **opts) + [ndvm.fit(GOOD[0], **opts)]:
+            assert set(r.__dict__) == {"_lazy"}  # nothing built yet
+            key = _fit_key(r)  # reads every field
+            eager = ndvm.FitResult(**{n: getattr(r, n) for n in names})
+            assert "_lazy" not in eager.__dict__
+            assert _fit_key(eager) == key and repr(eager) == repr(r)
+            fresh = ndvm.fit_many([r_src for r_src in GOOD[:1]], workers=1, **opts)[0]
+            assert pickle.dumps(fresh) == pickle.dumps(ndvm.FitResult(
+                **{n: getattr(fresh, n) for n in names}))  # lazy pickles as eager
+            back = pickle.loads(pickle.dumps(r))
+            assert "_lazy" not in back.__dict__ and _fit_key(back) == key
+            assert _fit_key(copy.copy(r)) == key and _fit_key(copy.deepcopy(r)) == key
+    r = ndvm.fit_many([GOOD[0]], **FIT)[0]
+    r.loss = -1.0  # set before it was read: the set value stays
+    assert r.loss == -1.0 and r.params == ndvm.fit(GOOD[0], **FIT).params
+    assert ndvm.FitResult.status is None and ndvm.FitResult.optimizer == "lm"
+    with pytest.raises(AttributeError):
+        ndvm.FitResult.params  # noqa: B018 - a field without a default, as before

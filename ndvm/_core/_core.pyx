@@ -706,6 +706,183 @@ cdef class FitSpec:
             memcpy(self._x0.data(), cnp.PyArray_DATA(x0), P * S * sizeof(double))
 
 
+# the Slot fields a FitOutputs table keeps per fit (pickled as int64 columns)
+cdef enum:
+    _SLOT_COLUMNS = 11
+
+
+cdef class FitOutputs:
+    """The outputs of one ``FitBatch.run``: every fit's arrays in one float64 and one uint8
+    buffer, where each fit's lie and its number of evaluations. Immutable; shared by the
+    FitResults read from it (they hold it, so their arrays outlive the batch), and pickled
+    compactly (the two buffers and one table) to move a chunk's results between processes.
+    ``fit_result(k, cls, meta)`` makes fit k's lazy result; a failed fit's slot is never read."""
+
+    cdef cnp.ndarray _f64, _u8
+    cdef vector[Slot] _slot
+    cdef vector[int64_t] _evals
+
+    @property
+    def size(self):
+        return self._slot.size()
+
+    def __reduce__(self):
+        cdef Py_ssize_t k, n = self._slot.size()
+        cdef cnp.ndarray table = np.empty((n, _SLOT_COLUMNS), dtype=np.int64)
+        cdef int64_t* t = <int64_t*>cnp.PyArray_DATA(table)
+        cdef Slot* sl
+        for k in range(n):
+            sl = &self._slot[k]
+            t[0] = sl.params
+            t[1] = sl.losses
+            t[2] = sl.history
+            t[3] = sl.cov
+            t[4] = sl.stderr_
+            t[5] = sl.status
+            t[6] = sl.converged
+            t[7] = sl.flags
+            t[8] = sl.P
+            t[9] = sl.S
+            t[10] = sl.steps * 2 + (1 if sl.uncertainty else 0)
+            t += _SLOT_COLUMNS
+        evals = np.array([self._evals[k] for k in range(n)], dtype=np.int64)
+        return (_fit_outputs, (self._f64, self._u8, table, evals))
+
+    cdef Slot* _at(self, Py_ssize_t k) except NULL:
+        if k < 0 or <size_t>k >= self._slot.size():
+            raise IndexError(f"no fit {k} in these outputs")
+        return &self._slot[k]
+
+    def arrays(self, Py_ssize_t k):
+        """Fit k's outputs as FitBatch.result gives them."""
+        cdef Slot* sl = self._at(k)
+        cdef Py_ssize_t P = sl.P, S = sl.S
+        cdef cnp.ndarray f = self._f64, u = self._u8
+        cov = se = None
+        if sl.uncertainty:
+            cov = _view(f, sl.cov, 3, S, P, P, cnp.NPY_DOUBLE)
+            se = _view(f, sl.stderr_, 2, S, P, 0, cnp.NPY_DOUBLE)
+        return (_view(f, sl.params, 2, P, S, 0, cnp.NPY_DOUBLE),
+                _view(f, sl.losses, 1, S, 0, 0, cnp.NPY_DOUBLE),
+                _view(f, sl.history, 2, sl.steps, S, 0, cnp.NPY_DOUBLE),
+                _view(u, sl.converged, 1, S, 0, 0, cnp.NPY_BOOL),
+                self._evals[k],
+                _view(u, sl.status, 1, S, 0, 0, cnp.NPY_INT8),
+                cov, se,
+                _view(u, sl.flags, 2, S, P, 0, cnp.NPY_UINT8))
+
+    def fit_result(self, Py_ssize_t k, cls, tuple meta):
+        """Fit k's result as a ``cls`` (ndvm.FitResult) whose fields are read from these
+        outputs on first access (``LazyFit.field``): meta is (names, optimizer, steps, tols,
+        want_cov), shared by the fits of one plan."""
+        cdef Slot* sl = self._at(k)
+        if len(<tuple>meta[0]) != sl.P:
+            raise ValueError(f"fit {k} has {sl.P} parameters, got {len(meta[0])} names")
+        cdef LazyFit lazy = LazyFit.__new__(LazyFit)
+        lazy.outputs = self
+        lazy.k = k
+        lazy.meta = meta
+        r = cls.__new__(cls)
+        r._lazy = lazy
+        return r
+
+
+def _fit_outputs(f64, u8, table, evals):
+    """A FitOutputs from what its __reduce__ gave."""
+    cdef FitOutputs out = FitOutputs.__new__(FitOutputs)
+    cdef cnp.ndarray t = np.ascontiguousarray(table, dtype=np.int64)
+    cdef Py_ssize_t k, n = cnp.PyArray_DIM(t, 0)
+    cdef int64_t* row
+    if cnp.PyArray_NDIM(t) != 2 or cnp.PyArray_DIM(t, 1) != _SLOT_COLUMNS or len(evals) != n:
+        raise ValueError("not a FitOutputs table")
+    out._f64 = np.ascontiguousarray(f64, dtype=np.float64)
+    out._u8 = np.ascontiguousarray(u8, dtype=np.uint8)
+    out._slot.resize(n)
+    out._evals.resize(n)
+    cdef Slot* sl
+    for k in range(n):
+        row = <int64_t*>cnp.PyArray_DATA(t) + k * _SLOT_COLUMNS
+        sl = &out._slot[k]
+        sl.init = 0
+        sl.params, sl.losses, sl.history = row[0], row[1], row[2]
+        sl.cov, sl.stderr_, sl.status = row[3], row[4], row[5]
+        sl.converged, sl.flags, sl.P, sl.S = row[6], row[7], row[8], row[9]
+        sl.steps = row[10] // 2
+        sl.uncertainty = row[10] % 2
+        out._evals[k] = evals[k]
+    return out
+
+
+cdef class LazyFit:
+    """Where a lazy FitResult's fields come from: fit ``k`` of ``outputs`` with ``meta``
+    (names, optimizer, steps, tols, want_cov). ``field(name)`` builds one field as the eager
+    result had it: params (the best start's, as floats), loss, all_params (views of [S] each),
+    all_losses, history, n_evals, converged, optimizer, names, status, covariance and stderr
+    (the best start's, when uncertainty is asked for), all_covariance, all_stderr and stop_info
+    (flags, steps, tolerances). The best start is the first of least finite loss (0 when none
+    is finite), as ``np.argmin(np.where(np.isfinite(losses), losses, np.inf))``."""
+
+    cdef readonly FitOutputs outputs
+    cdef readonly Py_ssize_t k
+    cdef readonly tuple meta
+
+    cdef Py_ssize_t _best(self, Slot* sl):
+        cdef double* f = <double*>cnp.PyArray_DATA(self.outputs._f64)
+        cdef double least = INFINITY, v
+        cdef Py_ssize_t i, best = 0
+        for i in range(sl.S):
+            v = f[sl.losses + i]
+            if isfinite(v) and v < least:
+                least = v
+                best = i
+        return best
+
+    def field(self, str name):
+        cdef Slot* sl = self.outputs._at(self.k)
+        cdef Py_ssize_t P = sl.P, S = sl.S, i, best
+        cdef cnp.ndarray f64 = self.outputs._f64, u8 = self.outputs._u8
+        cdef double* f = <double*>cnp.PyArray_DATA(f64)
+        cdef tuple names = self.meta[0]
+        if name == "params":
+            best = self._best(sl)
+            return {names[i]: f[sl.params + i * S + best] for i in range(P)}
+        if name == "loss":
+            return f[sl.losses + self._best(sl)]
+        if name == "all_params":
+            return {names[i]: _view(f64, sl.params + i * S, 1, S, 0, 0, cnp.NPY_DOUBLE)
+                    for i in range(P)}
+        if name == "all_losses":
+            return _view(f64, sl.losses, 1, S, 0, 0, cnp.NPY_DOUBLE)
+        if name == "history":
+            return _view(f64, sl.history, 2, sl.steps, S, 0, cnp.NPY_DOUBLE)
+        if name == "n_evals":
+            return self.outputs._evals[self.k]
+        if name == "converged":
+            return _view(u8, sl.converged, 1, S, 0, 0, cnp.NPY_BOOL)
+        if name == "optimizer":
+            return self.meta[1]
+        if name == "names":
+            return names
+        if name == "status":
+            return _view(u8, sl.status, 1, S, 0, 0, cnp.NPY_INT8)
+        if name == "covariance":
+            if not (sl.uncertainty and self.meta[4]):
+                return None
+            return _view(f64, sl.cov + self._best(sl) * P * P, 2, P, P, 0, cnp.NPY_DOUBLE)
+        if name == "stderr":
+            if not (sl.uncertainty and self.meta[4]):
+                return None
+            best = self._best(sl)
+            return {names[i]: f[sl.stderr_ + best * P + i] for i in range(P)}
+        if name == "all_covariance":
+            return _view(f64, sl.cov, 3, S, P, P, cnp.NPY_DOUBLE) if sl.uncertainty else None
+        if name == "all_stderr":
+            return _view(f64, sl.stderr_, 2, S, P, 0, cnp.NPY_DOUBLE) if sl.uncertainty else None
+        if name == "stop_info":
+            return (_view(u8, sl.flags, 2, S, P, 0, cnp.NPY_UINT8), self.meta[2], self.meta[3])
+        raise AttributeError(name)
+
+
 cdef class FitBatch:
     """Calibrations of many programs, run back to back in one native call that releases the GIL.
 
@@ -725,6 +902,7 @@ cdef class FitBatch:
     cdef readonly Py_ssize_t size
     cdef size_t _n64, _n8
     cdef cnp.ndarray _f64, _u8
+    cdef FitOutputs _out
     cdef bint _ran
 
     def __cinit__(self):
@@ -737,6 +915,7 @@ cdef class FitBatch:
         self._init.clear()
         self._keep = []
         self._f64 = self._u8 = None
+        self._out = None
         self._ran = False
 
     def add(self, Program prog, uintptr_t entry, uintptr_t compiled, Inputs inputs,
@@ -829,82 +1008,36 @@ cdef class FitBatch:
         with nogil:
             fit_batch(self._rq.data(), n, machine._ptr, machine.dtype_code, self._err.data(),
                       self._ok.data())
+        cdef FitOutputs out = FitOutputs.__new__(FitOutputs)
+        out._f64 = self._f64
+        out._u8 = self._u8
+        out._slot.assign(self._slot.begin(), self._slot.begin() + n)
+        out._evals.resize(n)
+        for k in range(n):
+            out._evals[k] = self._rq[k].n_evals
+        self._out = out
+
+    cdef _check(self, Py_ssize_t k):
+        """Raise fit k's error (IndexError when there is no fit k in a batch that ran)."""
+        if not self._ran or k < 0 or k >= self.size:
+            raise IndexError(f"no result {k} in this batch (run it first)")
+        if not self._ok[k]:
+            _raise(self._err[k])
 
     def result(self, Py_ssize_t k):
         """Fit k's outputs, or its error raised: (params [P, S], losses [S], history [steps, S],
         converged [S] bool, number of evaluations, status [S] int8, cov [S, P, P] or None,
         stderr [S, P] or None, flags [S, P] uint8), views into the batch's arrays."""
-        if not self._ran or k < 0 or k >= self.size:
-            raise IndexError(f"no result {k} in this batch (run it first)")
-        if not self._ok[k]:
-            _raise(self._err[k])
-        cdef Slot* sl = &self._slot[k]
-        cdef Py_ssize_t P = sl.P, S = sl.S
-        cdef cnp.ndarray f = self._f64, u = self._u8
-        cov = se = None
-        if sl.uncertainty:
-            cov = _view(f, sl.cov, 3, S, P, P, cnp.NPY_DOUBLE)
-            se = _view(f, sl.stderr_, 2, S, P, 0, cnp.NPY_DOUBLE)
-        return (_view(f, sl.params, 2, P, S, 0, cnp.NPY_DOUBLE),
-                _view(f, sl.losses, 1, S, 0, 0, cnp.NPY_DOUBLE),
-                _view(f, sl.history, 2, sl.steps, S, 0, cnp.NPY_DOUBLE),
-                _view(u, sl.converged, 1, S, 0, 0, cnp.NPY_BOOL),
-                self._rq[k].n_evals,
-                _view(u, sl.status, 1, S, 0, 0, cnp.NPY_INT8),
-                cov, se,
-                _view(u, sl.flags, 2, S, P, 0, cnp.NPY_UINT8))
+        self._check(k)
+        return self._out.arrays(k)
 
-    def fit_result(self, Py_ssize_t k, cls, tuple names, str optimizer, steps, tuple tols,
-                   bint want_cov):
-        """Fit k's result as a ``cls`` (ndvm.FitResult, a plain dataclass: its fields are set
-        one by one, in order, as its __init__ sets them), or its error raised; built in one call
-        from the batch's arrays, without numpy indexing or per-value numpy objects. The best
-        start is the
-        first of least finite loss (0 when none is finite), as
-        ``np.argmin(np.where(np.isfinite(losses), losses, np.inf))``; the views are those
-        result(k) gives. (ndvm.fit.FitPlan.result documents the fields.)"""
-        if not self._ran or k < 0 or k >= self.size:
-            raise IndexError(f"no result {k} in this batch (run it first)")
-        if not self._ok[k]:
-            _raise(self._err[k])
-        cdef Slot* sl = &self._slot[k]
-        cdef Py_ssize_t P = sl.P, S = sl.S, i, best = 0
-        if len(names) != P:
-            raise ValueError(f"fit {k} has {P} parameters, got {len(names)} names")
-        cdef cnp.ndarray f64 = self._f64, u8 = self._u8
-        cdef double* f = <double*>cnp.PyArray_DATA(f64)
-        cdef double least = INFINITY, v
-        for i in range(S):
-            v = f[sl.losses + i]
-            if isfinite(v) and v < least:
-                least = v
-                best = i
-        cdef dict params = {}, all_params = {}
-        for i in range(P):
-            name = names[i]
-            params[name] = f[sl.params + i * S + best]
-            all_params[name] = _view(f64, sl.params + i * S, 1, S, 0, 0, cnp.NPY_DOUBLE)
-        cov = se = covariance = stderr = None
-        if sl.uncertainty:
-            cov = _view(f64, sl.cov, 3, S, P, P, cnp.NPY_DOUBLE)
-            se = _view(f64, sl.stderr_, 2, S, P, 0, cnp.NPY_DOUBLE)
-            if want_cov:
-                covariance = _view(f64, sl.cov + best * P * P, 2, P, P, 0, cnp.NPY_DOUBLE)
-                stderr = {names[i]: f[sl.stderr_ + best * P + i] for i in range(P)}
-        r = cls.__new__(cls)
-        r.params = params
-        r.loss = f[sl.losses + best]
-        r.all_params = all_params
-        r.all_losses = _view(f64, sl.losses, 1, S, 0, 0, cnp.NPY_DOUBLE)
-        r.history = _view(f64, sl.history, 2, sl.steps, S, 0, cnp.NPY_DOUBLE)
-        r.n_evals = self._rq[k].n_evals
-        r.converged = _view(u8, sl.converged, 1, S, 0, 0, cnp.NPY_BOOL)
-        r.optimizer = optimizer
-        r.names = names
-        r.status = _view(u8, sl.status, 1, S, 0, 0, cnp.NPY_INT8)
-        r.covariance = covariance
-        r.stderr = stderr
-        r.all_covariance = cov
-        r.all_stderr = se
-        r.stop_info = (_view(u8, sl.flags, 2, S, P, 0, cnp.NPY_UINT8), steps, tols)
-        return r
+    @property
+    def outputs(self):
+        """The FitOutputs of the last run (None before it runs)."""
+        return self._out
+
+    def fit_result(self, Py_ssize_t k, cls, tuple meta):
+        """Fit k's result as a ``cls`` (ndvm.FitResult), or its error raised: see
+        ``FitOutputs.fit_result``; meta is (names, optimizer, steps, tols, want_cov)."""
+        self._check(k)
+        return self._out.fit_result(k, cls, meta)
