@@ -26,7 +26,7 @@ import numpy as np
 
 from ndvm._core import FitBatch, Program, parse
 from ndvm.evaluator import Evaluator
-from ndvm.fit import OPTIMIZERS, FitPlan, _program, fit
+from ndvm.fit import OPTIMIZERS, FitPlan, FitResult, _program, fit
 
 __all__ = ["EXECUTOR_CHUNK_SIZE", "TASKS_PER_WORKER", "CandidateError", "evaluate_many",
            "fit_many", "shutdown"]
@@ -98,22 +98,41 @@ def default_workers():
 
 class _Job:
     """What every candidate of one call shares: the kind of run, the evaluator and the options
-    (and, for fits, the FitPlan of the options, built once per process)."""
+    (and, for fits, the FitPlan of the options, built once per process: a job unpickled in an
+    executor's worker process reuses the plan of the same call's earlier tasks there, found by
+    the job's ``token``)."""
 
-    __slots__ = ("_plan", "config", "kind", "options")
+    __slots__ = ("_plan", "config", "kind", "options", "token")
 
     def __init__(self, kind, config, options):
         self.kind = kind
         self.config = config
         self.options = options
+        self.token = os.urandom(16)
         self._plan = None
 
     def __getstate__(self):
-        return (self.kind, self.config, self.options)
+        return (self.kind, self.config, self.options, self.token)
+
+    def __dask_tokenize__(self):
+        # (Dask names a task by hashing its arguments: the token is the job's identity)
+        return self.token
 
     def __setstate__(self, state):
-        self.kind, self.config, self.options = state
+        self.kind, self.config, self.options, self.token = state
         self._plan = None
+
+    @classmethod
+    def shared(cls, job):
+        """This process's copy of ``job`` (an unpickled one): the first of its call to arrive,
+        with its plan (a few recent calls' jobs are kept)."""
+        with _JOBS_LOCK:
+            first = _JOBS.get(job.token)
+            if first is None:
+                first = _JOBS[job.token] = job
+                while len(_JOBS) > _JOBS_KEPT:
+                    del _JOBS[next(iter(_JOBS))]
+        return first
 
     def plan(self, ev, extra=None):
         """The FitPlan of the options (with a candidate's ``extra`` ones) on ``ev``; raises what
@@ -143,6 +162,9 @@ def _evaluator_config(evaluator, client, dtype, compat):
 
 _EVALUATORS = {}
 _EVALUATORS_LOCK = threading.Lock()
+_JOBS = {}  # token -> this process's copy of a job an executor sent (see _Job.shared)
+_JOBS_KEPT = 8
+_JOBS_LOCK = threading.Lock()
 
 
 def _evaluator(config):
@@ -243,9 +265,61 @@ def _executor_workers(executor):
     return int(n) if n else default_workers()
 
 
-def _run_chunk(job, items):
-    """Run a list of (index, program, extra) items; the task an executor receives."""
-    return _run_items(job, _evaluator(job.config), items)
+class _Chunk:
+    """The candidates of one executor task: a list of (index, program, extra) items, and
+    ``(job token, first index)``, the name Dask gives the task (it would otherwise hash every
+    item, pickling each program and parsing it again to check the pickle)."""
+
+    __slots__ = ("items", "key")
+
+    def __init__(self, items, key):
+        self.items = items
+        self.key = key
+
+    def __reduce__(self):
+        return (_Chunk, (self.items, self.key))
+
+    def __dask_tokenize__(self):
+        return self.key
+
+
+def _run_chunk(job, chunk):
+    """Run a _Chunk of candidates; the task an executor receives. Fits come back packed
+    (``_pack``): the chunk's native outputs once and a (k, meta) per candidate."""
+    job = _Job.shared(job)
+    out = _run_items(job, _evaluator(job.config), chunk.items)
+    return _pack(out) if job.kind == "fit" else out
+
+
+class _Packed:
+    """A chunk's results for the trip back from an executor, one object (Dask pickles the
+    items of a returned list one by one, so shared parts would be pickled again for each)."""
+
+    __slots__ = ("items",)
+
+    def __init__(self, items):
+        self.items = items
+
+    def __reduce__(self):
+        return (_Packed, (self.items,))
+
+
+def _pack(results):
+    """A chunk's results packed: each lazy FitResult as its ``(outputs, k, meta)`` (the chunk
+    shares one FitOutputs and its plans' metas, which pickle once: two buffers and a table for
+    the chunk, instead of a dozen arrays per candidate); anything else (a CandidateError) as
+    itself."""
+    packed = []
+    for r in results:
+        lazy = r.__dict__.get("_lazy") if type(r) is FitResult else None
+        packed.append(r if lazy is None else (lazy.outputs, lazy.k, lazy.meta))
+    return _Packed(packed)
+
+
+def _unpack(packed):
+    """The results ``_pack`` packed: lazy FitResults over the unpickled outputs."""
+    return [item[0].fit_result(item[1], FitResult, item[2]) if type(item) is tuple else item
+            for item in packed.items]
 
 
 # The persistent pool: created on first use, grown when a call asks for more workers, shut down
@@ -351,7 +425,8 @@ def _run_executor(executor, job, items, chunk, progress):
     results = [None] * len(items)
     futures = {}
     for start in range(0, len(items), chunk):
-        futures[executor.submit(_run_chunk, job, items[start:start + chunk])] = start
+        task = _Chunk(items[start:start + chunk], (job.token, start))
+        futures[executor.submit(_run_chunk, job, task)] = start
     done_count = 0
     try:
         pending = set(futures)
@@ -359,6 +434,8 @@ def _run_executor(executor, job, items, chunk, progress):
             done, pending = wait(pending, timeout=_POLL_SECONDS, return_when=FIRST_COMPLETED)
             for f in done:
                 out = f.result()
+                if job.kind == "fit":
+                    out = _unpack(out)
                 start = futures[f]
                 results[start:start + len(out)] = out
                 done_count += len(out)
