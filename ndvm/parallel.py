@@ -28,17 +28,23 @@ from ndvm._core import FitBatch, Program, parse
 from ndvm.evaluator import Evaluator
 from ndvm.fit import OPTIMIZERS, FitPlan, FitResult, _program, fit
 
-__all__ = ["EXECUTOR_CHUNK_SIZE", "TASKS_PER_WORKER", "CandidateError", "evaluate_many",
-           "fit_many", "shutdown"]
+__all__ = ["EXECUTOR_CHUNK_SIZE", "EXECUTOR_TASK_SIZE", "TASKS_PER_WORKER", "CandidateError",
+           "evaluate_many", "executor_chunk", "executor_round", "fit_many", "shutdown"]
 
-# Chunks sent to an executor. A Dask task costs ~2 ms (threads) to ~5 ms (processes) of
-# scheduling on a 2-worker LocalCluster on this machine, against ~0.15 ms for one co-search fit
-# (50 Adam steps, 44 points), so a chunk needs ~100+ fits to keep that overhead near 10%; but
-# candidates differ in cost by orders of magnitude, so each worker should also get several
-# chunks to balance. Default: TASKS_PER_WORKER chunks per worker, at most EXECUTOR_CHUNK_SIZE
-# candidates each. See bench/parallel_scaling.py --dask.
+# Chunks sent to an executor (the one place their size is decided; the co-search's rounds on an
+# executor follow from it, executor_round). A Dask task costs ~2 ms (threads) to ~5 ms
+# (processes) of scheduling on a 2-worker LocalCluster on this machine, against ~0.1-0.15 ms of
+# CPU for one co-search Adam fit (50 steps, 44 points) and ~0.3 ms for an LM fit, so a task needs
+# ~100+ fits to keep that near 10% (and ~1000 Adam fits for 5%); but candidates differ in cost by
+# orders of magnitude and a lost worker's tasks are re-run, so each worker should also get
+# several. Default: TASKS_PER_WORKER chunks per worker, at most EXECUTOR_CHUNK_SIZE candidates
+# each (executor_chunk); a caller that can choose its batch (the co-search) hands over
+# executor_round(executor) candidates a call, EXECUTOR_TASK_SIZE a task. The per-candidate cost
+# of the executor path itself is small (results come back as one packed buffer per chunk, tasks
+# are named by a token): see bench/parallel_scaling.py --dask.
 EXECUTOR_CHUNK_SIZE = 256
 TASKS_PER_WORKER = 4
+EXECUTOR_TASK_SIZE = 128
 # Candidates a pool worker claims at a time (at most; TASKS_PER_WORKER claims per worker at
 # least): one claim is one native call, so the GIL changes hands once per claim, not per fit.
 # The GIL-held share of a claim (staging and reading back) falls with its size: ~36 us a fit
@@ -283,6 +289,18 @@ class _Chunk:
         return self.key
 
 
+def executor_chunk(n, executor):
+    """Candidates per task when ``n`` go to ``executor`` (see EXECUTOR_CHUNK_SIZE)."""
+    tasks = TASKS_PER_WORKER * _executor_workers(executor)
+    return min(EXECUTOR_CHUNK_SIZE, math.ceil(n / tasks))
+
+
+def executor_round(executor):
+    """Candidates a caller that chooses its batch size should hand ``fit_many`` per call on
+    ``executor``: EXECUTOR_TASK_SIZE for each of TASKS_PER_WORKER tasks per worker thread."""
+    return TASKS_PER_WORKER * EXECUTOR_TASK_SIZE * _executor_workers(executor)
+
+
 def _run_chunk(job, chunk):
     """Run a _Chunk of candidates; the task an executor receives. Fits come back packed
     (``_pack``): the chunk's native outputs once and a (k, meta) per candidate."""
@@ -456,8 +474,7 @@ def _run(job, items, workers, executor, chunk_size, progress, desc):
     bar = _Progress(progress, n, desc)
     try:
         if executor is not None:
-            tasks = TASKS_PER_WORKER * _executor_workers(executor)
-            chunk = int(chunk_size or min(EXECUTOR_CHUNK_SIZE, math.ceil(n / tasks)))
+            chunk = int(chunk_size or executor_chunk(n, executor))
             return _run_executor(executor, job, items, chunk, bar)
         workers = default_workers() if workers is None else int(workers)
         if workers < 1:

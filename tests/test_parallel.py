@@ -543,3 +543,35 @@ def test_lazy_fit_results_equal_eager_ones_and_pickle_as_before():
     assert ndvm.FitResult.status is None and ndvm.FitResult.optimizer == "lm"
     with pytest.raises(AttributeError):
         ndvm.FitResult.params  # noqa: B018 - a field without a default, as before
+
+
+def test_executor_chunks_come_back_packed_and_equal_local_fits_bit_for_bit():
+    """An executor's fit task returns one packed object (the chunk's native outputs once): it
+    pickles to far less than the results it stands for, and unpacks to lazy FitResults equal
+    to a local run's bit for bit, errors in place; a job unpickled again in a worker process
+    is the first copy of it there (its plan is built once), and a task's Dask name is its token
+    (no program is pickled to name it)."""
+    progs = _with_bad(GOOD * 3, every=4)
+    for opts in (FIT, dict(FIT, optimizer="lm", steps=20, starts=2),
+                 dict(FIT, optimizer="lbfgs", steps=20, bounds={"a": (-1.0, 2.0)})):
+        expected = [_fit_key(r) for r in ndvm.fit_many(progs, workers=1, **opts)]
+        sent = []
+
+        class Pickling(ThreadPoolExecutor):
+            def submit(self, fn, *args):  # a round trip through pickle, as to a process
+                args = pickle.loads(pickle.dumps(args))
+                sent.append(args)
+                return super().submit(lambda: pickle.loads(pickle.dumps(fn(*args))))
+
+        with Pickling(2) as ex:
+            got = ndvm.fit_many(progs, executor=ex, chunk_size=9, **opts)
+        assert [_fit_key(r) for r in got] == expected
+        assert all("_lazy" in r.__dict__ for r in got if isinstance(r, ndvm.FitResult))
+        job, chunk = sent[0]
+        packed = parallel._run_chunk(job, chunk)
+        assert isinstance(packed, parallel._Packed)
+        plain = parallel._unpack(packed)
+        assert len(pickle.dumps(packed)) < len(pickle.dumps(plain))
+        assert parallel._Job.shared(pickle.loads(pickle.dumps(job))) is parallel._Job.shared(job)
+    dask = pytest.importorskip("dask")
+    assert dask.base.tokenize(chunk) == dask.base.tokenize(parallel._Chunk([], chunk.key))

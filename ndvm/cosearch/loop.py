@@ -22,7 +22,7 @@ from ndvm.cosearch.select import fitness, select
 from ndvm.cosearch.sexpr import size, skeleton, to_source, to_tree
 from ndvm.cosearch.simplify import Simplifier, TooManyParameters
 from ndvm.cosearch.tasks import SEARCH_OPTIMIZER, Task, get_task
-from ndvm.parallel import _executor_workers
+from ndvm.parallel import EXECUTOR_TASK_SIZE, TASKS_PER_WORKER, executor_round
 
 __all__ = ["search", "SearchResult", "pareto_front", "RunExistsError", "RECORD_FILE",
            "SUMMARY_FILE"]
@@ -33,11 +33,8 @@ _PROBE_STEPS = 2_000_000
 _DENSE_POINTS = 512  # the dense probe of the input box that catches poles between data points
 _POPULATION = 64
 REFIT_STARTS = 16  # LM starts when a leading population member is refitted (``refits``)
-BATCH = 16  # candidates per round on local threads
-# ... and per executor worker thread on a cluster: fit_many cuts a round into TASKS_PER_WORKER
-# tasks per worker, so a task carries EXECUTOR_BATCH / TASKS_PER_WORKER candidates (128: ~30-60
-# ms of LM fits) against the ~2-5 ms a Dask task costs to schedule (parallel_scaling.py --dask)
-EXECUTOR_BATCH = 512
+BATCH = 16  # candidates per round on local threads (on an executor: ndvm.parallel.executor_round)
+EXECUTOR_BATCH = TASKS_PER_WORKER * EXECUTOR_TASK_SIZE  # per executor worker thread (see there)
 
 
 def pareto_front(records):
@@ -674,7 +671,7 @@ def search(task="damped", proposer=None, budget=None, max_candidates=None, out=N
     """
     task = get_task(task) if isinstance(task, str) else task
     if batch is None:
-        batch = BATCH if executor is None else EXECUTOR_BATCH * _executor_workers(executor)
+        batch = BATCH if executor is None else executor_round(executor)
     elif int(batch) < 1:
         raise ValueError(f"batch must be at least 1, got {batch}")
     budget_s = _parse_budget(budget) if budget is not None else task.budget_seconds
