@@ -218,13 +218,44 @@ def _noop(_):
     return None
 
 
+def _tree_cpu():
+    """CPU seconds used so far by this process and its children (a LocalCluster's workers)."""
+    import psutil
+
+    me, total = psutil.Process(), 0.0
+    for p in [me, *me.children(recursive=True)]:
+        with contextlib.suppress(psutil.NoSuchProcess):
+            t = p.cpu_times()
+            total += t.user + t.system
+    return total
+
+
+def cpu_per_candidate(fn, n, idle=0.0, runs=3):
+    """The least CPU (seconds) per candidate of ``fn()`` over ``runs`` calls, over this process
+    and its children, less ``idle`` cores for the call's wall time (what the cluster's event
+    loops and heartbeats use when no task runs). CPU time, unlike wall time, does not count
+    waiting for a core on a busy machine, so it measures the executor path's own cost."""
+    best = np.inf
+    for _ in range(runs):
+        c, t = _tree_cpu(), time.perf_counter()
+        fn()
+        best = min(best, (_tree_cpu() - c - idle * (time.perf_counter() - t)) / n)
+    return best
+
+
 def dask_overhead(progs, data, target):
-    """Per-task overhead of client.get_executor() (empty tasks), and fit_many by chunk size."""
+    """Per-task overhead of client.get_executor() (empty tasks), and fit_many by chunk size:
+    candidates/s (wall) and the CPU it costs per candidate over every process of the cluster,
+    against the CPU of the same fits on the local pool (one worker): the executor path's own
+    cost per candidate, the share of the work it adds."""
     from distributed import Client, LocalCluster
 
     opts = dict(data=data, target=target, optimizer="adam", steps=50, lr=0.05)
     batch = progs * 4
     reference = ndvm.fit_many(batch, workers=1, **opts)
+    big = progs * 8  # (psutil counts CPU in 10 ms ticks)
+    local = cpu_per_candidate(lambda: ndvm.fit_many(big, workers=1, **opts), len(big))
+    print(f"local pool, 1 worker: {local * 1e6:.0f} us CPU a candidate")
     for processes in (False, True):
         with LocalCluster(n_workers=2, threads_per_worker=1, processes=processes,
                           dashboard_address=None) as cluster, Client(cluster) as client:
@@ -242,12 +273,24 @@ def dask_overhead(progs, data, target):
             latency = (time.perf_counter() - t) / 50
             print(f"dask processes={processes}: {per_task * 1e3:.2f} ms/task amortized over "
                   f"{n} empty tasks, {latency * 1e3:.2f} ms round trip")
-            for chunk in (1, 4, 16, 64, 256, None):
+            time.sleep(1.0)
+            c = _tree_cpu()
+            time.sleep(2.0)
+            idle = (_tree_cpu() - c) / 2.0
+            print(f"  idle cluster: {idle:.3f} cores")
+            for chunk in (1, 4, 16, 64, 256, None, len(big) // 2):
                 out = []
                 r = rate(lambda ex=ex, chunk=chunk, out=out: out.append(
                     ndvm.fit_many(batch, executor=ex, chunk_size=chunk, **opts)), len(batch))
                 assert all(_same(a, b) for a, b in zip(out[0], reference))
-                print(f"  chunk_size={chunk or 'default':>7}: {r:7.0f} cand/s")
+                line = f"  chunk_size={chunk or 'default':>7}: {r:7.0f} cand/s"
+                if chunk is None or chunk >= 64:
+                    cpu = cpu_per_candidate(lambda ex=ex, chunk=chunk: ndvm.fit_many(
+                        big, executor=ex, chunk_size=chunk, **opts), len(big), idle)
+                    line += (f"; {cpu * 1e6:.0f} us CPU a candidate ({len(big)} per call), "
+                             f"overhead {(cpu - local) * 1e6:.0f} us = "
+                             f"{(cpu - local) / local:.2f} of the work")
+                print(line)
 
 
 def main():
