@@ -1,6 +1,6 @@
 """Fits you can trust: ndvm.fit at its defaults vs scipy.optimize.least_squares (lm, trf).
 
-    python bench/fit_quality.py [--repeat 3] [--optimizer lm]
+    python bench/fit_quality.py [--repeat 3] [--optimizer lm] [--scaling both|jac|none]
 
 The hard problems of tests/nls_problems.py (Moré-Garbow-Hillstrom from x0, 10 x0 and 100 x0;
 NIST StRD BoxBOD, Rat42, Rat43 from both certified starts), each method at its defaults, one start.
@@ -25,9 +25,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 from nls_problems import PROBLEMS, judge, starts  # noqa: E402
 
 
-def run_ndvm(p, x0, optimizer, ev):
+def run_ndvm(p, x0, optimizer, ev, scaling="both"):
     r = ndvm.fit(p.src, data=p.data, target=p.target, params=p.names,
-                 init=dict(zip(p.names, x0)), optimizer=optimizer, evaluator=ev)
+                 init=dict(zip(p.names, x0)), optimizer=optimizer, evaluator=ev, scaling=scaling)
     return [r.params[n] for n in p.names], bool(r.converged[0]), r.n_evals
 
 
@@ -48,6 +48,8 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--optimizer", default="lm", choices=["lm", "lbfgs"])
+    ap.add_argument("--scaling", default="both", choices=["both", "jac", "none"],
+                    help="LM's trust-region scaling (default: ndvm.fit's default, both)")
     args = ap.parse_args()
     try:
         import scipy  # noqa: F401
@@ -56,7 +58,8 @@ def main():
         return
     ev = ndvm.Evaluator()
     cases = [(p, label, x0) for p in PROBLEMS for label, x0 in starts(p)]
-    methods = {f"ndvm {args.optimizer}": lambda p, x0: run_ndvm(p, x0, args.optimizer, ev),
+    name = f"ndvm {args.optimizer}" + ("" if args.scaling == "both" else f" {args.scaling}")
+    methods = {name: lambda p, x0: run_ndvm(p, x0, args.optimizer, ev, args.scaling),
                "scipy lm": lambda p, x0: run_scipy(p, x0, "lm"),
                "scipy trf": lambda p, x0: run_scipy(p, x0, "trf")}
     results, times = {}, {}

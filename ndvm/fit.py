@@ -19,6 +19,8 @@ __all__ = ["FitResult", "fit", "OPTIMIZERS", "STATUS"]
 
 OPTIMIZERS = {"adam": 0, "lbfgs": 1, "lm": 2}
 LOSSES = {"mse": 0, "value": 1}
+# LM's trust-region scaling: MINPACK's (by the Jacobian's column norms), none, or both as lanes
+SCALINGS = {"jac": 0, "none": 1, "both": 2}
 # per optimizer: (ftol, xtol, gtol) defaults; xtol is used by LM only, ftol by LM and L-BFGS
 DEFAULT_TOLS = {"adam": (0.0, 0.0, 1e-10), "lbfgs": (1e-12, 0.0, 1e-10),
                 "lm": (1e-10, 1e-10, 1e-10)}
@@ -249,7 +251,7 @@ def _message(status, optimizer, names, flags, steps, tols):
 def fit(prog, data=None, target=None, params=None, starts=1, init=None, optimizer=None,
         steps=None, lr=0.05, loss="mse", bounds=None, seed=0, client="dmci", consts=None,
         dtype="float64", evaluator=None, tol=None, ftol=None, xtol=None, gtol=None,
-        positive=(), uncertainty=None, nan_policy="raise", unused_data="typo"):
+        positive=(), uncertainty=None, nan_policy="raise", unused_data="typo", scaling="both"):
     """Calibrate ``prog``'s parameters over ``starts`` starts, natively; returns a FitResult.
 
     prog: an ndvm.Program or source text. data: name -> [N] inputs (one value per data point);
@@ -272,6 +274,17 @@ def fit(prog, data=None, target=None, params=None, starts=1, init=None, optimize
     most xtol times the scaled norm of the parameters (``tol`` is an older name for it); gtol:
     LM, the cosine of the angle between the residuals and every Jacobian column is at most gtol;
     L-BFGS and Adam, the largest projected gradient component is at most gtol * max(1, |loss|).
+    scaling (LM): the shape of the trust region. "jac": MINPACK's, an ellipsoid scaled by the
+    running maximum of the Jacobian's column norms, shrunk after a rejected step by Moré's
+    interpolation (to 1/10..1/2 of it); "none": a sphere in the parameters, shrunk to 1/4 of a
+    rejected step (scipy's least_squares "trf" without bounds); "both" (the default): every
+    start runs both, as two lanes of the same batched evaluations, and keeps the one of lower
+    loss (on a tie, the one that converged), with its status, history and uncertainties. The
+    two regions take different paths across ridges and flat valleys, and which side of a ridge
+    a shrunk step lands on is a matter of luck (Moré-Garbow-Hillstrom Beale from 100 x0: only
+    "none" reaches the minimum; with a shrink to 0.3 instead of 0.25 of the step, "none" alone
+    loses three fits that "jac" solves), so "both" succeeds wherever either does, for twice the
+    lanes; n_evals counts the shared batched evaluations (until both lanes have stopped).
     uncertainty: compute the covariance and standard errors (loss="mse" only; default True for
     LM, which has the Jacobian at its optimum, and L-BFGS, which spends one more evaluation on
     it; False for Adam, whose few steps rarely end at an optimum). nan_policy: "raise" (NaN or inf in data or target is
@@ -349,6 +362,9 @@ class FitPlan:
                              "(or loss='value' to minimize the program's value)")
         if nan_policy not in ("raise", "omit"):
             raise ValueError(f"nan_policy must be 'raise' or 'omit', got {nan_policy!r}")
+        if o["scaling"] not in SCALINGS:
+            raise ValueError(f"scaling must be one of {sorted(SCALINGS)}, got {o['scaling']!r}")
+        self._scaling = SCALINGS[o["scaling"]]
         if unused_data not in ("typo", "error", "ignore"):
             raise ValueError(f"unused_data must be 'typo', 'error' or 'ignore', "
                              f"got {unused_data!r}")
@@ -503,7 +519,7 @@ class FitPlan:
             ftol, xtol, gtol = self.tols
             spec = sh.spec = FitSpec(client.entry, inputs, sh.fitted, y, self._optimizer,
                                      sh.steps, self.lr, sh.lower, sh.upper, sh.x0, xtol, ftol,
-                                     gtol, self._loss, sh.pos, self.want_cov)
+                                     gtol, self._loss, sh.pos, self.want_cov, self._scaling)
         return sh.meta, batch.add_spec(prog, prog.compiled(client), spec)
 
     def result(self, staged, batch):

@@ -17,7 +17,7 @@ from libcpp.vector cimport vector
 
 from ndvm._core.core cimport (
     Binding, BindKind, ClientEntry, Datum, DatumKind, ErrorInfo, Expanded, FitRequest,
-    Machine as CMachine, Optimizer, RunRequest, SourceData, SrcPos, call_entry,
+    Machine as CMachine, Optimizer, RunRequest, Scaling, SourceData, SrcPos, call_entry,
     check_outputs_guarded, expand_guarded, fit_batch, prelude_text, read_guarded, result_pos,
     reverse_guarded,
 )
@@ -658,7 +658,8 @@ cdef class FitSpec:
 
     def __init__(self, uintptr_t entry, Inputs inputs, fitted, target, int optimizer, int steps,
                  double lr, lower, upper, init, double tol=1e-10, double ftol=1e-10,
-                 double gtol=1e-10, int loss=0, positive=None, bint uncertainty=True):
+                 double gtol=1e-10, int loss=0, positive=None, bint uncertainty=True,
+                 int scaling=2):
         cdef Py_ssize_t P = len(fitted), S = inputs.S
         cdef cnp.ndarray x0 = _contiguous(init, cnp.NPY_DOUBLE, P * S, "init")
         cdef cnp.ndarray a
@@ -686,6 +687,7 @@ cdef class FitSpec:
         rq.gtol = gtol
         rq.loss = loss
         rq.uncertainty = uncertainty
+        rq.scaling = <Scaling>scaling
         rq.positive = NULL
         if positive is not None:
             a = _contiguous(positive, cnp.NPY_UINT8, P, "positive")
@@ -921,17 +923,19 @@ cdef class FitBatch:
     def add(self, Program prog, uintptr_t entry, uintptr_t compiled, Inputs inputs,
             fitted, target, int optimizer, int steps, double lr, lower, upper, init,
             double tol=1e-10, double ftol=1e-10, double gtol=1e-10, int loss=0, positive=None,
-            bint uncertainty=True):
+            bint uncertainty=True, int scaling=2):
         """Stage one calibration (see ndvm.fit); returns its index in the batch.
 
         fitted: binding indices optimized; init: [P, S] starting values; target: [N] (None for
         loss=1, the program's own value); lower, upper: [P] or None; tol: xtol; positive: [P]
         uint8 or None (optimized as logarithms); uncertainty: also the covariance and standard
-        errors. (The same as ``add_spec(prog, compiled, FitSpec(entry, inputs, ...))``.)
+        errors; scaling: LM's trust-region scaling, 0 "jac", 1 "none", 2 "both". (The same as
+        ``add_spec(prog, compiled, FitSpec(entry, inputs, ...))``.)
         """
         return self.add_spec(prog, compiled, FitSpec(entry, inputs, fitted, target, optimizer,
                                                      steps, lr, lower, upper, init, tol, ftol,
-                                                     gtol, loss, positive, uncertainty))
+                                                     gtol, loss, positive, uncertainty,
+                                                     scaling))
 
     def add_spec(self, Program prog, uintptr_t compiled, FitSpec spec):
         """Stage the calibration ``spec`` describes of ``prog`` (whose free names are those

@@ -127,6 +127,11 @@ cdef extern from "fit.hpp" namespace "ndvm":
         LBFGS
         LM
 
+    cdef enum class Scaling(int):
+        Jac
+        Unscaled
+        Both
+
     cdef cppclass FitRequest:
         ClientEntry entry
         void* machine
@@ -149,6 +154,7 @@ cdef extern from "fit.hpp" namespace "ndvm":
         double gtol
         int loss
         const unsigned char* positive
+        Scaling scaling
         bool uncertainty
         const double* lower
         const double* upper

@@ -21,7 +21,7 @@ from ndvm.cosearch.proposers import Proposer, Replay, make_proposer
 from ndvm.cosearch.select import fitness, select
 from ndvm.cosearch.sexpr import size, skeleton, to_source, to_tree
 from ndvm.cosearch.simplify import Simplifier, TooManyParameters
-from ndvm.cosearch.tasks import SEARCH_OPTIMIZER, Task, get_task
+from ndvm.cosearch.tasks import SEARCH_LM_SCALING, SEARCH_OPTIMIZER, Task, get_task
 from ndvm.parallel import EXECUTOR_TASK_SIZE, TASKS_PER_WORKER, executor_round
 
 __all__ = ["search", "SearchResult", "pareto_front", "RunExistsError", "RECORD_FILE",
@@ -189,6 +189,7 @@ class _Scorer:
         self.fit = dict(task.fit)
         self.fit.update(fit_options or {})
         self.fit.setdefault("optimizer", SEARCH_OPTIMIZER)  # the co-search's protocol (Adam)
+        self.fit.setdefault("scaling", SEARCH_LM_SCALING)
         self.fit.setdefault("client", client)
         if task.consts:
             self.fit.setdefault("consts", task.consts)
@@ -275,6 +276,7 @@ class _Scorer:
             r = ndvm.fit(prog, data=_used(self.train[0], prog),
                          target=self.train[1], params=names, init=init, starts=starts,
                          optimizer="lm", steps=self.fit.get("steps"), evaluator=self.refit_ev,
+                         scaling=self.fit["scaling"],
                          consts=_used(self.task.consts, prog) or None)
         except Exception as e:  # noqa: BLE001 - a failed refit is recorded as failed
             return e

@@ -19,6 +19,7 @@ from ndvm.cosearch.sexpr import atoms as _atoms
 from ndvm.cosearch.sexpr import size as tree_size
 from ndvm.cosearch.sexpr import to_source, to_tree
 from ndvm.cosearch.simplify import PARAM_MARK, simplify
+from ndvm.cosearch.tasks import SEARCH_LM_SCALING
 
 __all__ = ["select", "cross_validate", "refit", "snap", "fitness"]
 
@@ -49,7 +50,8 @@ def refit(prog, names, inputs, target, init, ev, steps=40):
     data = {k: v for k, v in inputs.items() if k in prog.free_names}
     try:
         r = ndvm.fit(prog, data=data, target=target, params=names, init=init,
-                     optimizer="lm", steps=steps, evaluator=ev, unused_data="ignore")
+                     optimizer="lm", steps=steps, evaluator=ev, unused_data="ignore",
+                     scaling=SEARCH_LM_SCALING)
     except Exception:  # noqa: BLE001 - a refit that cannot run keeps the given parameters
         return dict(init), base
     if math.isfinite(r.loss) and (not math.isfinite(base) or r.loss <= base):

@@ -12,12 +12,16 @@ from importlib import resources
 import numpy as np
 
 __all__ = ["Task", "TASKS", "get_task", "NILE", "KALMAN_SRC", "NILE_SRC", "DEFAULT_PARAMS",
-           "SEARCH_OPTIMIZER"]
+           "SEARCH_OPTIMIZER", "SEARCH_LM_SCALING"]
 
 DEFAULT_PARAMS = ("a", "b", "c", "d")
 # the co-search's calibration (the paper's protocol: 50 Adam steps at lr 0.05, 8 starts); a task
 # whose fit options name no optimizer uses it, whatever ndvm.fit's own default is
 SEARCH_OPTIMIZER = "adam"
+# the search's LM fits (calibrations with optimizer "lm", refits, selection): MINPACK's trust
+# region alone, not ndvm.fit's default of both regions as two lanes (twice the work per fit; the
+# search already runs many starts and candidates)
+SEARCH_LM_SCALING = "jac"
 
 
 @dataclass
