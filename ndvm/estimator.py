@@ -26,12 +26,14 @@ class SymbolicRegressor(RegressorMixin, BaseEstimator):
     program; unary, binary: the grammar's operators (None: the default grammar's); parsimony:
     the proposer's size pressure (relative error added per atom in parent tournaments);
     refits: per round of the search, that many of the best programs are refitted once from
-    many LM starts (a right structure stuck in a poor local optimum gets a second chance).
+    many LM starts (a right structure stuck in a poor local optimum gets a second chance);
+    start_scales: each candidate's starts are drawn from normal(0, s), s cycling through these
+    (None: ndvm.fit's normal(0, 0.3) for every start).
     """
 
     def __init__(self, budget=10.0, max_candidates=None, random_state=0, workers=1,
                  optimizer="lm", steps=30, starts=4, heldout=0.3, max_size=25, unary=None,
-                 binary=None, parsimony=0.05, refits=1):
+                 binary=None, parsimony=0.05, refits=1, start_scales=(0.3, 1.0, 3.0)):
         self.budget = budget
         self.max_candidates = max_candidates
         self.random_state = random_state
@@ -45,6 +47,7 @@ class SymbolicRegressor(RegressorMixin, BaseEstimator):
         self.binary = binary
         self.parsimony = parsimony
         self.refits = refits
+        self.start_scales = start_scales
 
     def _inputs(self, X):
         return {f"x{i}": np.ascontiguousarray(X[:, i], dtype=np.float64)
@@ -63,6 +66,8 @@ class SymbolicRegressor(RegressorMixin, BaseEstimator):
         k = int(min(n - 1, max(1, round(self.heldout * n))))
         inputs = self._inputs(X)
         fit = {"optimizer": self.optimizer, "steps": self.steps, "starts": self.starts}
+        if self.start_scales:
+            fit["start_scales"] = tuple(self.start_scales)
         if self.optimizer == "adam":
             fit["lr"] = 0.05
         task = Task.from_arrays("symbolic-regression", inputs, y, heldout=k,

@@ -125,3 +125,80 @@ def test_every_returned_model_is_simplified():
     for r in m.result_.front:
         assert to_source(canonicalize(to_tree(r["model"]), PARAMS)) == r["model"]
     assert to_source(simplify(to_tree(m.program_), PARAMS)) == m.program_
+
+
+def test_extend_may_shift_the_inputs_of_the_part_it_reuses():
+    """(* x0 x1) extended by u((x0 + a)(x1 + b)): the keijzer 11 and Vladislavleva 7 form."""
+    g = _only("extend")
+    rng = np.random.default_rng(3)
+    tree = to_tree("(* x0 x1)")
+    shifted = {f"({u} (* (+ a x0) (+ a x1)))" for u in g.unary}
+    hits = sum(any(w in to_source(gp.mutate(rng, g, tree)) for w in shifted) for _ in range(300))
+    assert hits > 5
+
+
+def test_extend_adds_multiplies_and_divides():
+    g = _only("extend")
+    rng = np.random.default_rng(4)
+    heads = {gp.mutate(rng, g, to_tree("(* x0 x1)"))[0] for _ in range(200)}
+    assert heads == {"+", "*", "/"}
+    g.binary = ("+", "-", "*")  # no division in the grammar: none in an extension either
+    heads = {gp.mutate(rng, g, to_tree("(* x0 x1)"))[0] for _ in range(200)}
+    assert heads == {"+", "*"}
+
+
+def test_shift_may_make_an_input_a_ratio_or_product_with_another():
+    g = gp.Grammar(inputs=("x0", "x1"), params=P)
+    rng = np.random.default_rng(5)
+    forms = {to_source(gp.shifted(rng, g, "x0")) for _ in range(300)}
+    assert "(/ x0 x1)" in forms and "(* x0 x1)" in forms
+    one = gp.Grammar(inputs=("x",), params=P)  # one input: no ratio to draw
+    assert all("x0" not in to_source(gp.shifted(rng, one, "x")) for _ in range(100))
+
+
+def test_small_programs_hold_products_of_two_scaled_features_of_one_input():
+    g = gp.Grammar(inputs=("x",), params=P, loop=False)
+    small = [to_source(t) for t in gp.small_programs(g)]
+    assert "(* a (cos (* b x)) (exp (* c x)))" in small  # exp(-0.3x) cos(2x) in one step
+    assert "(* a (cos (* b x)) (cos (* c x)))" not in small  # (u < v: each pair once)
+
+
+def test_front_parents_are_drawn_uniformly_at_front_rate():
+    """A front member that loses every tournament on error is still a parent at front_rate."""
+    from ndvm.cosearch.proposers import Mutate
+    trees = ["front", "p1", "p2", "p3", "p4"]
+    errors = [100.0, 1.0, 1.0, 1.0, 1.0]
+
+    def picks(rate):
+        m = Mutate(seed=0, front_rate=rate)
+        m.n_front = 1
+        return sum(m._pick(trees, errors) == "front" for _ in range(2000))
+
+    assert picks(0.0) < 40  # only when all three tournament draws are it: (1/5)^3 of 2000
+    assert 400 < picks(0.25) < 600
+    assert picks(1.0) == 2000
+
+
+def _cos_task():
+    x = np.linspace(0.0, 6.0, 40)
+    return Task.from_arrays("cos", {"x": x}, np.cos(2.5 * x), heldout=10, seed=0, params=P,
+                            fit={"optimizer": "lm", "steps": 30, "starts": 4}, loops=False,
+                            threshold=None, budget_seconds=None)
+
+
+def test_start_scales_reach_a_frequency_the_default_starts_miss(tmp_path):
+    """cos(a x) with a = 2.5: four LM starts from normal(0, 0.3) end in a local optimum; starts
+    drawn at scales 0.3, 1 and 3 reach it. Deterministic for the search's seed."""
+    f = tmp_path / "c.jsonl"
+    f.write_text('{"src": "(cos (* a x))"}\n')
+
+    def run(options):
+        return ndvm.search(_cos_task(), proposer="replay", candidates=[str(f)], batch=1,
+                           workers=1, fit_options=options).records[0]
+
+    plain = run(None)
+    assert plain["train_error"] > 1e-3  # the premise: the default starts miss it
+    wide = run({"start_scales": (0.3, 1.0, 3.0)})
+    assert wide["train_error"] < 1e-12
+    assert abs(abs(wide["params"]["a"]) - 2.5) < 1e-6
+    assert run({"start_scales": (0.3, 1.0, 3.0)})["params"] == wide["params"]

@@ -220,24 +220,30 @@ def choice(rng, items, p):
 def mutate(rng, g, tree, sites=None):
     """One random mutation (``g.mutation_rates``): a new subtree, a constant changed or turned
     into a parameter, an operator swapped, a hoist, an extension (a new term, or a unary function
-    of one of the tree's own parts, added or multiplied in) or a shift (an input, or every input
-    of one part, replaced by a parameterized shift, scale or square: ``shifted``).
+    of one of the tree's own parts, perhaps with its inputs shifted; added, multiplied or divided
+    in) or a shift (an input, or every input of one part, replaced by a parameterized shift,
+    scale or square, or a ratio or product of inputs: ``shifted``).
     ``sites``: the tree's Sites, when the caller keeps them."""
     sites = Sites(tree) if sites is None else sites
     spots = sites.spots
     kind = choice(rng, _KINDS, [g.mutation_rates[k] for k in _KINDS])
-    if kind == "extend":  # add or multiply in a small new term: models grow a term at a time
+    if kind == "extend":  # add, multiply or divide in a small new term: a term at a time
         if rng.random() < 0.5:  # ... a new one, or a function of one of the model's own parts
             term = grow(rng, g, int(rng.integers(1, 3)))
         else:
-            path, scope, _ = spots[rng.integers(len(spots))]
+            # the whole model half the time (u(f) and u(f shifted) extend f), else one part
+            path, scope, _ = spots[0] if rng.random() < 0.5 else spots[rng.integers(len(spots))]
             part = get_at(tree, path)
             if scope:
                 part = grow(rng, g, 1)
+            elif rng.random() < 0.5:  # the part with its inputs shifted: sin((x-a)(y-b))
+                part = _shift_inputs(part, g)
             term = [g.unary[rng.integers(len(g.unary))], part]
         if rng.random() < 0.5:
             term = ["*", g.params[rng.integers(len(g.params))], term]
-        return ["+" if rng.random() < 0.6 else "*", tree, term]
+        r = rng.random()
+        op = "+" if r < 0.5 else "*" if r < 0.85 or "/" not in g.binary else "/"
+        return [op, tree, term]
     if kind == "shift":  # an input x becomes a fitted shift or scale of it, or its square
         xs = sites.names(frozenset(g.inputs))
         if xs and rng.random() < 0.3:  # every input in one part of the model, shifted
@@ -283,14 +289,19 @@ def mutate(rng, g, tree, sites=None):
 
 
 def shifted(rng, g, x):
-    """A parameterized change of the input ``x``: (+ p x), (* p x) or (square (+ p x))
+    """A parameterized change of the input ``x``: (+ p x), (* p x) or (square (+ p x)), or
+    (with more than one input) its ratio to or product with another input, (/ x y) or (* x y)
     (p a parameter: the simplifier gives each occurrence its own). Features such as
-    exp(-(x-1)^2) or sin((x-1)(y-1)) are one step away from the plain input."""
+    exp(-(x-1)^2), sin((x-1)(y-1)) or exp(-(x/y)^2) are one or two steps from the plain input."""
     p = g.params[rng.integers(len(g.params))]
     r = rng.random()
-    if r < 0.4:
+    others = [y for y in g.inputs if y != x]
+    if others and r < 0.2:
+        y = others[rng.integers(len(others))]
+        return ["/" if "/" in g.binary and rng.random() < 0.5 else "*", x, y]
+    if r < 0.5:
         return ["+", p, x]
-    if r < 0.7 or "square" not in g.unary:
+    if r < 0.75 or "square" not in g.unary:
         return ["*", p, x]
     return ["square", ["+", p, x]]
 
@@ -322,7 +333,8 @@ def crossover(rng, g, a, b, sites_a=None, sites_b=None):
 
 def small_programs(g):
     """Every small model over the grammar's inputs, smallest first, for a search to try before it
-    evolves anything: x, u(x), x op y, c op x, and a + b u(c x) for unary u and inputs x, y."""
+    evolves anything: x, u(x), x op y, c op x, a + b u(c x), a u(x) v(y) and a u(b x) v(c x)
+    for unary u, v and inputs x, y."""
     p = g.params[0]
     xs = list(g.inputs)
     out = [[p]] + [[x] for x in xs]
@@ -335,6 +347,10 @@ def small_programs(g):
         out += [["+", a, ["*", b, [u, ["*", c, x]]]] for x in xs for u in g.unary]
     out += [["*", p, [u, x], [v, y]] for x in xs for y in xs if x < y
             for u in g.unary for v in g.unary]
+    if len(g.params) >= 3:  # products of two scaled features of one input: exp(-ax) cos(bx)
+        a, b, c = g.params[:3]
+        out += [["*", a, [u, ["*", b, x]], [v, ["*", c, x]]] for x in xs
+                for i, u in enumerate(g.unary) for v in g.unary[i + 1:]]
     if "+" in g.binary and "*" in g.binary and len(xs) <= POLYNOMIAL_INPUTS:
         out += polynomials(xs, g.params)
     return [t[0] if len(t) == 1 else t for t in out]

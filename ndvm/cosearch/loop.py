@@ -190,6 +190,13 @@ class _Scorer:
         self.fit.update(fit_options or {})
         self.fit.setdefault("optimizer", SEARCH_OPTIMIZER)  # the co-search's protocol (Adam)
         self.fit.setdefault("scaling", SEARCH_LM_SCALING)
+        # start_scales: the starts of each candidate drawn from normal(0, s) with s cycling
+        # through these scales (ndvm.fit's own draws are all normal(0, 0.3)): one start near
+        # zero and others far enough to reach a frequency of 2 or a shift of -3
+        scales = self.fit.pop("start_scales", None)
+        self.start_scales = np.resize(np.asarray(scales, dtype=np.float64),
+                                      int(self.fit.get("starts", 1))) if scales else None
+        self.draws = np.random.default_rng(0)  # (the same calls in the same order: same draws)
         self.fit.setdefault("client", client)
         if task.consts:
             self.fit.setdefault("consts", task.consts)
@@ -302,6 +309,10 @@ class _Scorer:
                     out[i] = e
             return out
         where = {"executor": self.executor} if self.executor is not None else {}
+        if self.start_scales is not None:
+            where["per_candidate"] = [
+                {"init": {n: self.draws.normal(0.0, self.start_scales) for n in items[i][1]}}
+                for i in todo]
         res = calibrate([items[i][0] for i in todo], self.train[0], self.train[1],
                         workers=self.workers, **where, **self.fit)
         for i, r in zip(todo, res):

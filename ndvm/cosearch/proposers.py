@@ -92,8 +92,8 @@ class Replay(Proposer):
 class Mutate(Proposer):
     """Genetic programming: subtree/constant/operator mutation and crossover, from the front.
 
-    Parents are drawn by tournament from the front and the best candidates so far; a few
-    children are grown afresh. Every child is simplified to its canonical form (simplify.py).
+    Parents are drawn by tournament from the front and the best candidates so far, or
+    (``front_rate`` of them) uniformly from the front; a few children are grown afresh. Every child is simplified to its canonical form (simplify.py).
     ``small``: first propose every small model of the grammar (grammar.small_programs) when the
     task fits data. Deterministic for a seed (given the same scores).
     """
@@ -103,8 +103,10 @@ class Mutate(Proposer):
     pipelined = True
 
     def __init__(self, seed=0, crossover=0.3, fresh=0.1, tournament=3, parsimony=0.02,
-                 small=True):
+                 small=True, front_rate=0.25):
         self.rng = np.random.default_rng(seed)
+        self.front_rate = front_rate
+        self.n_front = 0
         self.small = small
         self._small = None
         self._trees = {}  # parsed parents and their Sites, by source
@@ -115,6 +117,7 @@ class Mutate(Proposer):
 
     def _parents(self, state):
         pool = list(state.front) + list(state.population)
+        self.n_front = len(state.front)
         # parsimony pressure: 2% more error per atom, so bloated parents lose close tournaments;
         # the error is the worse of the training and held-out errors (select.fitness)
         return ([self._tree(r.get("model") or r["src"]) for r in pool],
@@ -130,6 +133,10 @@ class Mutate(Proposer):
         return sites
 
     def _pick(self, trees, errors):
+        # a share of the parents is drawn uniformly from the front (the first n_front entries):
+        # its small members, which lose every tournament on error, keep being extended
+        if self.n_front and self.rng.random() < self.front_rate:
+            return trees[int(self.rng.integers(self.n_front))]
         # one draw at a time: the same integers as integers(n, size=k), at a third of the cost
         n = len(trees)
         idx = [int(self.rng.integers(n)) for _ in range(min(self.tournament, n))]
