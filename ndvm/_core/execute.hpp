@@ -6,6 +6,8 @@
 #pragma once
 #include <algorithm>
 #include <cstdio>
+#include <cstring>
+#include <type_traits>
 
 #include "ast.hpp"
 #include "prims.hpp"
@@ -41,6 +43,17 @@ inline Reduce reduction(const RunRequest& rq) {
 
 namespace detail {
 
+// dst[l] = src[l] for l < n, converted: a memcpy for equal types, else a loop the compiler
+// vectorizes (a 32-bit index offset inside the subscript would keep it scalar: it may wrap).
+template <class D, class S>
+NDVM_INLINE void copy_lanes(D* __restrict dst, const S* __restrict src, size_t n) {
+  if constexpr (std::is_same_v<D, S>) {
+    std::memcpy(dst, src, n * sizeof(D));
+  } else {
+    for (size_t l = 0; l < n; ++l) dst[l] = D(src[l]);
+  }
+}
+
 template <class T>
 void bind_inputs(Machine<T>& m, const RunRequest& rq) {
   m.free_vals_.resize(rq.nbind);
@@ -54,7 +67,7 @@ void bind_inputs(Machine<T>& m, const RunRequest& rq) {
         if (!b.rows) {
           std::fill(p, p + m.L_, T(b.values[0]));
         } else if (m.N_ == 1) {
-          for (uint32_t l = 0; l < m.L_; ++l) p[l] = T(b.values[m.lane0_ + l]);
+          copy_lanes(p, b.values + m.lane0_, m.L_);
         } else {
           for (uint32_t l = 0; l < m.L_;) {  // runs of N lanes share a start
             uint32_t g = m.lane0_ + l, st = g / m.N_, run = std::min(m.N_ - g % m.N_, m.L_ - l);
@@ -73,9 +86,10 @@ void bind_inputs(Machine<T>& m, const RunRequest& rq) {
         }
         uint32_t id = m.alloc_payloads(1);
         T* p = m.pay(id);
-        for (uint32_t l = 0, n = m.lane0_ % m.N_; l < m.L_; ++l) {  // no division per lane
-          p[l] = T(b.values[n]);
-          if (++n == m.N_) n = 0;
+        for (uint32_t l = 0, n = m.lane0_ % m.N_; l < m.L_; n = 0) {  // runs of the N points
+          uint32_t run = std::min(m.N_ - n, m.L_ - l);
+          copy_lanes(p + l, b.values + n, run);
+          l += run;
         }
         m.free_vals_[i] = Value::payload(id, false);
         break;
@@ -115,17 +129,17 @@ void reduce_adjoints(Machine<T>& m, Reduce how, double** out, size_t nbind, uint
   const uint32_t L = m.L_, N = m.N_;
   const size_t n = std::min(nbind, m.param_pay_.size());
   const int64_t* pids = m.param_pay_.data();
-  const T* adj = m.result_.active() ? m.adj_.data() : nullptr;  // null: every adjoint is 0
+  const bool swept = m.result_.active();  // else every adjoint is 0
   for (size_t i = 0; i < n; ++i) {
     double* o = out[i];
     if (!o) continue;
-    const T* a = adj && pids[i] >= 0 ? adj + size_t(pids[i]) * L : nullptr;
+    const T* a = swept && pids[i] >= 0 ? m.adjoint(uint32_t(pids[i])) : nullptr;
     if (how == Reduce::PerLane) {
       double* dst = o + l0;
       if (!a) {
         std::fill(dst, dst + L, 0.0);
       } else {
-        for (uint32_t l = 0; l < L; ++l) dst[l] = double(a[l]);
+        copy_lanes(dst, a, L);
       }
     } else if (a) {  // per start: the outputs start at zero
       for_start_runs(l0, L, N, [&](uint32_t l, uint32_t st, uint32_t, uint32_t run) {

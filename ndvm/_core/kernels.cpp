@@ -42,21 +42,27 @@ inline void arith_t(int op, T* y, const T* x, size_t sx, const T* z, size_t sz, 
   }
 }
 
-template <class T>
+template <bool kSet, class T>
 inline void fma_t(T* __restrict y, const T* __restrict x, size_t sx, const T* __restrict z,
                   size_t sz, uint32_t L) {
   if (sx && sz) {
-    for (uint32_t l = 0; l < L; ++l) y[l] += x[l] * z[l];
+    for (uint32_t l = 0; l < L; ++l) put<kSet>(y[l], x[l] * z[l]);
   } else if (sx) {
     const T c = z[0];
-    for (uint32_t l = 0; l < L; ++l) y[l] += x[l] * c;
+    for (uint32_t l = 0; l < L; ++l) put<kSet>(y[l], x[l] * c);
   } else if (sz) {
     const T c = x[0];
-    for (uint32_t l = 0; l < L; ++l) y[l] += c * z[l];
+    for (uint32_t l = 0; l < L; ++l) put<kSet>(y[l], c * z[l]);
   } else {
     const T c = x[0] * z[0];
-    for (uint32_t l = 0; l < L; ++l) y[l] += c;
+    for (uint32_t l = 0; l < L; ++l) put<kSet>(y[l], c);
   }
+}
+
+template <class T>
+inline void fma_t(T* y, const T* x, size_t sx, const T* z, size_t sz, uint32_t L, bool set) {
+  if (set) fma_t<true>(y, x, sx, z, sz, L);
+  else fma_t<false>(y, x, sx, z, sz, L);
 }
 
 template <class T>
@@ -96,27 +102,28 @@ NDVM_CLONES void arith(int op, float* y, const float* x, size_t sx, const float*
   arith_t(op, y, x, sx, z, sz, L);
 }
 NDVM_CLONES void fma_lanes(double* y, const double* x, size_t sx, const double* z, size_t sz,
-                           uint32_t L) {
-  fma_t(y, x, sx, z, sz, L);
+                           uint32_t L, bool set) {
+  fma_t(y, x, sx, z, sz, L, set);
 }
 NDVM_CLONES void fma_lanes(float* y, const float* x, size_t sx, const float* z, size_t sz,
-                           uint32_t L) {
-  fma_t(y, x, sx, z, sz, L);
+                           uint32_t L, bool set) {
+  fma_t(y, x, sx, z, sz, L, set);
 }
 NDVM_CLONES void acc_times(double* d, const double* g, const double* b, size_t bs,
-                           const uint8_t* live, uint32_t L) {
-  acc_times_t(d, g, b, bs, live, L);
+                           const uint8_t* live, uint32_t L, bool set) {
+  acc_times_t(d, g, b, bs, live, L, set);
 }
 NDVM_CLONES void acc_times(float* d, const float* g, const float* b, size_t bs,
-                           const uint8_t* live, uint32_t L) {
-  acc_times_t(d, g, b, bs, live, L);
+                           const uint8_t* live, uint32_t L, bool set) {
+  acc_times_t(d, g, b, bs, live, L, set);
 }
 NDVM_CLONES void acc_plus(double* d, const double* g, double sign, const uint8_t* live,
-                          uint32_t L) {
-  acc_plus_t(d, g, sign, live, L);
+                          uint32_t L, bool set) {
+  acc_plus_t(d, g, sign, live, L, set);
 }
-NDVM_CLONES void acc_plus(float* d, const float* g, float sign, const uint8_t* live, uint32_t L) {
-  acc_plus_t(d, g, sign, live, L);
+NDVM_CLONES void acc_plus(float* d, const float* g, float sign, const uint8_t* live, uint32_t L,
+                          bool set) {
+  acc_plus_t(d, g, sign, live, L, set);
 }
 
 }  // namespace ndvm::kern

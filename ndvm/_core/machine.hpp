@@ -109,6 +109,7 @@ class Machine {
   std::vector<Operand> operands_;
   std::vector<T> consts_;
   std::vector<T> adj_;
+  std::vector<uint8_t> touched_;   // per payload: its adjoint holds this sweep's value (sweep.hpp)
   std::vector<T> scratch_;         // lane buffers of the reverse sweep (partials, 2x2 rows)
   std::vector<T> seed_;            // one lane block's reverse-sweep seed (kept across runs)
   std::vector<T> linalg_work_;     // one lane's matrices in the dense linear-algebra sweep
@@ -327,6 +328,11 @@ class Machine {
   Value bool_not(const Value& a);
   void linalg(Op op, const Value* a, uint32_t n, const Value* b, uint32_t k, Value* out);
   void reverse(const Value& out, const T* seed);
+  T* adjoint_for_add(uint32_t id);
+  // After a sweep: payload id's adjoint, or null when it is zero (nothing reached it).
+  const T* adjoint(uint32_t id) const {
+    return id < touched_.size() && touched_[id] ? adj_.data() + size_t(id) * L_ : nullptr;
+  }
 
 };
 

@@ -294,13 +294,12 @@ Value Machine<T>::dot(const Value* a, const Value* b, uint32_t n) {
   }
   uint32_t out = alloc_payloads(1);
   T* y = pay(out);
-  std::fill(y, y + L_, T(0));
   for (uint32_t i = 0; i < n; ++i) {
     T ta, tb;
     size_t sa, sb;
     const T* x = lanes_of(a[i], ta, sa);
     const T* z = lanes_of(b[i], tb, sb);
-    kern::fma_lanes(y, x, sa, z, sb, L_);
+    kern::fma_lanes(y, x, sa, z, sb, L_, i == 0);  // the first term stored: no zeroing pass
   }
   act = act && recording_;
   if (act) {

@@ -35,22 +35,27 @@ struct NodeView {
   T val(uint32_t i, uint32_t l) const {
     return in[i].kind == OPND_CONST ? m.consts_[in[i].id] : m.pay(in[i].id)[l];
   }
-  T* adj(uint32_t i) const {
-    return in[i].kind == OPND_ACTIVE ? m.adj_.data() + size_t(in[i].id) * L : nullptr;
-  }
+  bool active(uint32_t i) const { return in[i].kind == OPND_ACTIVE; }
+  // Operand i's adjoint, ready to add to (zeroed on its first use), or null when not active.
+  T* adj(uint32_t i) const { return active(i) ? m.adjoint_for_add(in[i].id) : nullptr; }
   const T* out_adj(uint32_t k) const { return m.adj_.data() + size_t(nd.out + k) * L; }
   const T* out_val(uint32_t k) const { return m.pay(nd.out + k); }
-  // d[l] += g[l] * p[l]: the multiply-add every elementwise rule ends in. A few lanes run the
-  // kernel's loop inline (the call and its ISA dispatch would cost more than the work).
-  NDVM_INLINE void acc(T* d, LanePtr<T> p) const {
-    if (!d) return;
+  // adj(i)[l] += g[l] * p[l]: the multiply-add every elementwise rule ends in; an adjoint's first
+  // contribution is stored instead (no zeroing pass). A few lanes run the kernel's loop inline
+  // (the call and its ISA dispatch would cost more than the work).
+  NDVM_INLINE void acc(uint32_t i, LanePtr<T> p) const {
+    if (!active(i)) return;
+    const uint32_t id = in[i].id;
+    T* d = m.adj_.data() + size_t(id) * L;
+    const bool set = !m.touched_[id];
+    m.touched_[id] = 1;
     if (L >= kKernelLanes) {
       if (p.stride == 0 && (p.p[0] == T(1) || p.p[0] == T(-1)))  // + and -: no multiply
-        kern::acc_plus(d, g, p.p[0], live, L);
+        kern::acc_plus(d, g, p.p[0], live, L, set);
       else
-        kern::acc_times(d, g, p.p, p.stride, live, L);
+        kern::acc_times(d, g, p.p, p.stride, live, L, set);
     } else {
-      kern::acc_times_t(d, g, p.p, p.stride, live, L);
+      kern::acc_times_t(d, g, p.p, p.stride, live, L, set);
     }
   }
   static constexpr uint32_t kKernelLanes = 8;
@@ -58,11 +63,10 @@ struct NodeView {
 
 template <class T>
 NDVM_INLINE void sweep_unary(const NodeView<T>& v) {
-  T* ga = v.adj(0);
-  if (!ga) return;
+  if (!v.active(0)) return;
   const T* x = v.m.pay(v.in[0].id);  // a unary node's operand is always an active payload
   T* buf = v.m.scratch_.data();
-  with_unary(v.nd.op, [&](auto rule) NDVM_INLINE_LAMBDA { v.acc(ga, decltype(rule)::partial(x, v.y, buf, v.L)); });
+  with_unary(v.nd.op, [&](auto rule) NDVM_INLINE_LAMBDA { v.acc(0, decltype(rule)::partial(x, v.y, buf, v.L)); });
 }
 
 template <class T>
@@ -72,8 +76,8 @@ NDVM_INLINE void sweep_binary(const NodeView<T>& v) {
   with_binary(v.nd.op, [&](auto rule) NDVM_INLINE_LAMBDA {
     decltype(rule)::partials(a, b, v.y, v.m.scratch_.data(), v.L, da, db);
   });
-  v.acc(v.adj(0), da);
-  v.acc(v.adj(1), db);
+  v.acc(0, da);
+  v.acc(1, db);
 }
 
 // out = mask ? a : b: each lane's adjoint goes to the side it took
@@ -110,25 +114,46 @@ void sweep_minmax(const NodeView<T>& v) {
 template <class T>
 void sweep_dot(const NodeView<T>& v) {
   for (uint32_t i = 0; 2 * i < v.nd.nin; ++i) {
-    v.acc(v.adj(2 * i), v.lanes(2 * i + 1));
-    v.acc(v.adj(2 * i + 1), v.lanes(2 * i));
+    v.acc(2 * i, v.lanes(2 * i + 1));
+    v.acc(2 * i + 1, v.lanes(2 * i));
   }
 }
 
 }  // namespace detail
 
+// The adjoint of payload id, zeroed if nothing has added to it yet in this sweep.
+template <class T>
+T* Machine<T>::adjoint_for_add(uint32_t id) {
+  T* a = adj_.data() + size_t(id) * L_;
+  if (!touched_[id]) {
+    std::fill(a, a + L_, T(0));
+    touched_[id] = 1;
+  }
+  return a;
+}
+
 // The reverse sweep: seeds the output's adjoint (ones when seed is null) and walks the tape back.
+// Adjoints are not zeroed up front: touched_ marks those that have received a contribution, the
+// first one is stored (NodeView::acc), and a node none of whose outputs was touched has a zero
+// adjoint and is skipped (its contributions would all be exactly zero).
 template <class T>
 void Machine<T>::reverse(const Value& outv, const T* seed) {
   size_t total = size_t(npay_) * L_;
   grow(adj_, total);
-  adj_.assign(total, T(0));
+  if (adj_.size() < total) adj_.resize(total);
+  touched_.assign(npay_, 0);
   if (!(outv.tag == Tag::Num && outv.active())) return;
   T* g0 = adj_.data() + size_t(outv.id) * L_;
   for (uint32_t l = 0; l < L_; ++l) g0[l] = seed ? seed[l] : T(1);
+  touched_[outv.id] = 1;
   if (scratch_.size() < 6 * size_t(L_)) scratch_.resize(6 * size_t(L_));
   for (size_t k = nodes_.size(); k-- > 0;) {
-    const detail::NodeView<T> v(*this, nodes_[k]);
+    const TapeNode& nd = nodes_[k];
+    bool any = false;
+    for (uint32_t o = 0; o < nd.nout; ++o) any |= touched_[nd.out + o] != 0;
+    if (!any) continue;
+    for (uint32_t o = 0; o < nd.nout; ++o) adjoint_for_add(nd.out + o);  // untouched outputs: 0
+    const detail::NodeView<T> v(*this, nd);
     switch (op_family(v.nd.op)) {
       case OpFamily::Unary: detail::sweep_unary(v); break;
       case OpFamily::Binary: detail::sweep_binary(v); break;
