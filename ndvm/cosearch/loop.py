@@ -18,7 +18,7 @@ import ndvm
 from ndvm.cosearch._calibrate import calibrate, minimize_value, succeeded
 from ndvm.cosearch.grammar import Grammar
 from ndvm.cosearch.proposers import Proposer, Replay, make_proposer
-from ndvm.cosearch.select import fitness, select
+from ndvm.cosearch.select import fitness, select, starts_around
 from ndvm.cosearch.sexpr import size, skeleton, to_source, to_tree
 from ndvm.cosearch.simplify import Simplifier, TooManyParameters
 from ndvm.cosearch.tasks import SEARCH_LM_SCALING, SEARCH_OPTIMIZER, Task, get_task
@@ -276,9 +276,7 @@ class _Scorer:
         """Parameters of ``prog`` refitted by LM from ``starts`` starts: its current fit and
         draws at three scales (normal with sd 0.3, 1 and 3), so that shifts and rates far from
         the default start's reach are found; a failed fit gives an exception."""
-        rng = np.random.default_rng(seed)
-        scale = np.resize([0.3, 1.0, 3.0], starts - 1)
-        init = {n: np.concatenate([[params[n]], rng.normal(0.0, scale)]) for n in names}
+        init = starts_around(params, names, starts, seed)
         try:
             r = ndvm.fit(prog, data=_used(self.train[0], prog),
                          target=self.train[1], params=names, init=init, starts=starts,

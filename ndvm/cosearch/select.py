@@ -3,7 +3,8 @@
 The search's front trades held-out error against size, but a held-out set of a few points is a
 noisy judge (with 20 points the search scores on 6). So every front member is cross-validated on
 all the data (K = min(5, N) folds; each fold refitted by Levenberg-Marquardt from the member's
-fitted parameters), and the chosen model is the smallest one whose CV error is within one
+fitted parameters and from independent draws around zero, keeping the lowest loss on the fold's
+training points), and the chosen model is the smallest one whose CV error is within one
 standard error of the lowest CV error (Breiman et al. 1984; Hastie, Tibshirani & Friedman, ESL
 7.10); CV errors below 1e-12 of the target's variance count as exact (rounding decides nothing).
 The choice is then refitted on all the data, and parameters that landed on integers (within
@@ -21,10 +22,11 @@ from ndvm.cosearch.sexpr import to_source, to_tree
 from ndvm.cosearch.simplify import PARAM_MARK, simplify
 from ndvm.cosearch.tasks import SEARCH_LM_SCALING
 
-__all__ = ["select", "cross_validate", "refit", "snap", "fitness"]
+__all__ = ["select", "cross_validate", "refit", "snap", "fitness", "starts_around"]
 
 RULE = "one-standard-error rule over K-fold cross-validation"
 EXACT = 1e-12
+CV_STARTS = 8  # LM starts per fold: the member's fit and 7 independent draws (``starts_around``)
 
 
 def fitness(record):
@@ -40,8 +42,18 @@ def _predict(ev, prog, params, inputs, n):
     return np.broadcast_to(v, (n,)) if v.size == 1 else v
 
 
-def refit(prog, names, inputs, target, init, ev, steps=40):
-    """Parameters refitted by LM on (inputs, target) from ``init`` (kept if the refit is worse)."""
+def starts_around(params, names, starts, seed):
+    """name -> [starts] LM starting values: ``params`` first, then seeded normal draws with
+    standard deviations cycling through 0.3, 1 and 3 (shifts and rates far from the first
+    start's basin)."""
+    rng = np.random.default_rng(seed)
+    scale = np.resize([0.3, 1.0, 3.0], starts - 1)
+    return {n: np.concatenate([[params[n]], rng.normal(0.0, scale)]) for n in names}
+
+
+def refit(prog, names, inputs, target, init, ev, steps=40, starts=1, seed=0):
+    """Parameters refitted by LM on (inputs, target) from ``init`` (kept if the refit is worse);
+    with ``starts`` > 1 also from ``starts_around(init)``'s draws, the lowest loss winning."""
     n = target.size
     with np.errstate(all="ignore"):
         base = float(np.mean((_predict(ev, prog, init, inputs, n) - target) ** 2))
@@ -49,7 +61,8 @@ def refit(prog, names, inputs, target, init, ev, steps=40):
         return dict(init), base
     data = {k: v for k, v in inputs.items() if k in prog.free_names}
     try:
-        r = ndvm.fit(prog, data=data, target=target, params=names, init=init,
+        r = ndvm.fit(prog, data=data, target=target, params=names, starts=starts,
+                     init=starts_around(init, names, starts, seed) if starts > 1 else init,
                      optimizer="lm", steps=steps, evaluator=ev, unused_data="ignore",
                      scaling=SEARCH_LM_SCALING)
     except Exception:  # noqa: BLE001 - a refit that cannot run keeps the given parameters
@@ -60,7 +73,12 @@ def refit(prog, names, inputs, target, init, ev, steps=40):
 
 
 def cross_validate(prog, names, inputs, target, init, ev, k=5, seed=0):
-    """(CV mean squared error, its standard error) of a program over K folds."""
+    """(CV mean squared error, its standard error) of a program over K folds.
+
+    ``init`` was fitted on points that the folds hold out, so a fold refitted from it alone
+    would start in a basin chosen by its own test points: a flexible model (a free frequency,
+    say) then keeps a local minimum that passes near them and its CV error is too low. Each
+    fold is therefore also fitted from independent draws, and the lowest training loss wins."""
     n = target.size
     k = max(2, min(k, n))
     folds = np.random.default_rng(seed).permutation(n) % k
@@ -68,7 +86,7 @@ def cross_validate(prog, names, inputs, target, init, ev, k=5, seed=0):
     for f in range(k):
         tr, te = folds != f, folds == f
         params, _ = refit(prog, names, {a: v[tr] for a, v in inputs.items()}, target[tr],
-                          init, ev)
+                          init, ev, starts=CV_STARTS, seed=seed + f)
         with np.errstate(all="ignore"):
             p = _predict(ev, prog, params, {a: v[te] for a, v in inputs.items()}, int(te.sum()))
             sq[te] = (p - target[te]) ** 2
