@@ -186,7 +186,14 @@ def cmd_fit(args):
                   f"{hint.replace('(did you mean', '(did you mean column')}", file=sys.stderr)
     res = ndvm.fit(prog, data=data, target=y, params=params, starts=args.starts,
                    init=init or None, optimizer=args.optimizer, steps=args.steps, lr=args.lr,
-                   seed=args.seed, client=args.client)
+                   seed=args.seed, client=args.client, nan_policy=args.nan_policy)
+    rows_ok = np.isfinite(y)  # with --nan-policy omit: the rows the fit used
+    for v in data.values():
+        rows_ok &= np.isfinite(v)
+    data = {k: v[rows_ok] for k, v in data.items()}
+    y = y[rows_ok]
+    if args.nan_policy == "omit" and not rows_ok.all():
+        print(f"ndvm: {int((~rows_ok).sum())} row(s) with NaN or inf omitted", file=sys.stderr)
     pred = ndvm.Evaluator(client=args.client).evaluate(prog, params=res.params, data=data).value[0]
     r2 = 1.0 - float(np.mean((pred - y) ** 2)) / float(np.var(y)) if np.var(y) > 0 else float("nan")
     stderr = getattr(res, "stderr", None)  # standard errors, when ndvm.fit provides them
@@ -520,6 +527,9 @@ def build_parser():
     f.add_argument("--starts", type=_positive_int, default=8, help="multi-start count (default 8)")
     f.add_argument("--lr", type=float, default=0.05, help="Adam learning rate (default 0.05)")
     f.add_argument("--seed", type=int, default=0, help="seed of the random starts (default 0)")
+    f.add_argument("--nan-policy", default="raise", choices=["raise", "omit"],
+                   help="rows with NaN or inf in a used column: an error (raise, default) or "
+                        "left out of the fit (omit)")
     _client_option(f)
     f.add_argument("--plot", metavar="PNG", help="write the data, the fit and its residuals")
     f.set_defaults(func=cmd_fit)

@@ -192,7 +192,8 @@ def _check_finite(what, a):
     if total - total != 0.0 and not np.isfinite(a).all():
         i = int(np.flatnonzero(~np.isfinite(a.reshape(-1)))[0])
         raise ValueError(f"{what} has a non-finite value ({a.reshape(-1)[i]}) at index {i}; "
-                         f"remove it, or pass nan_policy='omit' to drop such points")
+                         f"remove it, or pass nan_policy='omit' (ndvm fit: --nan-policy omit) "
+                         f"to drop such points")
 
 
 def _initial_values(names, S, init, bounds, seed):

@@ -1,4 +1,5 @@
 """The ``ndvm`` command line, run as a user would (a subprocess)."""
+import math
 import subprocess
 import sys
 import tempfile
@@ -132,3 +133,18 @@ def test_fit_rejects_nan_in_the_csv_naming_the_column_and_row(tmp_path):
     r = ndvm("fit", m, d, "--target", "y")
     assert r.returncode != 0
     assert "data input 'x' has a non-finite value (nan) at index 4" in r.stderr, r.stderr
+
+
+def test_fit_nan_policy_omit_leaves_the_bad_rows_out(tmp_path):
+    m, d = _write_fit_files(tmp_path, "(* A (exp (- 0 (* b x))))")
+    lines = open(d).read().splitlines()
+    n = len(lines) - 1
+    lines[5] = "nan," + lines[5].split(",")[1]
+    open(d, "w").write("\n".join(lines))
+    r = ndvm("fit", m, d, "--target", "y")
+    assert r.returncode != 0 and "--nan-policy omit" in r.stderr, r.stderr
+    r = ndvm("fit", m, d, "--target", "y", "--nan-policy", "omit")
+    assert r.returncode == 0, r.stderr
+    assert f"over {n - 1} rows" in r.stdout and "1 row(s) with NaN or inf omitted" in r.stderr
+    r2 = float(r.stdout.split("R2")[1].split()[0])
+    assert math.isfinite(r2) and r2 > 0.99
