@@ -49,7 +49,12 @@ struct NodeView {
     T* d = m.adj_.data() + size_t(id) * L;
     const bool set = !m.touched_[id];
     m.touched_[id] = 1;
-    if (L >= kKernelLanes) {
+    if (L == 1) {  // one lane (a scalar fit): the loops below without their loop overhead
+      const bool on = (!live || live[0]) && g[0] != T(0);
+      const T v = on ? g[0] * p.p[0] : T(0);
+      if (set) d[0] = T(0) + v;
+      else if (on || !live) d[0] += v;
+    } else if (L >= kKernelLanes) {
       if (p.stride == 0 && (p.p[0] == T(1) || p.p[0] == T(-1)))  // + and -: no multiply
         kern::acc_plus(d, g, p.p[0], live, L, set);
       else
