@@ -174,7 +174,7 @@ def cmd_fit(args):
     data = {k: v for k, v in cols.items() if k in prog.free_names and k != args.target}
     params = args.params.split(",") if args.params else None
     init = dict(args.init or [])
-    from ndvm.fit import did_you_mean
+    from ndvm.fit import did_you_mean, finite_rows
 
     unused = [c for c in cols if c not in data]  # columns the program does not read
     for name in prog.free_names:
@@ -187,12 +187,10 @@ def cmd_fit(args):
     res = ndvm.fit(prog, data=data, target=y, params=params, starts=args.starts,
                    init=init or None, optimizer=args.optimizer, steps=args.steps, lr=args.lr,
                    seed=args.seed, client=args.client, nan_policy=args.nan_policy)
-    rows_ok = np.isfinite(y)  # with --nan-policy omit: the rows the fit used
-    for v in data.values():
-        rows_ok &= np.isfinite(v)
-    data = {k: v[rows_ok] for k, v in data.items()}
-    y = y[rows_ok]
-    if args.nan_policy == "omit" and not rows_ok.all():
+    rows_ok = finite_rows(y, data)  # with --nan-policy omit: the rows the fit used
+    if not rows_ok.all():
+        data = {k: v[rows_ok] for k, v in data.items()}
+        y = y[rows_ok]
         print(f"ndvm: {int((~rows_ok).sum())} row(s) with NaN or inf omitted", file=sys.stderr)
     pred = ndvm.Evaluator(client=args.client).evaluate(prog, params=res.params, data=data).value[0]
     r2 = 1.0 - float(np.mean((pred - y) ** 2)) / float(np.var(y)) if np.var(y) > 0 else float("nan")

@@ -187,6 +187,17 @@ def _check_names(what, given, allowed, free_names):
                          f"{', '.join(free_names) or '(none)'}")
 
 
+def finite_rows(y, arrays):
+    """The points nan_policy="omit" keeps: finite in the target ``y`` and in every per-point
+    data array (a scalar input applies to every point and is checked on its own)."""
+    keep = np.isfinite(y)
+    for a in arrays.values():
+        a = np.asarray(a)
+        if a.size == y.size and a.size > 1:
+            keep &= np.isfinite(a.reshape(-1))
+    return keep
+
+
 def _check_finite(what, a):
     total = float(np.add.reduce(a, axis=None))  # one pass; NaN or inf unless every value is finite
     if total - total != 0.0 and not np.isfinite(a).all():
@@ -419,10 +430,7 @@ class FitPlan:
                     raise ValueError(f"data input {name!r} has {a.size} points but target has "
                                      f"{y.size}")
             if self.nan_policy == "omit":
-                keep = np.isfinite(y)
-                for a in arrays.values():
-                    if a.size == y.size and a.size > 1:
-                        keep &= np.isfinite(a.reshape(-1))
+                keep = finite_rows(y, arrays)
                 if not keep.any():
                     raise ValueError("no data point is finite in the target and every data input")
                 if not keep.all():

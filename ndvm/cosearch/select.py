@@ -62,7 +62,7 @@ def refit(prog, names, inputs, target, init, ev, steps=40, starts=1, seed=0):
     data = {k: v for k, v in inputs.items() if k in prog.free_names}
     try:
         r = ndvm.fit(prog, data=data, target=target, params=names, starts=starts,
-                     init=starts_around(init, names, starts, seed) if starts > 1 else init,
+                     init=starts_around(init, names, starts, seed),
                      optimizer="lm", steps=steps, evaluator=ev, unused_data="ignore",
                      scaling=SEARCH_LM_SCALING)
     except Exception:  # noqa: BLE001 - a refit that cannot run keeps the given parameters
