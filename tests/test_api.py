@@ -243,3 +243,16 @@ def test_pi_is_a_constant_of_the_language_and_can_be_shadowed(client):
     assert ev.evaluate(prog, data={"x": 1.0}).value[0, 0] == 2 * np.pi
     assert ev.evaluate("(let ((pi 3)) pi)").value[0, 0] == 3.0
     assert ev.evaluate("(define (f pi) (* 2 pi)) (f 1.5)").value[0, 0] == 3.0
+
+
+def test_baselines_without_torch_is_a_missing_module_so_callers_can_skip(monkeypatch):
+    """Without PyTorch, importing ndvm.baselines raises ModuleNotFoundError naming torch (not a
+    bare ImportError): pytest.importorskip and other skip-on-missing-module callers skip cleanly
+    (a bare ImportError made the oracle tests error on a machine without torch)."""
+    import sys
+    monkeypatch.setitem(sys.modules, "torch", None)  # "import torch" now fails
+    for name in [m for m in sys.modules if m == "ndvm.baselines" or m.startswith("ndvm.baselines.")]:
+        monkeypatch.delitem(sys.modules, name)
+    with pytest.raises(ModuleNotFoundError, match="needs PyTorch") as info:
+        import ndvm.baselines  # noqa: F401
+    assert info.value.name == "torch"

@@ -7,7 +7,10 @@ ndvm.Evaluator. They need PyTorch (``pip install ndvm[torch]``); ``import ndvm``
 try:
     import torch  # noqa: F401
 except ImportError:  # pragma: no cover - depends on the environment
-    raise ImportError("ndvm.baselines needs PyTorch: pip install ndvm[torch]") from None
+    # (a ModuleNotFoundError naming torch: what is missing is a module, so callers that skip
+    # on a missing module, pytest.importorskip among them, skip here too)
+    raise ModuleNotFoundError("ndvm.baselines needs PyTorch: pip install ndvm[torch]",
+                              name="torch") from None
 
 from ndvm.baselines.split import SplitEvaluator
 from ndvm.baselines.tagged import TaggedEvaluator
