@@ -163,6 +163,51 @@ def test_small_programs_hold_products_of_two_scaled_features_of_one_input():
     assert "(* a (cos (* b x)) (cos (* c x)))" not in small  # (u < v: each pair once)
 
 
+def test_the_shape_library_holds_separable_products_of_response_shapes():
+    g = gp.Grammar(inputs=("x0", "x1"), params=P, loop=False)
+    shapes = [to_source(t) for t in gp.separable_shapes(g)]
+    # the normal density in a ratio, with its 1/sigma (Feynman I.6.2)
+    assert "(/ (* a (exp (* b (square (/ x0 x1))))) x1)" in shapes
+    # a shifted Gaussian bump over a rational one (Vladislavleva 1)
+    assert "(* a (exp (* b (square (+ c x0)))) (/ 1.0 (+ d (square (+ f x1)))))" in shapes
+    assert "(* a (pow x0 b) (pow x1 d))" in shapes  # a power law in each input
+    assert "(* a (exp (* b (square (* x0 x1)))))" in shapes  # products of two inputs
+    assert len(shapes) == len(set(shapes))
+    # bounded with more inputs: ratios but no products of inputs beyond two
+    g3 = gp.Grammar(inputs=("x0", "x1", "x2"), params=P, loop=False)
+    shapes3 = [to_source(t) for t in gp.separable_shapes(g3)]
+    assert len(shapes3) < 1500 and not any("(* x0 x1)" in s for s in shapes3)
+    assert not gp.separable_shapes(gp.Grammar(inputs=("x",), params=P[:4]))  # too few names
+
+
+def test_the_shape_library_is_scored_but_never_a_parent():
+    from types import SimpleNamespace
+
+    from ndvm.cosearch.proposers import Mutate
+    g = gp.Grammar(inputs=("x0", "x1"), params=P, loop=False)
+    task = SimpleNamespace(objective="mse", inputs={"x0": 0, "x1": 0}, seeds=())
+    state = SimpleNamespace(grammar=g, task=task, seen=set(), front=[], population=[])
+    m = Mutate(seed=0)
+    n_small = len({s for s in (m.propose(10_000, state))})  # small models, then the library
+    assert m._island and n_small > len(m._island)
+    lib = next(iter(m._island))
+    rec = {"src": lib, "size": 9, "train_error": 1e-9, "heldout_error": 1e-9}
+    other = {"src": "(* a x0)", "size": 3, "train_error": 1.0, "heldout_error": 1.0}
+    state.front, state.population = [rec, other], [rec, other]
+    trees, _ = m._parents(state)
+    assert [t.tree for t in trees] == [to_tree("(* a x0)")] * 2 and m.n_front == 1
+
+
+def test_the_shape_library_finds_the_normal_density_in_a_ratio():
+    rng = np.random.default_rng(0)
+    X = rng.uniform(1, 3, (100, 2))
+    y = np.exp(-(X[:, 0] / X[:, 1]) ** 2 / 2) / (np.sqrt(2 * np.pi) * X[:, 1])
+    m = ndvm.SymbolicRegressor(budget=None, max_candidates=700, random_state=0).fit(X, y)
+    Xt = rng.uniform(1, 3, (500, 2))
+    yt = np.exp(-(Xt[:, 0] / Xt[:, 1]) ** 2 / 2) / (np.sqrt(2 * np.pi) * Xt[:, 1])
+    assert m.score(Xt, yt) > 0.99999 and m.size_ <= 12, (m.program_, m.score(Xt, yt))
+
+
 def test_front_parents_are_drawn_uniformly_at_front_rate():
     """A front member that loses every tournament on error is still a parent at front_rate."""
     from ndvm.cosearch.proposers import Mutate

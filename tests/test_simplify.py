@@ -33,6 +33,13 @@ def canon(src, params=P):
     ("(- x 3)", "(+ a x)"),                              # u - c = u + c'
     ("(/ x a)", "(* a x)"),                              # u / c = u * c'
     ("(/ (* c (sin x)) -0.6858)", "(* a (sin x))"),      # u / k = u * (1/k): k folds into c
+    ("(/ a x b)", "(/ a x)"),                            # u / v / c: c joins u's scale
+    ("(/ a (+ b (square x)) d (exp x))", "(/ a (* (+ b (square x)) (exp x)))"),
+    ("(/ a (* b x))", "(/ a x)"),                        # u / (c v) = c' u / v
+    ("(/ (* a x) (* b y))", "(/ (* a x) y)"),
+    ("(/ (sin x) (* b y))", "(* a (/ (sin x) y))"),      # ... or its own scale
+    ("(* a (/ b x))", "(/ a x)"),                        # c (k / v) = c' / v
+    ("(* a (/ 1.0 x) (sin x))", "(* (/ a x) (sin x))"),
     ("(* a (sin (* a x)))", "(* a (sin (* b x)))"),      # one parameter per occurrence
     ("(pow x 2)", "(pow x 2)"),                          # integer exponents stay structure
     ("(let ((u0 (* a x))) (+ x 1))", "(+ a x)"),         # unused binding dropped
@@ -67,6 +74,10 @@ def test_a_literal_divisor_joins_the_other_factors_even_when_literals_stay():
     abcd = ("a", "b", "c", "d")
     out = canon("(+ (* a x) (* b y) (* c z) (* d (cos x)) (/ (* 3 (sin x)) 2.0))", abcd)
     assert "(* 1.5 (sin x))" in out and "/" not in out
+
+
+def test_a_literal_scale_of_a_denominator_joins_the_numerator_when_literals_stay():
+    assert to_source(simplify(to_tree("(/ (sin x) (* 2.0 y))"), P)) == "(* 0.5 (/ (sin x) y))"
 
 
 def test_canonical_form_is_a_fixpoint_for_grown_and_mutated_trees():

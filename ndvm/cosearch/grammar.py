@@ -12,7 +12,8 @@ from itertools import accumulate
 from ndvm.cosearch.sexpr import SPECIAL_FORMS, size
 
 __all__ = ["Grammar", "Sites", "choice", "positions", "get_at", "replace_at", "grow", "mutate",
-           "crossover", "shifted", "simplify", "small_programs", "polynomials"]
+           "crossover", "shifted", "simplify", "small_programs", "polynomials",
+           "separable_shapes"]
 
 
 @dataclass
@@ -354,6 +355,59 @@ def small_programs(g):
     if "+" in g.binary and "*" in g.binary and len(xs) <= POLYNOMIAL_INPUTS:
         out += polynomials(xs, g.params)
     return [t[0] if len(t) == 1 else t for t in out]
+
+
+def _features(g):
+    """The inputs and, between two inputs, their ratios and product (the arguments the shape
+    library applies its response shapes to)."""
+    xs = list(g.inputs)
+    out = [x for x in xs]
+    if "/" in g.binary:
+        out += [["/", x, y] for x in xs for y in xs if x != y]
+    if "*" in g.binary and len(xs) <= 2:
+        out += [["*", x, y] for i, x in enumerate(xs) for y in xs[i + 1:]]
+    return out
+
+
+def _shapes(g, f, p):
+    """Common one-argument response shapes of the feature ``f``, with fitted parameters drawn
+    from ``p`` (a list, consumed): a bump exp(b f^2) (centered at 0 or shifted), a rational bump
+    1/(b + (f + c)^2) and a power law f^b."""
+    out = []
+    if "exp" in g.unary and "square" in g.unary:
+        out.append(["exp", ["*", p[0], ["square", f]]])
+        out.append(["exp", ["*", p[0], ["square", ["+", p[1], f]]]])
+    if "/" in g.binary and "square" in g.unary:
+        out.append(["/", 1.0, ["+", p[0], ["square", ["+", p[1], f]]]])
+    if "pow" in g.binary:
+        out.append(["pow", f, p[0]])
+    return out
+
+
+def separable_shapes(g):
+    """Products of response shapes (_shapes) of one or two features (_features): a S(f), a S(f) h
+    and a S(f) / h for another feature h, and a S(f) T(h); the shape library a search tries
+    after the small models (proposers.Mutate keeps them out of its parents: they are flexible
+    enough to fit a small sample with the wrong structure, and their mutants would crowd the
+    population). Many published formulas are such products (a normal density in a ratio, a
+    Gaussian bump over a rational one)."""
+    if len(g.params) < 5 or "*" not in g.binary:
+        return []
+    a, b, c, d, e5 = g.params[:5]
+    feats = _features(g)
+    out = []
+    for f in feats:
+        out += [["*", a, s] for s in _shapes(g, f, [b, c])]
+    for f in feats:
+        for h in feats:
+            if h == f or (isinstance(h, list) and isinstance(f, list)):
+                continue
+            for s in _shapes(g, f, [b, c]):
+                out.append(["*", a, s, h])
+                if "/" in g.binary:
+                    out.append(["/", ["*", a, s], h])
+                out += [["*", a, s, t] for t in _shapes(g, h, [d, e5])]
+    return out
 
 
 POLYNOMIAL_INPUTS = 3  # polynomial bases are proposed for problems with at most this many inputs

@@ -94,8 +94,10 @@ class Mutate(Proposer):
 
     Parents are drawn by tournament from the front and the best candidates so far, or
     (``front_rate`` of them) uniformly from the front; a few children are grown afresh. Every child is simplified to its canonical form (simplify.py).
-    ``small``: first propose every small model of the grammar (grammar.small_programs) when the
-    task fits data. Deterministic for a seed (given the same scores).
+    ``small``: first propose every small model of the grammar (grammar.small_programs) and then
+    the shape library (grammar.separable_shapes) when the task fits data; the library's models
+    compete for the front and the answer but are never parents. Deterministic for a seed (given
+    the same scores).
     """
 
     name = "mutate"
@@ -108,7 +110,9 @@ class Mutate(Proposer):
         self.front_rate = front_rate
         self.n_front = 0
         self.small = small
-        self._small = None
+        self._small = None  # the small models and the shape library still to propose
+        self._shapes = None
+        self._island = set()  # the shape library's sources: scored, never parents
         self._trees = {}  # parsed parents and their Sites, by source
         self.parsimony = parsimony
         self.crossover = crossover
@@ -116,8 +120,10 @@ class Mutate(Proposer):
         self.tournament = tournament
 
     def _parents(self, state):
-        pool = list(state.front) + list(state.population)
-        self.n_front = len(state.front)
+        island = self._island
+        front = [r for r in state.front if r["src"] not in island]
+        pool = front + [r for r in state.population if r["src"] not in island]
+        self.n_front = len(front)
         # parsimony pressure: 2% more error per atom, so bloated parents lose close tournaments;
         # the error is the worse of the training and held-out errors (select.fitness)
         return ([self._tree(r.get("model") or r["src"]) for r in pool],
@@ -148,13 +154,19 @@ class Mutate(Proposer):
         seeds = [self._tree(s) for s in state.task.seeds]
         out = []
         if self._small is None:
-            fits_data = state.task.objective == "mse" and bool(state.task.inputs)
-            self._small = list(gp.small_programs(g)) if self.small and fits_data else []
-        while self._small and len(out) < n:
-            canon = _canonical(self._small.pop(0), g.params)
-            src = None if canon is None else canon[1]
-            if src is not None and src not in state.seen and src not in out:
-                out.append(src)
+            fits_data = self.small and state.task.objective == "mse" and bool(state.task.inputs)
+            self._small = gp.small_programs(g) if fits_data else []
+            self._shapes = gp.separable_shapes(g) if fits_data else []
+            self._small.reverse()  # (popped from the end: smallest first)
+            self._shapes.reverse()
+        for todo, island in ((self._small, None), (self._shapes, self._island)):
+            while todo and len(out) < n:
+                canon = _canonical(todo.pop(), g.params)
+                src = None if canon is None else canon[1]
+                if src is not None and src not in state.seen and src not in out:
+                    out.append(src)
+                    if island is not None:
+                        island.add(src)
         for _ in range(n * 20):
             if len(out) >= n:
                 break

@@ -277,11 +277,36 @@ class Simplifier:
                 rest.append(v)
         if head == "+":
             rest = self._like_terms(rest)
+        else:
+            rest = self._scale_into_ratio(rest)
         if not rest:
             return unit
         if len(rest) == 1:
             return rest[0]
         return [head] + sorted(rest, key=lambda a: (not _pl(a, P), self.key(a)))
+
+    def _scale_into_ratio(self, factors):
+        """c (k / v) w -> (c' / v) w: a product's fitted scale joins the constant numerator of
+        one of its ratios (two constants where one is fitted)."""
+        P = self.P
+        scale = next((a for a in factors if _pl(a, P)), None)
+        ratio = next((a for a in factors if isinstance(a, list) and len(a) == 3 and a[0] == "/"
+                      and _pl(a[1], P)), None)
+        if scale is None or ratio is None:
+            return factors
+        k = ratio[1]
+        if _num(scale) and _num(k):
+            merged = _fold("*", [scale, k])
+            if merged is None:
+                return factors
+        elif _num(k) and k == 1:
+            merged = scale  # (a keeps its name)
+        elif _num(scale) and scale == 1:
+            merged = k
+        else:
+            merged = _PARAM
+        out = [a for a in factors if a is not scale]
+        return [["/", merged, ratio[2]] if a is ratio else a for a in out]
 
     def _base(self, term):
         """A sum's term without its fitted scale: (* c u v) -> (u v), u -> (u,)."""
@@ -336,6 +361,8 @@ class Simplifier:
 
     def _divide(self, args):
         P = self.P
+        if len(args) > 2:  # u / v / w ... is u / (v w ...)
+            args = [args[0], self._assoc("*", args[1:])]
         if len(args) != 2:
             return ["/"] + args
         u, v = args
@@ -351,6 +378,21 @@ class Simplifier:
             return self._assoc("*", [u, 1.0 / v])
         if isinstance(v, list) and len(v) == 3 and v[0] == "/" and _num(v[1]) and v[1] == 1:
             return self._assoc("*", [u, v[2]]) if not (_num(u) and u == 1) else v[2]
+        if isinstance(v, list) and v[0] == "*" and any(_pl(f, P) for f in v[1:]):
+            # u / (c w) is c' u / w: the denominator's fitted scale joins the numerator's (or
+            # becomes its own factor when the numerator has none)
+            scale = [f for f in v[1:] if _pl(f, P)]
+            rest = [f for f in v[1:] if not _pl(f, P)]
+            w = rest[0] if len(rest) == 1 else ["*"] + rest
+            if not _has_param(scale, P):  # literals: u / (k w) is (1/k) u / w
+                k = _fold("*", scale)
+                if k is None or k == 0:
+                    return ["/", u, v]
+                return self._assoc("*", [1.0 / k, self._divide([u, w])])
+            if _pl(u, P) or (isinstance(u, list) and u[0] == "*"
+                             and any(_pl(f, P) and _has_param(f, P) for f in u[1:])):
+                return self._divide([u, w])
+            return self._assoc("*", [_PARAM, self._divide([u, w])])
         return ["/", u, v]
 
     # -- canonical form -----------------------------------------------------------------------
