@@ -361,7 +361,7 @@ def _features(g):
     """The inputs and, between two inputs, their ratios and product (the arguments the shape
     library applies its response shapes to)."""
     xs = list(g.inputs)
-    out = [x for x in xs]
+    out = list(xs)
     if "/" in g.binary:
         out += [["/", x, y] for x in xs for y in xs if x != y]
     if "*" in g.binary and len(xs) <= 2:
