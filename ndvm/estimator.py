@@ -8,8 +8,13 @@ LaTeX when X had string column names). The returned model is the search's select
 rule over cross-validation, refitted on all data); ``result_`` keeps the whole front.
 """
 import numpy as np
-from sklearn.base import BaseEstimator, RegressorMixin
-from sklearn.utils.validation import check_is_fitted, validate_data
+
+try:
+    from sklearn.base import BaseEstimator, RegressorMixin
+    from sklearn.utils.validation import check_is_fitted, validate_data
+except ImportError:  # (a missing module: callers that skip on one, importorskip among them, do)
+    raise ModuleNotFoundError("ndvm.SymbolicRegressor needs scikit-learn (1.6 or newer): "
+                              "pip install 'ndvm[sr]'", name="sklearn") from None
 
 __all__ = ["SymbolicRegressor"]
 

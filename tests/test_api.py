@@ -256,3 +256,19 @@ def test_baselines_without_torch_is_a_missing_module_so_callers_can_skip(monkeyp
     with pytest.raises(ModuleNotFoundError, match="needs PyTorch") as info:
         import ndvm.baselines  # noqa: F401
     assert info.value.name == "torch"
+
+
+def test_symbolic_regressor_without_scikit_learn_says_what_to_install(tmp_path):
+    """Without scikit-learn, ndvm.SymbolicRegressor raises ModuleNotFoundError naming the extra
+    to install (it was a bare 'No module named sklearn' from inside ndvm/estimator.py). Run in a
+    fresh interpreter, where scikit-learn is made unimportable before ndvm is imported."""
+    import subprocess
+    import sys
+    code = ("import sys; sys.modules['sklearn'] = None\n"
+            "import ndvm\n"
+            "try:\n    ndvm.SymbolicRegressor\n"
+            "except ModuleNotFoundError as e:\n    print(e.name, '|', e)\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         cwd=tmp_path)  # (not a checkout, whose ndvm/ would shadow the install)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.startswith("sklearn |") and "pip install 'ndvm[sr]'" in out.stdout
