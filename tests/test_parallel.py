@@ -575,3 +575,35 @@ def test_executor_chunks_come_back_packed_and_equal_local_fits_bit_for_bit():
         assert parallel._Job.shared(pickle.loads(pickle.dumps(job))) is parallel._Job.shared(job)
     dask = pytest.importorskip("dask")
     assert dask.base.tokenize(chunk) == dask.base.tokenize(parallel._Chunk([], chunk.key))
+
+
+def test_the_garbage_collector_is_paused_during_a_batch_and_restored_after():
+    """fit_many pauses Python's cyclic collector while it runs (its collections ran under the
+    GIL while the workers waited) and restores it as it found it: after a normal call, after a
+    call that raises, and left off when the caller had turned it off."""
+    import gc
+    from ndvm import parallel
+
+    seen = []
+    plain = parallel._run_pool
+
+    def spy(*args, **kwargs):
+        seen.append(gc.isenabled())
+        return plain(*args, **kwargs)
+
+    x = np.linspace(0.1, 1.0, 8)
+    was = gc.isenabled()
+    try:
+        gc.enable()
+        parallel._run_pool = spy
+        ndvm.fit_many(["(* a x)"], data={"x": x}, target=2 * x, workers=1)
+        assert seen == [False] and gc.isenabled()
+        with pytest.raises(ValueError):
+            ndvm.fit_many(["(* a x)"], data={"x": x}, target=2 * x, workers=0)
+        assert gc.isenabled()
+        gc.disable()
+        ndvm.fit_many(["(* a x)"], data={"x": x}, target=2 * x, workers=1)
+        assert not gc.isenabled()
+    finally:
+        parallel._run_pool = plain
+        (gc.enable if was else gc.disable)()
