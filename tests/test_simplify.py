@@ -78,6 +78,8 @@ def test_a_literal_divisor_joins_the_other_factors_even_when_literals_stay():
 
 def test_a_literal_scale_of_a_denominator_joins_the_numerator_when_literals_stay():
     assert to_source(simplify(to_tree("(/ (sin x) (* 2.0 y))"), P)) == "(* 0.5 (/ (sin x) y))"
+    # a fitted scale below a literal numerator is not dropped: the ratio keeps one fitted number
+    assert to_source(simplify(to_tree("(/ 2.0 (* b y))"), P)) == "(/ ? y)"
 
 
 def test_canonical_form_is_a_fixpoint_for_grown_and_mutated_trees():

@@ -52,6 +52,11 @@ def _pl(a, P):
     return _num(a) or a == _PARAM or (isinstance(a, str) and a in P)
 
 
+def _fitted(a, P):
+    """A simplified argument that is one fitted number with a parameter in it (not a literal)."""
+    return _pl(a, P) and _has_param(a, P)
+
+
 def _has_param(tree, params):
     if isinstance(tree, list):
         return any(_has_param(t, params) for t in tree)
@@ -389,9 +394,9 @@ class Simplifier:
                 if k is None or k == 0:
                     return ["/", u, v]
                 return self._assoc("*", [1.0 / k, self._divide([u, w])])
-            if _pl(u, P) or (isinstance(u, list) and u[0] == "*"
-                             and any(_pl(f, P) and _has_param(f, P) for f in u[1:])):
-                return self._divide([u, w])
+            if _fitted(u, P) or (isinstance(u, list) and u[0] == "*"
+                                 and any(_fitted(f, P) for f in u[1:])):
+                return self._divide([u, w])  # (a literal numerator stays fixed: not this way)
             return self._assoc("*", [_PARAM, self._divide([u, w])])
         return ["/", u, v]
 
