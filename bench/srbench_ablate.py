@@ -30,7 +30,7 @@ ABLATIONS = {
     "no-simplify": {"patch": [(proposers, "_canonical_uncached",
                                lambda t, p: canonical(gp.simplify(t), p)),
                               (loop, "canonicalize", lambda t, p: t)]},
-    "no-pole-probe": {"patch": [(loop._Scorer, "off_domain", lambda self, prog, p: None)]},
+    "no-pole-probe": {"patch": [(loop._Scorer, "off_domain", lambda self, prog, p, v=None: None)]},
     "no-small-models": {"options": {}, "small": False},
     "adam": {"options": {"optimizer": "adam", "steps": 50, "starts": 8}},
     "old-grammar": {"options": {"unary": ("sin", "cos", "exp", "tanh", "square"),

@@ -562,7 +562,8 @@ def build_parser():
                    help="seed of the proposer (same seed, same candidates; default 0)")
     s.add_argument("--stop", action="store_true", help="stop at the first good held-out fit")
     s.add_argument("--workers", type=_positive_int, default=None,
-                   help="calibration threads (default: every core)")
+                   help="threads the search runs on (default: every core; 1: all on one "
+                        "thread, the same candidates and results)")
     s.add_argument("--scheduler", metavar="tcp://HOST:PORT", default=None,
                    help="calibrate on the Dask cluster of this scheduler instead of local "
                         "threads (needs ndvm[dask]); same results as a local run")

@@ -16,6 +16,7 @@ import atexit
 import contextlib
 import gc
 import inspect
+import itertools
 import math
 import os
 import threading
@@ -116,7 +117,7 @@ class _Job:
         self.kind = kind
         self.config = config
         self.options = options
-        self.token = os.urandom(16)
+        self.token = _TOKEN_PREFIX + next(_TOKENS).to_bytes(8, "little")
         self._plan = None
 
     def __getstate__(self):
@@ -168,6 +169,19 @@ def _evaluator_config(evaluator, client, dtype, compat):
     return (client, dtype, compat, ())
 
 
+# A job's token: this process's random prefix and a count (os.urandom for every call released
+# the GIL, and getting it back cost the caller up to a switch interval while other threads ran)
+_TOKEN_PREFIX = os.urandom(8)
+_TOKENS = itertools.count()
+
+
+def _new_token_prefix():  # (a forked child names its jobs apart from its parent's)
+    global _TOKEN_PREFIX
+    _TOKEN_PREFIX = os.urandom(8)
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_new_token_prefix)
 _EVALUATORS = {}
 _EVALUATORS_LOCK = threading.Lock()
 _JOBS = {}  # token -> this process's copy of a job an executor sent (see _Job.shared)
@@ -398,46 +412,95 @@ class _Progress:
             self.bar.close()
 
 
-def _run_pool(job, items, workers, chunk, progress):
-    """Run on the persistent pool: ``workers`` tasks claim ``chunk`` candidates at a time."""
-    n = len(items)
-    results = [None] * n
-    lock = threading.Lock()
-    cancel = threading.Event()
-    state = {"next": 0, "done": 0}
+class _Claims:
+    """One call's candidates, claimed ``chunk`` at a time by whichever threads drain them: the
+    pool's workers, the calling thread, and threads a caller lends (the co-search's proposer
+    thread, once it has proposed). ``results`` fill in input order, whoever ran them."""
 
-    def drain():
-        ev = _evaluator(job.config)
-        finished = 0
-        while not cancel.is_set():
-            with lock:
-                state["done"] += finished
-                start = state["next"]
+    def __init__(self, job, items, chunk):
+        self.job, self.items, self.chunk = job, items, max(1, int(chunk))
+        self.results = [None] * len(items)
+        self.lock = threading.Lock()
+        self.cancel = threading.Event()
+        self.complete = threading.Event()  # every candidate done, or a drain failed
+        self.next = self.done = 0
+        self.failure = None
+        if not items:
+            self.complete.set()
+
+    def drain(self):
+        """Run chunks on this thread until none is left to claim (or the call is cancelled)."""
+        n, ev = len(self.items), None
+        while not self.cancel.is_set():
+            with self.lock:
+                start = self.next
                 if start >= n:
                     return
-                stop = state["next"] = min(start + chunk, n)
-            results[start:stop] = _run_items(job, ev, items[start:stop])
-            finished = stop - start
+                # claims shrink towards the end (to an eighth of what is left, at least one):
+                # the threads finish their last claims at about the same time
+                stop = self.next = start + max(1, min(self.chunk, (n - start) // 8))
+            if ev is None:
+                ev = _evaluator(self.job.config)
+            try:
+                self.results[start:stop] = _run_items(self.job, ev, self.items[start:stop])
+            except BaseException as e:  # a worker's own failure (never a candidate's)
+                with self.lock:
+                    self.failure = self.failure or e
+                self.cancel.set()
+                self.complete.set()
+                raise
+            with self.lock:
+                self.done += stop - start
+                if self.done == n:
+                    self.complete.set()
 
-    pool = _pool(workers)
-    futures = [pool.submit(drain) for _ in range(min(workers, math.ceil(n / chunk)))]
-    try:
-        pending = futures
-        while pending:
-            _, pending = wait(pending, timeout=_POLL_SECONDS)
-            progress.to(state["done"])
-    except BaseException:  # Ctrl-C: stop claiming work, let running candidates end, then leave
-        cancel.set()
-        for f in futures:
-            f.cancel()
-        wait(futures)
-        raise
-    for f in futures:
-        if not f.cancelled():
-            f.result()  # a worker's own failure (never a candidate's) re-raises here
-    if state["next"] < n:  # every task was cancelled before it started
-        raise RuntimeError("the ndvm worker pool was shut down during the call")
-    return results
+    def run(self, workers, progress, inline=False):
+        """The results, once ``workers`` tasks on the persistent pool (and the calling thread
+        too when ``inline``, and any lent thread) have run every chunk."""
+        n = len(self.items)
+        futures = []
+        if workers:
+            pool = _pool(workers)
+            futures = [pool.submit(self.drain)
+                       for _ in range(min(workers, math.ceil(n / self.chunk)))]
+        try:
+            if inline:
+                self.drain()
+            pending = futures
+            while not self.complete.is_set():
+                if pending:
+                    _, pending = wait(pending, timeout=_POLL_SECONDS)
+                elif inline:  # (what is left runs on a lent thread)
+                    self.complete.wait(_POLL_SECONDS)
+                else:  # every task ended and nothing else drains: they were cancelled
+                    break
+                progress.to(self.done)
+        except BaseException:  # Ctrl-C: stop claiming work, let running candidates end, then leave
+            self.cancel.set()
+            for f in futures:
+                f.cancel()
+            wait(futures)
+            raise
+        if self.failure is not None:
+            raise self.failure
+        if self.done < n:  # every task was cancelled before it started
+            raise RuntimeError("the ndvm worker pool was shut down during the call")
+        progress.to(n)
+        return self.results
+
+
+def _pool_chunk(job, n, workers, chunk_size):
+    """Candidates a pool thread claims at a time: ``chunk_size``, else (a chunk of fits is one
+    native call; evaluations go one at a time) POOL_CHUNK_SIZE, fewer when that would leave a
+    worker fewer than TASKS_PER_WORKER claims."""
+    if chunk_size is not None:
+        return int(chunk_size)
+    return min(POOL_CHUNK_SIZE, n // (TASKS_PER_WORKER * workers)) if job.kind == "fit" else 1
+
+
+def _run_pool(job, items, workers, chunk, progress):
+    """Run on the persistent pool: ``workers`` tasks claim ``chunk`` candidates at a time."""
+    return _Claims(job, items, chunk).run(workers, progress)
 
 
 def _run_executor(executor, job, items, chunk, progress):
@@ -510,12 +573,7 @@ def _run(job, items, workers, executor, chunk_size, progress, desc):
             workers = default_workers() if workers is None else int(workers)
             if workers < 1:
                 raise ValueError(f"workers must be at least 1, got {workers}")
-            chunk = chunk_size
-            if chunk is None:  # a chunk of fits is one native call; evaluations go one at a time
-                chunk = 1
-                if job.kind == "fit":
-                    chunk = min(POOL_CHUNK_SIZE, n // (TASKS_PER_WORKER * workers))
-            return _run_pool(job, items, workers, max(1, int(chunk)), bar)
+            return _run_pool(job, items, workers, _pool_chunk(job, n, workers, chunk_size), bar)
     finally:
         bar.close()
 
@@ -545,6 +603,12 @@ def fit_many(programs, data=None, target=None, *, workers=None, executor=None, c
     program's fit does not depend on the batch it is in. ``unused_data`` defaults to "ignore"
     here: the shared ``data`` may hold inputs that some programs do not use.
     """
+    job, items = _fit_job(programs, data, target, per_candidate, fit_options)
+    return _run(job, items, workers, executor, chunk_size, progress, "fit_many")
+
+
+def _fit_job(programs, data, target, per_candidate, fit_options):
+    """fit_many's arguments checked: the _Job and the (index, program, extra) items."""
     unknown = set(fit_options) - _FIT_OPTIONS
     if unknown:
         raise TypeError(f"fit_many() got unknown fit option(s) {sorted(unknown)}")
@@ -571,8 +635,40 @@ def fit_many(programs, data=None, target=None, *, workers=None, executor=None, c
     fit_options.setdefault("unused_data", "ignore")
     options = dict(fit_options, data=data, target=target)
     job = _Job("fit", config, options)
-    items = [(i, p, e) for i, (p, e) in enumerate(zip(programs, extras))]
-    return _run(job, items, workers, executor, chunk_size, progress, "fit_many")
+    return job, [(i, p, e) for i, (p, e) in enumerate(zip(programs, extras))]
+
+
+class Begun:
+    """Fits begun by ``begin_fits`` (see there)."""
+
+    def __init__(self, claims, workers):
+        self._claims, self._workers = claims, workers
+
+    def drain(self):
+        """Lend the calling thread: it runs candidates until none is left to claim."""
+        self._claims.drain()
+
+    def finish(self, lent=0):
+        """Run candidates on the calling thread (and on workers - 1 - ``lent`` pool threads)
+        until every one is done; fit_many's results, in input order."""
+        with _gc_paused():
+            return self._claims.run(max(0, self._workers - 1 - lent), _Progress(False, 0, ""),
+                                    inline=True)
+
+
+def begin_fits(programs, data=None, target=None, *, workers=None, per_candidate=None,
+               **fit_options):
+    """``fit_many``'s candidates, checked and ready but not yet run: for a caller with threads of
+    its own to lend (the co-search lends its proposer thread once it has proposed the next
+    batch). Any thread may ``drain()`` the returned ``Begun``; ``finish(lent)`` on the calling
+    thread runs candidates too and returns the results. ``workers``: the threads in all (the
+    caller's, the ``lent`` ones and workers - 1 - lent of the pool's; default: the cores)."""
+    workers = default_workers() if workers is None else int(workers)
+    if workers < 1:
+        raise ValueError(f"workers must be at least 1, got {workers}")
+    job, items = _fit_job(programs, data, target, per_candidate, fit_options)
+    return Begun(_Claims(job, items, max(1, _pool_chunk(job, len(items), workers, None))),
+                 workers)
 
 
 def evaluate_many(programs, params=None, data=None, consts=None, grad=False, *, workers=None,

@@ -165,6 +165,37 @@ def test_the_batch_call_equals_single_fits_bit_for_bit(client, optimizer, opts):
         assert [_fit_key(r) for r in got] == expected, how
 
 
+def test_begun_fits_run_on_lent_threads_and_equal_single_fits_bit_for_bit():
+    """begin_fits (the co-search's door): the calling thread and any thread that lends itself
+    (drain) run the candidates, claims shrinking towards the end; the results equal ndvm.fit's
+    one program at a time, bit for bit, whoever ran them, and a thread that lends itself after
+    everything was claimed returns at once."""
+    progs = _with_bad(GOOD * 3, every=7)
+    opts = dict(data={"x": X}, target=Y, optimizer="lm",
+                evaluator=ndvm.Evaluator("dmci", max_steps=200_000))
+    expected = _single_fits(progs, **opts)
+    for workers, lenders in ((1, 0), (2, 1), (3, 2), (4, 1)):
+        begun = parallel.begin_fits(progs, workers=workers, **opts)
+        ran = []
+
+        def lend(begun=begun, ran=ran):
+            ran.append(threading.get_ident())
+            begun.drain()
+
+        threads = [threading.Thread(target=lend) for _ in range(lenders)]
+        for t in threads:
+            t.start()
+        got = begun.finish(lent=lenders)
+        for t in threads:
+            t.join()
+        assert [_fit_key(r) for r in got] == expected, (workers, lenders)
+        begun.drain()  # (nothing left: returns at once)
+    with pytest.raises(ValueError, match="workers must be at least 1"):
+        parallel.begin_fits(progs, workers=0, **opts)
+    with pytest.raises(TypeError, match="unknown fit option"):
+        parallel.begin_fits(progs, workers=1, stepz=3, **opts)
+
+
 def test_the_best_start_is_the_first_of_least_finite_loss():
     """FitBatch.fit_result picks the best start natively: the first start of least finite loss
     (a tie goes to the earlier start, a non-finite start never wins, none finite gives start 0),

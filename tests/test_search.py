@@ -125,13 +125,17 @@ def test_the_pipelined_search_proposes_the_same_on_any_number_of_workers():
     def fields(res):
         return [(r["id"], r["src"], r["status"], r["params"], r["heldout_error"])
                 for r in res.records]
-    one = ndvm.search("damped", seed=2, max_candidates=80, workers=1, budget=None)
-    two = ndvm.search("damped", seed=2, max_candidates=80, workers=2, budget=None)
+    # workers=1: every step on the calling thread; 2: the proposer thread calibrates too once
+    # it has proposed; 3: and a pool thread
+    one = ndvm.search("damped", seed=2, max_candidates=160, workers=1, budget=None)
+    two = ndvm.search("damped", seed=2, max_candidates=160, workers=2, budget=None)
+    three = ndvm.search("damped", seed=2, max_candidates=160, workers=3, budget=None)
     with ThreadPoolExecutor(2) as ex:  # the executor path, in rounds of the same size
-        ex_run = ndvm.search("damped", seed=2, max_candidates=80, executor=ex, batch=16,
+        ex_run = ndvm.search("damped", seed=2, max_candidates=160, executor=ex, batch=16,
                              budget=None)
-    assert ndvm.cosearch.Mutate.pipelined and len(one.records) == 80
-    assert fields(one) == fields(two) == fields(ex_run)
+    assert ndvm.cosearch.Mutate.pipelined and len(one.records) == 160
+    assert fields(one) == fields(two) == fields(three) == fields(ex_run)
+    assert sum(r["proposer"] == "mutate" and r["status"] == "ok" for r in one.records) > 100
     assert [r["src"] for r in one.front] == [r["src"] for r in two.front] == [
         r["src"] for r in ex_run.front]
     assert one.best["model"] == two.best["model"] == ex_run.best["model"]
@@ -285,7 +289,7 @@ def test_extract_programs_from_prose():
     assert extract_programs(text) == ["(+ a x)", "(* a (sin x))"]
 
 
-def test_calibrate_uses_fit_many_when_present_and_captures_errors(monkeypatch):
+def test_calibrate_runs_a_batch_in_one_parallel_call_and_captures_errors(monkeypatch):
     x = np.linspace(0, 1, 10)
     progs = [ndvm.parse("(* a x)"), ndvm.parse("(* a (car x))")]
     serial = _calibrate.calibrate(progs, {"x": x}, 2 * x, optimizer="adam", steps=20)
@@ -297,7 +301,17 @@ def test_calibrate_uses_fit_many_when_present_and_captures_errors(monkeypatch):
         def __init__(self, e):
             self.error = e
 
-    def fake_fit_many(programs, data=None, target=None, workers=None, **options):
+    class Begun:  # what ndvm.parallel.begin_fits returns: the batch's results at finish
+        def __init__(self, out):
+            self.out = out
+
+        def drain(self):
+            pass
+
+        def finish(self, lent=0):
+            return self.out
+
+    def fake_begin_fits(programs, data=None, target=None, workers=None, **options):
         calls.append(len(programs))
         out = []
         for p in programs:
@@ -305,9 +319,9 @@ def test_calibrate_uses_fit_many_when_present_and_captures_errors(monkeypatch):
                 out.append(ndvm.fit(p, data=data, target=target, **options))
             except ndvm.SchemeError as e:
                 out.append(Captured(e))
-        return out
+        return Begun(out)
 
-    monkeypatch.setattr(ndvm, "fit_many", fake_fit_many, raising=False)
+    monkeypatch.setattr(_calibrate, "begin_fits", fake_begin_fits)
     par = _calibrate.calibrate(progs, {"x": x}, 2 * x, optimizer="adam", steps=20)
     assert calls == [2]
     assert par[0].params == serial[0].params and par[1].kind == "EvalError"

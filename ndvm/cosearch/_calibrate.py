@@ -1,14 +1,16 @@
 """The search's one door to calibration: ``calibrate(programs, ...)``.
 
-Runs ``ndvm.fit_many`` (a chunk of fits per native call, on the worker pool or an executor); a
+Runs ``ndvm.fit_many`` (a chunk of fits per native call, on the worker pool or an executor;
+``begin`` lets the caller lend threads of its own to the pool's work); a
 failed candidate becomes a ``CalibrationError`` in its place, never an exception. ``minimize_value``
 fits likelihood tasks, whose program value itself is minimized (ndvm.fit's native L-BFGS).
 """
 import numpy as np
 
 import ndvm
+from ndvm.parallel import begin_fits
 
-__all__ = ["CalibrationError", "calibrate", "minimize_value", "succeeded"]
+__all__ = ["Calibration", "CalibrationError", "begin", "calibrate", "minimize_value", "succeeded"]
 
 
 class CalibrationError:
@@ -39,10 +41,38 @@ def _wrap(r):
 
 def calibrate(programs, data, target, workers=None, **fit_options):
     """Fit every program to ``target``; a list in input order of FitResult or CalibrationError."""
-    if not programs:
-        return []
-    results = ndvm.fit_many(programs, data=data, target=target, workers=workers, **fit_options)
-    return [_wrap(r) for r in results]
+    return begin(programs, data, target, workers=workers, **fit_options).finish()
+
+
+class Calibration:
+    """Fits begun by ``begin``: ``drain()`` lends the calling thread to them (when they run on
+    the local pool), ``finish(lent)`` runs them on the calling thread too (and on the pool's
+    workers - 1 - lent threads) and returns ``calibrate``'s list."""
+
+    def __init__(self, programs, data, target, workers, executor, fit_options):
+        self.begun = self.later = None
+        if not programs:
+            return
+        if executor is None:
+            self.begun = begin_fits(programs, data=data, target=target, workers=workers,
+                                    **fit_options)
+        else:
+            self.later = lambda: ndvm.fit_many(programs, data=data, target=target,
+                                               executor=executor, **fit_options)
+
+    def drain(self):
+        if self.begun is not None:
+            self.begun.drain()
+
+    def finish(self, lent=0):
+        if self.begun is not None:
+            return [_wrap(r) for r in self.begun.finish(lent)]
+        return [_wrap(r) for r in self.later()] if self.later is not None else []
+
+
+def begin(programs, data, target, workers=None, executor=None, **fit_options):
+    """The calibration of ``programs`` begun (a ``Calibration``): checked, not yet run."""
+    return Calibration(list(programs), data, target, workers, executor, fit_options)
 
 
 def minimize_value(prog, names, init, consts=None, data=None, positive=(), steps=None,

@@ -15,14 +15,14 @@ from pathlib import Path
 import numpy as np
 
 import ndvm
-from ndvm.cosearch._calibrate import calibrate, minimize_value, succeeded
+from ndvm.cosearch._calibrate import begin, minimize_value, succeeded
 from ndvm.cosearch.grammar import Grammar
 from ndvm.cosearch.proposers import Proposer, Replay, make_proposer
 from ndvm.cosearch.select import fitness, select, starts_around
 from ndvm.cosearch.sexpr import size, skeleton, to_source, to_tree
 from ndvm.cosearch.simplify import Simplifier, TooManyParameters
 from ndvm.cosearch.tasks import SEARCH_LM_SCALING, SEARCH_OPTIMIZER, Task, get_task
-from ndvm.parallel import EXECUTOR_TASK_SIZE, TASKS_PER_WORKER, executor_round
+from ndvm.parallel import EXECUTOR_TASK_SIZE, TASKS_PER_WORKER, default_workers, executor_round
 
 __all__ = ["search", "SearchResult", "pareto_front", "RunExistsError", "RECORD_FILE",
            "SUMMARY_FILE"]
@@ -211,6 +211,13 @@ class _Scorer:
         self.held = task.split("heldout")
         self.held_var = float(np.var(self.held[1])) if task.objective == "mse" else None
         self.dense = self._dense_probe() if task.objective == "mse" and task.inputs else None
+        self.joint = self.cuts = None  # the probe, training and held-out points, end to end
+        if self.dense is not None and set(self.train[0]) == set(self.dense) == set(self.held[0]):
+            parts = (self.dense, self.train[0], self.held[0])
+            sizes = [next(iter(d.values())).size for d in parts]
+            if all(np.size(d[k]) == n for d, n in zip(parts, sizes) for k in d):
+                self.joint = {k: np.concatenate([d[k] for d in parts]) for k in self.dense}
+                self.cuts = (sizes[0], sizes[0] + sizes[1])
 
     def _dense_probe(self):
         """Points filling the data's input box (a grid in 1-D, seeded uniform draws otherwise)."""
@@ -221,16 +228,36 @@ class _Scorer:
         rng = np.random.default_rng(0)
         return {k: rng.uniform(lo[k], hi[k], _DENSE_POINTS) for k in lo}
 
-    def off_domain(self, prog, params):
-        """Why the fitted model is unusable between the data points (a non-finite value or a
-        pole: more than 10x the target's spread from its mean), or None."""
-        if self.dense is None:
+    def values(self, prog, params):
+        """The fitted model's values at the probe points between the data, the training points
+        and the held-out points, in one evaluation (lanes are independent: the same numbers as
+        three), as a tuple of three arrays; the exception when it raises; None without a probe."""
+        if self.joint is None:
             return None
         try:
             with np.errstate(all="ignore"):
-                v = self.predict(prog, params, self.dense)
-        except Exception as e:  # noqa: BLE001 - a model that cannot run there is off-domain
-            return f"fails between the data points: {str(e).splitlines()[0] if str(e) else e}"
+                v = self.predict(prog, params, self.joint)
+        except Exception as e:  # noqa: BLE001 - reported by off_domain
+            return e
+        a, b = self.cuts
+        return v[:a], v[a:b], v[b:]
+
+    def off_domain(self, prog, params, values=None):
+        """Why the fitted model is unusable between the data points (a non-finite value or a
+        pole: more than 10x the target's spread from its mean), or None. ``values``: what
+        ``values`` gave, when the caller has it."""
+        if self.dense is None:
+            return None
+        if values is None:
+            values = self.values(prog, params)
+        if isinstance(values, Exception):
+            try:  # (the same evaluation on the probe points alone: did they raise, or the data?)
+                with np.errstate(all="ignore"):
+                    v = self.predict(prog, params, self.dense)
+            except Exception as e:  # noqa: BLE001 - a model that cannot run there is off-domain
+                return f"fails between the data points: {str(e).splitlines()[0] if str(e) else e}"
+        else:
+            v = values[0]
         if not np.all(np.isfinite(v)):
             return "not finite between the data points (a pole or a domain edge)"
         y = self.task.target
@@ -238,6 +265,12 @@ class _Scorer:
         if float(np.max(np.abs(v - y.mean()))) > 10.0 * spread:
             return "a pole between the data points (value beyond 10x the target's spread)"
         return None
+
+    def assess(self, prog, params):
+        """(why it is off-domain, None) or (None, ``score``) of fitted ``params``."""
+        values = self.values(prog, params)
+        why = self.off_domain(prog, params, values)
+        return (why, None) if why is not None else (None, self.score(prog, params, values))
 
     def validate(self, src):
         """(program, params) or raises: parse, allowed free names, a probe evaluation."""
@@ -259,15 +292,21 @@ class _Scorer:
         v = self.ev.evaluate(prog, params=params, data=data, consts=consts).value[0]
         return np.broadcast_to(v, (n,)) if v.size == 1 else v
 
-    def score(self, prog, params):
-        """(train error, held-out error, R^2) of fitted params (mse), or (nll, nll, None)."""
+    def score(self, prog, params, values=None):
+        """(train error, held-out error, R^2) of fitted params (mse), or (nll, nll, None).
+        ``values``: what ``values`` gave, when the caller has it."""
         if self.task.objective == "nll":
             consts = _used(self.task.consts, prog)
             v = float(self.ev.evaluate(prog, params=params, consts=consts).value.sum())
             return v, v, None
         with np.errstate(all="ignore"):
-            tr = float(np.mean((self.predict(prog, params, self.train[0]) - self.train[1]) ** 2))
-            ho = float(np.mean((self.predict(prog, params, self.held[0]) - self.held[1]) ** 2))
+            if isinstance(values, tuple):
+                fit, held = values[1], values[2]
+            else:
+                fit = self.predict(prog, params, self.train[0])
+                held = self.predict(prog, params, self.held[0])
+            tr = float(np.mean((fit - self.train[1]) ** 2))
+            ho = float(np.mean((held - self.held[1]) ** 2))
         tr = tr if math.isfinite(tr) else math.inf
         ho = ho if math.isfinite(ho) else math.inf
         return tr, ho, 1.0 - ho / self.held_var if math.isfinite(ho) else -math.inf
@@ -287,34 +326,52 @@ class _Scorer:
             return e
         return dict(r.params) if math.isfinite(r.loss) else ValueError("no finite refit")
 
-    def calibrate(self, items):
-        """Fitted params (or an error) for each (prog, params) item."""
-        out = [None] * len(items)
-        todo = [i for i, (_, ps) in enumerate(items) if ps]
-        for i, (_, ps) in enumerate(items):
-            if not ps:
-                out[i] = {}
-        if self.task.objective == "nll":
-            for i in todo:
-                prog, ps = items[i]
-                consts = _used(self.task.consts, prog)
-                init = {n: (self.task.init or {}).get(n, 1.0) for n in ps}
-                try:
-                    out[i] = minimize_value(prog, ps, init, consts=consts,
-                                            positive=[n for n in ps if n in self.task.positive],
-                                            evaluator=self.fit_ev).params
-                except Exception as e:  # noqa: BLE001 - a failed candidate is recorded
-                    out[i] = e
-            return out
-        where = {"executor": self.executor} if self.executor is not None else {}
-        if self.start_scales is not None:
+    def begin(self, items):
+        """The calibration of the (prog, params) ``items``, begun: ``drain()`` lends a thread to
+        it, ``finish(lent)`` runs it on the calling thread too and returns the fitted params (or
+        the error) of each item."""
+        return _Calibration(self, items)
+
+
+class _Calibration:
+    """A batch's calibrations (``_Scorer.begin``). Likelihood tasks' run in ``finish`` alone."""
+
+    def __init__(self, scorer, items):
+        self.scorer, self.items = scorer, items
+        self.todo = [i for i, (_, ps) in enumerate(items) if ps]
+        self.fits = None
+        if scorer.task.objective == "nll" or not self.todo:
+            return
+        where = {}
+        if scorer.start_scales is not None:  # (drawn here, in batch order, on the caller)
             where["per_candidate"] = [
-                {"init": {n: self.draws.normal(0.0, self.start_scales) for n in items[i][1]}}
-                for i in todo]
-        res = calibrate([items[i][0] for i in todo], self.train[0], self.train[1],
-                        workers=self.workers, **where, **self.fit)
-        for i, r in zip(todo, res):
-            out[i] = dict(r.params) if succeeded(r) else getattr(r, "error", r)
+                {"init": {n: scorer.draws.normal(0.0, scorer.start_scales) for n in items[i][1]}}
+                for i in self.todo]
+        self.fits = begin([items[i][0] for i in self.todo], scorer.train[0], scorer.train[1],
+                          workers=scorer.workers, executor=scorer.executor, **where, **scorer.fit)
+
+    def drain(self):
+        """Lend the calling thread to the calibrations until none is left to start."""
+        if self.fits is not None:
+            self.fits.drain()
+
+    def finish(self, lent=0):
+        """Fitted params (or an error) for each item, once all are done."""
+        scorer, items, todo = self.scorer, self.items, self.todo
+        out = [None if ps else {} for _, ps in items]
+        if self.fits is not None:
+            for i, r in zip(todo, self.fits.finish(lent)):
+                out[i] = dict(r.params) if succeeded(r) else getattr(r, "error", r)
+            return out
+        for i in todo:  # a likelihood: the program's value minimized, one candidate at a time
+            prog, ps = items[i]
+            init = {n: (scorer.task.init or {}).get(n, 1.0) for n in ps}
+            try:
+                out[i] = minimize_value(prog, ps, init, consts=_used(scorer.task.consts, prog),
+                                        positive=[n for n in ps if n in scorer.task.positive],
+                                        evaluator=scorer.fit_ev).params
+            except Exception as e:  # noqa: BLE001 - a failed candidate is recorded
+                out[i] = e
         return out
 
 
@@ -331,6 +388,7 @@ class _Batch:
     finished: bool = False
     refits: list = field(default_factory=list)  # (record to refit, its prog, param names)
     refitted: list = None
+    began: float = 0.0  # when its calibrations began (perf_counter)
 
 
 class _Rounds:
@@ -350,11 +408,15 @@ class _Rounds:
         self.first_good = None
         self.front = []
 
-    def advance(self, done):
-        """Score the batch ``done`` (when there is one), then propose the next."""
+    def advance(self, done, fits=None):
+        """Score the batch ``done`` (when there is one), propose the next, then lend this thread
+        to the current batch's calibrations ``fits`` (when given) until none is left to start."""
         if done is not None:
             self.finish(done)
-        return self.next()
+        following = self.next()
+        if fits is not None:
+            fits.drain()
+        return following
 
     def next(self):
         """The next _Batch, or why there is none ("candidates", "exhausted", "proposer
@@ -400,6 +462,7 @@ class _Rounds:
         simplified (unless the proposer did), validated and queued for calibration."""
         task, state, scorer, prop = self.task, self.state, self.scorer, self.prop
         records, items, slots = [], [], []
+        made = getattr(prop, "made", None) or {}  # (tree, source, size) the proposer built
         for src in srcs:
             rec = {"id": self.next_id, "src": src, "proposer": getattr(prop, "name", "custom"),
                    "status": "invalid", "params": {}, "train_error": math.inf,
@@ -412,7 +475,8 @@ class _Rounds:
                 continue
             state.seen.add(src)
             try:
-                tree = to_tree(src)
+                canon = made.get(src)
+                tree = to_tree(src) if canon is None else canon[0]
                 if task.objective == "mse" and not getattr(prop, "canonical", False):
                     # (likelihood programs' literals are constants, never fitted)
                     try:
@@ -421,13 +485,13 @@ class _Rounds:
                         raise
                     except Exception:  # noqa: BLE001 - an unusual form is calibrated as is
                         pass
-                model = to_source(tree)
+                model = to_source(tree) if canon is None else src
                 rec["model"] = model
                 if model != src and model in state.seen:
                     rec["status"] = "duplicate"
                     continue
                 state.seen.add(model)
-                rec["size"] = size(tree)
+                rec["size"] = size(tree) if canon is None else canon[2]
                 rec["skeleton"] = skeleton(tree, task.params)
                 prog, params = scorer.validate(model)
             except Exception as e:  # noqa: BLE001 - an invalid candidate is a record
@@ -437,11 +501,17 @@ class _Rounds:
             slots.append(rec)
         return _Batch(records, items, slots)
 
-    def calibrate(self, b):
-        """Fit the batch's programs (on the workers; the caller's thread waits)."""
-        t = time.perf_counter()
-        b.fitted = self.scorer.calibrate(b.items) if b.items else []
-        b.fit_each = (time.perf_counter() - t) / max(1, len(b.items))
+    def begin(self, b):
+        """Begin the batch's calibrations (on the caller's thread: the starts are drawn here);
+        what ``calibrate`` and ``advance`` take."""
+        b.began = time.perf_counter()
+        return self.scorer.begin(b.items)
+
+    def calibrate(self, b, fits, lent=0):
+        """Fit the batch's programs on the caller's thread, the pool's and ``lent`` more (the
+        proposer thread, once it has proposed); then the batch's refits."""
+        b.fitted = fits.finish(lent)
+        b.fit_each = (time.perf_counter() - b.began) / max(1, len(b.items))
         b.refitted = [self.scorer.refit(prog, names, rec["params"], seed=rec["id"])
                       for rec, prog, names in b.refits]
 
@@ -450,11 +520,11 @@ class _Rounds:
         task, state, scorer = self.task, self.state, self.scorer
         for (prog, _), rec, p in zip(b.items, b.slots, b.fitted):
             rec["fit_seconds"] = round(b.fit_each, 6)
-            why = scorer.off_domain(prog, p) if isinstance(p, dict) else None
+            why, scores = scorer.assess(prog, p) if isinstance(p, dict) else (None, None)
             if why is not None:
                 rec.update(status="failed", params=p, error=why)
             elif isinstance(p, dict):
-                tr, ho, r2 = scorer.score(prog, p)
+                tr, ho, r2 = scores
                 rec.update(status="ok", params=p, train_error=tr, heldout_error=ho, r2=r2)
             else:
                 rec["status"] = "failed"
@@ -484,9 +554,9 @@ class _Rounds:
                "size": old["size"], "skeleton": old.get("skeleton"), "error": None,
                "time": round(time.perf_counter() - self.t0, 4)}
         self.next_id += 1
-        why = self.scorer.off_domain(prog, p) if isinstance(p, dict) else None
+        why, scores = self.scorer.assess(prog, p) if isinstance(p, dict) else (None, None)
         if isinstance(p, dict) and why is None:
-            tr, ho, r2 = self.scorer.score(prog, p)
+            tr, ho, r2 = scores
             rec.update(status="ok", params=p, train_error=tr, heldout_error=ho, r2=r2)
         else:
             rec["error"] = why or (str(p).splitlines()[0] if str(p) else type(p).__name__)
@@ -664,7 +734,10 @@ def search(task="damped", proposer=None, budget=None, max_candidates=None, out=N
     seed: the proposer's seed. batch: candidates proposed and calibrated per round; default 16,
         or with an ``executor`` EXECUTOR_BATCH per executor worker thread (so that each task it
         receives carries enough work to hide its scheduling cost; see ``ndvm.fit_many``).
-    workers: calibration threads (default: every core). executor: a concurrent.futures.Executor
+    workers: the threads the search runs on (default: every core): the calling thread and the
+        proposer thread calibrate too, each once it has nothing else to do; 1 runs everything on
+        the calling thread, one step after the other (the same candidates, the same results).
+        executor: a concurrent.futures.Executor
         that runs the calibrations instead (e.g. a Dask ``Client(...).get_executor()`` for a
         cluster; see ``ndvm.fit_many``); proposing and scoring stay in this process, and the
         result is the same as on local threads. progress: a live status line on stderr.
@@ -729,6 +802,7 @@ def search(task="damped", proposer=None, budget=None, max_candidates=None, out=N
     run.first_good = first_good
     run.front = front
     pipelined = bool(getattr(prop, "pipelined", False))
+    serial = executor is None and (default_workers() if workers is None else int(workers)) == 1
     helper = ThreadPoolExecutor(max_workers=1, thread_name_prefix="ndvm-propose")
     job, done = None, None  # the proposer thread's current job; the last batch calibrated
 
@@ -757,15 +831,22 @@ def search(task="damped", proposer=None, budget=None, max_candidates=None, out=N
                 # while batch k calibrates here, the proposer thread scores batch k-1 and
                 # proposes batch k+1 from the state through batch k-1 (one batch of lag, the
                 # same for any worker count, so a seed proposes the same candidates)
-                job = helper.submit(run.advance, done)
-                run.calibrate(ready)
-                following = job.result()
-                job = None
+                # and then calibrates too; on one core (workers=1), the same steps one after
+                # the other
+                fits = run.begin(ready)
+                if serial:
+                    run.calibrate(ready, fits)
+                    following = run.advance(done)
+                else:
+                    job = helper.submit(run.advance, done, fits)
+                    run.calibrate(ready, fits, lent=1)
+                    following = job.result()
+                    job = None
                 if done is not None:
                     emit(done)
                 done, ready = ready, following
             else:  # the proposer sees every batch scored before it proposes the next
-                run.calibrate(ready)
+                run.calibrate(ready, run.begin(ready))
                 run.finish(ready)
                 emit(ready)
                 ready = None if stop_on_success and run.first_good is not None else run.next()

@@ -114,6 +114,7 @@ class Mutate(Proposer):
         self._shapes = None
         self._island = set()  # the shape library's sources: scored, never parents
         self._trees = {}  # parsed parents and their Sites, by source
+        self.made = {}  # source -> (tree, source, size) of the last batch proposed
         self.parsimony = parsimony
         self.crossover = crossover
         self.fresh = fresh
@@ -153,6 +154,7 @@ class Mutate(Proposer):
         trees, errors = self._parents(state)
         seeds = [self._tree(s) for s in state.task.seeds]
         out = []
+        self.made = made = {}  # the canonical tree and size of each source proposed (the loop's)
         if self._small is None:
             fits_data = self.small and state.task.objective == "mse" and bool(state.task.inputs)
             self._small = gp.small_programs(g) if fits_data else []
@@ -163,8 +165,9 @@ class Mutate(Proposer):
             while todo and len(out) < n:
                 canon = _canonical(todo.pop(), g.params)
                 src = None if canon is None else canon[1]
-                if src is not None and src not in state.seen and src not in out:
+                if src is not None and src not in state.seen and src not in made:
                     out.append(src)
+                    made[src] = canon
                     if island is not None:
                         island.add(src)
         for _ in range(n * 20):
@@ -187,9 +190,10 @@ class Mutate(Proposer):
             if canon is None or canon[2] > g.max_size:
                 continue
             src = canon[1]
-            if src in state.seen or src in out:
+            if src in state.seen or src in made:
                 continue
             out.append(src)
+            made[src] = canon
         return out
 
 
