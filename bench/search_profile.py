@@ -62,9 +62,8 @@ def profile(task, n, seed, workers, budget):
         _timed(proposers.Mutate, "propose", totals, "propose"),
         _timed(proposers.Replay, "propose", totals, "propose"),
         _timed(loop._Scorer, "validate", totals, "validate"),
-        _timed(loop._Scorer, "calibrate", totals, "calibrate"),
-        _timed(loop._Scorer, "off_domain", totals, "score"),
-        _timed(loop._Scorer, "score", totals, "score"),
+        _timed(loop._Rounds, "calibrate", totals, "calibrate"),
+        _timed(loop._Scorer, "assess", totals, "score"),
     ]
     for name in ("to_tree", "size", "skeleton", "canonicalize"):  # the loop's own preparation
         undo.append(_timed(loop, name, totals, "prepare"))
@@ -102,7 +101,7 @@ def replay(task_name, records, seed, batch=loop.BATCH):
             ok = scored.pop(0)
             state.front = loop.pareto_front(state.front + ok)
             pool = state.population + [r for r in ok if np.isfinite(r["heldout_error"])]
-            state.population = sorted(pool, key=lambda r: r["heldout_error"])[:loop._POPULATION]
+            state.population = loop._fittest(pool)  # (as _Rounds.finish folds a batch in)
         t = time.process_time()
         srcs = prop.propose(min(batch, len(records) - i), state)
         spent += time.process_time() - t

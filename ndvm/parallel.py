@@ -216,9 +216,11 @@ def _named(item):
 
 
 def _failed(index, name, source, e):
-    """The CandidateError of exception ``e`` (being handled: its traceback is formatted)."""
+    """The CandidateError of exception ``e`` (being handled: its traceback is formatted, and
+    dropped from ``e``: its frames hold the chunk's results, this error among them, a reference
+    cycle only the garbage collector could free)."""
     tb = None if getattr(e, "kind", None) else traceback.format_exc()
-    return CandidateError(index, name, source, e, tb)
+    return CandidateError(index, name, source, e.with_traceback(None), tb)
 
 
 def _run_one(job, ev, index, program, extra):
@@ -417,8 +419,9 @@ class _Claims:
     pool's workers, the calling thread, and threads a caller lends (the co-search's proposer
     thread, once it has proposed). ``results`` fill in input order, whoever ran them."""
 
-    def __init__(self, job, items, chunk):
+    def __init__(self, job, items, chunk, threads=4):
         self.job, self.items, self.chunk = job, items, max(1, int(chunk))
+        self.threads = max(1, int(threads))  # (the claims' guided shrinking below)
         self.results = [None] * len(items)
         self.lock = threading.Lock()
         self.cancel = threading.Event()
@@ -436,9 +439,9 @@ class _Claims:
                 start = self.next
                 if start >= n:
                     return
-                # claims shrink towards the end (to an eighth of what is left, at least one):
-                # the threads finish their last claims at about the same time
-                stop = self.next = start + max(1, min(self.chunk, (n - start) // 8))
+                # guided: at most ``chunk``, and a 1/threads share of what is left (at least
+                # one), so that the threads finish their last claims at about the same time
+                stop = self.next = start + max(1, min(self.chunk, -(-(n - start) // self.threads)))
             if ev is None:
                 ev = _evaluator(self.job.config)
             try:
@@ -500,7 +503,7 @@ def _pool_chunk(job, n, workers, chunk_size):
 
 def _run_pool(job, items, workers, chunk, progress):
     """Run on the persistent pool: ``workers`` tasks claim ``chunk`` candidates at a time."""
-    return _Claims(job, items, chunk).run(workers, progress)
+    return _Claims(job, items, chunk, threads=2 * workers).run(workers, progress)
 
 
 def _run_executor(executor, job, items, chunk, progress):
@@ -537,13 +540,15 @@ def _run_executor(executor, job, items, chunk, progress):
 # fit_many's time outside the native fits (bench/parallel_scaling.py: 0.16-0.18 of a one-worker
 # call of 19,760 candidates, 0.06-0.07 without them). Nested and concurrent calls are counted;
 # the last one to end restores the collector as the first found it. Reference counting still
-# frees everything acyclic at once; cycles made meanwhile are collected after the call.
+# frees everything acyclic at once; cycles made meanwhile are collected after the call (a
+# candidate's failure is kept without its traceback's frames, _failed, so it makes none). The
+# co-search pauses it for a whole search (collecting the young generation after each batch).
 _GC_PAUSES = [0, False]  # calls running, whether the collector was enabled before the first
 _GC_LOCK = threading.Lock()
 
 
 @contextlib.contextmanager
-def _gc_paused():
+def gc_paused():
     with _GC_LOCK:
         if _GC_PAUSES[0] == 0:
             _GC_PAUSES[1] = gc.isenabled()
@@ -566,7 +571,7 @@ def _run(job, items, workers, executor, chunk_size, progress, desc):
         raise ValueError(f"chunk_size must be at least 1, got {chunk_size}")
     bar = _Progress(progress, n, desc)
     try:
-        with _gc_paused():
+        with gc_paused():
             if executor is not None:
                 chunk = int(chunk_size or executor_chunk(n, executor))
                 return _run_executor(executor, job, items, chunk, bar)
@@ -651,7 +656,7 @@ class Begun:
     def finish(self, lent=0):
         """Run candidates on the calling thread (and on workers - 1 - ``lent`` pool threads)
         until every one is done; fit_many's results, in input order."""
-        with _gc_paused():
+        with gc_paused():
             return self._claims.run(max(0, self._workers - 1 - lent), _Progress(False, 0, ""),
                                     inline=True)
 
@@ -667,7 +672,7 @@ def begin_fits(programs, data=None, target=None, *, workers=None, per_candidate=
     if workers < 1:
         raise ValueError(f"workers must be at least 1, got {workers}")
     job, items = _fit_job(programs, data, target, per_candidate, fit_options)
-    return Begun(_Claims(job, items, max(1, _pool_chunk(job, len(items), workers, None))),
+    return Begun(_Claims(job, items, POOL_CHUNK_SIZE, threads=workers),
                  workers)
 
 

@@ -197,6 +197,54 @@ def test_replay_validates_and_records_every_candidate(tmp_path):
     assert summary["candidates"] == 6 and summary["first_good"]["id"] == 0
 
 
+def test_a_search_makes_no_reference_cycles_and_restores_the_collector(tmp_path, monkeypatch):
+    """The search pauses Python's cyclic garbage collector (its full collections walked the
+    simplifier's memo under the GIL): that is safe because a search makes no reference cycles,
+    not even for candidates that fail (their errors are kept without traceback frames), and the
+    collector is left as the search found it. (What the search's own young-generation
+    collections after each batch find is counted too.)"""
+    import gc
+    import types
+
+    from ndvm.cosearch import loop
+
+    found = []
+    monkeypatch.setattr(loop, "gc", types.SimpleNamespace(
+        collect=lambda generation=2: found.append(gc.collect(generation)) or found[-1]))
+
+    f = _write_jsonl(tmp_path / "c.jsonl", [
+        "(* a (* (exp (* b x)) (cos (* c x))))",
+        "(+ a", "(car a)", "(* a z)",                      # invalid: read, probe, names
+        "(if (< a 0.45) (car 1.0) (* a x))",              # fails while it is fitted
+        "(/ a (- x b))",                                   # a pole between the points
+    ])
+    was = gc.isenabled()
+    try:
+        for workers in (1, 2):
+            gc.collect()
+            gc.disable()
+            replayed = ndvm.search("damped", proposer="replay", candidates=[str(f)],
+                                   budget=None, workers=workers)
+            mutated = ndvm.search("damped", seed=3, max_candidates=120, budget=None,
+                                  workers=workers)
+            assert not gc.isenabled()  # (left as found: off)
+            assert gc.collect() == 0 and len(found) > 8 and sum(found) == 0, found
+            assert {r["status"] for r in replayed.records} >= {"ok", "invalid"}
+            assert len(mutated.records) == 120
+            gc.enable()
+            ndvm.search("damped", seed=3, max_candidates=32, budget=None, workers=workers)
+            assert gc.isenabled()
+    finally:
+        (gc.enable if was else gc.disable)()
+
+
+def test_a_failed_candidate_keeps_its_error_without_the_frames():
+    x = np.linspace(0.1, 1.0, 8)
+    bad = ndvm.fit_many(["(* a (car x))", "(* a x)"], data={"x": x}, target=2 * x, workers=1)
+    assert isinstance(bad[0], ndvm.CandidateError) and bad[0].error.__traceback__ is None
+    assert bad[0].kind == "EvalError" and "car" in str(bad[0].error)
+
+
 def test_candidate_file_errors_name_the_line_and_column(tmp_path):
     f = tmp_path / "bad.jsonl"
     f.write_text('{"src": "(* a x)"}\n{"src": (* a x)}\n')

@@ -4,6 +4,7 @@ Every candidate becomes one record (a JSON line): id, source, proposer, status (
 failed, duplicate), parameters, train and held-out error, R^2, size, skeleton and the time since the
 search began. A search resumes from its record file: seen sources are skipped and the front rebuilt.
 """
+import gc
 import json
 import math
 import sys
@@ -22,7 +23,8 @@ from ndvm.cosearch.select import fitness, select, starts_around
 from ndvm.cosearch.sexpr import size, skeleton, to_source, to_tree
 from ndvm.cosearch.simplify import Simplifier, TooManyParameters
 from ndvm.cosearch.tasks import SEARCH_LM_SCALING, SEARCH_OPTIMIZER, Task, get_task
-from ndvm.parallel import EXECUTOR_TASK_SIZE, TASKS_PER_WORKER, default_workers, executor_round
+from ndvm.parallel import (EXECUTOR_TASK_SIZE, TASKS_PER_WORKER, default_workers, executor_round,
+                           gc_paused)
 
 __all__ = ["search", "SearchResult", "pareto_front", "RunExistsError", "RECORD_FILE",
            "SUMMARY_FILE"]
@@ -371,7 +373,7 @@ class _Calibration:
                                         positive=[n for n in ps if n in scorer.task.positive],
                                         evaluator=scorer.fit_ev).params
             except Exception as e:  # noqa: BLE001 - a failed candidate is recorded
-                out[i] = e
+                out[i] = e.with_traceback(None)  # (its frames would hold ``out``: a cycle)
         return out
 
 
@@ -813,11 +815,18 @@ def search(task="damped", proposer=None, budget=None, max_candidates=None, out=N
         if sink:
             sink.write("".join(_dump(r) + "\n" for r in b.records))
             sink.flush()
+        gc.collect(0)
         best = state.population[0] if state.population else None
         el = time.perf_counter() - session_start
         bar.update(_status(len(records), n_new / el if el > 0 else 0.0, best, len(run.front),
                            el, budget_s, task), key=(len(records), id(best), len(run.front)))
 
+    # Python's cyclic garbage collector is paused for the search (its full collections walked
+    # the simplifier's memo and the records, under the GIL, a third of the proposer's time); the
+    # search itself makes no reference cycles, and the young generation is collected after
+    # every batch (a custom proposer's cycles)
+    paused = gc_paused()
+    paused.__enter__()
     try:
         ready = run.next()  # the first batch is proposed before anything else can run
         while True:
@@ -877,6 +886,7 @@ def search(task="damped", proposer=None, budget=None, max_candidates=None, out=N
         state.population = _fittest(scored)
     finally:
         helper.shutdown(wait=True)
+        paused.__exit__(None, None, None)
         if sink:
             sink.close()
     front, first_good = run.front, run.first_good

@@ -73,18 +73,19 @@ def _is_number(a):
 
 def skeleton(tree, params):
     """The tree's source with parameters written ``P`` and numeric literals ``C``."""
-    params = set(params)
+    return to_source(_skeleton(tree, frozenset(params)))
 
-    def walk(t):
-        if isinstance(t, list):
-            return [walk(x) for x in t]
-        if _is_number(t):
-            return "C"
-        if isinstance(t, str) and t in params:
-            return "P"
-        return t
 
-    return to_source(walk(tree))
+# (module-level recursions: a recursive closure is a reference cycle, garbage for the collector
+# after every call)
+def _skeleton(t, params):
+    if isinstance(t, list):
+        return [_skeleton(x, params) for x in t]
+    if _is_number(t):
+        return "C"
+    if isinstance(t, str) and t in params:
+        return "P"
+    return t
 
 
 def canonical(tree, params):
@@ -97,13 +98,12 @@ def canonical(tree, params):
     for a in atoms(tree):
         if isinstance(a, str) and a in params and a not in seen:
             seen.append(a)
-    mapping = {old: order[i] for i, old in enumerate(seen)}
+    return _renamed(tree, {old: order[i] for i, old in enumerate(seen)})
 
-    def walk(t):
-        if isinstance(t, list):
-            return [walk(x) for x in t]
-        if isinstance(t, str) and t in mapping:
-            return mapping[t]
-        return t
 
-    return walk(tree)
+def _renamed(t, mapping):
+    if isinstance(t, list):
+        return [_renamed(x, mapping) for x in t]
+    if isinstance(t, str) and t in mapping:
+        return mapping[t]
+    return t

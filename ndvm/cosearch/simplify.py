@@ -439,24 +439,23 @@ class Simplifier:
         """(tree, source) with parameters named in order of occurrence: each occurrence its own
         name, or (``shared``) each distinct parameter its own name. A subtree without
         parameters is kept as it is; the source is written in the same walk."""
-        P, mapping, it = self.P, {}, iter(self.names)
+        return self._rename(t, shared, {}, iter(self.names))
 
-        def walk(x):
-            if type(x) is list:
-                if not self.occurrences(x):
-                    return x, self.source(x)
-                pairs = [walk(y) for y in x]
-                return [p[0] for p in pairs], "(" + " ".join([p[1] for p in pairs]) + ")"
-            if x == _PARAM or (isinstance(x, str) and x in P):
-                if x == _PARAM or not shared:
-                    name = next(it)
-                else:
-                    name = mapping.get(x)
-                    if name is None:
-                        name = mapping[x] = next(it)
-                return name, name
-            return x, _atom(x)
-        return walk(t)
+    def _rename(self, x, shared, mapping, it):  # (a method: a recursive closure is a cycle)
+        if type(x) is list:
+            if not self.occurrences(x):
+                return x, self.source(x)
+            pairs = [self._rename(y, shared, mapping, it) for y in x]
+            return [p[0] for p in pairs], "(" + " ".join([p[1] for p in pairs]) + ")"
+        if x == _PARAM or (isinstance(x, str) and x in self.P):
+            if x == _PARAM or not shared:
+                name = next(it)
+            else:
+                name = mapping.get(x)
+                if name is None:
+                    name = mapping[x] = next(it)
+            return name, name
+        return x, _atom(x)
 
     def canonical_form(self, tree):
         """(tree, source, size) of the canonical simplified tree (see the module function
