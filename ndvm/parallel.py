@@ -239,6 +239,36 @@ def _run_one(job, ev, index, program, extra):
 _LOCAL = threading.local()
 
 
+def _stage(job, ev, items, batch, results):
+    """Check, bind and stage each (index, program, extra) item in ``batch``; a candidate that
+    fails here becomes a CandidateError in ``results``. Returns [(position, plan, staged)]."""
+    staged = []
+    try:  # the plan of the shared options (a candidate with options of its own has its own)
+        shared = job.plan(ev)
+    except Exception:  # noqa: BLE001 - raised again for every candidate that uses it
+        shared = None
+    for pos, (index, program, extra) in enumerate(items):
+        try:
+            if type(program) is not Program:
+                program = _program(program, _describe(program, index)[0])
+            plan = shared if extra is None and shared is not None else job.plan(ev, extra)
+            staged.append((pos, plan, plan.stage(batch, program)))
+        except Exception as e:  # noqa: BLE001 - a bad candidate must never stop the batch
+            results[pos] = _failed(*_named(items[pos]), e)
+    return staged
+
+
+def _read(items, staged, batch, results):
+    """The results of the staged candidates once ``batch`` has run (a failed fit: its
+    CandidateError)."""
+    for pos, plan, st in staged:
+        try:
+            results[pos] = plan.result(st, batch)
+        except Exception as e:  # noqa: BLE001 - its native fit failed
+            results[pos] = _failed(*_named(items[pos]), e)
+    return results
+
+
 def _fit_chunk(job, ev, items):
     """Fit a chunk of (index, program, extra) items: each one checked, bound and staged in this
     thread's FitBatch, all calibrated in one native call, then read back; a candidate that fails
@@ -248,29 +278,12 @@ def _fit_chunk(job, ev, items):
     if batch is None:
         batch = _LOCAL.batch = FitBatch()
     batch.reset()
-    staged = []
-    try:  # the plan of the shared options (a candidate with options of its own has its own)
-        shared = job.plan(ev)
-    except Exception:  # noqa: BLE001 - raised again for every candidate that uses it
-        shared = None
     try:
-        for pos, (index, program, extra) in enumerate(items):
-            try:
-                if type(program) is not Program:
-                    program = _program(program, _describe(program, index)[0])
-                plan = shared if extra is None and shared is not None else job.plan(ev, extra)
-                staged.append((pos, plan, plan.stage(batch, program)))
-            except Exception as e:  # noqa: BLE001 - a bad candidate must never stop the batch
-                results[pos] = _failed(*_named(items[pos]), e)
+        staged = _stage(job, ev, items, batch, results)
         ev.calibrate(batch)
-        for pos, plan, st in staged:
-            try:
-                results[pos] = plan.result(st, batch)
-            except Exception as e:  # noqa: BLE001 - its native fit failed
-                results[pos] = _failed(*_named(items[pos]), e)
+        return _read(items, staged, batch, results)
     finally:
         batch.reset()  # (drops the references to the chunk's programs and inputs)
-    return results
 
 
 def _run_items(job, ev, items):
@@ -415,9 +428,8 @@ class _Progress:
 
 
 class _Claims:
-    """One call's candidates, claimed ``chunk`` at a time by whichever threads drain them: the
-    pool's workers, the calling thread, and threads a caller lends (the co-search's proposer
-    thread, once it has proposed). ``results`` fill in input order, whoever ran them."""
+    """One call's candidates, claimed at most ``chunk`` at a time by the pool's workers that
+    drain them; ``results`` fill in input order, whoever ran them."""
 
     def __init__(self, job, items, chunk, threads=4):
         self.job, self.items, self.chunk = job, items, max(1, int(chunk))
@@ -441,7 +453,8 @@ class _Claims:
                     return
                 # guided: at most ``chunk``, and a 1/threads share of what is left (at least
                 # one), so that the threads finish their last claims at about the same time
-                stop = self.next = start + max(1, min(self.chunk, -(-(n - start) // self.threads)))
+                share = -(-(n - start) // self.threads)
+                stop = self.next = start + max(1, min(self.chunk, share))
             if ev is None:
                 ev = _evaluator(self.job.config)
             try:
@@ -457,9 +470,8 @@ class _Claims:
                 if self.done == n:
                     self.complete.set()
 
-    def run(self, workers, progress, inline=False):
-        """The results, once ``workers`` tasks on the persistent pool (and the calling thread
-        too when ``inline``, and any lent thread) have run every chunk."""
+    def run(self, workers, progress):
+        """The results, once ``workers`` tasks on the persistent pool have run every chunk."""
         n = len(self.items)
         futures = []
         if workers:
@@ -467,16 +479,11 @@ class _Claims:
             futures = [pool.submit(self.drain)
                        for _ in range(min(workers, math.ceil(n / self.chunk)))]
         try:
-            if inline:
-                self.drain()
             pending = futures
             while not self.complete.is_set():
-                if pending:
-                    _, pending = wait(pending, timeout=_POLL_SECONDS)
-                elif inline:  # (what is left runs on a lent thread)
-                    self.complete.wait(_POLL_SECONDS)
-                else:  # every task ended and nothing else drains: they were cancelled
+                if not pending:  # every task ended and nothing else drains: they were cancelled
                     break
+                _, pending = wait(pending, timeout=_POLL_SECONDS)
                 progress.to(self.done)
         except BaseException:  # Ctrl-C: stop claiming work, let running candidates end, then leave
             self.cancel.set()
@@ -644,21 +651,41 @@ def _fit_job(programs, data, target, per_candidate, fit_options):
 
 
 class Begun:
-    """Fits begun by ``begin_fits`` (see there)."""
+    """Fits begun by ``begin_fits``: staged (on the calling thread) in one FitBatch that every
+    thread lent to it runs natively, claiming one fit at a time without the GIL."""
 
-    def __init__(self, claims, workers):
-        self._claims, self._workers = claims, workers
+    def __init__(self, job, items, workers):
+        self._job, self._items, self._workers = job, items, workers
+        self._results = [None] * len(items)
+        self._batch = FitBatch()
+        ev = _evaluator(job.config)
+        self._staged = _stage(job, ev, items, self._batch, self._results)
+        self._batch.open()
 
     def drain(self):
-        """Lend the calling thread: it runs candidates until none is left to claim."""
-        self._claims.drain()
+        """Lend the calling thread: it runs fits until none is left to claim."""
+        _evaluator(self._job.config).drain(self._batch)
 
     def finish(self, lent=0):
-        """Run candidates on the calling thread (and on workers - 1 - ``lent`` pool threads)
-        until every one is done; fit_many's results, in input order."""
+        """Run fits on the calling thread (and on workers - 1 - ``lent`` pool threads) until
+        every one is done; fit_many's results, in input order."""
         with gc_paused():
-            return self._claims.run(max(0, self._workers - 1 - lent), _Progress(False, 0, ""),
-                                    inline=True)
+            futures = []
+            if self._staged and self._workers - 1 - lent > 0:
+                pool = _pool(self._workers)
+                futures = [pool.submit(self.drain)
+                           for _ in range(min(self._workers - 1 - lent, len(self._staged)))]
+            try:
+                self.drain()
+            except BaseException:  # (Ctrl-C: the other threads end their claims on their own)
+                for f in futures:
+                    f.cancel()
+                raise
+            self._batch.close()  # (waits for the fits other threads are still running)
+            for f in futures:
+                if f.done() and not f.cancelled():
+                    f.result()  # a pool task's own failure (never a candidate's) re-raises
+            return _read(self._items, self._staged, self._batch, self._results)
 
 
 def begin_fits(programs, data=None, target=None, *, workers=None, per_candidate=None,
@@ -672,8 +699,7 @@ def begin_fits(programs, data=None, target=None, *, workers=None, per_candidate=
     if workers < 1:
         raise ValueError(f"workers must be at least 1, got {workers}")
     job, items = _fit_job(programs, data, target, per_candidate, fit_options)
-    return Begun(_Claims(job, items, POOL_CHUNK_SIZE, threads=workers),
-                 workers)
+    return Begun(job, items, workers)
 
 
 def evaluate_many(programs, params=None, data=None, consts=None, grad=False, *, workers=None,

@@ -259,6 +259,48 @@ def test_a_fit_batch_is_reused_and_its_results_outlive_it():
     assert keys == [_fit_key(ndvm.fit(src, **FIT)) for src in GOOD[:3]]
 
 
+def test_a_shared_fit_batch_runs_on_several_threads_and_equals_a_run():
+    """An opened FitBatch is drained by several threads at once (each on its own machine,
+    claiming one fit at a time without the GIL); after close() its results are bit for bit those
+    of run() on one thread. Results cannot be read while it is open; a drain after close does
+    nothing; reset() of an open batch waits for the fits already claimed, and no other runs."""
+    ev = ndvm.Evaluator(max_steps=200_000)
+    plan = FitPlan(dict(parallel._FIT_DEFAULTS, **FIT, evaluator=ev))
+    progs = [ndvm.parse(src) for src in GOOD * 4]
+    batch = FitBatch()
+    staged = [plan.stage(batch, p) for p in progs]
+    ev.calibrate(batch)
+    expected = [_fit_key(plan.result(st, batch)) for st in staged]
+    for threads in (1, 2, 3):
+        batch.reset()
+        staged = [plan.stage(batch, p) for p in progs]
+        batch.open()
+        with pytest.raises(RuntimeError, match="close"):
+            batch.result(0)
+        lent = [threading.Thread(target=ev.drain, args=(batch,)) for _ in range(threads - 1)]
+        for t in lent:
+            t.start()
+        ev.drain(batch)
+        batch.close()
+        for t in lent:
+            t.join()
+        assert [_fit_key(plan.result(st, batch)) for st in staged] == expected, threads
+        ev.drain(batch)  # (closed: nothing happens)
+    batch.reset()
+    staged = [plan.stage(batch, p) for p in progs[:3]]
+    batch.open()
+    helper = threading.Thread(target=ev.drain, args=(batch,))
+    helper.start()
+    batch.reset()  # (waits for whatever the helper claimed)
+    helper.join()
+    with pytest.raises(RuntimeError, match="not open"):
+        batch.close()
+    staged = [plan.stage(batch, p) for p in progs[:3]]
+    batch.open()
+    batch.reset()  # nobody drains it: nothing runs, nothing waits
+    assert batch.size == 0
+
+
 class CountingExecutor(ThreadPoolExecutor):
     """A thread pool that counts the tasks it is given."""
 

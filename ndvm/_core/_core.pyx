@@ -18,8 +18,8 @@ from libcpp.vector cimport vector
 from ndvm._core.core cimport (
     Binding, BindKind, ClientEntry, Datum, DatumKind, ErrorInfo, Expanded, FitRequest,
     Machine as CMachine, Optimizer, RunRequest, Scaling, SourceData, SrcPos, call_entry,
-    check_outputs_guarded, expand_guarded, fit_batch, prelude_text, read_guarded, result_pos,
-    reverse_guarded,
+    SharedFits, check_outputs_guarded, expand_guarded, fit_batch, fit_shared, prelude_text,
+    read_guarded, result_pos, reverse_guarded, shared_cancel, shared_reset, shared_wait,
 )
 
 import threading
@@ -892,7 +892,10 @@ cdef class FitBatch:
     staged fit on one machine; result(k) gives fit k's outputs, views into arrays allocated once
     for the whole batch, or raises fit k's error (the others are unaffected). reset() empties the
     batch for reuse: its native buffers are kept, so a reused batch allocates nothing per fit.
-    Not thread-safe: one batch per thread.
+    Or shared by several threads: open() it (on the thread that staged it), drain() it from any
+    number of threads, each on its own machine (they claim its fits one at a time, without the
+    GIL), then close() it (waits for the last fits) before reading results. Staging, run, open,
+    close and reading belong to one thread.
     """
 
     cdef vector[FitRequest] _rq
@@ -906,12 +909,22 @@ cdef class FitBatch:
     cdef cnp.ndarray _f64, _u8
     cdef FitOutputs _out
     cdef bint _ran
+    cdef bint _open  # opened for drain() and not yet closed
+    cdef SharedFits* _claims
 
     def __cinit__(self):
         self._keep = []
+        self._claims = new SharedFits()
+
+    def __dealloc__(self):
+        del self._claims
 
     def reset(self):
-        """Drop every staged fit and its results (the native buffers are kept for reuse)."""
+        """Drop every staged fit and its results (the native buffers are kept for reuse); an
+        open batch's fits not yet claimed never run, its running ones are waited for."""
+        if self._open:
+            with nogil:
+                shared_cancel(self._claims, self.size)
         self.size = 0
         self._n64 = self._n8 = 0
         self._init.clear()
@@ -919,6 +932,7 @@ cdef class FitBatch:
         self._f64 = self._u8 = None
         self._out = None
         self._ran = False
+        self._open = False
 
     def add(self, Program prog, uintptr_t entry, uintptr_t compiled, Inputs inputs,
             fitted, target, int optimizer, int steps, double lr, lower, upper, init,
@@ -979,6 +993,42 @@ cdef class FitBatch:
 
     def run(self, Machine machine):
         """Run every staged fit on ``machine``, back to back, in one call without the GIL."""
+        self._prepare()
+        machine.generation += 1
+        with nogil:
+            fit_batch(self._rq.data(), self.size, machine._ptr, machine.dtype_code,
+                      self._err.data(), self._ok.data())
+        self._finish()
+
+    def open(self):
+        """Make the staged fits ready for drain() from several threads."""
+        self._prepare()
+        shared_reset(self._claims)
+        self._open = True
+
+    def drain(self, Machine machine):
+        """Run fits of the opened batch on ``machine`` (this thread's), claiming one at a time
+        without the GIL, until every fit is claimed (another thread's last one may still run).
+        Nothing happens on a batch that is not open (closed already)."""
+        if not self._open:
+            return
+        machine.generation += 1
+        with nogil:
+            fit_shared(self._rq.data(), self.size, self._claims, machine._ptr,
+                       machine.dtype_code, self._err.data(), self._ok.data())
+
+    def close(self):
+        """Wait until every fit of the opened batch has finished; then its results are read as
+        after run()."""
+        if not self._open:
+            raise RuntimeError("this FitBatch is not open")
+        with nogil:
+            shared_wait(self._claims, self.size)
+        self._open = False
+        self._finish()
+
+    cdef _prepare(self):
+        """The output arrays of the staged fits, and every request pointed at its places."""
         cdef Py_ssize_t k, n = self.size
         cdef cnp.npy_intp dims[1]
         cdef double* f64
@@ -1008,10 +1058,10 @@ cdef class FitBatch:
             rq.stderr_ = f64 + sl.stderr_ if sl.uncertainty else NULL
             rq.flags = u8 + sl.flags if sl.P else NULL
         self._ran = True
-        machine.generation += 1
-        with nogil:
-            fit_batch(self._rq.data(), n, machine._ptr, machine.dtype_code, self._err.data(),
-                      self._ok.data())
+
+    cdef _finish(self):
+        """The FitOutputs of the fits that ran."""
+        cdef Py_ssize_t k, n = self.size
         cdef FitOutputs out = FitOutputs.__new__(FitOutputs)
         out._f64 = self._f64
         out._u8 = self._u8
@@ -1025,6 +1075,8 @@ cdef class FitBatch:
         """Raise fit k's error (IndexError when there is no fit k in a batch that ran)."""
         if not self._ran or k < 0 or k >= self.size:
             raise IndexError(f"no result {k} in this batch (run it first)")
+        if self._open:
+            raise RuntimeError("this FitBatch is open: close() it before reading results")
         if not self._ok[k]:
             _raise(self._err[k])
 

@@ -1,22 +1,63 @@
 // A chunk of calibrations run back to back in one native call with the GIL released (a chunk of
 // ndvm.fit_many; ndvm.fit is a chunk of one). Every fit is independent: its request points at its
 // own slice of the caller's result arrays, and a fit that fails keeps its error in its own
-// ErrorInfo while the others run on. All fits of a chunk share one machine (one per thread).
+// ErrorInfo while the others run on. All fits of a chunk share one machine (one per thread);
+// a shared chunk (SharedFits) is run by several threads at once, each on its own machine.
 #pragma once
+#include <atomic>
+#include <chrono>
 #include <cstdint>
+#include <thread>
 
 #include "fit.hpp"
 
 namespace ndvm {
 
+inline bool fit_one(FitRequest* rq, void* machine, int dtype, ErrorInfo* err) {
+  rq->machine = machine;
+  rq->dtype = dtype;
+  rq->n_evals = 0;
+  return fit_guarded(rq, err);
+}
+
 inline void fit_batch(FitRequest* rq, size_t n, void* machine, int dtype, ErrorInfo* err,
                       uint8_t* ok) {
-  for (size_t i = 0; i < n; ++i) {
-    rq[i].machine = machine;
-    rq[i].dtype = dtype;
-    rq[i].n_evals = 0;
-    ok[i] = fit_guarded(&rq[i], &err[i]);
+  for (size_t i = 0; i < n; ++i) ok[i] = fit_one(&rq[i], machine, dtype, err + i);
+}
+
+// The claims on a shared chunk: the next fit nobody has taken, and how many are finished.
+struct SharedFits {
+  std::atomic<size_t> next{0};
+  std::atomic<size_t> done{0};
+};
+
+inline void shared_reset(SharedFits* s) {
+  s->next.store(0);
+  s->done.store(0);
+}
+
+// Run fits of the chunk on this thread's machine, one claim at a time, until none is left: any
+// number of threads may run it at once (the GIL released), each returning once every fit is
+// claimed; a fit claimed by another thread may still be running (shared_wait waits for it).
+inline void fit_shared(FitRequest* rq, size_t n, SharedFits* s, void* machine, int dtype,
+                       ErrorInfo* err, uint8_t* ok) {
+  for (size_t i = s->next.fetch_add(1, std::memory_order_relaxed); i < n;
+       i = s->next.fetch_add(1, std::memory_order_relaxed)) {
+    ok[i] = fit_one(&rq[i], machine, dtype, err + i);
+    s->done.fetch_add(1, std::memory_order_release);  // (publishes fit i's outputs)
   }
+}
+
+// Until every fit of the chunk is finished (at most the last claimed fits of other threads).
+inline void shared_wait(const SharedFits* s, size_t n) {
+  while (s->done.load(std::memory_order_acquire) < n)
+    std::this_thread::sleep_for(std::chrono::microseconds(20));
+}
+
+// No more claims: every fit not yet claimed never runs; waits for the claimed ones to finish.
+inline void shared_cancel(SharedFits* s, size_t n) {
+  size_t claimed = s->next.exchange(n);
+  shared_wait(s, claimed < n ? claimed : n);
 }
 
 }  // namespace ndvm

@@ -174,3 +174,10 @@ cdef extern from "fit.hpp" namespace "ndvm":
 cdef extern from "batch.hpp" namespace "ndvm":
     void fit_batch(FitRequest* rq, size_t n, void* machine, int dtype, ErrorInfo* err,
                    unsigned char* ok) nogil
+    cppclass SharedFits:
+        pass
+    void shared_reset(SharedFits* s) nogil
+    void fit_shared(FitRequest* rq, size_t n, SharedFits* s, void* machine, int dtype,
+                    ErrorInfo* err, unsigned char* ok) nogil
+    void shared_wait(const SharedFits* s, size_t n) nogil
+    void shared_cancel(SharedFits* s, size_t n) nogil

@@ -9,7 +9,7 @@ import json
 import math
 import sys
 import time
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -391,6 +391,7 @@ class _Batch:
     refits: list = field(default_factory=list)  # (record to refit, its prog, param names)
     refitted: list = None
     began: float = 0.0  # when its calibrations began (perf_counter)
+    emitted: bool = False  # its records kept (search's emit)
 
 
 class _Rounds:
@@ -410,12 +411,14 @@ class _Rounds:
         self.first_good = None
         self.front = []
 
-    def advance(self, done, fits=None):
+    def advance(self, done, staged=None):
         """Score the batch ``done`` (when there is one), propose the next, then lend this thread
-        to the current batch's calibrations ``fits`` (when given) until none is left to start."""
+        to the current batch's calibrations (``staged``: a Future of them, set by the caller's
+        thread while this one works) until none is left to start."""
         if done is not None:
             self.finish(done)
         following = self.next()
+        fits = staged.result() if staged is not None else None
         if fits is not None:
             fits.drain()
         return following
@@ -806,11 +809,16 @@ def search(task="damped", proposer=None, budget=None, max_candidates=None, out=N
     pipelined = bool(getattr(prop, "pipelined", False))
     serial = executor is None and (default_workers() if workers is None else int(workers)) == 1
     helper = ThreadPoolExecutor(max_workers=1, thread_name_prefix="ndvm-propose")
-    job, done = None, None  # the proposer thread's current job; the last batch calibrated
+    # the proposer thread's current job; the last batch calibrated; the last batch scored
+    job, done, scored = None, None, None
 
     def emit(b):
+        """Keep a scored batch: its records, their file lines, the progress line."""
         nonlocal n_new
+        if b is None or b.emitted:
+            return
         records.extend(b.records)
+        b.emitted = True
         n_new += len(b.records)
         if sink:
             sink.write("".join(_dump(r) + "\n" for r in b.records))
@@ -840,20 +848,26 @@ def search(task="damped", proposer=None, budget=None, max_candidates=None, out=N
                 # while batch k calibrates here, the proposer thread scores batch k-1 and
                 # proposes batch k+1 from the state through batch k-1 (one batch of lag, the
                 # same for any worker count, so a seed proposes the same candidates)
-                # and then calibrates too; on one core (workers=1), the same steps one after
-                # the other
-                fits = run.begin(ready)
+                # and then calibrates too; meanwhile this thread keeps (emits) batch k-2. On one
+                # core (workers=1), the same steps one after the other
                 if serial:
-                    run.calibrate(ready, fits)
+                    emit(scored)
+                    run.calibrate(ready, run.begin(ready))
                     following = run.advance(done)
-                else:
-                    job = helper.submit(run.advance, done, fits)
+                else:  # (the calibrations are staged here while the proposer thread works)
+                    staged = Future()
+                    job = helper.submit(run.advance, done, staged)
+                    try:
+                        fits = run.begin(ready)
+                    except BaseException:
+                        staged.set_result(None)  # (the proposer thread lends itself to nothing)
+                        raise
+                    staged.set_result(fits)
+                    emit(scored)
                     run.calibrate(ready, fits, lent=1)
                     following = job.result()
                     job = None
-                if done is not None:
-                    emit(done)
-                done, ready = ready, following
+                scored, done, ready = done, ready, following
             else:  # the proposer sees every batch scored before it proposes the next
                 run.calibrate(ready, run.begin(ready))
                 run.finish(ready)
@@ -862,6 +876,7 @@ def search(task="damped", proposer=None, budget=None, max_candidates=None, out=N
             if stop_on_success and run.first_good is not None:
                 stopped = "success"
                 break
+        emit(scored)
         if done is not None:
             run.finish(done)
             emit(done)
@@ -873,9 +888,9 @@ def search(task="damped", proposer=None, budget=None, max_candidates=None, out=N
                 job.result()
             except BaseException:  # noqa: BLE001 - its failure does not matter any more
                 pass
-        if done is not None and done.finished and (not records
-                                                   or records[-1] is not done.records[-1]):
-            records.extend(done.records)  # scored by that job, not yet kept
+        for b in (scored, done):  # scored (by that job or before) but not yet kept
+            if b is not None and b.finished and not b.emitted:
+                records.extend(b.records)
         if sink:  # unless Ctrl-C came between a batch's records and their writing
             sink.flush()
             with open(record_path, encoding="utf-8") as f:
