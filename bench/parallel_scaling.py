@@ -293,6 +293,58 @@ def dask_overhead(progs, data, target):
                 print(line)
 
 
+def dask_search(n, rounds):
+    """A co-search (damped, ``n`` candidates, seed 0) on a 2-worker LocalCluster of processes
+    against the same search on two local threads with the same rounds (``batch`` =
+    executor_round: the same candidates), runs alternated: candidates/s of each, and the tasks
+    the cluster ran (their candidates and the seconds they worked, as each reports), against
+    the scheduling cost of an empty task measured on the same cluster."""
+    from distributed import Client, LocalCluster
+
+    tasks = []
+    plain = parallel._unpack
+
+    def counted(packed):
+        tasks.append((len(packed.items), packed.seconds))
+        return plain(packed)
+
+    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
+                      dashboard_address=None) as cluster, Client(cluster) as client:
+        ex = client.get_executor()
+        batch = parallel.executor_round(ex)
+        for f in [ex.submit(_noop, i) for i in range(50)]:
+            f.result()
+        t = time.perf_counter()
+        for f in [ex.submit(_noop, i) for i in range(400)]:
+            f.result()
+        per_task = (time.perf_counter() - t) / 400
+        ndvm.search("damped", max_candidates=batch, seed=1, executor=ex)  # warm the workers
+        rates, reference = {"dask": [], "local": []}, None
+        for _ in range(rounds):
+            for how in ("dask", "local"):
+                kw = dict(executor=ex) if how == "dask" else dict(workers=2, batch=batch)
+                if how == "dask":
+                    tasks.clear()
+                    parallel._unpack = counted
+                try:
+                    (r, _), res = measure_result(
+                        lambda kw=kw: ndvm.search("damped", max_candidates=n, seed=0, **kw), n)
+                finally:
+                    parallel._unpack = plain
+                srcs = [rec["src"] for rec in res.records]
+                assert reference is None or srcs == reference, "dask and local searches differ"
+                reference = srcs
+                rates[how].append(r)
+    size = np.mean([c for c, _ in tasks])
+    work = np.mean([s for _, s in tasks])
+    print(f"search on a Dask LocalCluster (2 worker processes, {n} candidates, rounds of "
+          f"{batch}): {np.median(rates['dask']):.0f} cand/s; on 2 local threads with the same "
+          f"rounds {np.median(rates['local']):.0f} cand/s (the same candidates)")
+    print(f"  its last run's {len(tasks)} tasks: {size:.0f} candidates and {work * 1e3:.0f} ms of "
+          f"work each on average; an empty task costs {per_task * 1e3:.2f} ms here = "
+          f"{per_task / work:.3f} of a task's work ({per_task / size * 1e6:.1f} us a candidate)")
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--rounds", type=int, default=7)
@@ -311,6 +363,7 @@ def main():
         search_scaling(args.search_candidates, args.rounds)
     if args.dask:
         dask_overhead(progs, data, target)
+        dask_search(max(args.search_candidates, 2000), max(2, args.rounds // 3))
     print(f"load average after: {os.getloadavg()[0]:.2f}")
 
 

@@ -20,6 +20,7 @@ import itertools
 import math
 import os
 import threading
+import time
 import traceback
 import warnings
 from collections.abc import Mapping
@@ -35,19 +36,22 @@ __all__ = ["EXECUTOR_CHUNK_SIZE", "EXECUTOR_TASK_SIZE", "TASKS_PER_WORKER", "Can
            "evaluate_many", "executor_chunk", "executor_round", "fit_many", "shutdown"]
 
 # Chunks sent to an executor (the one place their size is decided; the co-search's rounds on an
-# executor follow from it, executor_round). A Dask task costs ~2 ms (threads) to ~5 ms
-# (processes) of scheduling on a 2-worker LocalCluster on this machine, against ~0.1-0.15 ms of
-# CPU for one co-search Adam fit (50 steps, 44 points) and ~0.3 ms for an LM fit, so a task needs
-# ~100+ fits to keep that near 10% (and ~1000 Adam fits for 5%); but candidates differ in cost by
-# orders of magnitude and a lost worker's tasks are re-run, so each worker should also get
-# several. Default: TASKS_PER_WORKER chunks per worker, at most EXECUTOR_CHUNK_SIZE candidates
-# each (executor_chunk); a caller that can choose its batch (the co-search) hands over
-# executor_round(executor) candidates a call, EXECUTOR_TASK_SIZE a task. The per-candidate cost
-# of the executor path itself is small (results come back as one packed buffer per chunk, tasks
-# are named by a token): see bench/parallel_scaling.py --dask.
+# executor follow from it, executor_round). A Dask task costs ~2.3 ms (threads) to ~2.6 ms
+# (processes) of scheduling on a 2-worker LocalCluster on this machine (bench/parallel_scaling.py
+# --dask), against ~0.05 ms of CPU for one Adam fit of the paper's protocol (50 steps, 44
+# points, one start), ~0.5 ms for a co-search fit (eight starts) and more for LM; candidates
+# differ in cost by orders of magnitude, and a lost worker's tasks are re-run, so each worker
+# should also get several. Default: the first chunks have executor_chunk candidates
+# (TASKS_PER_WORKER chunks per worker, at most EXECUTOR_CHUNK_SIZE each); then, from the rate the
+# finished tasks report, as many as take EXECUTOR_TASK_SECONDS (~40x a task's cost: under 3%),
+# at most an even share of what is left per worker; TASKS_IN_FLIGHT tasks per worker are queued
+# at a time (one runs while the next waits). A caller that can choose its batch (the co-search)
+# hands over executor_round(executor) candidates a call, EXECUTOR_TASK_SIZE in its first tasks.
 EXECUTOR_CHUNK_SIZE = 256
 TASKS_PER_WORKER = 4
 EXECUTOR_TASK_SIZE = 128
+EXECUTOR_TASK_SECONDS = 0.1
+TASKS_IN_FLIGHT = 2
 # Candidates a pool worker claims at a time (at most; TASKS_PER_WORKER claims per worker at
 # least): one claim is one native call, so the GIL changes hands once per claim, not per fit.
 # The GIL-held share of a claim (staging and reading back) falls with its size: ~36 us a fit
@@ -333,27 +337,32 @@ def executor_round(executor):
 
 
 def _run_chunk(job, chunk):
-    """Run a _Chunk of candidates; the task an executor receives. Fits come back packed
-    (``_pack``): the chunk's native outputs once and a (k, meta) per candidate."""
+    """Run a _Chunk of candidates; the task an executor receives. The results come back as one
+    _Packed with the seconds they took; fits packed (``_pack``): the chunk's native outputs once
+    and a (k, meta) per candidate."""
+    t = time.perf_counter()
     job = _Job.shared(job)
     out = _run_items(job, _evaluator(job.config), chunk.items)
-    return _pack(out) if job.kind == "fit" else out
+    seconds = time.perf_counter() - t
+    return _pack(out, seconds) if job.kind == "fit" else _Packed(out, seconds)
 
 
 class _Packed:
     """A chunk's results for the trip back from an executor, one object (Dask pickles the
-    items of a returned list one by one, so shared parts would be pickled again for each)."""
+    items of a returned list one by one, so shared parts would be pickled again for each), and
+    the ``seconds`` the task worked (what the next chunks' size follows from)."""
 
-    __slots__ = ("items",)
+    __slots__ = ("items", "seconds")
 
-    def __init__(self, items):
+    def __init__(self, items, seconds=0.0):
         self.items = items
+        self.seconds = seconds
 
     def __reduce__(self):
-        return (_Packed, (self.items,))
+        return (_Packed, (self.items, self.seconds))
 
 
-def _pack(results):
+def _pack(results, seconds=0.0):
     """A chunk's results packed: each lazy FitResult as its ``(outputs, k, meta)`` (the chunk
     shares one FitOutputs and its plans' metas, which pickle once: two buffers and a table for
     the chunk, instead of a dozen arrays per candidate); anything else (a CandidateError) as
@@ -362,7 +371,7 @@ def _pack(results):
     for r in results:
         lazy = r.__dict__.get("_lazy") if type(r) is FitResult else None
         packed.append(r if lazy is None else (lazy.outputs, lazy.k, lazy.meta))
-    return _Packed(packed)
+    return _Packed(packed, seconds)
 
 
 def _unpack(packed):
@@ -513,25 +522,45 @@ def _run_pool(job, items, workers, chunk, progress):
     return _Claims(job, items, chunk, threads=2 * workers).run(workers, progress)
 
 
-def _run_executor(executor, job, items, chunk, progress):
-    """Run on any concurrent.futures.Executor, one task per chunk of candidates."""
-    results = [None] * len(items)
+def _run_executor(executor, job, items, chunk, progress, adaptive=False):
+    """Run on any concurrent.futures.Executor, one task per chunk of candidates, at most
+    TASKS_IN_FLIGHT per executor worker at a time. ``adaptive``: the first chunks have ``chunk``
+    candidates, the later ones as many as take EXECUTOR_TASK_SECONDS at the rate measured so
+    far (never fewer than ``chunk``, nor more than an even share of what is left per worker), so
+    that a task's fixed cost stays a small part of its work whatever a candidate costs."""
+    n = len(items)
+    results = [None] * n
+    workers = _executor_workers(executor)
     futures = {}
-    for start in range(0, len(items), chunk):
-        task = _Chunk(items[start:start + chunk], (job.token, start))
+    state = {"next": 0, "seconds": 0.0, "ran": 0}
+
+    def submit():
+        start = state["next"]
+        size = chunk
+        if adaptive and state["ran"]:
+            per = state["seconds"] / state["ran"]
+            fill = math.ceil(EXECUTOR_TASK_SECONDS / per) if per > 0 else n
+            size = max(chunk, min(fill, math.ceil((n - start) / workers)))
+        stop = state["next"] = min(n, start + size)
+        task = _Chunk(items[start:stop], (job.token, start))
         futures[executor.submit(_run_chunk, job, task)] = start
+
     done_count = 0
     try:
-        pending = set(futures)
-        while pending:
-            done, pending = wait(pending, timeout=_POLL_SECONDS, return_when=FIRST_COMPLETED)
+        while state["next"] < n and len(futures) < TASKS_IN_FLIGHT * workers:
+            submit()
+        while futures:
+            done, _ = wait(futures, timeout=_POLL_SECONDS, return_when=FIRST_COMPLETED)
             for f in done:
-                out = f.result()
-                if job.kind == "fit":
-                    out = _unpack(out)
-                start = futures[f]
+                start = futures.pop(f)
+                packed = f.result()
+                out = _unpack(packed) if job.kind == "fit" else packed.items
                 results[start:start + len(out)] = out
                 done_count += len(out)
+                state["seconds"] += packed.seconds
+                state["ran"] += len(out)
+            while state["next"] < n and len(futures) < TASKS_IN_FLIGHT * workers:
+                submit()
             progress.to(done_count)
     except BaseException:
         for f in futures:
@@ -579,9 +608,9 @@ def _run(job, items, workers, executor, chunk_size, progress, desc):
     bar = _Progress(progress, n, desc)
     try:
         with gc_paused():
-            if executor is not None:
+            if executor is not None:  # (a chunk size given is kept; the default adapts)
                 chunk = int(chunk_size or executor_chunk(n, executor))
-                return _run_executor(executor, job, items, chunk, bar)
+                return _run_executor(executor, job, items, chunk, bar, adaptive=not chunk_size)
             workers = default_workers() if workers is None else int(workers)
             if workers < 1:
                 raise ValueError(f"workers must be at least 1, got {workers}")

@@ -307,19 +307,38 @@ class CountingExecutor(ThreadPoolExecutor):
     def __init__(self, workers):
         super().__init__(workers)
         self.tasks = 0
+        self.sizes = []  # candidates in each task, in submission order
 
     def submit(self, fn, *args, **kwargs):
         self.tasks += 1
+        if len(args) == 2 and hasattr(args[1], "items"):
+            self.sizes.append(len(args[1].items))
         return super().submit(fn, *args, **kwargs)
 
 
-def test_executor_default_chunks_give_each_worker_several_tasks():
+def test_executor_default_chunks_start_small_and_grow_with_the_measured_rate(monkeypatch):
+    """Default executor chunks: the first TASKS_IN_FLIGHT per worker have executor_chunk
+    candidates (4 tasks per worker's worth: ceil(104 / 12) = 9); the later ones as many as the
+    finished tasks' rate says fill EXECUTOR_TASK_SECONDS, at most an even share per worker of
+    what is left. A chunk_size given is kept. The results never depend on the chunking."""
+    from ndvm import parallel
+
     progs = GOOD * 13  # 104 candidates
+    params = {"a": 1.0, "b": 0.5, "c": 2.0}
+    expected = [_key(r) for r in ndvm.evaluate_many(progs, params=params, data={"x": X},
+                                                    workers=1)]
+    for seconds, sizes in ((1e-9, [9] * 11 + [5]),  # (a tiny target: no growth past 9)
+                           # (cheap ones: an even share of what is left per worker)
+                           (10.0, [9] * 6 + [17, 11, 9, 9, 4])):
+        monkeypatch.setattr(parallel, "EXECUTOR_TASK_SECONDS", seconds)
+        with CountingExecutor(3) as ex:
+            got = ndvm.evaluate_many(progs, params=params, data={"x": X}, executor=ex)
+        assert sorted(ex.sizes[:6]) == sizes[:6] and sum(ex.sizes) == 104
+        assert ex.sizes[6:] == sizes[6:], ex.sizes
+        assert [_key(r) for r in got] == expected
     with CountingExecutor(3) as ex:
-        got = ndvm.evaluate_many(progs, params={"a": 1.0, "b": 0.5, "c": 2.0}, data={"x": X},
-                                 executor=ex)
-    assert ex.tasks == 12  # 4 per worker: chunks of ceil(104 / 12) = 9
-    assert [_key(r) for r in got[:8]] == [_key(r) for r in got[8:16]]
+        got = ndvm.evaluate_many(progs, params=params, data={"x": X}, executor=ex, chunk_size=5)
+    assert ex.sizes == [5] * 20 + [4] and [_key(r) for r in got] == expected
 
 
 def test_fit_many_multi_start_and_per_candidate_options():
