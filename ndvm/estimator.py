@@ -25,10 +25,11 @@ class SymbolicRegressor(RegressorMixin, BaseEstimator):
     """Symbolic regression by ndvm's co-search (genetic programming + native calibration).
 
     budget: seconds of search (None: no time limit; then set max_candidates); max_candidates:
-    stop after that many proposals; random_state: the proposer's seed; workers: calibration
-    threads; optimizer, steps, starts: the calibration of each candidate (see ndvm.fit);
-    heldout: the fraction of points the search scores but does not fit; max_size: atoms per
-    program; unary, binary: the grammar's operators (None: the default grammar's); parsimony:
+    stop after that many proposals; random_state: the proposer's seed; workers: the threads the
+    search runs on (1: all on the calling thread; more: the proposer works beside the
+    calibrations, which every thread shares; the same candidates either way); optimizer,
+    steps, starts: the calibration of each candidate (see ndvm.fit); heldout: the fraction of
+    points the search scores but does not fit; max_size: atoms per program; unary, binary: the grammar's operators (None: the default grammar's); parsimony:
     the proposer's size pressure (relative error added per atom in parent tournaments);
     refits: per round of the search, that many of the best programs are refitted once from
     many LM starts (a right structure stuck in a poor local optimum gets a second chance);

@@ -6,7 +6,10 @@ GIL; each thread owns its Machine through the Evaluator's thread-local); any
 Fits go a chunk at a time: the shared options and data are checked once (``ndvm.fit.FitPlan``),
 each program is checked and bound and staged in the thread's ``FitBatch``, and the whole chunk is
 calibrated in one native call without the GIL, so a worker holds the GIL only to stage a chunk and
-to read it back.
+to read it back. ``begin_fits`` (the co-search's door) stages a whole batch once in one shared
+``FitBatch`` that every thread lent to it (the caller's, the proposer's, the pool's) runs natively,
+claiming one fit at a time without the GIL. On an executor, chunks grow with the measured rate so
+that a task's fixed cost stays a small part of its work.
 Invariants: results come back in input order; a failing candidate yields a ``CandidateError``,
 never an exception; a candidate's result depends only on its program and options (it is bit for bit
 what ``ndvm.fit`` or ``Evaluator.evaluate`` gives), never on the worker, the chunking, the order or

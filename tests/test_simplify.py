@@ -9,7 +9,7 @@ import ndvm
 from ndvm.cosearch import grammar as gp
 from ndvm.cosearch.export import to_latex, to_sympy
 from ndvm.cosearch.grammar import Grammar
-from ndvm.cosearch.sexpr import size, to_source, to_tree
+from ndvm.cosearch.sexpr import size, skeleton, to_source, to_tree
 from ndvm.cosearch.simplify import Simplifier, TooManyParameters, canonicalize, simplify
 
 P = ("a", "b", "c", "d", "f", "g")
@@ -190,8 +190,18 @@ def test_a_long_lived_simplifier_gives_each_tree_its_own_canonical_form(seed):
         got, src, n = simp.canonical_form(tree)
         assert to_source(got) == src == to_source(fresh) and n == size(fresh) == size(got)
         assert got == fresh
+        assert simp.skeleton(got) == skeleton(fresh, abcd)  # (memoized like the rest)
+        assert simp.skeleton(tree) == skeleton(copy.deepcopy(tree), abcd)
         compared += 1
     assert compared > 200
+
+
+def test_search_records_carry_the_skeleton_of_their_model():
+    res = ndvm.search("damped", seed=4, max_candidates=120, budget=None, workers=1)
+    checked = [r for r in res.records if r.get("model")]
+    assert len(checked) > 100
+    for r in checked:
+        assert r["skeleton"] == skeleton(to_tree(r["model"]), ("a", "b", "c", "d"))
 
 
 def test_the_memo_tells_apart_literals_that_print_differently():

@@ -467,7 +467,7 @@ class _Rounds:
         simplified (unless the proposer did), validated and queued for calibration."""
         task, state, scorer, prop = self.task, self.state, self.scorer, self.prop
         records, items, slots = [], [], []
-        made = getattr(prop, "made", None) or {}  # (tree, source, size) the proposer built
+        made = getattr(prop, "made", None) or {}  # (tree, source, size, skeleton) it built
         for src in srcs:
             rec = {"id": self.next_id, "src": src, "proposer": getattr(prop, "name", "custom"),
                    "status": "invalid", "params": {}, "train_error": math.inf,
@@ -497,7 +497,7 @@ class _Rounds:
                     continue
                 state.seen.add(model)
                 rec["size"] = size(tree) if canon is None else canon[2]
-                rec["skeleton"] = skeleton(tree, task.params)
+                rec["skeleton"] = skeleton(tree, task.params) if canon is None else canon[3]
                 prog, params = scorer.validate(model)
             except Exception as e:  # noqa: BLE001 - an invalid candidate is a record
                 rec["error"] = str(e).splitlines()[0] if str(e) else type(e).__name__

@@ -114,7 +114,7 @@ class Mutate(Proposer):
         self._shapes = None
         self._island = set()  # the shape library's sources: scored, never parents
         self._trees = {}  # parsed parents and their Sites, by source
-        self.made = {}  # source -> (tree, source, size) of the last batch proposed
+        self.made = {}  # source -> (tree, source, size, skeleton) of the last batch proposed
         self.parsimony = parsimony
         self.crossover = crossover
         self.fresh = fresh
@@ -154,7 +154,7 @@ class Mutate(Proposer):
         trees, errors = self._parents(state)
         seeds = [self._tree(s) for s in state.task.seeds]
         out = []
-        self.made = made = {}  # the canonical tree and size of each source proposed (the loop's)
+        self.made = made = {}  # each source's canonical tree, size and skeleton (for the loop)
         if self._small is None:
             fits_data = self.small and state.task.objective == "mse" and bool(state.task.inputs)
             self._small = gp.small_programs(g) if fits_data else []
@@ -205,8 +205,8 @@ _CANON_LIMIT = 200_000
 
 
 def _canonical(tree, params):
-    """(tree, source, size) of the canonical simplified tree, or None when it needs too many
-    parameters; a tree the simplifier cannot handle is only renamed."""
+    """(tree, source, size, skeleton) of the canonical simplified tree, or None when it needs
+    too many parameters; a tree the simplifier cannot handle is only renamed."""
     params = tuple(params)
     entry = _SIMPLIFIERS.get(params)
     if entry is None:
@@ -223,12 +223,13 @@ def _canonical(tree, params):
 
 def _canonical_uncached(simp, tree, params):
     try:
-        return simp.canonical_form(tree)
+        out = simp.canonical_form(tree)
     except TooManyParameters:
         return None
     except Exception:  # noqa: BLE001 - a tree outside the simplifier's forms is kept as grown
         out = canonical(gp.simplify(tree), params)
-        return out, to_source(out), size(out)
+        return out, to_source(out), size(out), skeleton(out, params)
+    return out + (simp.skeleton(out[0]),)
 
 
 def extract_programs(text):

@@ -88,11 +88,11 @@ class _Facts:
     """What is known of one subtree content: its simplified and lifted forms, source text, sort
     key and parameter count (None until first asked)."""
 
-    __slots__ = ("simp", "lift", "src", "key", "occ", "size", "named", "marks")
+    __slots__ = ("simp", "lift", "src", "key", "occ", "size", "named", "marks", "skel")
 
     def __init__(self):
         self.simp = self.lift = self.src = self.key = self.occ = self.size = None
-        self.named = self.marks = None
+        self.named = self.marks = self.skel = None
 
 
 def _atom_key(a):
@@ -157,6 +157,18 @@ class Simplifier:
         if f.size is None:
             f.size = sum([self.size(x) for x in t])
         return f.size
+
+    def skeleton(self, t):
+        """``sexpr.skeleton(t, params)``: parameters written P and numbers C, memoized per
+        subtree content."""
+        if type(t) is not list:
+            if _num(t):
+                return "C"
+            return "P" if isinstance(t, str) and t in self.P else _atom(t)
+        f = self.facts(t)
+        if f.skel is None:
+            f.skel = "(" + " ".join([self.skeleton(x) for x in t]) + ")"
+        return f.skel
 
     def key(self, t):
         """Ordering of + and * arguments: variables before parameters, by parameter-free shape."""
