@@ -50,13 +50,24 @@ def _busy_seconds():
 
 
 def measure(fn, n):
-    """(candidates/s, cores the rest of the machine used meanwhile) for one call of ``fn``."""
-    busy, mine, t = _busy_seconds(), os.times(), time.perf_counter()
+    """(candidates/s, cores the rest of the machine used meanwhile, cores this process kept
+    busy, its CPU seconds per candidate) for one call of ``fn``."""
+    busy, mine, t = _busy_seconds(), time.process_time(), time.perf_counter()
     fn()
     wall = time.perf_counter() - t
-    after = os.times()
-    ours = after.user + after.system - mine.user - mine.system
-    return n / wall, max(0.0, _busy_seconds() - busy - ours) / wall
+    ours = time.process_time() - mine
+    return n / wall, max(0.0, _busy_seconds() - busy - ours) / wall, ours / wall, ours / n
+
+
+def explain(one, two):
+    """The 1 -> 2 worker speed-up of paired runs (rows of ``measure``) taken apart: how many
+    cores the two-worker runs kept busy (what the code achieves) and how much more CPU a
+    candidate took on two (above 1: each core ran slower while both were busy, the machine's
+    share or contention between the threads); speed-up = busy / inflation."""
+    busy = float(np.median(two[:, 2]))
+    inflation = float(np.median(two[:, 3] / one[:, 3]))
+    return (f"  taken apart: 2 workers kept {busy:.2f} cores busy (median), and a candidate took "
+            f"{inflation:.2f}x the CPU it took on one (median of pairs): {busy / inflation:.2f}x")
 
 
 def rate(fn, n):
@@ -91,6 +102,7 @@ def scaling(progs, data, target, rounds, repeat):
           f"quiet pairs; best/best {two[:, 0].max() / one[:, 0].max():.2f}x")
     print("  per pair (speed-up @ other load, cores): " + " ".join(
         f"{q:.2f}@{max(a, b):.1f}" for q, a, b in zip(ratio, one[:, 1], two[:, 1])))
+    print(explain(one, two))
     f = float(np.median([h[0] for h in held]))
     fc = float(np.median([h[1] for h in held]))
     print(f"  fit_many's serial fraction (one worker, outside the native calibration calls): "
@@ -105,29 +117,34 @@ def scaling(progs, data, target, rounds, repeat):
 @contextlib.contextmanager
 def native_seconds():
     """Yields [seconds, cpu seconds] that grow by the wall time and the CPU time (of the thread
-    making it) of every ``Evaluator.calibrate`` call made meanwhile (the native calibrations,
-    which release the GIL)."""
+    making it) of every native calibration call made meanwhile (``Evaluator.calibrate``, a
+    chunk on one thread, and ``Evaluator.drain``, a thread's share of a shared batch: both
+    release the GIL)."""
     from ndvm.evaluator import Evaluator
 
     native = [0.0, 0.0]
-    plain = Evaluator.calibrate
     lock = threading.Lock()
+    plain = {name: getattr(Evaluator, name) for name in ("calibrate", "drain")}
 
-    def timed(self, *args, **kwargs):
-        t, c = time.perf_counter(), time.thread_time()
-        try:
-            return plain(self, *args, **kwargs)
-        finally:
-            wall, cpu = time.perf_counter() - t, time.thread_time() - c
-            with lock:
-                native[0] += wall
-                native[1] += cpu
+    def timed(fn):
+        def call(self, *args, **kwargs):
+            t, c = time.perf_counter(), time.thread_time()
+            try:
+                return fn(self, *args, **kwargs)
+            finally:
+                wall, cpu = time.perf_counter() - t, time.thread_time() - c
+                with lock:
+                    native[0] += wall
+                    native[1] += cpu
+        return call
 
-    Evaluator.calibrate = timed
+    for name, fn in plain.items():
+        setattr(Evaluator, name, timed(fn))
     try:
         yield native
     finally:
-        Evaluator.calibrate = plain
+        for name, fn in plain.items():
+            setattr(Evaluator, name, fn)
 
 
 def held_fraction(fn):
@@ -157,13 +174,13 @@ def search_scaling(n, rounds):
         for w in (1, 2):
             cpu = time.process_time()  # (os.times() counts in 10 ms steps)
             with native_seconds() if w == 1 else contextlib.nullcontext() as native:
-                (rate_, other), res = measure_result(
+                got, res = measure_result(
                     lambda w=w: ndvm.search("damped", max_candidates=n, seed=0, workers=w), n)
             cpu = time.process_time() - cpu
             srcs = [r["src"] for r in res.records]
             assert reference is None or srcs == reference, "the search depends on the workers"
             reference = srcs
-            runs[w].append((rate_, other))
+            runs[w].append(got)
             if w == 1:
                 fractions.append(1.0 - native[0] / res.elapsed)
                 cpu_shares.append((1.0 - native[1] / cpu, native[1], cpu - native[1]))
@@ -176,6 +193,8 @@ def search_scaling(n, rounds):
     print(f"  speed-up 2 vs 1 worker: median {np.median(ratio):.2f}x over {len(ratio)} pairs; "
           f"{np.median(ratio[quiet]) if quiet.any() else np.nan:.2f}x over the {quiet.sum()} "
           f"quiet pairs")
+    print("  per pair: " + " ".join(f"{q:.2f}" for q in ratio))
+    print(explain(one, two))
     print(f"  serial fraction (outside native calibration, one worker): median {f:.2f} "
           f"(runs: {' '.join(f'{x:.2f}' for x in fractions)})")
     print(f"  Amdahl projection from it: {amdahl(f, 2):.2f}x on 2 cores, {amdahl(f, 16):.1f}x on "
@@ -327,7 +346,7 @@ def dask_search(n, rounds):
                     tasks.clear()
                     parallel._unpack = counted
                 try:
-                    (r, _), res = measure_result(
+                    (r, *_), res = measure_result(
                         lambda kw=kw: ndvm.search("damped", max_candidates=n, seed=0, **kw), n)
                 finally:
                     parallel._unpack = plain

@@ -698,9 +698,10 @@ class Begun:
         """Lend the calling thread: it runs fits until none is left to claim."""
         _evaluator(self._job.config).drain(self._batch)
 
-    def finish(self, lent=0):
+    def finish(self, lent=0, meanwhile=None):
         """Run fits on the calling thread (and on workers - 1 - ``lent`` pool threads) until
-        every one is done; fit_many's results, in input order."""
+        every one is done; fit_many's results, in input order. ``meanwhile()``: called once this
+        thread has no fit left to claim, while the other threads end their last ones."""
         with gc_paused():
             futures = []
             if self._staged and self._workers - 1 - lent > 0:
@@ -713,6 +714,8 @@ class Begun:
                 for f in futures:
                     f.cancel()
                 raise
+            if meanwhile is not None:
+                meanwhile()
             self._batch.close()  # (waits for the fits other threads are still running)
             for f in futures:
                 if f.done() and not f.cancelled():

@@ -373,7 +373,7 @@ def test_calibrate_runs_a_batch_in_one_parallel_call_and_captures_errors(monkeyp
         def drain(self):
             pass
 
-        def finish(self, lent=0):
+        def finish(self, lent=0, meanwhile=None):
             return self.out
 
     def fake_begin_fits(programs, data=None, target=None, workers=None, **options):

@@ -46,8 +46,9 @@ def calibrate(programs, data, target, workers=None, **fit_options):
 
 class Calibration:
     """Fits begun by ``begin``: ``drain()`` lends the calling thread to them (when they run on
-    the local pool), ``finish(lent)`` runs them on the calling thread too (and on the pool's
-    workers - 1 - lent threads) and returns ``calibrate``'s list."""
+    the local pool), ``finish(lent, meanwhile)`` runs them on the calling thread too (and on the
+    pool's workers - 1 - lent threads; ``meanwhile()`` once the calling thread has none left to
+    start) and returns ``calibrate``'s list."""
 
     def __init__(self, programs, data, target, workers, executor, fit_options):
         self.begun = self.later = None
@@ -64,9 +65,11 @@ class Calibration:
         if self.begun is not None:
             self.begun.drain()
 
-    def finish(self, lent=0):
+    def finish(self, lent=0, meanwhile=None):
         if self.begun is not None:
-            return [_wrap(r) for r in self.begun.finish(lent)]
+            return [_wrap(r) for r in self.begun.finish(lent, meanwhile)]
+        if meanwhile is not None:
+            meanwhile()
         return [_wrap(r) for r in self.later()] if self.later is not None else []
 
 

@@ -357,14 +357,17 @@ class _Calibration:
         if self.fits is not None:
             self.fits.drain()
 
-    def finish(self, lent=0):
-        """Fitted params (or an error) for each item, once all are done."""
+    def finish(self, lent=0, meanwhile=None):
+        """Fitted params (or an error) for each item, once all are done (``meanwhile()`` is
+        called once this thread has none left to start)."""
         scorer, items, todo = self.scorer, self.items, self.todo
         out = [None if ps else {} for _, ps in items]
         if self.fits is not None:
-            for i, r in zip(todo, self.fits.finish(lent)):
+            for i, r in zip(todo, self.fits.finish(lent, meanwhile)):
                 out[i] = dict(r.params) if succeeded(r) else getattr(r, "error", r)
             return out
+        if meanwhile is not None:
+            meanwhile()
         for i in todo:  # a likelihood: the program's value minimized, one candidate at a time
             prog, ps = items[i]
             init = {n: (scorer.task.init or {}).get(n, 1.0) for n in ps}
@@ -512,10 +515,11 @@ class _Rounds:
         b.began = time.perf_counter()
         return self.scorer.begin(b.items)
 
-    def calibrate(self, b, fits, lent=0):
+    def calibrate(self, b, fits, lent=0, meanwhile=None):
         """Fit the batch's programs on the caller's thread, the pool's and ``lent`` more (the
-        proposer thread, once it has proposed); then the batch's refits."""
-        b.fitted = fits.finish(lent)
+        proposer thread, once it has proposed; ``meanwhile()`` runs on the caller's once it has
+        none left to start); then the batch's refits."""
+        b.fitted = fits.finish(lent, meanwhile)
         b.fit_each = (time.perf_counter() - b.began) / max(1, len(b.items))
         b.refitted = [self.scorer.refit(prog, names, rec["params"], seed=rec["id"])
                       for rec, prog, names in b.refits]
@@ -848,8 +852,8 @@ def search(task="damped", proposer=None, budget=None, max_candidates=None, out=N
                 # while batch k calibrates here, the proposer thread scores batch k-1 and
                 # proposes batch k+1 from the state through batch k-1 (one batch of lag, the
                 # same for any worker count, so a seed proposes the same candidates)
-                # and then calibrates too; meanwhile this thread keeps (emits) batch k-2. On one
-                # core (workers=1), the same steps one after the other
+                # and then calibrates too; this thread keeps (emits) batch k-2 once it has no
+                # fit left to start. On one core (workers=1), the same steps one after the other
                 if serial:
                     emit(scored)
                     run.calibrate(ready, run.begin(ready))
@@ -863,8 +867,8 @@ def search(task="damped", proposer=None, budget=None, max_candidates=None, out=N
                         staged.set_result(None)  # (the proposer thread lends itself to nothing)
                         raise
                     staged.set_result(fits)
-                    emit(scored)
-                    run.calibrate(ready, fits, lent=1)
+                    # (batch k-2 is kept while the last fits of batch k end on the other thread)
+                    run.calibrate(ready, fits, lent=1, meanwhile=lambda b=scored: emit(b))
                     following = job.result()
                     job = None
                 scored, done, ready = done, ready, following
