@@ -3,7 +3,7 @@ co-search (each with its serial fraction, the share of a one-worker run spent ou
 calibrations, and the speed-up Amdahl's law projects from it), and the per-task overhead of the
 executor path on a Dask LocalCluster, which sets the default chunk size.
 
-    python bench/parallel_scaling.py [--rounds 7] [--search-candidates 800] [--dask]
+    python bench/parallel_scaling.py [--rounds 7] [--search-candidates 4000] [--dask]
 
 Protocol: x = linspace(0.1, 6, 64), y = exp(-0.3x) cos(2x) + 0.02 N(0, 1) (seed 0), the first 44
 points train, 50 Adam steps, lr 0.05, one start per candidate. Runs alternate 1 and 2 workers. The
@@ -370,7 +370,7 @@ def main():
     ap.add_argument("--repeat", type=int, default=32,
                     help="batches of the 247 per timed call (long enough calls that a scheduler "
                          "hiccup does not decide a pair)")
-    ap.add_argument("--search-candidates", type=int, default=800,
+    ap.add_argument("--search-candidates", type=int, default=4000,
                     help="candidates per timed search (0: skip the search scaling)")
     ap.add_argument("--dask", action="store_true", help="also measure the Dask executor path")
     args = ap.parse_args()
