@@ -450,6 +450,13 @@ def test_search_is_exported_without_hiding_the_package():
     assert os.path.basename(ndvm.cosearch.__file__) == "__init__.py"
 
 
+@pytest.mark.parametrize("workers", [0, -1, 1.5, "two", True])
+def test_workers_must_be_a_whole_number_of_threads(workers, tmp_path):
+    with pytest.raises(ValueError, match="workers must be a whole number of threads"):
+        ndvm.search("damped", max_candidates=20, workers=workers, out=tmp_path / "run")
+    assert not (tmp_path / "run").exists()  # (refused before anything was written)
+
+
 def test_batch_must_be_positive():
     with pytest.raises(ValueError, match="batch must be at least 1"):
         ndvm.search("damped", max_candidates=4, batch=0)

@@ -11,6 +11,7 @@ import sys
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
+from numbers import Integral
 from pathlib import Path
 
 import numpy as np
@@ -767,6 +768,10 @@ def search(task="damped", proposer=None, budget=None, max_candidates=None, out=N
         batch = BATCH if executor is None else executor_round(executor)
     elif int(batch) < 1:
         raise ValueError(f"batch must be at least 1, got {batch}")
+    if workers is not None and (isinstance(workers, bool) or not isinstance(workers, Integral)
+                                or workers < 1):
+        raise ValueError(f"workers must be a whole number of threads, at least 1 (or None: "
+                         f"every core), got {workers!r}")
     budget_s = _parse_budget(budget) if budget is not None else task.budget_seconds
     if max_candidates is not None and max_candidates <= 0:
         raise ValueError(f"max_candidates must be a positive count; got {max_candidates}")
