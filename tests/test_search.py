@@ -457,6 +457,23 @@ def test_workers_must_be_a_whole_number_of_threads(workers, tmp_path):
     assert not (tmp_path / "run").exists()  # (refused before anything was written)
 
 
+def test_the_progress_line_shows_a_best_held_out_error_that_never_gets_worse(monkeypatch):
+    # (it showed the population's leader, ranked by the worse of its training and held-out
+    # errors, whose held-out error could rise from one line to the next)
+    from ndvm.cosearch import loop
+
+    shown, plain = [], loop._status
+
+    def status(n, rate, best, *rest):
+        shown.append(best["heldout_error"])
+        return plain(n, rate, best, *rest)
+
+    monkeypatch.setattr(loop, "_status", status)  # (what every round's line would show)
+    res = ndvm.search("damped", seed=0, max_candidates=600, budget=None)
+    assert len(shown) > 30 and all(b <= a for a, b in zip(shown, shown[1:]))
+    assert shown[-1] == min(r["heldout_error"] for r in res.records if r["status"] == "ok")
+
+
 def test_batch_must_be_positive():
     with pytest.raises(ValueError, match="batch must be at least 1"):
         ndvm.search("damped", max_candidates=4, batch=0)

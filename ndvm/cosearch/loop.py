@@ -833,7 +833,7 @@ def search(task="damped", proposer=None, budget=None, max_candidates=None, out=N
             sink.write("".join(_dump(r) + "\n" for r in b.records))
             sink.flush()
         gc.collect(0)
-        best = state.population[0] if state.population else None
+        best = _leader(run.front)
         el = time.perf_counter() - session_start
         bar.update(_status(len(records), n_new / el if el > 0 else 0.0, best, len(run.front),
                            el, budget_s, task), key=(len(records), id(best), len(run.front)))
@@ -916,7 +916,7 @@ def search(task="damped", proposer=None, budget=None, max_candidates=None, out=N
     front, first_good = run.front, run.first_good
     best, scores = select(task, front, scorer.ev)
     elapsed = time.perf_counter() - t0
-    lowest = state.population[0] if state.population else None  # what the progress line shows
+    lowest = _leader(front)  # (what the progress line shows)
     bar.finish(_status(len(records), n_new / max(elapsed - t_offset, 1e-9), lowest, len(front),
                        elapsed - t_offset, budget_s, task),
                key=(len(records), id(lowest), len(front)))
@@ -935,6 +935,12 @@ def _jsonable(obj):
     if isinstance(obj, list):
         return [_jsonable(v) for v in obj]
     return _clean(obj)
+
+
+def _leader(front):
+    """The record of lowest held-out error so far (the front's last), or None: what the
+    progress line shows as the best (so it never gets worse as the search goes on)."""
+    return front[-1] if front else None
 
 
 def _status(n, rate, best, front_size, elapsed, budget_s, task):
