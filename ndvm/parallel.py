@@ -26,6 +26,7 @@ import threading
 import time
 import traceback
 import warnings
+import weakref
 from collections.abc import Mapping
 from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 
@@ -528,14 +529,20 @@ def _run_pool(job, items, workers, chunk, progress):
 def _run_executor(executor, job, items, chunk, progress, adaptive=False):
     """Run on any concurrent.futures.Executor, one task per chunk of candidates, at most
     TASKS_IN_FLIGHT per executor worker at a time. ``adaptive``: the first chunks have ``chunk``
-    candidates, the later ones as many as take EXECUTOR_TASK_SECONDS at the rate measured so
-    far (never fewer than ``chunk``, nor more than an even share of what is left per worker), so
+    candidates (or, when this executor ran a call of the same kind before, as many as its rate
+    says), the later ones as many as take EXECUTOR_TASK_SECONDS at the rate measured so far
+    (never fewer than ``chunk``, nor more than an even share of what is left per worker), so
     that a task's fixed cost stays a small part of its work whatever a candidate costs."""
     n = len(items)
     results = [None] * n
     workers = _executor_workers(executor)
     futures = {}
     state = {"next": 0, "seconds": 0.0, "ran": 0}
+    key = _rate_key(job)
+    known = _remembered(executor, key) if adaptive else None
+    if known:  # (the rate of this executor's last call of the kind: one candidate's worth)
+        state["seconds"], state["ran"] = known, 1
+    measured = [0.0, 0]
 
     def submit():
         start = state["next"]
@@ -562,6 +569,8 @@ def _run_executor(executor, job, items, chunk, progress, adaptive=False):
                 done_count += len(out)
                 state["seconds"] += packed.seconds
                 state["ran"] += len(out)
+                measured[0] += packed.seconds
+                measured[1] += len(out)
             while state["next"] < n and len(futures) < TASKS_IN_FLIGHT * workers:
                 submit()
             progress.to(done_count)
@@ -569,7 +578,41 @@ def _run_executor(executor, job, items, chunk, progress, adaptive=False):
         for f in futures:
             f.cancel()
         raise
+    if adaptive and measured[1]:
+        _remember(executor, key, measured[0] / measured[1])
     return results
+
+
+# The seconds a candidate took in each executor's last call of a kind, so that a caller making
+# many similar calls (the co-search's rounds, each one call) starts every call at the task size
+# the earlier ones grew to; forgotten with the executor.
+_RATES = weakref.WeakKeyDictionary()
+_RATES_LOCK = threading.Lock()
+
+
+def _rate_key(job):
+    """What a candidate's cost depends on besides its program: the kind of run and its options."""
+    o = job.options
+    if job.kind == "fit":
+        return ("fit", job.config, o.get("optimizer"), o.get("steps"), o.get("starts"),
+                o.get("loss"))
+    return (job.kind, job.config, o.get("grad"))
+
+
+def _remembered(executor, key):
+    with _RATES_LOCK:
+        try:
+            return _RATES.get(executor, {}).get(key)
+        except TypeError:  # (an executor that cannot be weakly referenced: nothing kept)
+            return None
+
+
+def _remember(executor, key, seconds):
+    with _RATES_LOCK:
+        try:
+            _RATES.setdefault(executor, {})[key] = seconds
+        except TypeError:
+            pass
 
 
 # Python's cyclic garbage collector is paused while a batch runs: a batch allocates a few

@@ -339,6 +339,20 @@ def test_executor_default_chunks_start_small_and_grow_with_the_measured_rate(mon
     with CountingExecutor(3) as ex:
         got = ndvm.evaluate_many(progs, params=params, data={"x": X}, executor=ex, chunk_size=5)
     assert ex.sizes == [5] * 20 + [4] and [_key(r) for r in got] == expected
+    # a second call of the same kind on the same executor starts at the size the first grew to
+    # (the co-search's rounds are one call each); another kind, or another executor, does not
+    monkeypatch.setattr(parallel, "EXECUTOR_TASK_SECONDS", 10.0)
+    with CountingExecutor(3) as ex:
+        ndvm.evaluate_many(progs, params=params, data={"x": X}, executor=ex)
+        ex.sizes.clear()
+        got = ndvm.evaluate_many(progs, params=params, data={"x": X}, executor=ex)
+        assert ex.sizes == [35, 23, 16, 10, 9, 9, 2] and [_key(r) for r in got] == expected
+        ex.sizes.clear()
+        ndvm.evaluate_many(progs, params=params, data={"x": X}, executor=ex, grad=True)
+        assert ex.sizes[:6] == [9] * 6
+    with CountingExecutor(3) as ex:
+        ndvm.evaluate_many(progs, params=params, data={"x": X}, executor=ex)
+        assert ex.sizes[:6] == [9] * 6
 
 
 def test_fit_many_multi_start_and_per_candidate_options():
