@@ -301,6 +301,36 @@ def test_a_shared_fit_batch_runs_on_several_threads_and_equals_a_run():
     assert batch.size == 0
 
 
+def test_a_reused_shared_batch_is_safe_from_late_lenders():
+    """Threads lent to a shared batch may start late, after its owner has drained, closed, reset
+    and restaged it: a reset waits until no thread is inside a drain, so a late one drains the
+    new round (or nothing) and every round's results are right."""
+    ev = ndvm.Evaluator()
+    opts = dict(FIT, steps=8)
+    plan = FitPlan(dict(parallel._FIT_DEFAULTS, **opts, evaluator=ev))
+    progs = [ndvm.parse(src) for src in GOOD[:4]] * 2
+    expected = [_fit_key(ndvm.fit(p, **opts)) for p in progs]
+    batch = FitBatch()
+    lenders = []
+    for round_ in range(40):
+        batch.reset()
+        staged = [plan.stage(batch, p) for p in progs]
+        batch.open()
+        lenders += [threading.Thread(target=ev.drain, args=(batch,)) for _ in range(2)]
+        for t in lenders[-2:]:
+            t.start()
+        if round_ % 3:
+            ev.drain(batch)
+        else:  # (the lenders do it all)
+            for t in lenders[-2:]:
+                t.join()
+            ev.drain(batch)
+        batch.close()
+        assert [_fit_key(plan.result(st, batch)) for st in staged] == expected, round_
+    for t in lenders:
+        t.join()
+
+
 class CountingExecutor(ThreadPoolExecutor):
     """A thread pool that counts the tasks it is given."""
 

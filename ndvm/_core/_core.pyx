@@ -19,7 +19,8 @@ from ndvm._core.core cimport (
     Binding, BindKind, ClientEntry, Datum, DatumKind, ErrorInfo, Expanded, FitRequest,
     Machine as CMachine, Optimizer, RunRequest, Scaling, SourceData, SrcPos, call_entry,
     SharedFits, check_outputs_guarded, expand_guarded, fit_batch, fit_shared, prelude_text,
-    read_guarded, result_pos, reverse_guarded, shared_cancel, shared_reset, shared_wait,
+    read_guarded, result_pos, reverse_guarded, shared_cancel, shared_enter, shared_leave,
+    shared_quiet, shared_reset, shared_wait,
 )
 
 import threading
@@ -922,9 +923,10 @@ cdef class FitBatch:
     def reset(self):
         """Drop every staged fit and its results (the native buffers are kept for reuse); an
         open batch's fits not yet claimed never run, its running ones are waited for."""
-        if self._open:
-            with nogil:
+        with nogil:
+            if self._open:
                 shared_cancel(self._claims, self.size)
+            shared_quiet(self._claims)  # (no thread is still inside a drain of these fits)
         self.size = 0
         self._n64 = self._n8 = 0
         self._init.clear()
@@ -1013,9 +1015,13 @@ cdef class FitBatch:
         if not self._open:
             return
         machine.generation += 1
-        with nogil:
-            fit_shared(self._rq.data(), self.size, self._claims, machine._ptr,
-                       machine.dtype_code, self._err.data(), self._ok.data())
+        shared_enter(self._claims)  # (under the GIL, with the check above: reset waits for it)
+        try:
+            with nogil:
+                fit_shared(self._rq.data(), self.size, self._claims, machine._ptr,
+                           machine.dtype_code, self._err.data(), self._ok.data())
+        finally:
+            shared_leave(self._claims)
 
     def close(self):
         """Wait until every fit of the opened batch has finished; then its results are read as

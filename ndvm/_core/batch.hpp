@@ -25,10 +25,13 @@ inline void fit_batch(FitRequest* rq, size_t n, void* machine, int dtype, ErrorI
   for (size_t i = 0; i < n; ++i) ok[i] = fit_one(&rq[i], machine, dtype, err + i);
 }
 
-// The claims on a shared chunk: the next fit nobody has taken, and how many are finished.
+// The claims on a shared chunk: the next fit nobody has taken, how many are finished, and how
+// many threads are inside fit_shared (entered under the GIL while the chunk is open: the owner
+// reuses the chunk only once none is, shared_quiet).
 struct SharedFits {
   std::atomic<size_t> next{0};
   std::atomic<size_t> done{0};
+  std::atomic<int> active{0};
 };
 
 inline void shared_reset(SharedFits* s) {
@@ -58,6 +61,14 @@ inline void shared_wait(const SharedFits* s, size_t n) {
 inline void shared_cancel(SharedFits* s, size_t n) {
   size_t claimed = s->next.exchange(n);
   shared_wait(s, claimed < n ? claimed : n);
+}
+
+inline void shared_enter(SharedFits* s) { s->active.fetch_add(1); }
+inline void shared_leave(SharedFits* s) { s->active.fetch_sub(1); }
+
+// Until no thread is inside fit_shared (those still there have nothing left to claim).
+inline void shared_quiet(const SharedFits* s) {
+  while (s->active.load() > 0) std::this_thread::sleep_for(std::chrono::microseconds(20));
 }
 
 }  // namespace ndvm

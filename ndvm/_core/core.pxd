@@ -181,3 +181,6 @@ cdef extern from "batch.hpp" namespace "ndvm":
                     ErrorInfo* err, unsigned char* ok) nogil
     void shared_wait(const SharedFits* s, size_t n) nogil
     void shared_cancel(SharedFits* s, size_t n) nogil
+    void shared_enter(SharedFits* s) nogil
+    void shared_leave(SharedFits* s) nogil
+    void shared_quiet(const SharedFits* s) nogil
