@@ -29,8 +29,8 @@ class SymbolicRegressor(RegressorMixin, BaseEstimator):
     search runs on (1: all on the calling thread; more: the proposer works beside the
     calibrations, which every thread shares; the same candidates either way); optimizer,
     steps, starts: the calibration of each candidate (see ndvm.fit); heldout: the fraction of
-    points the search scores but does not fit; max_size: atoms per program; unary, binary: the grammar's operators (None: the default grammar's); parsimony:
-    the proposer's size pressure (relative error added per atom in parent tournaments);
+    points the search scores but does not fit; max_size: atoms per program; unary, binary: the
+    grammar's operators (None: the default grammar's); parsimony: the proposer's size pressure (relative error added per atom in parent tournaments);
     refits: per round of the search, that many of the best programs are refitted once from
     many LM starts (a right structure stuck in a poor local optimum gets a second chance);
     start_scales: each candidate's starts are drawn from normal(0, s), s cycling through these

@@ -113,6 +113,14 @@ def default_workers():
         return os.cpu_count() or 1
 
 
+def _threads(workers):
+    """The worker threads a call asked for (None: every core), checked."""
+    workers = default_workers() if workers is None else int(workers)
+    if workers < 1:
+        raise ValueError(f"workers must be at least 1, got {workers}")
+    return workers
+
+
 class _Job:
     """What every candidate of one call shares: the kind of run, the evaluator and the options
     (and, for fits, the FitPlan of the options, built once per process: a job unpickled in an
@@ -440,90 +448,48 @@ class _Progress:
             self.bar.close()
 
 
-class _Claims:
-    """One call's candidates, claimed at most ``chunk`` at a time by the pool's workers that
-    drain them; ``results`` fill in input order, whoever ran them."""
+def _run_pool(job, items, workers, chunk, progress):
+    """Run on the persistent pool: ``workers`` tasks claim at most ``chunk`` candidates at a time,
+    and never more than a share of what is left (so that they end their last claims together)."""
+    n = len(items)
+    results = [None] * n
+    lock = threading.Lock()
+    cancel = threading.Event()
+    state = {"next": 0, "done": 0}
+    share = 2 * workers
 
-    def __init__(self, job, items, chunk, threads=4):
-        self.job, self.items, self.chunk = job, items, max(1, int(chunk))
-        self.threads = max(1, int(threads))  # (the claims' guided shrinking below)
-        self.results = [None] * len(items)
-        self.lock = threading.Lock()
-        self.cancel = threading.Event()
-        self.complete = threading.Event()  # every candidate done, or a drain failed
-        self.next = self.done = 0
-        self.failure = None
-        if not items:
-            self.complete.set()
-
-    def drain(self):
-        """Run chunks on this thread until none is left to claim (or the call is cancelled)."""
-        n, ev = len(self.items), None
-        while not self.cancel.is_set():
-            with self.lock:
-                start = self.next
+    def drain():
+        ev = _evaluator(job.config)
+        finished = 0
+        while not cancel.is_set():
+            with lock:
+                state["done"] += finished
+                start = state["next"]
                 if start >= n:
                     return
-                # guided: at most ``chunk``, and a 1/threads share of what is left (at least
-                # one), so that the threads finish their last claims at about the same time
-                share = -(-(n - start) // self.threads)
-                stop = self.next = start + max(1, min(self.chunk, share))
-            if ev is None:
-                ev = _evaluator(self.job.config)
-            try:
-                self.results[start:stop] = _run_items(self.job, ev, self.items[start:stop])
-            except BaseException as e:  # a worker's own failure (never a candidate's)
-                with self.lock:
-                    self.failure = self.failure or e
-                self.cancel.set()
-                self.complete.set()
-                raise
-            with self.lock:
-                self.done += stop - start
-                if self.done == n:
-                    self.complete.set()
+                stop = state["next"] = start + max(1, min(chunk, -(-(n - start) // share)))
+            results[start:stop] = _run_items(job, ev, items[start:stop])
+            finished = stop - start
 
-    def run(self, workers, progress):
-        """The results, once ``workers`` tasks on the persistent pool have run every chunk."""
-        n = len(self.items)
-        futures = []
-        if workers:
-            pool = _pool(workers)
-            futures = [pool.submit(self.drain)
-                       for _ in range(min(workers, math.ceil(n / self.chunk)))]
-        try:
-            pending = futures
-            while not self.complete.is_set():
-                if not pending:  # every task ended and nothing else drains: they were cancelled
-                    break
-                _, pending = wait(pending, timeout=_POLL_SECONDS)
-                progress.to(self.done)
-        except BaseException:  # Ctrl-C: stop claiming work, let running candidates end, then leave
-            self.cancel.set()
-            for f in futures:
-                f.cancel()
-            wait(futures)
-            raise
-        if self.failure is not None:
-            raise self.failure
-        if self.done < n:  # every task was cancelled before it started
-            raise RuntimeError("the ndvm worker pool was shut down during the call")
-        progress.to(n)
-        return self.results
-
-
-def _pool_chunk(job, n, workers, chunk_size):
-    """Candidates a pool thread claims at a time: ``chunk_size``, else (a chunk of fits is one
-    native call; evaluations go one at a time) POOL_CHUNK_SIZE, fewer when that would leave a
-    worker fewer than TASKS_PER_WORKER claims."""
-    if chunk_size is not None:
-        return int(chunk_size)
-    return min(POOL_CHUNK_SIZE, n // (TASKS_PER_WORKER * workers)) if job.kind == "fit" else 1
-
-
-def _run_pool(job, items, workers, chunk, progress):
-    """Run on the persistent pool: ``workers`` tasks claim ``chunk`` candidates at a time."""
-    return _Claims(job, items, chunk, threads=2 * workers).run(workers, progress)
+    pool = _pool(workers)
+    futures = [pool.submit(drain) for _ in range(min(workers, math.ceil(n / chunk)))]
+    try:
+        pending = futures
+        while pending:
+            _, pending = wait(pending, timeout=_POLL_SECONDS)
+            progress.to(state["done"])
+    except BaseException:  # Ctrl-C: stop claiming work, let running candidates end, then leave
+        cancel.set()
+        for f in futures:
+            f.cancel()
+        wait(futures)
+        raise
+    for f in futures:
+        if not f.cancelled():
+            f.result()  # a worker's own failure (never a candidate's) re-raises here
+    if state["next"] < n:  # every task was cancelled before it started
+        raise RuntimeError("the ndvm worker pool was shut down during the call")
+    return results
 
 
 def _run_executor(executor, job, items, chunk, progress, adaptive=False):
@@ -537,18 +503,15 @@ def _run_executor(executor, job, items, chunk, progress, adaptive=False):
     results = [None] * n
     workers = _executor_workers(executor)
     futures = {}
-    state = {"next": 0, "seconds": 0.0, "ran": 0}
     key = _rate_key(job)
-    known = _remembered(executor, key) if adaptive else None
-    if known:  # (the rate of this executor's last call of the kind: one candidate's worth)
-        state["seconds"], state["ran"] = known, 1
-    measured = [0.0, 0]
+    known = _remembered(executor, key) if adaptive else None  # (this executor's last call's)
+    state = {"next": 0, "seconds": 0.0, "ran": 0}  # what this call's finished tasks measured
 
     def submit():
         start = state["next"]
         size = chunk
-        if adaptive and state["ran"]:
-            per = state["seconds"] / state["ran"]
+        per = state["seconds"] / state["ran"] if state["ran"] else known
+        if adaptive and per is not None:
             fill = math.ceil(EXECUTOR_TASK_SECONDS / per) if per > 0 else n
             size = max(chunk, min(fill, math.ceil((n - start) / workers)))
         stop = state["next"] = min(n, start + size)
@@ -569,8 +532,6 @@ def _run_executor(executor, job, items, chunk, progress, adaptive=False):
                 done_count += len(out)
                 state["seconds"] += packed.seconds
                 state["ran"] += len(out)
-                measured[0] += packed.seconds
-                measured[1] += len(out)
             while state["next"] < n and len(futures) < TASKS_IN_FLIGHT * workers:
                 submit()
             progress.to(done_count)
@@ -578,8 +539,8 @@ def _run_executor(executor, job, items, chunk, progress, adaptive=False):
         for f in futures:
             f.cancel()
         raise
-    if adaptive and measured[1]:
-        _remember(executor, key, measured[0] / measured[1])
+    if adaptive and state["ran"]:
+        _remember(executor, key, state["seconds"] / state["ran"])
     return results
 
 
@@ -657,10 +618,13 @@ def _run(job, items, workers, executor, chunk_size, progress, desc):
             if executor is not None:  # (a chunk size given is kept; the default adapts)
                 chunk = int(chunk_size or executor_chunk(n, executor))
                 return _run_executor(executor, job, items, chunk, bar, adaptive=not chunk_size)
-            workers = default_workers() if workers is None else int(workers)
-            if workers < 1:
-                raise ValueError(f"workers must be at least 1, got {workers}")
-            return _run_pool(job, items, workers, _pool_chunk(job, n, workers, chunk_size), bar)
+            workers = _threads(workers)
+            chunk = chunk_size
+            if chunk is None:  # a chunk of fits is one native call; evaluations go one at a time
+                chunk = 1
+                if job.kind == "fit":
+                    chunk = min(POOL_CHUNK_SIZE, n // (TASKS_PER_WORKER * workers))
+            return _run_pool(job, items, workers, max(1, int(chunk)), bar)
     finally:
         bar.close()
 
@@ -773,9 +737,7 @@ def begin_fits(programs, data=None, target=None, *, workers=None, per_candidate=
     batch). Any thread may ``drain()`` the returned ``Begun``; ``finish(lent)`` on the calling
     thread runs candidates too and returns the results. ``workers``: the threads in all (the
     caller's, the ``lent`` ones and workers - 1 - lent of the pool's; default: the cores)."""
-    workers = default_workers() if workers is None else int(workers)
-    if workers < 1:
-        raise ValueError(f"workers must be at least 1, got {workers}")
+    workers = _threads(workers)
     job, items = _fit_job(programs, data, target, per_candidate, fit_options)
     return Begun(job, items, workers)
 

@@ -396,13 +396,14 @@ def separable_shapes(g):
     a, b, c, d, e5 = g.params[:5]
     feats = _features(g)
     out = []
-    for f in feats:
-        out += [["*", a, s] for s in _shapes(g, f, [b, c])]
-    for f in feats:
+    shapes = [_shapes(g, f, [b, c]) for f in feats]
+    for of_f in shapes:
+        out += [["*", a, s] for s in of_f]
+    for f, of_f in zip(feats, shapes):
         for h in feats:
             if h == f or (isinstance(h, list) and isinstance(f, list)):
                 continue
-            for s in _shapes(g, f, [b, c]):
+            for s in of_f:
                 out.append(["*", a, s, h])
                 if "/" in g.binary:
                     out.append(["/", ["*", a, s], h])

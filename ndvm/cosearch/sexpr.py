@@ -7,7 +7,8 @@ import math
 
 from ndvm._core import read
 
-__all__ = ["to_tree", "to_source", "size", "skeleton", "canonical", "atoms", "SPECIAL_FORMS"]
+__all__ = ["to_tree", "to_source", "size", "skeleton", "skeleton_atom", "canonical", "atoms",
+           "SPECIAL_FORMS"]
 
 SPECIAL_FORMS = frozenset("quote if cond case and or when unless begin let let* letrec letrec* "
                           "lambda define loop recur else".split())
@@ -73,19 +74,25 @@ def _is_number(a):
 
 def skeleton(tree, params):
     """The tree's source with parameters written ``P`` and numeric literals ``C``."""
-    return to_source(_skeleton(tree, frozenset(params)))
+    return _skeleton(tree, frozenset(params))
 
 
 # (module-level recursions: a recursive closure is a reference cycle, garbage for the collector
 # after every call)
 def _skeleton(t, params):
     if isinstance(t, list):
-        return [_skeleton(x, params) for x in t]
-    if _is_number(t):
+        return "(" + " ".join([_skeleton(x, params) for x in t]) + ")"
+    return skeleton_atom(t, params)
+
+
+def skeleton_atom(a, params):
+    """An atom as the skeleton writes it: ``C`` for a number, ``P`` for a parameter, else as
+    source (simplify.Simplifier.skeleton, memoized per subtree, writes atoms by this too)."""
+    if _is_number(a):
         return "C"
-    if isinstance(t, str) and t in params:
+    if isinstance(a, str) and a in params:
         return "P"
-    return t
+    return _atom(a)
 
 
 def canonical(tree, params):

@@ -9,7 +9,7 @@ are the same model up to reparametrization print the same and are calibrated onc
 """
 import math
 
-from ndvm.cosearch.sexpr import SPECIAL_FORMS, _atom, to_source
+from ndvm.cosearch.sexpr import SPECIAL_FORMS, _atom, skeleton_atom, to_source
 
 __all__ = ["simplify", "canonicalize", "Simplifier", "is_param_only", "TooManyParameters",
            "PARAM_MARK"]
@@ -162,9 +162,7 @@ class Simplifier:
         """``sexpr.skeleton(t, params)``: parameters written P and numbers C, memoized per
         subtree content."""
         if type(t) is not list:
-            if _num(t):
-                return "C"
-            return "P" if isinstance(t, str) and t in self.P else _atom(t)
+            return skeleton_atom(t, self.P)
         f = self.facts(t)
         if f.skel is None:
             f.skel = "(" + " ".join([self.skeleton(x) for x in t]) + ")"
