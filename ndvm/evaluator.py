@@ -194,10 +194,11 @@ class Evaluator:
         in one native call that releases the GIL."""
         batch.run(self._machine())
 
-    def drain(self, batch):
+    def drain(self, batch, limit=None):
         """Run fits of an opened ``FitBatch`` that several threads share (``batch.open()``) on
-        this thread's machine, claiming one at a time without the GIL, until none is left."""
-        batch.drain(self._machine())
+        this thread's machine, claiming one at a time without the GIL, until none is left (or
+        ``limit`` are run); how many this call ran."""
+        return batch.drain(self._machine(), limit)
 
     def mse(self, prog, target, params=None, data=None, consts=None, grad=True):
         """Mean squared error of ``prog`` against ``target`` [N] for each start, and its gradient.

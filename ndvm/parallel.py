@@ -701,9 +701,14 @@ class Begun:
         self._staged = _stage(job, ev, items, self._batch, self._results)
         self._batch.open()
 
-    def drain(self):
-        """Lend the calling thread: it runs fits until none is left to claim."""
-        _evaluator(self._job.config).drain(self._batch)
+    def drain(self, limit=None):
+        """Lend the calling thread: it runs fits until none is left to claim (or ``limit`` are
+        run); how many it ran."""
+        return _evaluator(self._job.config).drain(self._batch, limit)
+
+    def cancel(self):
+        """No more fits start (the running ones end first); for fits begun but never finished."""
+        self._batch.reset()
 
     def finish(self, lent=0, meanwhile=None):
         """Run fits on the calling thread (and on workers - 1 - ``lent`` pool threads) until

@@ -189,7 +189,11 @@ def test_begun_fits_run_on_lent_threads_and_equal_single_fits_bit_for_bit():
         for t in threads:
             t.join()
         assert [_fit_key(r) for r in got] == expected, (workers, lenders)
-        begun.drain()  # (nothing left: returns at once)
+        assert begun.drain() == 0  # (nothing left: returns at once)
+    begun = parallel.begin_fits(progs, workers=2, **opts)  # one fit at a time, then cancelled
+    assert begun.drain(1) == 1 and begun.drain(2) == 2
+    begun.cancel()
+    assert begun.drain() == 0
     with pytest.raises(ValueError, match="workers must be at least 1"):
         parallel.begin_fits(progs, workers=0, **opts)
     with pytest.raises(TypeError, match="unknown fit option"):
@@ -299,6 +303,15 @@ def test_a_shared_fit_batch_runs_on_several_threads_and_equals_a_run():
     batch.open()
     batch.reset()  # nobody drains it: nothing runs, nothing waits
     assert batch.size == 0
+    # drain(limit): at most that many fits run on this call; how many it ran comes back
+    staged = [plan.stage(batch, p) for p in progs]
+    batch.open()
+    assert ev.drain(batch, 1) == 1 and ev.drain(batch, 3) == 3
+    assert ev.drain(batch, 0) == 0
+    assert ev.drain(batch) == len(progs) - 4 and ev.drain(batch, 1) == 0
+    batch.close()
+    assert [_fit_key(plan.result(st, batch)) for st in staged] == expected
+    assert ev.drain(batch, 1) == 0  # (closed)
 
 
 def test_a_reused_shared_batch_is_safe_from_late_lenders():

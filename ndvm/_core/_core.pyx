@@ -7,7 +7,7 @@ N sized; Machine.run and FitBatch.run allocate the outputs the requests ask for,
 around the native call and raise ndvm errors (limit errors are the core's own).
 """
 from cython.operator cimport dereference as deref
-from libc.stdint cimport int64_t, uint32_t, uintptr_t
+from libc.stdint cimport SIZE_MAX, int64_t, uint32_t, uintptr_t
 from libc.math cimport INFINITY, isfinite
 from libc.string cimport memcpy
 from libcpp cimport bool
@@ -1008,20 +1008,24 @@ cdef class FitBatch:
         shared_reset(self._claims)
         self._open = True
 
-    def drain(self, Machine machine):
+    def drain(self, Machine machine, limit=None):
         """Run fits of the opened batch on ``machine`` (this thread's), claiming one at a time
-        without the GIL, until every fit is claimed (another thread's last one may still run).
-        Nothing happens on a batch that is not open (closed already)."""
+        without the GIL, until every fit is claimed (another thread's last one may still run) or
+        ``limit`` fits are run. Returns how many this call ran; nothing happens on a batch that is
+        not open (closed already)."""
+        cdef size_t most = SIZE_MAX if limit is None else <size_t>max(0, int(limit))
+        cdef size_t ran = 0
         if not self._open:
-            return
+            return 0
         machine.generation += 1
         shared_enter(self._claims)  # (under the GIL, with the check above: reset waits for it)
         try:
             with nogil:
-                fit_shared(self._rq.data(), self.size, self._claims, machine._ptr,
-                           machine.dtype_code, self._err.data(), self._ok.data())
+                ran = fit_shared(self._rq.data(), self.size, self._claims, machine._ptr,
+                                 machine.dtype_code, self._err.data(), self._ok.data(), most)
         finally:
             shared_leave(self._claims)
+        return ran
 
     def close(self):
         """Wait until every fit of the opened batch has finished; then its results are read as

@@ -39,16 +39,21 @@ inline void shared_reset(SharedFits* s) {
   s->done.store(0);
 }
 
-// Run fits of the chunk on this thread's machine, one claim at a time, until none is left: any
-// number of threads may run it at once (the GIL released), each returning once every fit is
-// claimed; a fit claimed by another thread may still be running (shared_wait waits for it).
-inline void fit_shared(FitRequest* rq, size_t n, SharedFits* s, void* machine, int dtype,
-                       ErrorInfo* err, uint8_t* ok) {
-  for (size_t i = s->next.fetch_add(1, std::memory_order_relaxed); i < n;
-       i = s->next.fetch_add(1, std::memory_order_relaxed)) {
+// Run fits of the chunk on this thread's machine, one claim at a time, until none is left or
+// ``limit`` are run: any number of threads may run it at once (the GIL released), each returning
+// once every fit is claimed; a fit claimed by another thread may still be running (shared_wait
+// waits for it). Returns how many fits this call ran.
+inline size_t fit_shared(FitRequest* rq, size_t n, SharedFits* s, void* machine, int dtype,
+                         ErrorInfo* err, uint8_t* ok, size_t limit) {
+  size_t ran = 0;
+  while (ran < limit) {
+    size_t i = s->next.fetch_add(1, std::memory_order_relaxed);
+    if (i >= n) break;
     ok[i] = fit_one(&rq[i], machine, dtype, err + i);
     s->done.fetch_add(1, std::memory_order_release);  // (publishes fit i's outputs)
+    ++ran;
   }
+  return ran;
 }
 
 // Until every fit of the chunk is finished (at most the last claimed fits of other threads).

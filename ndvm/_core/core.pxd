@@ -177,8 +177,8 @@ cdef extern from "batch.hpp" namespace "ndvm":
     cppclass SharedFits:
         pass
     void shared_reset(SharedFits* s) nogil
-    void fit_shared(FitRequest* rq, size_t n, SharedFits* s, void* machine, int dtype,
-                    ErrorInfo* err, unsigned char* ok) nogil
+    size_t fit_shared(FitRequest* rq, size_t n, SharedFits* s, void* machine, int dtype,
+                      ErrorInfo* err, unsigned char* ok, size_t limit) nogil
     void shared_wait(const SharedFits* s, size_t n) nogil
     void shared_cancel(SharedFits* s, size_t n) nogil
     void shared_enter(SharedFits* s) nogil

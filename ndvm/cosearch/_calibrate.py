@@ -61,9 +61,15 @@ class Calibration:
             self.later = lambda: ndvm.fit_many(programs, data=data, target=target,
                                                executor=executor, **fit_options)
 
-    def drain(self):
+    def drain(self, limit=None):
+        """Fits run on the calling thread until none is left to start (or ``limit`` are run);
+        how many (always 0 on an executor)."""
+        return self.begun.drain(limit) if self.begun is not None else 0
+
+    def cancel(self):
+        """Fits begun but not to be finished: none starts any more (running ones end)."""
         if self.begun is not None:
-            self.begun.drain()
+            self.begun.cancel()
 
     def finish(self, lent=0, meanwhile=None):
         if self.begun is not None:

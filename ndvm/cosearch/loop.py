@@ -8,6 +8,7 @@ import gc
 import json
 import math
 import sys
+import threading
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -330,9 +331,9 @@ class _Scorer:
         return dict(r.params) if math.isfinite(r.loss) else ValueError("no finite refit")
 
     def begin(self, items):
-        """The calibration of the (prog, params) ``items``, begun: ``drain()`` lends a thread to
-        it, ``finish(lent)`` runs it on the calling thread too and returns the fitted params (or
-        the error) of each item."""
+        """The calibration of the (prog, params) ``items``, begun (their starts drawn, in the
+        order batches are begun): ``drain()`` lends a thread to it, ``finish(lent)`` runs it on
+        the calling thread too and returns the fitted params (or the error) of each item."""
         return _Calibration(self, items)
 
 
@@ -353,10 +354,15 @@ class _Calibration:
         self.fits = begin([items[i][0] for i in self.todo], scorer.train[0], scorer.train[1],
                           workers=scorer.workers, executor=scorer.executor, **where, **scorer.fit)
 
-    def drain(self):
-        """Lend the calling thread to the calibrations until none is left to start."""
+    def drain(self, limit=None):
+        """Lend the calling thread to the calibrations until none is left to start (or ``limit``
+        are run); how many it ran."""
+        return self.fits.drain(limit) if self.fits is not None else 0
+
+    def cancel(self):
+        """Calibrations begun but not to be finished (the search stopped): none starts any more."""
         if self.fits is not None:
-            self.fits.drain()
+            self.fits.cancel()
 
     def finish(self, lent=0, meanwhile=None):
         """Fitted params (or an error) for each item, once all are done (``meanwhile()`` is
@@ -394,7 +400,6 @@ class _Batch:
     finished: bool = False
     refits: list = field(default_factory=list)  # (record to refit, its prog, param names)
     refitted: list = None
-    began: float = 0.0  # when its calibrations began (perf_counter)
     emitted: bool = False  # its records kept (search's emit)
 
 
@@ -415,17 +420,31 @@ class _Rounds:
         self.first_good = None
         self.front = []
 
-    def advance(self, done, staged=None):
-        """Score the batch ``done`` (when there is one), propose the next, then lend this thread
-        to the current batch's calibrations (``staged``: a Future of them, set by the caller's
-        thread while this one works) until none is left to start."""
-        if done is not None:
-            self.finish(done)
-        following = self.next()
-        fits = staged.result() if staged is not None else None
-        if fits is not None:
-            fits.drain()
-        return following
+    def advance(self, done, current=None, staged=None, wake=None):
+        """Score the batch ``done`` (when there is one), propose the next and begin its
+        calibrations: (the next _Batch or why there is none, its calibrations or None). With
+        ``staged`` (a Future given that pair as soon as it exists), this thread is then lent to
+        the ``current`` batch's calibrations until none is left to start, and then to the next
+        batch's, one fit at a time, until ``wake`` is set (the caller's thread, done with the
+        current batch, hands this thread its next job): no thread idles while the current
+        batch's last fits end."""
+        try:
+            if done is not None:
+                self.finish(done)
+            following = self.next()
+            fits = self.begin(following) if isinstance(following, _Batch) else None
+        except BaseException as e:
+            if staged is not None:
+                staged.set_exception(e.with_traceback(None))
+            raise
+        if staged is None:
+            return following, fits
+        staged.set_result((following, fits))
+        if current is not None:
+            current.drain()
+        while fits is not None and not wake.is_set() and fits.drain(1):
+            pass
+        return following, fits
 
     def next(self):
         """The next _Batch, or why there is none ("candidates", "exhausted", "proposer
@@ -511,17 +530,17 @@ class _Rounds:
         return _Batch(records, items, slots)
 
     def begin(self, b):
-        """Begin the batch's calibrations (on the caller's thread: the starts are drawn here);
-        what ``calibrate`` and ``advance`` take."""
-        b.began = time.perf_counter()
+        """Begin the batch's calibrations (their starts are drawn here, one batch after the
+        other); what ``calibrate`` and ``advance`` take."""
         return self.scorer.begin(b.items)
 
     def calibrate(self, b, fits, lent=0, meanwhile=None):
         """Fit the batch's programs on the caller's thread, the pool's and ``lent`` more (the
         proposer thread, once it has proposed; ``meanwhile()`` runs on the caller's once it has
         none left to start); then the batch's refits."""
+        began = time.perf_counter()
         b.fitted = fits.finish(lent, meanwhile)
-        b.fit_each = (time.perf_counter() - b.began) / max(1, len(b.items))
+        b.fit_each = (time.perf_counter() - began) / max(1, len(b.items))
         b.refitted = [self.scorer.refit(prog, names, rec["params"], seed=rec["id"])
                       for rec, prog, names in b.refits]
 
@@ -818,9 +837,9 @@ def search(task="damped", proposer=None, budget=None, max_candidates=None, out=N
     pipelined = bool(getattr(prop, "pipelined", False))
     serial = executor is None and (default_workers() if workers is None else int(workers)) == 1
     helper = ThreadPoolExecutor(max_workers=1, thread_name_prefix="ndvm-propose")
-    # the proposer thread's current job; the last batch calibrated; the last batch scored
-    job, done, scored = None, None, None
-
+    # the proposer thread's current job and its stop sign; the last batch calibrated; the last
+    # batch scored; the ready batch's calibrations (begun)
+    job, wake, done, scored, fits = None, None, None, None, None
     def emit(b):
         """Keep a scored batch: its records, their file lines, the progress line."""
         nonlocal n_new
@@ -846,6 +865,8 @@ def search(task="damped", proposer=None, budget=None, max_candidates=None, out=N
     paused.__enter__()
     try:
         ready = run.next()  # the first batch is proposed before anything else can run
+        if pipelined and isinstance(ready, _Batch):
+            fits = run.begin(ready)
         while True:
             if isinstance(ready, str):
                 stopped = ready
@@ -854,28 +875,26 @@ def search(task="damped", proposer=None, budget=None, max_candidates=None, out=N
                 stopped = "budget"
                 break
             if pipelined:
-                # while batch k calibrates here, the proposer thread scores batch k-1 and
-                # proposes batch k+1 from the state through batch k-1 (one batch of lag, the
-                # same for any worker count, so a seed proposes the same candidates)
-                # and then calibrates too; this thread keeps (emits) batch k-2 once it has no
-                # fit left to start. On one core (workers=1), the same steps one after the other
+                # while batch k calibrates here, the proposer thread scores batch k-1, proposes
+                # batch k+1 from the state through batch k-1 (one batch of lag, the same for any
+                # worker count, so a seed proposes the same candidates) and begins it; then it
+                # calibrates batch k too, and then batch k+1 until the next round begins. This
+                # thread keeps (emits) batch k-2 once it has no fit of batch k left to start.
+                # On one core (workers=1), the same steps one after the other
                 if serial:
                     emit(scored)
-                    run.calibrate(ready, run.begin(ready))
-                    following = run.advance(done)
-                else:  # (the calibrations are staged here while the proposer thread works)
-                    staged = Future()
-                    job = helper.submit(run.advance, done, staged)
-                    try:
-                        fits = run.begin(ready)
-                    except BaseException:
-                        staged.set_result(None)  # (the proposer thread lends itself to nothing)
-                        raise
-                    staged.set_result(fits)
+                    run.calibrate(ready, fits)
+                    following, fits = run.advance(done)
+                else:
+                    if wake is not None:
+                        wake.set()  # (the last job lends itself to this batch no more)
+                    last, staged, wake = job, Future(), threading.Event()
+                    job = helper.submit(run.advance, done, fits, staged, wake)
                     # (batch k-2 is kept while the last fits of batch k end on the other thread)
                     run.calibrate(ready, fits, lent=1, meanwhile=lambda b=scored: emit(b))
-                    following = job.result()
-                    job = None
+                    following, fits = staged.result()
+                    if last is not None:
+                        last.result()  # (it ended before this job began: its own failure)
                 scored, done, ready = done, ready, following
             else:  # the proposer sees every batch scored before it proposes the next
                 run.calibrate(ready, run.begin(ready))
@@ -885,6 +904,13 @@ def search(task="damped", proposer=None, budget=None, max_candidates=None, out=N
             if stop_on_success and run.first_good is not None:
                 stopped = "success"
                 break
+        if wake is not None:
+            wake.set()
+        if job is not None:
+            job.result()
+            job = None
+        if fits is not None:  # (the batch proposed after the last one calibrated)
+            fits.cancel()
         emit(scored)
         if done is not None:
             run.finish(done)
@@ -892,11 +918,15 @@ def search(task="damped", proposer=None, budget=None, max_candidates=None, out=N
             done = None
     except KeyboardInterrupt:
         stopped = "interrupted"  # keep what was done: the records are already written
+        if wake is not None:
+            wake.set()
         if job is not None:  # the proposer thread ends its short job before anything is read
             try:
                 job.result()
             except BaseException:  # noqa: BLE001 - its failure does not matter any more
                 pass
+        if fits is not None:
+            fits.cancel()
         for b in (scored, done):  # scored (by that job or before) but not yet kept
             if b is not None and b.finished and not b.emitted:
                 records.extend(b.records)
@@ -909,6 +939,8 @@ def search(task="damped", proposer=None, budget=None, max_candidates=None, out=N
         scored = [r for r in records if r["status"] == "ok" and math.isfinite(r["heldout_error"])]
         state.population = _fittest(scored)
     finally:
+        if wake is not None:
+            wake.set()
         helper.shutdown(wait=True)
         paused.__exit__(None, None, None)
         if sink:
