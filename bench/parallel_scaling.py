@@ -74,18 +74,88 @@ def rate(fn, n):
     return measure(fn, n)[0]
 
 
+def _workload(kind, size):
+    """(function, candidates) of one timed one-worker call: "fit_many" (the 247 candidates x
+    ``size``) or "search" (a damped co-search of ``size`` candidates)."""
+    if kind == "fit_many":
+        progs, data, target = protocol()
+        batch = progs * size
+        opts = dict(data=data, target=target, optimizer="adam", steps=50, lr=0.05)
+        return (lambda: ndvm.fit_many(batch, workers=1, **opts)), len(batch)
+    return (lambda: ndvm.search("damped", max_candidates=size, seed=0, workers=1)), size
+
+
+def _twin(kind, size, barrier, conn):
+    """A process of ``Twins``: runs its one-worker workload whenever asked, in step with the
+    other (``barrier``), and sends back when it started and ended."""
+    fn, _ = _workload(kind, size)
+    fn()  # (warm)
+    conn.send(None)
+    while conn.recv():
+        barrier.wait()
+        t = time.perf_counter()  # (CLOCK_MONOTONIC: one clock for every process)
+        fn()
+        conn.send((t, time.perf_counter()))
+
+
+class Twins:
+    """Two separate processes running the same one-worker workload at once: nothing is shared
+    between them but the machine, so their combined rate against one worker's is the most two
+    cores give at that moment, the ceiling for two threads of one process."""
+
+    def __init__(self, kind, size):
+        import multiprocessing as mp
+
+        ctx = mp.get_context("spawn")
+        barrier = ctx.Barrier(2)
+        self.n = size if kind == "search" else len(protocol()[0]) * size
+        self.pipes, self.procs = [], []
+        for _ in range(2):
+            here, there = ctx.Pipe()
+            proc = ctx.Process(target=_twin, args=(kind, size, barrier, there), daemon=True)
+            proc.start()
+            self.pipes.append(here)
+            self.procs.append(proc)
+        for c in self.pipes:  # (both started and warm before anything is timed)
+            c.recv()
+
+    def rate(self):
+        """Candidates/s of the two processes together (both started at once)."""
+        for c in self.pipes:
+            c.send(True)
+        spans = [c.recv() for c in self.pipes]
+        return 2 * self.n / (max(e for _, e in spans) - min(s for s, _ in spans))
+
+    def close(self):
+        for c in self.pipes:
+            c.send(False)
+        for p in self.procs:
+            p.join()
+
+
+def ceiling(twins_rates, one, two):
+    """The line on the machine's ceiling: two separate processes' speed-up over one worker, and
+    the two workers' against it (pair by pair)."""
+    twins = np.asarray(twins_rates)
+    return (f"  the machine's ceiling: two separate processes of one worker each ran "
+            f"{np.median(twins / one[:, 0]):.2f}x one worker's rate (median of pairs); 2 workers "
+            f"reached {np.median(two[:, 0] / twins):.2f} of it (median of pairs)")
+
+
 def scaling(progs, data, target, rounds, repeat):
     """Candidates/s for 1 and 2 pool workers, runs interleaved; checks identical results."""
     batch = progs * repeat
     opts = dict(data=data, target=target, optimizer="adam", steps=50, lr=0.05)
     reference = ndvm.fit_many(batch, workers=1, **opts)  # warm every worker's machine
-    runs = {1: [], 2: []}
+    runs, twins = {1: [], 2: [], "twins": []}, Twins("fit_many", repeat)
     for _ in range(rounds):
         for w in (1, 2):
             out = []
             runs[w].append(measure(lambda w=w, out=out: out.append(
                 ndvm.fit_many(batch, workers=w, **opts)), len(batch)))
             assert all(_same(a, b) for a, b in zip(out[0], reference))
+        runs["twins"].append(twins.rate())
+    twins.close()
     serial = rate(lambda: [_fit_or_error(p, opts) for p in batch], len(batch))
     held = [held_fraction(lambda: ndvm.fit_many(batch, workers=1, **opts))
             for _ in range(max(3, rounds // 2))]
@@ -103,6 +173,7 @@ def scaling(progs, data, target, rounds, repeat):
     print("  per pair (speed-up @ other load, cores): " + " ".join(
         f"{q:.2f}@{max(a, b):.1f}" for q, a, b in zip(ratio, one[:, 1], two[:, 1])))
     print(explain(one, two))
+    print(ceiling(runs["twins"], one, two))
     f = float(np.median([h[0] for h in held]))
     fc = float(np.median([h[1] for h in held]))
     print(f"  fit_many's serial fraction (one worker, outside the native calibration calls): "
@@ -168,9 +239,11 @@ def search_scaling(n, rounds):
     runs interleaved, and its serial fraction: the share of a one-worker run's wall time spent
     outside the native calibrations (which release the GIL; proposing, simplifying, binding,
     scoring and bookkeeping hold it), measured by timing every ``Evaluator.calibrate`` call."""
-    runs, fractions, cpu_shares, reference = {1: [], 2: []}, [], [], None
+    runs, fractions, cpu_shares, reference = {1: [], 2: [], "twins": []}, [], [], None
     ndvm.search("damped", max_candidates=64, seed=0, workers=2)  # warm the pool and machines
+    twins = Twins("search", n)
     for _ in range(rounds):
+        runs["twins"].append(twins.rate())
         for w in (1, 2):
             cpu = time.process_time()  # (os.times() counts in 10 ms steps)
             with native_seconds() if w == 1 else contextlib.nullcontext() as native:
@@ -184,6 +257,7 @@ def search_scaling(n, rounds):
             if w == 1:
                 fractions.append(1.0 - native[0] / res.elapsed)
                 cpu_shares.append((1.0 - native[1] / cpu, native[1], cpu - native[1]))
+    twins.close()
     one, two = np.array(runs[1]), np.array(runs[2])
     quiet = (one[:, 1] < QUIET) & (two[:, 1] < QUIET)
     ratio = two[:, 0] / one[:, 0]
@@ -195,6 +269,7 @@ def search_scaling(n, rounds):
           f"quiet pairs")
     print("  per pair: " + " ".join(f"{q:.2f}" for q in ratio))
     print(explain(one, two))
+    print(ceiling(runs["twins"], one, two))
     print(f"  serial fraction (outside native calibration, one worker): median {f:.2f} "
           f"(runs: {' '.join(f'{x:.2f}' for x in fractions)})")
     print(f"  Amdahl projection from it: {amdahl(f, 2):.2f}x on 2 cores, {amdahl(f, 16):.1f}x on "
