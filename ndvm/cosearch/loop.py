@@ -840,6 +840,7 @@ def search(task="damped", proposer=None, budget=None, max_candidates=None, out=N
     # the proposer thread's current job and its stop sign; the last batch calibrated; the last
     # batch scored; the ready batch's calibrations (begun)
     job, wake, done, scored, fits = None, None, None, None, None
+
     def emit(b):
         """Keep a scored batch: its records, their file lines, the progress line."""
         nonlocal n_new
@@ -894,7 +895,7 @@ def search(task="damped", proposer=None, budget=None, max_candidates=None, out=N
                     run.calibrate(ready, fits, lent=1, meanwhile=lambda b=scored: emit(b))
                     following, fits = staged.result()
                     if last is not None:
-                        last.result()  # (it ended before this job began: its own failure)
+                        last.result()  # (it ended before this one began: re-raises its own failure)
                 scored, done, ready = done, ready, following
             else:  # the proposer sees every batch scored before it proposes the next
                 run.calibrate(ready, run.begin(ready))
