@@ -4,6 +4,7 @@ import json
 import math
 import os
 import re
+import threading
 import traceback
 from http.server import BaseHTTPRequestHandler
 
@@ -141,6 +142,26 @@ def test_the_pipelined_search_proposes_the_same_on_any_number_of_workers():
     assert [r["src"] for r in one.front] == [r["src"] for r in two.front] == [
         r["src"] for r in ex_run.front]
     assert one.best["model"] == two.best["model"] == ex_run.best["model"]
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_a_search_cut_by_its_budget_keeps_whole_rounds_and_leaves_no_thread(workers, tmp_path):
+    """A time budget cuts the search between rounds: what it keeps is exactly the first records
+    of an uncut search of the same seed (the round begun for later is dropped, its fits
+    cancelled), the file holds them all, and no thread of the search outlives it."""
+    before = {t.ident for t in threading.enumerate()}
+    cut = ndvm.search("damped", seed=4, budget=1.0, workers=workers, out=tmp_path / "run")
+    assert cut.stopped == "budget" and len(cut.records) % 16 == 0 and cut.records
+    full = ndvm.search("damped", seed=4, max_candidates=len(cut.records) + 32, budget=None,
+                       workers=workers)
+    fields = ("id", "src", "status", "params", "heldout_error")
+    assert [[r[k] for k in fields] for r in cut.records] == [
+        [r[k] for k in fields] for r in full.records[:len(cut.records)]]
+    lines = (tmp_path / "run" / "candidates.jsonl").read_text().splitlines()
+    assert [json.loads(line)["id"] for line in lines] == [r["id"] for r in cut.records]
+    left = [t for t in threading.enumerate()
+            if t.ident not in before and t.name.startswith("ndvm-propose")]
+    assert not left
 
 
 @pytest.mark.parametrize("pipelined", [True, False])
