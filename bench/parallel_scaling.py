@@ -15,6 +15,7 @@ pairs (the rest of the machine below 0.1 core during both runs).
 import argparse
 import contextlib
 import json
+import multiprocessing
 import os
 import threading
 import time
@@ -30,6 +31,7 @@ CANDIDATES = Path(os.environ.get("NDVM_SHARED_DATA")
                   or Path(__file__).resolve().parents[2] / "shared" / "data"
                   ) / "cosearch_candidates.jsonl"
 QUIET = 0.1  # cores used by other processes during a run for it to count as quiet
+ADAM = {"optimizer": "adam", "steps": 50, "lr": 0.05}  # the protocol's calibration
 
 
 def protocol():
@@ -74,23 +76,29 @@ def rate(fn, n):
     return measure(fn, n)[0]
 
 
+def _search(n, workers):
+    """The timed co-search: the damped task, ``n`` candidates, seed 0."""
+    return ndvm.search("damped", max_candidates=n, seed=0, workers=workers)
+
+
 def _workload(kind, size):
     """(function, candidates) of one timed one-worker call: "fit_many" (the 247 candidates x
     ``size``) or "search" (a damped co-search of ``size`` candidates)."""
     if kind == "fit_many":
         progs, data, target = protocol()
         batch = progs * size
-        opts = dict(data=data, target=target, optimizer="adam", steps=50, lr=0.05)
+        opts = dict(data=data, target=target, **ADAM)
         return (lambda: ndvm.fit_many(batch, workers=1, **opts)), len(batch)
-    return (lambda: ndvm.search("damped", max_candidates=size, seed=0, workers=1)), size
+    return (lambda: _search(size, 1)), size
 
 
 def _twin(kind, size, barrier, conn):
-    """A process of ``Twins``: runs its one-worker workload whenever asked, in step with the
-    other (``barrier``), and sends back when it started and ended."""
-    fn, _ = _workload(kind, size)
+    """A process of ``Twins``: sends its workload's candidate count once warm, then runs the
+    workload whenever asked, in step with the other (``barrier``), and sends back when it
+    started and ended."""
+    fn, n = _workload(kind, size)
     fn()  # (warm)
-    conn.send(None)
+    conn.send(n)
     while conn.recv():
         barrier.wait()
         t = time.perf_counter()  # (CLOCK_MONOTONIC: one clock for every process)
@@ -104,11 +112,8 @@ class Twins:
     cores give at that moment, the ceiling for two threads of one process."""
 
     def __init__(self, kind, size):
-        import multiprocessing as mp
-
-        ctx = mp.get_context("spawn")
+        ctx = multiprocessing.get_context("spawn")
         barrier = ctx.Barrier(2)
-        self.n = size if kind == "search" else len(protocol()[0]) * size
         self.pipes, self.procs = [], []
         for _ in range(2):
             here, there = ctx.Pipe()
@@ -116,8 +121,8 @@ class Twins:
             proc.start()
             self.pipes.append(here)
             self.procs.append(proc)
-        for c in self.pipes:  # (both started and warm before anything is timed)
-            c.recv()
+        counts = [c.recv() for c in self.pipes]  # (both warm before anything is timed)
+        self.n = counts[0]
 
     def rate(self):
         """Candidates/s of the two processes together (both started at once)."""
@@ -145,7 +150,7 @@ def ceiling(twins_rates, one, two):
 def scaling(progs, data, target, rounds, repeat):
     """Candidates/s for 1 and 2 pool workers, runs interleaved; checks identical results."""
     batch = progs * repeat
-    opts = dict(data=data, target=target, optimizer="adam", steps=50, lr=0.05)
+    opts = dict(data=data, target=target, **ADAM)
     reference = ndvm.fit_many(batch, workers=1, **opts)  # warm every worker's machine
     runs, twins = {1: [], 2: [], "twins": []}, Twins("fit_many", repeat)
     for _ in range(rounds):
@@ -247,8 +252,7 @@ def search_scaling(n, rounds):
         for w in (1, 2):
             cpu = time.process_time()  # (os.times() counts in 10 ms steps)
             with native_seconds() if w == 1 else contextlib.nullcontext() as native:
-                got, res = measure_result(
-                    lambda w=w: ndvm.search("damped", max_candidates=n, seed=0, workers=w), n)
+                got, res = measure_result(lambda w=w: _search(n, w), n)
             cpu = time.process_time() - cpu
             srcs = [r["src"] for r in res.records]
             assert reference is None or srcs == reference, "the search depends on the workers"
@@ -344,7 +348,7 @@ def dask_overhead(progs, data, target):
     cost per candidate, the share of the work it adds."""
     from distributed import Client, LocalCluster
 
-    opts = dict(data=data, target=target, optimizer="adam", steps=50, lr=0.05)
+    opts = dict(data=data, target=target, **ADAM)
     batch = progs * 4
     reference = ndvm.fit_many(batch, workers=1, **opts)
     big = progs * 8  # (psutil counts CPU in 10 ms ticks)

@@ -841,6 +841,24 @@ def search(task="damped", proposer=None, budget=None, max_candidates=None, out=N
     # batch scored; the ready batch's calibrations (begun)
     job, wake, done, scored, fits = None, None, None, None, None
 
+    def settle(check=True):
+        """End the proposer thread's job (it stops lending itself to the next batch; with
+        ``check``, its failure is raised) and cancel the batch begun but never calibrated."""
+        nonlocal job, fits
+        if wake is not None:
+            wake.set()
+        try:
+            if job is not None:
+                job.result()
+        except BaseException:
+            if check:
+                raise
+        finally:
+            job = None
+            if fits is not None:
+                fits.cancel()
+                fits = None
+
     def emit(b):
         """Keep a scored batch: its records, their file lines, the progress line."""
         nonlocal n_new
@@ -905,13 +923,7 @@ def search(task="damped", proposer=None, budget=None, max_candidates=None, out=N
             if stop_on_success and run.first_good is not None:
                 stopped = "success"
                 break
-        if wake is not None:
-            wake.set()
-        if job is not None:
-            job.result()
-            job = None
-        if fits is not None:  # (the batch proposed after the last one calibrated)
-            fits.cancel()
+        settle()  # (the batch proposed after the last one calibrated is dropped)
         emit(scored)
         if done is not None:
             run.finish(done)
@@ -919,15 +931,7 @@ def search(task="damped", proposer=None, budget=None, max_candidates=None, out=N
             done = None
     except KeyboardInterrupt:
         stopped = "interrupted"  # keep what was done: the records are already written
-        if wake is not None:
-            wake.set()
-        if job is not None:  # the proposer thread ends its short job before anything is read
-            try:
-                job.result()
-            except BaseException:  # noqa: BLE001 - its failure does not matter any more
-                pass
-        if fits is not None:
-            fits.cancel()
+        settle(check=False)  # (the proposer thread's job ends before anything is read)
         for b in (scored, done):  # scored (by that job or before) but not yet kept
             if b is not None and b.finished and not b.emitted:
                 records.extend(b.records)
@@ -940,8 +944,7 @@ def search(task="damped", proposer=None, budget=None, max_candidates=None, out=N
         scored = [r for r in records if r["status"] == "ok" and math.isfinite(r["heldout_error"])]
         state.population = _fittest(scored)
     finally:
-        if wake is not None:
-            wake.set()
+        settle(check=False)
         helper.shutdown(wait=True)
         paused.__exit__(None, None, None)
         if sink:
