@@ -254,7 +254,7 @@ def search_scaling(n, rounds):
             with native_seconds() if w == 1 else contextlib.nullcontext() as native:
                 got, res = measure_result(lambda w=w: _search(n, w), n)
             cpu = time.process_time() - cpu
-            srcs = [r["src"] for r in res.records]
+            srcs = [r["proposed"] for r in res.records]
             assert reference is None or srcs == reference, "the search depends on the workers"
             reference = srcs
             runs[w].append(got)

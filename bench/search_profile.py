@@ -106,10 +106,10 @@ def replay(task_name, records, seed, batch=loop.BATCH):
         srcs = prop.propose(min(batch, len(records) - i), state)
         spent += time.process_time() - t
         got = records[i:i + len(srcs)]
-        if not srcs or srcs != [r["src"] for r in got]:
+        if not srcs or srcs != [r["proposed"] for r in got]:
             raise AssertionError(f"the replayed proposer differs from the search at candidate {i}")
         for r in got:
-            state.seen.add(r["src"])
+            state.seen.add(r["proposed"])
             if r.get("model"):
                 state.seen.add(r["model"])
         scored.append([r for r in got if r["status"] == "ok"])
@@ -149,7 +149,7 @@ def main():
     print(f"  {'rest':10s} {rest:7.2f} s  {100 * rest / wall:5.1f}%  (negative: stages overlap)")
     if a.sequence:
         with open(a.sequence, "w", encoding="utf-8") as f:
-            f.write("".join(r["src"] + "\n" for r in res.records))
+            f.write("".join(r["proposed"] + "\n" for r in res.records))
     if a.cprofile:
         pstats.Stats(prof).sort_stats("cumulative").print_stats(a.cprofile)
     if a.replay:

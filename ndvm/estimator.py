@@ -94,7 +94,7 @@ class SymbolicRegressor(RegressorMixin, BaseEstimator):
         if res.best is None:
             raise RuntimeError("the search calibrated no model; raise the budget")
         self.result_ = res
-        self.program_ = res.best.get("model") or res.best["src"]
+        self.program_ = res.best["model"]
         self.params_ = dict(res.best["params"])
         self.size_ = int(res.best["size"])
         return self

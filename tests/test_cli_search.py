@@ -70,8 +70,8 @@ def test_search_damped_writes_record_summary_and_plots(tmp_path):
     assert len(lines) == summary["candidates"]
     for name in ("front.png", "fits.png"):
         assert (out / name).read_bytes()[:4] == b"\x89PNG"
-    r = ndvm("search", "--task", "damped", "--max-candidates", "16", "--out", str(out),
-             "--resume", "--quiet")
+    r = ndvm("search", "--task", "damped", "--max-candidates", str(len(lines) + 16), "--out",
+             str(out), "--resume", "--quiet")  # (the run's total: 16 more)
     assert r.returncode == 0, r.stderr
     assert len((out / "candidates.jsonl").read_text().splitlines()) == len(lines) + 16
 

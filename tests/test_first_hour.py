@@ -309,7 +309,7 @@ def _result(task, front, records=None):
 
 
 def _rec(i, size, err, var, src="(* a x)", params=None):
-    return {"id": i, "src": src, "status": "ok", "size": size, "heldout_error": err,
+    return {"id": i, "proposed": src, "model": src, "status": "ok", "size": size, "heldout_error": err,
             "r2": 1 - err / var, "time": 0.1 * i, "params": params or {"a": 1.0}}
 
 
@@ -321,9 +321,9 @@ def test_a_long_front_says_what_it_leaves_out_and_keeps_the_best_and_simplest_go
     table = report.front_table(_result(task, front), limit=10)
     assert "front rows not shown" in table and "of 40" in table
     assert "(+ a 39)" in table and "best" in table  # the best (the largest, lowest error)
-    assert good["src"] in table.split("simplest good")[1].splitlines()[0]
+    assert good["proposed"] in table.split("simplest good")[1].splitlines()[0]
     short = report.front_table(_result(task, front[:5]))
-    assert "not shown" not in short and all(r["src"] in short for r in front[:5])
+    assert "not shown" not in short and all(r["proposed"] in short for r in front[:5])
 
 
 def _texts(fig):
@@ -348,7 +348,7 @@ def test_fits_plot_shows_the_best_and_the_simplest_good_with_readable_labels():
     assert "best" in text and "simplest good" in text
     for rid in marks:
         # the whole (simplified) model its parameters belong to, in the caption
-        src = next(r.get("model") or r["src"] for r in res.records if r["id"] == rid)
+        src = next(r["model"] for r in res.records if r["id"] == rid)
         assert src in " ".join(text.split()) or src in text
     legend = fig.axes[0].get_legend()
     assert min(t.get_fontsize() for t in legend.get_texts()) >= 8
@@ -360,7 +360,7 @@ def test_front_plot_counts_agree_and_says_when_points_are_clipped():
     task = get_task("damped")
     var = float(np.var(task.split("heldout")[1]))
     recs = [_rec(0, 3, 0.2 * var, var), _rec(1, 5, 50 * var, var), _rec(2, 7, 0.05 * var, var)]
-    recs.append({"id": 3, "src": "(car a)", "status": "invalid", "size": 2,
+    recs.append({"id": 3, "proposed": "(car a)", "model": None, "status": "invalid", "size": 2,
                  "heldout_error": math.inf, "r2": None, "time": 0.4, "params": {}})
     res = _result(task, [recs[0], recs[2]], records=recs)
     text = _texts(report.front_figure(res))

@@ -658,7 +658,7 @@ def test_search_on_a_dask_cluster_equals_a_local_search():
                              executor=client.get_executor())
 
     def fields(res):
-        return [(r["src"], r["status"], r["params"], r["heldout_error"]) for r in res.records]
+        return [(r["proposed"], r["status"], r["params"], r["heldout_error"]) for r in res.records]
     assert fields(remote) == fields(local)
     assert remote.best["model"] == local.best["model"]
 

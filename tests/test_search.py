@@ -115,7 +115,7 @@ def test_pareto_front_is_the_non_dominated_set():
 def test_mutate_search_is_deterministic_for_a_seed():
     a = ndvm.search("damped", seed=5, max_candidates=48, budget=None)
     b = ndvm.search("damped", seed=5, max_candidates=48, budget=None)
-    assert [r["src"] for r in a.records] == [r["src"] for r in b.records]
+    assert [r["proposed"] for r in a.records] == [r["proposed"] for r in b.records]
     assert len(a.records) == 48
     assert [r["heldout_error"] for r in a.records] == [r["heldout_error"] for r in b.records]
 
@@ -126,7 +126,7 @@ def test_the_pipelined_search_proposes_the_same_on_any_number_of_workers():
     from concurrent.futures import ThreadPoolExecutor
 
     def fields(res):
-        return [(r["id"], r["src"], r["status"], r["params"], r["heldout_error"])
+        return [(r["id"], r["proposed"], r["status"], r["params"], r["heldout_error"])
                 for r in res.records]
     # workers=1: every step on the calling thread; 2: the proposer thread calibrates too once
     # it has proposed; 3: and a pool thread
@@ -139,8 +139,8 @@ def test_the_pipelined_search_proposes_the_same_on_any_number_of_workers():
     assert ndvm.cosearch.Mutate.pipelined and len(one.records) == 160
     assert fields(one) == fields(two) == fields(three) == fields(ex_run)
     assert sum(r["proposer"] == "mutate" and r["status"] == "ok" for r in one.records) > 100
-    assert [r["src"] for r in one.front] == [r["src"] for r in two.front] == [
-        r["src"] for r in ex_run.front]
+    assert [r["proposed"] for r in one.front] == [r["proposed"] for r in two.front] == [
+        r["proposed"] for r in ex_run.front]
     assert one.best["model"] == two.best["model"] == ex_run.best["model"]
 
 
@@ -154,7 +154,7 @@ def test_a_search_cut_by_its_budget_keeps_whole_rounds_and_leaves_no_thread(work
     assert cut.stopped == "budget" and len(cut.records) % 16 == 0 and cut.records
     full = ndvm.search("damped", seed=4, max_candidates=len(cut.records) + 32, budget=None,
                        workers=workers)
-    fields = ("id", "src", "status", "params", "heldout_error")
+    fields = ("id", "proposed", "status", "params", "heldout_error")
     assert [[r[k] for k in fields] for r in cut.records] == [
         [r[k] for k in fields] for r in full.records[:len(cut.records)]]
     lines = (tmp_path / "run" / "candidates.jsonl").read_text().splitlines()
@@ -189,7 +189,8 @@ def test_damped_reaches_a_good_fit_within_its_default_budget():
     res = ndvm.search(task, proposer="mutate", seed=0, stop_on_success=True)
     assert res.stopped == "success"
     assert res.first_good["r2"] > 0.9 and res.first_good["time"] < task.budget_seconds
-    assert res.best["r2"] > 0.9 and res.front[-1]["heldout_error"] == res.best["heldout_error"]
+    assert res.best["r2"] > 0.9
+    assert res.front[-1]["heldout_error"] == res.best["front_member"]["heldout_error"]
 
 
 def _write_jsonl(path, srcs):
@@ -296,18 +297,23 @@ def test_candidate_file_errors_name_the_line_and_column(tmp_path):
 def test_resume_continues_the_recorded_run(tmp_path):
     out = tmp_path / "run"
     first = ndvm.search("damped", seed=1, max_candidates=32, out=out, budget=None)
-    second = ndvm.search("damped", seed=1, max_candidates=32, out=out, resume=True, budget=None)
+    before = (out / "candidates.jsonl").read_text().splitlines()
+    second = ndvm.search("damped", seed=1, max_candidates=64, out=out, resume=True, budget=None)
     records = [json.loads(x) for x in (out / "candidates.jsonl").read_text().splitlines()]
     assert len(records) == 64 == len(second.records)
-    assert [r["id"] for r in records] == list(range(64))
-    srcs = [r["src"] for r in records if r["status"] != "duplicate"]
+    assert sorted(r["id"] for r in records) == list(range(64))
+    whole = ndvm.search("damped", seed=1, max_candidates=64, budget=None)  # never interrupted
+    fields = ("id", "proposed", "model", "status", "params", "train_error", "heldout_error")
+    assert ([[r[k] for k in fields] for r in second.records]
+            == [[r[k] for k in fields] for r in whole.records])
+    assert [r["id"] for r in second.front] == [r["id"] for r in whole.front]
+    srcs = [r["proposed"] for r in records if r["status"] != "duplicate"]
     assert len(set(srcs)) == len(srcs)
-    assert records[:32] == [json.loads(x) for x in
-                            (out / "candidates.jsonl").read_text().splitlines()[:32]]
+    assert records[:len(before)] == [json.loads(x) for x in before]  # (kept as written)
     assert min(r["time"] for r in records[32:]) >= max(r["time"] for r in records[:32])
     ids = {r["id"] for r in pareto_front(second.records)}
     assert ids == {r["id"] for r in second.front}
-    assert second.best["heldout_error"] <= first.best["heldout_error"]
+    assert second.front[-1]["heldout_error"] <= first.front[-1]["heldout_error"]
     # a fresh run over the same directory is refused (it would lose the record) unless forced
     with pytest.raises(ndvm.cosearch.loop.RunExistsError, match="--resume.*--force"):
         ndvm.search("damped", seed=1, max_candidates=8, out=out, budget=None)
@@ -362,8 +368,8 @@ def test_llm_proposer_against_a_local_stub(stub_llm, monkeypatch):
     prompt = req["body"]["messages"][-1]["content"]
     assert "loop" in prompt and "Grammar" in prompt and "x" in prompt
     second = _StubLLM.requests[1]["body"]["messages"][-1]["content"]
-    assert "(* a (* (exp (* b x)) (cos (* c x))))" in second  # the front is fed back
-    srcs = [r["src"] for r in res.records]
+    assert res.records[0]["model"] in second  # the front is fed back (the calibrated model)
+    srcs = [r["proposed"] for r in res.records]
     assert srcs == ["(* a (* (exp (* b x)) (cos (* c x))))", "(* a (sin (* b x)))",
                     "(+ a (* b (undefined-thing x)))"]
     assert [r["status"] for r in res.records] == ["ok", "ok", "invalid"]

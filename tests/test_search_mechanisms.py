@@ -62,14 +62,14 @@ def test_extend_adds_a_function_of_one_of_the_models_own_parts():
 
 
 def test_fitness_is_the_worse_split_and_ranks_lucky_heldout_fits_last():
-    lucky = {"id": 1, "src": "u", "train_error": 9.0, "heldout_error": 0.01, "size": 9}
-    honest = {"id": 2, "src": "v", "train_error": 0.35, "heldout_error": 0.47, "size": 3}
+    lucky = {"id": 1, "proposed": "u", "model": "u", "train_error": 9.0, "heldout_error": 0.01, "size": 9}
+    honest = {"id": 2, "proposed": "v", "model": "v", "train_error": 0.35, "heldout_error": 0.47, "size": 3}
     assert fitness(lucky) == 9.0 and fitness(honest) == 0.47
     assert [r["id"] for r in _fittest([lucky, honest])] == [2, 1]
 
 
 def test_population_keeps_one_record_per_model_its_best_fit():
-    recs = [{"id": i, "src": s, "model": s, "train_error": e, "heldout_error": e}
+    recs = [{"id": i, "proposed": s, "model": s, "train_error": e, "heldout_error": e}
             for i, (s, e) in enumerate([("m", 2.0), ("m", 1.0), ("n", 1.5)])]
     assert [r["id"] for r in _fittest(recs)] == [1, 2]
 
@@ -191,8 +191,8 @@ def test_the_shape_library_is_scored_but_never_a_parent():
     n_small = len({s for s in (m.propose(10_000, state))})  # small models, then the library
     assert m._island and n_small > len(m._island)
     lib = next(iter(m._island))
-    rec = {"src": lib, "size": 9, "train_error": 1e-9, "heldout_error": 1e-9}
-    other = {"src": "(* a x0)", "size": 3, "train_error": 1.0, "heldout_error": 1.0}
+    rec = {"proposed": lib, "model": lib, "size": 9, "train_error": 1e-9, "heldout_error": 1e-9}
+    other = {"proposed": "(* a x0)", "model": "(* a x0)", "size": 3, "train_error": 1.0, "heldout_error": 1.0}
     state.front, state.population = [rec, other], [rec, other]
     trees, _ = m._parents(state)
     assert [t.tree for t in trees] == [to_tree("(* a x0)")] * 2 and m.n_front == 1

@@ -60,7 +60,7 @@ def _record(task, i, src):
                    unused_data="ignore")  # the constant model does not use x
     pred = ndvm.Evaluator().evaluate(prog, params=fit.params, data=ho_in).value[0]
     tree = to_tree(src)
-    return {"id": i, "src": src, "model": src, "params": dict(fit.params),
+    return {"id": i, "proposed": src, "model": src, "params": dict(fit.params),
             "heldout_error": float(np.mean((pred - ho_y) ** 2)),
             "size": sum(1 for s in src.replace("(", " ").replace(")", " ").split()),
             "status": "ok", "tree": tree, "names": names}
@@ -80,7 +80,8 @@ def test_one_standard_error_rule_prefers_the_simple_model_and_refits_on_all_data
     slope, icept = np.polyfit(x, y, 1)
     assert chosen["params"]["a"] == pytest.approx(icept, rel=1e-6)
     assert chosen["params"]["b"] == pytest.approx(slope, rel=1e-6)
-    assert chosen["params_train"] == front[1]["params"]
+    assert chosen["front_member"]["params"] == front[1]["params"]
+    assert chosen["front_member"]["model"] == front[1]["model"]
     assert "one standard error" in chosen["selection"]["explanation"]
 
 

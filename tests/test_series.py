@@ -146,7 +146,7 @@ def test_from_series_task_searches_and_reports_against_its_baseline(tmp_path):
     assert isinstance(task, series.SeriesTask) and task.heldout.size == 60
     res = ndvm.search(task, max_candidates=40, budget=None, out=tmp_path, seed=0)
     # the seeds are scored first, as written
-    assert [r["src"] for r in res.records[:len(task.seeds)]] == list(task.seeds)
+    assert [r["proposed"] for r in res.records[:len(task.seeds)]] == list(task.seeds)
     summary = json.loads((tmp_path / "summary.json").read_text())["series"]
     assert summary["baseline"]["label"] == "SARIMAX(2,0,0) trend c"
     best = summary["best"]
@@ -159,9 +159,11 @@ def test_from_series_task_searches_and_reports_against_its_baseline(tmp_path):
 
 
 def test_aic_pick_ignores_heldout_error():
-    recs = [{"id": 0, "status": "ok", "src": "(* a y1)", "params": {"a": 1.0},
+    recs = [{"id": 0, "status": "ok", "proposed": "(* a y1)", "model": "(* a y1)",
+             "params": {"a": 1.0},
              "train_error": 1.0, "heldout_error": 0.1, "size": 3},
-            {"id": 1, "status": "ok", "src": "(+ (* a y1) 0.37)", "params": {"a": 1.0},
+            {"id": 1, "status": "ok", "proposed": "(+ (* a y1) 0.37)",
+             "model": "(+ (* a y1) 0.37)", "params": {"a": 1.0},
              "train_error": 0.5, "heldout_error": 9.0, "size": 5}]
     assert series.aic_pick(recs, 100)["id"] == 1  # 100 log 0.5 + 4 < 100 log 1 + 2
     assert series.aic_pick(recs, 2)["id"] == 0  # with two points the extra constant costs more

@@ -83,14 +83,22 @@ class SearchState:
 class SearchResult:
     """The outcome of ``ndvm.search``.
 
-    records: one dict per candidate, in the order proposed: ``id``, ``src``, ``proposer``,
-        ``status`` ("ok", "invalid", "failed", "duplicate"), ``params`` (fitted, name -> float),
+    records: one dict per candidate, in the order proposed: ``id``, ``proposer``, ``proposed``
+        (the program as the proposer wrote it), ``model`` (the program calibrated: ``proposed``
+        simplified, None when it never got that far), ``params`` (the fitted parameters of
+        ``model``, name -> float: evaluate ``model`` with them to reproduce every number),
+        ``status`` ("ok", "invalid", "failed", "duplicate"),
         ``train_error`` and ``heldout_error`` (mean squared error; the NLL for likelihood tasks),
         ``r2`` (held-out R^2, None for likelihood tasks), ``size`` (atoms), ``skeleton``,
         ``error`` (why it is invalid or failed) and ``time`` (seconds since the search began).
         A refit of an earlier record (``refits``) has proposer "refit" and ``refit_of`` its id.
     front: the ok records not dominated in (held-out error, size), by increasing size.
-    best: the ok record with the lowest held-out error (None when none was calibrated).
+    best: the selected model (None when none was calibrated): for least-squares tasks the
+        smallest front member within one standard error of the lowest cross-validated error,
+        refitted on all the data (``ndvm.cosearch.select``): ``model`` and ``params`` (that
+        refit), errors recomputed for that pair, ``mse_all``/``r2_all``, ``front_member`` (the
+        front record it came from, its held-out scores) and ``selection`` (why); for likelihood
+        tasks the front member of lowest NLL.
     first_good: the first record that is a good fit (held-out R^2 above ``task.threshold``;
         any finite NLL for likelihood tasks), or None.
     elapsed: seconds; proposer: its name; seed; stopped: why the search ended ("budget",
@@ -126,14 +134,14 @@ class SearchResult:
     def tree(self, which=None):
         """The program tree of the best (or a front member: an index, or a record)."""
         rec = self._record(which)
-        return to_tree(rec.get("model") or rec["src"])
+        return to_tree(rec["model"])
 
     def predict(self, data, which=None):
         """The best model's (or a front member's) prediction at ``data`` (name -> [N])."""
         rec = self._record(which)
         if rec is None:
             raise ValueError("the search found no model")
-        prog = ndvm.parse(rec.get("model") or rec["src"])
+        prog = ndvm.parse(rec["model"])
         data = {k: np.asarray(v, dtype=np.float64).reshape(-1) for k, v in data.items()}
         missing = [n for n in prog.free_names if n not in data and n not in rec["params"]
                    and n not in self.task.consts]
@@ -163,9 +171,7 @@ class SearchResult:
     def summary(self):
         """A JSON-ready summary of the run."""
         def slim(r):
-            return None if r is None else {k: r[k] for k in (
-                "id", "src", "model", "params", "train_error", "heldout_error", "r2", "size",
-                "time", "selection", "params_train", "mse_all", "r2_all") if k in r}
+            return None if r is None else {k: r[k] for k in _SUMMARY_FIELDS if k in r}
         n = len(self.records)
         return {
             "task": self.task.name, "proposer": self.proposer, "seed": self.seed,
@@ -181,6 +187,12 @@ class SearchResult:
             "warnings": list(self.warnings),
             **self.task.extra_summary(self),
         }
+
+
+# a record's fields in summary.json (its best, first_good and front)
+_SUMMARY_FIELDS = ("id", "proposer", "proposed", "model", "params", "train_error",
+                   "heldout_error", "r2", "size", "time", "refit_of", "mse_all", "r2_all",
+                   "front_member", "selection")
 
 
 class _Scorer:
@@ -330,18 +342,20 @@ class _Scorer:
             return e
         return dict(r.params) if math.isfinite(r.loss) else ValueError("no finite refit")
 
-    def begin(self, items):
+    def begin(self, items, recorded=None):
         """The calibration of the (prog, params) ``items``, begun (their starts drawn, in the
         order batches are begun): ``drain()`` lends a thread to it, ``finish(lent)`` runs it on
-        the calling thread too and returns the fitted params (or the error) of each item."""
-        return _Calibration(self, items)
+        the calling thread too and returns the fitted params (or the error) of each item.
+        ``recorded``: the outcome of each item as an earlier session of the run wrote it (a
+        resumed run replays it): the starts are drawn all the same, nothing is fitted."""
+        return _Calibration(self, items, recorded)
 
 
 class _Calibration:
     """A batch's calibrations (``_Scorer.begin``). Likelihood tasks' run in ``finish`` alone."""
 
-    def __init__(self, scorer, items):
-        self.scorer, self.items = scorer, items
+    def __init__(self, scorer, items, recorded=None):
+        self.scorer, self.items, self.recorded = scorer, items, recorded
         self.todo = [i for i, (_, ps) in enumerate(items) if ps]
         self.fits = None
         if scorer.task.objective == "nll" or not self.todo:
@@ -351,8 +365,10 @@ class _Calibration:
             where["per_candidate"] = [
                 {"init": {n: scorer.draws.normal(0.0, scorer.start_scales) for n in items[i][1]}}
                 for i in self.todo]
-        self.fits = begin([items[i][0] for i in self.todo], scorer.train[0], scorer.train[1],
-                          workers=scorer.workers, executor=scorer.executor, **where, **scorer.fit)
+        if recorded is None:
+            self.fits = begin([items[i][0] for i in self.todo], scorer.train[0],
+                              scorer.train[1], workers=scorer.workers, executor=scorer.executor,
+                              **where, **scorer.fit)
 
     def drain(self, limit=None):
         """Lend the calling thread to the calibrations until none is left to start (or ``limit``
@@ -369,6 +385,12 @@ class _Calibration:
         called once this thread has none left to start)."""
         scorer, items, todo = self.scorer, self.items, self.todo
         out = [None if ps else {} for _, ps in items]
+        if self.recorded is not None:
+            if meanwhile is not None:
+                meanwhile()
+            for i in todo:
+                out[i] = _recorded_fit(self.recorded[i])
+            return out
         if self.fits is not None:
             for i, r in zip(todo, self.fits.finish(lent, meanwhile)):
                 out[i] = dict(r.params) if succeeded(r) else getattr(r, "error", r)
@@ -401,6 +423,7 @@ class _Batch:
     refits: list = field(default_factory=list)  # (record to refit, its prog, param names)
     refitted: list = None
     emitted: bool = False  # its records kept (search's emit)
+    replayed: bool = False  # its candidates' outcomes read back from a resumed run's records
 
 
 class _Rounds:
@@ -408,14 +431,15 @@ class _Rounds:
     a calibrated batch, update the front and population) and ``advance`` (both) run on the
     proposer thread and alone touch the search state; ``calibrate`` runs on the caller's."""
 
-    def __init__(self, task, prop, state, scorer, t0, n_records, batch, max_candidates,
-                 refits=0):
+    def __init__(self, task, prop, state, scorer, t0, batch, max_candidates, refits=0,
+                 recorded=None):
         self.task, self.prop, self.state, self.scorer = task, prop, state, scorer
         self.refits = refits if task.objective == "mse" else 0
         self.refitted = set()  # models already refitted from many starts
         self.t0, self.batch, self.max_candidates = t0, batch, max_candidates
-        self.next_id = n_records
+        self.next_id = 0
         self.n_proposed = 0
+        self.recorded = recorded or {}  # id -> record of an earlier session (resume replays it)
         self.simplifier = Simplifier(task.params)  # its memo serves every candidate of the run
         self.first_good = None
         self.front = []
@@ -451,16 +475,17 @@ class _Rounds:
         failed")."""
         if self.max_candidates is not None and self.n_proposed >= self.max_candidates:
             return "candidates"
-        want = self.batch if self.max_candidates is None else min(
-            self.batch, self.max_candidates - self.n_proposed)
         for _ in range(3):  # a proposer's transient failure (None) is retried twice
-            srcs = self.prop.propose(want, self.state)
+            srcs = self.prop.propose(self.batch, self.state)
             if srcs is not None:
                 break
         else:
             return "proposer failed"
         if not srcs:
             return "exhausted"
+        if self.max_candidates is not None:  # (a whole round is proposed all the same: a run
+            # of n candidates is the first n of a longer one, which a resumed run can extend)
+            srcs = srcs[:self.max_candidates - self.n_proposed]
         self.n_proposed += len(srcs)
         b = self.prepare(srcs)
         b.refits = self.leaders()
@@ -474,7 +499,7 @@ class _Rounds:
         for rec in self.state.population:
             if len(out) >= self.refits:
                 break
-            model = rec.get("model") or rec["src"]
+            model = rec["model"]
             if model in self.refitted or not rec["params"]:
                 continue
             self.refitted.add(model)
@@ -492,12 +517,18 @@ class _Rounds:
         records, items, slots = [], [], []
         made = getattr(prop, "made", None) or {}  # (tree, source, size, skeleton) it built
         for src in srcs:
-            rec = {"id": self.next_id, "src": src, "proposer": getattr(prop, "name", "custom"),
-                   "status": "invalid", "params": {}, "train_error": math.inf,
+            rec = {"id": self.next_id, "proposer": getattr(prop, "name", "custom"),
+                   "proposed": src, "model": None, "status": "invalid", "params": {}, "train_error": math.inf,
                    "heldout_error": math.inf, "r2": None, "size": None, "skeleton": None,
                    "error": None}
             self.next_id += 1
             records.append(rec)
+            old = self.recorded.get(rec["id"])
+            if old is not None and old["proposed"] != src:
+                raise ResumeMismatch(
+                    f"cannot resume: candidate {rec['id']} was {old['proposed']!r} in the earlier "
+                    f"session and is {src!r} now (resume needs the same task, proposer, seed and "
+                    f"batch)")
             if src in state.seen:
                 rec["status"] = "duplicate"
                 continue
@@ -527,12 +558,14 @@ class _Rounds:
                 continue
             items.append((prog, params))
             slots.append(rec)
-        return _Batch(records, items, slots)
+        replayed = all(rec["id"] in self.recorded for rec in records)
+        return _Batch(records, items, slots, replayed=replayed)
 
     def begin(self, b):
         """Begin the batch's calibrations (their starts are drawn here, one batch after the
         other); what ``calibrate`` and ``advance`` take."""
-        return self.scorer.begin(b.items)
+        recorded = [self.recorded[rec["id"]] for rec in b.slots] if b.replayed else None
+        return self.scorer.begin(b.items, recorded)
 
     def calibrate(self, b, fits, lent=0, meanwhile=None):
         """Fit the batch's programs on the caller's thread, the pool's and ``lent`` more (the
@@ -541,8 +574,12 @@ class _Rounds:
         began = time.perf_counter()
         b.fitted = fits.finish(lent, meanwhile)
         b.fit_each = (time.perf_counter() - began) / max(1, len(b.items))
-        b.refitted = [self.scorer.refit(prog, names, rec["params"], seed=rec["id"])
+        # (a replayed batch's refits are read back, or run, when their records are made)
+        b.refitted = [None if b.replayed else self._refit(rec, prog, names)
                       for rec, prog, names in b.refits]
+
+    def _refit(self, rec, prog, names):
+        return self.scorer.refit(prog, names, rec["params"], seed=rec["id"])
 
     def finish(self, b):
         """Score the calibrated batch and fold its records into the front and population."""
@@ -561,11 +598,21 @@ class _Rounds:
             rec["time"] = round(time.perf_counter() - self.t0, 4)
             if self.first_good is None and _good(task, rec):
                 self.first_good = rec
-        for (old, prog, _), p in zip(b.refits, b.refitted or []):
+        for (old, prog, names), p in zip(b.refits, b.refitted or []):
+            if p is None:  # replayed: as recorded, or run now if the record was never written
+                again = self.recorded.get(self.next_id)
+                p = (_recorded_fit(again) if again is not None
+                     else self._refit(old, prog, names))
             b.records.append(self.refit_record(old, prog, p))
         stamp = round(time.perf_counter() - self.t0, 4)
         for rec in b.records:
             rec.setdefault("time", stamp)
+            old = self.recorded.get(rec["id"])
+            if old is not None:  # read back from an earlier session: it must score the same
+                _same_outcome(old, rec)
+                rec["time"] = old.get("time", rec["time"])
+                if "fit_seconds" in old:
+                    rec["fit_seconds"] = old["fit_seconds"]
         ok = [r for r in b.records if r["status"] == "ok"]
         self.front = pareto_front(self.front + ok)
         pool = state.population + [r for r in ok if math.isfinite(r["heldout_error"])]
@@ -576,8 +623,8 @@ class _Rounds:
     def refit_record(self, old, prog, p):
         """The record of a refit of ``old`` (proposer "refit"): ok when it scores, else
         failed."""
-        model = old.get("model") or old["src"]
-        rec = {"id": self.next_id, "src": model, "model": model, "proposer": "refit",
+        model = old["model"]
+        rec = {"id": self.next_id, "proposer": "refit", "proposed": model, "model": model,
                "refit_of": old["id"], "status": "failed", "params": {},
                "train_error": math.inf, "heldout_error": math.inf, "r2": None,
                "size": old["size"], "skeleton": old.get("skeleton"), "error": None,
@@ -594,11 +641,38 @@ class _Rounds:
         return rec
 
 
+class ResumeMismatch(ValueError):
+    """A resumed run proposes or scores a candidate otherwise than its earlier session did."""
+
+
+_OUTCOME = ("proposed", "model", "status", "params", "train_error", "heldout_error", "r2", "size",
+            "error")
+
+
+def _recorded_fit(rec):
+    """The calibration outcome an earlier session recorded in ``rec``: the fitted parameters
+    (of ``rec["model"]``), or the error that stopped it."""
+    if rec.get("params"):
+        return {k: math.nan if v is None else float(v) for k, v in rec["params"].items()}
+    return ValueError(rec.get("error") or "calibration failed")
+
+
+def _same_outcome(old, new):
+    """Raise ResumeMismatch unless a replayed record scores as its earlier session wrote it."""
+    a, b = json.loads(_dump(old)), json.loads(_dump(new))
+    differ = [k for k in _OUTCOME if a.get(k) != b.get(k)]
+    if differ:
+        raise ResumeMismatch(
+            f"cannot resume: candidate {new['id']} ({new['proposed']}) scores otherwise than "
+            f"the earlier session recorded ({', '.join(f'{k}: {a.get(k)!r} -> {b.get(k)!r}' for k in differ)}); "
+            f"was the run made by another version of ndvm or with other data?")
+
+
 def _fittest(pool):
     """The _POPULATION records of lowest ``fitness``, one per model (its best fit)."""
     out, models = [], set()
     for r in sorted(pool, key=fitness):
-        model = r.get("model") or r["src"]
+        model = r["model"]
         if model not in models:
             models.add(model)
             out.append(r)
@@ -620,11 +694,29 @@ def _good(task, record):
     return record["r2"] is not None and record["r2"] > task.threshold
 
 
-def _read_records(path):
+def _read_records(path, repair=False):
+    """The records of a record file. ``repair``: a last line cut short (the process was killed
+    while writing it) is cut off the file, so that the run continues after its last whole
+    record; anywhere else a line that is not JSON raises ValueError."""
+    text = Path(path).read_text(encoding="utf-8")
+    lines = text.split("\n")
+    if repair and lines[-1].strip():
+        try:
+            json.loads(lines[-1])
+        except ValueError:
+            with open(path, "r+", encoding="utf-8") as f:
+                f.truncate(len(text.encode("utf-8")) - len(lines[-1].encode("utf-8")))
+            lines = lines[:-1]
+        else:  # (whole, but its newline was never written)
+            with open(path, "a", encoding="utf-8") as f:
+                f.write("\n")
     records = []
-    for line in Path(path).read_text().splitlines():
+    for i, line in enumerate(lines, 1):
         if line.strip():
-            records.append(json.loads(line))
+            try:
+                records.append(json.loads(line))
+            except ValueError as e:
+                raise ValueError(f"{path}:{i}: not a JSON record ({e})") from None
     return records
 
 
@@ -640,9 +732,16 @@ def _dump(record):
 
 
 def _load(record):
+    """A record as read from a record file (non-finite errors were written as null; a record
+    of an older ndvm, with ``src`` and an optional ``model``, gets today's fields)."""
     for k in ("train_error", "heldout_error"):
         if k in record and record[k] is None:
             record[k] = math.inf
+    if "proposed" not in record and "src" in record:
+        src = record.pop("src")
+        record["proposed"] = src
+        if not record.get("model"):
+            record["model"] = src if record.get("status") in ("ok", "failed") else None
     return record
 
 
@@ -754,12 +853,17 @@ def search(task="damped", proposer=None, budget=None, max_candidates=None, out=N
     proposer: "mutate", "replay", "llm" or a Proposer object; default the task's first
         (``task.proposers``: mutate for damped/recurrence, replay for kalman/nile). A named
         proposer the task does not list raises ValueError.
-    budget: seconds (a number or "60s", "2m"; must be positive); default the task's
-        (``task.budget_seconds``). max_candidates: stop after that many proposals.
+    budget: seconds of this session (a number or "60s", "2m"; must be positive); default the
+        task's (``task.budget_seconds``). max_candidates: stop once the run has that many
+        proposals, earlier sessions' included (a run of n candidates is the first n of a longer
+        run of the same seed).
     out: a directory for candidates.jsonl (appended as it runs) and summary.json. A directory
-        that already holds a search raises RunExistsError unless ``resume`` (continue from its
-        candidates.jsonl: seen sources are skipped, the front is rebuilt) or ``force``
-        (replace it).
+        that already holds a search raises RunExistsError unless ``resume`` or ``force``
+        (replace it). ``resume`` continues the run its candidates.jsonl records, even one
+        killed mid-write: the search replays it (the same proposals, their recorded outcomes
+        checked and reused instead of calibrated again; ResumeMismatch if they differ, e.g.
+        another seed) and goes on exactly as the uninterrupted run would have, each candidate
+        recorded once. Give the same task, proposer, seed and batch as the first session.
     seed: the proposer's seed. batch: candidates proposed and calibrated per round; default 16,
         or with an ``executor`` EXECUTOR_BATCH per executor worker thread (so that each task it
         receives carries enough work to hide its scheduling cost; see ``ndvm.fit_many``).
@@ -810,30 +914,25 @@ def search(task="damped", proposer=None, budget=None, max_candidates=None, out=N
     state = SearchState(task=task, grammar=g, echo=sys.stderr if progress else None)
     scorer = _Scorer(task, client=client, workers=workers, fit_options=fit_options,
                      executor=executor)
-    records, t_offset = [], 0.0
+    # a resumed run replays its earlier sessions: the same proposals in the same order, their
+    # outcomes read back from the records instead of calibrated again (and checked to score the
+    # same), so it goes on exactly as an uninterrupted run of the same seed would
+    records, loaded, t_offset = [], [], 0.0
     record_path = None
     if out is not None:
         record_path = _open_run(out, resume, force)
         if resume and record_path.exists():
-            records = [_load(r) for r in _read_records(record_path)]
-            t_offset = max((r.get("time", 0.0) for r in records), default=0.0)
-    for r in records:
-        state.seen.add(r["src"])
-        if r.get("model"):
-            state.seen.add(r["model"])
-    first_good = next((r for r in records if _good(task, r)), None)
-    front = pareto_front(records)
-    ok = [r for r in records if r["status"] == "ok" and math.isfinite(r["heldout_error"])]
-    state.front, state.population = front, _fittest(ok)
+            loaded = [_load(r) for r in _read_records(record_path, repair=True)]
+            t_offset = max((r.get("time") or 0.0 for r in loaded), default=0.0)
+    recorded = {r["id"]: r for r in loaded}
+    written = set(recorded)  # the ids in the record file
     bar = _Progress(progress)
     sink = open(record_path, "a", encoding="utf-8") if record_path else None
     t0 = time.perf_counter() - t_offset
     session_start = time.perf_counter()
     n_new, stopped = 0, "budget"
-    run = _Rounds(task, prop, state, scorer, t0, len(records), batch, max_candidates,
-                  refits=refits)
-    run.first_good = first_good
-    run.front = front
+    run = _Rounds(task, prop, state, scorer, t0, batch, max_candidates, refits=refits,
+                  recorded=recorded)
     pipelined = bool(getattr(prop, "pipelined", False))
     serial = executor is None and (default_workers() if workers is None else int(workers)) == 1
     helper = ThreadPoolExecutor(max_workers=1, thread_name_prefix="ndvm-propose")
@@ -859,6 +958,12 @@ def search(task="damped", proposer=None, budget=None, max_candidates=None, out=N
                 fits.cancel()
                 fits = None
 
+    def succeeded():
+        """A good fit found, with stop_on_success (a resumed run goes on past an earlier
+        session's)."""
+        return (stop_on_success and run.first_good is not None
+                and run.first_good["id"] not in recorded)
+
     def emit(b):
         """Keep a scored batch: its records, their file lines, the progress line."""
         nonlocal n_new
@@ -866,10 +971,12 @@ def search(task="damped", proposer=None, budget=None, max_candidates=None, out=N
             return
         records.extend(b.records)
         b.emitted = True
-        n_new += len(b.records)
-        if sink:
-            sink.write("".join(_dump(r) + "\n" for r in b.records))
+        new = [r for r in b.records if r["id"] not in written]
+        n_new += len(new)
+        if sink and new:
+            sink.write("".join(_dump(r) + "\n" for r in new))
             sink.flush()
+        written.update(r["id"] for r in new)
         gc.collect(0)
         best = _leader(run.front)
         el = time.perf_counter() - session_start
@@ -919,8 +1026,8 @@ def search(task="damped", proposer=None, budget=None, max_candidates=None, out=N
                 run.calibrate(ready, run.begin(ready))
                 run.finish(ready)
                 emit(ready)
-                ready = None if stop_on_success and run.first_good is not None else run.next()
-            if stop_on_success and run.first_good is not None:
+                ready = None if succeeded() else run.next()
+            if succeeded():
                 stopped = "success"
                 break
         settle()  # (the batch proposed after the last one calibrated is dropped)
@@ -936,10 +1043,8 @@ def search(task="damped", proposer=None, budget=None, max_candidates=None, out=N
             if b is not None and b.finished and not b.emitted:
                 records.extend(b.records)
         if sink:  # unless Ctrl-C came between a batch's records and their writing
-            sink.flush()
-            with open(record_path, encoding="utf-8") as f:
-                n_file = sum(1 for line in f if line.strip())
-            sink.write("".join(_dump(r) + "\n" for r in records[n_file:]))
+            sink.write("".join(_dump(r) + "\n" for r in records if r["id"] not in written))
+            written.update(r["id"] for r in records)
         run.front = pareto_front(records)  # the front and best of every record kept
         scored = [r for r in records if r["status"] == "ok" and math.isfinite(r["heldout_error"])]
         state.population = _fittest(scored)
@@ -949,6 +1054,13 @@ def search(task="damped", proposer=None, budget=None, max_candidates=None, out=N
         paused.__exit__(None, None, None)
         if sink:
             sink.close()
+    kept = {r["id"] for r in records}
+    unreplayed = [r for r in loaded if r["id"] not in kept]  # (the search stopped sooner)
+    if unreplayed:
+        records.extend(unreplayed)
+        run.front = pareto_front(records)
+        if run.first_good is None:
+            run.first_good = next((r for r in records if _good(task, r)), None)
     front, first_good = run.front, run.first_good
     best, scores = select(task, front, scorer.ev)
     elapsed = time.perf_counter() - t0

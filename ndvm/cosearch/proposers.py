@@ -51,7 +51,8 @@ class Proposer:
 
 
 def read_candidates(path):
-    """The sources of a JSON-lines candidate file (objects with a ``src`` field)."""
+    """The sources of a JSON-lines candidate file: objects with a ``src`` field, or the records
+    of an earlier search (their ``model``, else ``proposed``)."""
     out = []
     try:
         lines = open(path, encoding="utf-8").read().splitlines()
@@ -64,9 +65,12 @@ def read_candidates(path):
             obj = json.loads(line)
         except json.JSONDecodeError as e:
             raise CandidateFileError(f"{path}:{i}:{e.colno}", f"invalid JSON: {e.msg}") from None
-        if not isinstance(obj, dict) or not isinstance(obj.get("src"), str):
-            raise CandidateFileError(f"{path}:{i}:1", "expected an object with a \"src\" string")
-        out.append(obj["src"])
+        src = next((obj[k] for k in ("src", "model", "proposed")
+                    if isinstance(obj, dict) and isinstance(obj.get(k), str)), None)
+        if src is None:
+            raise CandidateFileError(f"{path}:{i}:1", "expected an object with a \"src\" string "
+                                     "(or a search record's \"model\" or \"proposed\")")
+        out.append(src)
     return out
 
 
@@ -122,12 +126,12 @@ class Mutate(Proposer):
 
     def _parents(self, state):
         island = self._island
-        front = [r for r in state.front if r["src"] not in island]
-        pool = front + [r for r in state.population if r["src"] not in island]
+        front = [r for r in state.front if r["proposed"] not in island]
+        pool = front + [r for r in state.population if r["proposed"] not in island]
         self.n_front = len(front)
         # parsimony pressure: 2% more error per atom, so bloated parents lose close tournaments;
         # the error is the worse of the training and held-out errors (select.fitness)
-        return ([self._tree(r.get("model") or r["src"]) for r in pool],
+        return ([self._tree(r["model"]) for r in pool],
                 [fitness(r) * (1 + self.parsimony * r["size"]) for r in pool])
 
     def _tree(self, src):
@@ -275,7 +279,7 @@ class LLM(Proposer):
     def prompt(self, n, state):
         """The chat messages for one request."""
         task, g = state.task, state.grammar
-        front = "\n".join(f"  size {r['size']:>3}  held-out MSE {r['heldout_error']:.4g}  {r['src']}"
+        front = "\n".join(f"  size {r['size']:>3}  held-out MSE {r['heldout_error']:.4g}  {r['model']}"
                           for r in state.front[:12]) or "  (empty)"
         system = ("You propose Scheme model programs for symbolic regression. Answer with one "
                   "program per line, each a single S-expression, and nothing else.")

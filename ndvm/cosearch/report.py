@@ -88,8 +88,8 @@ def front_table(result, limit=20):
         ps = ", ".join(f"{k}={v:.5g}" for k, v in r["params"].items())
         rows.append([str(r["size"]), _fmt(r["heldout_error"], ".6g" if nll else ".4g"),
                      "" if nll else _fmt(r["r2"], ".4f"), f"{r['time']:.2f}s",
-                     ", ".join(marks.get(r["id"], [])), one_line(r.get("model") or r["src"])])
-        proposed = r["src"] if r.get("model") not in (None, r["src"]) else ""
+                     ", ".join(marks.get(r["id"], [])), one_line(r["model"])])
+        proposed = r["proposed"] if r.get("proposed") not in (None, r["model"]) else ""
         extra.append((ps, one_line(proposed) if proposed else ""))
     refs = [(["ref", _fmt(ref["heldout_error"], ".6g" if nll else ".4g"),
               "" if nll else _fmt(ref["r2"], ".4f"), "-", "reference"],
@@ -120,7 +120,7 @@ def selection_text(result):
     if not sel.get("explanation"):
         return ""
     lines = [f"chosen by the {sel['rule']}:", "  " + sel["explanation"],
-             "  model: " + one_line(best.get("model") or best["src"])]
+             "  model: " + one_line(best["model"])]
     if best["params"]:
         lines.append("  with " + ", ".join(f"{k}={v:.6g}" for k, v in best["params"].items()))
     if best.get("r2_all") is not None:
@@ -216,7 +216,7 @@ def _likelihood_figure(plt, result, ok):
 
 
 def _curve(r, name, grid):
-    prog = ndvm.parse(r.get("model") or r["src"])  # the simplified model its params belong to
+    prog = ndvm.parse(r["model"])  # (the simplified model its params belong to)
     data = {name: grid} if name in prog.free_names else {}
     with np.errstate(all="ignore"):
         y = ndvm.Evaluator().evaluate(prog, params=r["params"] or None, data=data).value[0]
@@ -232,7 +232,7 @@ def fits_figure(result):
     marks = highlights(result)
     chosen = [r for r in result.front if r["id"] in marks]
     chosen.sort(key=lambda r: r["size"])
-    caption = [f"[{i}] {', '.join(marks[r['id']])}: {one_line(r.get('model') or r['src'], 600)}"
+    caption = [f"[{i}] {', '.join(marks[r['id']])}: {one_line(r['model'], 600)}"
                for i, r in enumerate(chosen, 1)]
     wrapped = [textwrap.fill(c, 110, subsequent_indent="      ") for c in caption]
     n_lines = sum(w.count("\n") + 1 for w in wrapped)

@@ -98,8 +98,12 @@ def cross_validate(prog, names, inputs, target, init, ev, k=5, seed=0):
 def select(task, front, ev=None, k=5):
     """(chosen record, table of every candidate's CV score): see the module docstring.
 
-    The chosen record is a copy of a front member whose ``params`` are refitted on all the data
-    (its training-split fit stays in ``params_train``) with a ``selection`` entry explaining why.
+    The chosen record holds one program and its parameters: ``model`` (the front member's,
+    with parameters at integers snapped) and ``params`` refitted on all the data; its
+    ``train_error``, ``heldout_error`` and ``r2`` are that (model, params)'s on the search's two
+    splits (the held-out points took part in the refit) and ``mse_all``/``r2_all`` on all the
+    points. ``front_member`` is the front record it came from (its own model, training-split
+    parameters and held-out scores) and ``selection`` explains the choice.
     """
     if not front:
         return None, []
@@ -110,7 +114,7 @@ def select(task, front, ev=None, k=5):
     inputs, target = task.inputs, task.target
     rows = []
     for rec in front:
-        prog = ndvm.parse(rec.get("model") or rec["src"])
+        prog = ndvm.parse(rec["model"])
         names = tuple(rec["params"])
         cv, se = cross_validate(prog, names, inputs, target, rec["params"], ev, k=k)
         rows.append({"id": rec["id"], "size": rec["size"], "cv_mse": cv, "cv_se": se})
@@ -123,24 +127,42 @@ def select(task, front, ev=None, k=5):
     bar = max(low["cv_mse"] + low["cv_se"], EXACT * float(np.var(target)))
     pick = min((r for r in finite if r["cv_mse"] <= bar), key=lambda r: (r["size"], r["cv_mse"]))
     rec = next(r for r in front if r["id"] == pick["id"])
-    prog = ndvm.parse(rec.get("model") or rec["src"])
+    prog = ndvm.parse(rec["model"])
     params, mse = refit(prog, tuple(rec["params"]), inputs, target, rec["params"], ev, steps=100)
     var = float(np.var(target))
-    model, size, params, mse = snap(rec.get("model") or rec["src"], params, inputs, target, mse,
-                                    ev, tol=EXACT * var)
+    model, size, params, mse = snap(rec["model"], params, inputs, target, mse, ev,
+                                    tol=EXACT * var)
     why = (f"id {rec['id']} (size {rec['size']}, CV MSE {pick['cv_mse']:.4g}) is the smallest "
            f"front member within one standard error ({low['cv_se']:.3g}) of the lowest CV MSE "
            f"({low['cv_mse']:.4g}, id {low['id']}, size {low['size']}); refitted on all "
            f"{target.size} points")
-    if model != (rec.get("model") or rec["src"]):
+    if model != rec["model"]:
         why += f"; parameters at integers snapped: {model} (size {size})"
-    chosen = dict(rec, model=model, size=size, params=params, params_train=rec["params"],
-                  mse_all=mse,
-                  r2_all=1.0 - mse / var if var > 0 else None,
-                  selection={"rule": RULE, "folds": max(2, min(k, target.size)),
-                             "cv_mse": pick["cv_mse"], "cv_se": pick["cv_se"],
-                             "lowest_cv_id": low["id"], "explanation": why})
+    chosen = _scored(task, rec, model, size, params, ev)
+    chosen["selection"] = {"rule": RULE, "folds": max(2, min(k, target.size)),
+                           "cv_mse": pick["cv_mse"], "cv_se": pick["cv_se"],
+                           "lowest_cv_id": low["id"], "explanation": why}
     return chosen, rows
+
+
+_MEMBER = ("id", "proposer", "model", "params", "size", "train_error", "heldout_error", "r2")
+
+
+def _scored(task, rec, model, size, params, ev):
+    """The record of (``model``, ``params``), every error computed for that pair: on the
+    search's training and held-out points and on all of them; ``rec`` (the front member it
+    comes from) kept whole under ``front_member``."""
+    prog = ndvm.parse(model)
+    (tr_x, tr_y), (ho_x, ho_y) = task.split("train"), task.split("heldout")
+    train, held = _mse(prog, params, tr_x, tr_y, ev), _mse(prog, params, ho_x, ho_y, ev)
+    every = _mse(prog, params, task.inputs, task.target, ev)
+    var_held, var = float(np.var(ho_y)), float(np.var(task.target))
+    return {"id": rec["id"], "proposer": rec.get("proposer"), "proposed": rec.get("proposed"),
+            "model": model, "params": dict(params), "status": "ok", "size": size,
+            "skeleton": rec.get("skeleton"), "train_error": train, "heldout_error": held,
+            "r2": 1.0 - held / var_held if var_held > 0 and math.isfinite(held) else -math.inf,
+            "mse_all": every, "r2_all": 1.0 - every / var if var > 0 else None,
+            "front_member": {k: rec[k] for k in _MEMBER if k in rec}}
 
 
 def _mse(prog, params, inputs, target, ev):

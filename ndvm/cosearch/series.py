@@ -176,7 +176,7 @@ class SeriesTask(Task):
         def row(r):
             if r is None:
                 return None
-            return {"id": r["id"], "src": r["src"], "size": r["size"], "params": r["params"],
+            return {"id": r["id"], "model": r["model"], "size": r["size"], "params": r["params"],
                     "heldout_rmse": self.rmse(r["heldout_error"]),
                     "skill_vs_persistence": 1.0 - r["heldout_error"] / pers}
         return {"series": {
@@ -193,7 +193,7 @@ class SeriesTask(Task):
     def forecast(self, record):
         """One-step forecasts of every row (series units) by a search record's program."""
         import ndvm
-        prog = ndvm.parse(record["src"])
+        prog = ndvm.parse(record["model"])  # (the program its params belong to)
         data = {k: v for k, v in self.inputs.items() if k in prog.free_names}
         with np.errstate(all="ignore"):
             v = ndvm.Evaluator().evaluate(prog, params=record["params"] or None,
@@ -220,7 +220,7 @@ class SeriesTask(Task):
             if r is None or (name != "best program" and r is best):
                 continue
             fc = self.forecast(r)
-            label = r["src"] if len(r["src"]) < 50 else r["src"][:47] + "..."
+            label = r["model"] if len(r["model"]) < 50 else r["model"][:47] + "..."
             ax.plot(self.times[held], fc[self.heldout], c=c, lw=1.5 if c == "C3" else 1,
                     label=f"{name}: RMSE {self.rmse(r['heldout_error']):.4g}, {label}")
         ax.set_xlabel("year")
@@ -254,7 +254,7 @@ def aic_pick(records, n):
         if r.get("status") != "ok" or not (r["train_error"] > 0) or not math.isfinite(
                 r["train_error"]) or not math.isfinite(r["heldout_error"]):
             continue
-        k = len(r["params"]) + sum(1 for a in atoms(to_tree(r["src"]))
+        k = len(r["params"]) + sum(1 for a in atoms(to_tree(r["model"]))
                                    if isinstance(a, float) and not a.is_integer())
         aic = n * math.log(r["train_error"]) + 2 * k
         if aic < best_aic:
@@ -530,5 +530,5 @@ def describe(summary):
         r = s[key]
         if r is not None:
             lines.append(f"  {name}: {r['heldout_rmse']:.4g} (skill {r['skill_vs_persistence']:.3f}"
-                         f", size {r['size']}) {r['src']}")
+                         f", size {r['size']}) {r['model']}")
     return "\n".join(lines)
