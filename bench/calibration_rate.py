@@ -12,6 +12,8 @@ at lr 0.05 from one start drawn from normal(0, 0.3). Implementations:
       than the co-search's LM, the next row, which runs MINPACK's column-scaled one),
   (d) torch.optim.Adam driving the eager `tagged` baseline (on a sample; it is slow).
 Reports candidates/s and how many candidates reach a good held-out fit (MSE < 0.1 var).
+Then ndvm.fit (Adam, as (b)) with a shared ``evaluator=`` against none (a scientist calling it in
+a loop): alternated over --rounds rounds, the median of the per-round ratios.
 """
 import argparse
 import json
@@ -64,7 +66,7 @@ def torch_adam(prog, names, xt, yt, evaluate, steps=50, lr=0.05):
     return {n: float(p.detach()[0]) for n, p in zip(names, ps)}
 
 
-def run_file(name, tagged_sample, torch_rows=True):
+def run_file(name, tagged_sample, torch_rows=True, rounds=7):
     path = DATA / name
     if not path.exists():
         print(f"{path} is not available: skipped")
@@ -77,12 +79,13 @@ def run_file(name, tagged_sample, torch_rows=True):
 
     ev = ndvm.Evaluator()
 
-    def fit_all(**opts):
+    def fit_all(shared=True, **opts):
         out = []
+        where = {"evaluator": ev} if shared else {}
         for p, n in zip(progs, names):
             try:
                 data = {"x": xt} if "x" in p.free_names else {}
-                out.append(ndvm.fit(p, data=data, target=yt, params=n, evaluator=ev, **opts))
+                out.append(ndvm.fit(p, data=data, target=yt, params=n, **where, **opts))
             except ndvm.SchemeError:  # a broken candidate (the files hold a few)
                 out.append(None)
         return out
@@ -145,15 +148,28 @@ def run_file(name, tagged_sample, torch_rows=True):
     print(f"{'implementation':<40} {'calibrations/s':>15} {'good held-out fits':>20}")
     for k, (rate, good) in rows.items():
         print(f"{k:<40} {rate:>15.0f} {('' if good is None else good):>20}")
+    adam = dict(optimizer="adam", steps=50, lr=0.05)
+    rates = {True: [], False: []}
+    for _ in range(rounds):  # alternated, so that both see the same machine
+        for shared in (True, False):
+            t0 = time.perf_counter()
+            fit_all(shared=shared, **adam)
+            rates[shared].append(len(progs) / (time.perf_counter() - t0))
+    ratio = float(np.median(np.array(rates[False]) / np.array(rates[True])))
+    print(f"ndvm.fit adam, evaluator= shared: {np.median(rates[True]):.0f}/s; without "
+          f"evaluator=: {np.median(rates[False]):.0f}/s; without/with {ratio:.3f} (median of "
+          f"{rounds} alternated rounds)")
 
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--tagged-sample", type=int, default=8)
     ap.add_argument("--no-torch", action="store_true", help="only the native rows (b) and (c)")
+    ap.add_argument("--rounds", type=int, default=7,
+                    help="alternated rounds of the shared-evaluator comparison")
     args = ap.parse_args()
     for name in TASKS:
-        run_file(name, args.tagged_sample, torch_rows=not args.no_torch)
+        run_file(name, args.tagged_sample, torch_rows=not args.no_torch, rounds=args.rounds)
 
 
 if __name__ == "__main__":

@@ -199,12 +199,12 @@ def cmd_fit(args):
           f"(data: {', '.join(data) or 'none'}); {args.optimizer}, {args.starts} start(s), "
           f"{res.n_evals} evaluations")
     if stderr:
-        rows = [[k, f"{v:.10g}", f"{stderr.get(k, float('nan')):.3g}"]
+        rows = [[k, f"{v:.10g}", f"{stderr.get(k, float('nan')):.6g}"]
                 for k, v in res.params.items()]
         print(_table(["parameter", "value", "std. error"], rows))
     else:
         print(_table(["parameter", "value"], [[k, f"{v:.10g}"] for k, v in res.params.items()]))
-    print(f"loss (MSE) {res.loss:.6g}   R2 {r2:.4f}")
+    print(f"loss (MSE) {res.loss:.10g}   R2 {r2:.10g}")
     print(f"{'converged' if res.converged[res.best_start] else 'NOT converged'}: {res.message}")
     if args.plot:
         from ndvm.cosearch import report

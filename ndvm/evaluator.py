@@ -106,6 +106,10 @@ def bind_inputs(prog, params=None, data=None, consts=None):
     return inputs.bindings(), list(inputs.params), inputs.S, inputs.N
 
 
+_SHARED = {}  # (client, dtype, compat, limits) -> Evaluator: Evaluator.shared
+_SHARED_LOCK = threading.Lock()
+
+
 class Evaluator:
     """Evaluates programs with one client on native machines (one per thread, reused).
 
@@ -130,6 +134,21 @@ class Evaluator:
         self.limits = {"max_steps": int(max_steps), "max_depth": int(max_depth),
                        "max_memory": int(max_memory)}
         self._local = threading.local()
+
+    @classmethod
+    def shared(cls, client="dmci", dtype="float64", compat=None, **limits):
+        """The process's one Evaluator for these settings, made on first use: what ``ndvm.fit``
+        without ``evaluator=`` and the workers of ``ndvm.fit_many`` run on, so that calls in a
+        loop reuse warm native machines (one per thread: threads never share one)."""
+        name = client.name if hasattr(client, "name") else client
+        key = (name, dtype, compat, tuple(sorted(limits.items())))
+        ev = _SHARED.get(key)
+        if ev is None:
+            with _SHARED_LOCK:
+                ev = _SHARED.get(key)
+                if ev is None:
+                    ev = _SHARED[key] = cls(client, dtype, compat, **limits)
+        return ev
 
     def __repr__(self):
         return (f"Evaluator(client={self.client.name!r}, dtype={self.dtype!r}, "

@@ -410,9 +410,10 @@ class FitPlan:
 
     @property
     def evaluator(self):
-        """The Evaluator the fits run on (the one given, else one for ``client`` and ``dtype``)."""
+        """The Evaluator the fits run on (the one given, else the shared one for ``client`` and
+        ``dtype``)."""
         if self._ev is None:
-            self._ev = Evaluator(client=self.options["client"], dtype=self.options["dtype"])
+            self._ev = Evaluator.shared(self.options["client"], self.options["dtype"])
         return self._ev
 
     def _data(self, free, sh):

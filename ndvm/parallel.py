@@ -198,8 +198,6 @@ def _new_token_prefix():  # (a forked child names its jobs apart from its parent
 
 if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_new_token_prefix)
-_EVALUATORS = {}
-_EVALUATORS_LOCK = threading.Lock()
 _JOBS = {}  # token -> this process's copy of a job an executor sent (see _Job.shared)
 _JOBS_KEPT = 8
 _JOBS_LOCK = threading.Lock()
@@ -207,14 +205,8 @@ _JOBS_LOCK = threading.Lock()
 
 def _evaluator(config):
     """This process's Evaluator for ``config``; its thread-local machines stay warm across calls."""
-    ev = _EVALUATORS.get(config)
-    if ev is None:
-        with _EVALUATORS_LOCK:
-            ev = _EVALUATORS.get(config)
-            if ev is None:
-                client, dtype, compat, limits = config
-                ev = _EVALUATORS[config] = Evaluator(client, dtype, compat, **dict(limits))
-    return ev
+    client, dtype, compat, limits = config
+    return Evaluator.shared(client, dtype, compat, **dict(limits))
 
 
 def _describe(program, index):

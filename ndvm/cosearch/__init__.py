@@ -7,7 +7,7 @@
 """
 from ndvm.cosearch._calibrate import CalibrationError, calibrate, minimize_value
 from ndvm.cosearch.grammar import Grammar
-from ndvm.cosearch.loop import SearchResult, pareto_front, search
+from ndvm.cosearch.loop import ResumeMismatch, SearchResult, pareto_front, run_schema, search
 from ndvm.cosearch.export import to_latex, to_sympy
 from ndvm.cosearch.select import select
 from ndvm.cosearch.simplify import canonicalize
@@ -18,4 +18,5 @@ __all__ = [
     "CalibrationError", "Grammar", "LLM", "Mutate", "Proposer", "Replay", "SearchResult", "TASKS",
     "Task", "calibrate", "get_task", "make_proposer", "minimize_value", "pareto_front",
     "read_candidates", "search", "select", "canonicalize", "to_sympy", "to_latex",
+    "ResumeMismatch", "run_schema",
 ]

@@ -28,8 +28,8 @@ from ndvm.cosearch.tasks import SEARCH_LM_SCALING, SEARCH_OPTIMIZER, Task, get_t
 from ndvm.parallel import (EXECUTOR_TASK_SIZE, TASKS_PER_WORKER, default_workers, executor_round,
                            gc_paused)
 
-__all__ = ["search", "SearchResult", "pareto_front", "RunExistsError", "RECORD_FILE",
-           "SUMMARY_FILE"]
+__all__ = ["search", "SearchResult", "pareto_front", "RunExistsError", "ResumeMismatch",
+           "RECORD_FILE", "SUMMARY_FILE", "run_schema"]
 
 RECORD_FILE = "candidates.jsonl"
 SUMMARY_FILE = "summary.json"
@@ -39,6 +39,13 @@ _POPULATION = 64
 REFIT_STARTS = 16  # LM starts when a leading population member is refitted (``refits``)
 BATCH = 16  # candidates per round on local threads (on an executor: ndvm.parallel.executor_round)
 EXECUTOR_BATCH = TASKS_PER_WORKER * EXECUTOR_TASK_SIZE  # per executor worker thread (see there)
+
+
+def run_schema():
+    """The JSON Schema of a run folder (``run.schema.json``: summary.json and each line of
+    candidates.jsonl), as a dict; every field a search writes is documented there."""
+    from importlib import resources
+    return json.loads(resources.files("ndvm.cosearch").joinpath("run.schema.json").read_text())
 
 
 def pareto_front(records):
@@ -176,6 +183,8 @@ class SearchResult:
         return {
             "task": self.task.name, "proposer": self.proposer, "seed": self.seed,
             "objective": self.task.objective, "threshold_r2": self.task.threshold,
+            "points": int(np.size(self.task.target)) if self.task.inputs else 0,
+            "heldout_rows": [int(i) for i in np.sort(self.task.heldout)],
             "elapsed_seconds": round(self.elapsed, 3), "stopped": self.stopped,
             "candidates": n, "calibrated": self.n_calibrated,
             "invalid": sum(r["status"] == "invalid" for r in self.records),

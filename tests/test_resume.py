@@ -1,0 +1,138 @@
+"""Resume stays whole: a real search process killed (SIGKILL) at three points, then resumed.
+
+The resumed run's records hold each candidate once, and its records and front equal those of an
+uninterrupted run of the same seed and candidate budget (records, parameters and errors, not the
+times). One kill also leaves the last record cut in half, as a kill during the write does.
+"""
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+
+import pytest
+
+import ndvm
+from ndvm.cosearch import loop
+
+SEED, BUDGET = 3, 480
+FIELDS = ("id", "proposer", "proposed", "model", "status", "params", "train_error",
+          "heldout_error", "r2", "size", "error")
+
+# the child runs the search a user would, slowed by 10 ms a round so that it can be killed
+# part-way (the delay changes no result: rounds are proposed in the same order)
+CHILD = textwrap.dedent("""
+    import sys, time
+    import ndvm
+    from ndvm.cosearch import loop
+    slow = loop._Rounds.next
+    def next_round(self):
+        time.sleep(0.01)
+        return slow(self)
+    loop._Rounds.next = next_round
+    ndvm.search("damped", seed=%d, max_candidates=%d, budget=None, out=sys.argv[1],
+                workers=2, refits=1)
+""" % (SEED, BUDGET))
+
+
+def _lines(path):
+    try:
+        return path.read_text().count("\n")
+    except FileNotFoundError:
+        return 0
+
+
+def _kill_after(out, n_lines, tmp_path):
+    """Start the search in a process and SIGKILL it once ``n_lines`` records are written."""
+    script = tmp_path / "child.py"
+    script.write_text(CHILD)
+    env = dict(os.environ, PYTHONUNBUFFERED="1")
+    p = subprocess.Popen([sys.executable, str(script), str(out)], env=env,
+                         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    path = out / loop.RECORD_FILE
+    deadline = time.monotonic() + 120
+    try:
+        while _lines(path) < n_lines:
+            if p.poll() is not None:
+                pytest.fail(f"the search ended before it was killed: {p.stderr.read()[-2000:]}")
+            if time.monotonic() > deadline:
+                pytest.fail("the search wrote too slowly to be killed in time")
+            time.sleep(0.002)
+        p.send_signal(signal.SIGKILL)
+    finally:
+        p.wait()
+    assert p.returncode == -signal.SIGKILL
+    return _lines(path)
+
+
+@pytest.fixture(scope="module")
+def whole():
+    """The uninterrupted run (one worker: the same candidates as two)."""
+    return ndvm.search("damped", seed=SEED, max_candidates=BUDGET, budget=None, workers=1,
+                       refits=1)
+
+
+@pytest.mark.parametrize("kill_at,tear", [(1, False), (160, True), (360, False)])
+def test_a_killed_search_resumes_to_the_uninterrupted_run(kill_at, tear, whole, tmp_path):
+    out = tmp_path / "run"
+    written = _kill_after(out, kill_at, tmp_path)
+    assert 0 < written < len(whole.records)
+    path = out / loop.RECORD_FILE
+    if tear:  # the kill came while a record was being written: its line is cut short
+        text = path.read_text()
+        path.write_text(text[:-25])
+    res = ndvm.search("damped", seed=SEED, max_candidates=BUDGET, budget=None, out=out,
+                      resume=True, refits=1)
+    records = [json.loads(x) for x in path.read_text().splitlines()]
+    ids = [r["id"] for r in records]
+    assert len(ids) == len(set(ids)) == len(whole.records)  # each candidate once
+    assert sorted(ids) == sorted(r["id"] for r in whole.records)
+    proposed = [r["proposed"] for r in records
+                if r["status"] != "duplicate" and r["proposer"] != "refit"]
+    assert len(proposed) == len(set(proposed))
+    want = {r["id"]: [r[k] for k in FIELDS] for r in whole.records}
+    got = {r["id"]: [r[k] for k in FIELDS] for r in map(loop._load, records)}
+    assert got == want
+    assert [[r[k] for k in FIELDS] for r in res.records] == [[r[k] for k in FIELDS]
+                                                             for r in whole.records]
+    assert [r["id"] for r in res.front] == [r["id"] for r in whole.front]
+    assert res.best["model"] == whole.best["model"]
+    assert res.best["params"] == whole.best["params"]
+    summary = json.loads((out / loop.SUMMARY_FILE).read_text())
+    assert summary["candidates"] == len(whole.records)
+
+
+def test_resume_refuses_another_seed(tmp_path):
+    out = tmp_path / "run"
+    ndvm.search("damped", seed=1, max_candidates=64, budget=None, out=out, workers=1)
+    # (the first 50 proposals are the grammar's small models, the same for every seed)
+    with pytest.raises(loop.ResumeMismatch, match=r"candidate 50 was .* in the earlier session"):
+        ndvm.search("damped", seed=2, max_candidates=96, budget=None, out=out, resume=True,
+                    workers=1)
+
+
+def test_resume_refuses_records_that_score_otherwise(tmp_path):
+    out = tmp_path / "run"
+    ndvm.search("damped", seed=1, max_candidates=32, budget=None, out=out, workers=1)
+    path = out / loop.RECORD_FILE
+    records = [json.loads(x) for x in path.read_text().splitlines()]
+    ok = next(r for r in records if r["status"] == "ok")
+    ok["heldout_error"] *= 2.0  # a record edited by hand, or another data set
+    path.write_text("".join(json.dumps(r) + "\n" for r in records))
+    with pytest.raises(loop.ResumeMismatch, match=f"candidate {ok['id']} .*heldout_error"):
+        ndvm.search("damped", seed=1, max_candidates=64, budget=None, out=out, resume=True,
+                    workers=1)
+
+
+def test_a_finished_run_extends_to_a_larger_budget(tmp_path):
+    """A run of n candidates is the first n of a longer run: resuming with a larger budget
+    gives exactly the longer run (rounds cut by the budget are proposed whole all the same)."""
+    out = tmp_path / "run"
+    ndvm.search("damped", seed=2, max_candidates=40, budget=None, out=out, workers=1)
+    res = ndvm.search("damped", seed=2, max_candidates=72, budget=None, out=out, resume=True,
+                      workers=1)
+    longer = ndvm.search("damped", seed=2, max_candidates=72, budget=None, workers=1)
+    assert [[r[k] for k in FIELDS] for r in res.records] == [[r[k] for k in FIELDS]
+                                                             for r in longer.records]
