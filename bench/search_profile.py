@@ -28,7 +28,7 @@ import time
 import numpy as np
 
 import ndvm
-from ndvm.cosearch import loop, proposers
+from ndvm.cosearch import loop, proposers, rounds
 from ndvm.cosearch.grammar import Grammar
 from ndvm.cosearch.tasks import get_task
 
@@ -61,12 +61,12 @@ def profile(task, n, seed, workers, budget):
     undo = [
         _timed(proposers.Mutate, "propose", totals, "propose"),
         _timed(proposers.Replay, "propose", totals, "propose"),
-        _timed(loop._Scorer, "validate", totals, "validate"),
-        _timed(loop._Rounds, "calibrate", totals, "calibrate"),
-        _timed(loop._Scorer, "assess", totals, "score"),
+        _timed(rounds._Scorer, "validate", totals, "validate"),
+        _timed(rounds._Rounds, "calibrate", totals, "calibrate"),
+        _timed(rounds._Scorer, "assess", totals, "score"),
     ]
     for name in ("to_tree", "size", "skeleton", "canonicalize"):  # the loop's own preparation
-        undo.append(_timed(loop, name, totals, "prepare"))
+        undo.append(_timed(rounds, name, totals, "prepare"))
     try:
         res = ndvm.search(task, max_candidates=n if budget is None else None, budget=budget,
                           seed=seed, workers=workers)
@@ -94,14 +94,14 @@ def replay(task_name, records, seed, batch=loop.BATCH):
     _cold()
     prop = task.proposer(proposers.make_proposer("mutate", seed=seed))
     lag = 1 if getattr(prop, "pipelined", False) else 0  # as the loop runs it (loop.py)
-    state = loop.SearchState(task=task, grammar=g)
+    state = rounds.SearchState(task=task, grammar=g)
     spent, i, scored = 0.0, 0, []  # scored: each batch's ok records, folded in lag batches late
     while i < len(records):
         while len(scored) > lag:
             ok = scored.pop(0)
             state.front = loop.pareto_front(state.front + ok)
             pool = state.population + [r for r in ok if np.isfinite(r["heldout_error"])]
-            state.population = loop._fittest(pool)  # (as _Rounds.finish folds a batch in)
+            state.population = rounds._fittest(pool)  # (as _Rounds.finish folds a batch in)
         t = time.process_time()
         srcs = prop.propose(min(batch, len(records) - i), state)
         spent += time.process_time() - t

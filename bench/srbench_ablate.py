@@ -15,7 +15,7 @@ import srbench  # noqa: E402
 
 import ndvm  # noqa: E402
 from ndvm.cosearch import grammar as gp  # noqa: E402
-from ndvm.cosearch import loop, proposers  # noqa: E402
+from ndvm.cosearch import loop, proposers, rounds  # noqa: E402
 from ndvm.cosearch.sexpr import canonical  # noqa: E402
 
 
@@ -30,7 +30,7 @@ ABLATIONS = {
     "no-simplify": {"patch": [(proposers, "_canonical_uncached",
                                lambda t, p: canonical(gp.simplify(t), p)),
                               (loop, "canonicalize", lambda t, p: t)]},
-    "no-pole-probe": {"patch": [(loop._Scorer, "off_domain", lambda self, prog, p, v=None: None)]},
+    "no-pole-probe": {"patch": [(rounds._Scorer, "off_domain", lambda self, prog, p, v=None: None)]},
     "no-small-models": {"options": {}, "small": False},
     "adam": {"options": {"optimizer": "adam", "steps": 50, "starts": 8}},
     "old-grammar": {"options": {"unary": ("sin", "cos", "exp", "tanh", "square"),

@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 
 import ndvm
-from ndvm.cosearch import loop
+from ndvm.cosearch import loop, records, rounds
 from ndvm.cosearch.tasks import Task, get_task
 
 RTOL = 1e-9
@@ -134,7 +134,7 @@ def test_every_reported_number_reproduces_from_the_run_folder(name, client, tmp_
     assert summary["best"] is not None and res.best["model"] == summary["best"]["model"]
     # the records in memory are the ones written
     lines = [json.loads(x) for x in (out / loop.RECORD_FILE).read_text().splitlines()]
-    assert [loop._dump(r) for r in res.records] == [json.dumps(x) for x in lines]
+    assert [records._dump(r) for r in res.records] == [json.dumps(x) for x in lines]
     if task.objective == "mse":
         assert any(r["proposer"] == "refit" and r["status"] == "ok" for r in lines)
 
@@ -145,8 +145,8 @@ def test_the_oracle_fails_on_a_planted_mismatch(tmp_path, monkeypatch):
         tr, ho, _ = real(self, prog, params, values)
         return tr, ho, 1.0 - tr / float(np.var(self.train[1]))
 
-    real = loop._Scorer.score
-    monkeypatch.setattr(loop._Scorer, "score", train_r2)
+    real = rounds._Scorer.score
+    monkeypatch.setattr(rounds._Scorer, "score", train_r2)
     task = get_task("damped")
     out = tmp_path / "run"
     ndvm.search(task, seed=4, max_candidates=32, budget=None, out=out, workers=1)

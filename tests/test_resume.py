@@ -15,7 +15,8 @@ import time
 import pytest
 
 import ndvm
-from ndvm.cosearch import loop
+from ndvm.cosearch import loop, rounds
+from ndvm.cosearch.records import _load
 
 SEED, BUDGET = 3, 480
 FIELDS = ("id", "proposer", "proposed", "model", "status", "params", "train_error",
@@ -26,12 +27,12 @@ FIELDS = ("id", "proposer", "proposed", "model", "status", "params", "train_erro
 CHILD = textwrap.dedent("""
     import sys, time
     import ndvm
-    from ndvm.cosearch import loop
-    slow = loop._Rounds.next
+    from ndvm.cosearch import rounds
+    slow = rounds._Rounds.next
     def next_round(self):
         time.sleep(0.01)
         return slow(self)
-    loop._Rounds.next = next_round
+    rounds._Rounds.next = next_round
     ndvm.search("damped", seed=%d, max_candidates=%d, budget=None, out=sys.argv[1],
                 workers=2, refits=1)
 """ % (SEED, BUDGET))
@@ -93,7 +94,7 @@ def test_a_killed_search_resumes_to_the_uninterrupted_run(kill_at, tear, whole, 
                 if r["status"] != "duplicate" and r["proposer"] != "refit"]
     assert len(proposed) == len(set(proposed))
     want = {r["id"]: [r[k] for k in FIELDS] for r in whole.records}
-    got = {r["id"]: [r[k] for k in FIELDS] for r in map(loop._load, records)}
+    got = {r["id"]: [r[k] for k in FIELDS] for r in map(_load, records)}
     assert got == want
     assert [[r[k] for k in FIELDS] for r in res.records] == [[r[k] for k in FIELDS]
                                                              for r in whole.records]
@@ -108,7 +109,7 @@ def test_resume_refuses_another_seed(tmp_path):
     out = tmp_path / "run"
     ndvm.search("damped", seed=1, max_candidates=64, budget=None, out=out, workers=1)
     # (the first 50 proposals are the grammar's small models, the same for every seed)
-    with pytest.raises(loop.ResumeMismatch, match=r"candidate 50 was .* in the earlier session"):
+    with pytest.raises(rounds.ResumeMismatch, match=r"candidate 50 was .* in the earlier session"):
         ndvm.search("damped", seed=2, max_candidates=96, budget=None, out=out, resume=True,
                     workers=1)
 
@@ -121,7 +122,7 @@ def test_resume_refuses_records_that_score_otherwise(tmp_path):
     ok = next(r for r in records if r["status"] == "ok")
     ok["heldout_error"] *= 2.0  # a record edited by hand, or another data set
     path.write_text("".join(json.dumps(r) + "\n" for r in records))
-    with pytest.raises(loop.ResumeMismatch, match=f"candidate {ok['id']} .*heldout_error"):
+    with pytest.raises(rounds.ResumeMismatch, match=f"candidate {ok['id']} .*heldout_error"):
         ndvm.search("damped", seed=1, max_candidates=64, budget=None, out=out, resume=True,
                     workers=1)
 

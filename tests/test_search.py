@@ -509,7 +509,7 @@ def test_batch_must_be_positive():
 def test_search_calibration_stays_adam_when_a_task_names_no_optimizer():
     """ndvm.fit's default for least squares is LM; the co-search keeps its own protocol (Adam)
     for a task whose fit options leave the optimizer out, and honours one that names it."""
-    from ndvm.cosearch.loop import _Scorer
+    from ndvm.cosearch.rounds import _Scorer
     from ndvm.cosearch.tasks import SEARCH_OPTIMIZER, Task
 
     x = np.linspace(0.0, 1.0, 10)

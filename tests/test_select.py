@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 import ndvm
-from ndvm.cosearch.loop import _Scorer
+from ndvm.cosearch.rounds import _Scorer
 from ndvm.cosearch.select import cross_validate, select
 from ndvm.cosearch.sexpr import to_source, to_tree
 from ndvm.cosearch.simplify import simplify

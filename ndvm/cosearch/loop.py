@@ -1,8 +1,9 @@
-"""The co-search loop: propose -> validate -> calibrate -> score on held-out data -> Pareto front.
+"""The co-search loop (``ndvm.search``): rounds of propose -> validate -> calibrate -> score, the
+Pareto front, the model selection, the run folder.
 
-Every candidate becomes one record (a JSON line): id, source, proposer, status (ok, invalid,
-failed, duplicate), parameters, train and held-out error, R^2, size, skeleton and the time since the
-search began. A search resumes from its record file: seen sources are skipped and the front rebuilt.
+One population runs here, its rounds pipelined over threads (``rounds.py`` holds a round's
+steps, ``records.py`` the records and the run folder); ``islands > 1`` runs several populations
+in worker processes or on an executor (``islands.py``). A resumed run replays its record file.
 """
 import gc
 import json
@@ -18,72 +19,25 @@ from pathlib import Path
 import numpy as np
 
 import ndvm
-from ndvm.cosearch._calibrate import begin, minimize_value, succeeded
 from ndvm.cosearch.grammar import Grammar
+from ndvm.cosearch.islands import check_islands, first_good, search_islands
 from ndvm.cosearch.proposers import Proposer, Replay, make_proposer
-from ndvm.cosearch.select import fitness, select, starts_around
-from ndvm.cosearch.sexpr import size, skeleton, to_source, to_tree
-from ndvm.cosearch.simplify import Simplifier, TooManyParameters
-from ndvm.cosearch.tasks import SEARCH_LM_SCALING, SEARCH_OPTIMIZER, Task, get_task
+from ndvm.cosearch.records import (RECORD_FILE, SUMMARY_FILE, RunExistsError, _dump, _existing,
+                                   _good, _jsonable, _load, _open_run, _read_records,
+                                   pareto_front, run_schema)
+from ndvm.cosearch.rounds import (ResumeMismatch, SearchState, _Batch, _fittest, _Rounds, _Scorer,
+                                  _used)
+from ndvm.cosearch.select import select
+from ndvm.cosearch.sexpr import to_tree
+from ndvm.cosearch.tasks import Task, get_task
 from ndvm.parallel import (EXECUTOR_TASK_SIZE, TASKS_PER_WORKER, default_workers, executor_round,
                            gc_paused)
 
 __all__ = ["search", "SearchResult", "pareto_front", "RunExistsError", "ResumeMismatch",
            "RECORD_FILE", "SUMMARY_FILE", "run_schema"]
 
-RECORD_FILE = "candidates.jsonl"
-SUMMARY_FILE = "summary.json"
-_PROBE_STEPS = 2_000_000
-_DENSE_POINTS = 512  # the dense probe of the input box that catches poles between data points
-_POPULATION = 64
-REFIT_STARTS = 16  # LM starts when a leading population member is refitted (``refits``)
 BATCH = 16  # candidates per round on local threads (on an executor: ndvm.parallel.executor_round)
 EXECUTOR_BATCH = TASKS_PER_WORKER * EXECUTOR_TASK_SIZE  # per executor worker thread (see there)
-
-
-def run_schema():
-    """The JSON Schema of a run folder (``run.schema.json``: summary.json and each line of
-    candidates.jsonl), as a dict; every field a search writes is documented there."""
-    from importlib import resources
-    return json.loads(resources.files("ndvm.cosearch").joinpath("run.schema.json").read_text())
-
-
-def pareto_front(records):
-    """The records not dominated in (held-out error, size), by increasing size."""
-    ok = sorted((r for r in records if r.get("status") == "ok"
-                 and math.isfinite(r["heldout_error"])),
-                key=lambda r: (r["size"], r["heldout_error"], r["id"]))
-    front, best = [], math.inf
-    for r in ok:
-        if r["heldout_error"] < best:
-            front.append(r)
-            best = r["heldout_error"]
-    return front
-
-
-class RunExistsError(ValueError):
-    """The ``out`` directory already holds a search and neither resume nor force was given."""
-
-
-@dataclass
-class SearchState:
-    """What proposers may look at: the task, the grammar, the front, the best so far."""
-
-    task: Task
-    grammar: Grammar
-    front: list = field(default_factory=list)
-    population: list = field(default_factory=list)
-    seen: set = field(default_factory=set)
-    rejected: int = 0
-    warnings: list = field(default_factory=list)
-    echo: object = None  # a stream that shows each new warning as it happens (progress=True)
-
-    def warn(self, message):
-        """Record a proposer's warning (kept in the result and summary.json)."""
-        if self.echo is not None and message not in self.warnings:
-            self.echo.write(f"\nndvm: warning: {message}\n")
-            self.echo.flush()
-        self.warnings.append(message)
 
 
 @dataclass
@@ -199,559 +153,9 @@ class SearchResult:
 
 
 # a record's fields in summary.json (its best, first_good and front)
-_SUMMARY_FIELDS = ("id", "proposer", "proposed", "model", "params", "train_error",
+_SUMMARY_FIELDS = ("id", "proposer", "island", "proposed", "model", "params", "train_error",
                    "heldout_error", "r2", "size", "time", "refit_of", "mse_all", "r2_all",
                    "front_member", "selection")
-
-
-class _Scorer:
-    """Validation, calibration and scoring of batches of sources against one task."""
-
-    def __init__(self, task, client="dmci", workers=None, fit_options=None, executor=None):
-        self.task = task
-        self.workers = workers
-        self.executor = executor
-        self.fit = dict(task.fit)
-        self.fit.update(fit_options or {})
-        self.fit.setdefault("optimizer", SEARCH_OPTIMIZER)  # the co-search's protocol (Adam)
-        self.fit.setdefault("scaling", SEARCH_LM_SCALING)
-        # start_scales: the starts of each candidate drawn from normal(0, s) with s cycling
-        # through these scales (ndvm.fit's own draws are all normal(0, 0.3)): one start near
-        # zero and others far enough to reach a frequency of 2 or a shift of -3
-        scales = self.fit.pop("start_scales", None)
-        self.start_scales = np.resize(np.asarray(scales, dtype=np.float64),
-                                      int(self.fit.get("starts", 1))) if scales else None
-        self.draws = np.random.default_rng(0)  # (the same calls in the same order: same draws)
-        self.fit.setdefault("client", client)
-        if task.consts:
-            self.fit.setdefault("consts", task.consts)
-        # validation and scoring run on the proposer thread while the calibrations run:
-        # each side has its own evaluators
-        self.probe_ev = ndvm.Evaluator(client=client, max_steps=_PROBE_STEPS)
-        self.ev = ndvm.Evaluator(client=client)
-        self.fit_ev = ndvm.Evaluator(client=client)
-        self.allowed = task.allowed_names  # (a set built anew on every access)
-        self.refit_ev = ndvm.Evaluator(client=client)
-        self.train = task.split("train")
-        self.held = task.split("heldout")
-        self.held_var = float(np.var(self.held[1])) if task.objective == "mse" else None
-        self.dense = self._dense_probe() if task.objective == "mse" and task.inputs else None
-        self.joint = self.cuts = None  # the probe, training and held-out points, end to end
-        if self.dense is not None and set(self.train[0]) == set(self.dense) == set(self.held[0]):
-            parts = (self.dense, self.train[0], self.held[0])
-            sizes = [next(iter(d.values())).size for d in parts]
-            if all(np.size(d[k]) == n for d, n in zip(parts, sizes) for k in d):
-                self.joint = {k: np.concatenate([d[k] for d in parts]) for k in self.dense}
-                self.cuts = (sizes[0], sizes[0] + sizes[1])
-
-    def _dense_probe(self):
-        """Points filling the data's input box (a grid in 1-D, seeded uniform draws otherwise)."""
-        lo = {k: float(np.min(v)) for k, v in self.task.inputs.items()}
-        hi = {k: float(np.max(v)) for k, v in self.task.inputs.items()}
-        if len(lo) == 1:
-            return {k: np.linspace(lo[k], hi[k], _DENSE_POINTS) for k in lo}
-        rng = np.random.default_rng(0)
-        return {k: rng.uniform(lo[k], hi[k], _DENSE_POINTS) for k in lo}
-
-    def values(self, prog, params):
-        """The fitted model's values at the probe points between the data, the training points
-        and the held-out points, in one evaluation (lanes are independent: the same numbers as
-        three), as a tuple of three arrays; the exception when it raises; None without a probe."""
-        if self.joint is None:
-            return None
-        try:
-            with np.errstate(all="ignore"):
-                v = self.predict(prog, params, self.joint)
-        except Exception as e:  # noqa: BLE001 - reported by off_domain
-            return e
-        a, b = self.cuts
-        return v[:a], v[a:b], v[b:]
-
-    def off_domain(self, prog, params, values=None):
-        """Why the fitted model is unusable between the data points (a non-finite value or a
-        pole: more than 10x the target's spread from its mean), or None. ``values``: what
-        ``values`` gave, when the caller has it."""
-        if self.dense is None:
-            return None
-        if values is None:
-            values = self.values(prog, params)
-        if isinstance(values, Exception):
-            try:  # (the same evaluation on the probe points alone: did they raise, or the data?)
-                with np.errstate(all="ignore"):
-                    v = self.predict(prog, params, self.dense)
-            except Exception as e:  # noqa: BLE001 - a model that cannot run there is off-domain
-                return f"fails between the data points: {str(e).splitlines()[0] if str(e) else e}"
-        else:
-            v = values[0]
-        if not np.all(np.isfinite(v)):
-            return "not finite between the data points (a pole or a domain edge)"
-        y = self.task.target
-        spread = float(np.max(np.abs(y - y.mean()))) or 1.0
-        if float(np.max(np.abs(v - y.mean()))) > 10.0 * spread:
-            return "a pole between the data points (value beyond 10x the target's spread)"
-        return None
-
-    def assess(self, prog, params):
-        """(why it is off-domain, None) or (None, ``score``) of fitted ``params``."""
-        values = self.values(prog, params)
-        why = self.off_domain(prog, params, values)
-        return (why, None) if why is not None else (None, self.score(prog, params, values))
-
-    def validate(self, src):
-        """(program, params) or raises: parse, allowed free names, a probe evaluation."""
-        prog = ndvm.parse(src, name="<candidate>")
-        bad = [n for n in prog.free_names if n not in self.allowed]
-        if bad:
-            raise ValueError(f"free name(s) not allowed by the task: {', '.join(bad)}")
-        params = tuple(n for n in prog.free_names if n in self.task.params)
-        data = _used(self.train[0], prog)
-        consts = _used(self.task.consts, prog)
-        probe = {n: (self.task.init or {}).get(n, 0.5) for n in params}
-        self.probe_ev.evaluate(prog, params=probe, data=data, consts=consts)
-        return prog, params
-
-    def predict(self, prog, params, inputs):
-        data = _used(inputs, prog)
-        consts = _used(self.task.consts, prog)
-        n = next(iter(inputs.values())).size if inputs else 1
-        v = self.ev.evaluate(prog, params=params, data=data, consts=consts).value[0]
-        return np.broadcast_to(v, (n,)) if v.size == 1 else v
-
-    def score(self, prog, params, values=None):
-        """(train error, held-out error, R^2) of fitted params (mse), or (nll, nll, None).
-        ``values``: what ``values`` gave, when the caller has it."""
-        if self.task.objective == "nll":
-            consts = _used(self.task.consts, prog)
-            v = float(self.ev.evaluate(prog, params=params, consts=consts).value.sum())
-            return v, v, None
-        with np.errstate(all="ignore"):
-            if isinstance(values, tuple):
-                fit, held = values[1], values[2]
-            else:
-                fit = self.predict(prog, params, self.train[0])
-                held = self.predict(prog, params, self.held[0])
-            tr = float(np.mean((fit - self.train[1]) ** 2))
-            ho = float(np.mean((held - self.held[1]) ** 2))
-        tr = tr if math.isfinite(tr) else math.inf
-        ho = ho if math.isfinite(ho) else math.inf
-        return tr, ho, 1.0 - ho / self.held_var if math.isfinite(ho) else -math.inf
-
-    def refit(self, prog, names, params, seed, starts=REFIT_STARTS):
-        """Parameters of ``prog`` refitted by LM from ``starts`` starts: its current fit and
-        draws at three scales (normal with sd 0.3, 1 and 3), so that shifts and rates far from
-        the default start's reach are found; a failed fit gives an exception."""
-        init = starts_around(params, names, starts, seed)
-        try:
-            r = ndvm.fit(prog, data=_used(self.train[0], prog),
-                         target=self.train[1], params=names, init=init, starts=starts,
-                         optimizer="lm", steps=self.fit.get("steps"), evaluator=self.refit_ev,
-                         scaling=self.fit["scaling"],
-                         consts=_used(self.task.consts, prog) or None)
-        except Exception as e:  # noqa: BLE001 - a failed refit is recorded as failed
-            return e
-        return dict(r.params) if math.isfinite(r.loss) else ValueError("no finite refit")
-
-    def begin(self, items, recorded=None):
-        """The calibration of the (prog, params) ``items``, begun (their starts drawn, in the
-        order batches are begun): ``drain()`` lends a thread to it, ``finish(lent)`` runs it on
-        the calling thread too and returns the fitted params (or the error) of each item.
-        ``recorded``: the outcome of each item as an earlier session of the run wrote it (a
-        resumed run replays it): the starts are drawn all the same, nothing is fitted."""
-        return _Calibration(self, items, recorded)
-
-
-class _Calibration:
-    """A batch's calibrations (``_Scorer.begin``). Likelihood tasks' run in ``finish`` alone."""
-
-    def __init__(self, scorer, items, recorded=None):
-        self.scorer, self.items, self.recorded = scorer, items, recorded
-        self.todo = [i for i, (_, ps) in enumerate(items) if ps]
-        self.fits = None
-        if scorer.task.objective == "nll" or not self.todo:
-            return
-        where = {}
-        if scorer.start_scales is not None:  # (drawn here, in batch order, on the caller)
-            where["per_candidate"] = [
-                {"init": {n: scorer.draws.normal(0.0, scorer.start_scales) for n in items[i][1]}}
-                for i in self.todo]
-        if recorded is None:
-            self.fits = begin([items[i][0] for i in self.todo], scorer.train[0],
-                              scorer.train[1], workers=scorer.workers, executor=scorer.executor,
-                              **where, **scorer.fit)
-
-    def drain(self, limit=None):
-        """Lend the calling thread to the calibrations until none is left to start (or ``limit``
-        are run); how many it ran."""
-        return self.fits.drain(limit) if self.fits is not None else 0
-
-    def cancel(self):
-        """Calibrations begun but not to be finished (the search stopped): none starts any more."""
-        if self.fits is not None:
-            self.fits.cancel()
-
-    def finish(self, lent=0, meanwhile=None):
-        """Fitted params (or an error) for each item, once all are done (``meanwhile()`` is
-        called once this thread has none left to start)."""
-        scorer, items, todo = self.scorer, self.items, self.todo
-        out = [None if ps else {} for _, ps in items]
-        if self.recorded is not None:
-            if meanwhile is not None:
-                meanwhile()
-            for i in todo:
-                out[i] = _recorded_fit(self.recorded[i])
-            return out
-        if self.fits is not None:
-            for i, r in zip(todo, self.fits.finish(lent, meanwhile)):
-                out[i] = dict(r.params) if succeeded(r) else getattr(r, "error", r)
-            return out
-        if meanwhile is not None:
-            meanwhile()
-        for i in todo:  # a likelihood: the program's value minimized, one candidate at a time
-            prog, ps = items[i]
-            init = {n: (scorer.task.init or {}).get(n, 1.0) for n in ps}
-            try:
-                out[i] = minimize_value(prog, ps, init, consts=_used(scorer.task.consts, prog),
-                                        positive=[n for n in ps if n in scorer.task.positive],
-                                        evaluator=scorer.fit_ev).params
-            except Exception as e:  # noqa: BLE001 - a failed candidate is recorded
-                out[i] = e.with_traceback(None)  # (its frames would hold ``out``: a cycle)
-        return out
-
-
-@dataclass
-class _Batch:
-    """One round's candidates: their records (in proposal order), the programs to calibrate
-    and the records they belong to; then the fitted parameters."""
-
-    records: list
-    items: list
-    slots: list
-    fitted: list = None
-    fit_each: float = 0.0
-    finished: bool = False
-    refits: list = field(default_factory=list)  # (record to refit, its prog, param names)
-    refitted: list = None
-    emitted: bool = False  # its records kept (search's emit)
-    replayed: bool = False  # its candidates' outcomes read back from a resumed run's records
-
-
-class _Rounds:
-    """The steps of the search loop. ``next`` (propose and validate a batch), ``finish`` (score
-    a calibrated batch, update the front and population) and ``advance`` (both) run on the
-    proposer thread and alone touch the search state; ``calibrate`` runs on the caller's."""
-
-    def __init__(self, task, prop, state, scorer, t0, batch, max_candidates, refits=0,
-                 recorded=None):
-        self.task, self.prop, self.state, self.scorer = task, prop, state, scorer
-        self.refits = refits if task.objective == "mse" else 0
-        self.refitted = set()  # models already refitted from many starts
-        self.t0, self.batch, self.max_candidates = t0, batch, max_candidates
-        self.next_id = 0
-        self.n_proposed = 0
-        self.recorded = recorded or {}  # id -> record of an earlier session (resume replays it)
-        self.simplifier = Simplifier(task.params)  # its memo serves every candidate of the run
-        self.first_good = None
-        self.front = []
-
-    def advance(self, done, current=None, staged=None, wake=None):
-        """Score the batch ``done`` (when there is one), propose the next and begin its
-        calibrations: (the next _Batch or why there is none, its calibrations or None). With
-        ``staged`` (a Future given that pair as soon as it exists), this thread is then lent to
-        the ``current`` batch's calibrations until none is left to start, and then to the next
-        batch's, one fit at a time, until ``wake`` is set (the caller's thread, done with the
-        current batch, hands this thread its next job): no thread idles while the current
-        batch's last fits end."""
-        try:
-            if done is not None:
-                self.finish(done)
-            following = self.next()
-            fits = self.begin(following) if isinstance(following, _Batch) else None
-        except BaseException as e:
-            if staged is not None:
-                staged.set_exception(e.with_traceback(None))
-            raise
-        if staged is None:
-            return following, fits
-        staged.set_result((following, fits))
-        if current is not None:
-            current.drain()
-        while fits is not None and not wake.is_set() and fits.drain(1):
-            pass
-        return following, fits
-
-    def next(self):
-        """The next _Batch, or why there is none ("candidates", "exhausted", "proposer
-        failed")."""
-        if self.max_candidates is not None and self.n_proposed >= self.max_candidates:
-            return "candidates"
-        for _ in range(3):  # a proposer's transient failure (None) is retried twice
-            srcs = self.prop.propose(self.batch, self.state)
-            if srcs is not None:
-                break
-        else:
-            return "proposer failed"
-        if not srcs:
-            return "exhausted"
-        if self.max_candidates is not None:  # (a whole round is proposed all the same: a run
-            # of n candidates is the first n of a longer one, which a resumed run can extend)
-            srcs = srcs[:self.max_candidates - self.n_proposed]
-        self.n_proposed += len(srcs)
-        b = self.prepare(srcs)
-        b.refits = self.leaders()
-        return b
-
-    def leaders(self):
-        """Up to ``refits`` population members, lowest held-out error first, not yet refitted
-        from many starts: a right structure stuck in a poor local optimum of its few default
-        starts gets a second, wider calibration (``_Scorer.refit``)."""
-        out = []
-        for rec in self.state.population:
-            if len(out) >= self.refits:
-                break
-            model = rec["model"]
-            if model in self.refitted or not rec["params"]:
-                continue
-            self.refitted.add(model)
-            try:
-                prog = ndvm.parse(model)
-            except Exception:  # noqa: BLE001 - (it parsed when it was scored)
-                continue
-            out.append((rec, prog, tuple(rec["params"])))
-        return out
-
-    def prepare(self, srcs):
-        """Records for ``srcs``: duplicates and invalid candidates are final; the others are
-        simplified (unless the proposer did), validated and queued for calibration."""
-        task, state, scorer, prop = self.task, self.state, self.scorer, self.prop
-        records, items, slots = [], [], []
-        made = getattr(prop, "made", None) or {}  # (tree, source, size, skeleton) it built
-        for src in srcs:
-            rec = {"id": self.next_id, "proposer": getattr(prop, "name", "custom"),
-                   "proposed": src, "model": None, "status": "invalid", "params": {}, "train_error": math.inf,
-                   "heldout_error": math.inf, "r2": None, "size": None, "skeleton": None,
-                   "error": None}
-            self.next_id += 1
-            records.append(rec)
-            old = self.recorded.get(rec["id"])
-            if old is not None and old["proposed"] != src:
-                raise ResumeMismatch(
-                    f"cannot resume: candidate {rec['id']} was {old['proposed']!r} in the earlier "
-                    f"session and is {src!r} now (resume needs the same task, proposer, seed and "
-                    f"batch)")
-            if src in state.seen:
-                rec["status"] = "duplicate"
-                continue
-            state.seen.add(src)
-            try:
-                canon = made.get(src)
-                tree = to_tree(src) if canon is None else canon[0]
-                if task.objective == "mse" and not getattr(prop, "canonical", False):
-                    # (likelihood programs' literals are constants, never fitted)
-                    try:
-                        tree = self.simplifier.canonicalize(tree)
-                    except TooManyParameters:
-                        raise
-                    except Exception:  # noqa: BLE001 - an unusual form is calibrated as is
-                        pass
-                model = to_source(tree) if canon is None else src
-                rec["model"] = model
-                if model != src and model in state.seen:
-                    rec["status"] = "duplicate"
-                    continue
-                state.seen.add(model)
-                rec["size"] = size(tree) if canon is None else canon[2]
-                rec["skeleton"] = skeleton(tree, task.params) if canon is None else canon[3]
-                prog, params = scorer.validate(model)
-            except Exception as e:  # noqa: BLE001 - an invalid candidate is a record
-                rec["error"] = str(e).splitlines()[0] if str(e) else type(e).__name__
-                continue
-            items.append((prog, params))
-            slots.append(rec)
-        replayed = all(rec["id"] in self.recorded for rec in records)
-        return _Batch(records, items, slots, replayed=replayed)
-
-    def begin(self, b):
-        """Begin the batch's calibrations (their starts are drawn here, one batch after the
-        other); what ``calibrate`` and ``advance`` take."""
-        recorded = [self.recorded[rec["id"]] for rec in b.slots] if b.replayed else None
-        return self.scorer.begin(b.items, recorded)
-
-    def calibrate(self, b, fits, lent=0, meanwhile=None):
-        """Fit the batch's programs on the caller's thread, the pool's and ``lent`` more (the
-        proposer thread, once it has proposed; ``meanwhile()`` runs on the caller's once it has
-        none left to start); then the batch's refits."""
-        began = time.perf_counter()
-        b.fitted = fits.finish(lent, meanwhile)
-        b.fit_each = (time.perf_counter() - began) / max(1, len(b.items))
-        # (a replayed batch's refits are read back, or run, when their records are made)
-        b.refitted = [None if b.replayed else self._refit(rec, prog, names)
-                      for rec, prog, names in b.refits]
-
-    def _refit(self, rec, prog, names):
-        return self.scorer.refit(prog, names, rec["params"], seed=rec["id"])
-
-    def finish(self, b):
-        """Score the calibrated batch and fold its records into the front and population."""
-        task, state, scorer = self.task, self.state, self.scorer
-        for (prog, _), rec, p in zip(b.items, b.slots, b.fitted):
-            rec["fit_seconds"] = round(b.fit_each, 6)
-            why, scores = scorer.assess(prog, p) if isinstance(p, dict) else (None, None)
-            if why is not None:
-                rec.update(status="failed", params=p, error=why)
-            elif isinstance(p, dict):
-                tr, ho, r2 = scores
-                rec.update(status="ok", params=p, train_error=tr, heldout_error=ho, r2=r2)
-            else:
-                rec["status"] = "failed"
-                rec["error"] = str(p).splitlines()[0] if str(p) else type(p).__name__
-            rec["time"] = round(time.perf_counter() - self.t0, 4)
-            if self.first_good is None and _good(task, rec):
-                self.first_good = rec
-        for (old, prog, names), p in zip(b.refits, b.refitted or []):
-            if p is None:  # replayed: as recorded, or run now if the record was never written
-                again = self.recorded.get(self.next_id)
-                p = (_recorded_fit(again) if again is not None
-                     else self._refit(old, prog, names))
-            b.records.append(self.refit_record(old, prog, p))
-        stamp = round(time.perf_counter() - self.t0, 4)
-        for rec in b.records:
-            rec.setdefault("time", stamp)
-            old = self.recorded.get(rec["id"])
-            if old is not None:  # read back from an earlier session: it must score the same
-                _same_outcome(old, rec)
-                rec["time"] = old.get("time", rec["time"])
-                if "fit_seconds" in old:
-                    rec["fit_seconds"] = old["fit_seconds"]
-        ok = [r for r in b.records if r["status"] == "ok"]
-        self.front = pareto_front(self.front + ok)
-        pool = state.population + [r for r in ok if math.isfinite(r["heldout_error"])]
-        state.population = _fittest(pool)
-        state.front = self.front
-        b.finished = True
-
-    def refit_record(self, old, prog, p):
-        """The record of a refit of ``old`` (proposer "refit"): ok when it scores, else
-        failed."""
-        model = old["model"]
-        rec = {"id": self.next_id, "proposer": "refit", "proposed": model, "model": model,
-               "refit_of": old["id"], "status": "failed", "params": {},
-               "train_error": math.inf, "heldout_error": math.inf, "r2": None,
-               "size": old["size"], "skeleton": old.get("skeleton"), "error": None,
-               "time": round(time.perf_counter() - self.t0, 4)}
-        self.next_id += 1
-        why, scores = self.scorer.assess(prog, p) if isinstance(p, dict) else (None, None)
-        if isinstance(p, dict) and why is None:
-            tr, ho, r2 = scores
-            rec.update(status="ok", params=p, train_error=tr, heldout_error=ho, r2=r2)
-        else:
-            rec["error"] = why or (str(p).splitlines()[0] if str(p) else type(p).__name__)
-        if self.first_good is None and _good(self.task, rec):
-            self.first_good = rec
-        return rec
-
-
-class ResumeMismatch(ValueError):
-    """A resumed run proposes or scores a candidate otherwise than its earlier session did."""
-
-
-_OUTCOME = ("proposed", "model", "status", "params", "train_error", "heldout_error", "r2", "size",
-            "error")
-
-
-def _recorded_fit(rec):
-    """The calibration outcome an earlier session recorded in ``rec``: the fitted parameters
-    (of ``rec["model"]``), or the error that stopped it."""
-    if rec.get("params"):
-        return {k: math.nan if v is None else float(v) for k, v in rec["params"].items()}
-    return ValueError(rec.get("error") or "calibration failed")
-
-
-def _same_outcome(old, new):
-    """Raise ResumeMismatch unless a replayed record scores as its earlier session wrote it."""
-    a, b = json.loads(_dump(old)), json.loads(_dump(new))
-    differ = [k for k in _OUTCOME if a.get(k) != b.get(k)]
-    if differ:
-        raise ResumeMismatch(
-            f"cannot resume: candidate {new['id']} ({new['proposed']}) scores otherwise than "
-            f"the earlier session recorded ({', '.join(f'{k}: {a.get(k)!r} -> {b.get(k)!r}' for k in differ)}); "
-            f"was the run made by another version of ndvm or with other data?")
-
-
-def _fittest(pool):
-    """The _POPULATION records of lowest ``fitness``, one per model (its best fit)."""
-    out, models = [], set()
-    for r in sorted(pool, key=fitness):
-        model = r["model"]
-        if model not in models:
-            models.add(model)
-            out.append(r)
-            if len(out) == _POPULATION:
-                break
-    return out
-
-
-def _used(values, prog):
-    """The entries of ``values`` (inputs or constants) that ``prog`` names."""
-    return {k: v for k, v in values.items() if k in prog.free_names}
-
-
-def _good(task, record):
-    if record["status"] != "ok":
-        return False
-    if task.objective == "nll" or task.threshold is None:
-        return math.isfinite(record["heldout_error"])
-    return record["r2"] is not None and record["r2"] > task.threshold
-
-
-def _read_records(path, repair=False):
-    """The records of a record file. ``repair``: a last line cut short (the process was killed
-    while writing it) is cut off the file, so that the run continues after its last whole
-    record; anywhere else a line that is not JSON raises ValueError."""
-    text = Path(path).read_text(encoding="utf-8")
-    lines = text.split("\n")
-    if repair and lines[-1].strip():
-        try:
-            json.loads(lines[-1])
-        except ValueError:
-            with open(path, "r+", encoding="utf-8") as f:
-                f.truncate(len(text.encode("utf-8")) - len(lines[-1].encode("utf-8")))
-            lines = lines[:-1]
-        else:  # (whole, but its newline was never written)
-            with open(path, "a", encoding="utf-8") as f:
-                f.write("\n")
-    records = []
-    for i, line in enumerate(lines, 1):
-        if line.strip():
-            try:
-                records.append(json.loads(line))
-            except ValueError as e:
-                raise ValueError(f"{path}:{i}: not a JSON record ({e})") from None
-    return records
-
-
-def _clean(v):
-    if isinstance(v, float) and not math.isfinite(v):
-        return None
-    return v
-
-
-def _dump(record):
-    return json.dumps({k: ({n: _clean(x) for n, x in v.items()} if isinstance(v, dict)
-                           else _clean(v)) for k, v in record.items()})
-
-
-def _load(record):
-    """A record as read from a record file (non-finite errors were written as null; a record
-    of an older ndvm, with ``src`` and an optional ``model``, gets today's fields)."""
-    for k in ("train_error", "heldout_error"):
-        if k in record and record[k] is None:
-            record[k] = math.inf
-    if "proposed" not in record and "src" in record:
-        src = record.pop("src")
-        record["proposed"] = src
-        if not record.get("model"):
-            record["model"] = src if record.get("status") in ("ok", "failed") else None
-    return record
 
 
 class _Progress:
@@ -823,39 +227,11 @@ def check_run(task, proposer=None, out=None, resume=False, force=False):
     return applicable
 
 
-def _existing(out, resume, force):
-    record_path = out / RECORD_FILE
-    if out.exists() and not out.is_dir():
-        raise ValueError(f"{out} exists and is not a directory; choose another out folder")
-    held = [p for p in (record_path, out / SUMMARY_FILE) if p.exists()]
-    if held and not resume and not force:
-        n = 0
-        if record_path.exists():
-            with open(record_path, encoding="utf-8") as f:
-                n = sum(1 for line in f if line.strip())
-        raise RunExistsError(
-            f"{out} already holds a search ({n} candidates in {RECORD_FILE}); continue it with "
-            f"--resume (resume=True), replace it with --force (force=True), or choose a new "
-            f"--out folder")
-    return held
-
-
-def _open_run(out, resume, force):
-    """The record file of the run directory ``out``, after checking resume/force."""
-    out = Path(out)
-    record_path = out / RECORD_FILE
-    held = _existing(out, resume, force)
-    out.mkdir(parents=True, exist_ok=True)
-    if not resume:
-        for p in held:
-            p.unlink()
-    return record_path
-
-
 def search(task="damped", proposer=None, budget=None, max_candidates=None, out=None,
            resume=False, seed=0, batch=None, workers=None, progress=False, stop_on_success=False,
            candidates=None, grammar=None, client="dmci", fit_options=None, force=False,
-           executor=None, refits=0, **proposer_options):
+           executor=None, refits=0, islands=1, migration_every=256, migrants=4,
+           **proposer_options):
     """Search program structures for ``task``; returns a SearchResult (see its docstring).
 
     task: a Task or a built-in name (``ndvm search --list``).
@@ -891,13 +267,22 @@ def search(task="damped", proposer=None, budget=None, max_candidates=None, out=N
         fit and wider draws; least-squares tasks), recorded as proposer "refit".
         proposer_options: passed to the proposer (llm: base_url,
         model, key_env, temperature, timeout, max_calls).
+    islands: populations searched apart (the mutate proposer, each island seeded from ``seed``
+        and its index), each passing its ``migrants`` best members to the next (a ring) every
+        ``migration_every`` candidates it proposes; ``max_candidates`` is split evenly among
+        them. With islands > 1, ``workers`` counts processes (default: one per core, at most one
+        per island): each runs whole epochs of an island, proposing and scoring included, so
+        no Python work is shared under one GIL; ``executor`` runs the epochs as its tasks (a
+        Dask cluster's). The records (ids island + k x islands, ``island`` named) are the same
+        for a seed and a number of islands whatever runs them; a worker that dies costs only a
+        rerun of its epoch. Resume is not available for island searches.
 
     Ctrl-C (KeyboardInterrupt) ends the search early: the result (``stopped="interrupted"``)
     and summary.json hold everything done so far.
     """
     task = get_task(task) if isinstance(task, str) else task
-    if batch is None:
-        batch = BATCH if executor is None else executor_round(executor)
+    if batch is None:  # (an island runs its rounds in one process: the local size)
+        batch = BATCH if executor is None or islands != 1 else executor_round(executor)
     elif int(batch) < 1:
         raise ValueError(f"batch must be at least 1, got {batch}")
     if workers is not None and (isinstance(workers, bool) or not isinstance(workers, Integral)
@@ -913,6 +298,17 @@ def search(task="damped", proposer=None, budget=None, max_candidates=None, out=N
         proposer = applicable[0]
     g = grammar or task.grammar or Grammar(inputs=tuple(task.inputs), params=tuple(task.params),
                                            loop=task.loops)
+    islands, migration_every, migrants = check_islands(islands, migration_every, migrants)
+    if islands > 1:
+        if proposer != "mutate":
+            raise ValueError(f"islands run the mutate proposer, not {proposer!r}")
+        if resume:
+            raise ValueError("resume is not available for an island search; start it anew "
+                             "(force=True / --force) or resume a single population")
+        return _search_islands(task, islands, seed, g, batch, migration_every, migrants,
+                               max_candidates, budget_s, workers, executor, client,
+                               fit_options, refits, proposer_options, out, force, progress,
+                               stop_on_success)
     if isinstance(proposer, Proposer):
         prop = proposer
     elif proposer == "replay" and not candidates:
@@ -1070,28 +466,65 @@ def search(task="damped", proposer=None, budget=None, max_candidates=None, out=N
         run.front = pareto_front(records)
         if run.first_good is None:
             run.first_good = next((r for r in records if _good(task, r)), None)
-    front, first_good = run.front, run.first_good
-    best, scores = select(task, front, scorer.ev)
     elapsed = time.perf_counter() - t0
-    lowest = _leader(front)  # (what the progress line shows)
-    bar.finish(_status(len(records), n_new / max(elapsed - t_offset, 1e-9), lowest, len(front),
-                       elapsed - t_offset, budget_s, task),
-               key=(len(records), id(lowest), len(front)))
+    lowest = _leader(run.front)  # (what the progress line shows)
+    bar.finish(_status(len(records), n_new / max(elapsed - t_offset, 1e-9), lowest,
+                       len(run.front), elapsed - t_offset, budget_s, task),
+               key=(len(records), id(lowest), len(run.front)))
+    return conclude(task, records, run.front, run.first_good, scorer.ev, elapsed,
+                    getattr(prop, "name", "custom"), seed, stopped, state.warnings, out)
+
+
+def _search_islands(task, islands, seed, grammar, batch, every, migrants, max_candidates,
+                    budget_s, workers, executor, client, fit_options, refits, proposer_options,
+                    out, force, progress, stop_on_success):
+    """``search`` with islands > 1 (see there)."""
+    if budget_s is None and max_candidates is None:
+        raise ValueError("an island search needs a time budget or max_candidates")
+    record_path = _open_run(out, False, force) if out is not None else None
+    sink = open(record_path, "a", encoding="utf-8") if record_path else None
+    bar = _Progress(progress)
+    t0 = time.perf_counter()
+
+    def write(recs):
+        if sink:
+            sink.write("".join(_dump(r) + "\n" for r in recs))
+            sink.flush()
+
+    def show(records):
+        el = time.perf_counter() - t0
+        best = _leader(pareto_front(records))
+        bar.update(_status(len(records), len(records) / el if el > 0 else 0.0, best,
+                           len(pareto_front(records)), el, budget_s, task))
+
+    try:
+        records, stopped, warnings = search_islands(
+            task, islands, seed, grammar, batch, every, migrants, max_candidates, budget_s,
+            workers, executor, client, fit_options, refits, proposer_options, write, show,
+            stop_on_success)
+    finally:
+        if sink:
+            sink.close()
+    front = pareto_front(records)
+    elapsed = time.perf_counter() - t0
+    bar.finish(_status(len(records), len(records) / max(elapsed, 1e-9), _leader(front),
+                       len(front), elapsed, budget_s, task))
+    return conclude(task, records, front, first_good(task, records),
+                    ndvm.Evaluator(client=client), elapsed, f"mutate x {islands} islands", seed,
+                    stopped, warnings, out)
+
+
+def conclude(task, records, front, first_good, ev, elapsed, proposer, seed, stopped, warnings,
+             out):
+    """The SearchResult of a search's records (the front's model selected on ``ev``), its
+    summary.json written into ``out`` (when given)."""
+    best, scores = select(task, front, ev)
     result = SearchResult(task=task, records=records, front=front, best=best,
-                          first_good=first_good, elapsed=elapsed,
-                          proposer=getattr(prop, "name", "custom"), seed=seed, stopped=stopped,
-                          warnings=list(state.warnings), selection=scores)
+                          first_good=first_good, elapsed=elapsed, proposer=proposer, seed=seed,
+                          stopped=stopped, warnings=list(warnings), selection=scores)
     if out is not None:
         (Path(out) / SUMMARY_FILE).write_text(json.dumps(_jsonable(result.summary()), indent=2))
     return result
-
-
-def _jsonable(obj):
-    if isinstance(obj, dict):
-        return {k: _jsonable(v) for k, v in obj.items()}
-    if isinstance(obj, list):
-        return [_jsonable(v) for v in obj]
-    return _clean(obj)
 
 
 def _leader(front):

@@ -145,7 +145,8 @@ def select(task, front, ev=None, k=5):
     return chosen, rows
 
 
-_MEMBER = ("id", "proposer", "model", "params", "size", "train_error", "heldout_error", "r2")
+_MEMBER = ("id", "proposer", "island", "model", "params", "size", "train_error",
+           "heldout_error", "r2")
 
 
 def _scored(task, rec, model, size, params, ev):
@@ -158,6 +159,7 @@ def _scored(task, rec, model, size, params, ev):
     every = _mse(prog, params, task.inputs, task.target, ev)
     var_held, var = float(np.var(ho_y)), float(np.var(task.target))
     return {"id": rec["id"], "proposer": rec.get("proposer"), "proposed": rec.get("proposed"),
+            **({"island": rec["island"]} if "island" in rec else {}),
             "model": model, "params": dict(params), "status": "ok", "size": size,
             "skeleton": rec.get("skeleton"), "train_error": train, "heldout_error": held,
             "r2": 1.0 - held / var_held if var_held > 0 and math.isfinite(held) else -math.inf,
