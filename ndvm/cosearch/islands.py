@@ -44,7 +44,7 @@ class Island:
                  fit_options=None, refits=0, proposer_options=None):
         self.index = index
         prop = make_proposer("mutate", seed=island_seed(seed, index),
-                             **(proposer_options or {}))
+                             **{"library_share": (index, n_islands), **(proposer_options or {})})
         prop = task.proposer(prop)
         self.state = SearchState(task=task, grammar=grammar)
         scorer = _Scorer(task, client=client, workers=1, fit_options=fit_options)

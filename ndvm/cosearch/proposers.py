@@ -100,8 +100,9 @@ class Mutate(Proposer):
     (``front_rate`` of them) uniformly from the front; a few children are grown afresh. Every child is simplified to its canonical form (simplify.py).
     ``small``: first propose every small model of the grammar (grammar.small_programs) and then
     the shape library (grammar.separable_shapes) when the task fits data; the library's models
-    compete for the front and the answer but are never parents. Deterministic for a seed (given
-    the same scores).
+    compete for the front and the answer but are never parents. ``library_share`` (k, n): only
+    every n-th of those from the k-th (islands share the library out instead of each proposing
+    all of it). Deterministic for a seed (given the same scores).
     """
 
     name = "mutate"
@@ -109,11 +110,12 @@ class Mutate(Proposer):
     pipelined = True
 
     def __init__(self, seed=0, crossover=0.3, fresh=0.1, tournament=3, parsimony=0.02,
-                 small=True, front_rate=0.25):
+                 small=True, front_rate=0.25, library_share=(0, 1)):
         self.rng = np.random.default_rng(seed)
         self.front_rate = front_rate
         self.n_front = 0
         self.small = small
+        self.library_share = tuple(library_share)
         self._small = None  # the small models and the shape library still to propose
         self._shapes = None
         self._island = set()  # the shape library's sources: scored, never parents
@@ -161,8 +163,9 @@ class Mutate(Proposer):
         self.made = made = {}  # each source's canonical tree, size and skeleton (for the loop)
         if self._small is None:
             fits_data = self.small and state.task.objective == "mse" and bool(state.task.inputs)
-            self._small = gp.small_programs(g) if fits_data else []
-            self._shapes = gp.separable_shapes(g) if fits_data else []
+            k, every = self.library_share
+            self._small = gp.small_programs(g)[k::every] if fits_data else []
+            self._shapes = gp.separable_shapes(g)[k::every] if fits_data else []
             self._small.reverse()  # (popped from the end: smallest first)
             self._shapes.reverse()
         for todo, island in ((self._small, None), (self._shapes, self._island)):

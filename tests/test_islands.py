@@ -1,0 +1,154 @@
+"""Islands: the same records for a seed and a number of islands whatever runs the epochs, in
+whatever order they finish, and a worker killed mid-search (SIGKILL, a real process) costs only a
+rerun of its epoch: no candidate lost, none recorded twice."""
+import json
+import os
+import random
+import signal
+import threading
+import time
+from concurrent.futures import Executor, ThreadPoolExecutor
+
+import pytest
+
+import ndvm
+from ndvm.cosearch import islands as isl
+from ndvm.cosearch.records import RECORD_FILE, SUMMARY_FILE
+from ndvm.cosearch.tasks import get_task
+
+FIELDS = ("id", "island", "proposer", "proposed", "model", "status", "params", "train_error",
+          "heldout_error", "r2", "size", "error")
+RUN = dict(islands=3, max_candidates=288, migration_every=48, budget=None, seed=5)
+
+
+def _rows(res):
+    return [[r.get(k) for k in FIELDS] for r in res.records]
+
+
+@pytest.fixture(scope="module")
+def inline():
+    """The islands' epochs one after the other in this process (workers=1)."""
+    return ndvm.search("damped", workers=1, **RUN)
+
+
+class Shuffled(Executor):
+    """Runs each task on a thread after a random delay: epochs finish in a scrambled order."""
+
+    def __init__(self):
+        self.pool = ThreadPoolExecutor(4)
+        self.rng = random.Random(1)
+
+    def submit(self, fn, *args):
+        delay = self.rng.uniform(0.0, 0.05)
+        return self.pool.submit(lambda: (time.sleep(delay), fn(*args))[1])
+
+    def shutdown(self, wait=True, **kw):
+        self.pool.shutdown(wait=wait)
+
+
+def test_island_records_are_numbered_apart_and_all_kept(inline, tmp_path):
+    assert len(inline.records) == RUN["max_candidates"] + sum(
+        r["proposer"] == "refit" for r in inline.records)
+    ids = [r["id"] for r in inline.records]
+    assert len(set(ids)) == len(ids)
+    assert all(r["id"] % RUN["islands"] == r["island"] for r in inline.records)
+    assert {r["island"] for r in inline.records} == {0, 1, 2}
+    assert inline.stopped == "candidates" and inline.best is not None
+    assert inline.front == ndvm.cosearch.pareto_front(inline.records)
+
+
+def test_the_same_records_on_processes_and_in_any_finishing_order(inline, tmp_path):
+    procs = ndvm.search("damped", workers=2, out=tmp_path / "run", **RUN)
+    assert _rows(procs) == _rows(inline)
+    assert procs.best["model"] == inline.best["model"]
+    written = [json.loads(x) for x in (tmp_path / "run" / RECORD_FILE).read_text().splitlines()]
+    assert sorted(r["id"] for r in written) == [r["id"] for r in procs.records]
+    summary = json.loads((tmp_path / "run" / SUMMARY_FILE).read_text())
+    assert summary["candidates"] == len(written)
+    ex = Shuffled()
+    try:
+        shuffled = ndvm.search("damped", executor=ex, **RUN)
+    finally:
+        ex.shutdown()
+    assert _rows(shuffled) == _rows(inline)
+
+
+def test_migrants_reach_the_next_island():
+    task = get_task("damped")
+    g = task.grammar or ndvm.cosearch.Grammar(inputs=tuple(task.inputs),
+                                              params=tuple(task.params), loop=task.loops)
+    a = isl.Island(task, 0, 2, seed=1, grammar=g, batch=16)
+    b = isl.Island(task, 1, 2, seed=1, grammar=g, batch=16)
+    a, recs = isl.run_epoch(a, 64, [])
+    sent = a.best(4)
+    assert len(sent) == 4 and all(r["id"] % 2 == 0 for r in sent)
+    assert sent[0]["model"] == a.state.population[0]["model"]
+    b, _ = isl.run_epoch(b, 32, sent)
+    models = {r["model"] for r in b.state.population}
+    assert sent[0]["model"] in models  # the fittest migrant is among b's parents
+    assert all(r["model"] in b.state.seen for r in sent)  # and never calibrated again on b
+    # without migration the search differs (migration is not a no-op)
+    alone = ndvm.search("damped", workers=1, **dict(RUN, migrants=0))
+    with_m = ndvm.search("damped", workers=1, **RUN)
+    assert _rows(alone) != _rows(with_m)
+
+
+def test_island_settings_are_checked():
+    with pytest.raises(ValueError, match="islands must be a whole number >= 1"):
+        ndvm.search("damped", islands=0, max_candidates=10, budget=None)
+    with pytest.raises(ValueError, match="migration_every"):
+        ndvm.search("damped", islands=2, migration_every=0, max_candidates=10, budget=None)
+    with pytest.raises(ValueError, match="mutate proposer"):
+        ndvm.search("damped", islands=2, proposer="replay", max_candidates=10, budget=None)
+
+
+def _kill_when_written(out, pids, killed):
+    """Once the first epoch's records are written, SIGKILL the first of ``pids()``."""
+    path = out / RECORD_FILE
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        if path.exists() and path.stat().st_size > 0:
+            pid = pids()[0]
+            os.kill(pid, signal.SIGKILL)
+            killed.append((pid, path.read_text().count("\n")))
+            return
+        time.sleep(0.001)
+
+
+def test_a_killed_worker_process_loses_and_duplicates_nothing(inline, tmp_path):
+    run = dict(RUN, max_candidates=576, migration_every=96)
+    whole = ndvm.search("damped", workers=1, **run)
+    pool = isl._processes(2)
+    pool.submit(time.sleep, 0).result()  # (its processes started)
+    out = tmp_path / "run"
+    killed = []
+    t = threading.Thread(target=_kill_when_written,
+                         args=(out, lambda: list(pool._processes), killed))
+    t.start()
+    res = ndvm.search("damped", workers=2, out=out, **run)
+    t.join()
+    assert killed and killed[0][1] < len(whole.records)  # killed mid-search
+    assert any("worker died" in w for w in res.warnings)
+    assert _rows(res) == _rows(whole)
+    written = [json.loads(x)["id"] for x in (out / RECORD_FILE).read_text().splitlines()]
+    assert sorted(written) == [r["id"] for r in whole.records]  # each candidate once
+
+
+def test_a_killed_dask_worker_loses_and_duplicates_nothing(tmp_path):
+    distributed = pytest.importorskip("distributed")
+    run = dict(RUN, max_candidates=576, migration_every=96)
+    whole = ndvm.search("damped", workers=1, **run)
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
+                                  dashboard_address=None) as cluster, \
+            distributed.Client(cluster) as client:
+        pids = list(client.run(os.getpid).values())
+        out = tmp_path / "run"
+        killed = []
+        t = threading.Thread(target=_kill_when_written, args=(out, lambda: pids, killed))
+        t.start()
+        res = ndvm.search("damped", executor=client.get_executor(), out=out, **run)
+        t.join()
+    assert killed and killed[0][1] < len(whole.records)
+    assert _rows(res) == _rows(whole)
+    written = [json.loads(x)["id"] for x in (out / RECORD_FILE).read_text().splitlines()]
+    assert sorted(written) == [r["id"] for r in whole.records]
