@@ -429,7 +429,7 @@ def dask_search(n, rounds):
                         lambda kw=kw: ndvm.search("damped", max_candidates=n, seed=0, **kw), n)
                 finally:
                     parallel._unpack = plain
-                srcs = [rec["src"] for rec in res.records]
+                srcs = [rec["proposed"] for rec in res.records]
                 assert reference is None or srcs == reference, "dask and local searches differ"
                 reference = srcs
                 rates[how].append(r)
@@ -443,6 +443,105 @@ def dask_search(n, rounds):
           f"{per_task / work:.3f} of a task's work ({per_task / size * 1e6:.1f} us a candidate)")
 
 
+def _proc_cpu(pids):
+    """CPU seconds (user + system) used so far by the processes ``pids``."""
+    total = 0.0
+    for pid in pids:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        total += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    return total
+
+
+def loop_module():
+    from ndvm.cosearch import loop
+    return loop
+
+
+def islands_scaling(n, islands, rounds, dask):
+    """An island search (damped, ``n`` candidates, ``islands`` islands, seed 0) on a pool of 1
+    and of 2 worker processes, runs alternated: candidates/s, the same records both ways, and
+    the serial fraction: the share of all the CPU (this process's and the workers') that the
+    coordinating process spent (merging, writing, migrating), which Amdahl's law projects to
+    many cores. With ``dask``, also a LocalCluster of 1 against one of 2 worker processes."""
+    from ndvm.cosearch import islands as isl
+
+    run = dict(islands=islands, max_candidates=n, seed=0, budget=None, migration_every=256)
+    pools = {w: isl._processes(w) for w in (1, 2)}
+    for w, pool in pools.items():  # (their processes started and ndvm imported)
+        ndvm.search("damped", executor=pool, **dict(run, max_candidates=64 * islands))
+    rates, serial, reference = {1: [], 2: []}, [], None
+    plain = isl.search_islands
+    coordinator = []
+
+    def timed(*args, **kw):  # (this process's CPU while the islands run, selection excluded)
+        c = time.process_time()
+        try:
+            return plain(*args, **kw)
+        finally:
+            coordinator.append(time.process_time() - c)
+
+    isl_search = loop_module().search_islands
+    for _ in range(rounds):
+        for w, pool in pools.items():
+            pids = list(pool._processes)
+            coordinator.clear()
+            theirs = _proc_cpu(pids)
+            loop_module().search_islands = timed
+            try:
+                (got, *_), res = measure_result(
+                    lambda pool=pool: ndvm.search("damped", executor=pool, **run), n)
+            finally:
+                loop_module().search_islands = isl_search
+            theirs = _proc_cpu(pids) - theirs
+            rows = [(r["id"], r["model"], r["params"]) for r in res.records]
+            assert reference is None or rows == reference, "the island search depends on workers"
+            reference = rows
+            rates[w].append(got)
+            if w == 1:
+                serial.append(coordinator[0] / (coordinator[0] + theirs))
+    ratio = np.array(rates[2]) / np.array(rates[1])
+    s = float(np.median(serial))
+    print(f"island search (damped, {n} candidates, {islands} islands, epochs of 256): 1 process "
+          f"median {np.median(rates[1]):.0f} cand/s, 2 processes {np.median(rates[2]):.0f} "
+          f"cand/s; speed-up median {np.median(ratio):.2f}x over {len(ratio)} pairs "
+          f"({' '.join(f'{q:.2f}' for q in ratio)}); the same records")
+    print(f"  serial fraction (the coordinator's share of all CPU while the islands run, 1 "
+          f"process): median {s:.4f} (runs: {' '.join(f'{x:.4f}' for x in serial)}); Amdahl: "
+          f"{amdahl(s, 2):.2f}x on 2 cores, {amdahl(s, 16):.1f}x on 16, {amdahl(s, 64):.1f}x on "
+          f"64 (the model selection after the search, serial too, is not in it: cand/s counts "
+          f"it)")
+    if not dask:
+        return
+    from distributed import Client, LocalCluster
+
+    clusters = {w: LocalCluster(n_workers=w, threads_per_worker=1, processes=True,
+                                dashboard_address=None) for w in (1, 2)}
+    try:
+        clients = {w: Client(c) for w, c in clusters.items()}
+        execs = {w: c.get_executor() for w, c in clients.items()}
+        for ex in execs.values():
+            ndvm.search("damped", executor=ex, **dict(run, max_candidates=64 * islands))
+        rates = {1: [], 2: []}
+        for _ in range(rounds):
+            for w, ex in execs.items():
+                (got, *_), res = measure_result(
+                    lambda ex=ex: ndvm.search("damped", executor=ex, **run), n)
+                rows = [(r["id"], r["model"], r["params"]) for r in res.records]
+                assert rows == reference, "the island search depends on the cluster"
+                rates[w].append(got)
+        ratio = np.array(rates[2]) / np.array(rates[1])
+        print(f"island search on a Dask LocalCluster: 1 worker process median "
+              f"{np.median(rates[1]):.0f} cand/s, 2 worker processes {np.median(rates[2]):.0f} "
+              f"cand/s; speed-up median {np.median(ratio):.2f}x over {len(ratio)} pairs "
+              f"({' '.join(f'{q:.2f}' for q in ratio)}); the same records")
+        for c in clients.values():
+            c.close()
+    finally:
+        for c in clusters.values():
+            c.close()
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--rounds", type=int, default=7)
@@ -452,7 +551,16 @@ def main():
     ap.add_argument("--search-candidates", type=int, default=4000,
                     help="candidates per timed search (0: skip the search scaling)")
     ap.add_argument("--dask", action="store_true", help="also measure the Dask executor path")
+    ap.add_argument("--islands", type=int, default=4,
+                    help="islands of the island-search scaling (0: skip it)")
+    ap.add_argument("--island-candidates", type=int, default=8192,
+                    help="candidates per timed island search")
+    ap.add_argument("--only-islands", action="store_true",
+                    help="only the island-search scaling")
     args = ap.parse_args()
+    if args.only_islands:
+        islands_scaling(args.island_candidates, args.islands, args.rounds, args.dask)
+        return
     progs, data, target = protocol()
     print(f"{len(progs)} candidates, cores available: {parallel.default_workers()}, "
           f"load average: {os.getloadavg()[0]:.2f}")
@@ -462,6 +570,8 @@ def main():
     if args.dask:
         dask_overhead(progs, data, target)
         dask_search(max(args.search_candidates, 2000), max(2, args.rounds // 3))
+    if args.islands:
+        islands_scaling(args.island_candidates, args.islands, args.rounds, args.dask)
     print(f"load average after: {os.getloadavg()[0]:.2f}")
 
 

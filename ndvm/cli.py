@@ -296,8 +296,8 @@ def cmd_search(args):
     cluster = None
     if args.scheduler:
         if args.workers is not None:
-            raise InputError("--workers sets local threads; with --scheduler the cluster's "
-                             "workers calibrate: give one or the other")
+            raise InputError("--workers sets local threads (processes with --islands); with "
+                             "--scheduler the cluster's workers run: give one or the other")
         cluster = _dask_client(args.scheduler)
         threads = sum(cluster.nthreads().values())
         print(f"  calibrating on the Dask cluster at {args.scheduler} ({threads} worker "
@@ -308,7 +308,9 @@ def cmd_search(args):
                           force=args.force, seed=args.seed, candidates=candidates,
                           workers=args.workers, progress=not args.quiet,
                           stop_on_success=args.stop, fit_options=fit_options,
-                          executor=cluster.get_executor() if cluster else None, **options)
+                          executor=cluster.get_executor() if cluster else None,
+                          islands=args.islands, migration_every=args.migration_every,
+                          **options)
     finally:
         if cluster is not None:
             cluster.close()
@@ -563,7 +565,15 @@ def build_parser():
     s.add_argument("--stop", action="store_true", help="stop at the first good held-out fit")
     s.add_argument("--workers", type=_positive_int, default=None,
                    help="threads the search runs on (default: every core; 1: all on one "
-                        "thread, the same candidates and results)")
+                        "thread, the same candidates and results); with --islands, worker "
+                        "processes")
+    s.add_argument("--islands", type=_positive_int, default=1,
+                   help="populations searched apart in worker processes (or on --scheduler's "
+                        "cluster), passing their best members on every --migration-every "
+                        "candidates; the same results for a seed and a number of islands on any "
+                        "number of workers (default 1: one population)")
+    s.add_argument("--migration-every", type=_positive_int, default=256,
+                   help="candidates an island proposes between migrations (default 256)")
     s.add_argument("--scheduler", metavar="tcp://HOST:PORT", default=None,
                    help="calibrate on the Dask cluster of this scheduler instead of local "
                         "threads (needs ndvm[dask]); same results as a local run")

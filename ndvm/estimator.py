@@ -34,12 +34,15 @@ class SymbolicRegressor(RegressorMixin, BaseEstimator):
     refits: per round of the search, that many of the best programs are refitted once from
     many LM starts (a right structure stuck in a poor local optimum gets a second chance);
     start_scales: each candidate's starts are drawn from normal(0, s), s cycling through these
-    (None: ndvm.fit's normal(0, 0.3) for every start).
+    (None: ndvm.fit's normal(0, 0.3) for every start); islands: populations searched apart,
+    passing their best members on every migration_every candidates (``ndvm.search``); with
+    islands > 1, workers counts worker processes.
     """
 
     def __init__(self, budget=10.0, max_candidates=None, random_state=0, workers=1,
                  optimizer="lm", steps=30, starts=4, heldout=0.3, max_size=25, unary=None,
-                 binary=None, parsimony=0.05, refits=1, start_scales=(0.3, 1.0, 3.0)):
+                 binary=None, parsimony=0.05, refits=1, start_scales=(0.3, 1.0, 3.0),
+                 islands=1, migration_every=256):
         self.budget = budget
         self.max_candidates = max_candidates
         self.random_state = random_state
@@ -54,6 +57,8 @@ class SymbolicRegressor(RegressorMixin, BaseEstimator):
         self.parsimony = parsimony
         self.refits = refits
         self.start_scales = start_scales
+        self.islands = islands
+        self.migration_every = migration_every
 
     def _inputs(self, X):
         return {f"x{i}": np.ascontiguousarray(X[:, i], dtype=np.float64)
@@ -90,7 +95,8 @@ class SymbolicRegressor(RegressorMixin, BaseEstimator):
             raise ValueError("set a time budget or max_candidates")
         res = search(task, proposer="mutate", budget=budget, max_candidates=self.max_candidates,
                      seed=self.random_state or 0, workers=self.workers, grammar=g,
-                     parsimony=self.parsimony, refits=self.refits)
+                     parsimony=self.parsimony, refits=self.refits, islands=self.islands,
+                     migration_every=self.migration_every)
         if res.best is None:
             raise RuntimeError("the search calibrated no model; raise the budget")
         self.result_ = res

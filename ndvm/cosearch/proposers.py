@@ -155,6 +155,9 @@ class Mutate(Proposer):
         idx = [int(self.rng.integers(n)) for _ in range(min(self.tournament, n))]
         return trees[min(idx, key=errors.__getitem__)]
 
+    def __getstate__(self):  # (an island between epochs: its parsed-parent cache stays behind)
+        return {k: ({} if k == "_trees" else v) for k, v in vars(self).items()}
+
     def propose(self, n, state):
         g = state.grammar
         trees, errors = self._parents(state)
