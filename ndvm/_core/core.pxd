@@ -144,7 +144,7 @@ cdef extern from "fit/fit.hpp" namespace "ndvm":
         uint32_t N
         const double* target
         Optimizer optimizer
-        int steps
+        int budget
         double lr
         double beta1
         double beta2

@@ -69,7 +69,7 @@ cdef class FitSpec:
             rq.target = <const double*>cnp.PyArray_DATA(a)
             self._keep.append(a)
         rq.optimizer = <Optimizer>optimizer
-        rq.steps = steps
+        rq.budget = steps
         rq.lr = lr
         rq.tol = tol
         rq.ftol = ftol

@@ -17,7 +17,7 @@ class AdamFit final : public FitDriver {
   // only when its projected gradient meets gtol; otherwise it runs all `steps`.
   void optimize() override {
     std::vector<double> m(P_ * S_, 0.0), v(P_ * S_, 0.0);
-    for (int k = 0; k < rq_.steps; ++k) {
+    for (int k = 0; k < rq_.budget; ++k) {
       evaluate(u_, kGrad);
       bool any = false;
       for (uint32_t s = 0; s < S_; ++s) {

@@ -47,7 +47,7 @@ class FitDriver {
     done_.assign(S_, 0);
     status_.assign(S_, kBudget);
     flags_.assign(P_ * S_, 0);
-    for (size_t k = 0; k < size_t(rq_.steps) * S_; ++k) rq_.history[k] = std::nan("");
+    for (size_t k = 0; k < size_t(rq_.budget) * S_; ++k) rq_.history[k] = std::nan("");
     optimize();
     if (rq_.optimizer != Optimizer::LM && rq_.uncertainty && mse()) uncertainty_at_best();
     for (size_t i = 0; i < P_ * S_; ++i) rq_.params[i] = external(i / S_, best_u_[i]);
@@ -185,7 +185,7 @@ class FitDriver {
   }
 
   void record(int k, uint32_t s, double f) {
-    if (k >= 0 && k < rq_.steps) rq_.history[size_t(k) * S_ + s] = f;
+    if (k >= 0 && k < rq_.budget) rq_.history[size_t(k) * S_ + s] = f;
   }
 
   // Projected-gradient test shared by Adam and L-BFGS: max |g_j| <= gtol * max(1, |f|), where a

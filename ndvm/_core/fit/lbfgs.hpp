@@ -57,7 +57,7 @@ class LbfgsFit final : public FitDriver {
       bool any = false;
       for (uint32_t s = 0; s < S_; ++s) any = any || live(s);
       if (!any) break;
-      if (k >= rq_.steps) break;  // budget: the remaining live starts keep kBudget
+      if (k >= rq_.budget) break;  // budget: the remaining live starts keep kBudget
       for (uint32_t s = 0; s < S_; ++s)
         if (!live(s))
           for (size_t p = 0; p < P_; ++p) ut[p * S_ + s] = u_[p * S_ + s];

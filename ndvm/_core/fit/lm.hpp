@@ -110,7 +110,7 @@ class LmFit final : public FitDriver {
         propose(s, m, ut);
         any = true;
       }
-      if (!any || k >= rq_.steps) break;  // budget: the remaining live starts keep kBudget
+      if (!any || k >= rq_.budget) break;  // budget: the remaining live starts keep kBudget
       evaluate(ut, kJac);
       for (uint32_t s = 0; s < S_; ++s)
         if (live(s) && st[s].probe) probe_judge(s, st[s], ut, rt, Jt, cnt);
@@ -412,12 +412,12 @@ class LmFit final : public FitDriver {
 // covariance and flags. n_evals counts the batched evaluations of both lanes together.
 inline void lm_both(FitRequest& rq) {
   const uint32_t S = rq.S, S2 = 2 * S;
-  const size_t P = rq.param_binding.size(), steps = size_t(rq.steps);
+  const size_t P = rq.param_binding.size(), rows = size_t(rq.budget);
   FitRequest sub = rq;
   sub.S = S2;
   sub.scaling = Scaling::Jac;
   sub.n_evals = 0;
-  std::vector<double> params(P * S2), losses(S2), history(steps * S2), cov, se;
+  std::vector<double> params(P * S2), losses(S2), history(rows * S2), cov, se;
   std::vector<uint8_t> conv(S2), flags(S2 * P);
   std::vector<int8_t> status(S2);
   for (size_t p = 0; p < P; ++p)
@@ -437,7 +437,7 @@ inline void lm_both(FitRequest& rq) {
     uint32_t c = S + s;
     uint32_t b = losses[c] < losses[s] || (losses[c] == losses[s] && conv[c] && !conv[s]) ? c : s;
     for (size_t p = 0; p < P; ++p) rq.params[p * S + s] = params[p * S2 + b];
-    for (size_t k = 0; k < steps; ++k) rq.history[k * S + s] = history[k * S2 + b];
+    for (size_t k = 0; k < rows; ++k) rq.history[k * S + s] = history[k * S2 + b];
     rq.losses[s] = losses[b];
     rq.converged[s] = conv[b];
     if (rq.status) rq.status[s] = status[b];

@@ -50,7 +50,7 @@ struct FitLayout {
     FitSlot sl{};
     sl.P = int64_t(rq.param_binding.size());
     sl.S = rq.S;
-    sl.history_rows = std::max(rq.steps, 1);
+    sl.history_rows = std::max(rq.budget, 1);
     sl.uncertainty = rq.uncertainty && sl.P > 0;
     sl.init = int64_t(init.size());
     init.insert(init.end(), x0, x0 + sl.P * sl.S);

@@ -20,7 +20,7 @@ enum FitStatus : int8_t {
   kDegenerate = -3,  // stopped where a parameter no longer affects the model (column vanished)
   kNonFinite = -2,   // the loss or gradient is not finite at the start, or around the stop point
   kNoProgress = -1,  // no further progress possible (line search / trust region at its limit)
-  kBudget = 0,       // the evaluation budget (steps) ran out before a tolerance was met
+  kBudget = 0,       // the budget ran out before a tolerance was met
   kGtol = 1,         // gradient test met
   kFtol = 2,         // relative reduction of the loss below ftol
   kXtol = 3,         // relative step (trust-region radius) below xtol
@@ -38,7 +38,7 @@ struct FitRequest {
   uint32_t S = 1, N = 1;
   const double* target = nullptr;   // [N] (MSE loss)
   Optimizer optimizer = Optimizer::Adam;
-  int steps = 50;                   // Adam: steps; LM, L-BFGS: evaluation budget
+  int budget = 50;                  // Adam: steps; LM, L-BFGS: batched evaluations
   double lr = 0.05, beta1 = 0.9, beta2 = 0.999, eps = 1e-8;
   double tol = 1e-10;               // xtol (LM): stop when the radius is below tol * ||D x||
   double ftol = 1e-10;              // LM, L-BFGS: relative reduction of the loss
@@ -52,7 +52,7 @@ struct FitRequest {
   // in: initial values [P][S]; out: the best parameters seen per start
   double* params = nullptr;
   double* losses = nullptr;         // out [S]: best loss per start
-  double* history = nullptr;        // out [steps][S]: loss at each step (NaN once retired)
+  double* history = nullptr;        // out [budget][S]: loss at each step (NaN once retired)
   uint8_t* converged = nullptr;     // out [S]
   int8_t* status = nullptr;         // out [S] or null: FitStatus
   double* cov = nullptr;            // out [S][P][P] or null
