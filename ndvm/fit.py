@@ -14,16 +14,11 @@ import numpy as np
 
 from ndvm._core import FitBatch, FitSpec, Program, bind, parse
 from ndvm.evaluator import Evaluator
+from ndvm.fit_options import (  # noqa: F401 - OPTIMIZERS, default_* re-exported (public before)
+    OPTIMIZERS, FitOptions, default_optimizer, default_steps,
+)
 
-__all__ = ["FitResult", "fit", "OPTIMIZERS", "STATUS"]
-
-OPTIMIZERS = {"adam": 0, "lbfgs": 1, "lm": 2}
-LOSSES = {"mse": 0, "value": 1}
-# LM's trust-region scaling: MINPACK's (by the Jacobian's column norms), none, or both as lanes
-SCALINGS = {"jac": 0, "none": 1, "both": 2}
-# per optimizer: (ftol, xtol, gtol) defaults; xtol is used by LM only, ftol by LM and L-BFGS
-DEFAULT_TOLS = {"adam": (0.0, 0.0, 1e-10), "lbfgs": (1e-12, 0.0, 1e-10),
-                "lm": (1e-10, 1e-10, 1e-10)}
+__all__ = ["FitOptions", "FitResult", "fit", "OPTIMIZERS", "STATUS"]
 
 # FitResult.status codes (0..4 as scipy.optimize.least_squares); converged means 1..4.
 STATUS = {
@@ -36,17 +31,6 @@ STATUS = {
     3: "xtol met",
     4: "ftol and xtol met",
 }
-
-
-def default_optimizer(loss):
-    """The optimizer ``fit`` uses when none is named: "lm" (MINPACK-grade Levenberg-Marquardt)
-    for least squares, "lbfgs" for loss="value" (LM needs residuals)."""
-    return "lbfgs" if loss == "value" else "lm"
-
-
-def default_steps(optimizer, n_params):
-    """The default budget: 50 Adam steps; 100 (P + 1) evaluations for LM and L-BFGS (MINPACK's)."""
-    return 50 if optimizer == "adam" else 100 * (n_params + 1)
 
 
 @dataclass
@@ -310,9 +294,13 @@ def fit(prog, data=None, target=None, params=None, starts=1, init=None, optimize
     start's point, loss and stop ``status``, ``converged``, ``message`` and, for least squares,
     ``covariance`` and ``stderr``. A fit that did not meet a tolerance says so in ``message``.
     """
-    options = dict(locals())  # the arguments, which FitPlan reads by name
     prog = _program(prog)
-    plan = FitPlan(options)
+    options = FitOptions.of(
+        params=params, starts=starts, init=init, optimizer=optimizer, steps=steps, lr=lr,
+        loss=loss, bounds=bounds, seed=seed, client=client, consts=consts, dtype=dtype, tol=tol,
+        ftol=ftol, xtol=xtol, gtol=gtol, positive=positive, uncertainty=uncertainty,
+        nan_policy=nan_policy, unused_data=unused_data, scaling=scaling)
+    plan = FitPlan(options, data, target, evaluator)
     batch = FitBatch()
     staged = plan.stage(batch, prog)
     plan.evaluator.calibrate(batch)
@@ -331,8 +319,8 @@ def _program(prog, name="<program>"):
 class _Shared:
     """What a plan computes once for all programs with the same free names."""
 
-    __slots__ = ("data", "fitted", "inputs", "lower", "meta", "names", "params", "pos", "spec",
-                 "steps", "unknown", "upper", "x0", "y")
+    __slots__ = ("budget", "data", "fitted", "inputs", "lower", "meta", "names", "params", "pos",
+                 "spec", "unknown", "upper", "x0", "y")
 
     def __init__(self):
         # the bound inputs and the native setup of the fit (FitSpec), once a program with these
@@ -341,9 +329,9 @@ class _Shared:
 
 
 class FitPlan:
-    """``ndvm.fit``'s arguments (a dict of them, ``prog`` aside) checked once, and its data and
-    target checked and converted once per set of free names: what every program of a batch
-    shares (``ndvm.fit`` is a batch of one, ``ndvm.fit_many`` stages a chunk at a time).
+    """A fit's options (a FitOptions), data and target checked once, and its data and target
+    converted once per set of free names: what every program of a batch shares (``ndvm.fit``
+    is a batch of one, ``ndvm.fit_many`` stages a chunk at a time).
 
     ``stage(batch, prog)`` runs one program's own checks, binds its inputs and stages its
     calibration in an ``ndvm._core.FitBatch``; after ``evaluator.calibrate(batch)``,
@@ -351,68 +339,30 @@ class FitPlan:
     same order.
     """
 
-    def __init__(self, options):
-        o = options
-        loss, optimizer, target = o["loss"], o["optimizer"], o["target"]
-        nan_policy, unused_data, lr = o["nan_policy"], o["unused_data"], o["lr"]
-        if loss not in LOSSES:
-            raise ValueError(f"unknown loss {loss!r}; choose 'mse' or 'value'")
-        if optimizer is None:
-            optimizer = default_optimizer(loss)
-        if optimizer not in OPTIMIZERS:
-            raise ValueError(f"unknown optimizer {optimizer!r}; "
-                             f"choose one of {sorted(OPTIMIZERS)}")
-        if loss == "value":
-            if optimizer == "lm":
-                raise ValueError("loss='value' needs optimizer 'lbfgs' or 'adam' "
-                                 "(LM fits residuals)")
+    def __init__(self, options, data=None, target=None, evaluator=None):
+        o = self.options = options
+        if o.loss == "value":
             if target is not None:
                 raise ValueError("loss='value' minimizes the program's value: "
                                  "do not pass a target")
         elif target is None:
             raise ValueError("fit needs a target "
                              "(or loss='value' to minimize the program's value)")
-        if nan_policy not in ("raise", "omit"):
-            raise ValueError(f"nan_policy must be 'raise' or 'omit', got {nan_policy!r}")
-        if o["scaling"] not in SCALINGS:
-            raise ValueError(f"scaling must be one of {sorted(SCALINGS)}, got {o['scaling']!r}")
-        self._scaling = SCALINGS[o["scaling"]]
-        if unused_data not in ("typo", "error", "ignore"):
-            raise ValueError(f"unused_data must be 'typo', 'error' or 'ignore', "
-                             f"got {unused_data!r}")
-        S = int(o["starts"])
-        if S < 1:
-            raise ValueError(f"starts must be at least 1, got {o['starts']}")
-        if not (lr > 0):
-            raise ValueError(f"lr must be positive, got {lr}")
-        self.data = {} if o["data"] is None else dict(o["data"])
-        self.consts = {} if o["consts"] is None else dict(o["consts"])
-        self.options = o
-        self.loss, self.optimizer, self.target, self.S = loss, optimizer, target, S
-        self._loss, self._optimizer = LOSSES[loss], OPTIMIZERS[optimizer]
-        self.nan_policy, self.unused_data, self.lr = nan_policy, unused_data, float(lr)
-        ftol_d, xtol_d, gtol_d = DEFAULT_TOLS[optimizer]
-        ftol, xtol, gtol = o["ftol"], o["xtol"], o["gtol"]
-        if o["tol"] is not None and xtol is None:
-            xtol = o["tol"]
-        self.tols = (ftol_d if ftol is None else float(ftol),
-                     xtol_d if xtol is None else float(xtol),
-                     gtol_d if gtol is None else float(gtol))
-        uncertainty = o["uncertainty"]
-        if uncertainty is None:
-            uncertainty = optimizer != "adam"
-        self.want_cov = bool(uncertainty) and loss == "mse"
+        self.data = {} if data is None else dict(data)
+        self.consts = {} if o.consts is None else dict(o.consts)
+        self.target = target
+        self.unused_data = o.unused_data or "typo"
         # the starting points depend only on the names when the seed is a number (a Generator
         # or None draws anew for every program)
-        self._same_starts = isinstance(o["seed"], (int, np.integer))
+        self._same_starts = isinstance(o.seed, (int, np.integer))
         self._shared = {}  # free names -> _Shared
-        self._ev = o["evaluator"]
+        self._ev = evaluator
 
     @property
     def evaluator(self):
         """The Evaluator the fits run on (the one given, else one for ``client`` and ``dtype``)."""
         if self._ev is None:
-            self._ev = Evaluator(client=self.options["client"], dtype=self.options["dtype"])
+            self._ev = Evaluator(client=self.options.client, dtype=self.options.dtype)
         return self._ev
 
     def _data(self, free, sh):
@@ -429,7 +379,7 @@ class FitPlan:
                 if a.size not in (1, y.size):
                     raise ValueError(f"data input {name!r} has {a.size} points but target has "
                                      f"{y.size}")
-            if self.nan_policy == "omit":
+            if self.options.nan_policy == "omit":
                 keep = finite_rows(y, arrays)
                 if not keep.any():
                     raise ValueError("no data point is finite in the target and every data input")
@@ -444,14 +394,15 @@ class FitPlan:
 
     def _names(self, free):
         """Everything about a program's fit that follows from its free names, checked."""
-        o, S, sh = self.options, self.S, _Shared()
+        o, sh = self.options, _Shared()
+        S = o.starts
         self._data(free, sh)
         data, consts = sh.data, self.consts
-        init, bounds, seed = o["init"], o["bounds"], o["seed"]
-        if o["params"] is None:
+        init, bounds, seed = o.init, o.bounds, o.seed
+        if o.params is None:
             names = tuple(n for n in free if n not in data and n not in consts)
         else:
-            names = tuple(o["params"])
+            names = o.params
             missing = [n for n in names if n not in free]
             if missing:
                 n = missing[0]
@@ -463,15 +414,8 @@ class FitPlan:
             _check_names("init", init, names, free)
         if bounds:
             _check_names("bounds", bounds, names, free)
-        positive = tuple(o["positive"] or ())
+        positive = o.positive
         _check_names("positive", positive, names, free)
-        tols = self.tols
-        if not (tols[0] >= 0 and tols[1] >= 0 and tols[2] >= 0):
-            raise ValueError(f"ftol, xtol and gtol must be non-negative, got {tols}")
-        steps = o["steps"]
-        steps = default_steps(self.optimizer, len(names)) if steps is None else int(steps)
-        if steps < 1:
-            raise ValueError(f"steps must be at least 1, got {steps}")
         lower = upper = None
         if bounds:
             lower = np.array([(bounds.get(n) or (None, None))[0] for n in names], dtype=object)
@@ -490,9 +434,10 @@ class FitPlan:
                 if pos[i] and np.any(x0[i] <= 0):
                     raise ValueError(f"positive parameter {n!r} needs initial values above zero "
                                      f"(init or bounds)")
-        sh.names, sh.steps, sh.lower, sh.upper, sh.x0, sh.pos = names, steps, lower, upper, x0, pos
+        budget = o.budget(len(names))
+        sh.names, sh.budget, sh.lower, sh.upper, sh.x0, sh.pos = names, budget, lower, upper, x0, pos
         # what a FitResult reads besides the native outputs (FitOutputs.fit_result)
-        sh.meta = (names, self.optimizer, steps, self.tols, self.want_cov)
+        sh.meta = (names, o.solver, budget, o.tols, o.want_cov)
         sh.fitted = [free.index(n) for n in names]
         # the fitted parameters are rebound per step natively (placeholders here)
         sh.params = dict.fromkeys(names, np.zeros(S))
@@ -525,10 +470,8 @@ class FitPlan:
                 unknown = [k for k in unknown if did_you_mean(k, free)]
             _check_names("data", unknown, (), free)
         if spec is None:
-            ftol, xtol, gtol = self.tols
-            spec = sh.spec = FitSpec(client.entry, inputs, sh.fitted, y, self._optimizer,
-                                     sh.steps, self.lr, sh.lower, sh.upper, sh.x0, xtol, ftol,
-                                     gtol, self._loss, sh.pos, self.want_cov, self._scaling)
+            spec = sh.spec = FitSpec(client.entry, inputs, sh.fitted, y, sh.x0, sh.lower,
+                                     sh.upper, sh.pos, self.options, sh.budget)
         return sh.meta, batch.add_spec(prog, prog.compiled(client), spec)
 
     def result(self, staged, batch):

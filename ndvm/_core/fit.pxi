@@ -42,20 +42,19 @@ cdef class FitSpec:
 
     cdef FitRequest _rq  # the request but its program and outputs
     cdef vector[double] _x0
-    cdef Py_ssize_t _P, _S
     cdef list _keep  # the Python objects the request points into
 
-    def __init__(self, uintptr_t entry, Inputs inputs, fitted, target, int optimizer, int steps,
-                 double lr, lower, upper, init, double tol=1e-10, double ftol=1e-10,
-                 double gtol=1e-10, int loss=0, positive=None, bint uncertainty=True,
-                 int scaling=2):
+    def __init__(self, uintptr_t entry, Inputs inputs, fitted, target, init, lower, upper,
+                 positive, options, int budget):
+        """fitted: binding indices optimized; target: [N] (None for loss "value"); init: [P, S]
+        starting values; lower, upper: [P] or None; positive: [P] uint8 or None (optimized as
+        logarithms); options: the fit's ndvm.FitOptions (its optimizer, loss, scaling, lr,
+        tolerances and want_cov are read); budget: Adam's steps or the evaluation budget."""
         cdef Py_ssize_t P = len(fitted), S = inputs.S
         cdef cnp.ndarray x0 = _contiguous(init, cnp.NPY_DOUBLE, P * S, "init")
         cdef cnp.ndarray a
         cdef FitRequest* rq = &self._rq
         self._keep = [inputs]
-        self._P = P
-        self._S = S
         rq.entry = <ClientEntry>entry
         rq.bindings = inputs._bs
         rq.param_binding.clear()
@@ -68,15 +67,13 @@ cdef class FitSpec:
             a = _contiguous(target, cnp.NPY_DOUBLE, inputs.N, "target")
             rq.target = <const double*>cnp.PyArray_DATA(a)
             self._keep.append(a)
-        rq.optimizer = <Optimizer>optimizer
-        rq.budget = steps
-        rq.lr = lr
-        rq.tol = tol
-        rq.ftol = ftol
-        rq.gtol = gtol
-        rq.loss = loss
-        rq.uncertainty = uncertainty
-        rq.scaling = <Scaling>scaling
+        rq.optimizer = <Optimizer><int>options.optimizer_code
+        rq.budget = budget
+        rq.lr = options.lr
+        rq.ftol, rq.tol, rq.gtol = options.tols
+        rq.loss = options.loss_code
+        rq.uncertainty = options.want_cov
+        rq.scaling = <Scaling><int>options.scaling_code
         rq.positive = NULL
         if positive is not None:
             a = _contiguous(positive, cnp.NPY_UINT8, P, "positive")
