@@ -18,7 +18,7 @@ from ndvm.fit_options import (  # noqa: F401 - OPTIMIZERS, default_* re-exported
     OPTIMIZERS, FitOptions, default_optimizer, default_steps,
 )
 
-__all__ = ["FitOptions", "FitResult", "fit", "OPTIMIZERS", "STATUS"]
+__all__ = ["FitOptions", "FitResult", "fit", "fit_with", "OPTIMIZERS", "STATUS"]
 
 # FitResult.status codes (0..4 as scipy.optimize.least_squares); converged means 1..4.
 STATUS = {
@@ -259,7 +259,8 @@ def fit(prog, data=None, target=None, params=None, starts=1, init=None, optimize
     choice for least squares), "lbfgs" (L-BFGS with a strong-Wolfe line search) or "adam"
     (torch.optim.Adam's update); default "lm" for loss="mse" and "lbfgs" for loss="value".
     steps: Adam: the number of steps; LM and L-BFGS: the budget of batched evaluations (every
-    trial point counts), default 100 (P + 1) as MINPACK's. lr: Adam's learning rate.
+    trial point counts), default 100 (P + 1) as MINPACK's (kept as ``FitOptions.adam_steps`` or
+    ``FitOptions.max_evals``, which name what it counts). lr: Adam's learning rate.
     loss: "mse" (mean squared error against ``target``) or "value" (minimize the program's own
     value summed over data points, e.g. a negative log-likelihood; no target). bounds:
     name -> (low, high), None for an open side; every start stays inside the box (Adam and LM
@@ -300,6 +301,12 @@ def fit(prog, data=None, target=None, params=None, starts=1, init=None, optimize
         loss=loss, bounds=bounds, seed=seed, client=client, consts=consts, dtype=dtype, tol=tol,
         ftol=ftol, xtol=xtol, gtol=gtol, positive=positive, uncertainty=uncertainty,
         nan_policy=nan_policy, unused_data=unused_data, scaling=scaling)
+    return fit_with(prog, options, data, target, evaluator)
+
+
+def fit_with(prog, options, data=None, target=None, evaluator=None):
+    """``ndvm.fit`` with its options as one ``FitOptions`` (built by the caller, e.g. the CLI)."""
+    prog = _program(prog)
     plan = FitPlan(options, data, target, evaluator)
     batch = FitBatch()
     staged = plan.stage(batch, prog)
