@@ -442,7 +442,8 @@ class FitPlan:
                     raise ValueError(f"positive parameter {n!r} needs initial values above zero "
                                      f"(init or bounds)")
         budget = o.budget(len(names))
-        sh.names, sh.budget, sh.lower, sh.upper, sh.x0, sh.pos = names, budget, lower, upper, x0, pos
+        sh.names, sh.budget, sh.lower, sh.upper = names, budget, lower, upper
+        sh.x0, sh.pos = x0, pos
         # what a FitResult reads besides the native outputs (FitOutputs.fit_result)
         sh.meta = (names, o.solver, budget, o.tols, o.want_cov)
         sh.fitted = [free.index(n) for n in names]
