@@ -12,7 +12,7 @@ namespace ndvm {
 
 enum class Optimizer : int { Adam = 0, LBFGS = 1, LM = 2 };
 enum class LossKind : int { MSE = 0, Value = 1 };
-// LM's trust-region scaling (see Fitter::lm): MINPACK's column scaling, none, or both as two lanes
+// LM's trust-region scaling (see lm.hpp): MINPACK's column scaling, none, or both as two lanes
 enum class Scaling : int { Jac = 0, Unscaled = 1, Both = 2 };
 
 // Why a start stopped. 0..4 are scipy.optimize.least_squares's codes; converged means 1..4.
