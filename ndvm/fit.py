@@ -4,8 +4,9 @@ S starts run as lanes of one evaluation (S x N lanes); each optimizer step is on
 evaluation plus a few operations per start in C++, with no Python in between. Every start stops
 for a reason (``FitResult.status``), ``converged`` is True only when a tolerance test was met,
 and least-squares fits carry the covariance and standard errors of their parameters.
-``FitPlan`` is the one place the arguments are checked and a FitResult is built: ``fit`` is a
-batch of one, ``ndvm.fit_many`` stages a chunk of programs and fits them in one native call.
+The options are one ``FitOptions`` (``ndvm.fit_options``), checked when built; ``FitPlan`` is the
+one place the data and target are checked and a FitResult is built: ``fit`` is a batch of one,
+``ndvm.fit_many`` stages a chunk of programs and fits them in one native call.
 """
 import functools
 from dataclasses import MISSING, dataclass, field, fields
