@@ -297,12 +297,35 @@ def fit(prog, data=None, target=None, params=None, starts=1, init=None, optimize
     ``covariance`` and ``stderr``. A fit that did not meet a tolerance says so in ``message``.
     """
     prog = _program(prog)
-    options = FitOptions.of(
-        params=params, starts=starts, init=init, optimizer=optimizer, steps=steps, lr=lr,
-        loss=loss, bounds=bounds, seed=seed, client=client, consts=consts, dtype=dtype, tol=tol,
-        ftol=ftol, xtol=xtol, gtol=gtol, positive=positive, uncertainty=uncertainty,
-        nan_policy=nan_policy, unused_data=unused_data, scaling=scaling)
-    return fit_with(prog, options, data, target, evaluator)
+    args = (params, starts, init, optimizer, steps, lr, loss, bounds, seed, client, consts, dtype,
+            tol, ftol, xtol, gtol, positive, uncertainty, nan_policy, unused_data, scaling)
+    return fit_with(prog, _options(args), data, target, evaluator)
+
+
+# ndvm.fit's option arguments, in the order fit passes them to _options
+_FIT_ARGS = ("params", "starts", "init", "optimizer", "steps", "lr", "loss", "bounds", "seed",
+             "client", "consts", "dtype", "tol", "ftol", "xtol", "gtol", "positive",
+             "uncertainty", "nan_policy", "unused_data", "scaling")
+_SEED = _FIT_ARGS.index("seed")
+_MADE = {}  # the FitOptions of recent arguments (with the seed's type: 0 and 0.0 are equal keys)
+_MADE_KEPT = 256
+
+
+def _options(args):
+    """The FitOptions of ndvm.fit's arguments (``_FIT_ARGS``), made once for the same hashable
+    arguments: a fit called in a loop checks its options once."""
+    try:
+        key = (args, type(args[_SEED]))
+        made = _MADE.get(key)
+    except TypeError:  # (an unhashable argument: a dict of init values, bounds, a list, ...)
+        key = made = None
+    if made is None:
+        made = FitOptions.of(**dict(zip(_FIT_ARGS, args)))
+        if key is not None:
+            if len(_MADE) >= _MADE_KEPT:
+                _MADE.clear()
+            _MADE[key] = made
+    return made
 
 
 def fit_with(prog, options, data=None, target=None, evaluator=None):

@@ -37,7 +37,7 @@ def default_steps(optimizer, n_params):
     return 50 if optimizer == "adam" else 100 * (n_params + 1)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, init=False)
 class FitOptions:
     """``ndvm.fit``'s options but the program, its data, target and evaluator (see ``ndvm.fit``
     for each one's meaning); None means the default, which may depend on the optimizer.
@@ -45,7 +45,9 @@ class FitOptions:
     evaluations (default 100 (P + 1)); unused_data None: the caller's default ("typo" for
     ``ndvm.fit``, "ignore" for ``ndvm.fit_many``). Derived once checked: ``solver`` (the
     optimizer that runs), ``tols`` ((ftol, xtol, gtol) in effect), ``want_cov`` (covariance and
-    standard errors are computed) and the native codes of the optimizer, loss and scaling."""
+    standard errors are computed) and the native codes of the optimizer, loss and scaling.
+    Build it with ``FitOptions.of`` (which also takes ``steps`` and ``tol``) or ``FitOptions(...)``
+    with field names; ``replace`` gives a copy with some options changed, checked again."""
 
     params: tuple = None
     starts: int = 1
@@ -69,24 +71,34 @@ class FitOptions:
     unused_data: str = None
     scaling: str = "both"
 
+    def __init__(self, **options):
+        unknown = options.keys() - _FIELDS
+        if unknown:
+            raise TypeError(f"unknown fit option(s) {sorted(unknown)}")
+        d = self.__dict__  # (frozen: set once here, a fit's hot path, without __setattr__)
+        d.update(_DEFAULTS)
+        d.update(options)
+        _check(d)
+
     @classmethod
     def of(cls, base=None, *, steps=None, tol=None, **fields):
         """Options from ``ndvm.fit``'s arguments: ``base``'s (or the defaults) with ``fields``
         replaced. ``steps`` is ``adam_steps`` for Adam and ``max_evals`` otherwise; ``tol`` is
         an older name of ``xtol`` (used when xtol is not given). Checks every value."""
-        unknown = set(fields) - _FIELDS
-        if unknown:
-            raise TypeError(f"unknown fit option(s) {sorted(unknown)}")
+        given = fields
+        if base is not None:
+            b = base.__dict__
+            fields = {k: b[k] for k in _DEFAULTS}
+            fields.update(given)
         if steps is not None:
-            loss = fields.get("loss", base.loss if base is not None else "mse")
-            optimizer = fields.get("optimizer", base.optimizer if base is not None else None)
-            name = "adam_steps" if (optimizer or default_optimizer(loss)) == "adam" else "max_evals"
-            if name in fields:
+            solver = fields.get("optimizer") or default_optimizer(fields.get("loss", "mse"))
+            name = "adam_steps" if solver == "adam" else "max_evals"
+            if given.get(name) is not None:
                 raise TypeError(f"give steps or {name}, not both")
             fields[name] = steps
-        if tol is not None and fields.get("xtol", base.xtol if base is not None else None) is None:
+        if tol is not None and fields.get("xtol") is None:
             fields["xtol"] = tol
-        return cls(**fields) if base is None else dataclasses.replace(base, **fields)
+        return cls(**fields)
 
     def replace(self, **changes):
         """These options with ``changes`` (``ndvm.fit``'s names, ``steps`` and ``tol`` too)."""
@@ -104,55 +116,61 @@ class FitOptions:
         given = self.steps
         return default_steps(self.solver, n_params) if given is None else given
 
-    def __post_init__(self):
-        loss, optimizer = self.loss, self.optimizer
-        if loss not in LOSSES:
-            raise ValueError(f"unknown loss {loss!r}; choose 'mse' or 'value'")
-        solver = default_optimizer(loss) if optimizer is None else optimizer
-        if solver not in OPTIMIZERS:
-            raise ValueError(f"unknown optimizer {solver!r}; choose one of {sorted(OPTIMIZERS)}")
-        if loss == "value" and solver == "lm":
-            raise ValueError("loss='value' needs optimizer 'lbfgs' or 'adam' (LM fits residuals)")
-        if self.nan_policy not in _NAN_POLICIES:
-            raise ValueError(f"nan_policy must be 'raise' or 'omit', got {self.nan_policy!r}")
-        if self.scaling not in SCALINGS:
-            raise ValueError(f"scaling must be one of {sorted(SCALINGS)}, got {self.scaling!r}")
-        if self.unused_data is not None and self.unused_data not in _UNUSED_DATA:
-            raise ValueError(f"unused_data must be 'typo', 'error' or 'ignore', "
-                             f"got {self.unused_data!r}")
-        starts = int(self.starts)
-        if starts < 1:
-            raise ValueError(f"starts must be at least 1, got {self.starts}")
-        if not (self.lr > 0):
-            raise ValueError(f"lr must be positive, got {self.lr}")
-        for name, meaning in (("adam_steps", "Adam's steps"),
-                              ("max_evals", "the budget of batched evaluations")):
-            v = getattr(self, name)
-            if v is not None:
-                v = int(v)
-                if v < 1:
-                    raise ValueError(f"steps must be at least 1, got {v} ({name}: {meaning})")
-                object.__setattr__(self, name, v)
-        defaults = DEFAULT_TOLS[solver]
-        tols = tuple(d if v is None else float(v)
-                     for v, d in zip((self.ftol, self.xtol, self.gtol), defaults))
-        if not (tols[0] >= 0 and tols[1] >= 0 and tols[2] >= 0):
-            raise ValueError(f"ftol, xtol and gtol must be non-negative, got {tols}")
-        uncertainty = solver != "adam" if self.uncertainty is None else bool(self.uncertainty)
-        set_ = object.__setattr__
-        set_(self, "starts", starts)
-        set_(self, "lr", float(self.lr))
-        set_(self, "params", None if self.params is None else tuple(self.params))
-        set_(self, "positive", tuple(self.positive or ()))
-        # derived (not fields: replace() derives them anew)
-        set_(self, "solver", solver)
-        set_(self, "tols", tols)
-        set_(self, "want_cov", uncertainty and loss == "mse")
-        set_(self, "optimizer_code", OPTIMIZERS[solver])
-        set_(self, "loss_code", LOSSES[loss])
-        set_(self, "scaling_code", SCALINGS[self.scaling])
+
+def _check(d):
+    """Checks the options in ``d`` (a FitOptions' __dict__), normalizes them and adds what
+    they imply (solver, tols, want_cov, the native codes)."""
+    loss, optimizer = d["loss"], d["optimizer"]
+    if loss not in LOSSES:
+        raise ValueError(f"unknown loss {loss!r}; choose 'mse' or 'value'")
+    solver = default_optimizer(loss) if optimizer is None else optimizer
+    if solver not in OPTIMIZERS:
+        raise ValueError(f"unknown optimizer {solver!r}; choose one of {sorted(OPTIMIZERS)}")
+    if loss == "value" and solver == "lm":
+        raise ValueError("loss='value' needs optimizer 'lbfgs' or 'adam' (LM fits residuals)")
+    if d["nan_policy"] not in _NAN_POLICIES:
+        raise ValueError(f"nan_policy must be 'raise' or 'omit', got {d['nan_policy']!r}")
+    if d["scaling"] not in SCALINGS:
+        raise ValueError(f"scaling must be one of {sorted(SCALINGS)}, got {d['scaling']!r}")
+    if d["unused_data"] is not None and d["unused_data"] not in _UNUSED_DATA:
+        raise ValueError(f"unused_data must be 'typo', 'error' or 'ignore', "
+                         f"got {d['unused_data']!r}")
+    starts = int(d["starts"])
+    if starts < 1:
+        raise ValueError(f"starts must be at least 1, got {d['starts']}")
+    d["starts"] = starts
+    if not (d["lr"] > 0):
+        raise ValueError(f"lr must be positive, got {d['lr']}")
+    d["lr"] = float(d["lr"])
+    for name, meaning in _BUDGETS:
+        v = d[name]
+        if v is not None:
+            v = d[name] = int(v)
+            if v < 1:
+                raise ValueError(f"steps must be at least 1, got {v} ({name}: {meaning})")
+    f0, x0, g0 = DEFAULT_TOLS[solver]
+    ftol, xtol, gtol = d["ftol"], d["xtol"], d["gtol"]
+    tols = (f0 if ftol is None else float(ftol), x0 if xtol is None else float(xtol),
+            g0 if gtol is None else float(gtol))
+    if not (tols[0] >= 0 and tols[1] >= 0 and tols[2] >= 0):
+        raise ValueError(f"ftol, xtol and gtol must be non-negative, got {tols}")
+    if d["params"] is not None and type(d["params"]) is not tuple:
+        d["params"] = tuple(d["params"])
+    if type(d["positive"]) is not tuple:
+        d["positive"] = tuple(d["positive"] or ())
+    uncertainty = d["uncertainty"]
+    uncertainty = solver != "adam" if uncertainty is None else bool(uncertainty)
+    # derived (not fields: replace() derives them anew)
+    d["solver"] = solver
+    d["tols"] = tols
+    d["want_cov"] = uncertainty and loss == "mse"
+    d["optimizer_code"] = OPTIMIZERS[solver]
+    d["loss_code"] = LOSSES[loss]
+    d["scaling_code"] = SCALINGS[d["scaling"]]
 
 
+_BUDGETS = (("adam_steps", "Adam's steps"), ("max_evals", "the budget of batched evaluations"))
+_DEFAULTS = {f.name: f.default for f in dataclasses.fields(FitOptions)}
 _FIELDS = frozenset(f.name for f in dataclasses.fields(FitOptions))
 # every name FitOptions.of and replace take
 OPTION_NAMES = _FIELDS | {"steps", "tol"}

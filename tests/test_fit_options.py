@@ -113,3 +113,20 @@ def test_the_output_layout_pickles_as_named_fields():
     np.testing.assert_array_equal(back.arrays(r._lazy.k)[2], r.history)
     with pytest.raises(ValueError, match="not a FitOutputs table"):
         _core._fit_outputs(np.zeros(1), np.zeros(1, np.uint8), np.zeros((1, 14), np.int64))
+
+
+def test_ndvm_fit_checks_the_same_arguments_once():
+    """ndvm.fit in a loop builds its FitOptions once per distinct (hashable) arguments; equal
+    arguments of another type (seed 0 and 0.0) and unhashable ones (an init dict) are not
+    mistaken for them."""
+    fit_mod = __import__("sys").modules["ndvm.fit"]
+    args = dict(zip(fit_mod._FIT_ARGS, [None] * len(fit_mod._FIT_ARGS)))
+    args.update(starts=2, lr=0.05, loss="mse", seed=0, client="dmci", dtype="float64",
+                positive=(), nan_policy="raise", unused_data="typo", scaling="both", steps=9)
+    a = tuple(args.values())
+    assert fit_mod._options(a) is fit_mod._options(a)
+    as_float = tuple(dict(args, seed=0.0).values())
+    assert fit_mod._options(as_float) is not fit_mod._options(a)
+    with_init = tuple(dict(args, init={"a": 1.0}).values())
+    assert fit_mod._options(with_init) is not fit_mod._options(with_init)
+    assert fit_mod._options(with_init).init == {"a": 1.0} and fit_mod._options(a).max_evals == 9
