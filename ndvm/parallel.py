@@ -3,10 +3,11 @@
 By default candidates run on one persistent pool of worker threads (the native calls release the
 GIL; each thread owns its Machine through the Evaluator's thread-local); any
 ``concurrent.futures.Executor`` (Dask's ``client.get_executor()`` included) gets them in chunks.
-Fits go a chunk at a time: the shared options and data are checked once (``ndvm.fit.FitPlan``),
-each program is checked and bound and staged in the thread's ``FitBatch``, and the whole chunk is
-calibrated in one native call without the GIL, so a worker holds the GIL only to stage a chunk and
-to read it back. ``begin_fits`` (the co-search's door) stages a whole batch once in one shared
+Fits go a chunk at a time: the shared options are checked once, when the call is made (one
+``ndvm.FitOptions``, replaced per candidate that has options of its own), the data and target once
+per process (``ndvm.fit.FitPlan``), each program is checked and bound and staged in the thread's
+``FitBatch``, and the whole chunk is calibrated in one native call without the GIL, so a worker
+holds the GIL only to stage a chunk and to read it back. ``begin_fits`` (the co-search's door) stages a whole batch once in one shared
 ``FitBatch`` that every thread lent to it (the caller's, the proposer's, the pool's) runs natively,
 claiming one fit at a time without the GIL. On an executor, chunks grow with the measured rate so
 that a task's fixed cost stays a small part of its work.
