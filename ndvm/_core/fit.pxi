@@ -148,7 +148,7 @@ cdef class FitOutputs:
 
     def fit_result(self, Py_ssize_t k, cls, tuple meta):
         """Fit k's result as a ``cls`` (ndvm.FitResult) whose fields are read from these
-        outputs on first access (``LazyFit.field``): meta is (names, optimizer, steps, tols,
+        outputs on first access (``LazyFit.field``): meta is (names, optimizer, budget, tols,
         want_cov), shared by the fits of one plan."""
         cdef const FitSlot* sl = self._at(k)
         if len(<tuple>meta[0]) != sl.P:
@@ -179,11 +179,11 @@ def _fit_outputs(f64, u8, table):
 
 cdef class LazyFit:
     """Where a lazy FitResult's fields come from: fit ``k`` of ``outputs`` with ``meta``
-    (names, optimizer, steps, tols, want_cov). ``field(name)`` builds one field as the eager
+    (names, optimizer, budget, tols, want_cov). ``field(name)`` builds one field as the eager
     result had it: params (the best start's, as floats), loss, all_params (views of [S] each),
     all_losses, history, n_evals, converged, optimizer, names, status, covariance and stderr
     (the best start's, when uncertainty is asked for), all_covariance, all_stderr and stop_info
-    (flags, steps, tolerances). The best start is the first of least finite loss (0 when none
+    (flags, budget, tolerances). The best start is the first of least finite loss (0 when none
     is finite, ``best_start`` in fit/outputs.hpp)."""
 
     cdef readonly FitOutputs outputs
@@ -392,6 +392,6 @@ cdef class FitBatch:
 
     def fit_result(self, Py_ssize_t k, cls, tuple meta):
         """Fit k's result as a ``cls`` (ndvm.FitResult), or its error raised: see
-        ``FitOutputs.fit_result``; meta is (names, optimizer, steps, tols, want_cov)."""
+        ``FitOutputs.fit_result``; meta is (names, optimizer, budget, tols, want_cov)."""
         self._check(k)
         return self._out.fit_result(k, cls, meta)
