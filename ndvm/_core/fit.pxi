@@ -112,10 +112,6 @@ cdef class FitOutputs:
     cdef cnp.ndarray _f64, _u8
     cdef vector[FitSlot] _slot
 
-    @property
-    def size(self):
-        return self._slot.size()
-
     def __reduce__(self):
         cdef size_t n = self._slot.size()
         table = np.empty(n, dtype=_SLOT_DTYPE)
@@ -384,11 +380,6 @@ cdef class FitBatch:
         stderr [S, P] or None, flags [S, P] uint8), views into the batch's arrays."""
         self._check(k)
         return self._out.arrays(k)
-
-    @property
-    def outputs(self):
-        """The FitOutputs of the last run (None before it runs)."""
-        return self._out
 
     def fit_result(self, Py_ssize_t k, cls, tuple meta):
         """Fit k's result as a ``cls`` (ndvm.FitResult), or its error raised: see
