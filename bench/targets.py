@@ -45,7 +45,8 @@ def build(tmp):
         flags.append("-DNDVM_HAVE_LIBMVEC")
     driver = tmp / "driver"
     subprocess.run([cxx, *flags, str(ROOT / "bench/native/driver.cpp"), str(core / "reader.cpp"),
-                    str(core / "expand.cpp"), str(core / "prelude.cpp"), str(core / "kernels.cpp"),
+                    str(core / "expand.cpp"), str(core / "expand_forms.cpp"),
+                    str(core / "prelude.cpp"), str(core / "kernels.cpp"),
                     str(clients / "bytecode/compile.cpp"), "-o", str(driver), "-lpthread"]
                    + (["-lmvec"] if mvec else []), check=True)
     hand = tmp / "kalman_hand"

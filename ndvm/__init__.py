@@ -10,6 +10,7 @@ from ndvm.errors import (
 )
 from ndvm.evaluator import Evaluator, Result
 from ndvm.fit import FitResult, fit
+from ndvm.fit_options import FitOptions
 from ndvm.parallel import CandidateError, evaluate_many, fit_many
 from ndvm._compare import Comparison, compare
 
@@ -37,7 +38,7 @@ def __dir__():
 
 
 __all__ = [
-    "CandidateError", "Comparison", "Evaluator", "EvalError", "FitResult", "FormError",
+    "CandidateError", "Comparison", "Evaluator", "EvalError", "FitOptions", "FitResult", "FormError",
     "InternalError", "LimitError", "Program", "ReadError", "Result", "SchemeError", "Task",
     "SymbolicRegressor", "UnboundError", "clients", "compare", "evaluate_many", "fit", "fit_many",
     "get_task", "parse", "read", "search",

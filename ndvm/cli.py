@@ -174,7 +174,7 @@ def cmd_fit(args):
     data = {k: v for k, v in cols.items() if k in prog.free_names and k != args.target}
     params = args.params.split(",") if args.params else None
     init = dict(args.init or [])
-    from ndvm.fit import did_you_mean, finite_rows
+    from ndvm.fit import FitOptions, did_you_mean, finite_rows, fit_with
 
     unused = [c for c in cols if c not in data]  # columns the program does not read
     for name in prog.free_names:
@@ -184,9 +184,10 @@ def cmd_fit(args):
         if hint:  # a free name with no column of its own, close to a column's name: a typo?
             print(f"ndvm: warning: {name!r} matches no CSV column and is fitted as a parameter"
                   f"{hint.replace('(did you mean', '(did you mean column')}", file=sys.stderr)
-    res = ndvm.fit(prog, data=data, target=y, params=params, starts=args.starts,
-                   init=init or None, optimizer=args.optimizer, steps=args.steps, lr=args.lr,
-                   seed=args.seed, client=args.client, nan_policy=args.nan_policy)
+    options = FitOptions.of(params=params, starts=args.starts, init=init or None,
+                            optimizer=args.optimizer, steps=args.steps, lr=args.lr,
+                            seed=args.seed, client=args.client, nan_policy=args.nan_policy)
+    res = fit_with(prog, options, data, y)
     rows_ok = finite_rows(y, data)  # with --nan-policy omit: the rows the fit used
     if not rows_ok.all():
         data = {k: v[rows_ok] for k, v in data.items()}

@@ -4,8 +4,9 @@ S starts run as lanes of one evaluation (S x N lanes); each optimizer step is on
 evaluation plus a few operations per start in C++, with no Python in between. Every start stops
 for a reason (``FitResult.status``), ``converged`` is True only when a tolerance test was met,
 and least-squares fits carry the covariance and standard errors of their parameters.
-``FitPlan`` is the one place the arguments are checked and a FitResult is built: ``fit`` is a
-batch of one, ``ndvm.fit_many`` stages a chunk of programs and fits them in one native call.
+The options are one ``FitOptions`` (``ndvm.fit_options``), checked when built; ``FitPlan`` is the
+one place the data and target are checked and a FitResult is built: ``fit`` is a batch of one,
+``ndvm.fit_many`` stages a chunk of programs and fits them in one native call.
 """
 import functools
 from dataclasses import MISSING, dataclass, field, fields
@@ -14,16 +15,11 @@ import numpy as np
 
 from ndvm._core import FitBatch, FitSpec, Program, bind, parse
 from ndvm.evaluator import Evaluator
+from ndvm.fit_options import (  # noqa: F401 - OPTIMIZERS, default_* re-exported (public before)
+    OPTIMIZERS, FitOptions, default_optimizer, default_steps,
+)
 
-__all__ = ["FitResult", "fit", "OPTIMIZERS", "STATUS"]
-
-OPTIMIZERS = {"adam": 0, "lbfgs": 1, "lm": 2}
-LOSSES = {"mse": 0, "value": 1}
-# LM's trust-region scaling: MINPACK's (by the Jacobian's column norms), none, or both as lanes
-SCALINGS = {"jac": 0, "none": 1, "both": 2}
-# per optimizer: (ftol, xtol, gtol) defaults; xtol is used by LM only, ftol by LM and L-BFGS
-DEFAULT_TOLS = {"adam": (0.0, 0.0, 1e-10), "lbfgs": (1e-12, 0.0, 1e-10),
-                "lm": (1e-10, 1e-10, 1e-10)}
+__all__ = ["FitOptions", "FitResult", "fit", "fit_with", "OPTIMIZERS", "STATUS"]
 
 # FitResult.status codes (0..4 as scipy.optimize.least_squares); converged means 1..4.
 STATUS = {
@@ -36,17 +32,6 @@ STATUS = {
     3: "xtol met",
     4: "ftol and xtol met",
 }
-
-
-def default_optimizer(loss):
-    """The optimizer ``fit`` uses when none is named: "lm" (MINPACK-grade Levenberg-Marquardt)
-    for least squares, "lbfgs" for loss="value" (LM needs residuals)."""
-    return "lbfgs" if loss == "value" else "lm"
-
-
-def default_steps(optimizer, n_params):
-    """The default budget: 50 Adam steps; 100 (P + 1) evaluations for LM and L-BFGS (MINPACK's)."""
-    return 50 if optimizer == "adam" else 100 * (n_params + 1)
 
 
 @dataclass
@@ -275,7 +260,8 @@ def fit(prog, data=None, target=None, params=None, starts=1, init=None, optimize
     choice for least squares), "lbfgs" (L-BFGS with a strong-Wolfe line search) or "adam"
     (torch.optim.Adam's update); default "lm" for loss="mse" and "lbfgs" for loss="value".
     steps: Adam: the number of steps; LM and L-BFGS: the budget of batched evaluations (every
-    trial point counts), default 100 (P + 1) as MINPACK's. lr: Adam's learning rate.
+    trial point counts), default 100 (P + 1) as MINPACK's (kept as ``FitOptions.adam_steps`` or
+    ``FitOptions.max_evals``, which name what it counts). lr: Adam's learning rate.
     loss: "mse" (mean squared error against ``target``) or "value" (minimize the program's own
     value summed over data points, e.g. a negative log-likelihood; no target). bounds:
     name -> (low, high), None for an open side; every start stays inside the box (Adam and LM
@@ -310,9 +296,42 @@ def fit(prog, data=None, target=None, params=None, starts=1, init=None, optimize
     start's point, loss and stop ``status``, ``converged``, ``message`` and, for least squares,
     ``covariance`` and ``stderr``. A fit that did not meet a tolerance says so in ``message``.
     """
-    options = dict(locals())  # the arguments, which FitPlan reads by name
     prog = _program(prog)
-    plan = FitPlan(options)
+    args = (params, starts, init, optimizer, steps, lr, loss, bounds, seed, client, consts, dtype,
+            tol, ftol, xtol, gtol, positive, uncertainty, nan_policy, unused_data, scaling)
+    return fit_with(prog, _options(args), data, target, evaluator)
+
+
+# ndvm.fit's option arguments, in the order fit passes them to _options
+_FIT_ARGS = ("params", "starts", "init", "optimizer", "steps", "lr", "loss", "bounds", "seed",
+             "client", "consts", "dtype", "tol", "ftol", "xtol", "gtol", "positive",
+             "uncertainty", "nan_policy", "unused_data", "scaling")
+_SEED = _FIT_ARGS.index("seed")
+_MADE = {}  # the FitOptions of recent arguments (with the seed's type: 0 and 0.0 are equal keys)
+_MADE_KEPT = 256
+
+
+def _options(args):
+    """The FitOptions of ndvm.fit's arguments (``_FIT_ARGS``), made once for the same hashable
+    arguments: a fit called in a loop checks its options once."""
+    try:
+        key = (args, type(args[_SEED]))
+        made = _MADE.get(key)
+    except TypeError:  # (an unhashable argument: a dict of init values, bounds, a list, ...)
+        key = made = None
+    if made is None:
+        made = FitOptions.of(**dict(zip(_FIT_ARGS, args)))
+        if key is not None:
+            if len(_MADE) >= _MADE_KEPT:
+                _MADE.clear()
+            _MADE[key] = made
+    return made
+
+
+def fit_with(prog, options, data=None, target=None, evaluator=None):
+    """``ndvm.fit`` with its options as one ``FitOptions`` (built by the caller, e.g. the CLI)."""
+    prog = _program(prog)
+    plan = FitPlan(options, data, target, evaluator)
     batch = FitBatch()
     staged = plan.stage(batch, prog)
     plan.evaluator.calibrate(batch)
@@ -331,8 +350,8 @@ def _program(prog, name="<program>"):
 class _Shared:
     """What a plan computes once for all programs with the same free names."""
 
-    __slots__ = ("data", "fitted", "inputs", "lower", "meta", "names", "params", "pos", "spec",
-                 "steps", "unknown", "upper", "x0", "y")
+    __slots__ = ("budget", "data", "fitted", "inputs", "lower", "meta", "names", "params", "pos",
+                 "spec", "unknown", "upper", "x0", "y")
 
     def __init__(self):
         # the bound inputs and the native setup of the fit (FitSpec), once a program with these
@@ -341,9 +360,9 @@ class _Shared:
 
 
 class FitPlan:
-    """``ndvm.fit``'s arguments (a dict of them, ``prog`` aside) checked once, and its data and
-    target checked and converted once per set of free names: what every program of a batch
-    shares (``ndvm.fit`` is a batch of one, ``ndvm.fit_many`` stages a chunk at a time).
+    """A fit's options (a FitOptions), data and target checked once, and its data and target
+    converted once per set of free names: what every program of a batch shares (``ndvm.fit``
+    is a batch of one, ``ndvm.fit_many`` stages a chunk at a time).
 
     ``stage(batch, prog)`` runs one program's own checks, binds its inputs and stages its
     calibration in an ``ndvm._core.FitBatch``; after ``evaluator.calibrate(batch)``,
@@ -351,69 +370,31 @@ class FitPlan:
     same order.
     """
 
-    def __init__(self, options):
-        o = options
-        loss, optimizer, target = o["loss"], o["optimizer"], o["target"]
-        nan_policy, unused_data, lr = o["nan_policy"], o["unused_data"], o["lr"]
-        if loss not in LOSSES:
-            raise ValueError(f"unknown loss {loss!r}; choose 'mse' or 'value'")
-        if optimizer is None:
-            optimizer = default_optimizer(loss)
-        if optimizer not in OPTIMIZERS:
-            raise ValueError(f"unknown optimizer {optimizer!r}; "
-                             f"choose one of {sorted(OPTIMIZERS)}")
-        if loss == "value":
-            if optimizer == "lm":
-                raise ValueError("loss='value' needs optimizer 'lbfgs' or 'adam' "
-                                 "(LM fits residuals)")
+    def __init__(self, options, data=None, target=None, evaluator=None):
+        o = self.options = options
+        if o.loss == "value":
             if target is not None:
                 raise ValueError("loss='value' minimizes the program's value: "
                                  "do not pass a target")
         elif target is None:
             raise ValueError("fit needs a target "
                              "(or loss='value' to minimize the program's value)")
-        if nan_policy not in ("raise", "omit"):
-            raise ValueError(f"nan_policy must be 'raise' or 'omit', got {nan_policy!r}")
-        if o["scaling"] not in SCALINGS:
-            raise ValueError(f"scaling must be one of {sorted(SCALINGS)}, got {o['scaling']!r}")
-        self._scaling = SCALINGS[o["scaling"]]
-        if unused_data not in ("typo", "error", "ignore"):
-            raise ValueError(f"unused_data must be 'typo', 'error' or 'ignore', "
-                             f"got {unused_data!r}")
-        S = int(o["starts"])
-        if S < 1:
-            raise ValueError(f"starts must be at least 1, got {o['starts']}")
-        if not (lr > 0):
-            raise ValueError(f"lr must be positive, got {lr}")
-        self.data = {} if o["data"] is None else dict(o["data"])
-        self.consts = {} if o["consts"] is None else dict(o["consts"])
-        self.options = o
-        self.loss, self.optimizer, self.target, self.S = loss, optimizer, target, S
-        self._loss, self._optimizer = LOSSES[loss], OPTIMIZERS[optimizer]
-        self.nan_policy, self.unused_data, self.lr = nan_policy, unused_data, float(lr)
-        ftol_d, xtol_d, gtol_d = DEFAULT_TOLS[optimizer]
-        ftol, xtol, gtol = o["ftol"], o["xtol"], o["gtol"]
-        if o["tol"] is not None and xtol is None:
-            xtol = o["tol"]
-        self.tols = (ftol_d if ftol is None else float(ftol),
-                     xtol_d if xtol is None else float(xtol),
-                     gtol_d if gtol is None else float(gtol))
-        uncertainty = o["uncertainty"]
-        if uncertainty is None:
-            uncertainty = optimizer != "adam"
-        self.want_cov = bool(uncertainty) and loss == "mse"
+        self.data = {} if data is None else dict(data)
+        self.consts = {} if o.consts is None else dict(o.consts)
+        self.target = target
+        self.unused_data = o.unused_data or "typo"
         # the starting points depend only on the names when the seed is a number (a Generator
         # or None draws anew for every program)
-        self._same_starts = isinstance(o["seed"], (int, np.integer))
+        self._same_starts = isinstance(o.seed, (int, np.integer))
         self._shared = {}  # free names -> _Shared
-        self._ev = o["evaluator"]
+        self._ev = evaluator
 
     @property
     def evaluator(self):
         """The Evaluator the fits run on (the one given, else the shared one for ``client`` and
         ``dtype``)."""
         if self._ev is None:
-            self._ev = Evaluator.shared(self.options["client"], self.options["dtype"])
+            self._ev = Evaluator.shared(self.options.client, self.options.dtype)
         return self._ev
 
     def _data(self, free, sh):
@@ -430,7 +411,7 @@ class FitPlan:
                 if a.size not in (1, y.size):
                     raise ValueError(f"data input {name!r} has {a.size} points but target has "
                                      f"{y.size}")
-            if self.nan_policy == "omit":
+            if self.options.nan_policy == "omit":
                 keep = finite_rows(y, arrays)
                 if not keep.any():
                     raise ValueError("no data point is finite in the target and every data input")
@@ -445,14 +426,15 @@ class FitPlan:
 
     def _names(self, free):
         """Everything about a program's fit that follows from its free names, checked."""
-        o, S, sh = self.options, self.S, _Shared()
+        o, sh = self.options, _Shared()
+        S = o.starts
         self._data(free, sh)
         data, consts = sh.data, self.consts
-        init, bounds, seed = o["init"], o["bounds"], o["seed"]
-        if o["params"] is None:
+        init, bounds, seed = o.init, o.bounds, o.seed
+        if o.params is None:
             names = tuple(n for n in free if n not in data and n not in consts)
         else:
-            names = tuple(o["params"])
+            names = o.params
             missing = [n for n in names if n not in free]
             if missing:
                 n = missing[0]
@@ -464,15 +446,8 @@ class FitPlan:
             _check_names("init", init, names, free)
         if bounds:
             _check_names("bounds", bounds, names, free)
-        positive = tuple(o["positive"] or ())
+        positive = o.positive
         _check_names("positive", positive, names, free)
-        tols = self.tols
-        if not (tols[0] >= 0 and tols[1] >= 0 and tols[2] >= 0):
-            raise ValueError(f"ftol, xtol and gtol must be non-negative, got {tols}")
-        steps = o["steps"]
-        steps = default_steps(self.optimizer, len(names)) if steps is None else int(steps)
-        if steps < 1:
-            raise ValueError(f"steps must be at least 1, got {steps}")
         lower = upper = None
         if bounds:
             lower = np.array([(bounds.get(n) or (None, None))[0] for n in names], dtype=object)
@@ -491,9 +466,11 @@ class FitPlan:
                 if pos[i] and np.any(x0[i] <= 0):
                     raise ValueError(f"positive parameter {n!r} needs initial values above zero "
                                      f"(init or bounds)")
-        sh.names, sh.steps, sh.lower, sh.upper, sh.x0, sh.pos = names, steps, lower, upper, x0, pos
+        budget = o.budget(len(names))
+        sh.names, sh.budget, sh.lower, sh.upper = names, budget, lower, upper
+        sh.x0, sh.pos = x0, pos
         # what a FitResult reads besides the native outputs (FitOutputs.fit_result)
-        sh.meta = (names, self.optimizer, steps, self.tols, self.want_cov)
+        sh.meta = (names, o.solver, budget, o.tols, o.want_cov)
         sh.fitted = [free.index(n) for n in names]
         # the fitted parameters are rebound per step natively (placeholders here)
         sh.params = dict.fromkeys(names, np.zeros(S))
@@ -526,10 +503,8 @@ class FitPlan:
                 unknown = [k for k in unknown if did_you_mean(k, free)]
             _check_names("data", unknown, (), free)
         if spec is None:
-            ftol, xtol, gtol = self.tols
-            spec = sh.spec = FitSpec(client.entry, inputs, sh.fitted, y, self._optimizer,
-                                     sh.steps, self.lr, sh.lower, sh.upper, sh.x0, xtol, ftol,
-                                     gtol, self._loss, sh.pos, self.want_cov, self._scaling)
+            spec = sh.spec = FitSpec(client.entry, inputs, sh.fitted, y, sh.x0, sh.lower,
+                                     sh.upper, sh.pos, self.options, sh.budget)
         return sh.meta, batch.add_spec(prog, prog.compiled(client), spec)
 
     def result(self, staged, batch):

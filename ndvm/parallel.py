@@ -3,10 +3,11 @@
 By default candidates run on one persistent pool of worker threads (the native calls release the
 GIL; each thread owns its Machine through the Evaluator's thread-local); any
 ``concurrent.futures.Executor`` (Dask's ``client.get_executor()`` included) gets them in chunks.
-Fits go a chunk at a time: the shared options and data are checked once (``ndvm.fit.FitPlan``),
-each program is checked and bound and staged in the thread's ``FitBatch``, and the whole chunk is
-calibrated in one native call without the GIL, so a worker holds the GIL only to stage a chunk and
-to read it back. ``begin_fits`` (the co-search's door) stages a whole batch once in one shared
+Fits go a chunk at a time: the shared options are checked once, when the call is made (one
+``ndvm.FitOptions``, replaced per candidate that has options of its own), the data and target once
+per process (``ndvm.fit.FitPlan``), each program is checked and bound and staged in the thread's
+``FitBatch``, and the whole chunk is calibrated in one native call without the GIL, so a worker
+holds the GIL only to stage a chunk and to read it back. ``begin_fits`` (the co-search's door) stages a whole batch once in one shared
 ``FitBatch`` that every thread lent to it (the caller's, the proposer's, the pool's) runs natively,
 claiming one fit at a time without the GIL. On an executor, chunks grow with the measured rate so
 that a task's fixed cost stays a small part of its work.
@@ -18,7 +19,6 @@ its position in the batch.
 import atexit
 import contextlib
 import gc
-import inspect
 import itertools
 import math
 import os
@@ -34,7 +34,8 @@ import numpy as np
 
 from ndvm._core import FitBatch, Program, parse
 from ndvm.evaluator import Evaluator
-from ndvm.fit import OPTIMIZERS, FitPlan, FitResult, _program, fit
+from ndvm.fit import FitPlan, FitResult, _program
+from ndvm.fit_options import OPTION_NAMES, FitOptions
 
 __all__ = ["EXECUTOR_CHUNK_SIZE", "EXECUTOR_TASK_SIZE", "TASKS_PER_WORKER", "CandidateError",
            "evaluate_many", "executor_chunk", "executor_round", "fit_many", "shutdown"]
@@ -63,9 +64,8 @@ TASKS_IN_FLIGHT = 2
 POOL_CHUNK_SIZE = 32
 _POLL_SECONDS = 0.1  # how often the caller wakes to update progress and notice Ctrl-C
 
-_FIT_DEFAULTS = {k: p.default for k, p in inspect.signature(fit).parameters.items()
-                 if k != "prog"}
-_FIT_OPTIONS = frozenset(_FIT_DEFAULTS) - {"data", "target"}
+# what a candidate's own options (per_candidate) cannot change: how the candidates are evaluated
+_SHARED_ONLY = frozenset({"client", "dtype", "evaluator", "options"})
 
 
 class CandidateError:
@@ -123,7 +123,8 @@ def _threads(workers):
 
 class _Job:
     """What every candidate of one call shares: the kind of run, the evaluator and the options
-    (and, for fits, the FitPlan of the options, built once per process: a job unpickled in an
+    (for fits: {"fit": FitOptions, "data": ..., "target": ...}, and the FitPlan of them, built
+    once per process: a job unpickled in an
     executor's worker process reuses the plan of the same call's earlier tasks there, found by
     the job's ``token``)."""
 
@@ -163,17 +164,18 @@ class _Job:
         """The FitPlan of the options (with a candidate's ``extra`` ones) on ``ev``; raises what
         ndvm.fit would raise for them. The shared plan is built once (threads may race to build
         it: the plans are equal)."""
+        o = self.options
         if extra:
-            return FitPlan(dict(_FIT_DEFAULTS, **dict(self.options, **extra), evaluator=ev))
+            return FitPlan(o["fit"].replace(**extra), o["data"], o["target"], ev)
         plan = self._plan
         if plan is None:
             try:
-                plan = FitPlan(dict(_FIT_DEFAULTS, **self.options, evaluator=ev))
+                plan = FitPlan(o["fit"], o["data"], o["target"], ev)
             except Exception as e:  # noqa: BLE001 - raised again for every candidate
                 plan = e
             self._plan = plan
         if isinstance(plan, Exception):
-            return FitPlan(dict(_FIT_DEFAULTS, **self.options, evaluator=ev))  # raises it anew
+            return FitPlan(o["fit"], o["data"], o["target"], ev)  # raises it anew
         return plan
 
 
@@ -547,8 +549,8 @@ def _rate_key(job):
     """What a candidate's cost depends on besides its program: the kind of run and its options."""
     o = job.options
     if job.kind == "fit":
-        return ("fit", job.config, o.get("optimizer"), o.get("steps"), o.get("starts"),
-                o.get("loss"))
+        f = o["fit"]
+        return ("fit", job.config, f.solver, f.steps, f.starts, f.loss)
     return (job.kind, job.config, o.get("grad"))
 
 
@@ -631,7 +633,7 @@ def _per_candidate(value, n, what):
 
 
 def fit_many(programs, data=None, target=None, *, workers=None, executor=None, chunk_size=None,
-             progress=False, per_candidate=None, **fit_options):
+             progress=False, per_candidate=None, options=None, **fit_options):
     """``ndvm.fit`` each program (an ndvm.Program or source text); results in input order.
 
     Each result is a FitResult or a CandidateError. workers: threads of the persistent pool
@@ -644,40 +646,35 @@ def fit_many(programs, data=None, target=None, *, workers=None, executor=None, c
     independent random starts: ``{"seed": s} for s in np.random.SeedSequence(0).spawn(n)``);
     progress: a tqdm bar. Every candidate uses the same ``seed`` as ``ndvm.fit`` would, so a
     program's fit does not depend on the batch it is in. ``unused_data`` defaults to "ignore"
-    here: the shared ``data`` may hold inputs that some programs do not use.
+    here: the shared ``data`` may hold inputs that some programs do not use. options: an
+    ``ndvm.FitOptions`` the ``fit_options`` given (``ndvm.fit``'s names) are applied to.
     """
-    job, items = _fit_job(programs, data, target, per_candidate, fit_options)
+    job, items = _fit_job(programs, data, target, per_candidate, dict(fit_options, options=options))
     return _run(job, items, workers, executor, chunk_size, progress, "fit_many")
 
 
 def _fit_job(programs, data, target, per_candidate, fit_options):
     """fit_many's arguments checked: the _Job and the (index, program, extra) items."""
-    unknown = set(fit_options) - _FIT_OPTIONS
-    if unknown:
-        raise TypeError(f"fit_many() got unknown fit option(s) {sorted(unknown)}")
+    evaluator = fit_options.pop("evaluator", None)
+    options = FitOptions.of(fit_options.pop("options", None), **fit_options)
     if target is None:
         raise ValueError("fit_many needs a target")
-    optimizer = fit_options.get("optimizer")  # None: ndvm.fit's default for the loss
-    if optimizer is not None and optimizer not in OPTIMIZERS:
-        raise ValueError(f"unknown optimizer {optimizer!r}; choose one of {sorted(OPTIMIZERS)}")
     programs = list(programs)
     extras = [None] * len(programs)
     if per_candidate is not None:
         extras = _per_candidate(per_candidate, len(programs), "per_candidate")
         for e in extras:
-            bad = set(e or ()) - (_FIT_OPTIONS - {"evaluator", "client", "dtype"})
+            bad = set(e or ()) - (OPTION_NAMES - _SHARED_ONLY)
             if bad:
                 raise TypeError(f"per_candidate cannot set {sorted(bad)}")
-    if "seed" in fit_options and fit_options["seed"] is None:  # fresh entropy, drawn once, so
-        fit_options["seed"] = np.random.SeedSequence().entropy  # results do not depend on workers
-    config = _evaluator_config(fit_options.pop("evaluator", None),
-                               fit_options.pop("client", "dmci"),
-                               fit_options.pop("dtype", "float64"), None)
+    if options.seed is None:  # fresh entropy, drawn once, so results do not depend on workers
+        options = options.replace(seed=np.random.SeedSequence().entropy)
     # one data dict serves many programs, each using some of its inputs: by default an input a
     # program does not use is ignored (ndvm.fit alone reports it as an error)
-    fit_options.setdefault("unused_data", "ignore")
-    options = dict(fit_options, data=data, target=target)
-    job = _Job("fit", config, options)
+    if options.unused_data is None:
+        options = options.replace(unused_data="ignore")
+    config = _evaluator_config(evaluator, options.client, options.dtype, None)
+    job = _Job("fit", config, {"fit": options, "data": data, "target": target})
     return job, [(i, p, e) for i, (p, e) in enumerate(zip(programs, extras))]
 
 
@@ -728,14 +725,14 @@ class Begun:
 
 
 def begin_fits(programs, data=None, target=None, *, workers=None, per_candidate=None,
-               **fit_options):
+               options=None, **fit_options):
     """``fit_many``'s candidates, checked and ready but not yet run: for a caller with threads of
     its own to lend (the co-search lends its proposer thread once it has proposed the next
     batch). Any thread may ``drain()`` the returned ``Begun``; ``finish(lent)`` on the calling
     thread runs candidates too and returns the results. ``workers``: the threads in all (the
     caller's, the ``lent`` ones and workers - 1 - lent of the pool's; default: the cores)."""
     workers = _threads(workers)
-    job, items = _fit_job(programs, data, target, per_candidate, fit_options)
+    job, items = _fit_job(programs, data, target, per_candidate, dict(fit_options, options=options))
     return Begun(job, items, workers)
 
 

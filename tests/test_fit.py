@@ -117,6 +117,18 @@ def test_diverging_start_is_retired_without_poisoning_the_others():
     assert res.best_start == 1
 
 
+@pytest.mark.parametrize("scaling", ["jac", "none", "both"])
+def test_lm_trust_region_grows_after_successful_steps(scaling):
+    """A linear fit from a start a million times too small: MINPACK's radius starts at 100
+    ||D x0|| and doubles after each step whose ratio is near 1, so 16 evaluations reach the
+    answer (a radius that shrank after good steps would never get there)."""
+    x = np.linspace(0.5, 2.0, 10)
+    res = ndvm.fit("(* a x)", data={"x": x}, target=1000.0 * x, init={"a": 1e-3},
+                   optimizer="lm", steps=40, scaling=scaling)
+    assert res.params["a"] == pytest.approx(1000.0, rel=1e-12)
+    assert res.n_evals <= 20 and res.success
+
+
 def test_bounds_are_respected():
     x = np.linspace(0, 1, 20)
     res = ndvm.fit("(* a x)", data={"x": x}, target=3.0 * x, bounds={"a": (0.0, 2.0)},

@@ -12,7 +12,7 @@ import pytest
 import ndvm
 from ndvm import parallel
 from ndvm._core import FitBatch
-from ndvm.fit import FitPlan
+from ndvm.fit import FitOptions, FitPlan
 
 from conftest import CLIENTS, shared_json
 
@@ -238,11 +238,16 @@ def test_a_failing_candidate_mid_chunk_leaves_the_others_alone():
         assert [_fit_key(r) for r in got] == _single_fits(progs, per, **opts)
 
 
+def _plan(ev, data=None, target=None, **options):
+    """The FitPlan ndvm.fit makes of these arguments, on ``ev``."""
+    return FitPlan(FitOptions.of(**options), data, target, ev)
+
+
 def test_a_fit_batch_is_reused_and_its_results_outlive_it():
     """A FitBatch runs once per reset(); the results it gave stay valid (they own the batch's
     arrays) after the batch is reset and run again with other fits."""
     ev = ndvm.Evaluator()
-    plan = FitPlan(dict(parallel._FIT_DEFAULTS, **FIT, evaluator=ev))
+    plan = _plan(ev, **FIT)
     batch = FitBatch()
     first = [plan.stage(batch, ndvm.parse(src)) for src in GOOD[:3]]
     ev.calibrate(batch)
@@ -269,7 +274,7 @@ def test_a_shared_fit_batch_runs_on_several_threads_and_equals_a_run():
     of run() on one thread. Results cannot be read while it is open; a drain after close does
     nothing; reset() of an open batch waits for the fits already claimed, and no other runs."""
     ev = ndvm.Evaluator(max_steps=200_000)
-    plan = FitPlan(dict(parallel._FIT_DEFAULTS, **FIT, evaluator=ev))
+    plan = _plan(ev, **FIT)
     progs = [ndvm.parse(src) for src in GOOD * 4]
     batch = FitBatch()
     staged = [plan.stage(batch, p) for p in progs]
@@ -320,7 +325,7 @@ def test_a_reused_shared_batch_is_safe_from_late_lenders():
     new round (or nothing) and every round's results are right."""
     ev = ndvm.Evaluator()
     opts = dict(FIT, steps=8)
-    plan = FitPlan(dict(parallel._FIT_DEFAULTS, **opts, evaluator=ev))
+    plan = _plan(ev, **opts)
     progs = [ndvm.parse(src) for src in GOOD[:4]] * 2
     expected = [_fit_key(ndvm.fit(p, **opts)) for p in progs]
     batch = FitBatch()
@@ -472,8 +477,9 @@ def test_results_options_and_errors_pickle():
     for r in (fit_res, err, value):
         assert _key(pickle.loads(pickle.dumps(r))) == _key(r)
     assert pickle.loads(pickle.dumps(err)).error.line == 2
-    job = parallel._Job("fit", ("dmci", "float64", None, ()), dict(FIT, seed=0))
-    assert pickle.loads(pickle.dumps(job)).options["steps"] == FIT["steps"]
+    job, _ = parallel._fit_job([], FIT["data"], FIT["target"], None,
+                               {k: v for k, v in FIT.items() if k not in ("data", "target")})
+    assert pickle.loads(pickle.dumps(job)).options["fit"].adam_steps == FIT["steps"]
 
 
 def test_arguments_are_checked_before_any_work():

@@ -515,5 +515,5 @@ def test_search_calibration_stays_adam_when_a_task_names_no_optimizer():
     x = np.linspace(0.0, 1.0, 10)
     task = Task("t", {"x": x}, 2.0 * x, np.arange(8, 10), fit={"steps": 5, "starts": 2})
     assert SEARCH_OPTIMIZER == "adam" and get_task("damped").fit["optimizer"] == "adam"
-    assert _Scorer(task).fit["optimizer"] == "adam"
-    assert _Scorer(task, fit_options={"optimizer": "lm"}).fit["optimizer"] == "lm"
+    assert _Scorer(task).fit.optimizer == "adam"
+    assert _Scorer(task, fit_options={"optimizer": "lm"}).fit.optimizer == "lm"

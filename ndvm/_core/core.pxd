@@ -121,7 +121,7 @@ cdef extern from "guarded.hpp" namespace "ndvm":
                             double** grad_out, size_t nbind, ErrorInfo* err) nogil
 
 
-cdef extern from "fit.hpp" namespace "ndvm":
+cdef extern from "fit/fit.hpp" namespace "ndvm":
     cdef enum class Optimizer(int):
         Adam
         LBFGS
@@ -144,7 +144,7 @@ cdef extern from "fit.hpp" namespace "ndvm":
         uint32_t N
         const double* target
         Optimizer optimizer
-        int steps
+        int budget
         double lr
         double beta1
         double beta2
@@ -171,7 +171,38 @@ cdef extern from "fit.hpp" namespace "ndvm":
     bool fit_guarded(FitRequest* rq, ErrorInfo* err) nogil
 
 
-cdef extern from "batch.hpp" namespace "ndvm":
+cdef extern from "fit/outputs.hpp" namespace "ndvm":
+    cdef struct FitSlot:
+        int64_t init
+        int64_t params
+        int64_t losses
+        int64_t history
+        int64_t cov
+        int64_t stderr_
+        int64_t status
+        int64_t converged
+        int64_t flags
+        int64_t P
+        int64_t S
+        int64_t history_rows
+        int64_t uncertainty
+        int64_t n_evals
+
+    const size_t kFitSlotFields
+
+    cdef cppclass FitLayout:
+        vector[FitSlot] slots
+        size_t n64
+        size_t n8
+        void clear()
+        size_t add(const FitRequest& rq, const double* x0)
+        void point(FitRequest* rq, double* f64, unsigned char* u8)
+        void collect(const FitRequest* rq)
+
+    int64_t best_start(const FitSlot& sl, const double* f64)
+
+
+cdef extern from "fit/batch.hpp" namespace "ndvm":
     void fit_batch(FitRequest* rq, size_t n, void* machine, int dtype, ErrorInfo* err,
                    unsigned char* ok) nogil
     cppclass SharedFits:

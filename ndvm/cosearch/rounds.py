@@ -20,7 +20,7 @@ from ndvm.cosearch.records import _dump, _good, pareto_front
 from ndvm.cosearch.select import fitness, starts_around
 from ndvm.cosearch.sexpr import size, skeleton, to_source, to_tree
 from ndvm.cosearch.simplify import Simplifier, TooManyParameters
-from ndvm.cosearch.tasks import SEARCH_LM_SCALING, SEARCH_OPTIMIZER, Task
+from ndvm.cosearch.tasks import Task
 
 _PROBE_STEPS = 2_000_000
 _DENSE_POINTS = 512  # the dense probe of the input box that catches poles between data points
@@ -56,20 +56,13 @@ class _Scorer:
         self.task = task
         self.workers = workers
         self.executor = executor
-        self.fit = dict(task.fit)
-        self.fit.update(fit_options or {})
-        self.fit.setdefault("optimizer", SEARCH_OPTIMIZER)  # the co-search's protocol (Adam)
-        self.fit.setdefault("scaling", SEARCH_LM_SCALING)
         # start_scales: the starts of each candidate drawn from normal(0, s) with s cycling
         # through these scales (ndvm.fit's own draws are all normal(0, 0.3)): one start near
         # zero and others far enough to reach a frequency of 2 or a shift of -3
-        scales = self.fit.pop("start_scales", None)
+        self.fit, scales = task.fit_options(fit_options, client)  # (a FitOptions)
         self.start_scales = np.resize(np.asarray(scales, dtype=np.float64),
-                                      int(self.fit.get("starts", 1))) if scales else None
+                                      self.fit.starts) if scales else None
         self.draws = np.random.default_rng(0)  # (the same calls in the same order: same draws)
-        self.fit.setdefault("client", client)
-        if task.consts:
-            self.fit.setdefault("consts", task.consts)
         # validation and scoring run on the proposer thread while the calibrations run:
         # each side has its own evaluators
         self.probe_ev = ndvm.Evaluator(client=client, max_steps=_PROBE_STEPS)
@@ -189,8 +182,8 @@ class _Scorer:
         try:
             r = ndvm.fit(prog, data=_used(self.train[0], prog),
                          target=self.train[1], params=names, init=init, starts=starts,
-                         optimizer="lm", steps=self.fit.get("steps"), evaluator=self.refit_ev,
-                         scaling=self.fit["scaling"],
+                         optimizer="lm", steps=self.fit.steps, evaluator=self.refit_ev,
+                         scaling=self.fit.scaling,
                          consts=_used(self.task.consts, prog) or None)
         except Exception as e:  # noqa: BLE001 - a failed refit is recorded as failed
             return e
@@ -222,7 +215,7 @@ class _Calibration:
         if recorded is None:
             self.fits = begin([items[i][0] for i in self.todo], scorer.train[0],
                               scorer.train[1], workers=scorer.workers, executor=scorer.executor,
-                              **where, **scorer.fit)
+                              options=scorer.fit, **where)
 
     def drain(self, limit=None):
         """Lend the calling thread to the calibrations until none is left to start (or ``limit``

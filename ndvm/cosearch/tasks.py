@@ -11,6 +11,8 @@ from importlib import resources
 
 import numpy as np
 
+from ndvm.fit_options import FitOptions
+
 __all__ = ["Task", "TASKS", "get_task", "NILE", "KALMAN_SRC", "NILE_SRC", "DEFAULT_PARAMS",
            "SEARCH_OPTIMIZER", "SEARCH_LM_SCALING"]
 
@@ -32,7 +34,8 @@ class Task:
     params: the parameter names a candidate may use (default a b c d, skipping any name an input
     or a constant uses; names given that collide with one are an error); consts: shared constants (vectors, matrices);
     fit: options for ndvm.fit (optimizer, steps, starts, lr; a fit dict that names no optimizer
-    keeps the co-search's, SEARCH_OPTIMIZER, not ndvm.fit's own default); threshold: a held-out
+    keeps the co-search's, SEARCH_OPTIMIZER, not ndvm.fit's own default; "start_scales": see
+    ``fit_options``), checked when the task is made; threshold: a held-out
     R^2 above it is a good fit; budget: seconds and/or candidates; objective: "mse" (fit the
     target) or "nll" (the program's value is a negative log-likelihood to minimize;
     ``positive`` names are kept above zero); seeds: sources that start the population (and the
@@ -78,6 +81,23 @@ class Task:
             raise ValueError(f"objective must be 'mse' or 'nll', got {self.objective!r}")
         if self.objective == "mse" and (self.train.size == 0 or self.heldout.size == 0):
             raise ValueError("an mse task needs both training and held-out points")
+        self.fit_options()  # (bad fit options raise here, not once the search has begun)
+
+    def fit_options(self, overrides=None, client="dmci"):
+        """The search's calibration of this task: (FitOptions, start_scales). The options are
+        ``fit`` with ``overrides`` (ndvm.fit's names), the co-search's optimizer and LM scaling
+        where neither names one, ``client`` and the task's constants; start_scales (from
+        "start_scales", None: ndvm.fit's normal(0, 0.3) draws) are the standard deviations the
+        search draws each candidate's starts from."""
+        fit = dict(self.fit)
+        fit.update(overrides or {})
+        scales = fit.pop("start_scales", None)
+        fit.setdefault("optimizer", SEARCH_OPTIMIZER)
+        fit.setdefault("scaling", SEARCH_LM_SCALING)
+        fit.setdefault("client", client)
+        if self.consts:
+            fit.setdefault("consts", self.consts)
+        return FitOptions.of(**fit), scales
 
     def _name_parameters(self):
         """Parameters never share a name with an input or a constant: default names that would

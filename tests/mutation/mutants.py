@@ -48,6 +48,7 @@ OPT = FIT                                  # optimizers
 FT = "tests/test_fit.py::"
 ADAM = (FT + "test_adam_matches_the_update_rule_of_torch_adam",) + OPT
 LMT = (CF + "test_lm_converges_in_few_steps_on_a_nonlinear_model",) + OPT
+GROWS = (FT + "test_lm_trust_region_grows_after_successful_steps",)
 LBFGS = (CF + "test_fit_reaches_the_least_squares_solution",) + OPT
 BOUNDS = (CF + "test_fit_stops_at_an_active_lower_bound", FT + "test_bounds_are_respected") + OPT
 OO = "tests/test_optimizer_oracles.py::"
@@ -77,9 +78,14 @@ EXE = "ndvm/_core/execute.hpp"
 KERN = "ndvm/_core/kernels.cpp"
 KERNH = "ndvm/_core/kernels.hpp"
 MACH = "ndvm/_core/machine.hpp"
-FITH = "ndvm/_core/fit.hpp"
-LMH = "ndvm/_core/lm.hpp"
-LSH = "ndvm/_core/linesearch.hpp"
+FITDIR = "ndvm/_core/fit/"
+ADAMH = FITDIR + "adam.hpp"
+LBFGSH = FITDIR + "lbfgs.hpp"
+LMFH = FITDIR + "lm.hpp"
+DRVH = FITDIR + "driver.hpp"
+OUTH = FITDIR + "outputs.hpp"
+LMH = FITDIR + "lsq.hpp"
+LSH = FITDIR + "linesearch.hpp"
 DMCI = "clients/dmci/eval.hpp"
 VM = "clients/bytecode/vm.hpp"
 
@@ -246,14 +252,14 @@ MUTANTS = [
            "            sp -= l.nvars;\n            for (uint32_t i = 0; i < l.nvars; ++i) f->slots[i] = sp[i];\n            env = f;\n            pc = code_ + l.body;",
            "            sp -= l.nvars;\n            for (uint32_t i = 0; i < l.nvars; ++i) f->slots[l.nvars - 1 - i] = sp[i];\n            env = f;\n            pc = code_ + l.body;",
            FLOW, "the VM's recur binds the loop variables in reverse order"),
-    # ---- optimizers (fit.hpp: Adam, L-BFGS, LM; lm.hpp: QR, SVD, trust region, covariance;
-    # linesearch.hpp: strong Wolfe; fit.py) ------------------------------------------------------
-    Mutant("fit-adam-bias", FITH, "double step = rq_.lr / bc1;", "double step = rq_.lr;", ADAM,
+    # ---- optimizers (fit/: adam.hpp, lbfgs.hpp, lm.hpp on driver.hpp; lsq.hpp: QR, SVD, trust
+    # region, covariance; linesearch.hpp: strong Wolfe; outputs.hpp: the best start; fit.py) ---
+    Mutant("fit-adam-bias", ADAMH, "double step = rq_.lr / bc1;", "double step = rq_.lr;", ADAM,
            "Adam without the first-moment bias correction"),
-    Mutant("fit-adam-bc2", FITH, "double denom = std::sqrt(v[i]) / bc2s + rq_.eps;",
+    Mutant("fit-adam-bc2", ADAMH, "double denom = std::sqrt(v[i]) / bc2s + rq_.eps;",
            "double denom = std::sqrt(v[i]) + rq_.eps;", ADAM,
            "Adam without the second-moment bias correction"),
-    Mutant("fit-positive-chain", FITH, "if (is_log(i / S_)) grad_[i] *= xe_[i];",
+    Mutant("fit-positive-chain", DRVH, "if (is_log(i / S_)) grad_[i] *= xe_[i];",
            "if (is_log(i / S_)) grad_[i] *= 1.0;", POSITIVE + OPT,
            "a parameter optimized as its logarithm gets d loss / d x instead of d loss / d log x "
            "(the chain rule's factor x forgotten)"),
@@ -263,12 +269,12 @@ MUTANTS = [
     Mutant("fit-lm-householder", LMH, "uj[j] = (a[j] - alpha) * inv;",
            "uj[j] = (a[j] + alpha) * inv;", LMT,
            "the Householder vector has the wrong sign: Q^T J is not triangular, R and Q^T f wrong"),
-    Mutant("fit-lm-radius-shrinks", FITH, "      m.delta = m.pnorm / 0.5;",
-           "      m.delta = m.pnorm * 0.5;", LMT,
+    Mutant("fit-lm-radius-shrinks", LMFH, "      m.delta = m.pnorm / 0.5;",
+           "      m.delta = m.pnorm * 0.5;", GROWS + LMT,
            "a very successful step halves the trust region instead of doubling it"),
-    Mutant("fit-lm-accept-any", FITH, "if (ratio >= 1e-4) {", "if (ratio >= -1e300) {", MONO + LMT,
+    Mutant("fit-lm-accept-any", LMFH, "if (ratio >= 1e-4) {", "if (ratio >= -1e300) {", MONO + LMT,
            "LM accepts a trial that increases the residual (the ratio test is lost)"),
-    Mutant("fit-lm-gnorm-zero", FITH,
+    Mutant("fit-lm-gnorm-zero", LMFH,
            "for (size_t i = 0; i <= j; ++i) sum += m.F.R[i * P_ + j] * (m.F.qtf[i] / m.fnorm);",
            "for (size_t i = 0; i < j; ++i) sum += m.F.R[i * P_ + j] * (m.F.qtf[i] / m.fnorm);",
            LMT, "LM's gradient test skips R's diagonal: the first column's cosine is always 0, "
@@ -279,13 +285,13 @@ MUTANTS = [
     Mutant("fit-cov-dof", LMH, "double s2 = N > P ? rss / double(N - P) : inf;",
            "double s2 = N > P ? rss / double(N) : inf;", COV + OPT,
            "the residual variance divides by N instead of N - P (standard errors too small)"),
-    Mutant("fit-lbfgs-gamma", FITH, "double gamma = 1.0 / (b.rho[i] * yy);",
+    Mutant("fit-lbfgs-gamma", LBFGSH, "double gamma = 1.0 / (b.rho[i] * yy);",
            "double gamma = b.rho[i] * yy;", SCALE + WOLFE + MONO + LBFGS,
            "L-BFGS initial Hessian scaling inverted (y^T y / s^T y)"),
-    Mutant("fit-lbfgs-two-loop", FITH, "q[p] += si[p] * (b.al[i] - be);",
+    Mutant("fit-lbfgs-two-loop", LBFGSH, "q[p] += si[p] * (b.al[i] - be);",
            "q[p] += si[p] * (be - b.al[i]);", LBFGS,
            "the second loop of the L-BFGS two-loop recursion subtracts the correction"),
-    Mutant("fit-lbfgs-curvature-pair", FITH,
+    Mutant("fit-lbfgs-curvature-pair", LBFGSH,
            "if (sy > lm::kEps * yy && std::isfinite(sy) && yy > 0) {",
            "if (std::isfinite(sy) && yy > 0) {", CURVATURE + SCALE + WOLFE + MONO + LBFGS,
            "L-BFGS keeps (s, y) pairs of negative curvature (the inverse Hessian loses "
@@ -297,19 +303,18 @@ MUTANTS = [
            "      if (d <= -c2 * d0_) return Accept;", WOLFE + LBFGS,
            "the strong Wolfe curvature test without its absolute value: d <= 0.9 |d0| holds "
            "for any step still descending, so a step far too short is accepted"),
-    Mutant("fit-project-lower", FITH, "v = std::min(std::max(v, lo_[p]), hi_[p]);",
+    Mutant("fit-project-lower", DRVH, "v = std::min(std::max(v, lo_[p]), hi_[p]);",
            "v = std::min(v, hi_[p]);", BOUNDS, "the lower bound is not projected (Adam, the start)"),
-    Mutant("fit-lbfgs-held", FITH, "if (held(p, b.d[p])) b.d[p] = 0.0;", "", HELD + BOUNDS,
+    Mutant("fit-lbfgs-held", LBFGSH, "if (held(p, b.d[p])) b.d[p] = 0.0;", "", HELD + BOUNDS,
            "L-BFGS does not hold a variable at an active bound (the line search's largest "
            "step becomes 0)"),
-    Mutant("fit-lm-clip", FITH, "v = std::min(std::max(u0 + step, lo_[j]), hi_[j]);",
+    Mutant("fit-lm-clip", LMFH, "v = std::min(std::max(u0 + step, lo_[j]), hi_[j]);",
            "v = u0 + step;", BOUNDS, "an LM trial is not clipped to the bounds"),
-    Mutant("fit-best-tracking", FITH, "    if (f < best_[s]) {",
+    Mutant("fit-best-tracking", DRVH, "    if (f < best_[s]) {",
            "    if (f > best_[s] || std::isinf(best_[s])) {", OPT,
            "the optimizers keep the worst point seen instead of the best"),
-    Mutant("fit-py-best-start", "ndvm/fit.py",
-           "best = 0 if S == 1 else int(np.argmin(np.where(np.isfinite(losses), losses, np.inf)))",
-           "best = 0 if S == 1 else int(np.argmax(np.where(np.isfinite(losses), losses, -np.inf)))",
+    Mutant("fit-best-start", OUTH, "if (std::isfinite(f[i]) && f[i] < least) {",
+           "if (std::isfinite(f[i]) && (std::isinf(least) || f[i] > least)) {",
            OPT, "fit reports the worst start"),
     Mutant("fit-py-clip-init", "ndvm/fit.py",
            "        x0 = np.clip(x0, lower[:, None], upper[:, None])",

@@ -279,7 +279,7 @@ def main(argv=None):
         mutants = [m for k in range(max(len(v) for v in by_file.values()))
                    for v in by_file.values() if k < len(v) for m in [v[k]]]
     if a.cheap_first:  # python, then one extension module, then the core every module includes
-        mutants.sort(key=lambda m: (0 if m.file.endswith(".py") else 1 if "fit.hpp" in m.file
+        mutants.sort(key=lambda m: (0 if m.file.endswith(".py") else 1 if "_core/fit/" in m.file
                                     or m.file.startswith("clients/") else 2
                                     if m.file.endswith(".cpp") else 3))
     if a.list:

@@ -9,7 +9,7 @@
 #include <cstdint>
 #include <thread>
 
-#include "fit.hpp"
+#include "fit/fit.hpp"
 
 namespace ndvm {
 

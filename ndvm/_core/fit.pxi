@@ -1,0 +1,388 @@
+# The fit part of the core's bindings (included by _core.pyx): FitSpec, one calibration's native
+# request built once per plan; FitBatch, fits staged and run in one native call without the GIL
+# (or drained by several threads); FitOutputs and LazyFit, typed views of the C++ output layout
+# (FitLayout, fit/outputs.hpp) that build a FitResult's fields on first access.
+
+
+cdef cnp.ndarray _contiguous(object a, int typenum, Py_ssize_t n, str what):
+    """`a` as a C-contiguous aligned array of n values of type `typenum` (`a` itself if it is
+    one already: the fits of a batch share their target and starting points)."""
+    cdef cnp.ndarray c
+    if (type(a) is np.ndarray and cnp.PyArray_TYPE(<cnp.ndarray>a) == typenum
+            and cnp.PyArray_IS_C_CONTIGUOUS(<cnp.ndarray>a)
+            and cnp.PyArray_ISALIGNED(<cnp.ndarray>a)):
+        c = <cnp.ndarray>a
+    else:
+        c = np.array(a, dtype=cnp.PyArray_DescrFromType(typenum), order="C", copy=True)
+    if cnp.PyArray_SIZE(c) != n:
+        raise ValueError(f"{what} has {cnp.PyArray_SIZE(c)} values, expected {n}")
+    return c
+
+
+cdef cnp.ndarray _view(cnp.ndarray base, size_t offset, int nd, Py_ssize_t d0, Py_ssize_t d1,
+                       Py_ssize_t d2, int typenum):
+    """An nd-dimensional array of type `typenum` over `base`'s data from element `offset` (in
+    units of base's items), which keeps `base` alive."""
+    cdef cnp.npy_intp dims[3]
+    dims[0] = d0
+    dims[1] = d1
+    dims[2] = d2
+    cdef char* at = <char*>cnp.PyArray_DATA(base) + offset * cnp.PyArray_ITEMSIZE(base)
+    cdef cnp.ndarray a = cnp.PyArray_SimpleNewFromData(nd, dims, typenum, at)
+    cnp.set_array_base(a, base)
+    return a
+
+
+cdef class FitSpec:
+    """One calibration's setup but its program: the bound inputs, the fitted
+    bindings, target, optimizer and its settings, bounds and starting values, checked and
+    converted once. A FitPlan builds one per set of free names and stages every program having
+    them with it (FitBatch.add_spec), so staging a program copies a prepared request. Immutable
+    and shared by threads."""
+
+    cdef FitRequest _rq  # the request but its program and outputs
+    cdef vector[double] _x0
+    cdef list _keep  # the Python objects the request points into
+
+    def __init__(self, uintptr_t entry, Inputs inputs, fitted, target, init, lower, upper,
+                 positive, options, int budget):
+        """fitted: binding indices optimized; target: [N] (None for loss "value"); init: [P, S]
+        starting values; lower, upper: [P] or None; positive: [P] uint8 or None (optimized as
+        logarithms); options: the fit's ndvm.FitOptions (its optimizer, loss, scaling, lr,
+        tolerances and want_cov are read); budget: Adam's steps or the evaluation budget."""
+        cdef Py_ssize_t P = len(fitted), S = inputs.S
+        cdef cnp.ndarray x0 = _contiguous(init, cnp.NPY_DOUBLE, P * S, "init")
+        cdef cnp.ndarray a
+        cdef FitRequest* rq = &self._rq
+        self._keep = [inputs]
+        rq.entry = <ClientEntry>entry
+        rq.bindings = inputs._bs
+        rq.param_binding.clear()
+        for i in fitted:
+            rq.param_binding.push_back(i)
+        rq.S = S
+        rq.N = inputs.N
+        rq.target = NULL
+        if target is not None:
+            a = _contiguous(target, cnp.NPY_DOUBLE, inputs.N, "target")
+            rq.target = <const double*>cnp.PyArray_DATA(a)
+            self._keep.append(a)
+        rq.optimizer = <Optimizer><int>options.optimizer_code
+        rq.budget = budget
+        rq.lr = options.lr
+        rq.ftol, rq.tol, rq.gtol = options.tols
+        rq.loss = options.loss_code
+        rq.uncertainty = options.want_cov
+        rq.scaling = <Scaling><int>options.scaling_code
+        rq.positive = NULL
+        if positive is not None:
+            a = _contiguous(positive, cnp.NPY_UINT8, P, "positive")
+            rq.positive = <const unsigned char*>cnp.PyArray_DATA(a)
+            self._keep.append(a)
+        rq.lower = NULL
+        rq.upper = NULL
+        if lower is not None:
+            a = _contiguous(lower, cnp.NPY_DOUBLE, P, "lower")
+            rq.lower = <const double*>cnp.PyArray_DATA(a)
+            self._keep.append(a)
+        if upper is not None:
+            a = _contiguous(upper, cnp.NPY_DOUBLE, P, "upper")
+            rq.upper = <const double*>cnp.PyArray_DATA(a)
+            self._keep.append(a)
+        self._x0.resize(P * S)
+        if P:
+            memcpy(self._x0.data(), cnp.PyArray_DATA(x0), P * S * sizeof(double))
+
+
+# The FitSlot fields (fit/outputs.hpp), in their order: a FitOutputs pickles its slots as one
+# structured array with these int64 fields.
+SLOT_FIELDS = ("init", "params", "losses", "history", "cov", "stderr_", "status", "converged",
+               "flags", "P", "S", "history_rows", "uncertainty", "n_evals")
+_SLOT_DTYPE = np.dtype([(name, np.int64) for name in SLOT_FIELDS])
+assert _SLOT_DTYPE.itemsize == sizeof(FitSlot) and len(SLOT_FIELDS) == kFitSlotFields
+
+
+cdef class FitOutputs:
+    """The outputs of one ``FitBatch.run``: every fit's arrays in one float64 and one uint8
+    buffer, and where each fit's lie (a FitSlot each, fit/outputs.hpp). Immutable; shared by the
+    FitResults read from it (they hold it, so their arrays outlive the batch), and pickled
+    compactly (the two buffers and the slots' table) to move a chunk's results between processes.
+    ``fit_result(k, cls, meta)`` makes fit k's lazy result; a failed fit's slot is never read."""
+
+    cdef cnp.ndarray _f64, _u8
+    cdef vector[FitSlot] _slot
+
+    def __reduce__(self):
+        cdef size_t n = self._slot.size()
+        table = np.empty(n, dtype=_SLOT_DTYPE)
+        if n:
+            memcpy(cnp.PyArray_DATA(table), self._slot.data(), n * sizeof(FitSlot))
+        return (_fit_outputs, (self._f64, self._u8, table))
+
+    cdef const FitSlot* _at(self, Py_ssize_t k) except NULL:
+        if k < 0 or <size_t>k >= self._slot.size():
+            raise IndexError(f"no fit {k} in these outputs")
+        return &self._slot[k]
+
+    def arrays(self, Py_ssize_t k):
+        """Fit k's outputs as FitBatch.result gives them."""
+        cdef const FitSlot* sl = self._at(k)
+        cdef Py_ssize_t P = sl.P, S = sl.S
+        cdef cnp.ndarray f = self._f64, u = self._u8
+        cov = se = None
+        if sl.uncertainty:
+            cov = _view(f, sl.cov, 3, S, P, P, cnp.NPY_DOUBLE)
+            se = _view(f, sl.stderr_, 2, S, P, 0, cnp.NPY_DOUBLE)
+        return (_view(f, sl.params, 2, P, S, 0, cnp.NPY_DOUBLE),
+                _view(f, sl.losses, 1, S, 0, 0, cnp.NPY_DOUBLE),
+                _view(f, sl.history, 2, sl.history_rows, S, 0, cnp.NPY_DOUBLE),
+                _view(u, sl.converged, 1, S, 0, 0, cnp.NPY_BOOL),
+                sl.n_evals,
+                _view(u, sl.status, 1, S, 0, 0, cnp.NPY_INT8),
+                cov, se,
+                _view(u, sl.flags, 2, S, P, 0, cnp.NPY_UINT8))
+
+    def fit_result(self, Py_ssize_t k, cls, tuple meta):
+        """Fit k's result as a ``cls`` (ndvm.FitResult) whose fields are read from these
+        outputs on first access (``LazyFit.field``): meta is (names, optimizer, budget, tols,
+        want_cov), shared by the fits of one plan."""
+        cdef const FitSlot* sl = self._at(k)
+        if len(<tuple>meta[0]) != sl.P:
+            raise ValueError(f"fit {k} has {sl.P} parameters, got {len(meta[0])} names")
+        cdef LazyFit lazy = LazyFit.__new__(LazyFit)
+        lazy.outputs = self
+        lazy.k = k
+        lazy.meta = meta
+        r = cls.__new__(cls)
+        r._lazy = lazy
+        return r
+
+
+def _fit_outputs(f64, u8, table):
+    """A FitOutputs from what its __reduce__ gave."""
+    cdef cnp.ndarray t = np.ascontiguousarray(table)
+    if t.dtype != _SLOT_DTYPE or t.ndim != 1:
+        raise ValueError("not a FitOutputs table")
+    cdef FitOutputs out = FitOutputs.__new__(FitOutputs)
+    cdef size_t n = t.shape[0]
+    out._f64 = np.ascontiguousarray(f64, dtype=np.float64)
+    out._u8 = np.ascontiguousarray(u8, dtype=np.uint8)
+    out._slot.resize(n)
+    if n:
+        memcpy(out._slot.data(), cnp.PyArray_DATA(t), n * sizeof(FitSlot))
+    return out
+
+
+cdef class LazyFit:
+    """Where a lazy FitResult's fields come from: fit ``k`` of ``outputs`` with ``meta``
+    (names, optimizer, budget, tols, want_cov). ``field(name)`` builds one field as the eager
+    result had it: params (the best start's, as floats), loss, all_params (views of [S] each),
+    all_losses, history, n_evals, converged, optimizer, names, status, covariance and stderr
+    (the best start's, when uncertainty is asked for), all_covariance, all_stderr and stop_info
+    (flags, budget, tolerances). The best start is the first of least finite loss (0 when none
+    is finite, ``best_start`` in fit/outputs.hpp)."""
+
+    cdef readonly FitOutputs outputs
+    cdef readonly Py_ssize_t k
+    cdef readonly tuple meta
+
+    def field(self, str name):
+        cdef const FitSlot* sl = self.outputs._at(self.k)
+        cdef Py_ssize_t P = sl.P, S = sl.S, i, best
+        cdef cnp.ndarray f64 = self.outputs._f64, u8 = self.outputs._u8
+        cdef double* f = <double*>cnp.PyArray_DATA(f64)
+        cdef tuple names = self.meta[0]
+        if name == "params":
+            best = best_start(sl[0], f)
+            return {names[i]: f[sl.params + i * S + best] for i in range(P)}
+        if name == "loss":
+            return f[sl.losses + best_start(sl[0], f)]
+        if name == "all_params":
+            return {names[i]: _view(f64, sl.params + i * S, 1, S, 0, 0, cnp.NPY_DOUBLE)
+                    for i in range(P)}
+        if name == "all_losses":
+            return _view(f64, sl.losses, 1, S, 0, 0, cnp.NPY_DOUBLE)
+        if name == "history":
+            return _view(f64, sl.history, 2, sl.history_rows, S, 0, cnp.NPY_DOUBLE)
+        if name == "n_evals":
+            return sl.n_evals
+        if name == "converged":
+            return _view(u8, sl.converged, 1, S, 0, 0, cnp.NPY_BOOL)
+        if name == "optimizer":
+            return self.meta[1]
+        if name == "names":
+            return names
+        if name == "status":
+            return _view(u8, sl.status, 1, S, 0, 0, cnp.NPY_INT8)
+        if name == "covariance":
+            if not (sl.uncertainty and self.meta[4]):
+                return None
+            return _view(f64, sl.cov + best_start(sl[0], f) * P * P, 2, P, P, 0,
+                         cnp.NPY_DOUBLE)
+        if name == "stderr":
+            if not (sl.uncertainty and self.meta[4]):
+                return None
+            best = best_start(sl[0], f)
+            return {names[i]: f[sl.stderr_ + best * P + i] for i in range(P)}
+        if name == "all_covariance":
+            return _view(f64, sl.cov, 3, S, P, P, cnp.NPY_DOUBLE) if sl.uncertainty else None
+        if name == "all_stderr":
+            return _view(f64, sl.stderr_, 2, S, P, 0, cnp.NPY_DOUBLE) if sl.uncertainty else None
+        if name == "stop_info":
+            return (_view(u8, sl.flags, 2, S, P, 0, cnp.NPY_UINT8), self.meta[2], self.meta[3])
+        raise AttributeError(name)
+
+
+cdef class FitBatch:
+    """Calibrations of many programs, run back to back in one native call that releases the GIL.
+
+    add_spec() stages one fit (a FitSpec: ndvm.fit does the checking); run() runs every
+    staged fit on one machine; result(k) gives fit k's outputs, views into arrays allocated once
+    for the whole batch, or raises fit k's error (the others are unaffected). reset() empties the
+    batch for reuse: its native buffers are kept, so a reused batch allocates nothing per fit.
+    Or shared by several threads: open() it (on the thread that staged it), drain() it from any
+    number of threads, each on its own machine (they claim its fits one at a time, without the
+    GIL), then close() it (waits for the last fits) before reading results. Staging, run, open,
+    close and reading belong to one thread.
+    """
+
+    cdef vector[FitRequest] _rq
+    cdef vector[ErrorInfo] _err
+    cdef vector[unsigned char] _ok
+    cdef FitLayout _layout  # where each staged fit's starting values and outputs go
+    cdef list _keep  # the Python objects the staged requests point into
+    cdef readonly Py_ssize_t size
+    cdef cnp.ndarray _f64, _u8
+    cdef FitOutputs _out
+    cdef bint _ran
+    cdef bint _open  # opened for drain() and not yet closed
+    cdef SharedFits* _claims
+
+    def __cinit__(self):
+        self._keep = []
+        self._claims = new SharedFits()
+
+    def __dealloc__(self):
+        del self._claims
+
+    def reset(self):
+        """Drop every staged fit and its results (the native buffers are kept for reuse); an
+        open batch's fits not yet claimed never run, its running ones are waited for."""
+        with nogil:
+            if self._open:
+                shared_cancel(self._claims, self.size)
+            shared_quiet(self._claims)  # (no thread is still inside a drain of these fits)
+        self.size = 0
+        self._layout.clear()
+        self._keep = []
+        self._f64 = self._u8 = None
+        self._out = None
+        self._ran = False
+        self._open = False
+
+    def add_spec(self, Program prog, uintptr_t compiled, FitSpec spec):
+        """Stage the calibration ``spec`` describes of ``prog`` (whose free names are those
+        ``spec``'s inputs were bound for), compiled as ``compiled``; returns its index."""
+        if self._ran:
+            raise RuntimeError("this FitBatch has run: reset() it before staging more fits")
+        cdef Py_ssize_t k = self.size
+        if <size_t>k == self._rq.size():
+            self._rq.resize(k + 1)
+            self._err.resize(k + 1)
+            self._ok.resize(k + 1)
+        self._keep.append(prog)
+        self._keep.append(spec)
+        self._rq[k] = spec._rq
+        self._rq[k].expanded = <const void*>prog._x.get()
+        self._rq[k].compiled = <const void*>compiled
+        self._layout.add(spec._rq, spec._x0.data())  # (run() points the request at its places)
+        self.size = k + 1
+        return k
+
+    def run(self, Machine machine):
+        """Run every staged fit on ``machine``, back to back, in one call without the GIL."""
+        self._prepare()
+        machine.generation += 1
+        with nogil:
+            fit_batch(self._rq.data(), self.size, machine._ptr, machine.dtype_code,
+                      self._err.data(), self._ok.data())
+        self._finish()
+
+    def open(self):
+        """Make the staged fits ready for drain() from several threads."""
+        self._prepare()
+        shared_reset(self._claims)
+        self._open = True
+
+    def drain(self, Machine machine, limit=None):
+        """Run fits of the opened batch on ``machine`` (this thread's), claiming one at a time
+        without the GIL, until every fit is claimed (another thread's last one may still run) or
+        ``limit`` fits are run. Returns how many this call ran; nothing happens on a batch that is
+        not open (closed already)."""
+        cdef size_t most = SIZE_MAX if limit is None else <size_t>max(0, int(limit))
+        cdef size_t ran = 0
+        if not self._open:
+            return 0
+        machine.generation += 1
+        shared_enter(self._claims)  # (under the GIL, with the check above: reset waits for it)
+        try:
+            with nogil:
+                ran = fit_shared(self._rq.data(), self.size, self._claims, machine._ptr,
+                                 machine.dtype_code, self._err.data(), self._ok.data(), most)
+        finally:
+            shared_leave(self._claims)
+        return ran
+
+    def close(self):
+        """Wait until every fit of the opened batch has finished; then its results are read as
+        after run()."""
+        if not self._open:
+            raise RuntimeError("this FitBatch is not open")
+        with nogil:
+            shared_wait(self._claims, self.size)
+        self._open = False
+        self._finish()
+
+    cdef _prepare(self):
+        """The output arrays of the staged fits, and every request pointed at its places."""
+        cdef cnp.npy_intp dims[1]
+        if self._ran:
+            raise RuntimeError("this FitBatch has run already: reset() it first")
+        dims[0] = max(self._layout.n64, 1)
+        self._f64 = cnp.PyArray_EMPTY(1, dims, cnp.NPY_DOUBLE, 0)
+        dims[0] = max(self._layout.n8, 1)
+        self._u8 = cnp.PyArray_ZEROS(1, dims, cnp.NPY_UINT8, 0)
+        self._layout.point(self._rq.data(), <double*>cnp.PyArray_DATA(self._f64),
+                           <unsigned char*>cnp.PyArray_DATA(self._u8))
+        self._ran = True
+
+    cdef _finish(self):
+        """The FitOutputs of the fits that ran."""
+        cdef FitOutputs out = FitOutputs.__new__(FitOutputs)
+        self._layout.collect(self._rq.data())
+        out._f64 = self._f64
+        out._u8 = self._u8
+        out._slot = self._layout.slots
+        self._out = out
+
+    cdef _check(self, Py_ssize_t k):
+        """Raise fit k's error (IndexError when there is no fit k in a batch that ran)."""
+        if not self._ran or k < 0 or k >= self.size:
+            raise IndexError(f"no result {k} in this batch (run it first)")
+        if self._open:
+            raise RuntimeError("this FitBatch is open: close() it before reading results")
+        if not self._ok[k]:
+            _raise(self._err[k])
+
+    def result(self, Py_ssize_t k):
+        """Fit k's outputs, or its error raised: (params [P, S], losses [S], history [steps, S],
+        converged [S] bool, number of evaluations, status [S] int8, cov [S, P, P] or None,
+        stderr [S, P] or None, flags [S, P] uint8), views into the batch's arrays."""
+        self._check(k)
+        return self._out.arrays(k)
+
+    def fit_result(self, Py_ssize_t k, cls, tuple meta):
+        """Fit k's result as a ``cls`` (ndvm.FitResult), or its error raised: see
+        ``FitOutputs.fit_result``; meta is (names, optimizer, budget, tols, want_cov)."""
+        self._check(k)
+        return self._out.fit_result(k, cls, meta)

@@ -1,0 +1,237 @@
+// The shared per-start driver of the native calibrations (FitDriver): internal coordinates (a
+// parameter flagged positive is optimized as its logarithm), bounds, one batched evaluation of all
+// starts (S*N lanes, through the client's entry point), each start's best point, history and stop
+// reason, and the covariance at the end. An optimizer (adam.hpp, lbfgs.hpp, lm.hpp) derives from
+// it and implements optimize(); starts are independent, and a start that stops is frozen.
+#pragma once
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <vector>
+
+#include "fit/lsq.hpp"
+#include "fit/request.hpp"
+
+namespace ndvm {
+
+class FitDriver {
+ public:
+  virtual ~FitDriver() = default;
+
+  // Runs the optimizer from rq.params and writes every output the request asks for.
+  void run() {
+    size_t L = size_t(S_) * N_;
+    value_.resize(L);
+    loss_.assign(S_, 0.0);
+    grad_.assign(P_ * S_, 0.0);
+    jac_ptrs_.assign(rq_.bindings.size(), nullptr);
+    grad_ptrs_.assign(rq_.bindings.size(), nullptr);
+    for (size_t p = 0; p < P_; ++p) grad_ptrs_[rq_.param_binding[p]] = grad_.data() + p * S_;
+    xe_.assign(P_ * S_, 0.0);
+    lo_.assign(P_, -kInf);
+    hi_.assign(P_, kInf);
+    for (size_t p = 0; p < P_; ++p) {
+      bool lg = is_log(p);
+      if (rq_.lower) lo_[p] = lg ? (rq_.lower[p] > 0 ? std::log(rq_.lower[p]) : -kInf) : rq_.lower[p];
+      if (rq_.upper) hi_[p] = lg ? (rq_.upper[p] > 0 ? std::log(rq_.upper[p]) : -kInf) : rq_.upper[p];
+    }
+    u_.assign(P_ * S_, 0.0);
+    for (size_t i = 0; i < P_ * S_; ++i) {
+      double v = rq_.params[i];
+      u_[i] = is_log(i / S_) ? std::log(v) : v;
+    }
+    project(u_);
+    best_u_ = u_;
+    best_.assign(S_, kInf);
+    retired_.assign(S_, 0);
+    done_.assign(S_, 0);
+    status_.assign(S_, kBudget);
+    flags_.assign(P_ * S_, 0);
+    for (size_t k = 0; k < size_t(rq_.budget) * S_; ++k) rq_.history[k] = std::nan("");
+    optimize();
+    if (rq_.optimizer != Optimizer::LM && rq_.uncertainty && mse()) uncertainty_at_best();
+    for (size_t i = 0; i < P_ * S_; ++i) rq_.params[i] = external(i / S_, best_u_[i]);
+    for (uint32_t s = 0; s < S_; ++s) {
+      if (retired_[s]) status_[s] = kNonFinite;
+      rq_.losses[s] = best_[s];
+      rq_.converged[s] = status_[s] > 0;
+      if (rq_.status) rq_.status[s] = status_[s];
+    }
+    const double nan = std::numeric_limits<double>::quiet_NaN();
+    for (uint32_t s = 0; s < S_; ++s) {  // no uncertainty for a start without a finite fit
+      if (!retired_[s] && uncertainty_done_) continue;
+      if (rq_.cov) std::fill(rq_.cov + size_t(s) * P_ * P_, rq_.cov + size_t(s + 1) * P_ * P_, nan);
+      if (rq_.stderr_) std::fill(rq_.stderr_ + size_t(s) * P_, rq_.stderr_ + size_t(s + 1) * P_, nan);
+    }
+    if (rq_.flags)
+      for (size_t p = 0; p < P_; ++p)
+        for (uint32_t s = 0; s < S_; ++s) rq_.flags[s * P_ + p] = flags_[p * S_ + s];
+  }
+
+ protected:
+  static constexpr double kInf = std::numeric_limits<double>::infinity();
+  enum Need { kLoss, kGrad, kJac };
+
+  // LM: starts from `unscaled_from` on run without column scaling
+  FitDriver(FitRequest& rq, uint32_t unscaled_from)
+      : rq_(rq), S_(rq.S), N_(rq.N), P_(rq.param_binding.size()), unscaled_from_(unscaled_from) {}
+
+  // The optimizer's iterations, from u_ (projected) with every start live; it keeps best_u_.
+  virtual void optimize() = 0;
+
+  FitRequest& rq_;
+  uint32_t S_, N_;
+  size_t P_;
+  uint32_t unscaled_from_;
+  std::vector<double> value_, u_, xe_, best_u_, best_, loss_, grad_, lo_, hi_;
+  std::vector<std::vector<double>> jac_;  // [P][S*N], filled by kJac evaluations
+  std::vector<double*> jac_ptrs_, grad_ptrs_;
+  std::vector<uint8_t> retired_, done_, flags_;
+  std::vector<int8_t> status_;
+  bool uncertainty_done_ = false;  // cov and stderr were written for every start not retired
+
+  bool mse() const { return rq_.loss == int(LossKind::MSE); }
+  bool is_log(size_t p) const { return rq_.positive && rq_.positive[p]; }
+  double external(size_t p, double u) const { return is_log(p) ? std::exp(u) : u; }
+  bool live(uint32_t s) const { return !retired_[s] && !done_[s]; }
+  bool bounded() const { return rq_.lower || rq_.upper; }
+
+  void stop(uint32_t s, int8_t why) {
+    done_[s] = 1;
+    status_[s] = why;
+  }
+
+  void project(std::vector<double>& u) {
+    if (!bounded()) return;
+    for (size_t p = 0; p < P_; ++p)
+      for (uint32_t s = 0; s < S_; ++s) {
+        double& v = u[p * S_ + s];
+        v = std::min(std::max(v, lo_[p]), hi_[p]);
+      }
+  }
+
+  // One batched evaluation at internal coordinates u. kLoss: loss_ only; kGrad: loss_ and grad_
+  // (d loss / d u) from the MSE mode's seeded sweep (MSE) or from summed Jacobian rows (value);
+  // kJac: value_, loss_ and jac_ (d value / d x per lane, external coordinates).
+  void evaluate(const std::vector<double>& u, Need need) {
+    for (size_t i = 0; i < P_ * S_; ++i) xe_[i] = external(i / S_, u[i]);
+    bool jac = need == kJac || (need == kGrad && !mse());
+    if (jac && jac_.size() != P_) jac_.assign(P_, std::vector<double>(size_t(S_) * N_));
+    for (size_t p = 0; p < P_; ++p) {
+      Binding& b = rq_.bindings[rq_.param_binding[p]];
+      b.values = xe_.data() + p * S_;
+      b.rows = S_;
+      if (jac) jac_ptrs_[rq_.param_binding[p]] = jac_[p].data();
+    }
+    RunRequest run;
+    run.bindings = rq_.bindings.data();
+    run.nbind = rq_.bindings.size();
+    run.S = S_;
+    run.N = N_;
+    run.grad = need != kLoss;
+    run.value_out = value_.data();
+    if (jac) {
+      run.jac_out = jac_ptrs_.data();
+    } else if (mse()) {  // the core reduces to per-start loss and gradient
+      run.target = rq_.target;
+      run.loss_out = loss_.data();
+      run.grad_out = need == kGrad ? grad_ptrs_.data() : nullptr;
+    }
+    ErrorInfo err;
+    if (!rq_.entry(rq_.machine, rq_.dtype, rq_.expanded, rq_.compiled, &run, &err)) {
+      Error e(ErrorKind(err.kind), err.message, SrcPos{err.line, err.col}, err.form);
+      e.file_ = err.file;
+      throw e;
+    }
+    ++rq_.n_evals;
+    if (jac || !mse()) {
+      for (uint32_t s = 0; s < S_; ++s) {
+        const double* v = value_.data() + size_t(s) * N_;
+        double acc = 0.0;
+        if (mse()) {
+          for (uint32_t n = 0; n < N_; ++n) acc += (v[n] - rq_.target[n]) * (v[n] - rq_.target[n]);
+          acc /= N_;
+        } else {
+          for (uint32_t n = 0; n < N_; ++n) acc += v[n];
+        }
+        loss_[s] = acc;
+      }
+    }
+    if (need == kGrad && !mse())
+      for (size_t p = 0; p < P_; ++p)
+        for (uint32_t s = 0; s < S_; ++s) {
+          const double* j = jac_[p].data() + size_t(s) * N_;
+          double acc = 0.0;
+          for (uint32_t n = 0; n < N_; ++n) acc += j[n];
+          grad_[p * S_ + s] = acc;
+        }
+    if (need == kGrad && rq_.positive)  // chain rule: d/du = x d/dx for x = exp(u)
+      for (size_t i = 0; i < P_ * S_; ++i)
+        if (is_log(i / S_)) grad_[i] *= xe_[i];
+  }
+
+  bool finite_grad(uint32_t s) const {
+    if (!std::isfinite(loss_[s])) return false;
+    for (size_t p = 0; p < P_; ++p)
+      if (!std::isfinite(grad_[p * S_ + s])) return false;
+    return true;
+  }
+
+  void keep_best(uint32_t s, const std::vector<double>& u, double f) {
+    if (f < best_[s]) {
+      best_[s] = f;
+      for (size_t p = 0; p < P_; ++p) best_u_[p * S_ + s] = u[p * S_ + s];
+    }
+  }
+
+  void record(int k, uint32_t s, double f) {
+    if (k >= 0 && k < rq_.budget) rq_.history[size_t(k) * S_ + s] = f;
+  }
+
+  // Projected-gradient test shared by Adam and L-BFGS: max |g_j| <= gtol * max(1, |f|), where a
+  // component pushing out of the box at an active bound does not count.
+  bool gradient_small(uint32_t s, const std::vector<double>& u, const double* g, size_t stride,
+                      double f) const {
+    double m = 0.0;
+    for (size_t p = 0; p < P_; ++p) {
+      double gj = g[p * stride], uj = u[p * S_ + s];
+      if ((uj <= lo_[p] && gj > 0) || (uj >= hi_[p] && gj < 0)) continue;
+      m = std::max(m, std::fabs(gj));
+    }
+    return m <= rq_.gtol * std::max(1.0, std::fabs(f));
+  }
+  double residual_norm(uint32_t s, double* r) const {
+    const double* v = value_.data() + size_t(s) * N_;
+    for (uint32_t n = 0; n < N_; ++n) r[n] = v[n] - rq_.target[n];
+    return lm::enorm(r, N_);
+  }
+
+  // Copies start s's Jacobian (internal coordinates, column-major N x P) from jac_ and its
+
+  void write_covariance(uint32_t s, double* J, double fnorm) {
+    if (!rq_.cov && !rq_.stderr_) return;
+    uncertainty_done_ = true;
+    std::vector<double> cov(P_ * P_), se(P_);
+    std::vector<unsigned char> fl(P_);
+    lm::covariance(J, N_, P_, fnorm * fnorm, cov.data(), se.data(), fl.data());
+    for (size_t p = 0; p < P_; ++p) flags_[p * S_ + s] |= fl[p];
+    if (rq_.cov) std::copy(cov.begin(), cov.end(), rq_.cov + size_t(s) * P_ * P_);
+    if (rq_.stderr_) std::copy(se.begin(), se.end(), rq_.stderr_ + size_t(s) * P_);
+  }
+
+  // Covariance at each start's best point (Adam, L-BFGS): one batched Jacobian evaluation.
+  void uncertainty_at_best() {
+    if (!rq_.cov && !rq_.stderr_) return;
+    evaluate(best_u_, kJac);
+    std::vector<double> J(size_t(N_) * P_), r(N_);
+    for (uint32_t s = 0; s < S_; ++s) {
+      if (retired_[s]) continue;
+      for (size_t p = 0; p < P_; ++p)
+        std::copy(jac_[p].begin() + size_t(s) * N_, jac_[p].begin() + size_t(s + 1) * N_,
+                  J.begin() + p * N_);
+      write_covariance(s, J.data(), residual_norm(s, r.data()));
+    }
+  }
+};
+
+}  // namespace ndvm
