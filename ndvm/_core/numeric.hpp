@@ -127,11 +127,11 @@ template <class T>
 Value Machine<T>::compare(int cmp, const Value& a, const Value& b) {
   auto f = [cmp](T u, T v) -> bool {
     switch (cmp) {
-      case 0: return u == v;
-      case 1: return u < v;
-      case 2: return u > v;
-      case 3: return u <= v;
-      default: return u >= v;
+      case CMP_EQ: return u == v;
+      case CMP_LT: return u < v;
+      case CMP_GT: return u > v;
+      case CMP_LE: return u <= v;
+      default: return u >= v;  // CMP_GE
     }
   };
   if (!a.varying() && !b.varying()) return Value::boolean(f(T(a.num), T(b.num)));

@@ -10,15 +10,9 @@
 
 namespace ndvm {
 
-#define NDVM_PRIMS(X)                                                                         \
-  X(ADD, "+", 0, -1) X(SUB, "-", 1, -1) X(MUL, "*", 0, -1) X(DIV, "/", 1, -1)                \
-  X(EQ, "=", 1, -1) X(LT, "<", 1, -1) X(GT, ">", 1, -1) X(LE, "<=", 1, -1) X(GE, ">=", 1, -1) \
-  X(MIN, "min", 1, -1) X(MAX, "max", 1, -1) X(ABS, "abs", 1, 1) X(SQRT, "sqrt", 1, 1)        \
-  X(EXP, "exp", 1, 1) X(LOG, "log", 1, 1) X(SIN, "sin", 1, 1) X(COS, "cos", 1, 1)            \
-  X(TAN, "tan", 1, 1) X(TANH, "tanh", 1, 1) X(ATAN, "atan", 1, 2) X(POW, "pow", 2, 2)        \
-  X(EXPT, "expt", 2, 2) X(SQUARE, "square", 1, 1) X(FLOOR, "floor", 1, 1)                    \
-  X(CEILING, "ceiling", 1, 1) X(ROUND, "round", 1, 1) X(TRUNCATE, "truncate", 1, 1)          \
-  X(MODULO, "modulo", 2, 2) X(REMAINDER, "remainder", 2, 2)                                  \
+// The data primitives (lists, predicates, vectors and matrices). The numeric primitives are the
+// PRIM entries of NDVM_NUMERIC (tape.hpp); their ids come first.
+#define NDVM_DATA_PRIMS(X)                                                                    \
   X(CONS, "cons", 2, 2) X(CAR, "car", 1, 1) X(CDR, "cdr", 1, 1) X(CADR, "cadr", 1, 1)        \
   X(CDDR, "cddr", 1, 1) X(CAAR, "caar", 1, 1) X(CADDR, "caddr", 1, 1) X(LIST, "list", 0, -1) \
   X(NULLP, "null?", 1, 1) X(PAIRP, "pair?", 1, 1) X(LENGTH, "length", 1, 1)                  \
@@ -37,22 +31,32 @@ namespace ndvm {
   X(ZEROS, "zeros", 1, 2) X(ONES, "ones", 1, 2)
 
 enum PrimId : int {
-#define NDVM_ENUM(id, name, lo, hi) P_##id,
-  NDVM_PRIMS(NDVM_ENUM)
-#undef NDVM_ENUM
+#define NDVM_PRIM_ENUM(id, ...) P_##id,
+  NDVM_NUMERIC(NDVM_SKIP, NDVM_SKIP, NDVM_SKIP, NDVM_PRIM_ENUM)
+  NDVM_DATA_PRIMS(NDVM_PRIM_ENUM)
+#undef NDVM_PRIM_ENUM
   P_COUNT
 };
+
+// The numeric primitives are the ids 0 .. kNumericPrims - 1.
+#define NDVM_PRIM_COUNT(...) +1
+constexpr int kNumericPrims = 0 NDVM_NUMERIC(NDVM_SKIP, NDVM_SKIP, NDVM_SKIP, NDVM_PRIM_COUNT);
+#undef NDVM_PRIM_COUNT
 
 struct PrimInfo {
   const char* name;
   int min_args, max_args;  // max -1: variadic
+  const char* family;      // a numeric primitive's form (NDVM_NUMERIC), "data" for the others
 };
 
 inline const PrimInfo& prim_info(int id) {
   static const PrimInfo table[] = {
-#define NDVM_INFO(id, name, lo, hi) {name, lo, hi},
-      NDVM_PRIMS(NDVM_INFO)
-#undef NDVM_INFO
+#define NDVM_NUMERIC_INFO(id, name, lo, hi, form, arg) {name, lo, hi, #form},
+#define NDVM_DATA_INFO(id, name, lo, hi) {name, lo, hi, "data"},
+      NDVM_NUMERIC(NDVM_SKIP, NDVM_SKIP, NDVM_SKIP, NDVM_NUMERIC_INFO)
+      NDVM_DATA_PRIMS(NDVM_DATA_INFO)
+#undef NDVM_NUMERIC_INFO
+#undef NDVM_DATA_INFO
   };
   return table[id];
 }
@@ -88,43 +92,10 @@ class Prims {
 
   Value call(int id, const Value* a, int n) {
     switch (id) {
-      case P_ADD: return fold(Op::Add, a, n, 0.0);
-      case P_MUL: return fold(Op::Mul, a, n, 1.0);
-      case P_SUB:
-        if (n == 1) return arith_unary(Op::Neg, a[0], "-");
-        return fold(Op::Sub, a, n, 0.0);
-      case P_DIV:
-        if (n == 1) return arith(Op::Div, Value::number(1.0), a[0], "/");
-        return fold(Op::Div, a, n, 1.0);
-      case P_EQ: return chain(0, a, n, "=");
-      case P_LT: return chain(1, a, n, "<");
-      case P_GT: return chain(2, a, n, ">");
-      case P_LE: return chain(3, a, n, "<=");
-      case P_GE: return chain(4, a, n, ">=");
-      case P_MIN:
-      case P_MAX:
-        for (int i = 0; i < n; ++i) need_num(a[i], id, i);
-        return m.minmax(id == P_MAX, a, n);
-      case P_ABS: return m.unary(Op::Abs, num(a[0], id));
-      case P_SQRT: return arith_unary(Op::Sqrt, a[0], "sqrt");
-      case P_EXP: return arith_unary(Op::Exp, a[0], "exp");
-      case P_LOG: return arith_unary(Op::Log, a[0], "log");
-      case P_SIN: return arith_unary(Op::Sin, a[0], "sin");
-      case P_COS: return arith_unary(Op::Cos, a[0], "cos");
-      case P_TAN: return m.unary(Op::Tan, num(a[0], id));
-      case P_TANH: return arith_unary(Op::Tanh, a[0], "tanh");
-      case P_ATAN:
-        if (n == 2) return m.binary(Op::Atan2, num(a[0], id), num(a[1], id, 1));
-        return m.unary(Op::Atan, num(a[0], id));
-      case P_POW:
-      case P_EXPT: return m.binary(Op::Pow, num(a[0], id), num(a[1], id, 1));
-      case P_SQUARE: return arith(Op::Mul, a[0], a[0], "square");
-      case P_FLOOR: return m.unary(Op::Floor, num(a[0], id));
-      case P_CEILING: return m.unary(Op::Ceil, num(a[0], id));
-      case P_ROUND: return m.unary(Op::Round, num(a[0], id));
-      case P_TRUNCATE: return m.unary(Op::Trunc, num(a[0], id));
-      case P_MODULO: return m.binary(Op::Mod, num(a[0], id), num(a[1], id, 1));
-      case P_REMAINDER: return m.binary(Op::Rem, num(a[0], id), num(a[1], id, 1));
+#define NDVM_NUMERIC_CALL(pid, name, lo, hi, form, arg) \
+  case P_##pid: return call_##form(id, a, n, arg);
+      NDVM_NUMERIC(NDVM_SKIP, NDVM_SKIP, NDVM_SKIP, NDVM_NUMERIC_CALL)
+#undef NDVM_NUMERIC_CALL
 
       case P_CONS: return m.cons(a[0], a[1]);
       case P_CAR: return m.cell(pair(a[0], id)).car;
@@ -166,9 +137,9 @@ class Prims {
       case P_PROCEDUREP: return Value::boolean(a[0].tag == Tag::Closure || a[0].tag == Tag::Prim);
       case P_VECTORP: return Value::boolean(a[0].tag == Tag::Vec);
       case P_MATRIXP: return Value::boolean(a[0].tag == Tag::Mat);
-      case P_ZEROP: return m.compare(0, num(a[0], id), Value::number(0.0));
-      case P_POSITIVEP: return m.compare(2, num(a[0], id), Value::number(0.0));
-      case P_NEGATIVEP: return m.compare(1, num(a[0], id), Value::number(0.0));
+      case P_ZEROP: return m.compare(CMP_EQ, num(a[0], id), Value::number(0.0));
+      case P_POSITIVEP: return m.compare(CMP_GT, num(a[0], id), Value::number(0.0));
+      case P_NEGATIVEP: return m.compare(CMP_LT, num(a[0], id), Value::number(0.0));
       case P_NOT: return m.bool_not(a[0]);
       case P_EQP:
       case P_EQVP: return eqv(a[0], a[1]);
@@ -506,9 +477,12 @@ class Prims {
     return r;
   }
 
-  Value fold(Op op, const Value* a, int n, double unit) {
-    const char* who = op == Op::Add ? "+" : op == Op::Sub ? "-" : op == Op::Mul ? "*" : "/";
-    if (n == 0) return Value::number(unit);
+  // The forms of the numeric primitives (PRIM entries of NDVM_NUMERIC, tape.hpp).
+  Value call_arith(int id, const Value* a, int n, Op op) {
+    const char* who = prim_info(id).name;
+    if (n == 1 && op == Op::Sub) return arith_unary(Op::Neg, a[0], who);
+    if (n == 1 && op == Op::Div) return arith(Op::Div, Value::number(1.0), a[0], who);
+    if (n == 0) return Value::number(op == Op::Mul ? 1.0 : 0.0);  // (+), (*); - and / need one
     if (n == 1) {
       if (a[0].tag != Tag::Num && a[0].tag != Tag::Vec && a[0].tag != Tag::Mat)
         throw type_error(who, "a number, vector or matrix", a[0]);
@@ -517,6 +491,27 @@ class Prims {
     Value acc = arith(op, a[0], a[1], who);
     for (int i = 2; i < n; ++i) acc = arith(op, acc, a[i], who);
     return acc;
+  }
+  Value call_compare(int id, const Value* a, int n, int cmp) {
+    return chain(cmp, a, n, prim_info(id).name);
+  }
+  Value call_minmax(int id, const Value* a, int n, Op op) {
+    for (int i = 0; i < n; ++i) need_num(a[i], id, i);
+    return m.minmax(op == Op::Max, a, n);
+  }
+  Value call_unary(int id, const Value* a, int, Op op) { return m.unary(op, num(a[0], id)); }
+  Value call_elementwise(int id, const Value* a, int, Op op) {
+    return arith_unary(op, a[0], prim_info(id).name);
+  }
+  Value call_binary(int id, const Value* a, int, Op op) {
+    return m.binary(op, num(a[0], id), num(a[1], id, 1));
+  }
+  Value call_atan(int id, const Value* a, int n, Op op) {
+    if (n == 2) return m.binary(Op::Atan2, num(a[0], id), num(a[1], id, 1));
+    return m.unary(op, num(a[0], id));
+  }
+  Value call_square(int id, const Value* a, int, Op op) {
+    return arith(op, a[0], a[0], prim_info(id).name);
   }
 
   Value chain(int cmp, const Value* a, int n, const char* who) {
@@ -530,7 +525,7 @@ class Prims {
   Value eqv(const Value& a, const Value& b) {
     if (a.tag != b.tag) return Value::boolean(false);
     switch (a.tag) {
-      case Tag::Num: return m.compare(0, a, b);
+      case Tag::Num: return m.compare(CMP_EQ, a, b);
       case Tag::Bool:
         if (!a.varying() && !b.varying()) return Value::boolean(a.num == b.num);
         return m.bool_not(xor_(a, b));
