@@ -186,6 +186,22 @@ def prelude():
     return prelude_text().decode("utf-8")
 
 
+from ndvm._core.core cimport P_COUNT, PrimInfo, prim_info
+
+
+def primitives():
+    """The core's primitives, one dict each: the Scheme ``name``, ``arity`` (min, max; max None
+    when variadic) and ``family``: the numeric ones (the NDVM_NUMERIC list) first, with the form
+    that calls them, then the data primitives (lists, predicates, vectors), family "data"."""
+    cdef PrimInfo p
+    rows = []
+    for i in range(P_COUNT):
+        p = prim_info(i)
+        rows.append({"name": p.name.decode(), "family": p.family.decode(),
+                     "arity": (p.min_args, p.max_args if p.max_args >= 0 else None)})
+    return tuple(rows)
+
+
 def read(str text, str name="<program>"):
     """Read program text into plain Python data (lists, floats, ints, bools, Symbols).
 

@@ -38,11 +38,6 @@ enum PrimId : int {
   P_COUNT
 };
 
-// The numeric primitives are the ids 0 .. kNumericPrims - 1.
-#define NDVM_PRIM_COUNT(...) +1
-constexpr int kNumericPrims = 0 NDVM_NUMERIC(NDVM_SKIP, NDVM_SKIP, NDVM_SKIP, NDVM_PRIM_COUNT);
-#undef NDVM_PRIM_COUNT
-
 struct PrimInfo {
   const char* name;
   int min_args, max_args;  // max -1: variadic
