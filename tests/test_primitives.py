@@ -1,5 +1,5 @@
 """The core's one list of primitives (ndvm._core.primitives()) against every Python copy of it:
-the baselines' table, the simplifier's arithmetic, the SymPy export and the grammar. A copy that
+the baselines' table, the simplifier's arithmetic, the SymPy export, the grammar and the fuzzer. A copy
 leaves a numeric primitive out does so in a named exclusion set of its module."""
 import math
 
@@ -10,6 +10,8 @@ from ndvm._core import primitives
 from ndvm.baselines import split, tagged
 from ndvm.cosearch import export, grammar, simplify
 from ndvm.cosearch.sexpr import to_tree
+
+import fuzzgen
 
 PRIMS = primitives()
 ALL = {p["name"]: p for p in PRIMS}
@@ -100,13 +102,19 @@ def test_the_grammar_covers_the_numeric_primitives():
     assert all(accepts(f, 1) for f in g.unary) and all(accepts(f, 2) for f in g.binary)
 
 
+def test_the_fuzzer_calls_every_primitive():
+    assert coverage_problems("fuzzgen", fuzzgen.UNARY + fuzzgen.BINARY + fuzzgen.CMP, ()) == []
+    assert set(ALL) <= set(fuzzgen.PRIMS)
+    assert all(accepts(f, 1) for f in fuzzgen.UNARY) and all(accepts(f, 2) for f in fuzzgen.BINARY)
+
+
 def test_a_copy_that_disagrees_is_reported():
     names = set(NUMERIC)
     assert coverage_problems("x", names, ()) == []
     assert coverage_problems("x", names - {"floor"}, ()) == [
         "x: 'floor' is neither handled nor excluded"]
-    assert coverage_problems("x", names | {"sinh"}, ()) == [
-        "x: 'sinh' is not a primitive of the core"]
+    assert coverage_problems("x", names | {"no-such-op"}, ()) == [
+        "x: 'no-such-op' is not a primitive of the core"]
     assert coverage_problems("x", names, {"floor"}) == ["x: 'floor' is both handled and excluded"]
     assert coverage_problems("x", names - {"car"}, {"car"}) == [
         "x: excludes 'car', which is not a numeric primitive"]
