@@ -1,6 +1,6 @@
 """The core's one list of primitives (ndvm._core.primitives()) against every Python copy of it:
-the baselines' table, the simplifier's arithmetic, the SymPy export, the grammar and the fuzzer. A copy
-leaves a numeric primitive out does so in a named exclusion set of its module."""
+the baselines' table, the simplifier's arithmetic, the SymPy export, the grammar and the fuzzer.
+A copy that leaves a numeric primitive out does so in a named exclusion set of its module."""
 import math
 
 import pytest
