@@ -244,6 +244,7 @@ struct Rem : Binary<Rem> {  // R7RS truncate-remainder: the sign of the dividend
   throw Error(ErrorKind::Internal, "op " + std::to_string(int(op)) + " is not a " + want + " op");
 }
 
+NDVM_COMPLETE_SWITCHES
 #define NDVM_RULE_CASE(name) case Op::name: return fn(ops::name{});
 #define NDVM_OTHER_CASE(name, ...) case Op::name: break;
 
@@ -265,5 +266,6 @@ NDVM_INLINE decltype(auto) with_binary(Op op, Fn&& fn) {
 
 #undef NDVM_RULE_CASE
 #undef NDVM_OTHER_CASE
+NDVM_END_COMPLETE_SWITCHES
 
 }  // namespace ndvm

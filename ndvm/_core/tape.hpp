@@ -15,8 +15,9 @@ namespace ndvm {
 //   OP(Name, Family)            a tape op of a structured family, differentiated by the family's
 //                               function in sweep.hpp / linalg.hpp
 //   PRIM(ID, "scheme", lo, hi, form, arg)   the Scheme primitive P_ID taking lo..hi arguments
-//                               (hi -1: variadic), called by Prims::form (prims.hpp) with arg (an
-//                               op, or a comparison for `compare`); listed by ndvm._core.primitives()
+//                               (hi -1: variadic), called by Prims::call_<form> (prims.hpp) with
+//                               arg (an op, or a comparison for `compare`); listed by
+//                               ndvm._core.primitives()
 // Forms: arith (variadic + - * /, elementwise with scalar broadcasting), compare (a chain of
 // comparisons), minmax, unary (numbers only), elementwise (unary, also on vectors and matrices),
 // binary (numbers only), atan (one argument: the op; two: atan2), square (arg applied to x, x).
@@ -64,6 +65,12 @@ namespace ndvm {
 // Expanders that ignore their entry, to read some kinds of entry only.
 #define NDVM_SKIP(...)
 
+// Around a switch over the ops or their families: an op or family it leaves out is a compile
+// error, not a warning (the switches have no default).
+#define NDVM_COMPLETE_SWITCHES \
+  _Pragma("GCC diagnostic push") _Pragma("GCC diagnostic error \"-Wswitch\"")
+#define NDVM_END_COMPLETE_SWITCHES _Pragma("GCC diagnostic pop")
+
 enum class Op : uint8_t {
 #define NDVM_OP_ENUM(name, ...) name,
   NDVM_NUMERIC(NDVM_OP_ENUM, NDVM_OP_ENUM, NDVM_OP_ENUM, NDVM_SKIP)
@@ -73,6 +80,7 @@ enum class Op : uint8_t {
 // How the reverse sweep treats an op (sweep.hpp): one small function per family.
 enum class OpFamily : uint8_t { Unary, Binary, Select, MinMax, Dot, Linalg };
 
+NDVM_COMPLETE_SWITCHES
 constexpr OpFamily op_family(Op op) {
   switch (op) {
 #define NDVM_FAMILY_UNARY(name) case Op::name: return OpFamily::Unary;
@@ -85,6 +93,7 @@ constexpr OpFamily op_family(Op op) {
   }
   return OpFamily::Linalg;  // not reached: the switch names every op
 }
+NDVM_END_COMPLETE_SWITCHES
 
 // Where an operand lives.
 enum : uint8_t { OPND_CONST = 0, OPND_PAYLOAD = 1, OPND_ACTIVE = 2 };
