@@ -310,7 +310,9 @@ MUTANTS = [
     Mutant("fit-py-best-start", "ndvm/fit.py",
            "np.nanargmin(np.where(np.isfinite(self.all_losses), self.all_losses, np.inf))",
            "np.nanargmax(np.where(np.isfinite(self.all_losses), self.all_losses, -np.inf))",
-           OPT, "fit reports the worst start"),
+           ("tests/test_parallel.py::test_the_best_start_is_the_first_of_least_finite_loss",)
+           + OPT, "FitResult.best_start (its message, converged flag and the CLI) is the worst "
+           "start (the parameters and loss are the native batch's pick)"),
     Mutant("fit-py-clip-init", "ndvm/fit.py",
            "        x0 = np.clip(x0, lower[:, None], upper[:, None])",
            "        x0 = np.clip(x0, lower[:, None], None)", OPT,
