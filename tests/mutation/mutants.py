@@ -174,7 +174,9 @@ MUTANTS = [
            "      T v = g[l] * b[l];  // computed unconditionally, then selected: the loop stays branch-free\n"
            "      put<kSet>(d[l], g[l] != T(0) ? v : T(0));",
            "      T v = g[l] * b[l];  // computed unconditionally, then selected: the loop stays branch-free\n"
-           "      put<kSet>(d[l], v);", DERIV,
+           "      put<kSet>(d[l], v);",
+           ("tests/test_gradients.py::test_a_zero_adjoint_times_an_infinite_partial_is_zero",)
+           + DERIV,
            "a zero upstream adjoint times an infinite partial leaks NaN (0 * inf)"),
     Mutant("tape-mse-seed", EXE, "sd[k] = T(2.0 * r * inv_n);", "sd[k] = T(r * inv_n);",
            BLOCKS, "the MSE mode seeds d loss / d value without the factor 2"),
