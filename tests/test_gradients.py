@@ -112,6 +112,19 @@ def test_min_max_ties_split_evenly(client):
 
 
 @pytest.mark.parametrize("client", CLIENTS)
+@pytest.mark.parametrize("n", [1, 2, 5, 16])
+def test_a_zero_adjoint_times_an_infinite_partial_is_zero(client, n):
+    """(max (sqrt (* a x)) 1) where x = 0: max passes sqrt no adjoint there and sqrt's partial is
+    inf; their product is 0, not NaN (one lane, a few lanes inline, and the kernel's many)."""
+    ev = ndvm.Evaluator(client=client)
+    x = np.zeros(n)
+    x[1::2] = 4.0  # sqrt(a x) = 2 > 1: d/da = x / (2 sqrt(a x)) = 1
+    res = ev.evaluate("(max (sqrt (* a x)) 1)", params={"a": 1.0}, data={"x": x}, grad=True)
+    np.testing.assert_array_equal(res.jacobian()["a"][0], np.where(x > 0, 1.0, 0.0))
+    assert res.grad["a"][0] == (x > 0).sum()
+
+
+@pytest.mark.parametrize("client", CLIENTS)
 def test_scalar_side_of_broadcast_gets_its_gradient(client):
     ev = ndvm.Evaluator(client=client)
     res = ev.evaluate("(vsum (* s (vec 1.0 2.0 3.0)))", params={"s": 2.0}, grad=True)

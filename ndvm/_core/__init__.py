@@ -2,7 +2,7 @@
 try:
     from ndvm._core._core import (
         REDUCE_LANE, REDUCE_NONE, REDUCE_START, Dotted, FitBatch, FitSpec, Inputs, Machine, Program,
-        Symbol, bind, parse, prelude, read,
+        Symbol, bind, parse, prelude, primitives, read,
     )
 except ModuleNotFoundError as e:  # a source tree without the compiled extension
     if e.name != "ndvm._core._core":
@@ -19,4 +19,4 @@ except ModuleNotFoundError as e:  # a source tree without the compiled extension
     ) from None
 
 __all__ = ["REDUCE_LANE", "REDUCE_NONE", "REDUCE_START", "Dotted", "FitBatch", "FitSpec", "Inputs",
-           "Machine", "Program", "Symbol", "bind", "parse", "prelude", "read"]
+           "Machine", "Program", "Symbol", "bind", "parse", "prelude", "primitives", "read"]

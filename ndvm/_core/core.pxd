@@ -83,6 +83,16 @@ cdef extern from "client_api.hpp" namespace "ndvm":
                                  ErrorInfo* err) noexcept nogil
 
 
+cdef extern from "prims.hpp" namespace "ndvm":
+    cdef struct PrimInfo:
+        const char* name
+        int min_args
+        int max_args
+        const char* family
+    const int P_COUNT
+    const PrimInfo& prim_info(int id)
+
+
 cdef extern from "reader.hpp" namespace "ndvm":
     cdef enum class DatumKind(unsigned char):
         Num

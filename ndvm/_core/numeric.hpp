@@ -127,11 +127,11 @@ template <class T>
 Value Machine<T>::compare(int cmp, const Value& a, const Value& b) {
   auto f = [cmp](T u, T v) -> bool {
     switch (cmp) {
-      case 0: return u == v;
-      case 1: return u < v;
-      case 2: return u > v;
-      case 3: return u <= v;
-      default: return u >= v;
+      case CMP_EQ: return u == v;
+      case CMP_LT: return u < v;
+      case CMP_GT: return u > v;
+      case CMP_LE: return u <= v;
+      default: return u >= v;  // CMP_GE
     }
   };
   if (!a.varying() && !b.varying()) return Value::boolean(f(T(a.num), T(b.num)));
@@ -168,6 +168,26 @@ Value Machine<T>::bool_not(const Value& a) {
   for (uint32_t l = 0; l < L_; ++l) m[l] = !x[l];
   return Value::mask(uint64_t(id));
 }
+
+namespace detail {
+
+// Two same-shaped lists merged element by element (iterative along the spine).
+template <class T>
+Value select_list(Machine<T>& m, int32_t mask, const Value& a, const Value& b) {
+  std::vector<Value> cars;
+  Value x = a, z = b;
+  while (x.tag == Tag::Pair && z.tag == Tag::Pair && x.id != z.id) {
+    Value ca = m.pairs_[x.id].car, cb = m.pairs_[z.id].car;
+    cars.push_back(m.select(mask, ca, cb));
+    x = m.pairs_[x.id].cdr;
+    z = m.pairs_[z.id].cdr;
+  }
+  Value tail = (x.tag == Tag::Pair && z.tag == Tag::Pair) ? x : m.select(mask, x, z);
+  for (size_t i = cars.size(); i-- > 0;) tail = m.cons(cars[i], tail);
+  return tail;
+}
+
+}  // namespace detail
 
 template <class T>
 Value Machine<T>::select(int32_t mask, const Value& a, const Value& b) {
@@ -214,20 +234,7 @@ Value Machine<T>::select(int32_t mask, const Value& a, const Value& b) {
     case Tag::Pair:
       if (a.id == b.id) return a;
       if (a.tag == Tag::Sym) throw diverge();
-      {
-        // same-shaped lists merge element by element (iterative along the spine)
-        std::vector<Value> cars;
-        Value x = a, z = b;
-        while (x.tag == Tag::Pair && z.tag == Tag::Pair && x.id != z.id) {
-          Value ca = pairs_[x.id].car, cb = pairs_[z.id].car;
-          cars.push_back(select(mask, ca, cb));
-          x = pairs_[x.id].cdr;
-          z = pairs_[z.id].cdr;
-        }
-        Value tail = (x.tag == Tag::Pair && z.tag == Tag::Pair) ? x : select(mask, x, z);
-        for (size_t i = cars.size(); i-- > 0;) tail = cons(cars[i], tail);
-        return tail;
-      }
+      return detail::select_list(*this, mask, a, b);
     case Tag::Prim:
       if (a.cols == b.cols) return a;
       throw diverge();

@@ -1,8 +1,9 @@
 // The op table: each elementwise numeric primitive's forward rule and adjoint rule, side by side,
-// one entry per Op. `f` is one lane, `lanes` all lanes (the vectorized kernel where there is one);
-// `partial` (unary) and `partials` (binary) give d y / d operand per lane, as a lane pointer with
-// stride 0 (one value for every lane) or 1. The forward ops (numeric.hpp) and the reverse sweep
-// (sweep.hpp) both dispatch through with_unary / with_binary, so a rule is written exactly once.
+// one struct per UNARY or BINARY entry of the list (NDVM_NUMERIC, tape.hpp). `f` is one lane,
+// `lanes` all lanes (the vectorized kernel where there is one); `partial` (unary) and `partials`
+// (binary) give d y / d operand per lane, as a lane pointer with stride 0 (one value for every
+// lane) or 1. The forward ops (numeric.hpp) and the reverse sweep (sweep.hpp) both dispatch
+// through with_unary / with_binary, generated from the list, so a rule is written exactly once.
 // Structured ops (select, min/max, dot) live in numeric.hpp and sweep.hpp; linear algebra in
 // linalg.hpp.
 #pragma once
@@ -10,6 +11,9 @@
 #include <cstddef>
 #include <cstdint>
 
+#include <string>
+
+#include "error.hpp"
 #include "kernels.hpp"
 #include "tape.hpp"
 #include "vmath.hpp"
@@ -31,6 +35,9 @@ struct LanePtr {
   const T* p;
   size_t stride;
 };
+
+// The comparisons (PRIM entries of form `compare`; Machine::compare).
+enum Cmp : int { CMP_EQ, CMP_LT, CMP_GT, CMP_LE, CMP_GE };
 
 namespace ops {
 
@@ -138,10 +145,6 @@ struct Atan : Unary<Atan> {
   template <class T> static T f(T x) { return std::atan(x); }
   template <class T> static T d(T x, T) { return T(1) / (T(1) + x * x); }
 };
-struct Square : Unary<Square> {
-  template <class T> static T f(T x) { return x * x; }
-  template <class T> static T d(T x, T) { return T(2) * x; }
-};
 // floor, ceiling, round (to even), truncate: piecewise constant, zero derivative
 template <class Self>
 struct Step : Unary<Self> {
@@ -233,43 +236,36 @@ struct Rem : Binary<Rem> {  // R7RS truncate-remainder: the sign of the dividend
 
 }  // namespace ops
 
-// Calls fn(rule) with the table entry of a unary op (an empty struct whose static members are
-// the rules).
+// Calls fn(rule) with the rule of a UNARY op (an empty struct whose static members are the
+// rules), or of a BINARY op. Each switch names every op of the list, with no default: an op of
+// another family is an internal error (the sweep calls these for its family's nodes only, and the
+// primitives with their own family's ops).
+[[noreturn]] __attribute__((noinline, cold)) inline void wrong_family(Op op, const char* want) {
+  throw Error(ErrorKind::Internal, "op " + std::to_string(int(op)) + " is not a " + want + " op");
+}
+
+NDVM_COMPLETE_SWITCHES
+#define NDVM_RULE_CASE(name) case Op::name: return fn(ops::name{});
+#define NDVM_OTHER_CASE(name, ...) case Op::name: break;
+
 template <class Fn>
 NDVM_INLINE decltype(auto) with_unary(Op op, Fn&& fn) {
   switch (op) {
-    case Op::Neg: return fn(ops::Neg{});
-    case Op::Abs: return fn(ops::Abs{});
-    case Op::Sqrt: return fn(ops::Sqrt{});
-    case Op::Exp: return fn(ops::Exp{});
-    case Op::Log: return fn(ops::Log{});
-    case Op::Sin: return fn(ops::Sin{});
-    case Op::Cos: return fn(ops::Cos{});
-    case Op::Tan: return fn(ops::Tan{});
-    case Op::Tanh: return fn(ops::Tanh{});
-    case Op::Atan: return fn(ops::Atan{});
-    case Op::Square: return fn(ops::Square{});
-    case Op::Floor: return fn(ops::Floor{});
-    case Op::Ceil: return fn(ops::Ceil{});
-    case Op::Round: return fn(ops::Round{});
-    case Op::Trunc: return fn(ops::Trunc{});
-    case Op::SqrtRef: return fn(ops::SqrtRef{});
-    default: return fn(ops::LogRef{});
+    NDVM_NUMERIC(NDVM_RULE_CASE, NDVM_OTHER_CASE, NDVM_OTHER_CASE, NDVM_SKIP)
   }
+  wrong_family(op, "unary");
 }
 
 template <class Fn>
 NDVM_INLINE decltype(auto) with_binary(Op op, Fn&& fn) {
   switch (op) {
-    case Op::Add: return fn(ops::Add{});
-    case Op::Sub: return fn(ops::Sub{});
-    case Op::Mul: return fn(ops::Mul{});
-    case Op::Div: return fn(ops::Div{});
-    case Op::Pow: return fn(ops::Pow{});
-    case Op::Atan2: return fn(ops::Atan2{});
-    case Op::Mod: return fn(ops::Mod{});
-    default: return fn(ops::Rem{});
+    NDVM_NUMERIC(NDVM_OTHER_CASE, NDVM_RULE_CASE, NDVM_OTHER_CASE, NDVM_SKIP)
   }
+  wrong_family(op, "binary");
 }
+
+#undef NDVM_RULE_CASE
+#undef NDVM_OTHER_CASE
+NDVM_END_COMPLETE_SWITCHES
 
 }  // namespace ndvm

@@ -10,15 +10,9 @@
 
 namespace ndvm {
 
-#define NDVM_PRIMS(X)                                                                         \
-  X(ADD, "+", 0, -1) X(SUB, "-", 1, -1) X(MUL, "*", 0, -1) X(DIV, "/", 1, -1)                \
-  X(EQ, "=", 1, -1) X(LT, "<", 1, -1) X(GT, ">", 1, -1) X(LE, "<=", 1, -1) X(GE, ">=", 1, -1) \
-  X(MIN, "min", 1, -1) X(MAX, "max", 1, -1) X(ABS, "abs", 1, 1) X(SQRT, "sqrt", 1, 1)        \
-  X(EXP, "exp", 1, 1) X(LOG, "log", 1, 1) X(SIN, "sin", 1, 1) X(COS, "cos", 1, 1)            \
-  X(TAN, "tan", 1, 1) X(TANH, "tanh", 1, 1) X(ATAN, "atan", 1, 2) X(POW, "pow", 2, 2)        \
-  X(EXPT, "expt", 2, 2) X(SQUARE, "square", 1, 1) X(FLOOR, "floor", 1, 1)                    \
-  X(CEILING, "ceiling", 1, 1) X(ROUND, "round", 1, 1) X(TRUNCATE, "truncate", 1, 1)          \
-  X(MODULO, "modulo", 2, 2) X(REMAINDER, "remainder", 2, 2)                                  \
+// The data primitives: lists and predicates here, vectors and matrices in arrays.hpp. The numeric
+// primitives are the PRIM entries of NDVM_NUMERIC (tape.hpp); their ids come first.
+#define NDVM_LIST_PRIMS(X)                                                                    \
   X(CONS, "cons", 2, 2) X(CAR, "car", 1, 1) X(CDR, "cdr", 1, 1) X(CADR, "cadr", 1, 1)        \
   X(CDDR, "cddr", 1, 1) X(CAAR, "caar", 1, 1) X(CADDR, "caddr", 1, 1) X(LIST, "list", 0, -1) \
   X(NULLP, "null?", 1, 1) X(PAIRP, "pair?", 1, 1) X(LENGTH, "length", 1, 1)                  \
@@ -27,32 +21,40 @@ namespace ndvm {
   X(PROCEDUREP, "procedure?", 1, 1) X(ZEROP, "zero?", 1, 1) X(POSITIVEP, "positive?", 1, 1)  \
   X(NEGATIVEP, "negative?", 1, 1) X(NOT, "not", 1, 1) X(EQP, "eq?", 2, 2)                    \
   X(EQVP, "eqv?", 2, 2) X(EQUALP, "equal?", 2, 2) X(VECTORP, "vector?", 1, 1)                \
-  X(MATRIXP, "matrix?", 1, 1)                                                                \
+  X(MATRIXP, "matrix?", 1, 1)
+#define NDVM_VECTOR_PRIMS(X)                                                                  \
   X(VEC, "vec", 0, -1) X(MAT, "mat", 1, -1) X(REF, "ref", 2, 3) X(DOT, "dot", 2, 2)          \
   X(CROSS, "cross", 2, 2) X(NORM, "norm", 1, 1) X(NORMALIZE, "normalize", 1, 1)              \
   X(VSUM, "vsum", 1, 1) X(VLEN, "vlen", 1, 1) X(SCALE, "scale", 2, 2)                        \
-  X(MATVEC, "matvec", 2, 2) X(MATMUL, "matmul", 2, 2) X(TRANSPOSE, "transpose", 1, 1)        \
-  X(TRACE, "trace", 1, 1) X(OUTER, "outer", 2, 2) X(DET, "det", 1, 1)                        \
-  X(LOGDET, "logdet", 1, 1) X(INV, "inv", 1, 1) X(SOLVE, "solve", 2, 2) X(EYE, "eye", 1, 1)  \
-  X(ZEROS, "zeros", 1, 2) X(ONES, "ones", 1, 2)
+  X(MATVEC, "matvec", 2, 2) X(MATMUL, "matmul", 2, 2)
+#define NDVM_MATRIX_PRIMS(X)                                                                  \
+  X(TRANSPOSE, "transpose", 1, 1) X(TRACE, "trace", 1, 1) X(OUTER, "outer", 2, 2)            \
+  X(DET, "det", 1, 1) X(LOGDET, "logdet", 1, 1) X(INV, "inv", 1, 1) X(SOLVE, "solve", 2, 2)  \
+  X(EYE, "eye", 1, 1) X(ZEROS, "zeros", 1, 2) X(ONES, "ones", 1, 2)
+#define NDVM_DATA_PRIMS(X) NDVM_LIST_PRIMS(X) NDVM_VECTOR_PRIMS(X) NDVM_MATRIX_PRIMS(X)
 
 enum PrimId : int {
-#define NDVM_ENUM(id, name, lo, hi) P_##id,
-  NDVM_PRIMS(NDVM_ENUM)
-#undef NDVM_ENUM
+#define NDVM_PRIM_ENUM(id, ...) P_##id,
+  NDVM_NUMERIC(NDVM_SKIP, NDVM_SKIP, NDVM_SKIP, NDVM_PRIM_ENUM)
+  NDVM_DATA_PRIMS(NDVM_PRIM_ENUM)
+#undef NDVM_PRIM_ENUM
   P_COUNT
 };
 
 struct PrimInfo {
   const char* name;
   int min_args, max_args;  // max -1: variadic
+  const char* family;      // a numeric primitive's form (NDVM_NUMERIC), "data" for the others
 };
 
 inline const PrimInfo& prim_info(int id) {
   static const PrimInfo table[] = {
-#define NDVM_INFO(id, name, lo, hi) {name, lo, hi},
-      NDVM_PRIMS(NDVM_INFO)
-#undef NDVM_INFO
+#define NDVM_NUMERIC_INFO(id, name, lo, hi, form, arg) {name, lo, hi, #form},
+#define NDVM_DATA_INFO(id, name, lo, hi) {name, lo, hi, "data"},
+      NDVM_NUMERIC(NDVM_SKIP, NDVM_SKIP, NDVM_SKIP, NDVM_NUMERIC_INFO)
+      NDVM_DATA_PRIMS(NDVM_DATA_INFO)
+#undef NDVM_NUMERIC_INFO
+#undef NDVM_DATA_INFO
   };
   return table[id];
 }
@@ -88,43 +90,16 @@ class Prims {
 
   Value call(int id, const Value* a, int n) {
     switch (id) {
-      case P_ADD: return fold(Op::Add, a, n, 0.0);
-      case P_MUL: return fold(Op::Mul, a, n, 1.0);
-      case P_SUB:
-        if (n == 1) return arith_unary(Op::Neg, a[0], "-");
-        return fold(Op::Sub, a, n, 0.0);
-      case P_DIV:
-        if (n == 1) return arith(Op::Div, Value::number(1.0), a[0], "/");
-        return fold(Op::Div, a, n, 1.0);
-      case P_EQ: return chain(0, a, n, "=");
-      case P_LT: return chain(1, a, n, "<");
-      case P_GT: return chain(2, a, n, ">");
-      case P_LE: return chain(3, a, n, "<=");
-      case P_GE: return chain(4, a, n, ">=");
-      case P_MIN:
-      case P_MAX:
-        for (int i = 0; i < n; ++i) need_num(a[i], id, i);
-        return m.minmax(id == P_MAX, a, n);
-      case P_ABS: return m.unary(Op::Abs, num(a[0], id));
-      case P_SQRT: return arith_unary(Op::Sqrt, a[0], "sqrt");
-      case P_EXP: return arith_unary(Op::Exp, a[0], "exp");
-      case P_LOG: return arith_unary(Op::Log, a[0], "log");
-      case P_SIN: return arith_unary(Op::Sin, a[0], "sin");
-      case P_COS: return arith_unary(Op::Cos, a[0], "cos");
-      case P_TAN: return m.unary(Op::Tan, num(a[0], id));
-      case P_TANH: return arith_unary(Op::Tanh, a[0], "tanh");
-      case P_ATAN:
-        if (n == 2) return m.binary(Op::Atan2, num(a[0], id), num(a[1], id, 1));
-        return m.unary(Op::Atan, num(a[0], id));
-      case P_POW:
-      case P_EXPT: return m.binary(Op::Pow, num(a[0], id), num(a[1], id, 1));
-      case P_SQUARE: return arith(Op::Mul, a[0], a[0], "square");
-      case P_FLOOR: return m.unary(Op::Floor, num(a[0], id));
-      case P_CEILING: return m.unary(Op::Ceil, num(a[0], id));
-      case P_ROUND: return m.unary(Op::Round, num(a[0], id));
-      case P_TRUNCATE: return m.unary(Op::Trunc, num(a[0], id));
-      case P_MODULO: return m.binary(Op::Mod, num(a[0], id), num(a[1], id, 1));
-      case P_REMAINDER: return m.binary(Op::Rem, num(a[0], id), num(a[1], id, 1));
+#define NDVM_NUMERIC_CALL(pid, name, lo, hi, form, arg) \
+  case P_##pid: return call_##form(id, a, n, arg);
+      NDVM_NUMERIC(NDVM_SKIP, NDVM_SKIP, NDVM_SKIP, NDVM_NUMERIC_CALL)
+#undef NDVM_NUMERIC_CALL
+#define NDVM_VECTOR_CALL(pid, ...) case P_##pid: return call_vector(id, a, n);
+#define NDVM_MATRIX_CALL(pid, ...) case P_##pid: return call_matrix(id, a, n);
+      NDVM_VECTOR_PRIMS(NDVM_VECTOR_CALL)
+      NDVM_MATRIX_PRIMS(NDVM_MATRIX_CALL)
+#undef NDVM_VECTOR_CALL
+#undef NDVM_MATRIX_CALL
 
       case P_CONS: return m.cons(a[0], a[1]);
       case P_CAR: return m.cell(pair(a[0], id)).car;
@@ -166,147 +141,13 @@ class Prims {
       case P_PROCEDUREP: return Value::boolean(a[0].tag == Tag::Closure || a[0].tag == Tag::Prim);
       case P_VECTORP: return Value::boolean(a[0].tag == Tag::Vec);
       case P_MATRIXP: return Value::boolean(a[0].tag == Tag::Mat);
-      case P_ZEROP: return m.compare(0, num(a[0], id), Value::number(0.0));
-      case P_POSITIVEP: return m.compare(2, num(a[0], id), Value::number(0.0));
-      case P_NEGATIVEP: return m.compare(1, num(a[0], id), Value::number(0.0));
+      case P_ZEROP: return m.compare(CMP_EQ, num(a[0], id), Value::number(0.0));
+      case P_POSITIVEP: return m.compare(CMP_GT, num(a[0], id), Value::number(0.0));
+      case P_NEGATIVEP: return m.compare(CMP_LT, num(a[0], id), Value::number(0.0));
       case P_NOT: return m.bool_not(a[0]);
       case P_EQP:
       case P_EQVP: return eqv(a[0], a[1]);
       case P_EQUALP: return equal(a[0], a[1]);
-
-      case P_VEC: return make_vec(a, n);
-      case P_MAT: return make_mat(a, n, "mat");
-      case P_REF: return ref(a, n);
-      case P_DOT: {
-        Value u = vec(a[0], "dot"), v = vec(a[1], "dot", 1);
-        if (u.cols != v.cols) shape_error("dot", a[0], a[1]);
-        return m.dot(elem(u.id), elem(v.id), u.cols);
-      }
-      case P_CROSS: {
-        Value u = vec(a[0], "cross"), v = vec(a[1], "cross", 1);
-        if (u.cols != 3 || v.cols != 3)
-          throw Error(ErrorKind::Eval, "cross: expects two vectors of length 3, got lengths " +
-                                           std::to_string(u.cols) + " and " + std::to_string(v.cols));
-        Value x[3], y[3];
-        for (int i = 0; i < 3; ++i) x[i] = m.elems_[u.id + i], y[i] = m.elems_[v.id + i];
-        Value r[3];
-        for (int i = 0; i < 3; ++i) {
-          int j = (i + 1) % 3, k = (i + 2) % 3;
-          r[i] = m.binary(Op::Sub, m.binary(Op::Mul, x[j], y[k]), m.binary(Op::Mul, x[k], y[j]));
-        }
-        return pack_vec(r, 3);
-      }
-      case P_NORM: return m.unary(Op::Sqrt, self_dot(array(a[0], "norm")));
-      case P_NORMALIZE: {
-        Value v = vec(a[0], "normalize");
-        Value nr = m.unary(Op::Sqrt, self_dot(v));
-        return arith(Op::Div, v, nr, "normalize");
-      }
-      case P_VSUM: {
-        Value v = array(a[0], "vsum");
-        std::vector<Value> ones(v.size(), Value::number(1.0));
-        return m.dot(elem(v.id), ones.data(), v.size());
-      }
-      case P_VLEN: {
-        if (a[0].tag == Tag::Vec) return Value::number(a[0].cols);
-        if (a[0].tag == Tag::Mat) return Value::number(a[0].rows);
-        throw type_error("vlen", "a vector or a matrix", a[0]);
-      }
-      case P_SCALE: return arith(Op::Mul, num(a[0], id), array(a[1], "scale", 1), "scale");
-      case P_MATVEC: {
-        Value M = matrix(a[0], "matvec"), v = vec(a[1], "matvec", 1);
-        if (M.cols != v.cols) shape_error("matvec", a[0], a[1]);
-        return matvec(M, v);
-      }
-      case P_MATMUL: {
-        Value A = matrix(a[0], "matmul");
-        if (a[1].tag == Tag::Vec) {
-          if (A.cols != a[1].cols) shape_error("matmul", a[0], a[1]);
-          return matvec(A, a[1]);
-        }
-        Value B = matrix(a[1], "matmul", 1);
-        if (A.cols != B.rows) shape_error("matmul", a[0], a[1]);
-        return matmul(A, B);
-      }
-      case P_TRANSPOSE: {
-        if (a[0].tag == Tag::Vec) return a[0];
-        Value A = matrix(a[0], "transpose");
-        if (A.cols > 65535)  // a matrix has at most 65535 rows
-          throw Error(ErrorKind::Eval, "transpose: a matrix with " + std::to_string(A.cols) +
-                                           " columns is too wide to transpose (at most 65535)");
-        uint64_t s = m.alloc_elems(A.size());
-        for (uint32_t r = 0; r < A.rows; ++r)
-          for (uint32_t c = 0; c < A.cols; ++c) m.elems_[s + c * A.rows + r] = m.elems_[A.id + r * A.cols + c];
-        return Value::mat(s, uint16_t(A.cols), A.rows);
-      }
-      case P_TRACE: {
-        Value A = square(a[0], "trace");
-        std::vector<Value> d(A.rows), ones(A.rows, Value::number(1.0));
-        for (uint32_t i = 0; i < A.rows; ++i) d[i] = m.elems_[A.id + i * A.cols + i];
-        return m.dot(d.data(), ones.data(), A.rows);
-      }
-      case P_OUTER: {
-        Value u = vec(a[0], "outer"), v = vec(a[1], "outer", 1);
-        if (u.cols > 65535) throw Error(ErrorKind::Eval, "outer: vector too long for a matrix");
-        uint64_t s = m.alloc_elems(size_t(u.cols) * v.cols);
-        for (uint32_t r = 0; r < u.cols; ++r)
-          for (uint32_t c = 0; c < v.cols; ++c) {
-            Value x = m.elems_[u.id + r], y = m.elems_[v.id + c];
-            Value p = m.binary(Op::Mul, x, y);
-            m.elems_[s + r * v.cols + c] = p;
-          }
-        return Value::mat(s, uint16_t(u.cols), v.cols);
-      }
-      case P_DET:
-      case P_LOGDET: {
-        Value A = square(a[0], prim_info(id).name);
-        std::vector<Value> e(m.elems_.begin() + A.id, m.elems_.begin() + A.id + A.size());
-        Value r;
-        m.linalg(id == P_DET ? Op::Det : Op::LogDet, e.data(), A.rows, nullptr, 0, &r);
-        return r;
-      }
-      case P_INV: {
-        Value A = square(a[0], "inv");
-        std::vector<Value> e(m.elems_.begin() + A.id, m.elems_.begin() + A.id + A.size()), r(A.size());
-        m.linalg(Op::Inv, e.data(), A.rows, nullptr, 0, r.data());
-        uint64_t s = m.alloc_elems(A.size());
-        std::copy(r.begin(), r.end(), m.elems_.begin() + s);
-        return Value::mat(s, A.rows, A.cols);
-      }
-      case P_SOLVE: {
-        Value A = square(a[0], "solve");
-        Value B = a[1];
-        uint32_t k;
-        if (B.tag == Tag::Vec) k = 1;
-        else if (B.tag == Tag::Mat) k = B.cols;
-        else throw type_error("solve", "a vector or a matrix", B, 1);
-        uint32_t brows = B.tag == Tag::Vec ? B.cols : B.rows;
-        if (brows != A.rows) shape_error("solve", a[0], a[1]);
-        std::vector<Value> e(m.elems_.begin() + A.id, m.elems_.begin() + A.id + A.size());
-        std::vector<Value> b(m.elems_.begin() + B.id, m.elems_.begin() + B.id + B.size());
-        std::vector<Value> r(size_t(A.rows) * k);
-        m.linalg(Op::Solve, e.data(), A.rows, b.data(), k, r.data());
-        uint64_t s = m.alloc_elems(r.size());
-        std::copy(r.begin(), r.end(), m.elems_.begin() + s);
-        if (B.tag == Tag::Vec) return Value::vec(s, A.rows);
-        return Value::mat(s, A.rows, k);
-      }
-      case P_EYE:
-      case P_ZEROS:
-      case P_ONES: {
-        const char* who = prim_info(id).name;
-        int64_t r = index(a[0], who, 65536, true);
-        int64_t c = id == P_EYE ? r : (n == 2 ? index(a[1], who, 1 << 24, true) : -1);
-        size_t cnt = size_t(r) * size_t(c < 0 ? 1 : c);
-        uint64_t s = m.alloc_elems(cnt);
-        for (size_t i = 0; i < cnt; ++i) {
-          double v = id == P_ONES ? 1.0 : 0.0;
-          if (id == P_EYE && i / size_t(c) == i % size_t(c)) v = 1.0;
-          m.elems_[s + i] = Value::number(v);
-        }
-        if (c < 0) return Value::vec(s, uint32_t(r));
-        return Value::mat(s, uint16_t(r), uint32_t(c));
-      }
     }
     throw Error(ErrorKind::Internal, "unknown primitive id " + std::to_string(id));
   }
@@ -402,72 +243,21 @@ class Prims {
     return tail;
   }
 
-  Value pack_vec(const Value* xs, uint32_t n) {
-    uint64_t s = m.alloc_elems(n);
-    std::copy(xs, xs + n, m.elems_.begin() + s);
-    return Value::vec(s, n);
-  }
-
-  Value make_vec(const Value* a, int n) {
-    if (n > 0 && a[0].tag == Tag::Vec) return make_mat(a, n, "vec");
-    for (int i = 0; i < n; ++i)
-      if (a[i].tag != Tag::Num) throw type_error("vec", "numbers (or vectors, for the rows of a matrix)", a[i], i);
-    return pack_vec(a, uint32_t(n));
-  }
-
-  Value make_mat(const Value* a, int n, const char* who) {
-    if (n > 65535) throw Error(ErrorKind::Eval, std::string(who) + ": too many rows");
-    uint32_t c = 0;
-    for (int i = 0; i < n; ++i) {
-      if (a[i].tag != Tag::Vec) throw type_error(who, "vectors as rows", a[i], i);
-      if (i == 0) c = a[i].cols;
-      else if (a[i].cols != c)
-        throw Error(ErrorKind::Eval, std::string(who) + ": rows of different lengths (" +
-                                         std::to_string(c) + " and " + std::to_string(a[i].cols) + ")");
-    }
-    uint64_t s = m.alloc_elems(size_t(n) * c);
-    for (int i = 0; i < n; ++i)
-      for (uint32_t j = 0; j < c; ++j) m.elems_[s + size_t(i) * c + j] = m.elems_[a[i].id + j];
-    return Value::mat(s, uint16_t(n), c);
-  }
-
-  Value ref(const Value* a, int n) {
-    const Value& x = a[0];
-    if (x.tag == Tag::Vec) {
-      if (n != 2) throw Error(ErrorKind::Eval, "ref: a vector takes one index, got " + std::to_string(n - 1));
-      return m.elems_[x.id + index(a[1], "ref", x.cols)];
-    }
-    if (x.tag == Tag::Mat) {
-      int64_t r = index(a[1], "ref", x.rows);
-      if (n == 2) return Value::vec(x.id + uint64_t(r) * x.cols, x.cols);
-      int64_t c = index(a[2], "ref", x.cols);
-      return m.elems_[x.id + uint64_t(r) * x.cols + c];
-    }
-    throw type_error("ref", "a vector or a matrix", x);
-  }
-
-  Value self_dot(const Value& v) {
-    std::vector<Value> e(m.elems_.begin() + v.id, m.elems_.begin() + v.id + v.size());
-    return m.dot(e.data(), e.data(), v.size());
-  }
-
-  Value matvec(const Value& M, const Value& v) {
-    std::vector<Value> r(M.rows);
-    for (uint32_t i = 0; i < M.rows; ++i) r[i] = m.dot(elem(M.id + size_t(i) * M.cols), elem(v.id), M.cols);
-    return pack_vec(r.data(), M.rows);
-  }
-
-  Value matmul(const Value& A, const Value& B) {
-    std::vector<Value> col(B.rows), out(size_t(A.rows) * B.cols);
-    for (uint32_t c = 0; c < B.cols; ++c) {
-      for (uint32_t j = 0; j < B.rows; ++j) col[j] = m.elems_[B.id + size_t(j) * B.cols + c];
-      for (uint32_t r = 0; r < A.rows; ++r)
-        out[size_t(r) * B.cols + c] = m.dot(elem(A.id + size_t(r) * A.cols), col.data(), A.cols);
-    }
-    uint64_t s = m.alloc_elems(out.size());
-    std::copy(out.begin(), out.end(), m.elems_.begin() + s);
-    return Value::mat(s, A.rows, B.cols);
-  }
+  // The vector and matrix primitives and their helpers (arrays.hpp).
+  Value call_vector(int id, const Value* a, int n);
+  Value call_matrix(int id, const Value* a, int n);
+  Value pack_vec(const Value* xs, uint32_t n);
+  Value make_vec(const Value* a, int n);
+  Value make_mat(const Value* a, int n, const char* who);
+  Value ref(const Value* a, int n);
+  Value self_dot(const Value& v);
+  Value matvec(const Value& M, const Value& v);
+  Value matmul(const Value& A, const Value& B);
+  Value cross(const Value* a);
+  Value transpose(const Value& a);
+  Value outer(const Value* a);
+  Value solve(const Value* a);
+  Value filled(int id, const Value* a, int n);
 
   // Elementwise arithmetic with scalar broadcasting on either side.
   Value arith(Op op, const Value& a, const Value& b, const char* who) {
@@ -506,9 +296,12 @@ class Prims {
     return r;
   }
 
-  Value fold(Op op, const Value* a, int n, double unit) {
-    const char* who = op == Op::Add ? "+" : op == Op::Sub ? "-" : op == Op::Mul ? "*" : "/";
-    if (n == 0) return Value::number(unit);
+  // The forms of the numeric primitives (PRIM entries of NDVM_NUMERIC, tape.hpp).
+  Value call_arith(int id, const Value* a, int n, Op op) {
+    const char* who = prim_info(id).name;
+    if (n == 1 && op == Op::Sub) return arith_unary(Op::Neg, a[0], who);
+    if (n == 1 && op == Op::Div) return arith(Op::Div, Value::number(1.0), a[0], who);
+    if (n == 0) return Value::number(op == Op::Mul ? 1.0 : 0.0);  // (+), (*); - and / need one
     if (n == 1) {
       if (a[0].tag != Tag::Num && a[0].tag != Tag::Vec && a[0].tag != Tag::Mat)
         throw type_error(who, "a number, vector or matrix", a[0]);
@@ -517,6 +310,27 @@ class Prims {
     Value acc = arith(op, a[0], a[1], who);
     for (int i = 2; i < n; ++i) acc = arith(op, acc, a[i], who);
     return acc;
+  }
+  Value call_compare(int id, const Value* a, int n, int cmp) {
+    return chain(cmp, a, n, prim_info(id).name);
+  }
+  Value call_minmax(int id, const Value* a, int n, Op op) {
+    for (int i = 0; i < n; ++i) need_num(a[i], id, i);
+    return m.minmax(op == Op::Max, a, n);
+  }
+  Value call_unary(int id, const Value* a, int, Op op) { return m.unary(op, num(a[0], id)); }
+  Value call_elementwise(int id, const Value* a, int, Op op) {
+    return arith_unary(op, a[0], prim_info(id).name);
+  }
+  Value call_binary(int id, const Value* a, int, Op op) {
+    return m.binary(op, num(a[0], id), num(a[1], id, 1));
+  }
+  Value call_atan(int id, const Value* a, int n, Op op) {
+    if (n == 2) return m.binary(Op::Atan2, num(a[0], id), num(a[1], id, 1));
+    return m.unary(op, num(a[0], id));
+  }
+  Value call_square(int id, const Value* a, int, Op op) {
+    return arith(op, a[0], a[0], prim_info(id).name);
   }
 
   Value chain(int cmp, const Value* a, int n, const char* who) {
@@ -530,7 +344,7 @@ class Prims {
   Value eqv(const Value& a, const Value& b) {
     if (a.tag != b.tag) return Value::boolean(false);
     switch (a.tag) {
-      case Tag::Num: return m.compare(0, a, b);
+      case Tag::Num: return m.compare(CMP_EQ, a, b);
       case Tag::Bool:
         if (!a.varying() && !b.varying()) return Value::boolean(a.num == b.num);
         return m.bool_not(xor_(a, b));
@@ -584,6 +398,12 @@ class Prims {
     return eqv(a, b);
   }
 };
+
+}  // namespace ndvm
+
+#include "arrays.hpp"
+
+namespace ndvm {
 
 template <class T>
 inline Value call_prim(Machine<T>& m, int id, const Value* args, int n) {

@@ -141,6 +141,7 @@ T* Machine<T>::adjoint_for_add(uint32_t id) {
 // Adjoints are not zeroed up front: touched_ marks those that have received a contribution, the
 // first one is stored (NodeView::acc), and a node none of whose outputs was touched has a zero
 // adjoint and is skipped (its contributions would all be exactly zero).
+NDVM_COMPLETE_SWITCHES
 template <class T>
 void Machine<T>::reverse(const Value& outv, const T* seed) {
   size_t total = size_t(npay_) * L_;
@@ -169,5 +170,6 @@ void Machine<T>::reverse(const Value& outv, const T* seed) {
     }
   }
 }
+NDVM_END_COMPLETE_SWITCHES
 
 }  // namespace ndvm

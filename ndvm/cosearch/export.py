@@ -5,7 +5,14 @@ Fitted parameters are substituted when given, else they stay symbols.
 """
 import math
 
-__all__ = ["to_sympy", "to_latex"]
+__all__ = ["to_sympy", "to_latex", "NOT_EXPORTED"]
+
+# The core's numeric primitives (ndvm._core.primitives()) that have no SymPy form here
+# (tests/test_primitives.py checks that _table and this set cover the core's list).
+NOT_EXPORTED = frozenset({
+    "=", "<", ">", "<=", ">=",        # booleans: only `if` would use them, and it is not exported
+    "round", "truncate", "remainder",  # no SymPy function rounds half to even or truncates
+})
 
 
 def _table(sp):
@@ -14,9 +21,11 @@ def _table(sp):
         "-": lambda a, *b: -a if not b else a - sp.Add(*b),
         "/": lambda a, *b: 1 / a if not b else a / sp.Mul(*b),
         "sin": sp.sin, "cos": sp.cos, "tan": sp.tan, "exp": sp.exp, "log": sp.log,
-        "sqrt": sp.sqrt, "tanh": sp.tanh, "atan": sp.atan, "abs": sp.Abs,
+        "sqrt": sp.sqrt, "tanh": sp.tanh, "abs": sp.Abs,
+        "atan": lambda a, *b: sp.atan2(a, *b) if b else sp.atan(a),
         "square": lambda a: a ** 2, "pow": lambda a, b: a ** b, "expt": lambda a, b: a ** b,
-        "min": sp.Min, "max": sp.Max,
+        "min": sp.Min, "max": sp.Max, "floor": sp.floor, "ceiling": sp.ceiling,
+        "modulo": sp.Mod,  # floored: the sign of the divisor, as R7RS modulo
     }
 
 

@@ -16,6 +16,18 @@ __all__ = ["Grammar", "Sites", "choice", "positions", "get_at", "replace_at", "g
            "separable_shapes"]
 
 
+# The core's numeric primitives (ndvm._core.primitives()) that the default grammar does not propose
+# (tests/test_primitives.py checks that Grammar's unary and binary defaults and this set cover the
+# core's list); a Grammar may still be given any of them.
+NOT_PROPOSED = frozenset({
+    "abs", "tan", "atan", "min", "max",       # not in the default set
+    "expt",                                   # pow's alias
+    "floor", "ceiling", "round", "truncate",  # piecewise constant: a zero gradient
+    "modulo", "remainder",
+    "=", "<", ">", "<=", ">=",                # booleans: the grammar grows numbers
+})
+
+
 @dataclass
 class Grammar:
     """Allowed primitives and terminals; how trees are grown."""

@@ -25,6 +25,15 @@ _FOLD = {
     "pow": math.pow, "expt": math.pow,
 }
 _ARITH = frozenset("+ - * /".split()) | frozenset(_FOLD)
+# The core's numeric primitives (ndvm._core.primitives()) that are not in _ARITH: a subtree under
+# one of them is never folded nor collapsed into a parameter (tests/test_primitives.py checks that
+# the two sets cover the core's list).
+UNFOLDED = frozenset({
+    "floor", "ceiling", "round", "truncate", "modulo", "remainder",  # piecewise constant: one
+    # fitted parameter in place of (floor a) would be another model (a real, not an integer)
+    "min", "max",                 # kept as written
+    "=", "<", ">", "<=", ">=",    # booleans, not numbers
+})
 _PARAM = "?"  # a parameter to be named by canonicalize (an atom no program can contain)
 PARAM_MARK = _PARAM
 

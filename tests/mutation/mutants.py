@@ -147,7 +147,7 @@ MUTANTS = [
            DERIV, "d (a b) / d a = a: each factor gets its own value"),
     Mutant("num-minmax-ties", SWEEP, "T share = v.g[l] / T(ties);", "T share = v.g[l];", DERIV,
            "min/max ties give every tied argument the full gradient (the reference's bug)"),
-    Mutant("num-dot-skip-b", SWEEP, "    v.acc(v.adj(2 * i + 1), v.lanes(2 * i));\n", "", DERIV,
+    Mutant("num-dot-skip-b", SWEEP, "    v.acc(2 * i + 1, v.lanes(2 * i));\n", "", DERIV,
            "dot (and vsum, matvec, matmul, trace) passes no gradient to its second operand"),
     Mutant("num-det2-cofactor", LINALG, "add(1, l, -w * c);", "add(1, l, w * c);", DERIV,
            "2x2 det gradient: a cofactor with the wrong sign"),
@@ -170,7 +170,7 @@ MUTANTS = [
     # ---- tape accumulation and the reverse sweep ---------------------------------------------
     Mutant("tape-binary-overwrite", KERNH,
            "      T v = g[l] * b[l];  // computed unconditionally, then selected: the loop stays branch-free\n"
-           "      d[l] += g[l] != T(0) ? v : T(0);",
+           "      put<kSet>(d[l], g[l] != T(0) ? v : T(0));",
            "      T v = g[l] * b[l];  // computed unconditionally, then selected: the loop stays branch-free\n"
            "      d[l] = g[l] != T(0) ? v : T(0);", DERIV,
            "an adjoint is overwritten instead of accumulated (a value used twice)"),
@@ -178,9 +178,11 @@ MUTANTS = [
            API + TORCH, "the reverse sweep ignores the caller's seed (vjp, torch, mse)"),
     Mutant("tape-zero-adjoint-nan", KERNH,
            "      T v = g[l] * b[l];  // computed unconditionally, then selected: the loop stays branch-free\n"
-           "      d[l] += g[l] != T(0) ? v : T(0);",
+           "      put<kSet>(d[l], g[l] != T(0) ? v : T(0));",
            "      T v = g[l] * b[l];  // computed unconditionally, then selected: the loop stays branch-free\n"
-           "      d[l] += v;", DERIV,
+           "      put<kSet>(d[l], v);",
+           ("tests/test_gradients.py::test_a_zero_adjoint_times_an_infinite_partial_is_zero",)
+           + DERIV,
            "a zero upstream adjoint times an infinite partial leaks NaN (0 * inf)"),
     Mutant("tape-mse-seed", EXE, "sd[k] = T(2.0 * r * inv_n);", "sd[k] = T(r * inv_n);",
            BLOCKS, "the MSE mode seeds d loss / d value without the factor 2"),
@@ -189,12 +191,12 @@ MUTANTS = [
            "live(nullptr),", DEAD_LANES + FLOW,
            "the sweep ignores every node's lane mask (all op families: elementwise, select, "
            "min/max, linear algebra)"),
-    Mutant("mask-acc-plus-unmasked", KERNH, "      if (live[l]) d[l] += sign * g[l];",
-           "      d[l] += sign * g[l];", FLOW, "acc_plus ignores the lane mask",
+    Mutant("mask-acc-plus-unmasked", KERNH, "      if (live[l]) put<kSet>(d[l], sign * g[l]);",
+           "      if (true) put<kSet>(d[l], sign * g[l]);", FLOW, "acc_plus ignores the lane mask",
            DEAD_ADJOINTS_ARE_ZERO),
     Mutant("mask-acc-times-unmasked", KERNH,
-           "      if (live[l] && g[l] != T(0)) d[l] += g[l] * b[l * bs];",
-           "      if (g[l] != T(0)) d[l] += g[l] * b[l * bs];", FLOW,
+           "      if (live[l] && g[l] != T(0)) put<kSet>(d[l], g[l] * b[l * bs]);",
+           "      if (g[l] != T(0)) put<kSet>(d[l], g[l] * b[l * bs]);", FLOW,
            "acc_times ignores the lane mask",
            DEAD_ADJOINTS_ARE_ZERO),
     Mutant("mask-branch-ignores-live", MACH, "      out[l] = m ? uint8_t(b & m[l]) : b;",
@@ -211,8 +213,8 @@ MUTANTS = [
     Mutant("block-jac-offset", EXE, "double* dst = o + l0;",
            "double* dst = o;", BLOCKS,
            "every lane block writes its Jacobian rows at lane 0"),
-    Mutant("block-data-offset", EXE, "n = m.lane0_ % m.N_; l < m.L_; ++l)",
-           "n = 0; l < m.L_; ++l)", BLOCKS,
+    Mutant("block-data-offset", EXE, "n = m.lane0_ % m.N_; l < m.L_; n = 0)",
+           "n = 0; l < m.L_; n = 0)", BLOCKS,
            "a lane block binds data from point 0 instead of its first lane's point"),
     Mutant("block-param-start", EXE,
            "uint32_t g = m.lane0_ + l, st = g / m.N_, run = std::min(m.N_ - g % m.N_, m.L_ - l);",
@@ -223,8 +225,8 @@ MUTANTS = [
            "lane blocks of 7 lanes (a start split across blocks everywhere)",
            "blocks are exact by design: any block size gives the same bits (kept as a check "
            "that the split is exact)"),
-    Mutant("bind-param-n1", EXE, "for (uint32_t l = 0; l < m.L_; ++l) p[l] = T(b.values[m.lane0_ + l]);",
-           "for (uint32_t l = 0; l < m.L_; ++l) p[l] = T(b.values[l]);", BLOCKS,
+    Mutant("bind-param-n1", EXE, "copy_lanes(p, b.values + m.lane0_, m.L_);",
+           "copy_lanes(p, b.values, m.L_);", BLOCKS,
            "with one data point, a lane block binds the first starts' parameters"),
     Mutant("bind-py-rows", PYX, "            b._bs[i].rows = 0 if n == 1 else n",
            "            b._bs[i].rows = n", BLOCKS + GRAD,
@@ -316,6 +318,12 @@ MUTANTS = [
     Mutant("fit-best-start", OUTH, "if (std::isfinite(f[i]) && f[i] < least) {",
            "if (std::isfinite(f[i]) && (std::isinf(least) || f[i] > least)) {",
            OPT, "fit reports the worst start"),
+    Mutant("fit-py-best-start", "ndvm/fit.py",
+           "np.nanargmin(np.where(np.isfinite(self.all_losses), self.all_losses, np.inf))",
+           "np.nanargmax(np.where(np.isfinite(self.all_losses), self.all_losses, -np.inf))",
+           ("tests/test_parallel.py::test_the_best_start_is_the_first_of_least_finite_loss",)
+           + OPT, "FitResult.best_start (its message, converged flag and the CLI) is the worst "
+           "start (the parameters and loss are the native batch's pick)"),
     Mutant("fit-py-clip-init", "ndvm/fit.py",
            "        x0 = np.clip(x0, lower[:, None], upper[:, None])",
            "        x0 = np.clip(x0, lower[:, None], None)", OPT,
