@@ -75,7 +75,7 @@ def main():
     args = ap.parse_args()
     problems = list(srbench.PROBLEMS) if args.problems == "all" else args.problems.split(",")
     seeds = [int(s) for s in args.seeds.split(",")]
-    srbench._warm_up(["ndvm"])
+    srbench.warm_up(["ndvm"])
     print("| variant | solved | median size | median test R² |\n|---|---|---|---|")
     for name in args.ablations.split(","):
         rows = run(name, problems, seeds, args.budget)
