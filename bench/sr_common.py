@@ -33,9 +33,10 @@ def sympy_size(expr):
     return sum(1 for _ in sympy.preorder_traversal(expr))
 
 
-def run_ndvm(X, y, budget, seed):
+def run_ndvm(X, y, budget, seed, max_candidates=None):
     import ndvm
-    m = ndvm.SymbolicRegressor(budget=budget, random_state=seed, workers=1).fit(X, y)
+    m = ndvm.SymbolicRegressor(budget=budget, max_candidates=max_candidates, random_state=seed,
+                               workers=1).fit(X, y)
     return m, m.size_, m.sympy
 
 
@@ -91,14 +92,21 @@ RUNNERS = {
 }
 
 
-def fit_and_score(method, X, y, Xt, yt, budget, seed):
+def fit_and_score(method, X, y, Xt, yt, budget, seed, max_candidates=None):
     """Fit ``method`` on (X, y) within ``budget`` seconds and score it on (Xt, yt): (row, expr),
-    the row's fields JSON-ready and expr the model as SymPy over x0, x1, ..."""
+    the row's fields JSON-ready and expr the model as SymPy over x0, x1, ...
+    ``max_candidates`` (ndvm only; budget None): a search of that many candidates, the same
+    whatever the machine's load."""
     if method not in RUNNERS:
         raise ValueError(f"unknown method {method!r} (one of {', '.join(RUNNERS)})")
+    if max_candidates is not None and method != "ndvm":
+        raise ValueError(f"max_candidates is ndvm's only, not {method!r}'s")
     t0 = time.perf_counter()
     cpu0 = time.process_time()
-    m, size, expr = RUNNERS[method](X, y, budget, seed)
+    if max_candidates is None:
+        m, size, expr = RUNNERS[method](X, y, budget, seed)
+    else:
+        m, size, expr = run_ndvm(X, y, budget, seed, max_candidates)
     wall = time.perf_counter() - t0
     cpu = time.process_time() - cpu0
     expr = expr()
@@ -107,6 +115,8 @@ def fit_and_score(method, X, y, Xt, yt, budget, seed):
     row = {"method": method, "seed": seed, "budget": budget, "wall": round(wall, 2),
            "cpu": round(cpu, 2), "train_r2": r2(y, p_train), "test_r2": r2(yt, p_test),
            "size": size, "sympy_size": sympy_size(expr), "model": str(expr)}
+    if max_candidates is not None:
+        row["max_candidates"] = max_candidates
     if method == "ndvm":
         from ndvm.estimator import PARAMS
         row["simplified"] = is_simplified(m.program_, PARAMS)

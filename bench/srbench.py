@@ -6,6 +6,8 @@ drawn from the same domain. "Solved" = test R^2 > 0.999. One core: every method 
 
     python bench/srbench.py --budget 10 --seeds 0,1 --out bench/results/srbench.jsonl
     python bench/srbench.py --table bench/results/srbench.jsonl     # print the table again
+    python bench/srbench.py --quick          # ndvm alone, seed 0, 3000 candidates a problem: the
+                                             # same runs whatever the load (a before/after check)
 """
 import argparse
 import sys
@@ -78,10 +80,10 @@ def make_data(name, seed):
     return X, f(X.T), Xt, f(Xt.T)
 
 
-def run_one(method, problem, seed, budget):
+def run_one(method, problem, seed, budget, max_candidates=None):
     """One run: fit on the training sample within the budget, score on the test points."""
     X, y, Xt, yt = make_data(problem, seed)
-    row, _ = fit_and_score(method, X, y, Xt, yt, budget, seed)
+    row, _ = fit_and_score(method, X, y, Xt, yt, budget, seed, max_candidates)
     return {"problem": problem, **row}
 
 
@@ -123,8 +125,16 @@ def main(argv=None):
     ap.add_argument("--seeds", default="0,1,2")
     ap.add_argument("--budget", type=float, default=10.0, help="seconds per run")
     ap.add_argument("--out", help="append one JSON line per run here")
+    ap.add_argument("--candidates", type=int, help="ndvm only: stop after that many candidates "
+                    "instead of a time budget")
+    ap.add_argument("--quick", action="store_true",
+                    help="ndvm alone, seed 0, 3000 candidates a problem")
     ap.add_argument("--table", nargs="*", help="print the table of these result files and exit")
     args = ap.parse_args(argv)
+    if args.quick:
+        args.methods, args.seeds, args.candidates = "ndvm", "0", args.candidates or 3000
+    if args.candidates:
+        args.budget = None
     if args.table:
         rows = [r for f in args.table for r in read_rows(f)]
         print(table(rows))
@@ -138,7 +148,7 @@ def main(argv=None):
     for problem in problems:  # methods interleaved, so each sees the same machine load
         for seed in seeds:
             for method in methods:
-                row = run_one(method, problem, seed, args.budget)
+                row = run_one(method, problem, seed, args.budget, args.candidates)
                 rows.append(row)
                 print(f"{method:10s} {problem:10s} seed {seed}  test R2 {row['test_r2']:.6f}  "
                       f"size {row['size']:3d}  {row['wall']:.1f}s  {row['model'][:80]}",

@@ -241,7 +241,11 @@ class Simplifier:
             return [head, binds] + [self._loop_body(x, self.simp) for x in t[2:]]
         if not isinstance(head, str) or head not in _ARITH:
             return t  # comparisons, data operations, other special forms: kept as written
-        args = [self.simp(a) for a in t[1:]]
+        return self._apply(head, [self.simp(a) for a in t[1:]])
+
+    def _apply(self, head, args):
+        """The simplified form of ``(head args...)``, its arguments already simplified."""
+        P = self.P
         if all(_num(a) for a in args):
             v = _fold(head, args)
             if v is not None:
@@ -259,7 +263,52 @@ class Simplifier:
             inner = args[0]
             if (head, inner[0]) in (("log", "exp"), ("exp", "log"), ("square", "sqrt")):
                 return inner[1]
-        return node
+        return self._outer_constant(head, args) or node
+
+    def _outer_constant(self, head, args):
+        """A fitted constant inside a function that can stand outside it, where the groups
+        around it fold it into theirs: exp(c + u) = c' exp(u), log(c u) = c' + log(u),
+        square(c u) = c' square(u), sqrt(c u) = c' sqrt(u), pow(c u, k) = c' pow(u, k),
+        pow(c, u) = exp(c' u), pow(pow(u, c), k) = pow(u, c'), sqrt or square of pow(u, c) =
+        pow(u, c') (each a model with no less freedom); None when none applies."""
+        P = self.P
+        u = args[0]
+        if head == "exp" and len(args) == 1:
+            c, rest = self._split_sum(u)
+            if c is not None:
+                return self._apply("*", [_PARAM, self._apply("exp", [rest])])
+        elif head == "log" and len(args) == 1:
+            if self._slotted(u) and not _fitted(u, P):
+                return self._apply("+", [_PARAM, self._apply("log", [self._unscaled(u)])])
+        elif head in ("square", "sqrt") and len(args) == 1:
+            if self._slotted(u) and not _fitted(u, P):
+                return self._apply("*", [_PARAM, self._apply(head, [self._unscaled(u)])])
+            if isinstance(u, list) and u[0] in ("pow", "expt") and _fitted(u[2], P):
+                return [u[0], u[1], _PARAM]
+        elif head in ("pow", "expt") and len(args) == 2:
+            k = args[1]
+            if _fitted(u, P):
+                return self._apply("exp", [self._apply("*", [_PARAM, k])])
+            if isinstance(u, list) and u[0] == "exp" and _pl(k, P):  # exp(w)^k = exp(k w)
+                return self._apply("exp", [self._apply("*", [k, u[1]])])
+            if self._slotted(u) and _pl(k, P):
+                return self._apply("*", [_PARAM, self._apply(head, [self._unscaled(u), k])])
+            if (isinstance(u, list) and u[0] in ("pow", "expt") and _fitted(u[2], P)
+                    and _pl(k, P)):
+                return [head, u[1], _PARAM]
+        return None
+
+    def _split(self, t, head):
+        """(c, rest) when ``t`` is a ``head`` group (a sum or a product) with a fitted
+        constant c among its arguments, rest the group without it; else (None, None)."""
+        P = self.P
+        if not (isinstance(t, list) and t and t[0] == head):
+            return None, None
+        consts = [a for a in t[1:] if _fitted(a, P)]
+        if len(consts) != 1:
+            return None, None
+        rest = [a for a in t[1:] if a is not consts[0]]
+        return consts[0], (rest[0] if len(rest) == 1 else self._apply(head, rest))
 
     def _loop_body(self, t, rule):
         """Inside a loop's (if (= k N) s (recur update (+ k 1))): ``rule`` (simp or lift) on
@@ -275,7 +324,12 @@ class Simplifier:
         unit = 0.0 if head == "+" else 1.0
         flat = []
         for a in args:
-            flat.extend(a[1:] if isinstance(a, list) and a and a[0] == head else [a])
+            if isinstance(a, list) and a and a[0] == head:
+                flat.extend(a[1:])
+            elif head == "+" and _fitted_difference(a, P):  # (- c w) is c + (-w)
+                flat.extend([a[1], self._minus([a[2]])])
+            else:
+                flat.append(a)
         if head == "*" and any(_num(a) and a == 0 for a in flat):
             return 0.0
         consts = [a for a in flat if _pl(a, P)]
@@ -291,14 +345,121 @@ class Simplifier:
             elif v != unit:
                 rest.append(v)
         if head == "+":
-            rest = self._like_terms(rest)
+            rest = self._like_terms(self._affine_terms(rest))
         else:
-            rest = self._scale_into_ratio(rest)
+            rest = self._scale_into_ratio(self._merge_scales(rest))
         if not rest:
             return unit
         if len(rest) == 1:
             return rest[0]
         return [head] + sorted(rest, key=lambda a: (not _pl(a, P), self.key(a)))
+
+    def _slotted(self, t):
+        """True when ``t`` has a fitted scale of its own: a fitted constant, a product with a
+        fitted factor, or a ratio whose numerator has one."""
+        P = self.P
+        if _fitted(t, P):
+            return True
+        if isinstance(t, list) and t and t[0] == "*":
+            return any(_fitted(f, P) for f in t[1:])
+        if isinstance(t, list) and len(t) == 3 and t[0] == "/":
+            return self._slotted(t[1])
+        return False
+
+    def _unscaled(self, t):
+        """``t`` (slotted) without its fitted scale."""
+        P = self.P
+        if _fitted(t, P):
+            return 1.0
+        if t[0] == "*":
+            rest = [f for f in t[1:] if not _fitted(f, P)]
+            return self._apply("*", rest) if rest else 1.0
+        return self._divide([self._unscaled(t[1]), t[2]])
+
+    def _scaled_sum(self, t):
+        """True when ``t`` is a sum whose terms all have a fitted scale or are fitted: its
+        scale is free (c (d + e u) is d' + e' u)."""
+        return (isinstance(t, list) and t[0] == "+"
+                and all(self._slotted(a) for a in t[1:]))
+
+    def _over_scaled_sum(self, t):
+        """True when ``t`` is a ratio over a scaled sum (its scale is free: u / (d + e w))."""
+        return isinstance(t, list) and len(t) == 3 and t[0] == "/" and self._scaled_sum(t[2])
+
+    def _cancel(self, factors):
+        """A ratio's denominator that is also a factor of the product cancels: (u / v) v -> u."""
+        srcs = [self.source(a) for a in factors]
+        for i, a in enumerate(factors):
+            if isinstance(a, list) and len(a) == 3 and a[0] == "/":
+                d = self.source(a[2])
+                j = next((j for j, s in enumerate(srcs) if s == d and j != i), None)
+                if j is not None:
+                    rest = [f for k, f in enumerate(factors) if k not in (i, j)]
+                    return self._cancel(rest + [a[1]])
+        return factors
+
+    def _unscale_sum(self, t):
+        """A scaled sum with one of its scales fixed (d + e u -> d + u)."""
+        i = next((i for i, a in enumerate(t[1:], 1) if not _fitted(a, self.P)), None)
+        if i is None:
+            return t
+        return self._apply("+", [a if j != i else self._unscaled(a)
+                                 for j, a in enumerate(t[1:], 1)])
+
+    def _merge_scales(self, factors):
+        """One fitted scale per product: c (d u / v) w -> (c' u / v) w, c (d + e u) ->
+        d + e u, (a u + b v) (c + d w) -> (a u + b v) (c + w), and a negated factor's sign
+        joins the scale."""
+        P = self.P
+        factors = self._cancel(factors)
+        carriers = [i for i, a in enumerate(factors) if self._slotted(a) or self._scaled_sum(a)
+                    or self._over_scaled_sum(a)]
+        if not carriers:
+            return factors
+        factors = [_negand(a) if _negand(a) is not None else a for a in factors]
+        if len(carriers) < 2:
+            return factors
+        rank = {i: (0 if self._scaled_sum(factors[i]) else 1 if not _fitted(factors[i], P)
+                    else 2) for i in carriers}
+        # a sum's or a ratio's own scale is kept; ties by shape, so the choice is the same
+        # whatever the factors' order
+        keep = min(carriers, key=lambda i: (rank[i], self.key(factors[i])))
+        out = []
+        for i, a in enumerate(factors):
+            if i not in carriers or i == keep:
+                out.append(a)
+            elif self._scaled_sum(a):
+                out.append(self._unscale_sum(a))
+            elif self._over_scaled_sum(a) and not self._slotted(a):
+                out.append(self._divide([a[1], self._unscale_sum(a[2])]))
+            elif not _fitted(a, P):
+                u = self._unscaled(a)
+                if not (_num(u) and u == 1):
+                    out.append(u)
+        return out
+
+    def _affine_terms(self, terms):
+        """In a sum with a fitted constant, c (d + u) is c d + c u: the term's inner constant
+        folds into the sum's (a + b (c + x) -> a + b x)."""
+        P = self.P
+        if not any(_fitted(t, P) for t in terms):
+            return terms
+        out = []
+        for t in terms:
+            c, rest = self._split_sum(t) if isinstance(t, list) and t[0] == "*" else (None, None)
+            out.append(t if c is None else rest)
+        return out
+
+    def _split_sum(self, t):
+        """(c, rest) when ``t`` is a sum with a fitted constant c, or (- c w) (rest: -w), or
+        a fitted scale times one of those, s (c + w) (c: a new constant, rest: s w)."""
+        P = self.P
+        if _fitted_difference(t, P):
+            return t[1], self._minus([t[2]])
+        if isinstance(t, list) and len(t) == 3 and t[0] == "*" and _fitted(t[1], P):
+            c, rest = self._split_sum(t[2])
+            return (None, None) if c is None else (_PARAM, self._apply("*", [t[1], rest]))
+        return self._split(t, "+")
 
     def _scale_into_ratio(self, factors):
         """c (k / v) w -> (c' / v) w: a product's fitted scale joins the constant numerator of
@@ -359,7 +520,11 @@ class Simplifier:
         if len(args) == 1:
             a = args[0]
             inner = _negand(a)
-            return ["-", a] if inner is None else inner
+            if inner is not None:
+                return inner
+            if self._slotted(a):  # -(c u) is c' u
+                return self._apply("*", [_PARAM, self._unscaled(a)])
+            return ["-", a]
         if len(args) != 2:
             return ["-"] + args
         u, v = args
@@ -372,6 +537,17 @@ class Simplifier:
             return ["-", 0.0, v] if inner is None else inner
         if _pl(v, P):  # u - c is u + c' with c' = -c fitted
             return self._assoc("+", [u, _PARAM if _has_param(v, P) else -v])
+        inner = _negand(v)
+        if inner is not None:  # u - (-w) is u + w
+            return self._apply("+", [u, inner])
+        c, rest = self._split_sum(v)  # u - (c + w) is (u - w) + c'
+        if c is not None:
+            return self._apply("+", [self._minus([u, rest]), _PARAM])
+        c, rest = self._split_sum(u)  # (c + w) - v is c + (w - v)
+        if c is not None:
+            return self._apply("+", [c, self._minus([rest, v])])
+        if self._slotted(v):  # u - c w is u + c' w
+            return self._apply("+", [u, self._minus([v])])
         return ["-", u, v]
 
     def _divide(self, args):
@@ -393,6 +569,15 @@ class Simplifier:
             return self._assoc("*", [u, 1.0 / v])
         if isinstance(v, list) and len(v) == 3 and v[0] == "/" and _num(v[1]) and v[1] == 1:
             return self._assoc("*", [u, v[2]]) if not (_num(u) and u == 1) else v[2]
+        if isinstance(v, list) and len(v) == 3 and v[0] == "/":  # u / (p / q) is u q / p
+            return self._divide([self._apply("*", [u, v[2]]), v[1]])
+        if isinstance(u, list) and len(u) == 3 and u[0] == "/":  # (p / q) / v is p / (q v)
+            return self._divide([u[1], self._apply("*", [u[2], v])])
+        if self._scaled_sum(v) and (self._slotted(u) or self._scaled_sum(u)):
+            # c u / (d + e w) is c' u / (d' + w): one of the denominator's scales is free
+            w = self._unscale_sum(v)
+            if w is not v:
+                return self._divide([u, w])
         if isinstance(v, list) and v[0] == "*" and any(_pl(f, P) for f in v[1:]):
             # u / (c w) is c' u / w: the denominator's fitted scale joins the numerator's (or
             # becomes its own factor when the numerator has none)
@@ -474,6 +659,11 @@ class Simplifier:
         names = self.names
         t = self.simp(tree)
         lifted = self.simp(self.lift(t))
+        for _ in range(4):  # until lifting and simplifying again changes nothing (a rule may
+            again = self.simp(self.lift(lifted))  # pick another of equal parameters once the
+            if self.source(again) == self.source(lifted):  # literals it kept are parameters)
+                break
+            lifted = again
         if self.occurrences(lifted) <= len(names):
             return self.rename(lifted, shared=False) + (self.size(lifted),)
         if self.occurrences(t) <= len(names):
@@ -516,6 +706,11 @@ def _mentions(t, name):
     if isinstance(t, list):
         return any(_mentions(x, name) for x in t)
     return t == name
+
+
+def _fitted_difference(t, P):
+    """True when ``t`` is (- c w) with c a fitted constant."""
+    return isinstance(t, list) and len(t) == 3 and t[0] == "-" and _fitted(t[1], P)
 
 
 def _neg(a):
