@@ -352,7 +352,11 @@ class Simplifier:
             return unit
         if len(rest) == 1:
             return rest[0]
-        return [head] + sorted(rest, key=lambda a: (not _pl(a, P), self.key(a)))
+        rest = sorted(rest, key=lambda a: (not _pl(a, P), self.key(a)))
+        if head == "+" and len(rest) == 2 and _pl(rest[0], P) and isinstance(rest[1], list) \
+                and len(rest[1]) == 2 and rest[1][0] == "-":
+            return ["-", rest[0], rest[1][1]]  # c + (-w) is c - w
+        return [head] + rest
 
     def _slotted(self, t):
         """True when ``t`` has a fitted scale of its own: a fitted constant, a product with a
