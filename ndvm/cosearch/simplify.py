@@ -171,7 +171,7 @@ class Simplifier:
     def key(self, t):
         """Ordering of + and * arguments: variables before parameters, by parameter-free shape."""
         if type(t) is not list:
-            return "C" if _num(t) or t == _PARAM else t
+            return "C" if _num(t) or t == _PARAM or t in self.P else t
         f = self.facts(t)
         if f.key is None:
             f.key = "(" + " ".join([self.key(x) for x in t]) + ")"
@@ -231,6 +231,14 @@ class Simplifier:
                     or any(_mentions(c[1], b[0]) for c in binds if c is not b and head == "let*")]
             if not used and len(body) == 1:
                 return body[0]
+            consts = [b for b in used if head == "let" and isinstance(b, list) and len(b) == 2
+                      and _pl(b[1], P)]
+            if consts and len(body) == 1:  # a binding to one fitted number is that number
+                out = body[0]
+                for b in consts:
+                    out = _substitute(out, b[0], b[1])
+                rest = [b for b in used if not any(b is c for c in consts)]
+                return self.simp([head, rest, out] if rest else out)
             if (head == "let" and len(used) == 1 and len(body) == 1
                     and _uses(body[0], used[0][0]) == 1):  # a single use: inline
                 return self.simp(_substitute(body[0], used[0][0], used[0][1]))
@@ -269,8 +277,9 @@ class Simplifier:
         """A fitted constant inside a function that can stand outside it, where the groups
         around it fold it into theirs: exp(c + u) = c' exp(u), log(c u) = c' + log(u),
         square(c u) = c' square(u), sqrt(c u) = c' sqrt(u), pow(c u, k) = c' pow(u, k),
-        pow(c, u) = exp(c' u), pow(pow(u, c), k) = pow(u, c'), sqrt or square of pow(u, c) =
-        pow(u, c') (each a model with no less freedom); None when none applies."""
+        pow(c, u) = exp(c' u), pow(exp(u), k) = exp(k u), pow(pow(u, c), k) = pow(u, c k),
+        sqrt or square of pow(u, c) = pow(u, c'), log(pow(u, c)) = c' log(u) (each a model
+        with no less freedom); None when none applies."""
         P = self.P
         u = args[0]
         if head == "exp" and len(args) == 1:
@@ -278,6 +287,10 @@ class Simplifier:
             if c is not None:
                 return self._apply("*", [_PARAM, self._apply("exp", [rest])])
         elif head == "log" and len(args) == 1:
+            if isinstance(u, list) and u[0] in ("pow", "expt") and _fitted(u[2], P):
+                return self._apply("*", [_PARAM, self._apply("log", [u[1]])])  # log(w^c)
+            if isinstance(u, list) and u[0] == "/" and _num(u[1]) and u[1] == 1:
+                return self._minus([self._apply("log", [u[2]])])  # log(1/w) = -log(w)
             if self._slotted(u) and not _fitted(u, P):
                 return self._apply("+", [_PARAM, self._apply("log", [self._unscaled(u)])])
         elif head in ("square", "sqrt") and len(args) == 1:
@@ -289,13 +302,12 @@ class Simplifier:
             k = args[1]
             if _fitted(u, P):
                 return self._apply("exp", [self._apply("*", [_PARAM, k])])
-            if isinstance(u, list) and u[0] == "exp" and _pl(k, P):  # exp(w)^k = exp(k w)
+            if isinstance(u, list) and u[0] == "exp":  # exp(w)^k = exp(k w)
                 return self._apply("exp", [self._apply("*", [k, u[1]])])
             if self._slotted(u) and _pl(k, P):
                 return self._apply("*", [_PARAM, self._apply(head, [self._unscaled(u), k])])
-            if (isinstance(u, list) and u[0] in ("pow", "expt") and _fitted(u[2], P)
-                    and _pl(k, P)):
-                return [head, u[1], _PARAM]
+            if isinstance(u, list) and u[0] in ("pow", "expt") and _fitted(u[2], P):
+                return self._apply(head, [u[1], self._apply("*", [u[2], k])])  # (w^c)^k
         return None
 
     def _split(self, t, head):
@@ -345,7 +357,7 @@ class Simplifier:
             elif v != unit:
                 rest.append(v)
         if head == "+":
-            rest = self._like_terms(self._affine_terms(rest))
+            rest = self._like_terms(self._distribute(self._affine_terms(rest)))
         else:
             rest = self._scale_into_ratio(self._merge_scales(rest))
         if not rest:
@@ -359,36 +371,43 @@ class Simplifier:
         return [head] + rest
 
     def _slotted(self, t):
-        """True when ``t`` has a fitted scale of its own: a fitted constant, a product with a
-        fitted factor, or a ratio whose numerator has one."""
+        """True when ``t`` has a free scale of its own (k t is t with other parameters): a
+        fitted constant, a product with a slotted factor, a ratio with a slotted numerator or
+        denominator, or a sum whose terms are all slotted."""
         P = self.P
         if _fitted(t, P):
             return True
-        if isinstance(t, list) and t and t[0] == "*":
-            return any(_fitted(f, P) for f in t[1:])
-        if isinstance(t, list) and len(t) == 3 and t[0] == "/":
-            return self._slotted(t[1])
-        return False
+        if not isinstance(t, list) or not t:
+            return False
+        if t[0] == "*":
+            return any(self._slotted(f) for f in t[1:])
+        if t[0] == "/" and len(t) == 3:
+            return self._slotted(t[1]) or self._slotted(t[2])
+        return self._scaled_sum(t)
 
     def _unscaled(self, t):
-        """``t`` (slotted) without its fitted scale."""
+        """``t`` (slotted) with its free scale fixed: c u -> u, (d + e u) -> (d + u)."""
         P = self.P
         if _fitted(t, P):
             return 1.0
         if t[0] == "*":
-            rest = [f for f in t[1:] if not _fitted(f, P)]
-            return self._apply("*", rest) if rest else 1.0
-        return self._divide([self._unscaled(t[1]), t[2]])
+            i = min((i for i, f in enumerate(t) if i and self._slotted(f)),
+                    key=lambda i: not _fitted(t[i], P))
+            return self._apply("*", [f if j != i else self._unscaled(f)
+                                     for j, f in enumerate(t[1:], 1)])
+        if t[0] == "/":
+            if self._slotted(t[1]):
+                return self._divide([self._unscaled(t[1]), t[2]])
+            return self._divide([t[1], self._unscaled(t[2])])
+        i = next(i for i, a in enumerate(t[1:], 1) if not _fitted(a, P))
+        return self._apply("+", [a if j != i else self._unscaled(a)
+                                 for j, a in enumerate(t[1:], 1)])
 
     def _scaled_sum(self, t):
-        """True when ``t`` is a sum whose terms all have a fitted scale or are fitted: its
+        """True when ``t`` is a sum whose terms all have a free scale or are fitted: its own
         scale is free (c (d + e u) is d' + e' u)."""
-        return (isinstance(t, list) and t[0] == "+"
+        return (isinstance(t, list) and len(t) > 2 and t[0] == "+"
                 and all(self._slotted(a) for a in t[1:]))
-
-    def _over_scaled_sum(self, t):
-        """True when ``t`` is a ratio over a scaled sum (its scale is free: u / (d + e w))."""
-        return isinstance(t, list) and len(t) == 3 and t[0] == "/" and self._scaled_sum(t[2])
 
     def _cancel(self, factors):
         """A ratio's denominator that is also a factor of the product cancels: (u / v) v -> u."""
@@ -402,57 +421,90 @@ class Simplifier:
                     return self._cancel(rest + [a[1]])
         return factors
 
-    def _unscale_sum(self, t):
-        """A scaled sum with one of its scales fixed (d + e u -> d + u)."""
-        i = next((i for i, a in enumerate(t[1:], 1) if not _fitted(a, self.P)), None)
-        if i is None:
-            return t
-        return self._apply("+", [a if j != i else self._unscaled(a)
-                                 for j, a in enumerate(t[1:], 1)])
+    def _common_factors(self, u, v):
+        """The parameter-free factors u and v share (by source, with multiplicity)."""
+        def factors(t):
+            return t[1:] if isinstance(t, list) and t and t[0] == "*" else [t]
+        vs = [self.source(f) for f in factors(v) if not self.occurrences(f)]
+        out = []
+        for f in factors(u):
+            src = self.source(f)
+            if not self.occurrences(f) and not _num(f) and src in vs:
+                vs.remove(src)
+                out.append(src)
+        return out
+
+    def _without(self, t, srcs):
+        """Product ``t`` without one factor of each source in ``srcs``."""
+        left = list(srcs)
+        rest = []
+        for f in (t[1:] if isinstance(t, list) and t and t[0] == "*" else [t]):
+            src = self.source(f)
+            if src in left:
+                left.remove(src)
+            else:
+                rest.append(f)
+        return self._apply("*", rest) if rest else 1.0
 
     def _merge_scales(self, factors):
-        """One fitted scale per product: c (d u / v) w -> (c' u / v) w, c (d + e u) ->
-        d + e u, (a u + b v) (c + d w) -> (a u + b v) (c + w), and a negated factor's sign
-        joins the scale."""
+        """One free scale per product: c (d u / v) w -> (c' u / v) w, c (d + e u) ->
+        d + e u, (a u + b v) (c + d w) -> (a u + b v) (c + w), c u / (d + e w) ->
+        c' u / (d + w), and a negated factor's sign joins the scale."""
         P = self.P
         factors = self._cancel(factors)
-        carriers = [i for i, a in enumerate(factors) if self._slotted(a) or self._scaled_sum(a)
-                    or self._over_scaled_sum(a)]
+        carriers = [i for i, a in enumerate(factors) if self._slotted(a)]
         if not carriers:
             return factors
         factors = [_negand(a) if _negand(a) is not None else a for a in factors]
         if len(carriers) < 2:
             return factors
-        rank = {i: (0 if self._scaled_sum(factors[i]) else 1 if not _fitted(factors[i], P)
-                    else 2) for i in carriers}
-        # a sum's or a ratio's own scale is kept; ties by shape, so the choice is the same
-        # whatever the factors' order
-        keep = min(carriers, key=lambda i: (rank[i], self.key(factors[i])))
+        # a sum's or a ratio's own scale is kept rather than a constant factor; ties by shape,
+        # so the choice is the same whatever the factors' order
+        keep = min(carriers, key=lambda i: (2 if _fitted(factors[i], P) else
+                                            0 if self._scaled_sum(factors[i]) else 1,
+                                            self.key(factors[i])))
         out = []
         for i, a in enumerate(factors):
             if i not in carriers or i == keep:
                 out.append(a)
-            elif self._scaled_sum(a):
-                out.append(self._unscale_sum(a))
-            elif self._over_scaled_sum(a) and not self._slotted(a):
-                out.append(self._divide([a[1], self._unscale_sum(a[2])]))
-            elif not _fitted(a, P):
+            else:
                 u = self._unscaled(a)
                 if not (_num(u) and u == 1):
                     out.append(u)
         return out
 
+    def _distribute(self, terms):
+        """A product with a sum among its factors is expanded when one of its terms is like
+        another term of the sum around it: (b + y) x + c x -> x y + c' x."""
+        def sum_factor(t):
+            if isinstance(t, list) and t and t[0] == "*":
+                sums = [f for f in t[1:] if isinstance(f, list) and f and f[0] == "+"]
+                if len(sums) == 1:
+                    return sums[0]
+            return None
+        for i, t in enumerate(terms):
+            s = sum_factor(t)
+            if s is None:
+                continue
+            others = [f for f in t[1:] if f is not s]
+            parts = [self._apply("*", others + [u]) for u in s[1:]]
+            bases = {self._base(u)[0] for u in parts}
+            if any(self._base(u)[0] in bases for j, u in enumerate(terms) if j != i):
+                return self._distribute(terms[:i] + parts + terms[i + 1:])
+        return terms
+
     def _affine_terms(self, terms):
-        """In a sum with a fitted constant, c (d + u) is c d + c u: the term's inner constant
-        folds into the sum's (a + b (c + x) -> a + b x)."""
+        """c (d + u) is c d + c u: in a sum with another constant (its own, or another such
+        term's) the term's inner constant folds into it (a + b (c + x) -> a + b x)."""
         P = self.P
-        if not any(_fitted(t, P) for t in terms):
+        split = [self._split_sum(t) if isinstance(t, list) and t[0] == "*" else (None, None)
+                 for t in terms]
+        inner = sum(c is not None for c, _ in split)
+        own = any(_fitted(t, P) for t in terms)
+        if inner + own < 2:
             return terms
-        out = []
-        for t in terms:
-            c, rest = self._split_sum(t) if isinstance(t, list) and t[0] == "*" else (None, None)
-            out.append(t if c is None else rest)
-        return out
+        out = [t if c is None else rest for t, (c, rest) in zip(terms, split)]
+        return out if own else out + [_PARAM]
 
     def _split_sum(self, t):
         """(c, rest) when ``t`` is a sum with a fitted constant c, or (- c w) (rest: -w), or
@@ -463,7 +515,15 @@ class Simplifier:
         if isinstance(t, list) and len(t) == 3 and t[0] == "*" and _fitted(t[1], P):
             c, rest = self._split_sum(t[2])
             return (None, None) if c is None else (_PARAM, self._apply("*", [t[1], rest]))
-        return self._split(t, "+")
+        c, rest = self._split(t, "+")
+        if c is None and isinstance(t, list) and t[0] == "+":
+            for i, u in enumerate(t[1:], 1):  # a term's own constant: d + c (e + u) + w
+                c, r = self._split_sum(u) if isinstance(u, list) and u[0] == "*" else (None,
+                                                                                       None)
+                if c is not None:
+                    return c, self._apply("+", [r if j == i else v
+                                                for j, v in enumerate(t[1:], 1)])
+        return c, rest
 
     def _scale_into_ratio(self, factors):
         """c (k / v) w -> (c' / v) w: a product's fitted scale joins the constant numerator of
@@ -489,7 +549,10 @@ class Simplifier:
         return [["/", merged, ratio[2]] if a is ratio else a for a in out]
 
     def _base(self, term):
-        """A sum's term without its fitted scale: (* c u v) -> (u v), u -> (u,)."""
+        """A sum's term without its fitted scale: (* c u v) -> (u v), u -> (u,), (- u) ->
+        (u,)."""
+        if isinstance(term, list) and len(term) == 2 and term[0] == "-":
+            term = term[1]
         if isinstance(term, list) and term and term[0] == "*":
             factors = [f for f in term[1:] if not _pl(f, self.P)]
             if len(factors) >= len(term) - 2:  # at most one constant factor
@@ -528,6 +591,9 @@ class Simplifier:
                 return inner
             if self._slotted(a):  # -(c u) is c' u
                 return self._apply("*", [_PARAM, self._unscaled(a)])
+            c, rest = self._split_sum(a)  # -(c + w) is c' - w
+            if c is not None:
+                return self._apply("+", [_PARAM, self._minus([rest])])
             return ["-", a]
         if len(args) != 2:
             return ["-"] + args
@@ -550,6 +616,10 @@ class Simplifier:
         c, rest = self._split_sum(u)  # (c + w) - v is c + (w - v)
         if c is not None:
             return self._apply("+", [c, self._minus([rest, v])])
+        if isinstance(v, list) and v[0] == "+":  # u - (v + w) is u + (-v) + (-w)
+            return self._apply("+", [u] + [self._minus([t]) for t in v[1:]])
+        if isinstance(u, list) and u[0] == "+":  # (u + w) - v is u + w + (-v)
+            return self._apply("+", u[1:] + [self._minus([v])])
         if self._slotted(v):  # u - c w is u + c' w
             return self._apply("+", [u, self._minus([v])])
         return ["-", u, v]
@@ -577,11 +647,13 @@ class Simplifier:
             return self._divide([self._apply("*", [u, v[2]]), v[1]])
         if isinstance(u, list) and len(u) == 3 and u[0] == "/":  # (p / q) / v is p / (q v)
             return self._divide([u[1], self._apply("*", [u[2], v])])
-        if self._scaled_sum(v) and (self._slotted(u) or self._scaled_sum(u)):
-            # c u / (d + e w) is c' u / (d' + w): one of the denominator's scales is free
-            w = self._unscale_sum(v)
-            if w is not v:
-                return self._divide([u, w])
+        common = self._common_factors(u, v)
+        if common:  # (x u) / (x v) is u / v
+            return self._divide([self._without(u, common), self._without(v, common)])
+        if self._slotted(u) and self._slotted(v) and not (
+                isinstance(v, list) and v[0] == "*" and any(_pl(f, P) for f in v[1:])):
+            # c u / (d + e w) is c' u / (d' + w): one of the two scales is free
+            return self._divide([u, self._unscaled(v)])
         if isinstance(v, list) and v[0] == "*" and any(_pl(f, P) for f in v[1:]):
             # u / (c w) is c' u / w: the denominator's fitted scale joins the numerator's (or
             # becomes its own factor when the numerator has none)
