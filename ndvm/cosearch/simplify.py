@@ -88,11 +88,11 @@ class _Facts:
     """What is known of one subtree content: its simplified and lifted forms, source text, sort
     key and parameter count (None until first asked)."""
 
-    __slots__ = ("simp", "lift", "src", "key", "occ", "size", "named", "marks", "skel")
+    __slots__ = ("simp", "lift", "src", "key", "occ", "size", "named", "marks", "skel", "pull")
 
     def __init__(self):
         self.simp = self.lift = self.src = self.key = self.occ = self.size = None
-        self.named = self.marks = self.skel = None
+        self.named = self.marks = self.skel = self.pull = None
 
 
 def _atom_key(a):
@@ -262,53 +262,109 @@ class Simplifier:
         if all(_pl(a, P) for a in args) and _has_param(node, P):
             return _PARAM  # a parameter-only subtree is one fitted number
         if head in ("+", "*"):
-            return self._assoc(head, args)
-        if head == "-":
-            return self._minus(args)
-        if head == "/":
-            return self._divide(args)
-        if len(args) == 1 and isinstance(args[0], list) and len(args[0]) == 2:
-            inner = args[0]
-            if (head, inner[0]) in (("log", "exp"), ("exp", "log"), ("square", "sqrt")):
-                return inner[1]
-        return self._outer_constant(head, args) or node
+            out = self._assoc(head, args)
+        elif head == "-":
+            out = self._minus(args)
+        elif head == "/":
+            out = self._divide(args)
+        elif (len(args) == 1 and isinstance(args[0], list) and len(args[0]) == 2 and
+              (head, args[0][0]) in (("log", "exp"), ("exp", "log"), ("square", "sqrt"))):
+            return args[0][1]
+        else:
+            out = self._outer_constant(head, args) or node
+        # never larger: a rewrite that would grow the tree (-(x) - y for (c - x) - y, say)
+        # leaves the node as it is
+        return out if out is node or self.size(out) <= self.size(node) else node
 
     def _outer_constant(self, head, args):
         """A fitted constant inside a function that can stand outside it, where the groups
-        around it fold it into theirs: exp(c + u) = c' exp(u), log(c u) = c' + log(u),
-        square(c u) = c' square(u), sqrt(c u) = c' sqrt(u), pow(c u, k) = c' pow(u, k),
-        pow(c, u) = exp(c' u), pow(exp(u), k) = exp(k u), pow(pow(u, c), k) = pow(u, c k),
-        sqrt or square of pow(u, c) = pow(u, c'), log(pow(u, c)) = c' log(u) (each a model
-        with no less freedom); None when none applies."""
+        around it fold it into theirs: exp(c + u) = c' exp(u), exp(c - u) = c' / exp(u),
+        log(c u) = c' + log(u), square(c u) = c' square(u), sqrt(c u) = c' sqrt(u),
+        pow(c u, k) = c' pow(u, k) (and c' / f(w) for a scaled 1/w), pow(c, b u) =
+        pow(c', u), pow(c, d + u) = c' pow(c, u), pow(exp(u), k) = exp(k u), pow(pow(u, c), k)
+        = pow(u, c k), pow(pow(c, u), k) = pow(c, u k), sqrt or square of pow(u, c) =
+        pow(u, c'), log(pow(u, c)) = c' log(u), log(1/u) = -log(u): each a model with no less
+        freedom and never larger; None when none applies."""
         P = self.P
         u = args[0]
         if head == "exp" and len(args) == 1:
+            if _fitted_difference(u, P):
+                return self._divide([_PARAM, self._apply("exp", [u[2]])])
             c, rest = self._split_sum(u)
             if c is not None:
                 return self._apply("*", [_PARAM, self._apply("exp", [rest])])
-        elif head == "log" and len(args) == 1:
+            return None
+        if head == "log" and len(args) == 1:
             if isinstance(u, list) and u[0] in ("pow", "expt") and _fitted(u[2], P):
                 return self._apply("*", [_PARAM, self._apply("log", [u[1]])])  # log(w^c)
+            if isinstance(u, list) and u[0] in ("pow", "expt") and _fitted(u[1], P):
+                return self._apply("*", [_PARAM, u[2]])  # log(c^w) = c' w
             if isinstance(u, list) and u[0] == "/" and _num(u[1]) and u[1] == 1:
                 return self._minus([self._apply("log", [u[2]])])  # log(1/w) = -log(w)
             if self._slotted(u) and not _fitted(u, P):
-                return self._apply("+", [_PARAM, self._apply("log", [self._unscaled(u)])])
-        elif head in ("square", "sqrt") and len(args) == 1:
-            if self._slotted(u) and not _fitted(u, P):
-                return self._apply("*", [_PARAM, self._apply(head, [self._unscaled(u)])])
+                rest = self._unscaled(u)
+                if _reciprocal(rest):
+                    return self._minus([_PARAM, self._apply("log", [rest[2]])])
+                return self._apply("+", [_PARAM, self._apply("log", [rest])])
+            return None
+        if head in ("square", "sqrt") and len(args) == 1:
             if isinstance(u, list) and u[0] in ("pow", "expt") and _fitted(u[2], P):
                 return [u[0], u[1], _PARAM]
+            extra = []
         elif head in ("pow", "expt") and len(args) == 2:
             k = args[1]
             if _fitted(u, P):
-                return self._apply("exp", [self._apply("*", [_PARAM, k])])
+                c, rest = self._split_sum(k)  # c^(d + w) = c^d c^w
+                if c is not None:
+                    return self._apply("*", [_PARAM, self._apply(head, [u, rest])])
+                if self._slotted(k) and not _fitted(k, P):  # c^(b w) = (c^b)^w
+                    return [head, u, self._unscaled(k)]
+                return None
             if isinstance(u, list) and u[0] == "exp":  # exp(w)^k = exp(k w)
                 return self._apply("exp", [self._apply("*", [k, u[1]])])
-            if self._slotted(u) and _pl(k, P):
-                return self._apply("*", [_PARAM, self._apply(head, [self._unscaled(u), k])])
-            if isinstance(u, list) and u[0] in ("pow", "expt") and _fitted(u[2], P):
-                return self._apply(head, [u[1], self._apply("*", [u[2], k])])  # (w^c)^k
+            if isinstance(u, list) and u[0] in ("pow", "expt") and (
+                    self._slotted(u[2]) or _fitted(u[1], P)):  # (w^(c v))^k, (c^w)^k
+                return self._apply(head, [u[1], self._apply("*", [u[2], k])])
+            if not _pl(k, P):
+                return None
+            extra = [k]
+        else:
+            return None
+        if self._slotted(u) and not _fitted(u, P):  # f(c w) = c' f(w), f(c / w) = c' / f(w)
+            rest = self._unscaled(u)
+            if _reciprocal(rest):
+                return self._divide([_PARAM, self._apply(head, [rest[2]] + extra)])
+            return self._apply("*", [_PARAM, self._apply(head, [rest] + extra)])
         return None
+
+    def _terms(self, t):
+        """The terms of a sum or difference, flattened: (- (+ u v) w) -> u, v, (- w)."""
+        if isinstance(t, list) and t and t[0] == "+":
+            return [x for u in t[1:] for x in self._terms(u)]
+        if isinstance(t, list) and len(t) == 3 and t[0] == "-":
+            return self._terms(t[1]) + self._terms(self._minus([t[2]]))
+        return [t]
+
+    def _pulled(self, t):
+        """(group, rest) when function call ``t`` has a fitted constant that can stand outside
+        it (``_outer_constant``): group "*" when t is c' rest, "+" when t is c' + rest; else
+        (None, None). The groups around t fold the constant into theirs even where writing it
+        outside on its own would make the tree larger."""
+        if not (isinstance(t, list) and t and t[0] in _FOLD):
+            return None, None
+        f = self.facts(t)
+        if f.pull is None:
+            f.pull = (None, None)
+            out = self._outer_constant(t[0], t[1:])
+            if isinstance(out, list) and out[0] in ("*", "/", "+", "-") and len(out) == 3 \
+                    and _fitted(out[1], self.P):
+                if out[0] == "/":
+                    f.pull = ("*", self._divide([1.0, out[2]]))
+                elif out[0] == "-":
+                    f.pull = ("+", self._minus([out[2]]))
+                else:
+                    f.pull = (out[0], out[2])
+        return f.pull
 
     def _split(self, t, head):
         """(c, rest) when ``t`` is a ``head`` group (a sum or a product) with a fitted
@@ -338,28 +394,18 @@ class Simplifier:
         for a in args:
             if isinstance(a, list) and a and a[0] == head:
                 flat.extend(a[1:])
-            elif head == "+" and _fitted_difference(a, P):  # (- c w) is c + (-w)
-                flat.extend([a[1], self._minus([a[2]])])
+            elif head == "+" and isinstance(a, list) and len(a) == 3 and a[0] == "-":
+                flat.extend(self._terms(a))  # u - v is u + (-v)
             else:
                 flat.append(a)
         if head == "*" and any(_num(a) and a == 0 for a in flat):
             return 0.0
-        consts = [a for a in flat if _pl(a, P)]
-        rest = [a for a in flat if not _pl(a, P)]
-        if len(consts) == 1 and isinstance(consts[0], str):
-            rest.append(consts[0])  # one parameter keeps its name (and any sharing)
-        elif any(_has_param(a, P) for a in consts):
-            rest.append(_PARAM)
+        rest = self._fold_constants(head, flat)
+        if head == "+":  # (the groupings may leave constants to fold again)
+            rest = self._fold_constants(head, self._like_terms(self._distribute(
+                self._affine_terms(rest))))
         else:
-            v = _fold(head, consts) if consts else unit
-            if v is None:
-                rest.extend(consts)
-            elif v != unit:
-                rest.append(v)
-        if head == "+":
-            rest = self._like_terms(self._distribute(self._affine_terms(rest)))
-        else:
-            rest = self._scale_into_ratio(self._merge_scales(rest))
+            rest = self._scale_into_ratio(self._fold_constants(head, self._merge_scales(rest)))
         if not rest:
             return unit
         if len(rest) == 1:
@@ -369,6 +415,25 @@ class Simplifier:
                 and len(rest[1]) == 2 and rest[1][0] == "-":
             return ["-", rest[0], rest[1][1]]  # c + (-w) is c - w
         return [head] + rest
+
+    def _fold_constants(self, head, items):
+        """A sum's or product's arguments with its constants folded into one: a fitted one
+        when any is fitted (one parameter keeps its name), else their value."""
+        P = self.P
+        consts = [a for a in items if _pl(a, P)]
+        rest = [a for a in items if not _pl(a, P)]
+        if len(consts) == 1 and isinstance(consts[0], str):
+            rest.append(consts[0])  # one parameter keeps its name (and any sharing)
+        elif any(_has_param(a, P) for a in consts):
+            rest.append(_PARAM)
+        else:
+            unit = 0.0 if head == "+" else 1.0
+            v = _fold(head, consts) if consts else unit
+            if v is None:
+                rest.extend(consts)
+            elif v != unit:
+                rest.append(v)
+        return rest
 
     def _slotted(self, t):
         """True when ``t`` has a free scale of its own (k t is t with other parameters): a
@@ -383,7 +448,9 @@ class Simplifier:
             return any(self._slotted(f) for f in t[1:])
         if t[0] == "/" and len(t) == 3:
             return self._slotted(t[1]) or self._slotted(t[2])
-        return self._scaled_sum(t)
+        if t[0] == "+":
+            return self._scaled_sum(t)
+        return self._pulled(t)[0] == "*"
 
     def _unscaled(self, t):
         """``t`` (slotted) with its free scale fixed: c u -> u, (d + e u) -> (d + u)."""
@@ -391,14 +458,16 @@ class Simplifier:
         if _fitted(t, P):
             return 1.0
         if t[0] == "*":
-            i = min((i for i, f in enumerate(t) if i and self._slotted(f)),
-                    key=lambda i: not _fitted(t[i], P))
+            i = min((i for i, f in enumerate(t[1:], 1) if self._slotted(f)),
+                    key=lambda i: not _fitted(t[i], P))  # a constant factor first
             return self._apply("*", [f if j != i else self._unscaled(f)
                                      for j, f in enumerate(t[1:], 1)])
         if t[0] == "/":
             if self._slotted(t[1]):
                 return self._divide([self._unscaled(t[1]), t[2]])
             return self._divide([t[1], self._unscaled(t[2])])
+        if t[0] != "+":
+            return self._pulled(t)[1]
         i = next(i for i, a in enumerate(t[1:], 1) if not _fitted(a, P))
         return self._apply("+", [a if j != i else self._unscaled(a)
                                  for j, a in enumerate(t[1:], 1)])
@@ -410,15 +479,16 @@ class Simplifier:
                 and all(self._slotted(a) for a in t[1:]))
 
     def _cancel(self, factors):
-        """A ratio's denominator that is also a factor of the product cancels: (u / v) v -> u."""
-        srcs = [self.source(a) for a in factors]
+        """A ratio's denominator shares parameter-free factors with the rest of the product:
+        they cancel ((u / v) v -> u), as in a ratio (``_common_factors``)."""
         for i, a in enumerate(factors):
             if isinstance(a, list) and len(a) == 3 and a[0] == "/":
-                d = self.source(a[2])
-                j = next((j for j, s in enumerate(srcs) if s == d and j != i), None)
-                if j is not None:
-                    rest = [f for k, f in enumerate(factors) if k not in (i, j)]
-                    return self._cancel(rest + [a[1]])
+                others = ["*"] + factors[:i] + factors[i + 1:]
+                common = self._common_factors(others, a[2])
+                if common:
+                    rest = self._without(others, common)
+                    return self._cancel([self._divide([self._apply("*", [rest, a[1]]),
+                                                       self._without(a[2], common)])])
         return factors
 
     def _common_factors(self, u, v):
@@ -497,7 +567,8 @@ class Simplifier:
         """c (d + u) is c d + c u: in a sum with another constant (its own, or another such
         term's) the term's inner constant folds into it (a + b (c + x) -> a + b x)."""
         P = self.P
-        split = [self._split_sum(t) if isinstance(t, list) and t[0] == "*" else (None, None)
+        split = [self._split_sum(t) if isinstance(t, list) and t[0] == "*" else
+                 (_PARAM, self._pulled(t)[1]) if self._pulled(t)[0] == "+" else (None, None)
                  for t in terms]
         inner = sum(c is not None for c, _ in split)
         own = any(_fitted(t, P) for t in terms)
@@ -620,8 +691,8 @@ class Simplifier:
             return self._apply("+", [u] + [self._minus([t]) for t in v[1:]])
         if isinstance(u, list) and u[0] == "+":  # (u + w) - v is u + w + (-v)
             return self._apply("+", u[1:] + [self._minus([v])])
-        if self._slotted(v):  # u - c w is u + c' w
-            return self._apply("+", [u, self._minus([v])])
+        if self._slotted(v) or self._base(u)[0] == self._base(v)[0]:
+            return self._apply("+", [u, self._minus([v])])  # u - c w is u + c' w
         return ["-", u, v]
 
     def _divide(self, args):
@@ -782,6 +853,11 @@ def _mentions(t, name):
     if isinstance(t, list):
         return any(_mentions(x, name) for x in t)
     return t == name
+
+
+def _reciprocal(t):
+    """True when ``t`` is (/ 1 w)."""
+    return isinstance(t, list) and len(t) == 3 and t[0] == "/" and _num(t[1]) and t[1] == 1
 
 
 def _fitted_difference(t, P):
