@@ -2,10 +2,13 @@
 
 ``canonicalize`` folds constants, collapses every parameter-only subtree into one parameter,
 turns numeric literals into fitted parameters, removes identities (x-x, x/x, x*1, x+0, nested
-negations and inverses, log(exp u)), flattens and orders + and *, and names parameters by order of
+negations and inverses, log(exp u)), flattens and orders + and *, keeps one free scale per
+product and one constant per sum (wherever it sits: a ratio, a scaled sum, a difference, a
+function it can stand outside of, exp(c + u) = c' exp(u)), and names parameters by order of
 occurrence (one parameter per occurrence when the task has names enough), so two proposals that
-are the same model up to reparametrization print the same and are calibrated once. Special forms
-(let, loop) keep their structure; loop counters and their literals are never touched.
+are the same model up to reparametrization print the same and are calibrated once. No rewrite
+makes a tree larger. Special forms (let, loop) keep their structure; loop counters and their
+literals are never touched.
 """
 import math
 
