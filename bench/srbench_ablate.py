@@ -16,7 +16,14 @@ import srbench  # noqa: E402
 import ndvm  # noqa: E402
 from ndvm.cosearch import grammar as gp  # noqa: E402
 from ndvm.cosearch import loop, proposers  # noqa: E402
-from ndvm.cosearch.sexpr import canonical  # noqa: E402
+from ndvm.cosearch.sexpr import canonical, size, skeleton, to_source  # noqa: E402
+
+
+def _unsimplified(tree, params):
+    """The proposer's (tree, source, size, skeleton) of a child without the simplifier: only
+    grammar.simplify's constant folding and the parameters' renaming."""
+    out = canonical(gp.simplify(tree), params)
+    return out, to_source(out), size(out), skeleton(out, params)
 
 
 def _lowest_heldout(task, front, ev=None):
@@ -28,8 +35,7 @@ ABLATIONS = {
     "full": {},
     "no-selection": {"patch": [(loop, "select", _lowest_heldout)]},
     "no-simplify": {"patch": [(proposers, "_canonical_uncached",
-                               lambda t, p: canonical(gp.simplify(t), p)),
-                              (loop, "canonicalize", lambda t, p: t)]},
+                               lambda simp, t, p: _unsimplified(t, p))]},
     "no-pole-probe": {"patch": [(loop._Scorer, "off_domain", lambda self, prog, p, v=None: None)]},
     "no-small-models": {"options": {}, "small": False},
     "adam": {"options": {"optimizer": "adam", "steps": 50, "starts": 8}},
@@ -48,7 +54,7 @@ def run(name, problems, seeds, budget):
         d = list(init)
         d[-1] = False
         proposers.Mutate.__init__.__defaults__ = tuple(d)
-    proposers._CANON_CACHE.clear()
+    proposers._SIMPLIFIERS.clear()  # (canonical forms remembered from another variant)
     rows = []
     try:
         for p in problems:
