@@ -4,6 +4,7 @@ at a time, on srbench.py's problems (same data, budget and scoring).
     python bench/srbench_ablate.py --budget 5 --seeds 0 --problems nguyen1,nguyen5,...
 """
 import argparse
+import inspect
 import math
 import sys
 from pathlib import Path
@@ -51,8 +52,9 @@ def run(name, problems, seeds, budget):
         setattr(obj, attr, new)
     init = proposers.Mutate.__init__.__defaults__
     if spec.get("small") is False:
+        names = list(inspect.signature(proposers.Mutate.__init__).parameters)
         d = list(init)
-        d[-1] = False
+        d[names.index("small") - (len(names) - len(d))] = False  # (defaults end the list)
         proposers.Mutate.__init__.__defaults__ = tuple(d)
     proposers._SIMPLIFIERS.clear()  # (canonical forms remembered from another variant)
     rows = []
