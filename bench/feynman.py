@@ -11,9 +11,11 @@ Runs are appended as JSON lines; a rerun with the same --out skips the runs alre
         --seeds 0 --out bench/results/feynman_quick_10s.jsonl       # 5 equations per stratum
     python bench/feynman.py --budget 30 --seeds 0,1,2 --out bench/results/feynman_30s.jsonl
     python bench/feynman.py --report bench/results/feynman_quick_10s.jsonl
+    python bench/feynman.py --rescore FILE      # the symbolic check again, after changing it
 """
 import argparse
 import csv
+import json
 import signal
 import sys
 import threading
@@ -128,6 +130,7 @@ def make_data(eq, seed, noise=0.0, n=N_SAMPLES):
 SNAP_RTOL = 1e-3  # a fitted constant this close to a simple number is that number
 SNAP_DENOMINATOR = 60  # simple numbers: +-(p/q) pi^k or +-sqrt((p/q) pi^k), q <= 60, |k| <= 3
 NUMERIC_RTOL = 1e-6  # a difference or ratio this flat over the input box may be a constant
+DUST_RTOL = 1e-6  # a fitted constant that moves the model less than this (relative) is 0
 SYMPY_SECONDS = 20
 
 
@@ -169,17 +172,40 @@ def snap_constants(expr, rtol=SNAP_RTOL):
     return expr.xreplace(reps)
 
 
-def _numerically_constant(expr, symbols, points):
-    """True when expr takes (nearly) one finite value at every point; False when it does not;
-    None when it cannot be evaluated."""
+def _values(expr, symbols, points):
+    """expr at every point (complex), or None when numpy cannot evaluate it."""
     import sympy
     try:
         f = sympy.lambdify(symbols, expr, "numpy")
         with np.errstate(all="ignore"):
-            v = np.broadcast_to(np.asarray(f(*points.T), dtype=np.complex128), points.shape[:1])
+            return np.broadcast_to(np.asarray(f(*points.T), dtype=np.complex128),
+                                   points.shape[:1])
     except Exception:  # noqa: BLE001 (an expression numpy cannot evaluate is undecided)
         return None
-    if not np.all(np.isfinite(v)):
+
+
+def drop_dust(expr, symbols, points, rtol=DUST_RTOL):
+    """The model with each fitted constant that changes none of its values by more than
+    ``rtol`` of their scale over ``points`` set to 0 (a fit's 1e-8 offsets, which no
+    units-free absolute threshold could tell from a small true constant)."""
+    import sympy
+    base = _values(expr, symbols, points)
+    if base is None or not np.all(np.isfinite(base)):
+        return expr
+    scale = max(float(np.sqrt(np.mean(np.abs(base) ** 2))), 1e-300)
+    for f in sorted(expr.atoms(sympy.Float), key=lambda f: abs(float(f))):
+        trial = expr.xreplace({f: sympy.Integer(0)})
+        v = _values(trial, symbols, points)
+        if v is not None and np.all(np.isfinite(v)) and np.max(np.abs(v - base)) <= rtol * scale:
+            expr = trial
+    return expr
+
+
+def _numerically_constant(expr, symbols, points):
+    """True when expr takes (nearly) one finite value at every point; False when it does not;
+    None when it cannot be evaluated."""
+    v = _values(expr, symbols, points)
+    if v is None or not np.all(np.isfinite(v)):
         return None
     return bool(np.ptp(v.real) + np.ptp(v.imag) <= NUMERIC_RTOL * max(1.0, np.max(np.abs(v))))
 
@@ -208,16 +234,19 @@ def _limited(fn, seconds):
 def symbolic_solution(model, eq, seconds=SYMPY_SECONDS):
     """SRBench's symbolic solution: True when the model (SymPy, over x0, x1, ...) equals the true
     formula up to fitted constants, i.e. model - truth or model / truth (nonzero) simplifies to a
-    constant; None when SymPy did not decide within ``seconds``."""
+    constant (constants that do not move the model are 0 first, those near a simple number are
+    that number: drop_dust, snap_constants); None when SymPy did not decide within
+    ``seconds``."""
     import sympy
     xs = {sympy.Symbol(f"x{i}"): s for i, s in enumerate(eq.symbols)}
-    m = snap_constants(sympy.sympify(model).xreplace(xs))
+    m = sympy.sympify(model).xreplace(xs)
     t = eq.expr
     if m.free_symbols - set(eq.symbols):
         raise ValueError(f"the model mentions unknown symbols {m.free_symbols - set(eq.symbols)}")
     lo = np.array([v[1] for v in eq.variables])
     hi = np.array([v[2] for v in eq.variables])
     points = np.random.default_rng(0).uniform(lo, hi, (64, eq.n_inputs))
+    m = snap_constants(drop_dust(m, eq.symbols, points))
     candidates = [(m - t, False), (m / t, True)]
     # a quick numeric screen: neither flat means neither is a constant, whatever SymPy says
     flat = [_numerically_constant(c, eq.symbols, points) for c, _ in candidates]
@@ -247,6 +276,16 @@ def run_one(method, eq, seed, noise, budget, n=N_SAMPLES):
     row, expr = fit_and_score(method, X, y, Xt, yt, budget, seed)
     return {"equation": eq.id, "n_inputs": eq.n_inputs, "noise": noise, "samples": n, **row,
             "symbolic": symbolic_solution(expr, eq)}
+
+
+def rescore(path):
+    """Recompute every run's ``symbolic`` from its recorded model and rewrite the file."""
+    import sympy
+    eqs = {e.id: e for e in load_equations()}
+    rows = read_rows(path)
+    for r in rows:
+        r["symbolic"] = symbolic_solution(sympy.sympify(r["model"]), eqs[r["equation"]])
+    Path(path).write_text("".join(json.dumps(r) + "\n" for r in rows))
 
 
 def _key(r):
@@ -300,9 +339,15 @@ def main(argv=None):
     ap.add_argument("--out", help="append one JSON line per run here (runs already there are "
                     "skipped)")
     ap.add_argument("--report", nargs="*", help="print the tables of these result files and exit")
+    ap.add_argument("--rescore", nargs="*", help="decide again whether each run's model is a "
+                    "symbolic solution (after a change to the check) and rewrite these files")
     args = ap.parse_args(argv)
     if args.report:
         print(report([r for f in args.report for r in read_rows(f)]))
+        return 0
+    if args.rescore:
+        for path in args.rescore:
+            rescore(path)
         return 0
     eqs = load_equations()
     if args.equations != "all":
