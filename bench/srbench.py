@@ -6,16 +6,16 @@ drawn from the same domain. "Solved" = test R^2 > 0.999. One core: every method 
 
     python bench/srbench.py --budget 10 --seeds 0,1 --out bench/results/srbench.jsonl
     python bench/srbench.py --table bench/results/srbench.jsonl     # print the table again
+    python bench/srbench.py --quick          # ndvm alone, seed 0, 3000 candidates a problem: the
+                                             # same runs whatever the load (a before/after check)
 """
 import argparse
-import json
-import math
-import os
 import sys
-import time
 from pathlib import Path
 
-os.environ.setdefault("OMP_NUM_THREADS", "1")
+sys.path.insert(0, str(Path(__file__).parent))
+from sr_common import (METHODS, SOLVED_R2, Sink, fit_and_score, r2,  # noqa: E402,F401
+                       read_rows, warm_up)
 
 import numpy as np  # noqa: E402
 
@@ -66,7 +66,6 @@ PROBLEMS = {
 }
 
 N_TEST = 1000
-METHODS = ("ndvm", "operon", "operon-lm", "gplearn")
 
 
 def make_data(name, seed):
@@ -81,101 +80,14 @@ def make_data(name, seed):
     return X, f(X.T), Xt, f(Xt.T)
 
 
-def r2(y, p):
-    """Coefficient of determination; -inf when the prediction is not finite."""
-    p = np.asarray(p, dtype=np.float64).reshape(-1)
-    if p.size != y.size or not np.all(np.isfinite(p)):
-        return -math.inf
-    return 1.0 - float(np.sum((y - p) ** 2)) / float(np.sum((y - y.mean()) ** 2))
-
-
-def sympy_size(expr):
-    """A common size for every method: the nodes of the SymPy expression tree."""
-    import sympy
-    return sum(1 for _ in sympy.preorder_traversal(expr))
-
-
-def run_ndvm(X, y, budget, seed):
-    import ndvm
-    m = ndvm.SymbolicRegressor(budget=budget, random_state=seed, workers=1).fit(X, y)
-    return m, m.size_, m.sympy
-
-
-def is_simplified(model, params):
-    """True when ndvm's simplifier leaves the returned model as it is (a fixpoint)."""
-    from ndvm.cosearch.sexpr import to_source, to_tree
-    from ndvm.cosearch.simplify import simplify
-    return to_source(simplify(to_tree(model), params)) == model
-
-
-OPERON_SYMBOLS = "add,sub,mul,div,constant,variable,sin,cos,exp,log,sqrt,square,tanh"
-
-
-def run_operon(X, y, budget, seed, iterations=0):
-    import sympy
-    from pyoperon.sklearn import SymbolicRegressor
-    m = SymbolicRegressor(allowed_symbols=OPERON_SYMBOLS, n_threads=1,
-                          max_time=max(1, int(round(budget))), random_state=seed,
-                          optimizer_iterations=iterations)
-    m.fit(X, y)
-    text = m.get_model_string(m.model_, 16)
-    names = {f"X{i + 1}": sympy.Symbol(f"x{i}") for i in range(X.shape[1])}
-    return m, int(m.model_.Length), lambda: sympy.sympify(text.replace("^", "**"), locals=names)
-
-
-def run_gplearn(X, y, budget, seed):
-    """gplearn has no time limit: grow the run one generation at a time until the budget."""
-    import sympy
-    from gplearn.genetic import SymbolicRegressor
-    fs = ("add", "sub", "mul", "div", "log", "sqrt", "sin", "cos")  # SRBench's set (+ protected)
-    m = SymbolicRegressor(population_size=1000, generations=1, function_set=fs,
-                          random_state=seed, warm_start=True, n_jobs=1, parsimony_coefficient=0.001)
-    t0 = time.perf_counter()
-    gen = 1
-    while True:
-        m.set_params(generations=gen)
-        m.fit(X, y)
-        gen += 1
-        if time.perf_counter() - t0 >= budget or m._program.raw_fitness_ < 1e-12:
-            break
-    ops = {"add": lambda a, b: a + b, "sub": lambda a, b: a - b, "mul": lambda a, b: a * b,
-           "div": lambda a, b: a / b, "log": lambda a: sympy.log(sympy.Abs(a)),
-           "sqrt": lambda a: sympy.sqrt(sympy.Abs(a)), "sin": sympy.sin, "cos": sympy.cos}
-    ops.update({f"X{i}": sympy.Symbol(f"x{i}") for i in range(X.shape[1])})
-    return m, int(m._program.length_), lambda: sympy.sympify(str(m._program), locals=ops)
-
-
-def run_one(method, problem, seed, budget):
+def run_one(method, problem, seed, budget, max_candidates=None):
     """One run: fit on the training sample within the budget, score on the test points."""
     X, y, Xt, yt = make_data(problem, seed)
-    t0 = time.perf_counter()
-    cpu0 = time.process_time()
-    if method == "ndvm":
-        m, size, expr = run_ndvm(X, y, budget, seed)
-    elif method == "operon":
-        m, size, expr = run_operon(X, y, budget, seed)
-    elif method == "operon-lm":
-        m, size, expr = run_operon(X, y, budget, seed, iterations=10)
-    elif method == "gplearn":
-        m, size, expr = run_gplearn(X, y, budget, seed)
-    else:
-        raise ValueError(f"unknown method {method!r}")
-    wall = time.perf_counter() - t0
-    cpu = time.process_time() - cpu0
-    expr = expr()
-    with np.errstate(all="ignore"):
-        p_test, p_train = m.predict(Xt), m.predict(X)
-    extra = {}
-    if method == "ndvm":
-        from ndvm.estimator import PARAMS
-        extra["simplified"] = is_simplified(m.program_, PARAMS)
-    return {**extra, "method": method, "problem": problem, "seed": seed, "budget": budget,
-            "wall": round(wall, 2), "cpu": round(cpu, 2), "train_r2": r2(y, p_train),
-            "test_r2": r2(yt, p_test), "size": size, "sympy_size": sympy_size(expr),
-            "model": str(expr)}
+    row, _ = fit_and_score(method, X, y, Xt, yt, budget, seed, max_candidates)
+    return {"problem": problem, **row}
 
 
-def table(rows, threshold=0.999):
+def table(rows, threshold=SOLVED_R2):
     """Solved counts and median sizes per method, as Markdown."""
     methods = [m for m in METHODS if any(r["method"] == m for r in rows)]
     out = ["| | " + " | ".join(methods) + " |", "|---|" + "---|" * len(methods)]
@@ -206,23 +118,6 @@ def table(rows, threshold=0.999):
     return "\n".join(out)
 
 
-def _warm_up(methods):
-    """Imports and first-call costs are paid once, before any timed run."""
-    import sympy  # noqa: F401
-    X = np.linspace(0.1, 1, 10).reshape(-1, 1)
-    if "ndvm" in methods:
-        import ndvm
-        ndvm.SymbolicRegressor(budget=None, max_candidates=16).fit(X, X[:, 0])
-    if any(m.startswith("operon") for m in methods):
-        import pyoperon.sklearn  # noqa: F401
-    if "gplearn" in methods:
-        import gplearn.genetic  # noqa: F401
-
-
-def _read(path):
-    return [json.loads(line) for line in Path(path).read_text().splitlines() if line.strip()]
-
-
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--methods", default=",".join(METHODS))
@@ -230,31 +125,35 @@ def main(argv=None):
     ap.add_argument("--seeds", default="0,1,2")
     ap.add_argument("--budget", type=float, default=10.0, help="seconds per run")
     ap.add_argument("--out", help="append one JSON line per run here")
+    ap.add_argument("--candidates", type=int, help="ndvm only: stop after that many candidates "
+                    "instead of a time budget")
+    ap.add_argument("--quick", action="store_true",
+                    help="ndvm alone, seed 0, 3000 candidates a problem")
     ap.add_argument("--table", nargs="*", help="print the table of these result files and exit")
     args = ap.parse_args(argv)
+    if args.quick:
+        args.methods, args.seeds, args.candidates = "ndvm", "0", args.candidates or 3000
+    if args.candidates:
+        args.budget = None
     if args.table:
-        rows = [r for f in args.table for r in _read(f)]
+        rows = [r for f in args.table for r in read_rows(f)]
         print(table(rows))
         return 0
     problems = list(PROBLEMS) if args.problems == "all" else args.problems.split(",")
     seeds = [int(s) for s in args.seeds.split(",")]
     methods = args.methods.split(",")
-    _warm_up(methods)
+    warm_up(methods)
     rows = []
-    if args.out:
-        Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    sink = open(args.out, "a", encoding="utf-8") if args.out else None
+    sink = Sink(args.out)
     for problem in problems:  # methods interleaved, so each sees the same machine load
         for seed in seeds:
             for method in methods:
-                row = run_one(method, problem, seed, args.budget)
+                row = run_one(method, problem, seed, args.budget, args.candidates)
                 rows.append(row)
                 print(f"{method:10s} {problem:10s} seed {seed}  test R2 {row['test_r2']:.6f}  "
                       f"size {row['size']:3d}  {row['wall']:.1f}s  {row['model'][:80]}",
                       file=sys.stderr, flush=True)
-                if sink:
-                    sink.write(json.dumps(row) + "\n")
-                    sink.flush()
+                sink.write(row)
     print(table(rows))
     return 0
 

@@ -4,6 +4,7 @@ at a time, on srbench.py's problems (same data, budget and scoring).
     python bench/srbench_ablate.py --budget 5 --seeds 0 --problems nguyen1,nguyen5,...
 """
 import argparse
+import inspect
 import math
 import sys
 from pathlib import Path
@@ -16,7 +17,14 @@ import srbench  # noqa: E402
 import ndvm  # noqa: E402
 from ndvm.cosearch import grammar as gp  # noqa: E402
 from ndvm.cosearch import loop, proposers, rounds  # noqa: E402
-from ndvm.cosearch.sexpr import canonical  # noqa: E402
+from ndvm.cosearch.sexpr import canonical, size, skeleton, to_source  # noqa: E402
+
+
+def _unsimplified(tree, params):
+    """The proposer's (tree, source, size, skeleton) of a child without the simplifier: only
+    grammar.simplify's constant folding and the parameters' renaming."""
+    out = canonical(gp.simplify(tree), params)
+    return out, to_source(out), size(out), skeleton(out, params)
 
 
 def _lowest_heldout(task, front, ev=None):
@@ -28,8 +36,7 @@ ABLATIONS = {
     "full": {},
     "no-selection": {"patch": [(loop, "select", _lowest_heldout)]},
     "no-simplify": {"patch": [(proposers, "_canonical_uncached",
-                               lambda t, p: canonical(gp.simplify(t), p)),
-                              (loop, "canonicalize", lambda t, p: t)]},
+                               lambda simp, t, p: _unsimplified(t, p))]},
     "no-pole-probe": {"patch": [(rounds._Scorer, "off_domain", lambda self, prog, p, v=None: None)]},
     "no-small-models": {"options": {}, "small": False},
     "adam": {"options": {"optimizer": "adam", "steps": 50, "starts": 8}},
@@ -45,10 +52,11 @@ def run(name, problems, seeds, budget):
         setattr(obj, attr, new)
     init = proposers.Mutate.__init__.__defaults__
     if spec.get("small") is False:
+        names = list(inspect.signature(proposers.Mutate.__init__).parameters)
         d = list(init)
-        d[-1] = False
+        d[names.index("small") - (len(names) - len(d))] = False  # (defaults end the list)
         proposers.Mutate.__init__.__defaults__ = tuple(d)
-    proposers._CANON_CACHE.clear()
+    proposers._SIMPLIFIERS.clear()  # (canonical forms remembered from another variant)
     rows = []
     try:
         for p in problems:
@@ -75,7 +83,7 @@ def main():
     args = ap.parse_args()
     problems = list(srbench.PROBLEMS) if args.problems == "all" else args.problems.split(",")
     seeds = [int(s) for s in args.seeds.split(",")]
-    srbench._warm_up(["ndvm"])
+    srbench.warm_up(["ndvm"])
     print("| variant | solved | median size | median test R² |\n|---|---|---|---|")
     for name in args.ablations.split(","):
         rows = run(name, problems, seeds, args.budget)
