@@ -68,15 +68,17 @@ class Island:
         """Copies of the ``k`` fittest members of the population (the migrants it sends)."""
         return [dict(r) for r in self.state.population[:k]]
 
-    def run(self, n):
-        """Propose, calibrate and score ``n`` more candidates, one round after the other; the
-        records, in order."""
+    def run(self, n, seconds=None):
+        """Propose, calibrate and score ``n`` more candidates, one round after the other (no new
+        round after ``seconds``, when given: the search's time budget); the records, in
+        order."""
         r = self.rounds
         r.max_candidates = r.n_proposed + n
-        r.t0 = time.perf_counter() - self.seconds
+        began = time.perf_counter()
+        r.t0 = began - self.seconds
         out = []
         with gc_paused():
-            while True:
+            while seconds is None or time.perf_counter() - began < seconds:
                 b = r.next()
                 if isinstance(b, str):
                     if b != "candidates":
@@ -90,11 +92,12 @@ class Island:
         return out
 
 
-def run_epoch(island, n, migrants):
-    """One epoch of ``island`` (a pure function of its arguments): it receives ``migrants``, runs
-    ``n`` candidates and returns (the island after it, its records)."""
+def run_epoch(island, n, migrants, seconds=None):
+    """One epoch of ``island`` (a pure function of its arguments, but for ``seconds``, the time
+    left of a search's budget): it receives ``migrants``, runs ``n`` candidates and returns (the
+    island after it, its records)."""
     island.receive(migrants)
-    records = island.run(n)
+    records = island.run(n, seconds)
     return island, records
 
 
@@ -202,7 +205,9 @@ def search_islands(task, islands, seed, grammar, batch, every, migrants, max_can
             given = incoming(i, epochs[i])
             if given is None:
                 continue
-            args = (states[i], n, given)
+            left = None if budget_s is None else max(0.0, budget_s - (time.perf_counter()
+                                                                      - started))
+            args = (states[i], n, given, left)
             running[pool.submit(*args)] = (i, epochs[i], args, 0)
 
     pool = _Pool(workers, executor)
