@@ -141,7 +141,7 @@ def test_from_series_task_searches_and_reports_against_its_baseline(tmp_path):
         y[t] = 1.2 * y[t - 1] - 0.5 * y[t - 2] + rng.standard_normal()
     y = y + 10.0
     y[[40, 41, 150]] = np.nan
-    task = ndvm.Task.from_series("ar2", y, lags=(1, 2, 3), baseline={"kind": "sarimax",
+    task = series.from_series("ar2", y, lags=(1, 2, 3), baseline={"kind": "sarimax",
                                  "orders": [((2, 0, 0), (0, 0, 0, 0), "c")]})
     assert isinstance(task, series.SeriesTask) and task.heldout.size == 60
     res = ndvm.search(task, max_candidates=40, budget=None, out=tmp_path, seed=0)

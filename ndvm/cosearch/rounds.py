@@ -20,7 +20,7 @@ from ndvm.cosearch.records import _dump, _good, pareto_front
 from ndvm.cosearch.select import fitness, starts_around
 from ndvm.cosearch.sexpr import size, skeleton, to_source, to_tree
 from ndvm.cosearch.simplify import Simplifier, TooManyParameters
-from ndvm.cosearch.tasks import Task
+from ndvm.cosearch.task import Task
 
 _PROBE_STEPS = 2_000_000
 _DENSE_POINTS = 512  # the dense probe of the input box that catches poles between data points

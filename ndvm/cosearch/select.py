@@ -20,7 +20,7 @@ from ndvm.cosearch.sexpr import atoms as _atoms
 from ndvm.cosearch.sexpr import size as tree_size
 from ndvm.cosearch.sexpr import to_source, to_tree
 from ndvm.cosearch.simplify import PARAM_MARK, simplify
-from ndvm.cosearch.tasks import SEARCH_LM_SCALING
+from ndvm.cosearch.task import SEARCH_LM_SCALING
 
 __all__ = ["select", "cross_validate", "refit", "snap", "fitness", "starts_around"]
 

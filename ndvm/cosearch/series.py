@@ -24,7 +24,7 @@ import numpy as np
 
 from ndvm.cosearch.grammar import Grammar
 from ndvm.cosearch.sexpr import atoms, to_tree
-from ndvm.cosearch.tasks import Task
+from ndvm.cosearch.task import Task
 
 __all__ = ["SeriesTask", "from_series", "load", "enso", "sunspots", "co2", "Baseline",
            "fit_baseline", "persistence", "aic_pick", "best_and_simplest", "describe",

@@ -1,0 +1,146 @@
+"""A search task: data, a train / held-out split, the allowed parameters, fit options, a budget.
+
+``Task`` is what a search fits and how it judges a fit; the built-in tasks are in tasks.py, the
+time-series tasks (a Task subclass) in series.py.
+"""
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ndvm.fit_options import FitOptions
+
+__all__ = ["Task", "DEFAULT_PARAMS", "SEARCH_OPTIMIZER", "SEARCH_LM_SCALING"]
+
+DEFAULT_PARAMS = ("a", "b", "c", "d")
+# the co-search's calibration (the paper's protocol: 50 Adam steps at lr 0.05, 8 starts); a task
+# whose fit options name no optimizer uses it, whatever ndvm.fit's own default is
+SEARCH_OPTIMIZER = "adam"
+# the search's LM fits (calibrations with optimizer "lm", refits, selection): MINPACK's trust
+# region alone, not ndvm.fit's default of both regions as two lanes (twice the work per fit; the
+# search already runs many starts and candidates)
+SEARCH_LM_SCALING = "jac"
+
+
+@dataclass
+class Task:
+    """What a search fits, and how it judges a fit.
+
+    inputs: name -> [N] data inputs; target: [N]; heldout: indices scored but never fitted;
+    params: the parameter names a candidate may use (default a b c d, skipping any name an input
+    or a constant uses; names given that collide with one are an error); consts: shared constants (vectors, matrices);
+    fit: options for ndvm.fit (optimizer, steps, starts, lr; a fit dict that names no optimizer
+    keeps the co-search's, SEARCH_OPTIMIZER, not ndvm.fit's own default; "start_scales": see
+    ``fit_options``), checked when the task is made; threshold: a held-out
+    R^2 above it is a good fit; budget: seconds and/or candidates; objective: "mse" (fit the
+    target) or "nll" (the program's value is a negative log-likelihood to minimize;
+    ``positive`` names are kept above zero); seeds: sources that start the population (and the
+    built-in replay); proposers: the proposers that apply, the first being the default; series:
+    for likelihood tasks, params -> {"x", "data", "fitted", "label", "xlabel", "ylabel"} for
+    front.png.
+    """
+
+    name: str
+    inputs: dict
+    target: np.ndarray
+    heldout: np.ndarray
+    params: tuple = None
+    consts: dict = field(default_factory=dict)
+    fit: dict = field(default_factory=lambda: {"optimizer": SEARCH_OPTIMIZER, "steps": 50,
+                                               "starts": 8, "lr": 0.05})
+    threshold: float = 0.9
+    budget_seconds: float = 60.0
+    budget_candidates: int = None
+    objective: str = "mse"
+    positive: tuple = ()
+    init: dict = None
+    seeds: tuple = ()
+    loops: bool = True
+    description: str = ""
+    proposers: tuple = ("mutate", "replay", "llm")
+    series: object = None
+    grammar: object = None  # a Grammar for this task (default: one built from inputs and params)
+
+    def __post_init__(self):
+        self._name_parameters()
+        self.target = np.asarray(self.target, dtype=np.float64).reshape(-1)
+        self.inputs = {k: np.asarray(v, dtype=np.float64).reshape(-1) for k, v in self.inputs.items()}
+        for k, v in self.inputs.items():
+            if v.size != self.target.size:
+                raise ValueError(f"input {k!r} has {v.size} points but the target has "
+                                 f"{self.target.size}")
+        self.heldout = np.asarray(self.heldout, dtype=np.int64).reshape(-1)
+        mask = np.ones(self.target.size, dtype=bool)
+        mask[self.heldout] = False
+        self.train = np.flatnonzero(mask)
+        if self.objective not in ("mse", "nll"):
+            raise ValueError(f"objective must be 'mse' or 'nll', got {self.objective!r}")
+        if self.objective == "mse" and (self.train.size == 0 or self.heldout.size == 0):
+            raise ValueError("an mse task needs both training and held-out points")
+        self.fit_options()  # (bad fit options raise here, not once the search has begun)
+
+    def fit_options(self, overrides=None, client="dmci"):
+        """The search's calibration of this task: (FitOptions, start_scales). The options are
+        ``fit`` with ``overrides`` (ndvm.fit's names), the co-search's optimizer and LM scaling
+        where neither names one, ``client`` and the task's constants; start_scales (from
+        "start_scales", None: ndvm.fit's normal(0, 0.3) draws) are the standard deviations the
+        search draws each candidate's starts from."""
+        fit = dict(self.fit)
+        fit.update(overrides or {})
+        scales = fit.pop("start_scales", None)
+        fit.setdefault("optimizer", SEARCH_OPTIMIZER)
+        fit.setdefault("scaling", SEARCH_LM_SCALING)
+        fit.setdefault("client", client)
+        if self.consts:
+            fit.setdefault("consts", self.consts)
+        return FitOptions.of(**fit), scales
+
+    def _name_parameters(self):
+        """Parameters never share a name with an input or a constant: default names that would
+        are replaced by free ones; names the caller chose that collide are an error."""
+        taken = set(self.inputs) | set(self.consts)
+        if self.params is None:
+            pool = list(DEFAULT_PARAMS) + [f"p{i}" for i in range(64)]
+            free = [n for n in pool if n not in taken]
+            self.params = tuple(free[:len(DEFAULT_PARAMS)])
+            return
+        self.params = tuple(self.params)
+        clash = sorted(taken & set(self.params))
+        if clash:
+            raise ValueError(f"task {self.name!r}: the name(s) {', '.join(clash)} are both "
+                             "parameters and data inputs or constants; rename them, or leave "
+                             "params unset to get free default names")
+
+    @classmethod
+    def from_arrays(cls, name, inputs, target, heldout=0.3, seed=0, **options):
+        """A task whose held-out points are a seeded random fraction (or count) of the data."""
+        target = np.asarray(target, dtype=np.float64).reshape(-1)
+        n = target.size
+        k = int(round(heldout * n)) if heldout < 1 else int(heldout)
+        idx = np.sort(np.random.default_rng(seed).permutation(n)[:k])
+        return cls(name=name, inputs=inputs, target=target, heldout=idx, **options)
+
+    def proposer(self, inner):
+        """The proposer a search of this task runs (default: ``inner`` unchanged)."""
+        return inner
+
+    def references(self):
+        """Reference models to print and draw beside the front (label, heldout_error, r2)."""
+        return []
+
+    def extra_summary(self, result):
+        """Task-specific entries for summary.json."""
+        return {}
+
+    def extra_plots(self, result, out):
+        """Task-specific plots written into ``out``; the paths written."""
+        return []
+
+    def split(self, which):
+        """(inputs, target) of the "train" or "heldout" points."""
+        idx = self.train if which == "train" else self.heldout
+        return {k: v[idx] for k, v in self.inputs.items()}, self.target[idx]
+
+    @property
+    def allowed_names(self):
+        """Every free name a candidate may use."""
+        return set(self.params) | set(self.inputs) | set(self.consts)
