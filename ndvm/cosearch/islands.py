@@ -163,7 +163,7 @@ def search_islands(task, islands, seed, grammar, batch, every, migrants, max_can
                    on_records, stop_on_success):
     """Run ``islands`` islands to ``max_candidates`` (split evenly) or ``budget_s`` seconds;
     returns (records in id order, why it stopped, warnings). ``sink(records)`` writes each
-    epoch's records as they arrive; ``on_records(all so far)`` reports progress."""
+    epoch's records as they arrive; ``on_records(all so far, the epoch's)`` reports progress."""
     workers = min(islands, default_workers()) if workers is None else int(workers)
     share = None
     if max_candidates is not None:
@@ -243,7 +243,7 @@ def search_islands(task, islands, seed, grammar, batch, every, migrants, max_can
                     r["island"] = i
                 records.extend(recs)
                 sink(recs)
-                on_records(records)
+                on_records(records, recs)
             over = budget_s is not None and time.perf_counter() - started >= budget_s
             success = stop_on_success and any(_good(task, r) for r in records)
             if over or success:

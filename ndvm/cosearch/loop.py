@@ -492,11 +492,13 @@ def _search_islands(task, islands, seed, grammar, batch, every, migrants, max_ca
             sink.write("".join(_dump(r) + "\n" for r in recs))
             sink.flush()
 
-    def show(records):
+    front = []
+
+    def show(records, new):
+        front[:] = pareto_front(front + new)  # (kept as records arrive, not rebuilt)
         el = time.perf_counter() - t0
-        best = _leader(pareto_front(records))
-        bar.update(_status(len(records), len(records) / el if el > 0 else 0.0, best,
-                           len(pareto_front(records)), el, budget_s, task))
+        bar.update(_status(len(records), len(records) / el if el > 0 else 0.0, _leader(front),
+                           len(front), el, budget_s, task))
 
     try:
         records, stopped, warnings = search_islands(
@@ -506,7 +508,7 @@ def _search_islands(task, islands, seed, grammar, batch, every, migrants, max_ca
     finally:
         if sink:
             sink.close()
-    front = pareto_front(records)
+    front = pareto_front(records)  # (of every record: those of a cut-short search too)
     elapsed = time.perf_counter() - t0
     bar.finish(_status(len(records), len(records) / max(elapsed, 1e-9), _leader(front),
                        len(front), elapsed, budget_s, task))

@@ -6,6 +6,7 @@ and ``calibrate`` fit it, ``finish`` scores it and folds it into the front and p
 (``loop.py``) and the islands (``islands.py``) both drive them. A resumed run's recorded outcomes
 are replayed here instead of calibrated again.
 """
+import hashlib
 import json
 import math
 import time
@@ -28,6 +29,40 @@ _POPULATION = 64
 REFIT_STARTS = 16  # LM starts when a leading population member is refitted (``refits``)
 
 
+class Seen:
+    """The sources a search has met, as 64-bit digests: ``in`` and ``add`` take sources, and the
+    set pickles as 8 bytes a source (an island between epochs carries it), the same digests in
+    every process."""
+
+    __slots__ = ("_digests",)
+
+    def __init__(self, sources=()):
+        self._digests = {self._digest(s) for s in sources}
+
+    @staticmethod
+    def _digest(source):
+        return int.from_bytes(hashlib.blake2b(source.encode(), digest_size=8).digest(), "little")
+
+    def __contains__(self, source):
+        return self._digest(source) in self._digests
+
+    def add(self, source):
+        self._digests.add(self._digest(source))
+
+    def __len__(self):
+        return len(self._digests)
+
+    def __reduce__(self):
+        return _seen_from, (np.fromiter(self._digests, dtype=np.uint64,
+                                        count=len(self._digests)).tobytes(),)
+
+
+def _seen_from(packed):
+    s = Seen()
+    s._digests = set(np.frombuffer(packed, dtype=np.uint64).tolist())
+    return s
+
+
 @dataclass
 class SearchState:
     """What proposers may look at: the task, the grammar, the front, the best so far."""
@@ -36,7 +71,7 @@ class SearchState:
     grammar: Grammar
     front: list = field(default_factory=list)
     population: list = field(default_factory=list)
-    seen: set = field(default_factory=set)
+    seen: set = field(default_factory=lambda: Seen())
     rejected: int = 0
     warnings: list = field(default_factory=list)
     echo: object = None  # a stream that shows each new warning as it happens (progress=True)
