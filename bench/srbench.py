@@ -89,7 +89,8 @@ def run_one(method, problem, seed, budget, max_candidates=None):
 
 def table(rows, threshold=SOLVED_R2):
     """Solved counts and median sizes per method, as Markdown."""
-    methods = [m for m in METHODS if any(r["method"] == m for r in rows)]
+    seen = list(dict.fromkeys(r["method"] for r in rows))
+    methods = [m for m in METHODS if m in seen] + [m for m in seen if m not in METHODS]
     out = ["| | " + " | ".join(methods) + " |", "|---|" + "---|" * len(methods)]
 
     def line(label, fn):
