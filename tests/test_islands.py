@@ -100,6 +100,11 @@ def test_island_settings_are_checked():
         ndvm.search("damped", islands=2, migration_every=0, max_candidates=10, budget=None)
     with pytest.raises(ValueError, match="mutate proposer"):
         ndvm.search("damped", islands=2, proposer="replay", max_candidates=10, budget=None)
+    with pytest.raises(ValueError, match="task kalman does not use it"):
+        ndvm.search("kalman", islands=2, max_candidates=10, budget=None)
+    with pytest.raises(ValueError, match="resume is not available for an island search"):
+        ndvm.search("damped", islands=2, max_candidates=10, budget=None, out="unused",
+                    resume=True)
 
 
 def _kill_when_written(out, pids, killed):

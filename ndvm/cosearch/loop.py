@@ -295,6 +295,7 @@ def search(task="damped", proposer=None, budget=None, max_candidates=None, out=N
         raise ValueError(f"max_candidates must be a positive count; got {max_candidates}")
     max_candidates = max_candidates if max_candidates is not None else task.budget_candidates
     applicable = check_run(task, proposer, out, resume, force)
+    asked = proposer
     if proposer is None:
         proposer = applicable[0]
     g = grammar or task.grammar or Grammar(inputs=tuple(task.inputs), params=tuple(task.params),
@@ -302,7 +303,9 @@ def search(task="damped", proposer=None, budget=None, max_candidates=None, out=N
     islands, migration_every, migrants = check_islands(islands, migration_every, migrants)
     if islands > 1:
         if proposer != "mutate":
-            raise ValueError(f"islands run the mutate proposer, not {proposer!r}")
+            raise ValueError(f"islands run the mutate proposer, not {proposer!r}" if asked else
+                             f"islands run the mutate proposer, and task {task.name} does not "
+                             f"use it (its proposers: {', '.join(applicable)})")
         if resume:
             raise ValueError("resume is not available for an island search; start it anew "
                              "(force=True / --force) or resume a single population")
