@@ -195,13 +195,15 @@ def search_islands(task, islands, seed, grammar, batch, every, migrants, max_can
         return sent.get((src, min(e - 1, last)))
 
     def launch():
+        busy = {v[0] for v in running.values()}
+        for i in range(islands):  # (first, so that incoming() knows every finished island)
+            if not finished[i] and i not in busy and (quota(i) == 0
+                                                      or states[i].stopped is not None):
+                finished[i] = True
         for i in range(islands):
-            if finished[i] or any(v[0] == i for v in running.values()):
+            if finished[i] or i in busy:
                 continue
             n = quota(i)
-            if n == 0 or states[i].stopped is not None:
-                finished[i] = True
-                continue
             given = incoming(i, epochs[i])
             if given is None:
                 continue
