@@ -453,11 +453,6 @@ def _proc_cpu(pids):
     return total
 
 
-def loop_module():
-    from ndvm.cosearch import loop
-    return loop
-
-
 def islands_scaling(n, islands, rounds, dask):
     """An island search (damped, ``n`` candidates, ``islands`` islands, seed 0) on a pool of 1
     and of 2 worker processes, runs alternated: candidates/s, the same records both ways, and
@@ -470,8 +465,10 @@ def islands_scaling(n, islands, rounds, dask):
     pools = {w: isl._processes(w) for w in (1, 2)}
     for w, pool in pools.items():  # (their processes started and ndvm imported)
         ndvm.search("damped", executor=pool, **dict(run, max_candidates=64 * islands))
+    from ndvm.cosearch import loop
+
     rates, serial, reference = {1: [], 2: []}, [], None
-    plain = isl.search_islands
+    plain = loop.search_islands  # (the name the search calls: timed in its place)
     coordinator = []
 
     def timed(*args, **kw):  # (this process's CPU while the islands run, selection excluded)
@@ -481,18 +478,17 @@ def islands_scaling(n, islands, rounds, dask):
         finally:
             coordinator.append(time.process_time() - c)
 
-    isl_search = loop_module().search_islands
     for _ in range(rounds):
         for w, pool in pools.items():
             pids = list(pool._processes)
             coordinator.clear()
             theirs = _proc_cpu(pids)
-            loop_module().search_islands = timed
+            loop.search_islands = timed
             try:
                 (got, *_), res = measure_result(
                     lambda pool=pool: ndvm.search("damped", executor=pool, **run), n)
             finally:
-                loop_module().search_islands = isl_search
+                loop.search_islands = plain
             theirs = _proc_cpu(pids) - theirs
             rows = [(r["id"], r["model"], r["params"]) for r in res.records]
             assert reference is None or rows == reference, "the island search depends on workers"

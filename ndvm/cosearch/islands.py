@@ -51,7 +51,6 @@ class Island:
         self.rounds = _Rounds(task, prop, self.state, scorer, time.perf_counter(), batch, 0,
                               refits=refits, first_id=index, id_step=n_islands)
         self.stopped = None  # why its proposer stopped for good ("exhausted", ...), or None
-        self.seconds = 0.0  # its own seconds of work so far
 
     @property
     def n_proposed(self):
@@ -74,8 +73,7 @@ class Island:
         order."""
         r = self.rounds
         r.max_candidates = r.n_proposed + n
-        began = time.perf_counter()
-        r.t0 = began - self.seconds
+        began = r.t0 = time.perf_counter()  # (the coordinator stamps the records' times)
         out = []
         with gc_paused():
             while seconds is None or time.perf_counter() - began < seconds:
@@ -88,7 +86,6 @@ class Island:
                 r.finish(b)
                 out.extend(b.records)
                 gc.collect(0)
-        self.seconds = time.perf_counter() - r.t0
         return out
 
 
@@ -178,7 +175,7 @@ def search_islands(task, islands, seed, grammar, batch, every, migrants, max_can
     running = {}  # future -> (island, epoch, its arguments, attempts)
     records, warnings = [], []
     started = time.perf_counter()
-    stopped = "candidates"
+    stopped, succeeded = "candidates", False
 
     def quota(i):
         n = every if share is None else min(every, share[i] - states[i].n_proposed)
@@ -244,11 +241,11 @@ def search_islands(task, islands, seed, grammar, batch, every, migrants, max_can
                     r["time"] = now
                     r["island"] = i
                 records.extend(recs)
+                succeeded = succeeded or (stop_on_success and any(_good(task, r) for r in recs))
                 sink(recs)
                 on_records(records, recs)
             over = budget_s is not None and time.perf_counter() - started >= budget_s
-            success = stop_on_success and any(_good(task, r) for r in records)
-            if over or success:
+            if over or succeeded:
                 stopped = "budget" if over else "success"
                 for i in range(islands):
                     finished[i] = True  # (no new epoch: those running end and are kept)

@@ -36,8 +36,8 @@ class Seen:
 
     __slots__ = ("_digests",)
 
-    def __init__(self, sources=()):
-        self._digests = {self._digest(s) for s in sources}
+    def __init__(self):
+        self._digests = set()
 
     @staticmethod
     def _digest(source):
@@ -71,7 +71,7 @@ class SearchState:
     grammar: Grammar
     front: list = field(default_factory=list)
     population: list = field(default_factory=list)
-    seen: set = field(default_factory=lambda: Seen())
+    seen: Seen = field(default_factory=Seen)
     rejected: int = 0
     warnings: list = field(default_factory=list)
     echo: object = None  # a stream that shows each new warning as it happens (progress=True)
