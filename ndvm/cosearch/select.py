@@ -153,11 +153,12 @@ def _scored(task, rec, model, size, params, ev):
     """The record of (``model``, ``params``), every error computed for that pair: on the
     search's training and held-out points and on all of them; ``rec`` (the front member it
     comes from) kept whole under ``front_member``."""
-    prog = ndvm.parse(model)
-    (tr_x, tr_y), (ho_x, ho_y) = task.split("train"), task.split("heldout")
-    train, held = _mse(prog, params, tr_x, tr_y, ev), _mse(prog, params, ho_x, ho_y, ev)
-    every = _mse(prog, params, task.inputs, task.target, ev)
-    var_held, var = float(np.var(ho_y)), float(np.var(task.target))
+    y = task.target
+    with np.errstate(all="ignore"):  # (one evaluation on every point, then each split's mean)
+        sq = (_predict(ev, ndvm.parse(model), params, task.inputs, y.size) - y) ** 2
+    train, held, every = (_finite(float(np.mean(sq[rows]))) for rows in
+                          (task.train, task.heldout, slice(None)))
+    var_held, var = float(np.var(y[task.heldout])), float(np.var(y))
     return {"id": rec["id"], "proposer": rec.get("proposer"), "proposed": rec.get("proposed"),
             **({"island": rec["island"]} if "island" in rec else {}),
             "model": model, "params": dict(params), "status": "ok", "size": size,
@@ -167,10 +168,14 @@ def _scored(task, rec, model, size, params, ev):
             "front_member": {k: rec[k] for k in _MEMBER if k in rec}}
 
 
+def _finite(e):
+    return e if math.isfinite(e) else math.inf
+
+
 def _mse(prog, params, inputs, target, ev):
     with np.errstate(all="ignore"):
-        e = float(np.mean((_predict(ev, prog, params, inputs, target.size) - target) ** 2))
-    return e if math.isfinite(e) else math.inf
+        return _finite(float(np.mean((_predict(ev, prog, params, inputs, target.size)
+                                      - target) ** 2)))
 
 
 def snap(src, params, inputs, target, mse, ev, tol=0.0):
