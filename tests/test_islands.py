@@ -157,3 +157,18 @@ def test_a_killed_dask_worker_loses_and_duplicates_nothing(tmp_path):
     assert _rows(res) == _rows(whole)
     written = [json.loads(x)["id"] for x in (out / RECORD_FILE).read_text().splitlines()]
     assert sorted(written) == [r["id"] for r in whole.records]
+
+
+def test_a_pool_that_broke_before_any_future_said_so_is_renewed(inline):
+    """A worker died while no epoch was running (the pool is broken, no future failed): the next
+    submit renews the pool instead of failing the search."""
+    pool = isl._processes(2)
+    pool.submit(time.sleep, 0).result()
+    os.kill(next(iter(pool._processes)), signal.SIGKILL)
+    deadline = time.monotonic() + 30
+    while not pool._broken and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert pool._broken
+    res = ndvm.search("damped", workers=2, **RUN)
+    assert _rows(res) == _rows(inline)
+    assert isl._processes(2) is not pool

@@ -145,14 +145,24 @@ class _Pool:
         else:
             self.executor = _Inline() if workers == 1 else _processes(workers)
         self.workers = workers
+        self.on = {}  # future -> the executor it was submitted to
 
     def submit(self, *args):
-        return self.executor.submit(run_epoch, *args)
+        """The future of ``run_epoch(*args)`` (on a new pool when a worker of ours has died and
+        no future has said so yet)."""
+        try:
+            f = self.executor.submit(run_epoch, *args)
+        except BrokenProcessPool:
+            self.renew(self.executor)
+            f = self.executor.submit(run_epoch, *args)
+        self.on[f] = self.executor
+        return f
 
-    def renew(self):
-        """A worker process died: a new pool for the epochs to run again (ours only)."""
-        if self.own and self.workers > 1:
-            self.executor = _processes(self.workers, broken=self.executor)
+    def renew(self, broken):
+        """``broken`` lost a worker process: a new pool for the epochs to run again (ours only,
+        and only once per broken pool)."""
+        if self.own and self.workers > 1 and self.executor is broken:
+            self.executor = _processes(self.workers, broken=broken)
 
 
 def search_islands(task, islands, seed, grammar, batch, every, migrants, max_candidates, budget_s,
@@ -215,6 +225,7 @@ def search_islands(task, islands, seed, grammar, batch, every, migrants, max_can
         while running:
             done, _ = wait(list(running), return_when=FIRST_COMPLETED)
             for f in done:
+                ran_on = pool.on.pop(f, None)
                 if f not in running:  # (resubmitted when its pool broke)
                     continue
                 i, e, args, attempts = running.pop(f)
@@ -226,10 +237,9 @@ def search_islands(task, islands, seed, grammar, batch, every, migrants, max_can
                     warnings.append(f"island {i} epoch {e}: its worker died; run again "
                                     f"({type(exc).__name__})")
                     if isinstance(exc, BrokenProcessPool):
-                        pool.renew()  # (every epoch on the broken pool is run again)
-                        again = list(running.items())
-                        running.clear()
-                        for _, (j, ej, a, n_try) in again:
+                        pool.renew(ran_on)  # (every epoch on the broken pool runs again)
+                        for g in [g for g in running if pool.on.get(g) is ran_on]:
+                            j, ej, a, n_try = running.pop(g)
                             running[pool.submit(*a)] = (j, ej, a, n_try)
                     running[pool.submit(*args)] = (i, e, args, attempts + 1)
                     continue
