@@ -163,3 +163,30 @@ def test_large_data_is_cross_validated_on_a_seeded_subset_and_refitted_on_every_
     np.testing.assert_array_equal(rows, sel.cv_rows(y.size))  # seeded
     slope, icept = np.polyfit(x, y, 1)  # the refit still uses every point
     assert chosen["params"]["b"] == pytest.approx(slope, rel=1e-6)
+
+
+def test_constants_near_simple_numbers_are_set_to_them_only_within_one_standard_error():
+    from ndvm.cosearch.select import simple_constants
+    rng = np.random.default_rng(1)
+    x = rng.uniform(1, 3, 400)
+    ev = ndvm.Evaluator()
+    noise = 0.01 * rng.standard_normal(400)
+    # fitted through noise: b = 1.5 up to 0.3%; the data cannot tell it from 1.5 (a = 2.3 is
+    # more than 2% from any integer or half: it stays a parameter)
+    y = 2.3 * x ** 1.5 * (1 + noise)
+    fit = ndvm.fit("(* a (pow x0 b))", data={"x0": x}, target=y, params=("a", "b"),
+                   optimizer="lm", steps=60, starts=4)
+    assert fit.params["b"] != 1.5 and abs(fit.params["b"] - 1.5) < 0.03
+    se = float(np.std((2.3 * x ** 1.5 - y) ** 2) / np.sqrt(400))
+    model, size, params, mse, fixed = simple_constants(
+        "(* a (pow x0 b))", dict(fit.params), {"x0": x}, y, fit.loss, ev, slack=se)
+    assert model == "(* a (pow x0 1.5))" and fixed == {"b": 1.5} and set(params) == {"a"}
+    assert mse <= fit.loss + se and size == 5
+    # 1.48 is within 2% of 1.5, but with little noise the data say it is not 1.5
+    y = 2.3 * x ** 1.48 * (1 + 1e-4 * noise)
+    fit = ndvm.fit("(* a (pow x0 b))", data={"x0": x}, target=y, params=("a", "b"),
+                   optimizer="lm", steps=60, starts=4)
+    se = float(np.std((2.3 * x ** 1.48 - y) ** 2) / np.sqrt(400))
+    model, _, params, _, fixed = simple_constants(
+        "(* a (pow x0 b))", dict(fit.params), {"x0": x}, y, fit.loss, ev, slack=se)
+    assert model == "(* a (pow x0 b))" and fixed == {} and params["b"] == fit.params["b"]

@@ -68,13 +68,20 @@ def test_monomial_trees_use_only_the_grammar_operators():
     assert structure.monomial(["x0", "x1"], [1, -1], no_div) is None
 
 
-def test_building_blocks_start_with_the_monomial_law_and_hold_the_index_models():
+def test_the_first_building_block_of_a_monomial_law_is_that_law():
+    g = _grammar(3)
+    X = _X(500, 3, seed=5)
+    y = 0.7 * X[:, 0] * np.sqrt(X[:, 1]) / X[:, 2] ** 2
+    blocks = structure.building_blocks(g, X, y)
+    assert blocks[0] == ["*", "a", ["/", ["*", "x0", ["sqrt", "x1"]], ["square", "x2"]]]
+
+
+def test_building_blocks_hold_the_index_models():
     g = _grammar(4)
     X = _X(2000, 4, seed=2)
     y = X[:, 0] * np.exp(-0.5 * X[:, 1] * X[:, 2] / X[:, 3])
     blocks = structure.building_blocks(g, X, y)
     assert blocks and len({to_source(b) for b in blocks}) == len(blocks)
-    assert blocks[0][0] == "*" and blocks[0][1] == "a"  # c times the rounded power law
     sources = {canonical_source(b, g.params) for b in blocks}
     want = canonical_source(["*", "a", "x0", ["exp", ["*", "b", ["/", ["*", "x1", "x2"], "x3"]]]],
                             g.params)
@@ -118,3 +125,10 @@ def test_a_five_input_monomial_law_is_found_from_its_building_blocks_and_not_wit
     assert r2 > 0.999999 and size <= 12
     r2, _ = _search(X, y, False, 60)
     assert r2 < 0.999  # (the small models alone miss it in 60 candidates)
+
+
+def test_no_building_blocks_when_the_data_do_not_support_them():
+    X = _X(20, 2, lo=-3.0, hi=3.0, seed=4)
+    y = X[:, 0] * X[:, 1] + np.sin((X[:, 0] - 1) * (X[:, 1] - 1))  # (Keijzer 11)
+    assert structure.single_indices(X, y)[0][2] < structure.SUPPORT
+    assert structure.building_blocks(_grammar(2), X, y) == []

@@ -9,7 +9,11 @@ standard error of the lowest CV error (Breiman et al. 1984; Hastie, Tibshirani &
 7.10); CV errors below 1e-12 of the target's variance count as exact (rounding decides nothing).
 The choice is then refitted on all the data, and parameters that landed on integers (within
 1e-6, e.g. 1.0000000002 or 3e-17) are written as those integers and the model simplified again
-when that costs no accuracy (``snap``). Likelihood tasks keep the lowest NLL.
+when that costs no accuracy (``snap``); then parameters within SIMPLE_RTOL of an integer or a
+half (a 0.9976 or a 0.4999 fitted through noise) are set to it and the rest refitted, when the
+error grows by less than the chosen member's CV standard error (``simple_constants``: a model
+with fewer free constants that the data cannot tell apart, by the same rule that chose it).
+Likelihood tasks keep the lowest NLL.
 """
 import math
 
@@ -31,6 +35,7 @@ CV_STARTS = 8  # LM starts per fold: the member's fit and 7 independent draws (`
 # front; the chosen model is then refitted on every point). The selection's cost then stays a
 # small share of an estimator's time budget however large the data.
 CV_POINTS = 2000
+SIMPLE_RTOL = 0.02  # a fitted value this close (relative) to an integer or a half is tried at it
 
 
 def cv_rows(n, seed=0):
@@ -145,12 +150,17 @@ def select(task, front, ev=None, k=5):
     var = float(np.var(target))
     model, size, params, mse = snap(rec["model"], params, inputs, target, mse, ev,
                                     tol=EXACT * var)
+    model, size, params, mse, simple = simple_constants(model, params, inputs, target, mse, ev,
+                                                        slack=pick["cv_se"])
     why = (f"id {rec['id']} (size {rec['size']}, CV MSE {pick['cv_mse']:.4g}) is the smallest "
            f"front member within one standard error ({low['cv_se']:.3g}) of the lowest CV MSE "
            f"({low['cv_mse']:.4g}, id {low['id']}, size {low['size']}); refitted on all "
            f"{target.size} points")
     if model != rec["model"]:
         why += f"; parameters at integers snapped: {model} (size {size})"
+    if simple:
+        why += (f"; {', '.join(f'{n} = {v:g}' for n, v in simple.items())} set within one "
+                f"standard error, the rest refitted: {model} (size {size})")
     chosen = _scored(task, rec, model, size, params, ev)
     chosen["selection"] = {"rule": RULE, "folds": max(2, min(k, target.size)),
                            "cv_mse": pick["cv_mse"], "cv_se": pick["cv_se"],
@@ -200,22 +210,69 @@ def snap(src, params, inputs, target, mse, ev, tol=0.0):
         return src, tree_size(to_tree(src)), params, mse
     names = frozenset(params)
     for trial in [near] + [{n: v} for n, v in near.items()]:
-        tree = to_tree(src)
-
-        def sub(t):
-            if isinstance(t, list):
-                return [sub(x) for x in t]
-            return trial.get(t, t) if isinstance(t, str) else t
-        out = simplify(sub(tree), names - set(trial))
-        if any(a == PARAM_MARK for a in _atoms(out)):
-            continue  # constants merged into a new parameter: needs a new fit, not a snap
-        model = to_source(out)
-        try:
-            prog = ndvm.parse(model)
-        except Exception:  # noqa: BLE001 - a snapped text that does not parse is not used
+        out = _substituted(src, trial, names - set(trial))
+        if out is None:
             continue
+        model = to_source(out)
+        prog = ndvm.parse(model)
         kept = {n: v for n, v in params.items() if n in prog.free_names}
         e = _mse(prog, kept, inputs, target, ev)
         if e <= mse * (1 + 1e-6) + tol:
             return model, tree_size(out), kept, e
     return src, tree_size(to_tree(src)), params, mse
+
+
+def _simple_value(v):
+    """The nonzero integer or half within SIMPLE_RTOL (relative) of v, else None."""
+    for c in (float(round(v)), round(2.0 * v) / 2.0):
+        if c != 0 and abs(v - c) <= SIMPLE_RTOL * abs(c):
+            return c
+    return None
+
+
+def simple_constants(src, params, inputs, target, mse, ev, slack):
+    """(model, size, params, mse, {name: value set}): parameters near an integer or a half
+    (_simple_value) written as it, the model simplified and its other parameters refitted by LM,
+    one change at a time (all of them first, then each alone, greedily) while the error on
+    (inputs, target) stays within ``slack`` of ``mse``."""
+    fixed = {}
+    size = tree_size(to_tree(src))
+    while True:
+        near = {n: c for n, v in params.items() if (c := _simple_value(v)) is not None
+                and c != v}
+        if not near:
+            return src, size, params, mse, fixed
+        for trial in [near] + ([{n: c} for n, c in near.items()] if len(near) > 1 else []):
+            out = _substituted(src, trial, frozenset(params) - set(trial))
+            if out is None:
+                continue
+            prog = ndvm.parse(to_source(out))
+            rest = tuple(n for n in params if n in prog.free_names)
+            new, e = refit(prog, rest, inputs, target, {n: params[n] for n in rest}, ev)
+            if e <= mse + slack:
+                src, size, params, mse = to_source(out), tree_size(out), new, e
+                fixed.update(trial)
+                break
+        else:
+            return src, size, params, mse, fixed
+
+
+def _substituted(src, values, names):
+    """The simplified tree of ``src`` with ``values`` written for their parameters (``names``
+    the parameters left), or None when it does not parse or constants would merge into a new
+    parameter (that needs a new fit, not a substitution)."""
+    out = simplify(_replace(to_tree(src), values), names)
+    if any(a == PARAM_MARK for a in _atoms(out)):
+        return None
+    try:
+        ndvm.parse(to_source(out))
+    except Exception:  # noqa: BLE001 - a substituted text that does not parse is not used
+        return None
+    return out
+
+
+def _replace(t, values):
+    """The tree with each atom named in ``values`` replaced by its value."""
+    if isinstance(t, list):
+        return [_replace(x, values) for x in t]
+    return values.get(t, t) if isinstance(t, str) else t

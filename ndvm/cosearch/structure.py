@@ -34,6 +34,9 @@ SIGN_SHARE = 0.99       # y keeps one sign when its rows hold this share of sum(
 MAX_TERMS = 4           # inputs one index may combine
 INDICES = 2             # indices z turned into building blocks
 GAUGES = 2              # outer monomials per index (structure.gauges)
+SUPPORT = 0.99          # blocks only from a fit (power law, index) explaining this share of
+                        # the (log) variance: no data, no blocks (they would take a search's
+                        # budget and parents on a law of another kind)
 _INDEX_Z = "?z"         # the stand-in input of the one-input programs (no program can name it)
 
 
@@ -267,8 +270,9 @@ def _only(tree, ops):
 def building_blocks(g, X, y):
     """Programs the data suggest, best guess first: the monomial law c M (the log fit's
     exponents rounded to halves), then c M s(z) for the best indices z (single_indices, M their
-    outer monomial rounded to halves) and every small one-input program s of the grammar. []
-    when the grammar has fewer than MIN_INPUTS inputs or no product."""
+    outer monomial rounded to halves) and every one-input model s of _one_input_programs; each
+    only when its fit's R^2 reaches SUPPORT. [] when the grammar has fewer than MIN_INPUTS
+    inputs or no product."""
     names = list(g.inputs)
     X = np.asarray(X, dtype=np.float64)
     y = np.asarray(y, dtype=np.float64)
@@ -276,14 +280,14 @@ def building_blocks(g, X, y):
         return []
     out = []
     fit = power_law(X, y)
-    if fit is not None:
+    if fit is not None and fit[1] >= SUPPORT:
         law = monomial(names, [round(2.0 * float(k)) / 2.0 for k in fit[0]], g)
         if law is not None:
             out.append(["*", g.params[0], law])
     shapes = _one_input_programs(g)
-    for ks, a, _ in single_indices(X, y):
+    for ks, a, r2 in single_indices(X, y):
         z = monomial(names, ks, g)
-        if z is None:
+        if z is None or r2 < SUPPORT:
             continue
         for outer_ks in ([None] if a is None else gauges(a, ks)):
             outer = 1.0 if outer_ks is None else monomial(names, outer_ks, g)
