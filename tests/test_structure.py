@@ -6,6 +6,7 @@ import pytest
 import ndvm
 from ndvm.cosearch import structure
 from ndvm.cosearch.grammar import Grammar
+from ndvm.cosearch.sexpr import atoms as _atoms
 from ndvm.cosearch.sexpr import to_source
 from ndvm.cosearch.simplify import canonical_source
 
@@ -89,14 +90,6 @@ def test_building_blocks_hold_the_index_models():
     for b in blocks:  # every block is a program over the grammar's names
         names = {a for a in _atoms(b) if isinstance(a, str)}
         assert names <= set(g.inputs) | set(g.params) | set(g.unary) | set(g.binary), names
-
-
-def _atoms(t):
-    if isinstance(t, list):
-        for u in t:
-            yield from _atoms(u)
-    else:
-        yield t
 
 
 def test_no_building_blocks_without_products_or_with_one_input():
