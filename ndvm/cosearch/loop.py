@@ -11,7 +11,7 @@ import math
 import sys
 import threading
 import time
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future
 from dataclasses import dataclass, field
 from numbers import Integral
 from pathlib import Path
@@ -30,8 +30,8 @@ from ndvm.cosearch.rounds import (ResumeMismatch, SearchState, _Batch, _fittest,
 from ndvm.cosearch.select import select
 from ndvm.cosearch.sexpr import to_tree
 from ndvm.cosearch.tasks import Task, get_task
-from ndvm.parallel import (EXECUTOR_TASK_SIZE, TASKS_PER_WORKER, default_workers, executor_round,
-                           gc_paused)
+from ndvm.parallel import EXECUTOR_TASK_SIZE, TASKS_PER_WORKER, executor_round, gc_paused
+from ndvm.schedule import Scheduler, default_workers
 
 __all__ = ["search", "SearchResult", "pareto_front", "RunExistsError", "ResumeMismatch",
            "RECORD_FILE", "SUMMARY_FILE", "run_schema"]
@@ -344,7 +344,7 @@ def search(task="damped", proposer=None, budget=None, max_candidates=None, out=N
                   recorded=recorded)
     pipelined = bool(getattr(prop, "pipelined", False))
     serial = executor is None and (default_workers() if workers is None else int(workers)) == 1
-    helper = ThreadPoolExecutor(max_workers=1, thread_name_prefix="ndvm-propose")
+    threads = None if serial else Scheduler.threads(workers)  # (the proposer thread's job)
     # the proposer thread's current job and its stop sign; the last batch calibrated; the last
     # batch scored; the ready batch's calibrations (begun)
     job, wake, done, scored, fits = None, None, None, None, None
@@ -424,7 +424,7 @@ def search(task="damped", proposer=None, budget=None, max_candidates=None, out=N
                     if wake is not None:
                         wake.set()  # (the last job lends itself to this batch no more)
                     last, staged, wake = job, Future(), threading.Event()
-                    job = helper.submit(run.advance, done, fits, staged, wake)
+                    job = threads.submit(run.advance, done, fits, staged, wake)
                     # (batch k-2 is kept while the last fits of batch k end on the other thread)
                     run.calibrate(ready, fits, lent=1, meanwhile=lambda b=scored: emit(b))
                     following, fits = staged.result()
@@ -458,8 +458,7 @@ def search(task="damped", proposer=None, budget=None, max_candidates=None, out=N
         scored = [r for r in records if r["status"] == "ok" and math.isfinite(r["heldout_error"])]
         state.population = _fittest(scored)
     finally:
-        settle(check=False)
-        helper.shutdown(wait=True)
+        settle(check=False)  # (the proposer thread's job has ended)
         paused.__exit__(None, None, None)
         if sink:
             sink.close()
