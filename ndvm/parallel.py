@@ -639,19 +639,22 @@ def _fit_job(programs, data, target, per_candidate, fit_options):
 
 class Begun:
     """Fits begun by ``begin_fits``: staged (on the calling thread) in one FitBatch that every
-    thread lent to it runs natively, claiming one fit at a time without the GIL."""
+    thread lent to it runs natively, claiming one fit at a time without the GIL; or, with an
+    ``executor``, sent to it in chunks by ``finish`` (nothing to lend a thread to)."""
 
-    def __init__(self, job, items, workers):
+    def __init__(self, job, items, workers, executor=None):
         self._job, self._items, self._workers = job, items, workers
+        self._executor = executor
         self._results = [None] * len(items)
         self._batch = FitBatch()
-        ev = _evaluator(job.config)
-        self._staged = _stage(job, ev, items, self._batch, self._results)
+        self._staged = []
+        if executor is None:
+            self._staged = _stage(job, _evaluator(job.config), items, self._batch, self._results)
         self._batch.open()
 
     def drain(self, limit=None):
         """Lend the calling thread: it runs fits until none is left to claim (or ``limit`` are
-        run); how many it ran."""
+        run); how many it ran (none on an executor)."""
         return _evaluator(self._job.config).drain(self._batch, limit)
 
     def cancel(self):
@@ -662,10 +665,14 @@ class Begun:
         """Run fits on the calling thread (and on workers - 1 - ``lent`` worker threads) until
         every one is done; fit_many's results, in input order. ``meanwhile()``: called once this
         thread has no fit left to claim, while the other threads end their last ones."""
+        if self._executor is not None:
+            if meanwhile is not None:
+                meanwhile()
+            return _run(self._job, self._items, None, self._executor, None, False, "fit_many")
         with gc_paused():
             helpers = min(self._workers - 1 - lent, len(self._staged))
             sched = Scheduler.threads(self._workers)
-            handles = sched.lend(self.drain, helpers if self._staged else 0)
+            handles = sched.lend(self.drain, helpers)
             if meanwhile is not None:
                 meanwhile()
             self._batch.close()  # (waits for the fits other threads are still running)
@@ -673,16 +680,17 @@ class Begun:
             return _read(self._items, self._staged, self._batch, self._results)
 
 
-def begin_fits(programs, data=None, target=None, *, workers=None, per_candidate=None,
-               options=None, **fit_options):
+def begin_fits(programs, data=None, target=None, *, workers=None, executor=None,
+               per_candidate=None, options=None, **fit_options):
     """``fit_many``'s candidates, checked and ready but not yet run: for a caller with threads of
     its own to lend (the co-search lends its proposer thread once it has proposed the next
     batch). Any thread may ``drain()`` the returned ``Begun``; ``finish(lent)`` on the calling
     thread runs candidates too and returns the results. ``workers``: the threads in all (the
-    caller's, the ``lent`` ones and workers - 1 - lent of the pool's; default: the cores)."""
+    caller's, the ``lent`` ones and workers - 1 - lent of the pool's; default: the cores);
+    ``executor``: fit_many's, the candidates run there when finished."""
     workers = check_workers(workers)
     job, items = _fit_job(programs, data, target, per_candidate, dict(fit_options, options=options))
-    return Begun(job, items, workers)
+    return Begun(job, items, workers, executor)
 
 
 def evaluate_many(programs, params=None, data=None, consts=None, grad=False, *, workers=None,
