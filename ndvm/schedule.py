@@ -78,7 +78,8 @@ def lost_worker(exc):
 class Handle:
     """One piece of submitted work: ``result()`` (its value, or its own exception raised),
     ``done()``, ``tag`` (the caller's), ``lost`` (the exceptions of workers that died running
-    it; it ran again each time)."""
+    it; it ran again each time). Read by the thread that submitted it (``done`` and ``result``
+    are where a lost worker's work is submitted again)."""
 
     __slots__ = ("args", "fn", "future", "lost", "on", "sched", "tag")
 

@@ -42,18 +42,22 @@ class Losing(Executor):
 def test_wait_lists_the_done_handles_in_the_order_given_whatever_order_they_end():
     gates = [threading.Event() for _ in range(4)]
     with ThreadPoolExecutor(4) as pool:
-        sched = Scheduler.on(pool)
-        handles = [sched.submit(g.wait, tag=k) for k, g in enumerate(gates)]
-        assert sched.wait(handles, timeout=0.01) == []  # (nothing done: the timeout ends it)
-        for k in (3, 1):  # the last and the second end first
-            gates[k].set()
-        while len(sched.wait(handles, timeout=1.0)) < 2:
-            pass
-        assert [h.tag for h in sched.wait(handles)] == [1, 3]
-        for g in gates:
-            g.set()
-        assert sched.wait(handles, every=True) == handles
-        assert [h.result() for h in handles] == [True] * 4
+        try:
+            sched = Scheduler.on(pool)
+            handles = [sched.submit(g.wait, tag=k) for k, g in enumerate(gates)]
+            assert sched.wait(handles, timeout=0.01) == []  # (nothing done: the timeout ends it)
+            for k in (3, 1):  # the last and the second end first
+                gates[k].set()
+            while len(sched.wait(handles, timeout=1.0)) < 2:
+                pass
+            assert [h.tag for h in sched.wait(handles)] == [1, 3]
+            for g in gates:
+                g.set()
+            assert sched.wait(handles, every=True) == handles
+            assert [h.result() for h in handles] == [True] * 4
+        finally:  # (a failed check must not leave the pool's threads waiting)
+            for g in gates:
+                g.set()
 
 
 def test_a_lost_workers_work_runs_again_and_says_so():
@@ -129,11 +133,13 @@ def test_a_worker_process_killed_mid_task_loses_nothing(tmp_path):
 def test_cancelled_work_never_starts():
     ran, gate = [], threading.Event()
     with ThreadPoolExecutor(1) as pool:
-        sched = Scheduler.on(pool)
-        first = sched.submit(gate.wait)
-        later = [sched.submit(ran.append, k) for k in range(3)]
-        sched.cancel(later)
-        gate.set()
+        try:
+            sched = Scheduler.on(pool)
+            first = sched.submit(gate.wait)
+            later = [sched.submit(ran.append, k) for k in range(3)]
+            sched.cancel(later)
+        finally:
+            gate.set()
         assert sched.wait([first, *later], every=True)
     assert ran == [] and all(h.cancelled() for h in later) and first.result() is True
 
@@ -173,18 +179,21 @@ def test_lend_runs_the_work_on_the_calling_thread_and_the_helpers():
     with pytest.raises(RuntimeError, match="own failure"):
         sched.raise_failures(handles)
     ran, gate = [], threading.Event()
+    me = threading.get_ident()
+
+    def caller_fails():
+        if threading.get_ident() == me:
+            raise KeyboardInterrupt
+        ran.append(1)
+
     with ThreadPoolExecutor(1) as pool:
-        one = Scheduler.on(pool)
-        one.submit(gate.wait)  # (the only worker is busy: the helpers wait in the queue)
-
-        def caller_fails():
-            if threading.current_thread() is threading.main_thread():
-                raise KeyboardInterrupt
-            ran.append(1)
-
-        with pytest.raises(KeyboardInterrupt):
-            one.lend(caller_fails, 2)
-        gate.set()
+        try:
+            one = Scheduler.on(pool)
+            one.submit(gate.wait)  # (the only worker is busy: the helpers wait in the queue)
+            with pytest.raises(KeyboardInterrupt):
+                one.lend(caller_fails, 2)
+        finally:
+            gate.set()
     assert ran == []
 
 
