@@ -24,7 +24,7 @@ from pathlib import Path
 import numpy as np
 
 import ndvm
-from ndvm import parallel
+from ndvm import parallel, schedule
 
 # ../shared/data next to the checkout, or $NDVM_SHARED_DATA (e.g. from a worktree)
 CANDIDATES = Path(os.environ.get("NDVM_SHARED_DATA")
@@ -459,10 +459,9 @@ def islands_scaling(n, islands, rounds, dask):
     the serial fraction: the share of all the CPU (this process's and the workers') that the
     coordinating process spent (merging, writing, migrating), which Amdahl's law projects to
     many cores. With ``dask``, also a LocalCluster of 1 against one of 2 worker processes."""
-    from ndvm.cosearch import islands as isl
 
     run = dict(islands=islands, max_candidates=n, seed=0, budget=None, migration_every=256)
-    pools = {w: isl._processes(w) for w in (1, 2)}
+    pools = {w: schedule._process_pool(w) for w in (1, 2)}
     for w, pool in pools.items():  # (their processes started and ndvm imported)
         ndvm.search("damped", executor=pool, **dict(run, max_candidates=64 * islands))
     from ndvm.cosearch import loop
@@ -558,7 +557,7 @@ def main():
         islands_scaling(args.island_candidates, args.islands, args.rounds, args.dask)
         return
     progs, data, target = protocol()
-    print(f"{len(progs)} candidates, cores available: {parallel.default_workers()}, "
+    print(f"{len(progs)} candidates, cores available: {schedule.default_workers()}, "
           f"load average: {os.getloadavg()[0]:.2f}")
     scaling(progs, data, target, args.rounds, args.repeat)
     if args.search_candidates:

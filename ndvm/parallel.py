@@ -3,6 +3,8 @@
 By default candidates run on one persistent pool of worker threads (the native calls release the
 GIL; each thread owns its Machine through the Evaluator's thread-local); any
 ``concurrent.futures.Executor`` (Dask's ``client.get_executor()`` included) gets them in chunks.
+Both go through ``ndvm.schedule.Scheduler`` (the one scheduler: submit, wait, cancel, lend, a lost
+worker's chunk run again); this module decides what a piece of work is.
 Fits go a chunk at a time: the shared options are checked once, when the call is made (one
 ``ndvm.FitOptions``, replaced per candidate that has options of its own), the data and target once
 per process (``ndvm.fit.FitPlan``), each program is checked and bound and staged in the thread's
@@ -16,7 +18,6 @@ never an exception; a candidate's result depends only on its program and options
 what ``ndvm.fit`` or ``Evaluator.evaluate`` gives), never on the worker, the chunking, the order or
 its position in the batch.
 """
-import atexit
 import contextlib
 import gc
 import itertools
@@ -28,7 +29,6 @@ import traceback
 import warnings
 import weakref
 from collections.abc import Mapping
-from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 
 import numpy as np
 
@@ -36,6 +36,7 @@ from ndvm._core import FitBatch, Program, parse
 from ndvm.evaluator import Evaluator
 from ndvm.fit import FitPlan, FitResult, _program
 from ndvm.fit_options import OPTION_NAMES, FitOptions
+from ndvm.schedule import Scheduler, check_workers, executor_workers, shutdown
 
 __all__ = ["EXECUTOR_CHUNK_SIZE", "EXECUTOR_TASK_SIZE", "TASKS_PER_WORKER", "CandidateError",
            "evaluate_many", "executor_chunk", "executor_round", "fit_many", "shutdown"]
@@ -103,22 +104,6 @@ class CandidateError:
         if not hasattr(self.error, "kind"):
             text = f"{self.kind}: {text}" if text else self.kind
         return f"CandidateError({self.index}, {self.name!r}, {text})"
-
-
-def default_workers():
-    """The number of cores this process may run on."""
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:
-        return os.cpu_count() or 1
-
-
-def _threads(workers):
-    """The worker threads a call asked for (None: every core), checked."""
-    workers = default_workers() if workers is None else int(workers)
-    if workers < 1:
-        raise ValueError(f"workers must be at least 1, got {workers}")
-    return workers
 
 
 class _Job:
@@ -303,15 +288,6 @@ def _run_items(job, ev, items):
     return [_run_one(job, ev, *item) for item in items]
 
 
-def _executor_workers(executor):
-    """How many tasks ``executor`` runs at once (its cores when it does not say)."""
-    n = getattr(executor, "_max_workers", None)  # concurrent.futures' own pools
-    client = getattr(executor, "_client", None)  # distributed's ClientExecutor
-    if n is None and client is not None and hasattr(client, "nthreads"):
-        n = sum(client.nthreads().values())
-    return int(n) if n else default_workers()
-
-
 class _Chunk:
     """The candidates of one executor task: a list of (index, program, extra) items, and
     ``(job token, first index)``, the name Dask gives the task (it would otherwise hash every
@@ -332,14 +308,14 @@ class _Chunk:
 
 def executor_chunk(n, executor):
     """Candidates per task when ``n`` go to ``executor`` (see EXECUTOR_CHUNK_SIZE)."""
-    tasks = TASKS_PER_WORKER * _executor_workers(executor)
+    tasks = TASKS_PER_WORKER * executor_workers(executor)
     return min(EXECUTOR_CHUNK_SIZE, math.ceil(n / tasks))
 
 
 def executor_round(executor):
     """Candidates a caller that chooses its batch size should hand ``fit_many`` per call on
     ``executor``: EXECUTOR_TASK_SIZE for each of TASKS_PER_WORKER tasks per worker thread."""
-    return TASKS_PER_WORKER * EXECUTOR_TASK_SIZE * _executor_workers(executor)
+    return TASKS_PER_WORKER * EXECUTOR_TASK_SIZE * executor_workers(executor)
 
 
 def _run_chunk(job, chunk):
@@ -386,37 +362,6 @@ def _unpack(packed):
             for item in packed.items]
 
 
-# The persistent pool: created on first use, grown when a call asks for more workers, shut down
-# at exit. Calls from several threads share it; each call schedules its own candidates.
-_POOL = None
-_POOL_SIZE = 0
-_POOL_LOCK = threading.Lock()
-
-
-def _pool(workers):
-    global _POOL, _POOL_SIZE
-    with _POOL_LOCK:
-        if _POOL is None or _POOL_SIZE < workers:
-            old = _POOL
-            _POOL_SIZE = max(workers, default_workers())
-            _POOL = ThreadPoolExecutor(max_workers=_POOL_SIZE, thread_name_prefix="ndvm-worker")
-            if old is not None:
-                old.shutdown(wait=False)  # its running tasks finish; its threads then exit
-        return _POOL
-
-
-def shutdown():
-    """Stop the persistent worker pool and join its threads (it is recreated when needed)."""
-    global _POOL, _POOL_SIZE
-    with _POOL_LOCK:
-        pool, _POOL, _POOL_SIZE = _POOL, None, 0
-    if pool is not None:
-        pool.shutdown(wait=True, cancel_futures=True)
-
-
-atexit.register(shutdown)
-
-
 class _Progress:
     """A tqdm bar (candidates/s) when asked for and available; otherwise nothing."""
 
@@ -442,46 +387,61 @@ class _Progress:
             self.bar.close()
 
 
+class _Claims:
+    """The candidates of one pool call, claimed a chunk at a time by the workers: at most
+    ``chunk``, and never more than a share of what is left (so that they end their last claims
+    together). Iterating gives (start, stop) claims until none is left or ``stop()``; ``done``
+    counts the candidates of the claims finished."""
+
+    def __init__(self, n, chunk, share):
+        self.n, self.chunk, self.share = n, chunk, share
+        self.next = self.done = 0
+        self.stopped = False
+        self._lock = threading.Lock()
+
+    def claims(self):
+        finished = 0
+        while not self.stopped:
+            with self._lock:
+                self.done += finished
+                start = self.next
+                if start >= self.n:
+                    return
+                stop = self.next = start + max(1, min(self.chunk,
+                                                      -(-(self.n - start) // self.share)))
+            yield start, stop
+            finished = stop - start
+
+    def stop(self):
+        self.stopped = True
+
+
 def _run_pool(job, items, workers, chunk, progress):
-    """Run on the persistent pool: ``workers`` tasks claim at most ``chunk`` candidates at a time,
-    and never more than a share of what is left (so that they end their last claims together)."""
+    """Run on the persistent worker threads: ``workers`` of them claim chunks (``_Claims``)."""
     n = len(items)
     results = [None] * n
-    lock = threading.Lock()
-    cancel = threading.Event()
-    state = {"next": 0, "done": 0}
-    share = 2 * workers
+    claims = _Claims(n, chunk, 2 * workers)
 
     def drain():
         ev = _evaluator(job.config)
-        finished = 0
-        while not cancel.is_set():
-            with lock:
-                state["done"] += finished
-                start = state["next"]
-                if start >= n:
-                    return
-                stop = state["next"] = start + max(1, min(chunk, -(-(n - start) // share)))
+        for start, stop in claims.claims():
             results[start:stop] = _run_items(job, ev, items[start:stop])
-            finished = stop - start
 
-    pool = _pool(workers)
-    futures = [pool.submit(drain) for _ in range(min(workers, math.ceil(n / chunk)))]
+    sched = Scheduler.threads(workers)
+    handles = [sched.submit(drain) for _ in range(min(workers, math.ceil(n / chunk)))]
     try:
-        pending = futures
+        pending = handles
         while pending:
-            _, pending = wait(pending, timeout=_POLL_SECONDS)
-            progress.to(state["done"])
+            done = sched.wait(pending, timeout=_POLL_SECONDS)
+            pending = [h for h in pending if h not in done]
+            progress.to(claims.done)
     except BaseException:  # Ctrl-C: stop claiming work, let running candidates end, then leave
-        cancel.set()
-        for f in futures:
-            f.cancel()
-        wait(futures)
+        claims.stop()
+        sched.cancel(handles)
+        sched.wait(handles, every=True)
         raise
-    for f in futures:
-        if not f.cancelled():
-            f.result()  # a worker's own failure (never a candidate's) re-raises here
-    if state["next"] < n:  # every task was cancelled before it started
+    sched.raise_failures(handles)  # a worker's own failure (never a candidate's) re-raises here
+    if claims.next < n:  # every task was cancelled before it started
         raise RuntimeError("the ndvm worker pool was shut down during the call")
     return results
 
@@ -492,11 +452,13 @@ def _run_executor(executor, job, items, chunk, progress, adaptive=False):
     candidates (or, when this executor ran a call of the same kind before, as many as its rate
     says), the later ones as many as take EXECUTOR_TASK_SECONDS at the rate measured so far
     (never fewer than ``chunk``, nor more than an even share of what is left per worker), so
-    that a task's fixed cost stays a small part of its work whatever a candidate costs."""
+    that a task's fixed cost stays a small part of its work whatever a candidate costs. A task
+    whose worker died runs again (the scheduler's)."""
     n = len(items)
     results = [None] * n
-    workers = _executor_workers(executor)
-    futures = {}
+    sched = Scheduler.on(executor)
+    workers = sched.workers
+    running = []
     key = _rate_key(job)
     known = _remembered(executor, key) if adaptive else None  # (this executor's last call's)
     state = {"next": 0, "seconds": 0.0, "ran": 0}  # what this call's finished tasks measured
@@ -510,28 +472,25 @@ def _run_executor(executor, job, items, chunk, progress, adaptive=False):
             size = max(chunk, min(fill, math.ceil((n - start) / workers)))
         stop = state["next"] = min(n, start + size)
         task = _Chunk(items[start:stop], (job.token, start))
-        futures[executor.submit(_run_chunk, job, task)] = start
+        running.append(sched.submit(_run_chunk, job, task, tag=start))
 
-    done_count = 0
     try:
-        while state["next"] < n and len(futures) < TASKS_IN_FLIGHT * workers:
+        while state["next"] < n and len(running) < TASKS_IN_FLIGHT * workers:
             submit()
-        while futures:
-            done, _ = wait(futures, timeout=_POLL_SECONDS, return_when=FIRST_COMPLETED)
-            for f in done:
-                start = futures.pop(f)
-                packed = f.result()
+        while running:
+            done = sched.wait(running, timeout=_POLL_SECONDS)
+            for h in done:
+                running.remove(h)
+                packed = h.result()
                 out = _unpack(packed) if job.kind == "fit" else packed.items
-                results[start:start + len(out)] = out
-                done_count += len(out)
+                results[h.tag:h.tag + len(out)] = out
                 state["seconds"] += packed.seconds
                 state["ran"] += len(out)
-            while state["next"] < n and len(futures) < TASKS_IN_FLIGHT * workers:
+            while state["next"] < n and len(running) < TASKS_IN_FLIGHT * workers:
                 submit()
-            progress.to(done_count)
+            progress.to(state["ran"])
     except BaseException:
-        for f in futures:
-            f.cancel()
+        sched.cancel(running)
         raise
     if adaptive and state["ran"]:
         _remember(executor, key, state["seconds"] / state["ran"])
@@ -612,7 +571,7 @@ def _run(job, items, workers, executor, chunk_size, progress, desc):
             if executor is not None:  # (a chunk size given is kept; the default adapts)
                 chunk = int(chunk_size or executor_chunk(n, executor))
                 return _run_executor(executor, job, items, chunk, bar, adaptive=not chunk_size)
-            workers = _threads(workers)
+            workers = check_workers(workers)
             chunk = chunk_size
             if chunk is None:  # a chunk of fits is one native call; evaluations go one at a time
                 chunk = 1
@@ -680,19 +639,22 @@ def _fit_job(programs, data, target, per_candidate, fit_options):
 
 class Begun:
     """Fits begun by ``begin_fits``: staged (on the calling thread) in one FitBatch that every
-    thread lent to it runs natively, claiming one fit at a time without the GIL."""
+    thread lent to it runs natively, claiming one fit at a time without the GIL; or, with an
+    ``executor``, sent to it in chunks by ``finish`` (nothing to lend a thread to)."""
 
-    def __init__(self, job, items, workers):
+    def __init__(self, job, items, workers, executor=None):
         self._job, self._items, self._workers = job, items, workers
+        self._executor = executor
         self._results = [None] * len(items)
         self._batch = FitBatch()
-        ev = _evaluator(job.config)
-        self._staged = _stage(job, ev, items, self._batch, self._results)
+        self._staged = []
+        if executor is None:
+            self._staged = _stage(job, _evaluator(job.config), items, self._batch, self._results)
         self._batch.open()
 
     def drain(self, limit=None):
         """Lend the calling thread: it runs fits until none is left to claim (or ``limit`` are
-        run); how many it ran."""
+        run); how many it ran (none on an executor)."""
         return _evaluator(self._job.config).drain(self._batch, limit)
 
     def cancel(self):
@@ -700,40 +662,35 @@ class Begun:
         self._batch.reset()
 
     def finish(self, lent=0, meanwhile=None):
-        """Run fits on the calling thread (and on workers - 1 - ``lent`` pool threads) until
+        """Run fits on the calling thread (and on workers - 1 - ``lent`` worker threads) until
         every one is done; fit_many's results, in input order. ``meanwhile()``: called once this
         thread has no fit left to claim, while the other threads end their last ones."""
+        if self._executor is not None:
+            if meanwhile is not None:
+                meanwhile()
+            return _run(self._job, self._items, None, self._executor, None, False, "fit_many")
         with gc_paused():
-            futures = []
-            if self._staged and self._workers - 1 - lent > 0:
-                pool = _pool(self._workers)
-                futures = [pool.submit(self.drain)
-                           for _ in range(min(self._workers - 1 - lent, len(self._staged)))]
-            try:
-                self.drain()
-            except BaseException:  # (Ctrl-C: the other threads end their claims on their own)
-                for f in futures:
-                    f.cancel()
-                raise
+            helpers = min(self._workers - 1 - lent, len(self._staged))
+            sched = Scheduler.threads(self._workers)
+            handles = sched.lend(self.drain, helpers)
             if meanwhile is not None:
                 meanwhile()
             self._batch.close()  # (waits for the fits other threads are still running)
-            for f in futures:
-                if f.done() and not f.cancelled():
-                    f.result()  # a pool task's own failure (never a candidate's) re-raises
+            sched.raise_failures(handles)  # a helper's own failure (never a candidate's)
             return _read(self._items, self._staged, self._batch, self._results)
 
 
-def begin_fits(programs, data=None, target=None, *, workers=None, per_candidate=None,
-               options=None, **fit_options):
+def begin_fits(programs, data=None, target=None, *, workers=None, executor=None,
+               per_candidate=None, options=None, **fit_options):
     """``fit_many``'s candidates, checked and ready but not yet run: for a caller with threads of
     its own to lend (the co-search lends its proposer thread once it has proposed the next
     batch). Any thread may ``drain()`` the returned ``Begun``; ``finish(lent)`` on the calling
     thread runs candidates too and returns the results. ``workers``: the threads in all (the
-    caller's, the ``lent`` ones and workers - 1 - lent of the pool's; default: the cores)."""
-    workers = _threads(workers)
+    caller's, the ``lent`` ones and workers - 1 - lent of the pool's; default: the cores);
+    ``executor``: fit_many's, the candidates run there when finished."""
+    workers = check_workers(workers)
     job, items = _fit_job(programs, data, target, per_candidate, dict(fit_options, options=options))
-    return Begun(job, items, workers)
+    return Begun(job, items, workers, executor)
 
 
 def evaluate_many(programs, params=None, data=None, consts=None, grad=False, *, workers=None,

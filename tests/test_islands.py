@@ -12,6 +12,7 @@ from concurrent.futures import Executor, ThreadPoolExecutor
 import pytest
 
 import ndvm
+from ndvm import schedule
 from ndvm.cosearch import islands as isl
 from ndvm.cosearch.records import RECORD_FILE, SUMMARY_FILE
 from ndvm.cosearch.tasks import get_task
@@ -123,7 +124,7 @@ def _kill_when_written(out, pids, killed):
 def test_a_killed_worker_process_loses_and_duplicates_nothing(inline, tmp_path):
     run = dict(RUN, max_candidates=576, migration_every=96)
     whole = ndvm.search("damped", workers=1, **run)
-    pool = isl._processes(2)
+    pool = schedule._process_pool(2)
     pool.submit(time.sleep, 0).result()  # (its processes started)
     out = tmp_path / "run"
     killed = []
@@ -162,7 +163,7 @@ def test_a_killed_dask_worker_loses_and_duplicates_nothing(tmp_path):
 def test_a_pool_that_broke_before_any_future_said_so_is_renewed(inline):
     """A worker died while no epoch was running (the pool is broken, no future failed): the next
     submit renews the pool instead of failing the search."""
-    pool = isl._processes(2)
+    pool = schedule._process_pool(2)
     pool.submit(time.sleep, 0).result()
     os.kill(next(iter(pool._processes)), signal.SIGKILL)
     deadline = time.monotonic() + 30
@@ -171,4 +172,4 @@ def test_a_pool_that_broke_before_any_future_said_so_is_renewed(inline):
     assert pool._broken
     res = ndvm.search("damped", workers=2, **RUN)
     assert _rows(res) == _rows(inline)
-    assert isl._processes(2) is not pool
+    assert schedule._process_pool(2) is not pool

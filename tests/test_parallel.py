@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import ndvm
-from ndvm import parallel
+from ndvm import parallel, schedule
 from ndvm._core import FitBatch
 from ndvm.fit import FitOptions, FitPlan
 
@@ -500,11 +500,11 @@ def test_arguments_are_checked_before_any_work():
 
 def test_the_pool_persists_across_calls():
     ndvm.evaluate_many(GOOD, params={"a": 1.0, "b": 1.0, "c": 1.0}, data={"x": X}, workers=2)
-    pool = parallel._POOL
+    pool = schedule._POOL
     ndvm.fit_many(GOOD, workers=2, **FIT)
-    assert parallel._POOL is pool
+    assert schedule._POOL is pool
     workers = [t for t in threading.enumerate() if t.name.startswith("ndvm-worker")]
-    assert 1 <= len(workers) <= parallel._POOL_SIZE
+    assert 1 <= len(workers) <= schedule._POOL_SIZE
 
 
 def test_progress_bar(capsys):

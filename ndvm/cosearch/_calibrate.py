@@ -1,7 +1,7 @@
 """The search's one door to calibration: ``calibrate(programs, ...)``.
 
-Runs ``ndvm.fit_many`` (a chunk of fits per native call, on the worker pool or an executor;
-``begin`` lets the caller lend threads of its own to the pool's work); a
+Runs ``ndvm.fit_many``'s candidates (``ndvm.parallel.begin_fits``: one shared batch the calling
+thread, the threads it lends and the worker pool's claim fits from, or chunks on an executor); a
 failed candidate becomes a ``CalibrationError`` in its place, never an exception. ``minimize_value``
 fits likelihood tasks, whose program value itself is minimized (ndvm.fit's native L-BFGS).
 """
@@ -10,7 +10,7 @@ import numpy as np
 import ndvm
 from ndvm.parallel import begin_fits
 
-__all__ = ["Calibration", "CalibrationError", "begin", "calibrate", "minimize_value", "succeeded"]
+__all__ = ["CalibrationError", "begin", "calibrate", "minimize_value", "succeeded"]
 
 
 class CalibrationError:
@@ -41,47 +41,15 @@ def _wrap(r):
 
 def calibrate(programs, data, target, workers=None, **fit_options):
     """Fit every program to ``target``; a list in input order of FitResult or CalibrationError."""
-    return begin(programs, data, target, workers=workers, **fit_options).finish()
+    return [_wrap(r) for r in begin(programs, data, target, workers=workers,
+                                    **fit_options).finish()]
 
 
-class Calibration:
-    """Fits begun by ``begin``: ``drain()`` lends the calling thread to them (when they run on
-    the local pool), ``finish(lent, meanwhile)`` runs them on the calling thread too (and on the
-    pool's workers - 1 - lent threads; ``meanwhile()`` once the calling thread has none left to
-    start) and returns ``calibrate``'s list."""
-
-    def __init__(self, programs, data, target, workers, executor, fit_options):
-        self.begun = self.later = None
-        if not programs:
-            return
-        if executor is None:
-            self.begun = begin_fits(programs, data=data, target=target, workers=workers,
-                                    **fit_options)
-        else:
-            self.later = lambda: ndvm.fit_many(programs, data=data, target=target,
-                                               executor=executor, **fit_options)
-
-    def drain(self, limit=None):
-        """Fits run on the calling thread until none is left to start (or ``limit`` are run);
-        how many (always 0 on an executor)."""
-        return self.begun.drain(limit) if self.begun is not None else 0
-
-    def cancel(self):
-        """Fits begun but not to be finished: none starts any more (running ones end)."""
-        if self.begun is not None:
-            self.begun.cancel()
-
-    def finish(self, lent=0, meanwhile=None):
-        if self.begun is not None:
-            return [_wrap(r) for r in self.begun.finish(lent, meanwhile)]
-        if meanwhile is not None:
-            meanwhile()
-        return [_wrap(r) for r in self.later()] if self.later is not None else []
-
-
-def begin(programs, data, target, workers=None, executor=None, **fit_options):
-    """The calibration of ``programs`` begun (a ``Calibration``): checked, not yet run."""
-    return Calibration(list(programs), data, target, workers, executor, fit_options)
+def begin(programs, data, target, workers=None, **fit_options):
+    """The calibration of ``programs`` begun (``ndvm.parallel.begin_fits``, ``executor`` among
+    the options): checked, not yet run; ``drain()`` lends the calling thread to it,
+    ``finish(lent, meanwhile)`` runs it and returns fit_many's list."""
+    return begin_fits(list(programs), data=data, target=target, workers=workers, **fit_options)
 
 
 def minimize_value(prog, names, init, consts=None, data=None, positive=(), steps=None,

@@ -9,27 +9,23 @@ records whatever runs the epochs and in whatever order they finish. Epochs run i
 processes (``workers`` of them; the Python work of proposing and scoring is spread with the
 calibrations, nothing is shared under one GIL) or as tasks on any ``concurrent.futures.Executor``
 (a Dask cluster's ``client.get_executor()``). Record ids are island + k * islands, unique by
-construction. A worker that dies loses only the epochs it was running: they are submitted again
-from the states they started from (a Dask cluster resubmits them itself), and an epoch's records
-are written once, when its result arrives.
+construction. The epochs go through ``ndvm.schedule.Scheduler``: a worker that dies loses only
+the epochs it was running, which the scheduler submits again from the states they started from
+(on a renewed pool when it is ours), and an epoch's records are written once, when its result
+arrives.
 """
 import gc
-import multiprocessing
-import threading
 import time
-from concurrent.futures import FIRST_COMPLETED, Executor, Future, ProcessPoolExecutor, wait
-from concurrent.futures.process import BrokenProcessPool
 
 import numpy as np
 
 from ndvm.cosearch.proposers import make_proposer
 from ndvm.cosearch.records import _good
 from ndvm.cosearch.rounds import SearchState, _fittest, _Rounds, _Scorer
-from ndvm.parallel import default_workers, gc_paused
+from ndvm.parallel import gc_paused
+from ndvm.schedule import Scheduler, default_workers
 
 __all__ = ["Island", "run_epoch", "search_islands"]
-
-RETRIES = 3  # an epoch whose worker died is submitted again this many times, then it fails
 
 
 def island_seed(seed, index):
@@ -98,73 +94,6 @@ def run_epoch(island, n, migrants, seconds=None):
     return island, records
 
 
-class _Inline(Executor):
-    """Runs each epoch when it is submitted, in this process (one worker: nothing to spread)."""
-
-    def submit(self, fn, *args, **kwargs):
-        f = Future()
-        try:
-            f.set_result(fn(*args, **kwargs))
-        except BaseException as e:  # noqa: BLE001 - delivered through the future
-            f.set_exception(e)
-        return f
-
-
-def _lost_worker(exc):
-    """Whether ``exc`` says the worker running a task died (the task itself did not fail)."""
-    return isinstance(exc, BrokenProcessPool) or type(exc).__name__ in ("KilledWorker",
-                                                                        "CommClosedError")
-
-
-_PROCESSES = {}  # workers -> this process's pool of worker processes, kept for the next search
-_PROCESSES_LOCK = threading.Lock()
-
-
-def _processes(workers, broken=None):
-    """The kept pool of ``workers`` worker processes (started on first use: a worker process
-    imports ndvm once, not once a search), a new one in place of ``broken``."""
-    with _PROCESSES_LOCK:
-        pool = _PROCESSES.get(workers)
-        if pool is None or pool is broken:
-            if pool is not None:
-                pool.shutdown(wait=False, cancel_futures=True)
-            # spawn: a fork of a process with threads running (ours, BLAS's) may deadlock
-            pool = _PROCESSES[workers] = ProcessPoolExecutor(
-                max_workers=workers, mp_context=multiprocessing.get_context("spawn"))
-        return pool
-
-
-class _Pool:
-    """Where epochs run: the caller's executor, worker processes of our own (remade when one
-    dies), or this process for a single worker."""
-
-    def __init__(self, workers, executor):
-        self.own = executor is None
-        if executor is not None:
-            self.executor = executor
-        else:
-            self.executor = _Inline() if workers == 1 else _processes(workers)
-        self.workers = workers
-        self.on = {}  # future -> the executor it was submitted to
-
-    def submit(self, *args):
-        """The future of ``run_epoch(*args)`` (on a new pool when a worker of ours has died and
-        no future has said so yet)."""
-        try:
-            f = self.executor.submit(run_epoch, *args)
-        except BrokenProcessPool:
-            self.renew(self.executor)
-            f = self.executor.submit(run_epoch, *args)
-        self.on[f] = self.executor
-        return f
-
-    def renew(self, broken):
-        """``broken`` lost a worker process: a new pool for the epochs to run again (ours only,
-        and only once per broken pool)."""
-        if self.own and self.workers > 1 and self.executor is broken:
-            self.executor = _processes(self.workers, broken=broken)
-
-
 def search_islands(task, islands, seed, grammar, batch, every, migrants, max_candidates, budget_s,
                    workers, executor, client, fit_options, refits, proposer_options, sink,
                    on_records, stop_on_success):
@@ -182,7 +111,7 @@ def search_islands(task, islands, seed, grammar, batch, every, migrants, max_can
     epochs = [0] * islands  # epochs completed by each island
     sent = {}  # (island, epoch) -> the migrants it sends after that epoch
     finished = [False] * islands
-    running = {}  # future -> (island, epoch, its arguments, attempts)
+    running = []  # the Handles of the epochs running (tag: island, epoch)
     records, warnings = [], []
     started = time.perf_counter()
     stopped, succeeded = "candidates", False
@@ -202,7 +131,7 @@ def search_islands(task, islands, seed, grammar, batch, every, migrants, max_can
         return sent.get((src, min(e - 1, last)))
 
     def launch():
-        busy = {v[0] for v in running.values()}
+        busy = {h.tag[0] for h in running}
         for i in range(islands):  # (first, so that incoming() knows every finished island)
             if not finished[i] and i not in busy and (quota(i) == 0
                                                       or states[i].stopped is not None):
@@ -216,33 +145,19 @@ def search_islands(task, islands, seed, grammar, batch, every, migrants, max_can
                 continue
             left = None if budget_s is None else max(0.0, budget_s - (time.perf_counter()
                                                                       - started))
-            args = (states[i], n, given, left)
-            running[pool.submit(*args)] = (i, epochs[i], args, 0)
+            running.append(sched.submit(run_epoch, states[i], n, given, left,
+                                        tag=(i, epochs[i])))
 
-    pool = _Pool(workers, executor)
+    sched = Scheduler.processes(workers) if executor is None else Scheduler.on(executor)
     try:
         launch()
         while running:
-            done, _ = wait(list(running), return_when=FIRST_COMPLETED)
-            for f in done:
-                ran_on = pool.on.pop(f, None)
-                if f not in running:  # (resubmitted when its pool broke)
-                    continue
-                i, e, args, attempts = running.pop(f)
-                try:
-                    island, recs = f.result()
-                except BaseException as exc:
-                    if not _lost_worker(exc) or attempts >= RETRIES:
-                        raise
-                    warnings.append(f"island {i} epoch {e}: its worker died; run again "
-                                    f"({type(exc).__name__})")
-                    if isinstance(exc, BrokenProcessPool):
-                        pool.renew(ran_on)  # (every epoch on the broken pool runs again)
-                        for g in [g for g in running if pool.on.get(g) is ran_on]:
-                            j, ej, a, n_try = running.pop(g)
-                            running[pool.submit(*a)] = (j, ej, a, n_try)
-                    running[pool.submit(*args)] = (i, e, args, attempts + 1)
-                    continue
+            for h in sched.wait(running):
+                running.remove(h)
+                i, e = h.tag
+                island, recs = h.result()  # (an epoch whose worker died was run again)
+                warnings.extend(f"island {i} epoch {e}: its worker died; run again "
+                                f"({type(exc).__name__})" for exc in h.lost)
                 states[i] = island
                 epochs[i] = e + 1
                 sent[(i, e)] = island.best(migrants)
@@ -263,8 +178,7 @@ def search_islands(task, islands, seed, grammar, batch, every, migrants, max_can
     except KeyboardInterrupt:
         stopped = "interrupted"
     finally:
-        for f in running:
-            f.cancel()
+        sched.cancel(running)
     if stopped == "candidates" and any(s.stopped for s in states):
         stopped = next(s.stopped for s in states if s.stopped)
     records.sort(key=lambda r: r["id"])

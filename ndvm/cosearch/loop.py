@@ -11,7 +11,7 @@ import math
 import sys
 import threading
 import time
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future
 from dataclasses import dataclass, field
 from numbers import Integral
 from pathlib import Path
@@ -30,8 +30,8 @@ from ndvm.cosearch.rounds import (ResumeMismatch, SearchState, _Batch, _fittest,
 from ndvm.cosearch.select import select
 from ndvm.cosearch.sexpr import to_tree
 from ndvm.cosearch.tasks import Task, get_task
-from ndvm.parallel import (EXECUTOR_TASK_SIZE, TASKS_PER_WORKER, default_workers, executor_round,
-                           gc_paused)
+from ndvm.parallel import EXECUTOR_TASK_SIZE, TASKS_PER_WORKER, executor_round, gc_paused
+from ndvm.schedule import Scheduler, default_workers
 
 __all__ = ["search", "SearchResult", "pareto_front", "RunExistsError", "ResumeMismatch",
            "RECORD_FILE", "SUMMARY_FILE", "run_schema"]
@@ -342,30 +342,10 @@ def search(task="damped", proposer=None, budget=None, max_candidates=None, out=N
     n_new, stopped = 0, "budget"
     run = _Rounds(task, prop, state, scorer, t0, batch, max_candidates, refits=refits,
                   recorded=recorded)
-    pipelined = bool(getattr(prop, "pipelined", False))
-    serial = executor is None and (default_workers() if workers is None else int(workers)) == 1
-    helper = ThreadPoolExecutor(max_workers=1, thread_name_prefix="ndvm-propose")
-    # the proposer thread's current job and its stop sign; the last batch calibrated; the last
-    # batch scored; the ready batch's calibrations (begun)
-    job, wake, done, scored, fits = None, None, None, None, None
-
-    def settle(check=True):
-        """End the proposer thread's job (it stops lending itself to the next batch; with
-        ``check``, its failure is raised) and cancel the batch begun but never calibrated."""
-        nonlocal job, fits
-        if wake is not None:
-            wake.set()
-        try:
-            if job is not None:
-                job.result()
-        except BaseException:
-            if check:
-                raise
-        finally:
-            job = None
-            if fits is not None:
-                fits.cancel()
-                fits = None
+    pipe = None
+    if getattr(prop, "pipelined", False):
+        serial = executor is None and (default_workers() if workers is None else int(workers)) == 1
+        pipe = _Pipeline(run, None if serial else Scheduler.threads(workers))
 
     def succeeded():
         """A good fit found, with stop_on_success (a resumed run goes on past an earlier
@@ -400,8 +380,8 @@ def search(task="damped", proposer=None, budget=None, max_candidates=None, out=N
     paused.__enter__()
     try:
         ready = run.next()  # the first batch is proposed before anything else can run
-        if pipelined and isinstance(ready, _Batch):
-            fits = run.begin(ready)
+        if pipe is not None:
+            pipe.start(ready)
         while True:
             if isinstance(ready, str):
                 stopped = ready
@@ -409,28 +389,8 @@ def search(task="damped", proposer=None, budget=None, max_candidates=None, out=N
             if budget_s is not None and time.perf_counter() - session_start >= budget_s:
                 stopped = "budget"
                 break
-            if pipelined:
-                # while batch k calibrates here, the proposer thread scores batch k-1, proposes
-                # batch k+1 from the state through batch k-1 (one batch of lag, the same for any
-                # worker count, so a seed proposes the same candidates) and begins it; then it
-                # calibrates batch k too, and then batch k+1 until the next round begins. This
-                # thread keeps (emits) batch k-2 once it has no fit of batch k left to start.
-                # On one core (workers=1), the same steps one after the other
-                if serial:
-                    emit(scored)
-                    run.calibrate(ready, fits)
-                    following, fits = run.advance(done)
-                else:
-                    if wake is not None:
-                        wake.set()  # (the last job lends itself to this batch no more)
-                    last, staged, wake = job, Future(), threading.Event()
-                    job = helper.submit(run.advance, done, fits, staged, wake)
-                    # (batch k-2 is kept while the last fits of batch k end on the other thread)
-                    run.calibrate(ready, fits, lent=1, meanwhile=lambda b=scored: emit(b))
-                    following, fits = staged.result()
-                    if last is not None:
-                        last.result()  # (it ended before this one began: re-raises its own failure)
-                scored, done, ready = done, ready, following
+            if pipe is not None:
+                ready = pipe.step(ready, emit)
             else:  # the proposer sees every batch scored before it proposes the next
                 run.calibrate(ready, run.begin(ready))
                 run.finish(ready)
@@ -439,18 +399,12 @@ def search(task="damped", proposer=None, budget=None, max_candidates=None, out=N
             if succeeded():
                 stopped = "success"
                 break
-        settle()  # (the batch proposed after the last one calibrated is dropped)
-        emit(scored)
-        if done is not None:
-            run.finish(done)
-            emit(done)
-            done = None
+        if pipe is not None:
+            pipe.end(emit)
     except KeyboardInterrupt:
         stopped = "interrupted"  # keep what was done: the records are already written
-        settle(check=False)  # (the proposer thread's job ends before anything is read)
-        for b in (scored, done):  # scored (by that job or before) but not yet kept
-            if b is not None and b.finished and not b.emitted:
-                records.extend(b.records)
+        for b in pipe.interrupt() if pipe is not None else ():
+            records.extend(b.records)  # (scored by the proposer thread, not yet kept)
         if sink:  # unless Ctrl-C came between a batch's records and their writing
             sink.write("".join(_dump(r) + "\n" for r in records if r["id"] not in written))
             written.update(r["id"] for r in records)
@@ -458,8 +412,8 @@ def search(task="damped", proposer=None, budget=None, max_candidates=None, out=N
         scored = [r for r in records if r["status"] == "ok" and math.isfinite(r["heldout_error"])]
         state.population = _fittest(scored)
     finally:
-        settle(check=False)
-        helper.shutdown(wait=True)
+        if pipe is not None:
+            pipe.settle(check=False)  # (the proposer thread's job has ended)
         paused.__exit__(None, None, None)
         if sink:
             sink.close()
@@ -477,6 +431,81 @@ def search(task="damped", proposer=None, budget=None, max_candidates=None, out=N
                key=(len(records), id(lowest), len(run.front)))
     return conclude(task, records, run.front, run.first_good, scorer.ev, elapsed,
                     getattr(prop, "name", "custom"), seed, stopped, state.warnings, out)
+
+
+class _Pipeline:
+    """A single population's rounds pipelined over two threads (``threads``: the scheduler
+    whose worker is the proposer thread; None runs the same steps one after the other on the
+    calling thread, workers=1). While batch k calibrates on the calling thread, the proposer
+    thread scores batch k-1, proposes batch k+1 from the state through batch k-1 (one batch of
+    lag, the same for any worker count, so a seed proposes the same candidates) and begins it;
+    then it calibrates batch k too, and then batch k+1 until the next round begins. The calling
+    thread keeps (emits) batch k-2 once it has no fit of batch k left to start."""
+
+    def __init__(self, run, threads):
+        self.run, self.threads = run, threads
+        self.job = self.wake = None  # the proposer thread's current job and its stop sign
+        self.done = self.scored = None  # the last batch calibrated; the last batch scored
+        self.fits = None  # the ready batch's calibrations (begun)
+
+    def start(self, ready):
+        """Begin the first batch's calibrations."""
+        if isinstance(ready, _Batch):
+            self.fits = self.run.begin(ready)
+
+    def step(self, ready, emit):
+        """Calibrate ``ready`` (emitting the batch scored before it); the next batch, or why
+        there is none."""
+        run = self.run
+        if self.threads is None:
+            emit(self.scored)
+            run.calibrate(ready, self.fits)
+            following, self.fits = run.advance(self.done)
+        else:
+            if self.wake is not None:
+                self.wake.set()  # (the last job lends itself to this batch no more)
+            last, staged, self.wake = self.job, Future(), threading.Event()
+            self.job = self.threads.submit(run.advance, self.done, self.fits, staged, self.wake)
+            # (batch k-2 is kept while the last fits of batch k end on the other thread)
+            run.calibrate(ready, self.fits, lent=1, meanwhile=lambda b=self.scored: emit(b))
+            following, self.fits = staged.result()
+            if last is not None:
+                last.result()  # (it ended before this one began: re-raises its own failure)
+        self.scored, self.done = self.done, ready
+        return following
+
+    def settle(self, check=True):
+        """End the proposer thread's job (it stops lending itself to the next batch; with
+        ``check``, its failure is raised) and cancel the batch begun but never calibrated."""
+        if self.wake is not None:
+            self.wake.set()
+        try:
+            if self.job is not None:
+                self.job.result()
+        except BaseException:
+            if check:
+                raise
+        finally:
+            self.job = None
+            if self.fits is not None:
+                self.fits.cancel()
+                self.fits = None
+
+    def end(self, emit):
+        """The search stops: the batches not yet kept are (the last one calibrated scored
+        now; the batch proposed after it is dropped)."""
+        self.settle()
+        emit(self.scored)
+        if self.done is not None:
+            self.run.finish(self.done)
+            emit(self.done)
+            self.done = None
+
+    def interrupt(self):
+        """Ctrl-C: the batches scored (by the proposer thread's job or before) but not kept."""
+        self.settle(check=False)  # (the proposer thread's job ends before anything is read)
+        return [b for b in (self.scored, self.done)
+                if b is not None and b.finished and not b.emitted]
 
 
 def _search_islands(task, islands, seed, grammar, batch, every, migrants, max_candidates,

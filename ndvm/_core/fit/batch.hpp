@@ -5,9 +5,9 @@
 // a shared chunk (SharedFits) is run by several threads at once, each on its own machine.
 #pragma once
 #include <atomic>
-#include <chrono>
+#include <condition_variable>
 #include <cstdint>
-#include <thread>
+#include <mutex>
 
 #include "fit/fit.hpp"
 
@@ -27,16 +27,44 @@ inline void fit_batch(FitRequest* rq, size_t n, void* machine, int dtype, ErrorI
 
 // The claims on a shared chunk: the next fit nobody has taken, how many are finished, and how
 // many threads are inside fit_shared (entered under the GIL while the chunk is open: the owner
-// reuses the chunk only once none is, shared_quiet).
+// reuses the chunk only once none is, shared_quiet). A thread that waits for the finished count
+// (shared_wait) or for the last thread to leave (shared_quiet) blocks on ``changed`` without
+// spinning; the threads it waits for notify it only while someone waits (``waiting``), so an
+// unwatched fit costs one extra atomic load.
 struct SharedFits {
   std::atomic<size_t> next{0};
   std::atomic<size_t> done{0};
   std::atomic<int> active{0};
+  // (mutable: a waiter that only reads the counts still registers and blocks)
+  mutable std::atomic<int> waiting{0};
+  mutable std::mutex lock;
+  mutable std::condition_variable changed;
 };
 
 inline void shared_reset(SharedFits* s) {
   s->next.store(0);
   s->done.store(0);
+}
+
+// After a change of ``done`` or ``active`` (made with seq_cst): wake the waiters. A waiter
+// raises ``waiting`` (seq_cst) before it reads the condition under the lock, so either it sees
+// the change or this sees it waiting; taking the lock orders the notification after its check.
+inline void shared_changed(const SharedFits* s) {
+  if (s->waiting.load() == 0) return;
+  { std::lock_guard<std::mutex> hold(s->lock); }
+  s->changed.notify_all();
+}
+
+// Block (without spinning) until ``ready()`` holds; it is re-read after each notification.
+template <class Ready>
+inline void shared_block(const SharedFits* s, Ready ready) {
+  if (ready()) return;
+  s->waiting.fetch_add(1);
+  {
+    std::unique_lock<std::mutex> hold(s->lock);
+    s->changed.wait(hold, ready);
+  }
+  s->waiting.fetch_sub(1);
 }
 
 // Run fits of the chunk on this thread's machine, one claim at a time, until none is left or
@@ -50,7 +78,8 @@ inline size_t fit_shared(FitRequest* rq, size_t n, SharedFits* s, void* machine,
     size_t i = s->next.fetch_add(1, std::memory_order_relaxed);
     if (i >= n) break;
     ok[i] = fit_one(&rq[i], machine, dtype, err + i);
-    s->done.fetch_add(1, std::memory_order_release);  // (publishes fit i's outputs)
+    s->done.fetch_add(1);  // (seq_cst: publishes fit i's outputs; see shared_changed)
+    shared_changed(s);
     ++ran;
   }
   return ran;
@@ -58,8 +87,7 @@ inline size_t fit_shared(FitRequest* rq, size_t n, SharedFits* s, void* machine,
 
 // Until every fit of the chunk is finished (at most the last claimed fits of other threads).
 inline void shared_wait(const SharedFits* s, size_t n) {
-  while (s->done.load(std::memory_order_acquire) < n)
-    std::this_thread::sleep_for(std::chrono::microseconds(20));
+  shared_block(s, [s, n] { return s->done.load() >= n; });
 }
 
 // No more claims: every fit not yet claimed never runs; waits for the claimed ones to finish.
@@ -69,11 +97,14 @@ inline void shared_cancel(SharedFits* s, size_t n) {
 }
 
 inline void shared_enter(SharedFits* s) { s->active.fetch_add(1); }
-inline void shared_leave(SharedFits* s) { s->active.fetch_sub(1); }
+inline void shared_leave(SharedFits* s) {
+  s->active.fetch_sub(1);
+  shared_changed(s);
+}
 
 // Until no thread is inside fit_shared (those still there have nothing left to claim).
 inline void shared_quiet(const SharedFits* s) {
-  while (s->active.load() > 0) std::this_thread::sleep_for(std::chrono::microseconds(20));
+  shared_block(s, [s] { return s->active.load() == 0; });
 }
 
 }  // namespace ndvm

@@ -1,0 +1,268 @@
+"""ndvm's one scheduler: where every piece of concurrent work runs, and what happens to it.
+
+fit_many's and evaluate_many's worker threads, their chunks on an executor (Dask), the
+co-search's proposer thread and the threads it lends to a round's calibrations, and the islands'
+epochs in worker processes or on a cluster all go through a ``Scheduler``:
+
+    sched = Scheduler.threads(workers)     # the persistent pool of ndvm worker threads
+    sched = Scheduler.processes(workers)   # kept spawned worker processes (1: this thread)
+    sched = Scheduler.on(executor)         # any concurrent.futures.Executor (Dask's included)
+
+    h = sched.submit(fn, *args, tag=...)   # -> a Handle; fn(*args) runs on a worker
+    sched.wait(handles, timeout)           # -> the handles whose outcome is known, in the order
+                                           #    given (at least one unless the timeout passed)
+    sched.wait(handles, every=True)        # -> once every one is done
+    h.result(), h.done(), h.tag, h.lost    # its value or its own exception; lost: the workers
+                                           #    it lost on the way (the work was run again)
+    sched.cancel(handles)                  # those not started never start
+    sched.lend(work, helpers)              # work() on the calling thread and on ``helpers``
+                                           #    workers at once (shared work, claimed in parts)
+    sched.raise_failures(handles)          # a finished helper's own failure raised
+
+Guarantees (each tested in tests/test_schedule.py): handles complete in any order, and ``wait``
+lists those done in the order the caller gave them, so a caller that reads results in
+submission order (or by tag) gets the same answer however the workers finish; a worker that
+dies (a killed process: BrokenProcessPool; a Dask worker: KilledWorker or CommClosedError)
+costs only a rerun: its work is submitted again, up to RETRIES times, on a renewed pool when the
+pool is ours, and its handle reports the loss in ``lost`` instead of failing; a cancelled
+handle's work never starts; ``lend`` never leaves the calling thread idle while there is shared
+work to claim. Work that must be shared by threads inside one native call (a FitBatch's claims,
+ndvm/_core/fit/batch.hpp) is claimed there, natively, without the GIL; its waits block until
+notified (no polling).
+"""
+import atexit
+import multiprocessing
+import os
+import threading
+import time
+from concurrent.futures import FIRST_COMPLETED, ALL_COMPLETED, Executor, Future, ThreadPoolExecutor
+from concurrent.futures import wait as _wait_futures
+from concurrent.futures.process import BrokenProcessPool, ProcessPoolExecutor
+
+__all__ = ["RETRIES", "Handle", "Scheduler", "default_workers", "executor_workers", "shutdown"]
+
+RETRIES = 3  # a piece of work whose worker died is submitted again this many times, then fails
+
+
+def default_workers():
+    """The number of cores this process may run on."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:
+        return os.cpu_count() or 1
+
+
+def check_workers(workers):
+    """The worker count a call asked for (None: every core), checked."""
+    workers = default_workers() if workers is None else int(workers)
+    if workers < 1:
+        raise ValueError(f"workers must be at least 1, got {workers}")
+    return workers
+
+
+def executor_workers(executor):
+    """How many tasks ``executor`` runs at once (its cores when it does not say)."""
+    n = getattr(executor, "_max_workers", None)  # concurrent.futures' own pools
+    client = getattr(executor, "_client", None)  # distributed's ClientExecutor
+    if n is None and client is not None and hasattr(client, "nthreads"):
+        n = sum(client.nthreads().values())
+    return int(n) if n else default_workers()
+
+
+def lost_worker(exc):
+    """Whether ``exc`` says the worker running a task died (the task itself did not fail)."""
+    return isinstance(exc, BrokenProcessPool) or type(exc).__name__ in ("KilledWorker",
+                                                                        "CommClosedError")
+
+
+class Handle:
+    """One piece of submitted work: ``result()`` (its value, or its own exception raised),
+    ``done()``, ``tag`` (the caller's), ``lost`` (the exceptions of workers that died running
+    it; it ran again each time). Read by the thread that submitted it (``done`` and ``result``
+    are where a lost worker's work is submitted again)."""
+
+    __slots__ = ("args", "fn", "future", "lost", "on", "sched", "tag")
+
+    def __init__(self, sched, fn, args, tag):
+        self.sched, self.fn, self.args, self.tag = sched, fn, args, tag
+        self.lost = []
+        self.future = self.on = None
+
+    def _settled(self):
+        """Whether the current future's outcome is final (a lost worker's is not: the work is
+        submitted again here)."""
+        f = self.future
+        if not f.done() or f.cancelled():
+            return f.done()
+        exc = f.exception()
+        if exc is None or not lost_worker(exc) or len(self.lost) >= RETRIES:
+            return True
+        self.lost.append(exc)
+        self.sched._resubmit(self, exc)
+        return False
+
+    def done(self):
+        return self._settled()
+
+    def cancelled(self):
+        return self.future.cancelled()
+
+    def result(self, timeout=None):
+        end = None if timeout is None else time.monotonic() + timeout
+        while True:
+            left = None if end is None else max(0.0, end - time.monotonic())
+            _wait_futures([self.future], timeout=left)
+            if self._settled():
+                return self.future.result(timeout=0)
+
+
+class Scheduler:
+    """Where work runs (see the module's docstring): ``workers`` at once, on the executor
+    ``current()`` gives; ``renew(broken)`` gives a new one in place of a broken pool of ours
+    (None: not ours to renew)."""
+
+    def __init__(self, current, workers, renew=None):
+        self.current, self.workers, self._renew = current, workers, renew
+
+    @classmethod
+    def threads(cls, workers=None):
+        """The persistent pool of worker threads (grown to ``workers`` if smaller)."""
+        workers = check_workers(workers)
+        return cls(lambda: _thread_pool(workers), workers)
+
+    @classmethod
+    def processes(cls, workers):
+        """``workers`` spawned worker processes of ours (kept for the next call, renewed when
+        one dies); one worker runs each piece of work on the calling thread, when submitted."""
+        workers = check_workers(workers)
+        if workers == 1:
+            inline = _Inline()
+            return cls(lambda: inline, 1)
+        return cls(lambda: _process_pool(workers),
+                   workers, renew=lambda broken: _process_pool(workers, broken))
+
+    @classmethod
+    def on(cls, executor):
+        """The caller's ``concurrent.futures.Executor``."""
+        return cls(lambda: executor, executor_workers(executor))
+
+    def submit(self, fn, *args, tag=None):
+        """``fn(*args)`` on a worker: its Handle."""
+        h = Handle(self, fn, args, tag)
+        self._start(h)
+        return h
+
+    def _start(self, h):
+        ex = self.current()
+        try:
+            h.future = ex.submit(h.fn, *h.args)
+        except BrokenProcessPool:  # (a worker died while idle: no future said so yet)
+            if self._renew is None:
+                raise
+            ex = self._renew(ex)
+            h.future = ex.submit(h.fn, *h.args)
+        h.on = ex
+
+    def _resubmit(self, h, exc):
+        if isinstance(exc, BrokenProcessPool) and self._renew is not None:
+            self._renew(h.on)  # (once per broken pool: a renewed one is returned as it is)
+        self._start(h)
+
+    def wait(self, handles, timeout=None, every=False):
+        """The handles of ``handles`` whose outcome is known, in the order given: once at least
+        one is (``every``: all are), or after ``timeout`` seconds (maybe none)."""
+        end = None if timeout is None else time.monotonic() + timeout
+        while True:
+            ready = [h for h in handles if h.done()]
+            if (len(ready) == len(handles)) if every else (ready or not handles):
+                return ready
+            left = None if end is None else end - time.monotonic()
+            if left is not None and left <= 0:
+                return ready
+            _wait_futures([h.future for h in handles if not h.future.done()], timeout=left,
+                          return_when=ALL_COMPLETED if every else FIRST_COMPLETED)
+
+    def cancel(self, handles):
+        """The work of ``handles`` not yet started never starts (the running ends first)."""
+        for h in handles:
+            h.future.cancel()
+
+    def lend(self, work, helpers):
+        """``work()`` on the calling thread and on ``helpers`` workers at once: each call takes
+        its parts of one piece of shared work until none is left. Returns the helpers' handles
+        once this thread's call has returned (theirs may still be ending their last parts: the
+        shared work knows when it is finished); when this thread's call raises, the helpers
+        not yet started are cancelled."""
+        handles = [self.submit(work) for _ in range(max(0, helpers))]
+        try:
+            work()
+        except BaseException:
+            self.cancel(handles)
+            raise
+        return handles
+
+    def raise_failures(self, handles):
+        """Raise the first own failure of the ``handles`` that ended (never a cancelled one)."""
+        for h in handles:
+            if h.future.done() and not h.future.cancelled():
+                h.result()
+
+
+class _Inline(Executor):
+    """Runs each piece of work when it is submitted, on the submitting thread."""
+
+    def submit(self, fn, *args, **kwargs):
+        f = Future()
+        try:
+            f.set_result(fn(*args, **kwargs))
+        except BaseException as e:  # noqa: BLE001 - delivered through the future
+            f.set_exception(e)
+        return f
+
+
+# The persistent pool of worker threads: created on first use, grown when a call asks for more
+# workers, shut down at exit. Calls from several threads share it.
+_POOL = None
+_POOL_SIZE = 0
+_POOL_LOCK = threading.Lock()
+
+
+def _thread_pool(workers):
+    global _POOL, _POOL_SIZE
+    with _POOL_LOCK:
+        if _POOL is None or _POOL_SIZE < workers:
+            old = _POOL
+            _POOL_SIZE = max(workers, default_workers())
+            _POOL = ThreadPoolExecutor(max_workers=_POOL_SIZE, thread_name_prefix="ndvm-worker")
+            if old is not None:
+                old.shutdown(wait=False)  # its running tasks finish; its threads then exit
+        return _POOL
+
+
+def shutdown():
+    """Stop the persistent worker threads and join them (the pool is recreated when needed)."""
+    global _POOL, _POOL_SIZE
+    with _POOL_LOCK:
+        pool, _POOL, _POOL_SIZE = _POOL, None, 0
+    if pool is not None:
+        pool.shutdown(wait=True, cancel_futures=True)
+
+
+atexit.register(shutdown)
+
+_PROCESSES = {}  # workers -> this process's pool of worker processes, kept for the next call
+_PROCESSES_LOCK = threading.Lock()
+
+
+def _process_pool(workers, broken=None):
+    """The kept pool of ``workers`` worker processes (started on first use: a worker process
+    imports ndvm once, not once a call), a new one in place of ``broken``."""
+    with _PROCESSES_LOCK:
+        pool = _PROCESSES.get(workers)
+        if pool is None or pool is broken:
+            if pool is not None:
+                pool.shutdown(wait=False, cancel_futures=True)
+            # spawn: a fork of a process with threads running (ours, BLAS's) may deadlock
+            pool = _PROCESSES[workers] = ProcessPoolExecutor(
+                max_workers=workers, mp_context=multiprocessing.get_context("spawn"))
+        return pool

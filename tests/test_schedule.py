@@ -1,0 +1,205 @@
+"""ndvm.schedule: the one scheduler's guarantees, each on its own (see the module's docstring):
+the order ``wait`` reports in, a lost worker's work run again (a real process killed with
+SIGKILL included), cancellation, lending the calling thread, helpers' failures."""
+import os
+import signal
+import threading
+import time
+from concurrent.futures import Executor, Future, ThreadPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
+
+import pytest
+
+from ndvm import schedule
+from ndvm.schedule import RETRIES, Scheduler
+
+
+class KilledWorker(Exception):
+    """Named as Dask's: a worker died while running the task."""
+
+
+class Losing(Executor):
+    """Runs each submission at once, but its first ``losses`` submissions of each call fail as
+    if their worker had died (``error``)."""
+
+    def __init__(self, losses, error=KilledWorker):
+        self.losses, self.error, self.calls = losses, error, []
+
+    def submit(self, fn, *args):
+        self.calls.append(args)
+        f = Future()
+        if self.losses > 0:
+            self.losses -= 1
+            f.set_exception(self.error("the worker died"))
+        else:
+            try:
+                f.set_result(fn(*args))
+            except Exception as e:  # noqa: BLE001 - delivered through the future
+                f.set_exception(e)
+        return f
+
+
+def test_wait_lists_the_done_handles_in_the_order_given_whatever_order_they_end():
+    gates = [threading.Event() for _ in range(4)]
+    with ThreadPoolExecutor(4) as pool:
+        try:
+            sched = Scheduler.on(pool)
+            handles = [sched.submit(g.wait, tag=k) for k, g in enumerate(gates)]
+            assert sched.wait(handles, timeout=0.01) == []  # (nothing done: the timeout ends it)
+            for k in (3, 1):  # the last and the second end first
+                gates[k].set()
+            while len(sched.wait(handles, timeout=1.0)) < 2:
+                pass
+            assert [h.tag for h in sched.wait(handles)] == [1, 3]
+            for g in gates:
+                g.set()
+            assert sched.wait(handles, every=True) == handles
+            assert [h.result() for h in handles] == [True] * 4
+        finally:  # (a failed check must not leave the pool's threads waiting)
+            for g in gates:
+                g.set()
+
+
+def test_a_lost_workers_work_runs_again_and_says_so():
+    ex = Losing(2)
+    sched = Scheduler.on(ex)
+    h = sched.submit(pow, 2, 10, tag="x")
+    assert h.result() == 1024 and len(ex.calls) == 3
+    assert [type(e) for e in h.lost] == [KilledWorker, KilledWorker]
+    h = Scheduler.on(Losing(1)).submit(pow, 3, 2)  # (wait settles it too)
+    assert Scheduler.on(Losing(0)).wait([h]) == [h] and h.result() == 9 and len(h.lost) == 1
+    # a task's own failure is never taken for a lost worker: it is raised, not run again
+    ex = Losing(0)
+    h = Scheduler.on(ex).submit(int, "not a number")
+    with pytest.raises(ValueError):
+        h.result()
+    assert len(ex.calls) == 1 and h.lost == []
+    # a worker lost more than RETRIES times: the loss is raised
+    ex = Losing(RETRIES + 1)
+    h = Scheduler.on(ex).submit(pow, 2, 2)
+    with pytest.raises(KilledWorker):
+        h.result()
+    assert len(ex.calls) == RETRIES + 1
+
+
+def test_a_broken_pool_of_ours_is_renewed_once_for_all_its_work():
+    broken, fresh = Losing(10, BrokenProcessPool), Losing(0)
+    current, renewed = [broken], []
+
+    def renew(old):  # (as schedule._process_pool: a new pool in place of the broken one only)
+        if current[0] is old:
+            renewed.append(old)
+            current[0] = fresh
+        return current[0]
+
+    sched = Scheduler(lambda: current[0], 2, renew=renew)
+    handles = [sched.submit(pow, 2, k) for k in range(3)]
+    assert [h.result() for h in handles] == [1, 2, 4]
+    assert len(fresh.calls) == 3 and all(h.on is fresh for h in handles)
+    assert renewed == [broken]  # (once, though three handles lost their worker)
+
+    class Broke(Executor):
+        def submit(self, fn, *args):
+            raise BrokenProcessPool("a worker died while idle")
+
+    # a pool that broke while idle (its submit raises): renewed at the next submit
+    current[0] = broken = Broke()
+    fresh.calls.clear()
+    assert sched.submit(pow, 2, 5).result() == 32 and renewed[-1] is broken
+    assert len(fresh.calls) == 1
+    # the caller's executor is not ours: nothing is renewed, the error is raised
+    with pytest.raises(BrokenProcessPool):
+        Scheduler.on(broken).submit(pow, 2, 5)
+
+
+def _kill_first(marker):
+    """SIGKILL this worker process the first time (``marker`` not there yet); then its pid."""
+    if not os.path.exists(marker):
+        open(marker, "w").close()
+        os.kill(os.getpid(), signal.SIGKILL)
+    return os.getpid()
+
+
+def test_a_worker_process_killed_mid_task_loses_nothing(tmp_path):
+    sched = Scheduler.processes(2)
+    pool = schedule._process_pool(2)
+    h = sched.submit(_kill_first, str(tmp_path / "killed"))
+    pid = h.result()
+    assert (tmp_path / "killed").exists() and pid != os.getpid()
+    assert len(h.lost) >= 1 and isinstance(h.lost[0], BrokenProcessPool)
+    assert schedule._process_pool(2) is not pool and h.on is schedule._process_pool(2)
+
+
+def test_cancelled_work_never_starts():
+    ran, gate = [], threading.Event()
+    with ThreadPoolExecutor(1) as pool:
+        try:
+            sched = Scheduler.on(pool)
+            first = sched.submit(gate.wait)
+            later = [sched.submit(ran.append, k) for k in range(3)]
+            sched.cancel(later)
+        finally:
+            gate.set()
+        assert sched.wait([first, *later], every=True)
+    assert ran == [] and all(h.cancelled() for h in later) and first.result() is True
+
+
+def test_lend_runs_the_work_on_the_calling_thread_and_the_helpers():
+    """Shared work claimed in parts: the calling thread takes parts too; with no helper it takes
+    them all; a helper's own failure is raised by raise_failures; when the calling thread's
+    part raises, helpers not yet started never start."""
+    sched = Scheduler.threads(3)
+    parts, lock, who = list(range(64)), threading.Lock(), []
+    barrier = threading.Barrier(3, timeout=30)
+
+    def work():
+        barrier.wait()  # (every lent thread is in: each then takes parts)
+        while True:
+            with lock:
+                if not parts:
+                    return
+                parts.pop()
+                who.append(threading.get_ident())
+            time.sleep(0.001)
+
+    handles = sched.lend(work, 2)
+    sched.wait(handles, every=True)
+    sched.raise_failures(handles)
+    assert not parts and len(who) == 64
+    assert threading.get_ident() in who and len(set(who)) == 3
+    parts[:], who[:] = range(8), []
+    barrier = threading.Barrier(1)
+    assert sched.lend(work, 0) == [] and who == [threading.get_ident()] * 8
+
+    def failing():
+        raise RuntimeError("a helper's own failure")
+
+    handles = [sched.submit(failing)]
+    sched.wait(handles, every=True)
+    with pytest.raises(RuntimeError, match="own failure"):
+        sched.raise_failures(handles)
+    ran, gate = [], threading.Event()
+    me = threading.get_ident()
+
+    def caller_fails():
+        if threading.get_ident() == me:
+            raise KeyboardInterrupt
+        ran.append(1)
+
+    with ThreadPoolExecutor(1) as pool:
+        try:
+            one = Scheduler.on(pool)
+            one.submit(gate.wait)  # (the only worker is busy: the helpers wait in the queue)
+            with pytest.raises(KeyboardInterrupt):
+                one.lend(caller_fails, 2)
+        finally:
+            gate.set()
+    assert ran == []
+
+
+def test_workers_are_checked():
+    with pytest.raises(ValueError, match="at least 1"):
+        Scheduler.threads(0)
+    with pytest.raises(ValueError, match="at least 1"):
+        Scheduler.processes(0)
+    assert Scheduler.processes(1).submit(pow, 2, 3).result() == 8  # (inline: this thread)
