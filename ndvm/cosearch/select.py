@@ -148,16 +148,16 @@ def select(task, front, ev=None, k=5):
     prog = ndvm.parse(rec["model"])
     params, mse = refit(prog, tuple(rec["params"]), inputs, target, rec["params"], ev, steps=100)
     var = float(np.var(target))
-    model, size, params, mse = snap(rec["model"], params, inputs, target, mse, ev,
-                                    tol=EXACT * var)
-    model, size, params, mse, simple = simple_constants(model, params, inputs, target, mse, ev,
-                                                        slack=pick["cv_se"])
+    snapped, size, params, mse = snap(rec["model"], params, inputs, target, mse, ev,
+                                      tol=EXACT * var)
+    model, size, params, mse, simple = simple_constants(snapped, params, inputs, target, mse,
+                                                        ev, slack=pick["cv_se"])
     why = (f"id {rec['id']} (size {rec['size']}, CV MSE {pick['cv_mse']:.4g}) is the smallest "
            f"front member within one standard error ({low['cv_se']:.3g}) of the lowest CV MSE "
            f"({low['cv_mse']:.4g}, id {low['id']}, size {low['size']}); refitted on all "
            f"{target.size} points")
-    if model != rec["model"]:
-        why += f"; parameters at integers snapped: {model} (size {size})"
+    if snapped != rec["model"]:
+        why += f"; parameters at integers snapped: {snapped}"
     if simple:
         why += (f"; {', '.join(f'{n} = {v:g}' for n, v in simple.items())} set within one "
                 f"standard error, the rest refitted: {model} (size {size})")
