@@ -187,7 +187,7 @@ def test_the_shape_library_is_scored_but_never_a_parent():
     g = gp.Grammar(inputs=("x0", "x1"), params=P, loop=False)
     task = SimpleNamespace(objective="mse", inputs={"x0": 0, "x1": 0}, seeds=())
     state = SimpleNamespace(grammar=g, task=task, seen=set(), front=[], population=[])
-    m = Mutate(seed=0)
+    m = Mutate(seed=0, blocks=False)  # (the fake task has no data to draw blocks from)
     n_small = len({s for s in (m.propose(10_000, state))})  # small models, then the library
     assert m._island and n_small > len(m._island)
     lib = next(iter(m._island))
