@@ -11,7 +11,8 @@ import pytest
 from ndvm.cosearch.grammar import Grammar
 from ndvm.cosearch.sexpr import to_tree
 from ndvm.cosearch.units import (BASE, TARGET, Dimensions, Inconsistent, Units, format_unit,
-                                 infer, monomial, parse_unit, pi_groups, seeds)
+                                 infer, integer_null_space, monomial, parse_unit, pi_groups,
+                                 seeds)
 
 PARAMS = ("a", "b", "c", "d", "f", "g")
 
@@ -249,6 +250,30 @@ def test_pi_groups_small_and_readable():
     u = Units.of({"x": "m", "g": "m/s^2", TARGET: "s"}, ["x", "g"])  # t = sqrt(2x/g)
     M, groups = pi_groups(u)
     assert M == {"x": Fraction(1, 2), "g": Fraction(-1, 2)} and groups == []
+
+
+def test_the_groups_are_a_basis_of_the_integer_lattice():
+    # n_0 exp(-m g x / (kb T)): over the rationals, n_0 x^3 and n_0 (kb T / (m g))^3 span the
+    # groups, but m g x / (kb T) is no integer combination of those two
+    u = equation_units(EQS["I.40.1"])
+    M, groups = pi_groups(u)
+    assert {"m": 1, "g": 1, "x": 1, "kb": -1, "T": -1} in groups
+    assert {"n_0": 1, "x": 3} in groups and M == {"n_0": 1}
+    rows = [[2, 4, 6]]  # v0 + 2 v1 + 3 v2 = 0
+    basis = np.array(integer_null_space(rows, 3), dtype=float).T
+    assert basis.shape == (3, 2) and not np.any(np.array(rows) @ basis)
+    for v in ([1, 1, -1], [-2, 1, 0], [3, 0, -1]):  # integer combinations of the basis
+        c = np.linalg.lstsq(basis, np.array(v, dtype=float), rcond=None)[0]
+        assert np.allclose(basis @ c, v) and np.allclose(c, np.round(c))
+
+
+def test_a_dimensionless_target_gets_c_h():
+    u = Units.of({"E": "J", "t": "s", "h": "J*s", TARGET: "1"}, ["E", "t", "h"])
+    M, groups = pi_groups(u)
+    assert M == {} and groups == [{"E": 1, "t": 1, "h": -1}]
+    s = seeds(u, grammar_of(u))
+    assert s[1] == ["*", "a", ["/", ["*", "E", "t"], "h"]]
+    assert not any(1.0 in t for t in s if isinstance(t, list))
 
 
 def test_no_monomial_has_the_target_unit():

@@ -11,7 +11,8 @@ from dataclasses import dataclass, replace
 from fractions import Fraction
 
 __all__ = ["BASE", "DERIVED", "TARGET", "parse_unit", "format_unit", "Units", "Dimensions",
-           "Inconsistent", "infer", "pi_groups", "monomial", "seeds", "units_of"]
+           "Inconsistent", "infer", "pi_groups", "integer_null_space", "monomial", "seeds",
+           "units_of"]
 
 BASE = ("m", "s", "kg", "K", "A", "mol", "cd")
 # derived SI units a unit string may name (no prefixes: a scale is a fitted constant's job);
@@ -21,6 +22,9 @@ DERIVED = {"N": "kg*m/s^2", "J": "N*m", "W": "J/s", "Pa": "N/m^2", "Hz": "1/s", 
            "H": "Wb/A", "rad": "1", "sr": "1"}
 TARGET = "target"  # the key of the target's unit in a units mapping
 _ZERO = (Fraction(0),) * len(BASE)
+# the Pi models proposed at most (smallest first): with many groups the library of h's grows
+# combinatorially and would take a short search's whole budget before anything evolves
+PI_SEEDS = 500
 
 
 # -- units as text ------------------------------------------------------------------------------
@@ -230,19 +234,18 @@ class _Affine:
 
     def times(self, k):
         if not k:
-            return _Affine({}, _ZERO)
+            return _Affine({}, tuple(0 * x for x in self.const))
         return _Affine({u: c * k for u, c in self.coef.items()}, _scale(self.const, k))
-
-
-_DIMENSIONLESS = _Affine({}, _ZERO)
 
 
 class _Inference:
     """One walk over a tree: each node's affine dimension, and the equations (affine forms that
     must vanish) that sums, transcendental functions and the target impose."""
 
-    def __init__(self, inputs, params):
+    def __init__(self, inputs, params, n_dims=len(BASE)):
         self.inputs, self.params = inputs, params
+        self.zero = (Fraction(0),) * n_dims
+        self.dimensionless = _Affine({}, self.zero)
         self.unknowns = {}
         self.equations = []  # (affine, node)
 
@@ -259,7 +262,7 @@ class _Inference:
         if isinstance(t, bool):
             raise Unsupported("a boolean")
         if isinstance(t, (int, float)):
-            return _DIMENSIONLESS  # literals are pure numbers (pi, 2, 0.5)
+            return self.dimensionless  # literals are pure numbers (pi, 2, 0.5)
         if isinstance(t, str):
             if t in env:
                 return env[t]
@@ -267,7 +270,7 @@ class _Inference:
                 return _Affine({}, self.inputs[t])
             if t in self.params:
                 u = self.unknowns.setdefault(t, len(self.unknowns))
-                return _Affine({u: Fraction(1)}, _ZERO)
+                return _Affine({u: Fraction(1)}, self.zero)
             raise Unsupported(f"unknown name {t!r}")
         head, args = t[0], t[1:]
         if head in ("let", "let*") and len(args) == 2:
@@ -307,19 +310,19 @@ class _Inference:
             if head == "log":
                 # log(x) of a dimensioned x is log(x / x0) + log(x0) with a fitted x0 (the
                 # simplifier writes log(a x) as (+ a (log x))): its value is dimensionless
-                return _DIMENSIONLESS
+                return self.dimensionless
             if head in _TRANSCENDENTAL:
-                self.equal(d, _DIMENSIONLESS, t)
-                return _DIMENSIONLESS
+                self.equal(d, self.dimensionless, t)
+                return self.dimensionless
         if head in ("pow", "expt") and len(args) == 2:
             base, e = args
             if isinstance(e, (int, float)) and not isinstance(e, bool):
                 return dims[0].times(Fraction(e).limit_denominator(1000))
             # a fitted exponent: both it and the base are pure numbers (x^b of a length has no
             # unit that a fitted b could keep)
-            self.equal(dims[1], _DIMENSIONLESS, t)
-            self.equal(dims[0], _DIMENSIONLESS, t)
-            return _DIMENSIONLESS
+            self.equal(dims[1], self.dimensionless, t)
+            self.equal(dims[0], self.dimensionless, t)
+            return self.dimensionless
         raise Unsupported(f"the form {head!r}")
 
     def solvable(self):
@@ -327,19 +330,8 @@ class _Inference:
         n = len(self.unknowns)
         rows = [[e.coef.get(u, Fraction(0)) for u in range(n)] + list(e.const)
                 for e, _ in self.equations]
-        r = 0
-        for col in range(n):
-            piv = next((i for i in range(r, len(rows)) if rows[i][col]), None)
-            if piv is None:
-                continue
-            rows[r], rows[piv] = rows[piv], rows[r]
-            p = rows[r]
-            for i in range(len(rows)):
-                if i != r and rows[i][col]:
-                    f = rows[i][col] / p[col]
-                    rows[i] = [x - f * y for x, y in zip(rows[i], p)]
-            r += 1
-        return all(not any(row[n:]) for row in rows[r:])
+        rref, pivots = _rref(rows, n)
+        return all(not any(row[n:]) for row in rref[len(pivots):])
 
 
 def _text(node):
@@ -350,13 +342,14 @@ def _text(node):
         return repr(node)
 
 
-def infer(tree, inputs, params=(), target=None):
+def infer(tree, inputs, params=(), target=None, n_dims=len(BASE)):
     """The dimension of ``tree`` (a parsed program) given its inputs' dimensions; parameters
     (``params``) are wildcards. Returns the dimension, or None when it depends on the
     parameters' units; raises Inconsistent when no units of the parameters make the program
     consistent (with ``target``, a dimension: its value must have that one), and Unsupported
-    for forms it does not read."""
-    inf = _Inference(inputs, frozenset(params))
+    for forms it does not read. ``n_dims``: the length of the dimension vectors given (the
+    messages name BASE's first ones)."""
+    inf = _Inference(inputs, frozenset(params), n_dims)
     out = inf.walk(tree, {})
     if target is not None:
         inf.equal(out, _Affine({}, target), tree)
@@ -381,6 +374,12 @@ class Dimensions:
 
     def __init__(self, units, grammar):
         self.units, self.grammar = units, grammar
+        # the inference runs over the base dimensions the task uses only (a shorter vector)
+        used = [j for j in range(len(BASE))
+                if units.target[j] or any(d[j] for d in units.inputs.values())]
+        self._inputs = {x: tuple(d[j] for j in used) for x, d in units.inputs.items()}
+        self._target = tuple(units.target[j] for j in used)
+        self._params = frozenset(grammar.params)
         self._seen = {}
 
     def __getstate__(self):  # (an island between epochs: the memo stays behind)
@@ -396,7 +395,7 @@ class Dimensions:
             if len(self._seen) > self.CACHE:
                 self._seen.clear()
             try:
-                infer(tree, self.units.inputs, self.grammar.params, self.units.target)
+                infer(tree, self._inputs, self._params, self._target, len(self._target))
                 out = True
             except Inconsistent:
                 out = False
@@ -433,19 +432,51 @@ def _rref(rows, n):
     return rows, pivots
 
 
-def _integral(v):
-    """The smallest integer multiple of the rational vector v, its first nonzero entry
-    positive."""
-    lcm = 1
-    for x in v:
-        lcm = lcm * x.denominator // math.gcd(lcm, x.denominator)
-    w = [int(x * lcm) for x in v]
-    g = 0
-    for x in w:
-        g = math.gcd(g, x)
-    w = [x // g for x in w] if g else w
-    first = next((x for x in w if x), 1)
-    return [Fraction(-x if first < 0 else x) for x in w]
+def _integer_rows(units, names):
+    """The dimension matrix (one row per base dimension, one column per input) scaled row by
+    row to integers (a row's scale changes no null vector)."""
+    rows = []
+    for j in range(len(BASE)):
+        row = [units.inputs[x][j] for x in names]
+        lcm = 1
+        for e in row:
+            lcm = lcm * e.denominator // math.gcd(lcm, e.denominator)
+        if any(row):
+            rows.append([int(e * lcm) for e in row])
+    return rows
+
+
+def integer_null_space(rows, n):
+    """A basis of the integer vectors v with rows . v = 0 (the lattice, not only its span): the
+    columns of a unimodular U with rows . U in column echelon form, those past the pivots
+    (Euclid's algorithm on columns, each step done to U as well)."""
+    A = [list(r) for r in rows]
+    U = [[int(i == j) for j in range(n)] for i in range(n)]  # U[col] is a column of U
+
+    def combine(dst, src, q):  # column dst -= q * column src, in A and U
+        for r in A:
+            r[dst] -= q * r[src]
+        U[dst] = [a - q * b for a, b in zip(U[dst], U[src])]
+
+    def swap(i, j):
+        for r in A:
+            r[i], r[j] = r[j], r[i]
+        U[i], U[j] = U[j], U[i]
+
+    p = 0
+    for r in range(len(A)):
+        while True:
+            live = [c for c in range(p, n) if A[r][c]]
+            if len(live) <= 1:
+                break
+            c0 = min(live, key=lambda c: abs(A[r][c]))
+            for c in live:
+                if c != c0:
+                    combine(c, c0, A[r][c] // A[r][c0])
+        if live:
+            swap(p, live[0])
+            p += 1
+    return [U[c] for c in range(p, n)]
 
 
 def _norm(v):
@@ -466,35 +497,41 @@ def _reduce(v, basis):
     return v
 
 
+def _positive(v):
+    """v or -v, whichever has its first nonzero entry positive."""
+    first = next((x for x in v if x), 1)
+    return [-x for x in v] if first < 0 else list(v)
+
+
 def pi_groups(units):
     """Buckingham Pi for ``units`` (a Units): (M, groups), M a dict input -> exponent whose
-    monomial has the target's unit (None when no monomial of the inputs has it), groups a list of
-    such dicts for a basis of the dimensionless monomials (integer exponents, small: each basis
-    vector reduced against the others; inputs with exponent 0 left out)."""
+    monomial has the target's unit (None when no monomial of the inputs has it; {} when the
+    target is dimensionless), groups a list of such dicts, a basis of the lattice of
+    dimensionless monomials with integer exponents (small: each basis vector reduced against the
+    others, smallest first; inputs with exponent 0 left out)."""
     names = list(units.inputs)
     n = len(names)
-    # one equation per base dimension: sum_i e_i dim_i = target
+    basis = integer_null_space(_integer_rows(units, names), n)
+    changed = True
+    while changed:  # (adding a multiple of another basis vector keeps a lattice basis)
+        changed = False
+        for i in range(len(basis)):
+            v = _reduce(basis[i], basis[:i] + basis[i + 1:])
+            if v != basis[i]:
+                basis[i], changed = v, True
+    basis = sorted((_positive(v) for v in basis), key=_norm)
+    # M: a rational solution of sum_i e_i dim_i = target, reduced against the groups
     rows = [[units.inputs[x][j] for x in names] + [units.target[j]] for j in range(len(BASE))]
     rref, pivots = _rref(rows, n)
-    free = [c for c in range(n) if c not in pivots]
-    basis = []
-    for f in free:
-        v = [Fraction(0)] * n
-        v[f] = Fraction(1)
-        for r, p in enumerate(pivots):
-            v[p] = -rref[r][f]
-        basis.append(_integral(v))
-    for i in range(len(basis)):  # smaller groups: each reduced against the others
-        others = basis[:i] + basis[i + 1:]
-        basis[i] = _integral(_reduce(basis[i], others))
     M = None
     if all(not row[n] for row in rref[len(pivots):]):
         v = [Fraction(0)] * n
         for r, p in enumerate(pivots):
             v[p] = rref[r][n]
         M = _reduce(v, basis)
+
     def named(v):
-        return {x: e for x, e in zip(names, v) if e}
+        return {x: Fraction(e) for x, e in zip(names, v) if e}
     return (None if M is None else named(M)), [named(v) for v in basis]
 
 
@@ -533,10 +570,11 @@ def _substitute(tree, table):
 
 
 def seeds(units, grammar):
-    """The Buckingham Pi models: c*M*h(pi_1, .., pi_k) for every small model and shape h the
-    grammar proposes over k inputs (grammar.small_programs, grammar.separable_shapes), each pi
-    group's monomial put in place of one input; c*M alone when k = 0, and h alone (the
-    parameters carry the unit) when no monomial has the target's unit."""
+    """The Buckingham Pi models: c*M*h(pi_1, .., pi_k) for the first PI_SEEDS small models and
+    shapes h the grammar proposes over k inputs (grammar.small_programs, separable_shapes), each pi
+    group's monomial put in place of one input; c*M alone when k = 0, c*h when the target is
+    dimensionless, and h alone (the parameters carry the unit) when no monomial has the
+    target's unit."""
     from ndvm.cosearch import grammar as gp
     M, groups = pi_groups(units)
     m = None if M is None else monomial(M)
@@ -549,7 +587,7 @@ def seeds(units, grammar):
         slots.append(name)
     if groups:
         g = replace(grammar, inputs=tuple(slots))
-        hs = gp.small_programs(g) + gp.separable_shapes(g)
+        hs = (gp.small_programs(g) + gp.separable_shapes(g))[:PI_SEEDS]
         table = {s: monomial(v) for s, v in zip(slots, groups)}
         hs = [_substitute(h, table) for h in hs]
     else:
@@ -560,7 +598,8 @@ def seeds(units, grammar):
     for h in hs:
         used = _atoms(h)
         c = next((p for p in grammar.params if p not in used), None)
-        out.append(["*", m, h] if c is None else ["*", c, m, h])
+        factors = ([] if c is None else [c]) + ([] if M == {} else [m]) + [h]
+        out.append(factors[0] if len(factors) == 1 else ["*"] + factors)
     return out
 
 
