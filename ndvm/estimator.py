@@ -102,7 +102,7 @@ class SymbolicRegressor(RegressorMixin, BaseEstimator):
         task = Task.from_arrays("symbolic-regression", inputs, y, heldout=k,
                                 seed=self.random_state or 0, params=PARAMS, fit=fit,
                                 loops=False, threshold=None, budget_seconds=None,
-                                units=self._units(X.shape[1]))
+                                data_units=self._units(X.shape[1]))
         g = Grammar(inputs=tuple(inputs), params=PARAMS, loop=False, max_size=self.max_size)
         if self.unary is not None:
             g.unary = tuple(self.unary)

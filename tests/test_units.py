@@ -316,8 +316,8 @@ def test_task_checks_its_units():
     y = np.ones(4)
 
     def task(units):
-        return Task(name="u", inputs=inputs, target=y, heldout=[3], units=units)
-    assert task({"x": "m", "t": "s", TARGET: "m/s"}).units.target == dim(m=1, s=-1)
+        return Task(name="u", inputs=inputs, target=y, heldout=[3], data_units=units)
+    assert task({"x": "m", "t": "s", TARGET: "m/s"}).data_units.target == dim(m=1, s=-1)
     with pytest.raises(ValueError, match="unknown input.*'z'"):
         task({"x": "m", "t": "s", "z": "m", TARGET: "m/s"})
     with pytest.raises(ValueError, match="no unit for input.*'t'"):
@@ -354,11 +354,11 @@ def test_every_candidate_of_a_search_with_units_is_consistent():
     from ndvm.cosearch.task import Task
     X, y = law()
     units = {"x0": "kg", "x1": "m", "x2": "s", "x3": "m", TARGET: "kg/(s*m)"}  # k = 1
-    task = Task.from_arrays("u", {f"x{i}": X[:, i] for i in range(4)}, y, units=units,
+    task = Task.from_arrays("u", {f"x{i}": X[:, i] for i in range(4)}, y, data_units=units,
                             loops=False, threshold=None)
     g = Grammar(inputs=tuple(task.inputs), params=tuple(task.params), loop=False)
     res = ndvm.search(task, proposer="mutate", max_candidates=200, workers=1, grammar=g)
-    d = Dimensions(task.units, g)
+    d = Dimensions(task.data_units, g)
     models = [r["model"] for r in res.records if r["model"]]
     assert len(models) > 100 and all(d.admits(to_tree(s)) for s in models)
     assert models[0] == "(* a (/ x0 (* x1 x2)))"  # c M first

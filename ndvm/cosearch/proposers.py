@@ -103,7 +103,7 @@ class Mutate(Proposer):
     the shape library (grammar.separable_shapes) when the task fits data; the library's models
     compete for the front and the answer but are never parents. ``library_share`` (k, n): only
     every n-th of those from the k-th (islands share the library out instead of each proposing
-    all of it). Deterministic for a seed (given the same scores). A task with units (Task.units)
+    all of it). Deterministic for a seed (given the same scores). A task with units (Task.data_units)
     gets the Buckingham Pi models before the small ones, and only dimensionally consistent
     candidates (units.Dimensions).
     """

@@ -615,5 +615,5 @@ def _atoms(tree):
 def units_of(task, grammar):
     """The Dimensions a search of ``task`` over ``grammar`` uses, or None when the task has no
     units (then nothing changes)."""
-    units = getattr(task, "units", None)
+    units = getattr(task, "data_units", None)
     return None if units is None else Dimensions(units, grammar)
