@@ -139,3 +139,27 @@ def test_snap_writes_integer_parameters_as_integers_only_when_exact():
     model, _, params, _ = snap("(* a (sin (* b x0)))", {"a": 2.0000001, "b": 1.5}, {"x0": x}, y,
                                0.0, ev)
     assert model == "(* a (sin (* b x0)))" and params["a"] == 2.0000001
+
+
+def test_large_data_is_cross_validated_on_a_seeded_subset_and_refitted_on_every_point(
+        monkeypatch):
+    import importlib
+    sel = importlib.import_module("ndvm.cosearch.select")
+    task, x, y = _noisy_linear()
+    monkeypatch.setattr(sel, "CV_POINTS", 9)  # (fewer points than the task has)
+    seen = []
+    plain = sel.cross_validate
+
+    def spy(prog, names, inputs, target, *args, **kw):
+        seen.append(target.copy())
+        return plain(prog, names, inputs, target, *args, **kw)
+
+    monkeypatch.setattr(sel, "cross_validate", spy)
+    front = [_record(task, 0, "a"), _record(task, 1, "(+ a (* b x))")]
+    chosen, _ = select(task, front)
+    assert [t.size for t in seen] == [9, 9]
+    rows = sel.cv_rows(y.size)
+    np.testing.assert_array_equal(seen[0], y[rows])  # the same subset for every member
+    np.testing.assert_array_equal(rows, sel.cv_rows(y.size))  # seeded
+    slope, icept = np.polyfit(x, y, 1)  # the refit still uses every point
+    assert chosen["params"]["b"] == pytest.approx(slope, rel=1e-6)

@@ -14,6 +14,7 @@ import urllib.request
 import numpy as np
 
 from ndvm.cosearch import grammar as gp
+from ndvm.cosearch.structure import building_blocks
 from ndvm.cosearch.sexpr import canonical, size, skeleton, to_source, to_tree
 from ndvm.cosearch.select import fitness
 from ndvm.cosearch.simplify import Simplifier, TooManyParameters
@@ -100,12 +101,13 @@ class Mutate(Proposer):
     Parents are drawn by tournament from the front and the best candidates so far, or
     (``front_rate`` of them) uniformly from the front; a few children are grown afresh. Every child is simplified to its canonical form (simplify.py).
     ``small``: first propose every small model of the grammar (grammar.small_programs) and then
-    the shape library (grammar.separable_shapes) when the task fits data; the library's models
+    the shape library (grammar.separable_shapes) when the task fits data, preceded by the
+    building blocks its training data suggest (structure.building_blocks; ``blocks``); the library's models
     compete for the front and the answer but are never parents. ``library_share`` (k, n): only
     every n-th of those from the k-th (islands share the library out instead of each proposing
-    all of it). Deterministic for a seed (given the same scores). A task with units (Task.data_units)
-    gets the Buckingham Pi models before the small ones, and only dimensionally consistent
-    candidates (units.Dimensions).
+    all of it). Deterministic for a seed (given the same scores). A task with units
+    (Task.data_units) gets the Buckingham Pi models before all of those, and only dimensionally
+    consistent candidates (units.Dimensions).
     """
 
     name = "mutate"
@@ -113,8 +115,9 @@ class Mutate(Proposer):
     pipelined = True
 
     def __init__(self, seed=0, crossover=0.3, fresh=0.1, tournament=3, parsimony=0.02,
-                 small=True, front_rate=0.25, library_share=(0, 1)):
+                 small=True, front_rate=0.25, library_share=(0, 1), blocks=True):
         self.rng = np.random.default_rng(seed)
+        self.blocks = blocks
         self.front_rate = front_rate
         self.n_front = 0
         self.small = small
@@ -163,6 +166,15 @@ class Mutate(Proposer):
         idx = [int(self.rng.integers(n)) for _ in range(min(self.tournament, n))]
         return trees[min(idx, key=errors.__getitem__)]
 
+    def _blocks(self, state):
+        """The building blocks the training data suggest (structure.py), when ``blocks``."""
+        g = state.grammar
+        if not self.blocks or not set(g.inputs) <= set(state.task.inputs):
+            return []
+        inputs, target = state.task.split("train")
+        X = np.stack([inputs[x] for x in g.inputs], axis=1) if g.inputs else None
+        return building_blocks(g, X, target) if X is not None else []
+
     def __getstate__(self):  # (an island between epochs: its parsed-parent cache stays behind)
         return {k: ({} if k == "_trees" else v) for k, v in vars(self).items()}
 
@@ -176,10 +188,10 @@ class Mutate(Proposer):
             fits_data = self.small and state.task.objective == "mse" and bool(state.task.inputs)
             k, every = self.library_share
             self._units = units_of(state.task, g)  # (None: the task has no units)
-            small = gp.small_programs(g)
-            if self._units is not None:  # the Buckingham Pi models first
+            small = (self._blocks(state) + gp.small_programs(g)) if fits_data else []
+            if self._units is not None and fits_data:  # the Buckingham Pi models first
                 small = self._units.seeds() + small
-            self._small = small[k::every] if fits_data else []
+            self._small = small[k::every]
             self._shapes = gp.separable_shapes(g)[k::every] if fits_data else []
             self._small.reverse()  # (popped from the end: smallest first)
             self._shapes.reverse()

@@ -1,0 +1,296 @@
+"""What the training data say about a law's structure before any candidate is calibrated.
+
+Laws with many inputs are mostly products of powers of the inputs (monomials), often with one
+function of a monomial group, y = c M h(z): an ideal gas, a Coulomb force, a Boltzmann factor
+n0 exp(-m g x / (k T)), a magnetisation n mu tanh(mu B / (k T)). Genetic programming finds such a
+product of four or five inputs only by chance; the data find it directly, in two tests that use
+no calibration:
+
+- ``power_law``: least squares of log|y| on log|x_i| gives each input's exponent in a monomial
+  law;
+- ``single_indices``: the monomials z = prod x_i^k_i (small integer exponents) for which
+  y = c M h(z), M a monomial and h one smooth function, explains the most variance: log|y| fitted
+  by least squares in log|x| plus a running mean along z (backfitting), for every small z (the
+  fit is invariant to monotone maps of z, so z and 1/z are one candidate).
+
+``building_blocks`` turns them into programs: the rounded monomial law c M, and c M s(z) for
+every small one-input program s of the grammar (grammar.small_programs over z), for the best
+indices z. The search proposes them first (proposers.Mutate) and evolves from them.
+"""
+import itertools
+import math
+
+import numpy as np
+
+from ndvm.cosearch import grammar as gp
+from ndvm.cosearch.sexpr import to_source
+
+__all__ = ["power_law", "single_indices", "gauges", "monomial", "building_blocks",
+           "MIN_INPUTS"]
+
+MIN_INPUTS = 2          # building blocks for tasks with at least this many inputs
+SCAN_ROWS = 2000        # rows the index scan uses (evenly spaced over the training rows)
+SIGN_SHARE = 0.99       # y keeps one sign when its rows hold this share of sum(y^2)
+MAX_TERMS = 4           # inputs one index may combine
+INDICES = 2             # indices z turned into building blocks
+GAUGES = 2              # outer monomials per index (structure.gauges)
+_INDEX_Z = "?z"         # the stand-in input of the one-input programs (no program can name it)
+
+
+def log_target(y, share=SIGN_SHARE):
+    """(rows, log|y| on them, weights) for a fit of log|y|: the rows of y's majority sign when
+    they hold ``share`` of its sum of squares (noise flips the sign of values near zero, which
+    weigh little), weighted by y^2 (so
+    that a least-squares fit of log|y| weighs each point as a fit of y would: a small value
+    drowned in noise counts little); None when y has no such sign or zeros on those rows."""
+    pos = y > 0
+    major = pos if pos.mean() >= 0.5 else y < 0
+    energy = y * y
+    if energy[major].sum() < share * energy.sum():
+        return None
+    rows = np.flatnonzero(major)
+    v = y[rows]
+    weights = v * v / np.mean(v * v)
+    return rows, np.log(np.abs(v)), weights
+
+
+def power_law(X, y):
+    """(exponents [d], weighted R^2 of the log fit) of y ~ c prod x_i^k_i by weighted least
+    squares on the logs (log_target), or None when the data cannot be a monomial (an input
+    that changes sign or is zero, y without one sign, too few rows)."""
+    X = np.asarray(X, dtype=np.float64)
+    y = np.asarray(y, dtype=np.float64)
+    ok = np.all(np.isfinite(X), axis=1) & np.isfinite(y) & np.all(X != 0, axis=1)
+    X, y = X[ok], y[ok]
+    if y.size < max(8, 2 * X.shape[1] + 2) or np.any(X.min(axis=0) * X.max(axis=0) < 0):
+        return None
+    target = log_target(y)
+    if target is None:
+        return None
+    rows, ly, wt = target
+    lx = np.log(np.abs(X[rows]))
+    A = np.concatenate([np.ones((ly.size, 1)), lx], axis=1)
+    sw = np.sqrt(wt)
+    coef, *_ = np.linalg.lstsq(A * sw[:, None], ly * sw, rcond=None)
+    resid = ly - A @ coef
+    mean = np.average(ly, weights=wt)
+    ss = float(np.sum(wt * (ly - mean) ** 2))
+    r2 = 1.0 - float(np.sum(wt * resid ** 2)) / ss if ss > 0 else 1.0
+    return coef[1:], r2
+
+
+def _index_exponents(d):
+    """Exponent vectors of candidate indices over d inputs: entries in -2..2 (in -1..1 beyond
+    four inputs), at most MAX_TERMS nonzero (one more up to seven inputs), first nonzero
+    positive, no common factor (z^2 and 1/z order the points as z does)."""
+    values = (-2, -1, 0, 1, 2) if d <= 4 else (-1, 0, 1)
+    most = MAX_TERMS + (1 if d <= 7 else 0)
+    for ks in itertools.product(values, repeat=d):
+        nz = [k for k in ks if k]
+        if not nz or nz[0] < 0 or len(nz) > most:
+            continue
+        if math.gcd(*[abs(k) for k in nz]) != 1:
+            continue
+        yield ks
+
+
+def _smooth(ts, ws, w):
+    """The weighted running mean of ``w`` points of the sorted values ``ts`` with weights
+    ``ws`` (clamped at the ends)."""
+    n = ts.size
+    c = np.concatenate([[0.0], np.cumsum(ts * ws)])
+    m = np.concatenate([[0.0], np.cumsum(ws)])
+    lo = np.clip(np.arange(n) - w // 2, 0, n - w)
+    mass = m[lo + w] - m[lo]
+    return (c[lo + w] - c[lo]) / np.where(mass > 0, mass, 1.0)
+
+
+def _order(lx, neg, ks):
+    """The points in the order of z = prod x^k (its log, signed by the odd powers of negative
+    inputs)."""
+    logz = lx @ np.asarray(ks, dtype=np.float64)
+    if neg is not None:
+        sign = (neg @ (np.asarray(ks) % 2)) % 2
+        if sign.any():
+            mag = np.exp(np.clip(logz, -700.0, 700.0))
+            return np.argsort(np.where(sign == 1, -mag, mag), kind="stable")
+    return np.argsort(logz, kind="stable")
+
+
+def gauges(a, ks, count=GAUGES):
+    """Outer exponents for y = c M(a) h(z), rounded to halves: a is fixed only up to multiples
+    of z's exponents k (h absorbs any power of z), so a + lam k for the lam that put one of k's
+    inputs on a half (or on 0), the ``count`` that need the least rounding (then the smallest)
+    first, distinct."""
+    a = np.asarray(a, dtype=np.float64)
+    k = np.asarray(ks, dtype=np.float64)
+    options = {}
+    for j in np.flatnonzero(k):
+        for target in (math.floor(2 * a[j]) / 2, math.ceil(2 * a[j]) / 2, 0.0):
+            b = a + (target - a[j]) / k[j] * k
+            half = np.round(2 * b) / 2
+            key = (round(float(np.sum(np.abs(b - half))), 2), float(np.sum(np.abs(half))))
+            options.setdefault(tuple(half.tolist()), key)
+    if not options:
+        return [list(np.round(2 * a) / 2)]
+    ranked = sorted(options, key=lambda h: (options[h], h))
+    return [list(h) for h in ranked[:count]]
+
+
+def single_indices(X, y, count=INDICES, rows=SCAN_ROWS):
+    """The ``count`` monomials z = prod x_i^k_i that best explain y as y = c M h(z), M another
+    monomial (exponents ``a``, as fitted: see ``gauges``) and h one smooth function:
+    [(exponents k, outer exponents a or None, R^2)], best first (fewest inputs first among near
+    equals).
+
+    When y keeps one sign (log_target), log|y| = log c + a . log|x| + log|h(z)| is fitted for
+    each k by backfitting (weighted least squares for a, a weighted running mean along z for h);
+    otherwise y = h(z) alone (a None)."""
+    X = np.asarray(X, dtype=np.float64)
+    y = np.asarray(y, dtype=np.float64)
+    ok = np.all(np.isfinite(X), axis=1) & np.isfinite(y) & np.all(X != 0, axis=1)
+    X, y = X[ok], y[ok]
+    if y.size < 10 or X.shape[1] == 0:
+        return []
+    if y.size > rows:
+        pick = np.linspace(0, y.size - 1, rows).astype(int)
+        X, y = X[pick], y[pick]
+    target = log_target(y)
+    if target is None:  # y = h(z) alone, every point weighing the same
+        t, wt, a_fit = y, np.ones_like(y), False
+    else:
+        rows, t, wt = target
+        X, a_fit = X[rows], True
+    lx = np.log(np.abs(X))
+    neg = (X < 0).astype(np.int64) if (X < 0).any() else None
+    ss = float(np.sum(wt * (t - np.average(t, weights=wt)) ** 2))
+    if not ss > 0:
+        return []
+    sw = np.sqrt(wt)
+    A = np.concatenate([np.ones((t.size, 1)), lx], axis=1)
+    P = np.linalg.pinv(A * sw[:, None]) * sw  # weighted least squares: coef = P @ t
+    w = max(5, t.size // 40)
+    scored = []
+    h = np.empty_like(t)
+    base = t - A @ (P @ t)  # the log fit's residual (the start of every backfit)
+    for ks in _index_exponents(X.shape[1]):
+        order = _order(lx, neg, ks)
+        ws = wt[order]
+        coef, r = None, t
+        if a_fit:  # backfitting: h along z, then a, twice
+            r = base
+            for _ in range(2):
+                h[order] = _smooth(r[order], ws, w)
+                coef = P @ (t - h)
+                r = t - A @ coef
+        h[order] = _smooth(r[order], ws, w)
+        r2 = 1.0 - float(np.sum(wt * (r - h) ** 2)) / ss
+        if math.isfinite(r2):
+            scored.append((-round(r2, 4), sum(1 for v in ks if v), -r2, ks, coef))
+    scored.sort(key=lambda s: s[:3])
+    return [(s[3], None if s[4] is None else s[4][1:], -s[2]) for s in scored[:count]]
+
+
+def _power(x, k, g):
+    """x^k (k a nonzero multiple of 1/2) as a tree of the grammar's operators: x, (square x),
+    (sqrt x), their products; None when the grammar lacks what it takes."""
+    whole, half = divmod(abs(k), 1.0)
+    factors = []
+    n = int(whole)
+    while n >= 2 and "square" in g.unary:
+        factors.append(["square", x])
+        n -= 2
+    factors += [x] * n
+    if half:
+        if "sqrt" not in g.unary:
+            return None
+        factors.append(["sqrt", x])
+    if len(factors) > 1 and "*" not in g.binary:
+        return None
+    return factors[0] if len(factors) == 1 else ["*"] + factors
+
+
+def monomial(names, exponents, g):
+    """prod names_i^exponents_i as a tree (a ratio when some are negative), None exponents and
+    zeros left out; None when the grammar cannot write it; 1.0 for the empty product."""
+    num, den = [], []
+    for x, k in zip(names, exponents):
+        if not k:
+            continue
+        p = _power(x, k, g)
+        if p is None:
+            return None
+        (num if k > 0 else den).append(p)
+    if not num and not den:
+        return 1.0
+    if den and "/" not in g.binary:
+        return None
+    prod = lambda fs: fs[0] if len(fs) == 1 else ["*"] + fs  # noqa: E731
+    top = prod(num) if num else 1.0
+    return ["/", top, prod(den)] if den else top
+
+
+def _substitute(tree, name, value):
+    if tree == name:
+        return value
+    if isinstance(tree, list):
+        return [_substitute(t, name, value) for t in tree]
+    return tree
+
+
+def _one_input_programs(g):
+    """Models of one stand-in input z (``_INDEX_Z``) that a law's factor h(z) commonly is, over
+    the grammar's operators: a u(b z) and a + b u(c z) for each unary u, a + b z, a z^b,
+    saturations a/(b + z) and z/(a + b z), powers (a + b z)^c and (a + b z^2)^c (relativistic
+    factors), and the grammar's response shapes of z (grammar.separable_shapes)."""
+    import dataclasses
+    if len(g.params) < 3:
+        return []
+    a, b, c = g.params[:3]
+    z = _INDEX_Z
+    out = [["*", a, [u, ["*", b, z]]] for u in g.unary]
+    out += [["+", a, ["*", b, [u, ["*", c, z]]]] for u in g.unary]
+    out += [["+", a, ["*", b, z]], ["*", a, ["pow", z, b]],
+            ["/", a, ["+", b, z]], ["/", z, ["+", a, ["*", b, z]]],
+            ["pow", ["+", a, ["*", b, z]], c], ["pow", ["+", a, ["*", b, ["square", z]]], c]]
+    out = [t for t in out if _only(t, set(g.unary) | set(g.binary))]
+    return out + gp.separable_shapes(dataclasses.replace(g, inputs=(z,)))
+
+
+def _only(tree, ops):
+    """True when every operator of the tree is in ``ops``."""
+    if not isinstance(tree, list):
+        return True
+    return tree[0] in ops and all(_only(t, ops) for t in tree[1:])
+
+
+def building_blocks(g, X, y):
+    """Programs the data suggest, best guess first: the monomial law c M (the log fit's
+    exponents rounded to halves), then c M s(z) for the best indices z (single_indices, M their
+    outer monomial rounded to halves) and every small one-input program s of the grammar. []
+    when the grammar has fewer than MIN_INPUTS inputs or no product."""
+    names = list(g.inputs)
+    X = np.asarray(X, dtype=np.float64)
+    y = np.asarray(y, dtype=np.float64)
+    if len(names) < MIN_INPUTS or "*" not in g.binary or X.shape[1] != len(names):
+        return []
+    out = []
+    fit = power_law(X, y)
+    if fit is not None:
+        law = monomial(names, [round(2.0 * float(k)) / 2.0 for k in fit[0]], g)
+        if law is not None:
+            out.append(["*", g.params[0], law])
+    shapes = _one_input_programs(g)
+    for ks, a, _ in single_indices(X, y):
+        z = monomial(names, ks, g)
+        if z is None:
+            continue
+        for outer_ks in ([None] if a is None else gauges(a, ks)):
+            outer = 1.0 if outer_ks is None else monomial(names, outer_ks, g)
+            if outer is None:
+                continue
+            for s in shapes:
+                body = _substitute(s, _INDEX_Z, z)
+                out.append(body if outer == 1.0 else ["*", outer, body])
+    unique = {to_source(t): t for t in reversed(out)}  # (the first of equal blocks kept)
+    return [t for t in out if unique.get(to_source(t)) is t]

@@ -1,0 +1,120 @@
+"""The structure the training data suggest before a search (ndvm/cosearch/structure.py): power
+laws, single indices y = c M h(z), the building blocks made of them, and the search using them."""
+import numpy as np
+import pytest
+
+import ndvm
+from ndvm.cosearch import structure
+from ndvm.cosearch.grammar import Grammar
+from ndvm.cosearch.sexpr import to_source
+from ndvm.cosearch.simplify import canonical_source
+
+
+def _X(n, d, lo=1.0, hi=5.0, seed=0):
+    return np.random.default_rng(seed).uniform(lo, hi, (n, d))
+
+
+def _grammar(d, **kw):
+    return Grammar(inputs=tuple(f"x{i}" for i in range(d)), params=("a", "b", "c", "d", "f", "g"),
+                   loop=False, **kw)
+
+
+def test_power_law_recovers_the_exponents_of_a_monomial():
+    X = _X(500, 5)
+    y = 3.0 * X[:, 0] * X[:, 1] ** 2 * np.sqrt(X[:, 2]) / (X[:, 3] * X[:, 4] ** 1.5)
+    ks, r2 = structure.power_law(X, y)
+    np.testing.assert_allclose(ks, [1, 2, 0.5, -1, -1.5], atol=1e-9)
+    assert r2 == pytest.approx(1.0)
+
+
+def test_power_law_refuses_what_cannot_be_a_monomial():
+    X = _X(200, 2)
+    assert structure.power_law(X, X[:, 0] - 3.0) is None  # y changes sign
+    X[:, 1] -= 3.0
+    assert structure.power_law(X, X[:, 0]) is None  # an input changes sign
+    assert structure.power_law(X[:3], X[:3, 0]) is None  # too few rows
+
+
+@pytest.mark.parametrize("law, index, outer", [
+    # a Boltzmann factor: n0 exp(-m g / (k T)) over five inputs
+    (lambda x: x[0] * np.exp(-x[1] * x[2] / (x[3] * x[4])), (0, 1, 1, -1, -1), (1, 0, 0, 0, 0)),
+    # an input outside and inside the function: n mu tanh(mu B / T)
+    (lambda x: x[0] * x[1] * np.tanh(x[1] * x[2] / x[3]), (0, 1, 1, -1), (1, 1, 0, 0)),
+    # y changes sign: no log fit, y = h(z) alone
+    (lambda x: np.sin(x[0] * x[1] / x[2]), (1, 1, -1), None),
+])
+def test_single_indices_find_the_group_a_function_depends_on(law, index, outer):
+    d = len(index)
+    X = _X(3000, d, seed=1)
+    found = structure.single_indices(X, law(X.T))
+    ks, a, r2 = found[0]
+    assert tuple(ks) == index
+    assert r2 > 0.9  # (the running mean blurs the steep tail of exp)
+    if outer is None:
+        assert a is None
+    else:
+        assert list(outer) in structure.gauges(a, ks)
+
+
+def test_monomial_trees_use_only_the_grammar_operators():
+    g = _grammar(3)
+    assert structure.monomial(["x0", "x1", "x2"], [2, -1, 0.5], g) == \
+        ["/", ["*", ["square", "x0"], ["sqrt", "x2"]], "x1"]
+    assert structure.monomial(["x0", "x1", "x2"], [0, 0, 0], g) == 1.0
+    assert structure.monomial(["x0", "x1"], [1, None], g) == "x0"
+    no_sqrt = _grammar(2, unary=("exp", "square"))
+    assert structure.monomial(["x0", "x1"], [0.5, 1], no_sqrt) is None
+    no_div = _grammar(2, binary=("+", "*"))
+    assert structure.monomial(["x0", "x1"], [1, -1], no_div) is None
+
+
+def test_building_blocks_start_with_the_monomial_law_and_hold_the_index_models():
+    g = _grammar(4)
+    X = _X(2000, 4, seed=2)
+    y = X[:, 0] * np.exp(-0.5 * X[:, 1] * X[:, 2] / X[:, 3])
+    blocks = structure.building_blocks(g, X, y)
+    assert blocks and len({to_source(b) for b in blocks}) == len(blocks)
+    assert blocks[0][0] == "*" and blocks[0][1] == "a"  # c times the rounded power law
+    sources = {canonical_source(b, g.params) for b in blocks}
+    want = canonical_source(["*", "a", "x0", ["exp", ["*", "b", ["/", ["*", "x1", "x2"], "x3"]]]],
+                            g.params)
+    assert want in sources
+    for b in blocks:  # every block is a program over the grammar's names
+        names = {a for a in _atoms(b) if isinstance(a, str)}
+        assert names <= set(g.inputs) | set(g.params) | set(g.unary) | set(g.binary), names
+
+
+def _atoms(t):
+    if isinstance(t, list):
+        for u in t:
+            yield from _atoms(u)
+    else:
+        yield t
+
+
+def test_no_building_blocks_without_products_or_with_one_input():
+    X = _X(100, 2)
+    y = X[:, 0] * X[:, 1]
+    assert structure.building_blocks(_grammar(2, binary=("+", "-")), X, y) == []
+    assert structure.building_blocks(_grammar(1), X[:, :1], y) == []
+
+
+def _search(X, y, blocks, n):
+    """The best model's R^2 and size after a seeded search of n candidates."""
+    from ndvm.cosearch.task import Task
+    inputs = {f"x{i}": X[:, i] for i in range(X.shape[1])}
+    params = ("a", "b", "c", "d", "f", "g")
+    task = Task.from_arrays("law", inputs, y, heldout=0.25, params=params, loops=False,
+                            fit={"optimizer": "lm", "steps": 30, "starts": 4})
+    res = ndvm.search(task, proposer="mutate", max_candidates=n, seed=0, workers=1,
+                      grammar=_grammar(X.shape[1]), blocks=blocks)
+    return res.best["r2_all"], res.best["size"]
+
+
+def test_a_five_input_monomial_law_is_found_from_its_building_blocks_and_not_without():
+    X = _X(400, 5, seed=3)
+    y = 2.5 * X[:, 0] * X[:, 1] * X[:, 2] / (X[:, 3] * X[:, 4] ** 2)
+    r2, size = _search(X, y, True, 60)
+    assert r2 > 0.999999 and size <= 12
+    r2, _ = _search(X, y, False, 60)
+    assert r2 < 0.999  # (the small models alone miss it in 60 candidates)
