@@ -12,6 +12,10 @@ Runs are appended as JSON lines; a rerun with the same --out skips the runs alre
     python bench/feynman.py --budget 30 --seeds 0,1,2 --out bench/results/feynman_30s.jsonl
     python bench/feynman.py --report bench/results/feynman_quick_10s.jsonl
     python bench/feynman.py --rescore FILE      # the symbolic check again, after changing it
+
+Method ndvm-units is ndvm given the units of the inputs and the target (the table's units and
+target_unit columns: SI units, our assignment for the AI Feynman variables; every formula is
+dimensionally consistent with them, tests/test_units.py checks it).
 """
 import argparse
 import csv
@@ -25,11 +29,13 @@ from functools import cached_property
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
-from sr_common import METHODS, SOLVED_R2, Sink, fit_and_score, read_rows, warm_up  # noqa: E402
+from sr_common import (METHODS, SOLVED_R2, UNIT_METHODS, Sink, fit_and_score,  # noqa: E402
+                       read_rows, warm_up)
 
 import numpy as np  # noqa: E402
 
 TABLE = Path(__file__).with_name("feynman_equations.csv")
+FEYNMAN_METHODS = METHODS[:1] + UNIT_METHODS + METHODS[1:]  # the default, in the report's order
 NOISE_LEVELS = (0.0, 0.001, 0.01, 0.1)
 STRATA = (("1-2", 1, 2), ("3-4", 3, 4), ("5+", 5, None))  # by number of inputs
 N_SAMPLES = 10_000  # points per data set (SRBench trains on at most 10,000)
@@ -38,11 +44,19 @@ TRAIN_FRACTION = 0.75
 
 @dataclass(frozen=True)
 class Equation:
-    """One equation of the table: its id, formula (SymPy syntax) and (name, low, high) inputs."""
+    """One equation of the table: its id, formula (SymPy syntax), (name, low, high) inputs, the
+    inputs' units (in their order) and the target's unit (unit strings: ndvm.cosearch.units)."""
 
     id: str
     formula: str
     variables: tuple
+    units: tuple = ()
+    target_unit: str = None
+
+    @property
+    def units_by_column(self):
+        """The units as SymbolicRegressor(units=...) takes them: x0, x1, ... and "target"."""
+        return {**{f"x{i}": u for i, u in enumerate(self.units)}, "target": self.target_unit}
 
     @property
     def n_inputs(self):
@@ -80,7 +94,12 @@ def load_equations(path=TABLE):
         for spec in row["variables"].split():
             name, lo, hi = spec.split(":")
             variables.append((name, float(lo), float(hi)))
-        eqs.append(Equation(row["id"], row["formula"], tuple(variables)))
+        units = tuple(row["units"].split())
+        if len(units) != len(variables):
+            raise ValueError(f"{path}: {row['id']}: {len(units)} units for {len(variables)} "
+                             "inputs")
+        eqs.append(Equation(row["id"], row["formula"], tuple(variables), units,
+                            row["target_unit"]))
     return eqs
 
 
@@ -273,7 +292,8 @@ def symbolic_solution(model, eq, seconds=SYMPY_SECONDS):
 def run_one(method, eq, seed, noise, budget, n=N_SAMPLES):
     """One run: fit on the (noisy) training set within the budget, score on the clean test set."""
     X, y, Xt, yt = make_data(eq, seed, noise, n)
-    row, expr = fit_and_score(method, X, y, Xt, yt, budget, seed)
+    units = {"units": eq.units_by_column} if method in UNIT_METHODS else {}
+    row, expr = fit_and_score(method, X, y, Xt, yt, budget, seed, **units)
     return {"equation": eq.id, "n_inputs": eq.n_inputs, "noise": noise, "samples": n, **row,
             "symbolic": symbolic_solution(expr, eq)}
 
@@ -303,7 +323,8 @@ def summary(rows):
 
 def report(rows):
     """Markdown tables: per noise level, each method by stratum of inputs and overall."""
-    methods = [m for m in METHODS if any(r["method"] == m for r in rows)]
+    seen = {r["method"] for r in rows}
+    methods = [m for m in FEYNMAN_METHODS if m in seen] + sorted(seen - set(FEYNMAN_METHODS))
     out = []
     for noise in sorted({float(r["noise"]) for r in rows}):
         at = [r for r in rows if float(r["noise"]) == noise]
@@ -328,7 +349,7 @@ def report(rows):
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--methods", default=",".join(METHODS))
+    ap.add_argument("--methods", default=",".join(FEYNMAN_METHODS))
     ap.add_argument("--equations", default="all", help="comma list of ids, or 'all'")
     ap.add_argument("--quick", type=int, metavar="K",
                     help="a stratified subset: K equations per stratum of inputs (1-2, 3-4, 5+)")

@@ -16,6 +16,7 @@ for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
 import numpy as np  # noqa: E402
 
 METHODS = ("ndvm", "operon", "operon-lm", "gplearn")
+UNIT_METHODS = ("ndvm-units",)  # given the units of the inputs and the target (feynman.py)
 SOLVED_R2 = 0.999
 
 
@@ -37,11 +38,11 @@ ISLANDS = 4  # ndvm-islands: populations (one core: their epochs one after the o
 ISLAND_EPOCH = 64  # candidates an island proposes between migrations
 
 
-def run_ndvm(X, y, budget, seed, max_candidates=None, islands=1):
+def run_ndvm(X, y, budget, seed, max_candidates=None, islands=1, units=None):
     import ndvm
     m = ndvm.SymbolicRegressor(budget=budget, max_candidates=max_candidates, random_state=seed,
-                               workers=1, islands=islands,
-                               migration_every=ISLAND_EPOCH).fit(X, y)
+                               workers=1, islands=islands, migration_every=ISLAND_EPOCH,
+                               units=units).fit(X, y)
     return m, m.size_, m.sympy
 
 
@@ -92,24 +93,31 @@ def run_gplearn(X, y, budget, seed):
 RUNNERS = {
     "ndvm": run_ndvm,
     "ndvm-islands": lambda X, y, budget, seed: run_ndvm(X, y, budget, seed, islands=ISLANDS),
+    "ndvm-units": lambda X, y, budget, seed, units: run_ndvm(X, y, budget, seed, units=units),
     "operon": run_operon,
     "operon-lm": lambda X, y, budget, seed: run_operon(X, y, budget, seed, iterations=10),
     "gplearn": run_gplearn,
 }
 
 
-def fit_and_score(method, X, y, Xt, yt, budget, seed, max_candidates=None):
+def fit_and_score(method, X, y, Xt, yt, budget, seed, max_candidates=None, units=None):
     """Fit ``method`` on (X, y) within ``budget`` seconds and score it on (Xt, yt): (row, expr),
     the row's fields JSON-ready and expr the model as SymPy over x0, x1, ...
     ``max_candidates`` (ndvm only; budget None): a search of that many candidates, the same
-    whatever the machine's load."""
+    whatever the machine's load. ``units`` (the UNIT_METHODS' only, which need it): the units
+    of the columns of X and of y, {"x0": unit, ..., "target": unit}."""
     if method not in RUNNERS:
         raise ValueError(f"unknown method {method!r} (one of {', '.join(RUNNERS)})")
+    if (units is not None) != (method in UNIT_METHODS):
+        raise ValueError(f"{method!r} takes units" if units is None else
+                         f"{method!r} takes no units (only {', '.join(UNIT_METHODS)} do)")
     if max_candidates is not None and method != "ndvm":
         raise ValueError(f"max_candidates is ndvm's only, not {method!r}'s")
     t0 = time.perf_counter()
     cpu0 = time.process_time()
-    if max_candidates is None:
+    if units is not None:
+        m, size, expr = RUNNERS[method](X, y, budget, seed, units)
+    elif max_candidates is None:
         m, size, expr = RUNNERS[method](X, y, budget, seed)
     else:
         m, size, expr = run_ndvm(X, y, budget, seed, max_candidates)

@@ -123,7 +123,18 @@ def cmd_disasm(args):
 
 
 def read_csv(path):
-    """Columns of a CSV file with a header row: name -> float array."""
+    """Columns of a CSV file with a header row: name -> float array (a units row is skipped)."""
+    return read_table(path)[0]
+
+
+UNITS_MARK = "#units"
+
+
+def read_table(path):
+    """(columns, units) of a CSV file with a header row: columns name -> float array; units
+    name -> unit string from the optional units row, the line right under the header whose
+    first cell starts with ``#units`` (then the first column's unit: ``#units kg,m/s,J``), else
+    None."""
     import csv
 
     try:
@@ -137,8 +148,15 @@ def read_csv(path):
     header = [h.strip() for h in rows[0]]
     if any(not h for h in header):
         raise InputError(f"{path}:1:1: every column needs a name in the header row")
+    units, first = None, 1
+    if len(rows) > 1 and rows[1] and rows[1][0].strip().startswith(UNITS_MARK):
+        row = [rows[1][0].strip()[len(UNITS_MARK):].lstrip(":").strip()] + rows[1][1:]
+        if len(row) != len(header):
+            raise InputError(f"{path}:2:1: the units row has {len(row)} fields for "
+                             f"{len(header)} columns")
+        units, first = {h: c.strip() for h, c in zip(header, row)}, 2
     cols = {h: [] for h in header}
-    for i, row in enumerate(rows[1:], 2):
+    for i, row in enumerate(rows[first:], first + 1):
         if not any(c.strip() for c in row):
             continue
         if len(row) != len(header):
@@ -152,8 +170,31 @@ def read_csv(path):
                                  f"got {cell.strip()!r}") from None
             col += len(cell) + 1
     if not cols[header[0]]:
-        raise InputError(f"{path}:2:1: no data rows")
-    return {h: np.array(v) for h, v in cols.items()}
+        raise InputError(f"{path}:{first + 1}:1: no data rows")
+    return {h: np.array(v) for h, v in cols.items()}, units
+
+
+def csv_task(path, target=None):
+    """A search task fitting the column ``target`` (default: the last) of a CSV file from its
+    other columns; the units row, when there is one, gives the task its units."""
+    from ndvm.cosearch.task import Task
+
+    cols, units = read_table(path)
+    target = target or list(cols)[-1]
+    if target not in cols:
+        raise InputError(f"{path}:1:1: no column {target!r} (columns: {', '.join(cols)})")
+    inputs = {k: v for k, v in cols.items() if k != target}
+    if not inputs:
+        raise InputError(f"{path}:1:1: no input columns besides the target {target!r}")
+    if units is not None:
+        units = {**{k: units[k] for k in inputs}, "target": units[target]}
+    try:
+        return Task.from_arrays(Path(path).stem, inputs, cols[target], heldout=0.3, seed=0,
+                                loops=False, data_units=units,
+                                description=f"{target} as a function of {', '.join(inputs)} "
+                                            f"({path})")
+    except ValueError as e:
+        raise InputError(f"{path}:{2 if units else 1}:1: {e}") from None
 
 
 def _table(header, rows):
@@ -270,8 +311,12 @@ def cmd_search(args):
 
     if args.list:
         return _list_builtins()
+    if args.csv and args.task:
+        raise InputError("give a built-in --task or a --csv file, not both")
+    if args.target and not args.csv:
+        raise InputError("--target names a column of the --csv file; give --csv FILE")
     try:
-        task = get_task(args.task)
+        task = csv_task(args.csv, args.target) if args.csv else get_task(args.task or "damped")
     except ImportError as e:  # a task whose data needs an extra (the series need statsmodels)
         raise InputError(str(e)) from None
     options = {}
@@ -542,8 +587,17 @@ def build_parser():
     s.add_argument("--list", action="store_true",
                    help="list the built-in tasks (with their default proposer and budget) and "
                         "the shipped example files, then exit")
-    s.add_argument("--task", default="damped", choices=list(TASKS),
+    s.add_argument("--task", default=None, choices=list(TASKS),
                    help="built-in task (default damped; see --list)")
+    s.add_argument("--csv", metavar="FILE",
+                   help="search a model of one column of this CSV file (header row of names) "
+                        "from the others; an optional units row right under the header, its "
+                        "first cell starting with #units (e.g. header m,v,E then the line "
+                        "'#units kg,m/s,J'), gives every column's unit: the search then keeps "
+                        "to dimensionally consistent models and starts from the Buckingham Pi "
+                        "ones")
+    s.add_argument("--target", default=None,
+                   help="the --csv column to model (default: the last)")
     s.add_argument("--proposer", default=None, choices=["mutate", "replay", "llm"],
                    help="where candidates come from: mutate (genetic programming), replay "
                         "(--candidates files, else the task's seed programs) or llm; default "

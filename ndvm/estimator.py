@@ -37,12 +37,18 @@ class SymbolicRegressor(RegressorMixin, BaseEstimator):
     (None: ndvm.fit's normal(0, 0.3) for every start); islands: populations searched apart,
     passing their best members on every migration_every candidates (``ndvm.search``); with
     islands > 1, workers counts worker processes.
+    units: the units of the inputs and of the target, a dict name -> unit string, the inputs
+    under their feature names (X's column names, else x0, x1, ...) and the target's under the key
+    "target", e.g. {"m": "kg", "v": "m/s", "target": "J"} (every input needs one; "1" for a
+    dimensionless one; see ndvm.cosearch.units.parse_unit for the unit syntax); the search then
+    proposes only dimensionally consistent models and starts from the Buckingham Pi ones
+    (c * M * h(pi_1, ..)). None: no units.
     """
 
     def __init__(self, budget=10.0, max_candidates=None, random_state=0, workers=1,
                  optimizer="lm", steps=30, starts=4, heldout=0.3, max_size=25, unary=None,
                  binary=None, parsimony=0.05, refits=1, start_scales=(0.3, 1.0, 3.0),
-                 islands=1, migration_every=256):
+                 islands=1, migration_every=256, units=None):
         self.budget = budget
         self.max_candidates = max_candidates
         self.random_state = random_state
@@ -59,10 +65,22 @@ class SymbolicRegressor(RegressorMixin, BaseEstimator):
         self.start_scales = start_scales
         self.islands = islands
         self.migration_every = migration_every
+        self.units = units
 
     def _inputs(self, X):
         return {f"x{i}": np.ascontiguousarray(X[:, i], dtype=np.float64)
                 for i in range(X.shape[1])}
+
+    def _units(self, n_features):
+        """``units`` checked against the feature names, held under the program's x0, x1, ..."""
+        if self.units is None:
+            return None
+        from ndvm.cosearch.units import Units
+        names = getattr(self, "feature_names_in_", None)
+        names = ([str(n) for n in names] if names is not None
+                 else [f"x{i}" for i in range(n_features)])
+        u = Units.of(self.units, names)
+        return Units({f"x{i}": u.inputs[n] for i, n in enumerate(names)}, u.target)
 
     def fit(self, X, y):
         """Search programs for y ~ f(X); returns self."""
@@ -83,7 +101,8 @@ class SymbolicRegressor(RegressorMixin, BaseEstimator):
             fit["lr"] = 0.05
         task = Task.from_arrays("symbolic-regression", inputs, y, heldout=k,
                                 seed=self.random_state or 0, params=PARAMS, fit=fit,
-                                loops=False, threshold=None, budget_seconds=None)
+                                loops=False, threshold=None, budget_seconds=None,
+                                data_units=self._units(X.shape[1]))
         g = Grammar(inputs=tuple(inputs), params=PARAMS, loop=False, max_size=self.max_size)
         if self.unary is not None:
             g.unary = tuple(self.unary)

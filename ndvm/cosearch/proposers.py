@@ -18,6 +18,7 @@ from ndvm.cosearch.structure import building_blocks
 from ndvm.cosearch.sexpr import canonical, size, skeleton, to_source, to_tree
 from ndvm.cosearch.select import fitness
 from ndvm.cosearch.simplify import Simplifier, TooManyParameters
+from ndvm.cosearch.units import units_of
 
 __all__ = ["Proposer", "Replay", "Mutate", "LLM", "make_proposer", "read_candidates",
            "CandidateFileError", "LLMError"]
@@ -104,7 +105,9 @@ class Mutate(Proposer):
     building blocks its training data suggest (structure.building_blocks; ``blocks``); the library's models
     compete for the front and the answer but are never parents. ``library_share`` (k, n): only
     every n-th of those from the k-th (islands share the library out instead of each proposing
-    all of it). Deterministic for a seed (given the same scores).
+    all of it). Deterministic for a seed (given the same scores). A task with units
+    (Task.data_units) gets the Buckingham Pi models before all of those, and only dimensionally
+    consistent candidates (units.Dimensions).
     """
 
     name = "mutate"
@@ -122,12 +125,17 @@ class Mutate(Proposer):
         self._small = None  # the small models and the shape library still to propose
         self._shapes = None
         self._island = set()  # the shape library's sources: scored, never parents
+        self._units = None  # the task's units.Dimensions (set with the library)
         self._trees = {}  # parsed parents and their Sites, by source
         self.made = {}  # source -> (tree, source, size, skeleton) of the last batch proposed
         self.parsimony = parsimony
         self.crossover = crossover
         self.fresh = fresh
         self.tournament = tournament
+
+    def _admits(self, tree):
+        """False for a candidate whose dimensions do not agree (tasks with units only)."""
+        return self._units is None or self._units.admits(tree)
 
     def _parents(self, state):
         island = self._island
@@ -179,8 +187,11 @@ class Mutate(Proposer):
         if self._small is None:
             fits_data = self.small and state.task.objective == "mse" and bool(state.task.inputs)
             k, every = self.library_share
-            self._small = ((self._blocks(state) + gp.small_programs(g))[k::every]
-                           if fits_data else [])
+            self._units = units_of(state.task, g)  # (None: the task has no units)
+            small = (self._blocks(state) + gp.small_programs(g)) if fits_data else []
+            if self._units is not None and fits_data:  # the Buckingham Pi models first
+                small = self._units.seeds() + small
+            self._small = small[k::every]
             self._shapes = gp.separable_shapes(g)[k::every] if fits_data else []
             self._small.reverse()  # (popped from the end: smallest first)
             self._shapes.reverse()
@@ -188,7 +199,8 @@ class Mutate(Proposer):
             while todo and len(out) < n:
                 canon = _canonical(todo.pop(), g.params)
                 src = None if canon is None else canon[1]
-                if src is not None and src not in state.seen and src not in made:
+                if (src is not None and src not in state.seen and src not in made
+                        and self._admits(canon[0])):
                     out.append(src)
                     made[src] = canon
                     if island is not None:
@@ -210,7 +222,7 @@ class Mutate(Proposer):
                 parent = self._pick(trees, errors)
                 child = gp.mutate(self.rng, g, parent.tree, parent)
             canon = _canonical(child, g.params)
-            if canon is None or canon[2] > g.max_size:
+            if canon is None or canon[2] > g.max_size or not self._admits(canon[0]):
                 continue
             src = canon[1]
             if src in state.seen or src in made:

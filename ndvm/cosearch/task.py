@@ -36,7 +36,10 @@ class Task:
     ``positive`` names are kept above zero); seeds: sources that start the population (and the
     built-in replay); proposers: the proposers that apply, the first being the default; series:
     for likelihood tasks, params -> {"x", "data", "fitted", "label", "xlabel", "ylabel"} for
-    front.png.
+    front.png; data_units: the inputs' and the target's units (a dict input -> unit string with the
+    target's under "target", e.g. {"x": "m", "t": "s", "target": "m/s"}; checked when the task is
+    made, held as a units.Units): the mutate proposer then proposes only dimensionally
+    consistent candidates and starts from the Buckingham Pi models (units.py).
     """
 
     name: str
@@ -59,6 +62,7 @@ class Task:
     proposers: tuple = ("mutate", "replay", "llm")
     series: object = None
     grammar: object = None  # a Grammar for this task (default: one built from inputs and params)
+    data_units: object = None  # (SeriesTask's ``units`` is its series' unit label)
 
     def __post_init__(self):
         self._name_parameters()
@@ -77,6 +81,9 @@ class Task:
         if self.objective == "mse" and (self.train.size == 0 or self.heldout.size == 0):
             raise ValueError("an mse task needs both training and held-out points")
         self.fit_options()  # (bad fit options raise here, not once the search has begun)
+        if self.data_units is not None:
+            from ndvm.cosearch.units import Units
+            self.data_units = Units.of(self.data_units, self.inputs)
 
     def fit_options(self, overrides=None, client="dmci"):
         """The search's calibration of this task: (FitOptions, start_scales). The options are
