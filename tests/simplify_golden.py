@@ -2,8 +2,9 @@
 
     python tests/simplify_golden.py [OUT]   (default tests/simplify_golden.jsonl.gz)
 
-Written once from the Python rewrite rules (before they moved into the core, commit of the
-port) and checked by tests/test_simplify.py: the core must give every output again. Each line
+Written once from the Python rewrite rules, before they moved into the core (run then with the
+interpreter of a checkout of that time), and checked by tests/test_simplify.py: the core gives
+every output again. Run now, it records the core's own outputs. Each line
 is JSON: [tree, params, canonical, simplified] where tree is the input (nested lists; NaN and
 infinities as JSON's NaN/Infinity), params an index into the first line's list of parameter
 sets, canonical ["ok", tree, source, size, skeleton] or ["err", exception type, message] of
@@ -142,11 +143,7 @@ def record(tree, params):
     def canon():
         t, src, n = Simplifier(params).canonical_form(tree)
         return t, src, n, skeleton(t, params)
-    return [tree, canon_result(canon), _result(lambda: [Simplifier(params).simplify(tree)])]
-
-
-def canon_result(call):
-    return _result(call)
+    return [tree, _result(canon), _result(lambda: [Simplifier(params).simplify(tree)])]
 
 
 def main(out, n_random=4000, n_search=3000):
