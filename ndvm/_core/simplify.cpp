@@ -428,38 +428,43 @@ struct Rules {
     return f;
   }
 
-  std::string atom_source(N a) {
+  // An atom's source text (a number's written once; a non-finite literal cannot be written).
+  const std::string& atom_text(N a) {
     switch (a->kind) {
       case Kind::Sym: return a->s;
-      case Kind::Bool: return a->b ? "#t" : "#f";
-      case Kind::Int: return std::to_string(a->i);
-      case Kind::Float:
+      case Kind::List: raise(Err::Type, "a list is not an atom");
+      default: break;
+    }
+    if (!a->text_known) {
+      if (a->kind == Kind::Bool) {
+        a->text = a->b ? "#t" : "#f";
+      } else if (a->kind == Kind::Int) {
+        a->text = std::to_string(a->i);
+      } else {
         if (!std::isfinite(a->f))
           raise(Err::Value, "cannot write the literal " + nonfinite_repr(a->f));
-        return float_repr(a->f);
-      default: return "";
+        a->text = float_repr(a->f);
+      }
+      a->text_known = true;
     }
+    return a->text;
   }
 
-  const std::string& source(N t, std::string& scratch) {
-    if (!L(t)) return scratch = atom_source(t);
+  // sexpr.to_source(t), memoized per subtree content
+  const std::string& src(N t) {
+    if (!L(t)) return atom_text(t);
     Facts* f = facts(t);
     if (!f->src) {
       guard();
       std::string out = "(";
-      std::string sc;
       for (size_t k = 0; k < t->items.size(); ++k) {
         if (k) out += ' ';
-        out += source(t->items[k], sc);
+        out += src(t->items[k]);
       }
       out += ')';
       f->src = std::move(out);
     }
     return *f->src;
-  }
-  std::string src(N t) {
-    std::string sc;
-    return source(t, sc);
   }
 
   int64_t size(N t) {
@@ -478,7 +483,7 @@ struct Rules {
     if (!L(t)) {
       if (num(t)) return "C";
       if (in_P(t)) return "P";
-      return atom_source(t);
+      return atom_text(t);
     }
     Facts* f = facts(t);
     if (!f->skel) {
@@ -496,9 +501,10 @@ struct Rules {
 
   // Ordering of + and * arguments: variables before parameters, by parameter-free shape. A
   // boolean is not a str: Python's join (and comparison) of it was a TypeError.
-  std::string key(N t) {
+  const std::string& key(N t) {
+    static const std::string constant = "C";
     if (!L(t)) {
-      if (num(t) || is_mark(t) || in_P(t)) return "C";
+      if (num(t) || is_mark(t) || in_P(t)) return constant;
       if (t->kind == Kind::Sym) return t->s;
       raise(Err::Type, "sequence item: expected str instance, bool found");
     }
@@ -881,12 +887,20 @@ struct Rules {
 
   // sorted(rest, key=lambda a: (not pl(a), key(a))), stable
   Ns sorted(const Ns& rest) {
-    std::vector<std::pair<std::pair<bool, std::string>, size_t>> keyed;
-    for (size_t k = 0; k < rest.size(); ++k) keyed.push_back({{!pl(rest[k]), key(rest[k])}, k});
-    std::stable_sort(keyed.begin(), keyed.end(),
-                     [](const auto& a, const auto& b) { return a.first < b.first; });
+    struct Keyed {
+      bool variable;
+      const std::string* key;
+      N item;
+    };
+    std::vector<Keyed> keyed;
+    keyed.reserve(rest.size());
+    for (N a : rest) keyed.push_back({!pl(a), &key(a), a});
+    std::stable_sort(keyed.begin(), keyed.end(), [](const Keyed& a, const Keyed& b) {
+      return a.variable != b.variable ? a.variable < b.variable : *a.key < *b.key;
+    });
     Ns out;
-    for (auto& e : keyed) out.push_back(rest[e.second]);
+    out.reserve(rest.size());
+    for (auto& e : keyed) out.push_back(e.item);
     return out;
   }
 
@@ -987,7 +1001,7 @@ struct Rules {
         for (size_t j = 0; j < factors.size(); ++j)
           if (j != i) o.push_back(factors[j]);
         N others = mk(std::move(o));
-        std::vector<std::string> common = common_factors(others, a->items[2]);
+        Texts common = common_factors(others, a->items[2]);
         if (!common.empty()) {
           N rest = without(others, common);
           return cancel({divide({apply("*", {rest, a->items[1]}), without(a->items[2], common)})});
@@ -998,17 +1012,22 @@ struct Rules {
   }
 
   // The parameter-free factors u and v share (by source, with multiplicity).
-  std::vector<std::string> common_factors(N u, N v) {
-    std::vector<std::string> vs, out;
+  using Texts = std::vector<const std::string*>;  // memoized sources, compared by content
+  static Texts::iterator find_text(Texts& v, const std::string& s) {
+    return std::find_if(v.begin(), v.end(), [&](const std::string* x) { return *x == s; });
+  }
+
+  Texts common_factors(N u, N v) {
+    Texts vs, out;
     for (N f : factors_of(v))
-      if (!occurrences(f)) vs.push_back(src(f));
+      if (!occurrences(f)) vs.push_back(&src(f));
     for (N f : factors_of(u)) {
-      std::string s = src(f);
+      const std::string& s = src(f);
       if (!occurrences(f) && !num(f)) {
-        auto it = std::find(vs.begin(), vs.end(), s);
+        auto it = find_text(vs, s);
         if (it != vs.end()) {
           vs.erase(it);
-          out.push_back(s);
+          out.push_back(&s);
         }
       }
     }
@@ -1016,12 +1035,12 @@ struct Rules {
   }
 
   // Product t without one factor of each source in srcs.
-  N without(N t, const std::vector<std::string>& srcs) {
-    std::vector<std::string> left = srcs;
+  N without(N t, const Texts& srcs) {
+    Texts left = srcs;
     Ns rest;
     for (N f : factors_of(t)) {
-      std::string s = src(f);
-      auto it = std::find(left.begin(), left.end(), s);
+      const std::string& s = src(f);
+      auto it = find_text(left, s);
       if (it != left.end())
         left.erase(it);
       else
@@ -1051,13 +1070,15 @@ struct Rules {
     if (carriers.size() < 2) return factors;
     // a sum's or a ratio's own scale is kept rather than a constant factor; ties by shape
     size_t keep = carriers[0];
-    std::pair<int, std::string> best;
+    int best_rank = 0;
+    const std::string* best_key = nullptr;
     for (size_t n = 0; n < carriers.size(); ++n) {
       size_t i = carriers[n];
       int rank = fitted(factors[i]) ? 2 : scaled_sum(factors[i]) ? 0 : 1;
-      std::pair<int, std::string> k{rank, key(factors[i])};
-      if (n == 0 || k < best) {
-        best = k;
+      const std::string* k = &key(factors[i]);
+      if (n == 0 || rank < best_rank || (rank == best_rank && *k < *best_key)) {
+        best_rank = rank;
+        best_key = k;
         keep = i;
       }
     }
@@ -1074,7 +1095,20 @@ struct Rules {
     return out;
   }
 
-  using Base = std::vector<std::string>;
+  using Base = Texts;
+  struct BaseLess {
+    bool operator()(const Base& a, const Base& b) const {
+      return std::lexicographical_compare(
+          a.begin(), a.end(), b.begin(), b.end(),
+          [](const std::string* x, const std::string* y) { return *x < *y; });
+    }
+  };
+  static bool same_base(const Base& a, const Base& b) {
+    if (a.size() != b.size()) return false;
+    for (size_t k = 0; k < a.size(); ++k)
+      if (*a[k] != *b[k]) return false;
+    return true;
+  }
   // A sum's term without its fitted scale: (* c u v) -> (u v), u -> (u,), (- u) -> (u,).
   std::pair<Base, Ns> base(N term) {
     if (L(term) && term->items.size() == 2 && is(term->items[0], "-")) term = term->items[1];
@@ -1084,11 +1118,11 @@ struct Rules {
         if (!pl(term->items[k])) factors.push_back(term->items[k]);
       if (static_cast<int64_t>(factors.size()) >= static_cast<int64_t>(term->items.size()) - 2) {
         Base b;
-        for (N f : factors) b.push_back(src(f));
+        for (N f : factors) b.push_back(&src(f));
         return {b, factors};
       }
     }
-    return {Base{src(term)}, Ns{term}};
+    return {Base{&src(term)}, Ns{term}};
   }
 
   // A product with a sum among its factors is expanded when one of its terms is like another
@@ -1116,7 +1150,7 @@ struct Rules {
         a.push_back(s->items[k]);
         parts.push_back(apply("*", a));
       }
-      std::set<Base> bases;
+      std::set<Base, BaseLess> bases;
       for (N u : parts) bases.insert(base(u).first);
       bool like = false;
       for (size_t j = 0; !like && j < terms_in.size(); ++j)
@@ -1228,7 +1262,7 @@ struct Rules {
       bool repeated;
       N first;
     };
-    std::map<Base, Group> groups;
+    std::map<Base, Group, BaseLess> groups;
     std::vector<std::pair<std::optional<Base>, N>> order;
     for (N t : terms_in) {
       if (is_mark(t) || num(t)) {
@@ -1309,7 +1343,7 @@ struct Rules {
     bool like = slotted(v);
     if (!like) {
       Base bu = base(u).first;  // (u's first, as Python evaluated them)
-      like = bu == base(v).first;
+      like = same_base(bu, base(v).first);
     }
     if (like)
       return apply("+", {u, minus({v})});  // u - c w is u + c' w
@@ -1333,7 +1367,7 @@ struct Rules {
       return divide({apply("*", {u, v->items[2]}), v->items[1]});
     if (L(u) && u->items.size() == 3 && is(u->items[0], "/"))  // (p / q) / v is p / (q v)
       return divide({u->items[1], apply("*", {u->items[2], v})});
-    std::vector<std::string> common = common_factors(u, v);
+    Texts common = common_factors(u, v);
     if (!common.empty()) return divide({without(u, common), without(v, common)});
     auto scaled_product = [&](N w) {
       if (!(L(w) && head_is(w, "*"))) return false;
@@ -1446,7 +1480,7 @@ struct Rules {
       }
       return {S.sym(name), name};
     }
-    return {x, atom_source(x)};
+    return {x, atom_text(x)};
   }
 
   std::pair<N, std::string> renamed(N t, bool shared) {
@@ -1495,10 +1529,13 @@ Simplifier::Simplifier(std::vector<std::string> params) : names_(std::move(param
 }
 
 Node* Simplifier::sym(const std::string& name) {
+  auto it = symbols_.find(name);
+  if (it != symbols_.end()) return it->second;
   nodes_.emplace_back();
   Node* n = &nodes_.back();
   n->kind = Kind::Sym;
   n->s = name;
+  symbols_.emplace(name, n);
   return n;
 }
 Node* Simplifier::integer(int64_t v) {
@@ -1533,6 +1570,7 @@ Node* Simplifier::list(std::vector<Node*> items) {
 bool Simplifier::maybe_reset() {
   if (contents_.size() <= kContentLimit && nodes_.size() <= kNodeLimit) return false;
   contents_.clear();
+  symbols_.clear();
   facts_.clear();
   nodes_.clear();
   param_ = sym("?");

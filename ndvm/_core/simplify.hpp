@@ -30,6 +30,8 @@ struct Node {
   int64_t i = 0;
   double f = 0.0;
   std::string s;              // a symbol's name
+  std::string text;           // a number's source, once written
+  bool text_known = false;
   std::vector<Node*> items;   // a list's items
   Facts* facts = nullptr;     // a list's content facts, found once
 };
@@ -66,7 +68,8 @@ class Simplifier {
  public:
   explicit Simplifier(std::vector<std::string> params);
 
-  // Node construction (the Python bindings build a tree with these).
+  // Node construction (the Python bindings build a tree with these). A symbol's Node is shared
+  // by every occurrence of the name (a Node is never changed once made).
   Node* sym(const std::string& name);
   Node* integer(int64_t v);
   Node* real(double v);
@@ -96,6 +99,7 @@ class Simplifier {
   std::deque<Node> nodes_;
   std::deque<Facts> facts_;
   std::unordered_map<std::string, Facts*> contents_;
+  std::unordered_map<std::string, Node*> symbols_;
   uint64_t next_id_ = 1;
   Failure failure_{Err::None, ""};
   Node* param_ = nullptr;  // the mark of a parameter still to be named

@@ -54,6 +54,7 @@ cdef class Simplifier:
     cdef SNode* last_in_node
     cdef object last_out     # the last canonical tree returned, with its Node
     cdef SNode* last_out_node
+    cdef dict symbols        # name -> its Node's address (the core shares one Node per name)
 
     def __cinit__(self, params, too_many):
         cdef vector[string] names
@@ -61,6 +62,7 @@ cdef class Simplifier:
             names.push_back(_utf8_name(p))
         self.c = new CSimplifier(names)
         self.too_many = too_many
+        self.symbols = {}
 
     def __dealloc__(self):
         del self.c
@@ -90,6 +92,7 @@ cdef class Simplifier:
             return self.last_out_node
         if self.c.maybe_reset():
             self.last_in = self.last_out = None
+            self.symbols.clear()
         cdef SNode* n = self._convert(t, 0)
         self.last_in = t
         self.last_in_node = n
@@ -99,9 +102,15 @@ cdef class Simplifier:
         cdef vector[SNode*] items
         cdef Py_ssize_t n
         cdef const char* p
+        cdef SNode* node
         if type(t) is str:
+            hit = self.symbols.get(t)
+            if hit is not None:
+                return <SNode*><uintptr_t>hit
             p = PyUnicode_AsUTF8AndSize(t, &n)
-            return self.c.sym(string(p, n))
+            node = self.c.sym(string(p, n))
+            self.symbols[t] = <uintptr_t>node
+            return node
         if isinstance(t, list):
             if depth >= _MAX_DEPTH:
                 raise RecursionError(f"the tree is nested more than {_MAX_DEPTH} levels deep")
