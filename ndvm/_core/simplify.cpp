@@ -450,100 +450,74 @@ struct Rules {
     return a->text;
   }
 
-  // sexpr.to_source(t), memoized per subtree content
-  const std::string& src(N t) {
-    if (!L(t)) return atom_text(t);
+  // A text memoized per list content in ``field``: "(" + its items' texts + ")", an atom's
+  // written by ``atom``.
+  template <class Atom>
+  const std::string& text(N t, std::optional<std::string> Facts::*field, Atom atom) {
+    if (!L(t)) return atom(t);
     Facts* f = facts(t);
-    if (!f->src) {
+    if (!(f->*field)) {
       guard();
       std::string out = "(";
       for (size_t k = 0; k < t->items.size(); ++k) {
         if (k) out += ' ';
-        out += src(t->items[k]);
+        out += text(t->items[k], field, atom);
       }
       out += ')';
-      f->src = std::move(out);
+      f->*field = std::move(out);
     }
-    return *f->src;
+    return *(f->*field);
   }
 
-  int64_t size(N t) {
-    if (!L(t)) return 1;
+  // A count memoized per list content in ``field``: the sum of its items' counts, an atom's
+  // given by ``atom``.
+  template <class Atom>
+  int64_t count(N t, int64_t Facts::*field, Atom atom) {
+    if (!L(t)) return atom(t);
     Facts* f = facts(t);
-    if (f->size < 0) {
+    if (f->*field < 0) {
       guard();
       int64_t n = 0;
-      for (N x : t->items) n += size(x);
-      f->size = n;
+      for (N x : t->items) n += count(x, field, atom);
+      f->*field = n;
     }
-    return f->size;
+    return f->*field;
   }
 
-  std::string skeleton(N t) {
-    if (!L(t)) {
-      if (num(t)) return "C";
-      if (in_P(t)) return "P";
-      return atom_text(t);
-    }
-    Facts* f = facts(t);
-    if (!f->skel) {
-      guard();
-      std::string out = "(";
-      for (size_t k = 0; k < t->items.size(); ++k) {
-        if (k) out += ' ';
-        out += skeleton(t->items[k]);
-      }
-      out += ')';
-      f->skel = std::move(out);
-    }
-    return *f->skel;
+  // sexpr.to_source(t)
+  const std::string& src(N t) {
+    return text(t, &Facts::src, [this](N a) -> const std::string& { return atom_text(a); });
+  }
+
+  // sexpr.skeleton(t, params): parameters written P and numbers C
+  const std::string& skeleton(N t) {
+    static const std::string number = "C", param = "P";
+    return text(t, &Facts::skel, [this](N a) -> const std::string& {
+      return num(a) ? number : in_P(a) ? param : atom_text(a);
+    });
   }
 
   // Ordering of + and * arguments: variables before parameters, by parameter-free shape. A
   // boolean is not a str: Python's join (and comparison) of it was a TypeError.
   const std::string& key(N t) {
     static const std::string constant = "C";
-    if (!L(t)) {
-      if (num(t) || is_mark(t) || in_P(t)) return constant;
-      if (t->kind == Kind::Sym) return t->s;
-      raise(Err::Type, "sequence item: expected str instance, bool found");
-    }
-    Facts* f = facts(t);
-    if (!f->key) {
-      guard();
-      std::string out = "(";
-      for (size_t k = 0; k < t->items.size(); ++k) {
-        if (k) out += ' ';
-        out += key(t->items[k]);
-      }
-      out += ')';
-      f->key = std::move(out);
-    }
-    return *f->key;
+    return text(t, &Facts::key, [this](N a) -> const std::string& {
+      if (num(a) || is_mark(a) || in_P(a)) return constant;
+      if (a->kind != Kind::Sym)
+        raise(Err::Type, "sequence item: expected str instance, bool found");
+      return a->s;
+    });
   }
 
+  // sexpr.size(t): the number of atoms
+  int64_t size(N t) { return count(t, &Facts::size, [](N) { return int64_t(1); }); }
+  // how many parameters (named or still to be named) the tree mentions
   int64_t occurrences(N t) {
-    if (!L(t)) return (is_mark(t) || in_P(t)) ? 1 : 0;
-    Facts* f = facts(t);
-    if (f->occ < 0) {
-      guard();
-      int64_t n = 0;
-      for (N x : t->items) n += occurrences(x);
-      f->occ = n;
-    }
-    return f->occ;
+    return count(t, &Facts::occ, [this](N a) { return int64_t(is_mark(a) || in_P(a)); });
   }
-
+  // how many parameters still to be named the tree holds
   int64_t marks(N t) {
-    if (!L(t)) return is_mark(t) ? 1 : 0;
-    Facts* f = facts(t);
-    if (f->marks < 0) {
-      guard();
-      int64_t n = 0;
-      for (N x : t->items) n += marks(x);
-      f->marks = n;
-    }
-    return f->marks;
+    return count(t, &Facts::marks, [this](N a) { return int64_t(is_mark(a)); });
   }
 
   void named(N t, std::set<std::string>& out) {
