@@ -46,6 +46,24 @@ const char* const kSpecial[] = {"quote", "if", "cond", "case", "and", "or", "whe
                                 "begin", "let", "let*", "letrec", "letrec*", "lambda", "define",
                                 "loop", "recur", "else"};
 
+// The unary functions folded over a literal (square apart: exact over integers).
+double (*unary_function(const std::string& name))(double) {
+  static const std::pair<const char*, double (*)(double)> table[] = {
+      {"sin", [](double a) { return std::sin(a); }},
+      {"cos", [](double a) { return std::cos(a); }},
+      {"exp", [](double a) { return std::exp(a); }},
+      {"log", [](double a) { return std::log(a); }},
+      {"sqrt", [](double a) { return std::sqrt(a); }},
+      {"tanh", [](double a) { return std::tanh(a); }},
+      {"tan", [](double a) { return std::tan(a); }},
+      {"atan", [](double a) { return std::atan(a); }},
+      {"abs", [](double a) { return std::fabs(a); }},
+  };
+  for (const auto& [n, f] : table)
+    if (name == n) return f;
+  return [](double) { return std::nan(""); };
+}
+
 template <size_t N>
 bool among(const std::string& s, const char* const (&set)[N]) {
   for (const char* x : set)
@@ -340,31 +358,13 @@ struct Rules {
     } else if (among(head, kFold) && (args.size() == 1 || args.size() == 2)) {
       bool binary = head == "pow" || head == "expt";
       if (binary != (args.size() == 2)) return std::nullopt;  // (a TypeError in Python)
-      double a = val(args[0]);
       if (binary) {
-        v = std::pow(a, val(args[1]));
-      } else if (head == "sin") {
-        v = std::sin(a);
-      } else if (head == "cos") {
-        v = std::cos(a);
-      } else if (head == "exp") {
-        v = std::exp(a);
-      } else if (head == "log") {
-        if (!(a > 0.0)) return std::nullopt;
-        v = std::log(a);
-      } else if (head == "sqrt") {
-        v = std::sqrt(a);
-      } else if (head == "tanh") {
-        v = std::tanh(a);
-      } else if (head == "tan") {
-        v = std::tan(a);
-      } else if (head == "atan") {
-        v = std::atan(a);
-      } else if (head == "abs") {
-        v = std::fabs(a);
-      } else {  // square
+        v = std::pow(val(args[0]), val(args[1]));
+      } else if (head == "square") {
         Num x = as_num(args[0]);
         v = times(x, x).as_float();
+      } else {  // (Python's math raised where these give a non-finite value)
+        v = unary_function(head)(val(args[0]));
       }
     } else {
       return std::nullopt;
@@ -531,16 +531,18 @@ struct Rules {
 
   // -- simplification -------------------------------------------------------------------------
 
-  N simp(N t) {
-    if (!L(t) || t->items.empty()) return t;
+  // rule(t) memoized per list content in field
+  N memo(N t, N Facts::*field, N (Rules::*rule)(N)) {
     Facts* f = facts(t);
-    if (!f->simp) {
+    if (!(f->*field)) {
       guard();
-      N out = simp_node(t);
-      f->simp = out;
+      N out = (this->*rule)(t);
+      f->*field = out;
     }
-    return f->simp;
+    return f->*field;
   }
+
+  N simp(N t) { return !L(t) || t->items.empty() ? t : memo(t, &Facts::simp, &Rules::simp_node); }
 
   static bool pair(N b) { return L(b) && b->items.size() == 2; }
 
@@ -633,16 +635,7 @@ struct Rules {
       out.insert(out.end(), body.begin(), body.end());
       return mk(std::move(out));
     }
-    if (is_loop(t)) {
-      Ns binds;
-      for (N b : t->items[1]->items)
-        binds.push_back(pair(b) ? mk({b->items[0], num(b->items[1]) ? b->items[1]
-                                                                    : simp(b->items[1])})
-                                : b);
-      Ns out{head, mk(binds)};
-      for (size_t k = 2; k < t->items.size(); ++k) out.push_back(loop_body(t->items[k], false));
-      return mk(std::move(out));
-    }
+    if (is_loop(t)) return loop_form(t, false);
     if (!arith_head(head)) return t;  // comparisons, data operations, other forms: as written
     Ns args;
     for (size_t k = 1; k < t->items.size(); ++k) args.push_back(simp(t->items[k]));
@@ -652,6 +645,20 @@ struct Rules {
   static bool counter_step(N a) {
     return L(a) && a->items.size() == 3 && is(a->items[0], "+") && is_str(a->items[1]) &&
            num(a->items[2]);
+  }
+
+  N rule(N t, bool lifting) { return lifting ? lift(t) : simp(t); }
+
+  // A loop with simp (or lift) on its state's initial values (a literal one stays) and body.
+  N loop_form(N t, bool lifting) {
+    Ns binds;
+    for (N b : t->items[1]->items)
+      binds.push_back(pair(b) ? mk({b->items[0], num(b->items[1]) ? b->items[1]
+                                                                  : rule(b->items[1], lifting)})
+                              : b);
+    Ns out{t->items[0], mk(binds)};
+    for (size_t k = 2; k < t->items.size(); ++k) out.push_back(loop_body(t->items[k], lifting));
+    return mk(std::move(out));
   }
 
   // Inside a loop's (if (= k N) s (recur update (+ k 1))): simp (or lift) on the state updates
@@ -664,11 +671,11 @@ struct Rules {
       Ns out{t->items[0]};
       for (size_t k = 1; k < t->items.size(); ++k) {
         N a = t->items[k];
-        out.push_back(counter_step(a) ? a : lifting ? lift(a) : simp(a));
+        out.push_back(counter_step(a) ? a : rule(a, lifting));
       }
       return mk(std::move(out));
     }
-    return lifting ? lift(t) : simp(t);
+    return rule(t, lifting);
   }
 
   N apply(const std::string& head, const Ns& args) {
@@ -1377,13 +1384,7 @@ struct Rules {
   // pow/expt and loop control stay literal: they are structure, not constants).
   N lift(N t) {
     if (!L(t) || t->items.empty()) return num(t) ? P() : t;
-    Facts* f = facts(t);
-    if (!f->lift) {
-      guard();
-      N out = lift_node(t);
-      f->lift = out;
-    }
-    return f->lift;
+    return memo(t, &Facts::lift, &Rules::lift_node);
   }
 
   N lift_node(N t) {
@@ -1396,16 +1397,7 @@ struct Rules {
       for (size_t k = 2; k < t->items.size(); ++k) out.push_back(lift(t->items[k]));
       return mk(std::move(out));
     }
-    if (is_loop(t)) {
-      Ns binds;
-      for (N b : t->items[1]->items)
-        binds.push_back(pair(b) ? mk({b->items[0], num(b->items[1]) ? b->items[1]
-                                                                    : lift(b->items[1])})
-                                : b);
-      Ns out{head, mk(binds)};
-      for (size_t k = 2; k < t->items.size(); ++k) out.push_back(loop_body(t->items[k], true));
-      return mk(std::move(out));
-    }
+    if (is_loop(t)) return loop_form(t, true);
     if (!arith_head(head)) return t;
     bool power = is(head, "pow") || is(head, "expt");
     Ns out{head};
@@ -1502,41 +1494,37 @@ Simplifier::Simplifier(std::vector<std::string> params) : names_(std::move(param
   param_ = sym("?");
 }
 
+Node* Simplifier::make(Kind kind) {
+  nodes_.emplace_back();
+  Node* n = &nodes_.back();
+  n->kind = kind;
+  return n;
+}
 Node* Simplifier::sym(const std::string& name) {
   auto it = symbols_.find(name);
   if (it != symbols_.end()) return it->second;
-  nodes_.emplace_back();
-  Node* n = &nodes_.back();
-  n->kind = Kind::Sym;
+  Node* n = make(Kind::Sym);
   n->s = name;
   symbols_.emplace(name, n);
   return n;
 }
 Node* Simplifier::integer(int64_t v) {
-  nodes_.emplace_back();
-  Node* n = &nodes_.back();
-  n->kind = Kind::Int;
+  Node* n = make(Kind::Int);
   n->i = v;
   return n;
 }
 Node* Simplifier::real(double v) {
-  nodes_.emplace_back();
-  Node* n = &nodes_.back();
-  n->kind = Kind::Float;
+  Node* n = make(Kind::Float);
   n->f = v;
   return n;
 }
 Node* Simplifier::boolean(bool v) {
-  nodes_.emplace_back();
-  Node* n = &nodes_.back();
-  n->kind = Kind::Bool;
+  Node* n = make(Kind::Bool);
   n->b = v;
   return n;
 }
 Node* Simplifier::list(std::vector<Node*> items) {
-  nodes_.emplace_back();
-  Node* n = &nodes_.back();
-  n->kind = Kind::List;
+  Node* n = make(Kind::List);
   n->items = std::move(items);
   return n;
 }

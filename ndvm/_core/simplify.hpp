@@ -94,6 +94,7 @@ class Simplifier {
 
  private:
   friend struct Rules;
+  Node* make(Kind kind);
   std::vector<std::string> names_;
   std::unordered_set<std::string> params_;
   std::deque<Node> nodes_;
