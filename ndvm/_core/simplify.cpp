@@ -191,9 +191,11 @@ struct Rules {
   static bool num_eq(N t, double k) { return num(t) && val(t) == k; }
   static size_t len(N t) { return t->items.size(); }
 
-  void guard() {
+  static void guard() {
     if (native_stack_exhausted())
-      raise(Err::Recursion, "maximum recursion depth exceeded in the simplifier");
+      raise(Err::Recursion,
+            "maximum recursion depth exceeded in the simplifier (the tree is nested too deeply "
+            "for this thread's native stack)");
   }
 
   // Python's t[k] (IndexError past a list's end; a str gives its k-th character; a number is
@@ -251,6 +253,7 @@ struct Rules {
     if (a->kind != b->kind) return false;
     if (a->kind == Kind::Sym) return a->s == b->s;
     if (a->kind != Kind::List || a->items.size() != b->items.size()) return false;
+    guard();
     for (size_t k = 0; k < a->items.size(); ++k)
       if (!eq(a->items[k], b->items[k])) return false;
     return true;
@@ -278,6 +281,7 @@ struct Rules {
   bool fitted(N a) const { return is_mark(a) || in_P(a); }
   bool has_param(N t) const {
     if (L(t)) {
+      guard();
       for (N x : t->items)
         if (has_param(x)) return true;
       return false;
@@ -548,6 +552,7 @@ struct Rules {
 
   static bool mentions(N t, N name) {
     if (L(t)) {
+      guard();
       for (N x : t->items)
         if (mentions(x, name)) return true;
       return false;
@@ -664,6 +669,7 @@ struct Rules {
   // Inside a loop's (if (= k N) s (recur update (+ k 1))): simp (or lift) on the state updates
   // and the result, never on the counter's step or the test.
   N loop_body(N t, bool lifting) {
+    guard();
     if (L(t) && !t->items.empty() && is(t->items[0], "if") && t->items.size() == 4)
       return mk({t->items[0], t->items[1], loop_body(t->items[2], lifting),
                  loop_body(t->items[3], lifting)});

@@ -36,6 +36,8 @@ cdef extern from "simplify.hpp" namespace "ndvm::simp" nogil:
 # limit well before).
 SIMPLIFY_MAX_DEPTH = 1000
 cdef int _MAX_DEPTH = SIMPLIFY_MAX_DEPTH
+_STACK_EXHAUSTED = ("maximum recursion depth exceeded in the simplifier (the tree is nested too "
+                    "deeply for this thread's native stack)")
 
 
 def simplify_arithmetic_heads():
@@ -114,6 +116,8 @@ cdef class Simplifier:
         if isinstance(t, list):
             if depth >= _MAX_DEPTH:
                 raise RecursionError(f"the tree is nested more than {_MAX_DEPTH} levels deep")
+            if native_stack_exhausted():  # (datum.pxi's guard)
+                raise RecursionError(_STACK_EXHAUSTED)
             items.reserve(len(t))
             for x in t:
                 items.push_back(self._convert(x, depth + 1))
@@ -142,6 +146,8 @@ cdef class Simplifier:
             return n.f
         if k == 3:
             return n.b
+        if native_stack_exhausted():
+            raise RecursionError(_STACK_EXHAUSTED)
         return [self._tree(x) for x in n.items]
 
     def canonical_form(self, tree):
