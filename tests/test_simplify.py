@@ -394,8 +394,10 @@ def test_deep_trees_are_simplified_or_refused_never_a_crash():
         th.join()
     finally:
         threading.stack_size(old)
-    assert out[0] == 301
-    assert isinstance(out[1], str) and "recursion" in out[1]
+    # 200 deep fits in 256 KiB (not under the sanitizer's larger frames: then a refusal), 999
+    # deep never does
+    assert out[0] == 301 or "native stack" in out[0], out[0]
+    assert "native stack" in out[1], out[1]
 
 
 def test_unusual_atoms_are_clear_errors_or_kept():
