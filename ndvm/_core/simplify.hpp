@@ -89,8 +89,10 @@ class Simplifier {
   int content_id(Node* t, uint64_t* out);
   const std::string& failure_message() const { return failure_.message; }
 
+  // (bounds memory: a long-lived Simplifier stays below the Python memo's ~70 MiB; a reset
+  // costs only recomputation)
   static constexpr size_t kContentLimit = 200000;
-  static constexpr size_t kNodeLimit = 2000000;
+  static constexpr size_t kNodeLimit = 250000;
 
  private:
   friend struct Rules;
