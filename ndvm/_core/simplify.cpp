@@ -1,19 +1,7 @@
-// The canonical form of search candidates: the rewrite rules (see simplify.hpp and the Python
-// module ndvm.cosearch.simplify, which documents them for users).
-//
-// ``canonical_form`` folds constants, collapses every parameter-only subtree into one parameter,
-// turns numeric literals into fitted parameters, removes identities (x-x, x/x, x*1, x+0, nested
-// negations and inverses, log(exp u)), flattens and orders + and *, keeps one free scale per
-// product and one constant per sum (wherever it sits: a ratio, a scaled sum, a difference, a
-// function it can stand outside of, exp(c + u) = c' exp(u)), and names parameters by order of
-// occurrence (one parameter per occurrence when the task has names enough). No rewrite makes a
-// tree larger. Special forms (let, loop) keep their structure; loop counters and their literals
-// are never touched.
-//
-// The rules mirror the Python implementation they replaced one for one (the golden file
-// tests/simplify_golden.jsonl.gz holds its outputs), including its errors on malformed trees: an
-// index past a list's end is IndexError, a list where a name is looked up is TypeError, a
-// non-finite literal written out is ValueError.
+// The canonical form's rewrite rules (simplify.hpp; the user-facing description is the Python
+// module ndvm.cosearch.simplify's). They mirror one for one the Python rules they replaced, whose
+// outputs tests/simplify_golden.jsonl.gz holds, errors on malformed trees included (an index past
+// a list's end is IndexError, a list where a name is looked up TypeError, as in Python).
 #include "simplify.hpp"
 
 #include <algorithm>
@@ -177,8 +165,8 @@ struct Num {
 };
 
 struct Rules {
-  Simplifier& S;
-  explicit Rules(Simplifier& s) : S(s) {}
+  Simplifier& owner_;
+  explicit Rules(Simplifier& owner) : owner_(owner) {}
 
   // -- atoms and Python's operations on them -------------------------------------------------
 
@@ -207,7 +195,7 @@ struct Rules {
     }
     if (t->kind == Kind::Sym) {
       if (k >= t->s.size()) raise(Err::Index, "string index out of range");
-      return S.sym(t->s.substr(k, 1));
+      return owner_.sym(t->s.substr(k, 1));
     }
     raise(Err::Type, std::string("'") + type_name(t) + "' object is not subscriptable");
   }
@@ -273,7 +261,7 @@ struct Rules {
     if (L(t)) raise(Err::Type, "unhashable type: 'list'");
   }
 
-  bool in_P(N t) const { return t->kind == Kind::Sym && S.params_.count(t->s); }
+  bool in_P(N t) const { return t->kind == Kind::Sym && owner_.params_.count(t->s); }
   bool is_mark(N t) const { return t->kind == Kind::Sym && t->s == "?"; }
   // a simplified argument that is one fitted number (Python's _pl)
   bool pl(N a) const { return num(a) || is_mark(a) || in_P(a); }
@@ -294,13 +282,13 @@ struct Rules {
     return false;
   }
 
-  N mk(Ns items) { return S.list(std::move(items)); }
+  N mk(Ns items) { return owner_.list(std::move(items)); }
   N mk(const char* head, Ns rest) {
-    rest.insert(rest.begin(), S.sym(head));
-    return S.list(std::move(rest));
+    rest.insert(rest.begin(), owner_.sym(head));
+    return owner_.list(std::move(rest));
   }
-  N F(double v) { return S.real(v); }
-  N P() { return S.param_; }
+  N F(double v) { return owner_.real(v); }
+  N P() { return owner_.param_; }
 
   // -- folding --------------------------------------------------------------------------------
 
@@ -379,8 +367,7 @@ struct Rules {
 
   // -- per-subtree facts ----------------------------------------------------------------------
 
-  Facts* facts(N t) { return S_facts(t); }
-  Facts* S_facts(N t) {
+  Facts* facts(N t) {
     if (t->facts) return t->facts;
     guard();
     std::string key;
@@ -388,7 +375,7 @@ struct Rules {
     for (N x : t->items) {
       switch (x->kind) {
         case Kind::List: {
-          uint64_t id = S_facts(x)->id;
+          uint64_t id = facts(x)->id;
           key += 'L';
           key.append(reinterpret_cast<const char*>(&id), sizeof id);
           break;
@@ -418,13 +405,13 @@ struct Rules {
           break;
       }
     }
-    auto it = S.contents_.find(key);
+    auto it = owner_.contents_.find(key);
     Facts* f;
-    if (it == S.contents_.end()) {
-      S.facts_.emplace_back();
-      f = &S.facts_.back();
-      f->id = S.next_id_++;
-      S.contents_.emplace(std::move(key), f);
+    if (it == owner_.contents_.end()) {
+      owner_.facts_.emplace_back();
+      f = &owner_.facts_.back();
+      f->id = owner_.next_id_++;
+      owner_.contents_.emplace(std::move(key), f);
     } else {
       f = it->second;
     }
@@ -692,7 +679,7 @@ struct Rules {
       auto v = fold(head, args);
       if (v) return F(*v);
     }
-    Ns items{S.sym(head)};
+    Ns items{owner_.sym(head)};
     items.insert(items.end(), args.begin(), args.end());
     N node = mk(std::move(items));
     bool all_pl = true;
@@ -751,7 +738,7 @@ struct Rules {
       if (fitted(u)) {
         Split s = split_sum(k);  // c^(d + w) = c^d c^w
         if (s.c) return apply("*", {P(), apply(head, {u, s.rest})});
-        if (slotted(k) && !fitted(k)) return mk({S.sym(head), u, unscaled(k)});
+        if (slotted(k) && !fitted(k)) return mk({owner_.sym(head), u, unscaled(k)});
         return nullptr;
       }
       if (L(u) && head_is(u, "exp"))  // exp(w)^k = exp(k w)
@@ -866,8 +853,8 @@ struct Rules {
     rest = sorted(rest);
     if (plus && rest.size() == 2 && pl(rest[0]) && L(rest[1]) && rest[1]->items.size() == 2 &&
         is(rest[1]->items[0], "-"))
-      return mk({S.sym("-"), rest[0], rest[1]->items[1]});  // c + (-w) is c - w
-    Ns out{S.sym(head)};
+      return mk({owner_.sym("-"), rest[0], rest[1]->items[1]});  // c + (-w) is c - w
+    Ns out{owner_.sym(head)};
     out.insert(out.end(), rest.begin(), rest.end());
     return mk(std::move(out));
   }
@@ -984,7 +971,7 @@ struct Rules {
     for (size_t i = 0; i < factors.size(); ++i) {
       N a = factors[i];
       if (L(a) && a->items.size() == 3 && is(a->items[0], "/")) {
-        Ns o{S.sym("*")};
+        Ns o{owner_.sym("*")};
         for (size_t j = 0; j < factors.size(); ++j)
           if (j != i) o.push_back(factors[j]);
         N others = mk(std::move(o));
@@ -1237,7 +1224,7 @@ struct Rules {
     Ns out;
     for (N a : factors) {
       if (a == scale) continue;
-      out.push_back(a == ratio ? mk({S.sym("/"), merged, ratio->items[2]}) : a);
+      out.push_back(a == ratio ? mk({owner_.sym("/"), merged, ratio->items[2]}) : a);
     }
     return out;
   }
@@ -1273,7 +1260,7 @@ struct Rules {
       }
       Group& g = groups.at(*k);
       if (g.repeated) {
-        Ns a{S.sym("*"), P()};
+        Ns a{owner_.sym("*"), P()};
         a.insert(a.end(), g.factors.begin(), g.factors.end());
         out.push_back(mk(std::move(a)));
       } else {
@@ -1286,7 +1273,7 @@ struct Rules {
   N negate(N v) {
     if (v->kind == Kind::Int) {
       if (v->i == INT64_MIN) return F(-static_cast<double>(v->i));
-      return S.integer(-v->i);
+      return owner_.integer(-v->i);
     }
     return F(-v->f);
   }
@@ -1300,7 +1287,7 @@ struct Rules {
       if (slotted(a)) return apply("*", {P(), unscaled(a)});  // -(c u) is c' u
       Split s = split_sum(a);  // -(c + w) is c' - w
       if (s.c) return apply("+", {P(), minus({s.rest})});
-      return mk({S.sym("-"), a});
+      return mk({owner_.sym("-"), a});
     }
     if (args.size() != 2) return mk("-", args);
     N u = args[0], v = args[1];
@@ -1308,7 +1295,7 @@ struct Rules {
     if (num_eq(v, 0)) return u;
     if (num_eq(u, 0)) {
       N inner = negand(v);
-      return inner ? inner : mk({S.sym("-"), F(0.0), v});
+      return inner ? inner : mk({owner_.sym("-"), F(0.0), v});
     }
     if (pl(v)) return assoc("+", {u, has_param(v) ? P() : negate(v)});  // u - c is u + c'
     N inner = negand(v);
@@ -1334,7 +1321,7 @@ struct Rules {
     }
     if (like)
       return apply("+", {u, minus({v})});  // u - c w is u + c' w
-    return mk({S.sym("-"), u, v});
+    return mk({owner_.sym("-"), u, v});
   }
 
   N divide(Ns args) {
@@ -1372,7 +1359,7 @@ struct Rules {
       N w = rest.size() == 1 ? rest[0] : mk("*", rest);
       if (!has_param(scale)) {  // literals: u / (k w) is (1/k) u / w
         auto k = fold("*", scale);
-        if (!k || *k == 0.0) return mk({S.sym("/"), u, v});
+        if (!k || *k == 0.0) return mk({owner_.sym("/"), u, v});
         return assoc("*", {F(1.0 / *k), divide({u, w})});
       }
       bool scaled_u = fitted(u);
@@ -1381,7 +1368,7 @@ struct Rules {
       if (scaled_u) return divide({u, w});  // (a literal numerator stays fixed)
       return assoc("*", {P(), divide({u, w})});
     }
-    return mk({S.sym("/"), u, v});
+    return mk({owner_.sym("/"), u, v});
   }
 
   // -- canonical form -------------------------------------------------------------------------
@@ -1440,17 +1427,17 @@ struct Rules {
     if (is_mark(x) || in_P(x)) {
       std::string name;
       if (is_mark(x) || !shared) {
-        if (next >= S.names_.size()) raise(Err::StopIteration, "");
-        name = S.names_[next++];
+        if (next >= owner_.names_.size()) raise(Err::StopIteration, "");
+        name = owner_.names_[next++];
       } else {
         auto it = mapping.find(x->s);
         if (it == mapping.end()) {
-          if (next >= S.names_.size()) raise(Err::StopIteration, "");
-          it = mapping.emplace(x->s, S.names_[next++]).first;
+          if (next >= owner_.names_.size()) raise(Err::StopIteration, "");
+          it = mapping.emplace(x->s, owner_.names_[next++]).first;
         }
         name = it->second;
       }
-      return {S.sym(name), name};
+      return {owner_.sym(name), name};
     }
     return {x, atom_text(x)};
   }
@@ -1462,7 +1449,7 @@ struct Rules {
   }
 
   void canonical_form(N tree, N* out, std::string* source_out, int64_t* size_out) {
-    int64_t n = static_cast<int64_t>(S.names_.size());
+    int64_t n = static_cast<int64_t>(owner_.names_.size());
     N t = simp(tree);
     N lifted = simp(lift(t));
     for (int k = 0; k < 4; ++k) {  // until lifting and simplifying again changes nothing

@@ -1,13 +1,7 @@
-// The canonical form of search candidates (ndvm.cosearch.simplify is its Python face): constant
-// folding, parameter-only subtrees collapsed into one parameter, literals lifted into parameters,
-// identities removed, + and * flattened and ordered, one free scale per product and one constant
-// per sum, parameters named by order of occurrence. The rules are documented in simplify.cpp.
-//
-// A tree is a graph of Nodes owned by the Simplifier's arena. Nodes are immutable once made; two
-// Nodes may hold the same content (as two Python lists may), and a rule's result is memoized per
-// content (Facts), so a subtree met again costs a lookup. Where a rule asks whether two arguments
-// are the same object (Python's `is`) it compares Node pointers: the memo hands back the same
-// Node for the same content, as the Python memo handed back the same list.
+// The canonical form of search candidates in the core (ndvm.cosearch.simplify is its Python face).
+// A tree is a graph of immutable Nodes in the Simplifier's arena; each rule's result is memoized
+// per list content (Facts), and where a rule asks whether two arguments are the same object
+// (Python's `is`) it compares Node pointers, the memo handing back one Node per content.
 #pragma once
 #include <cstdint>
 #include <deque>
