@@ -531,3 +531,5 @@ cdef class Machine:
 
 
 include "fit.pxi"
+
+include "simplify.pxi"

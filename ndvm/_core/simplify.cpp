@@ -1,0 +1,1567 @@
+// The canonical form's rewrite rules (simplify.hpp; the user-facing description is the Python
+// module ndvm.cosearch.simplify's). They mirror one for one the Python rules they replaced, whose
+// outputs tests/simplify_golden.jsonl.gz holds, errors on malformed trees included (an index past
+// a list's end is IndexError, a list where a name is looked up TypeError, as in Python).
+#include "simplify.hpp"
+
+#include <algorithm>
+#include <charconv>
+#include <cmath>
+#include <cstring>
+#include <map>
+#include <set>
+#include <utility>
+
+#include "stack.hpp"
+
+namespace ndvm::simp {
+
+namespace {
+
+struct Raise {
+  Err kind;
+  std::string message;
+};
+
+[[noreturn]] void raise(Err kind, std::string message) { throw Raise{kind, std::move(message)}; }
+
+const char* const kArith[] = {"+", "-", "*", "/", "sin", "cos", "exp", "log", "sqrt", "tanh",
+                              "tan", "atan", "abs", "square", "pow", "expt"};
+// the heads a constant is folded through by a function call (Python's _FOLD)
+const char* const kFold[] = {"sin", "cos", "exp", "log", "sqrt", "tanh", "tan", "atan", "abs",
+                             "square", "pow", "expt"};
+const char* const kSpecial[] = {"quote", "if", "cond", "case", "and", "or", "when", "unless",
+                                "begin", "let", "let*", "letrec", "letrec*", "lambda", "define",
+                                "loop", "recur", "else"};
+
+// The unary functions folded over a literal (square apart: exact over integers).
+double (*unary_function(const std::string& name))(double) {
+  static const std::pair<const char*, double (*)(double)> table[] = {
+      {"sin", [](double a) { return std::sin(a); }},
+      {"cos", [](double a) { return std::cos(a); }},
+      {"exp", [](double a) { return std::exp(a); }},
+      {"log", [](double a) { return std::log(a); }},
+      {"sqrt", [](double a) { return std::sqrt(a); }},
+      {"tanh", [](double a) { return std::tanh(a); }},
+      {"tan", [](double a) { return std::tan(a); }},
+      {"atan", [](double a) { return std::atan(a); }},
+      {"abs", [](double a) { return std::fabs(a); }},
+  };
+  for (const auto& [n, f] : table)
+    if (name == n) return f;
+  return [](double) { return std::nan(""); };
+}
+
+template <size_t N>
+bool among(const std::string& s, const char* const (&set)[N]) {
+  for (const char* x : set)
+    if (s == x) return true;
+  return false;
+}
+
+// Python's repr of a finite float (shortest round trip; exponent outside [-4, 16)).
+std::string float_repr(double d) {
+  char buf[64];
+  auto res = std::to_chars(buf, buf + sizeof buf, d, std::chars_format::scientific);
+  std::string sci(buf, res.ptr);
+  std::string sign;
+  size_t p = 0;
+  if (sci[0] == '-') {
+    sign = "-";
+    p = 1;
+  }
+  size_t e = sci.find('e');
+  std::string digits;
+  for (size_t k = p; k < e; ++k)
+    if (sci[k] != '.') digits += sci[k];
+  int exp10 = std::stoi(sci.substr(e + 1));
+  while (digits.size() > 1 && digits.back() == '0') digits.pop_back();
+  int decpt = exp10 + 1;
+  int n = static_cast<int>(digits.size());
+  std::string out;
+  if (decpt <= -4 || decpt > 16) {
+    out = digits.substr(0, 1);
+    if (n > 1) out += "." + digits.substr(1);
+    char eb[16];
+    std::snprintf(eb, sizeof eb, "e%c%02d", exp10 < 0 ? '-' : '+', std::abs(exp10));
+    out += eb;
+  } else if (decpt <= 0) {
+    out = "0." + std::string(-decpt, '0') + digits;
+  } else if (decpt >= n) {
+    out = digits + std::string(decpt - n, '0') + ".0";
+  } else {
+    out = digits.substr(0, decpt) + "." + digits.substr(decpt);
+  }
+  return sign + out;
+}
+
+std::string nonfinite_repr(double d) {
+  if (std::isnan(d)) return "nan";
+  return d > 0 ? "inf" : "-inf";
+}
+
+// math.fsum: the correctly rounded sum (Shewchuk's partials); nullopt when it is not finite.
+std::optional<double> fsum(const std::vector<double>& xs) {
+  std::vector<double> partials;
+  for (double x : xs) {
+    if (!std::isfinite(x)) return std::nullopt;
+    size_t i = 0;
+    for (double y : partials) {
+      if (std::fabs(x) < std::fabs(y)) std::swap(x, y);
+      double hi = x + y;
+      double lo = y - (hi - x);
+      if (lo != 0.0) partials[i++] = lo;
+      x = hi;
+    }
+    if (!std::isfinite(x)) return std::nullopt;  // intermediate overflow
+    partials.resize(i);
+    partials.push_back(x);
+  }
+  double hi = 0.0;
+  size_t n = partials.size();
+  if (n > 0) {
+    hi = partials[--n];
+    double lo = 0.0;
+    while (n > 0) {
+      double x = hi;
+      double y = partials[--n];
+      hi = x + y;
+      double yr = hi - x;
+      lo = y - yr;
+      if (lo != 0.0) break;
+    }
+    if (n > 0 && ((lo < 0.0 && partials[n - 1] < 0.0) || (lo > 0.0 && partials[n - 1] > 0.0))) {
+      double y = lo * 2.0;
+      double x = hi + y;
+      double yr = x - hi;
+      if (y == yr) hi = x;
+    }
+  }
+  return hi;
+}
+
+}  // namespace
+
+const std::vector<std::string>& arithmetic_heads() {
+  static const std::vector<std::string> heads(std::begin(kArith), std::end(kArith));
+  return heads;
+}
+
+using N = Node*;
+using Ns = std::vector<Node*>;
+
+// A pair (c, rest), both null for Python's (None, None).
+struct Split {
+  N c = nullptr;
+  N rest = nullptr;
+};
+
+// A number Python-style: an exact integer or a float.
+struct Num {
+  bool is_int;
+  __int128 i;
+  double f;
+  double as_float() const { return is_int ? static_cast<double>(i) : f; }
+};
+
+struct Rules {
+  Simplifier& owner_;
+  explicit Rules(Simplifier& owner) : owner_(owner) {}
+
+  // -- atoms and Python's operations on them -------------------------------------------------
+
+  static bool L(N t) { return t->kind == Kind::List; }
+  static bool is_str(N t) { return t->kind == Kind::Sym; }
+  static bool num(N t) { return t->kind == Kind::Int || t->kind == Kind::Float; }
+  static double val(N t) { return t->kind == Kind::Int ? static_cast<double>(t->i) : t->f; }
+  static bool is(N t, const char* s) { return t->kind == Kind::Sym && t->s == s; }
+  // Python's a == k for a number k (int or float) and an atom a that _num accepts
+  static bool num_eq(N t, double k) { return num(t) && val(t) == k; }
+  static size_t len(N t) { return t->items.size(); }
+
+  static void guard() {
+    if (native_stack_exhausted())
+      raise(Err::Recursion,
+            "maximum recursion depth exceeded in the simplifier (the tree is nested too deeply "
+            "for this thread's native stack)");
+  }
+
+  // Python's t[k] (IndexError past a list's end; a str gives its k-th character; a number is
+  // not subscriptable)
+  N at(N t, size_t k) {
+    if (t->kind == Kind::List) {
+      if (k >= t->items.size()) raise(Err::Index, "list index out of range");
+      return t->items[k];
+    }
+    if (t->kind == Kind::Sym) {
+      if (k >= t->s.size()) raise(Err::Index, "string index out of range");
+      return owner_.sym(t->s.substr(k, 1));
+    }
+    raise(Err::Type, std::string("'") + type_name(t) + "' object is not subscriptable");
+  }
+  static const char* type_name(N t) {
+    switch (t->kind) {
+      case Kind::Sym: return "str";
+      case Kind::Int: return "int";
+      case Kind::Float: return "float";
+      case Kind::Bool: return "bool";
+      default: return "list";
+    }
+  }
+  static N vat(const Ns& v, size_t k) {
+    if (k >= v.size()) raise(Err::Index, "list index out of range");
+    return v[k];
+  }
+  static Ns tail(N t, size_t from = 1) {
+    if (from >= t->items.size()) return {};
+    return Ns(t->items.begin() + from, t->items.end());
+  }
+  // head t[0] equals the symbol s (t a non-empty list, else IndexError for an empty one)
+  bool head_is(N t, const char* s) { return is(at(t, 0), s); }
+
+  // Python's == between two trees (numbers by value, 1 == 1.0 == True; lists item by item)
+  static bool eq(N a, N b) {
+    if (a == b) return true;
+    bool an = a->kind == Kind::Int || a->kind == Kind::Float || a->kind == Kind::Bool;
+    bool bn = b->kind == Kind::Int || b->kind == Kind::Float || b->kind == Kind::Bool;
+    if (an && bn) {
+      if (a->kind == Kind::Float || b->kind == Kind::Float) {
+        N fl = a->kind == Kind::Float ? a : b;
+        N ot = fl == a ? b : a;
+        if (ot->kind == Kind::Float) return a->f == b->f;
+        int64_t iv = ot->kind == Kind::Bool ? int64_t(ot->b) : ot->i;
+        double f = fl->f;
+        if (!std::isfinite(f) || f != std::floor(f) || std::fabs(f) >= 9.2e18) return false;
+        return static_cast<int64_t>(f) == iv;
+      }
+      int64_t x = a->kind == Kind::Bool ? int64_t(a->b) : a->i;
+      int64_t y = b->kind == Kind::Bool ? int64_t(b->b) : b->i;
+      return x == y;
+    }
+    if (a->kind != b->kind) return false;
+    if (a->kind == Kind::Sym) return a->s == b->s;
+    if (a->kind != Kind::List || a->items.size() != b->items.size()) return false;
+    guard();
+    for (size_t k = 0; k < a->items.size(); ++k)
+      if (!eq(a->items[k], b->items[k])) return false;
+    return true;
+  }
+  // Python's truth of a tree (an empty list, a zero, an empty name, False are false)
+  static bool truthy(N t) {
+    switch (t->kind) {
+      case Kind::List: return !t->items.empty();
+      case Kind::Sym: return !t->s.empty();
+      case Kind::Bool: return t->b;
+      case Kind::Int: return t->i != 0;
+      default: return t->f != 0.0;
+    }
+  }
+  // Python's ``x in frozenset_or_dict`` for a head: a list is unhashable
+  static void hashable(N t) {
+    if (L(t)) raise(Err::Type, "unhashable type: 'list'");
+  }
+
+  bool in_P(N t) const { return t->kind == Kind::Sym && owner_.params_.count(t->s); }
+  bool is_mark(N t) const { return t->kind == Kind::Sym && t->s == "?"; }
+  // a simplified argument that is one fitted number (Python's _pl)
+  bool pl(N a) const { return num(a) || is_mark(a) || in_P(a); }
+  // ... with a parameter in it (Python's _fitted)
+  bool fitted(N a) const { return is_mark(a) || in_P(a); }
+  bool has_param(N t) const {
+    if (L(t)) {
+      guard();
+      for (N x : t->items)
+        if (has_param(x)) return true;
+      return false;
+    }
+    return is_mark(t) || in_P(t);
+  }
+  bool has_param(const Ns& v) const {
+    for (N x : v)
+      if (has_param(x)) return true;
+    return false;
+  }
+
+  N mk(Ns items) { return owner_.list(std::move(items)); }
+  N mk(const char* head, Ns rest) {
+    rest.insert(rest.begin(), owner_.sym(head));
+    return owner_.list(std::move(rest));
+  }
+  N F(double v) { return owner_.real(v); }
+  N P() { return owner_.param_; }
+
+  // -- folding --------------------------------------------------------------------------------
+
+  static Num as_num(N a) {
+    return a->kind == Kind::Int ? Num{true, a->i, 0.0} : Num{false, 0, a->f};
+  }
+  static bool fits(__int128 v) { return v > -(__int128(1) << 100) && v < (__int128(1) << 100); }
+  static Num times(Num a, Num b) {
+    if (a.is_int && b.is_int) {
+      // (an exact product while it stays small; beyond, the float product)
+      if (fits(a.i) && fits(b.i)) {
+        __int128 hi = a.i * b.i;
+        if ((a.i == 0 || hi / a.i == b.i) && fits(hi)) return Num{true, hi, 0.0};
+      }
+      return Num{false, 0, a.as_float() * b.as_float()};
+    }
+    return Num{false, 0, a.as_float() * b.as_float()};
+  }
+  static Num prod(const Ns& xs, size_t from = 0) {
+    Num acc{true, 1, 0.0};
+    for (size_t k = from; k < xs.size(); ++k) acc = times(acc, as_num(xs[k]));
+    return acc;
+  }
+  static std::optional<double> fsum_of(const Ns& xs, size_t from = 0) {
+    std::vector<double> v;
+    for (size_t k = from; k < xs.size(); ++k) v.push_back(val(xs[k]));
+    return fsum(v);
+  }
+
+  // The value of (head args...) over numbers, or nullopt when it is not a finite number.
+  std::optional<double> fold(const std::string& head, const Ns& args) {
+    double v;
+    if (head == "+") {
+      auto s = fsum_of(args);
+      if (!s) return std::nullopt;
+      v = *s;
+    } else if (head == "*") {
+      v = prod(args).as_float();
+    } else if (head == "-") {
+      if (args.empty()) raise(Err::Index, "list index out of range");
+      if (args.size() == 1) {
+        v = -val(args[0]);
+      } else {
+        auto s = fsum_of(args, 1);
+        if (!s) return std::nullopt;
+        v = val(args[0]) - *s;
+      }
+    } else if (head == "/") {
+      if (args.empty()) raise(Err::Index, "list index out of range");
+      if (args.size() == 1) {
+        if (val(args[0]) == 0.0) return std::nullopt;
+        v = 1.0 / val(args[0]);
+      } else {
+        Num d = prod(args, 1);
+        double dv = d.as_float();
+        if (d.is_int ? d.i == 0 : dv == 0.0) return std::nullopt;
+        v = val(args[0]) / dv;
+      }
+    } else if (among(head, kFold) && (args.size() == 1 || args.size() == 2)) {
+      bool binary = head == "pow" || head == "expt";
+      if (binary != (args.size() == 2)) return std::nullopt;  // (a TypeError in Python)
+      if (binary) {
+        v = std::pow(val(args[0]), val(args[1]));
+      } else if (head == "square") {
+        Num x = as_num(args[0]);
+        v = times(x, x).as_float();
+      } else {  // (Python's math raised where these give a non-finite value)
+        v = unary_function(head)(val(args[0]));
+      }
+    } else {
+      return std::nullopt;
+    }
+    if (!std::isfinite(v)) return std::nullopt;
+    return v;
+  }
+
+  // -- per-subtree facts ----------------------------------------------------------------------
+
+  Facts* facts(N t) {
+    if (t->facts) return t->facts;
+    guard();
+    std::string key;
+    key.reserve(t->items.size() * 10);
+    for (N x : t->items) {
+      switch (x->kind) {
+        case Kind::List: {
+          uint64_t id = facts(x)->id;
+          key += 'L';
+          key.append(reinterpret_cast<const char*>(&id), sizeof id);
+          break;
+        }
+        case Kind::Sym: {
+          uint32_t n = static_cast<uint32_t>(x->s.size());
+          key += 'S';
+          key.append(reinterpret_cast<const char*>(&n), sizeof n);
+          key += x->s;
+          break;
+        }
+        case Kind::Int:
+          key += 'I';
+          key.append(reinterpret_cast<const char*>(&x->i), sizeof x->i);
+          break;
+        case Kind::Float: {
+          double f = std::isnan(x->f) ? std::numeric_limits<double>::quiet_NaN() : x->f;
+          uint64_t bits;
+          std::memcpy(&bits, &f, sizeof bits);
+          if (std::isnan(f)) bits = 0x7ff8000000000000ULL;
+          key += 'F';
+          key.append(reinterpret_cast<const char*>(&bits), sizeof bits);
+          break;
+        }
+        case Kind::Bool:
+          key += x->b ? 'T' : 'B';
+          break;
+      }
+    }
+    auto it = owner_.contents_.find(key);
+    Facts* f;
+    if (it == owner_.contents_.end()) {
+      owner_.facts_.emplace_back();
+      f = &owner_.facts_.back();
+      f->id = owner_.next_id_++;
+      owner_.contents_.emplace(std::move(key), f);
+    } else {
+      f = it->second;
+    }
+    t->facts = f;
+    return f;
+  }
+
+  // An atom's source text (a number's written once; a non-finite literal cannot be written).
+  const std::string& atom_text(N a) {
+    switch (a->kind) {
+      case Kind::Sym: return a->s;
+      case Kind::List: raise(Err::Type, "a list is not an atom");
+      default: break;
+    }
+    if (!a->text_known) {
+      if (a->kind == Kind::Bool) {
+        a->text = a->b ? "#t" : "#f";
+      } else if (a->kind == Kind::Int) {
+        a->text = std::to_string(a->i);
+      } else {
+        if (!std::isfinite(a->f))
+          raise(Err::Value, "cannot write the literal " + nonfinite_repr(a->f));
+        a->text = float_repr(a->f);
+      }
+      a->text_known = true;
+    }
+    return a->text;
+  }
+
+  // A text memoized per list content in ``field``: "(" + its items' texts + ")", an atom's
+  // written by ``atom``.
+  template <class Atom>
+  const std::string& text(N t, std::optional<std::string> Facts::*field, Atom atom) {
+    if (!L(t)) return atom(t);
+    Facts* f = facts(t);
+    if (!(f->*field)) {
+      guard();
+      std::string out = "(";
+      for (size_t k = 0; k < t->items.size(); ++k) {
+        if (k) out += ' ';
+        out += text(t->items[k], field, atom);
+      }
+      out += ')';
+      f->*field = std::move(out);
+    }
+    return *(f->*field);
+  }
+
+  // A count memoized per list content in ``field``: the sum of its items' counts, an atom's
+  // given by ``atom``.
+  template <class Atom>
+  int64_t count(N t, int64_t Facts::*field, Atom atom) {
+    if (!L(t)) return atom(t);
+    Facts* f = facts(t);
+    if (f->*field < 0) {
+      guard();
+      int64_t n = 0;
+      for (N x : t->items) n += count(x, field, atom);
+      f->*field = n;
+    }
+    return f->*field;
+  }
+
+  // sexpr.to_source(t)
+  const std::string& src(N t) {
+    return text(t, &Facts::src, [this](N a) -> const std::string& { return atom_text(a); });
+  }
+
+  // sexpr.skeleton(t, params): parameters written P and numbers C
+  const std::string& skeleton(N t) {
+    static const std::string number = "C", param = "P";
+    return text(t, &Facts::skel, [this](N a) -> const std::string& {
+      return num(a) ? number : in_P(a) ? param : atom_text(a);
+    });
+  }
+
+  // Ordering of + and * arguments: variables before parameters, by parameter-free shape. A
+  // boolean is not a str: Python's join (and comparison) of it was a TypeError.
+  const std::string& key(N t) {
+    static const std::string constant = "C";
+    return text(t, &Facts::key, [this](N a) -> const std::string& {
+      if (num(a) || is_mark(a) || in_P(a)) return constant;
+      if (a->kind != Kind::Sym)
+        raise(Err::Type, "sequence item: expected str instance, bool found");
+      return a->s;
+    });
+  }
+
+  // sexpr.size(t): the number of atoms
+  int64_t size(N t) { return count(t, &Facts::size, [](N) { return int64_t(1); }); }
+  // how many parameters (named or still to be named) the tree mentions
+  int64_t occurrences(N t) {
+    return count(t, &Facts::occ, [this](N a) { return int64_t(is_mark(a) || in_P(a)); });
+  }
+  // how many parameters still to be named the tree holds
+  int64_t marks(N t) {
+    return count(t, &Facts::marks, [this](N a) { return int64_t(is_mark(a)); });
+  }
+
+  void named(N t, std::set<std::string>& out) {
+    if (!L(t)) {
+      if (in_P(t)) out.insert(t->s);
+      return;
+    }
+    guard();
+    for (N x : t->items) named(x, out);
+  }
+
+  // -- simplification -------------------------------------------------------------------------
+
+  // rule(t) memoized per list content in field
+  N memo(N t, N Facts::*field, N (Rules::*rule)(N)) {
+    Facts* f = facts(t);
+    if (!(f->*field)) {
+      guard();
+      N out = (this->*rule)(t);
+      f->*field = out;
+    }
+    return f->*field;
+  }
+
+  N simp(N t) { return !L(t) || t->items.empty() ? t : memo(t, &Facts::simp, &Rules::simp_node); }
+
+  static bool pair(N b) { return L(b) && b->items.size() == 2; }
+
+  static bool mentions(N t, N name) {
+    if (L(t)) {
+      guard();
+      for (N x : t->items)
+        if (mentions(x, name)) return true;
+      return false;
+    }
+    return eq(t, name);
+  }
+
+  N substitute(N t, N name, N value) {
+    if (L(t)) {
+      guard();
+      Ns out;
+      out.reserve(t->items.size());
+      for (N x : t->items) out.push_back(substitute(x, name, value));
+      return mk(std::move(out));
+    }
+    return eq(t, name) ? value : t;
+  }
+
+  // How often name occurs in t; many when t binds names (no inlining there).
+  int64_t uses(N t, N name) {
+    if (L(t)) {
+      if (!t->items.empty()) {
+        N h = t->items[0];
+        hashable(h);
+        if (h->kind == Kind::Sym && among(h->s, kSpecial)) return 2;
+      }
+      guard();
+      int64_t n = 0;
+      for (N x : t->items) n += uses(x, name);
+      return n;
+    }
+    return eq(t, name) ? 1 : 0;
+  }
+
+  bool is_let(N t) {
+    N head = t->items[0];
+    return (is(head, "let") || is(head, "let*")) && t->items.size() >= 3 && L(t->items[1]);
+  }
+  bool is_loop(N t) {
+    return is(t->items[0], "loop") && t->items.size() >= 3 && L(t->items[1]);
+  }
+  bool arith_head(N head) { return head->kind == Kind::Sym && among(head->s, kArith); }
+
+  N simp_node(N t) {
+    N head = t->items[0];
+    if (is_let(t)) {
+      bool star = is(head, "let*");
+      Ns binds;
+      for (N b : t->items[1]->items)
+        binds.push_back(pair(b) ? mk({b->items[0], simp(b->items[1])}) : b);
+      Ns body;
+      for (size_t k = 2; k < t->items.size(); ++k) body.push_back(simp(t->items[k]));
+      std::vector<size_t> used;  // indices into binds
+      for (size_t k = 0; k < binds.size(); ++k) {
+        N b = binds[k];
+        bool keep = !pair(b);
+        for (size_t j = 0; !keep && j < body.size(); ++j) keep = mentions(body[j], b->items[0]);
+        if (!keep && star) {
+          for (size_t j = 0; !keep && j < binds.size(); ++j)
+            if (j != k) keep = mentions(at(binds[j], 1), b->items[0]);
+        }
+        if (keep) used.push_back(k);
+      }
+      if (used.empty() && body.size() == 1) return body[0];
+      std::vector<size_t> consts;
+      if (!star)
+        for (size_t k : used)
+          if (pair(binds[k]) && pl(binds[k]->items[1])) consts.push_back(k);
+      if (!consts.empty() && body.size() == 1) {  // a binding to one fitted number is that number
+        N out = body[0];
+        for (size_t k : consts) out = substitute(out, binds[k]->items[0], binds[k]->items[1]);
+        Ns rest;
+        for (size_t k : used)
+          if (std::find(consts.begin(), consts.end(), k) == consts.end()) rest.push_back(binds[k]);
+        return simp(rest.empty() ? out : mk({head, mk(rest), out}));
+      }
+      if (!star && used.size() == 1 && body.size() == 1 &&
+          uses(body[0], at(binds[used[0]], 0)) == 1) {  // a single use: inline
+        N b = binds[used[0]];
+        return simp(substitute(body[0], at(b, 0), at(b, 1)));
+      }
+      Ns kept;
+      for (size_t k : used) kept.push_back(binds[k]);
+      Ns out{head, mk(kept)};
+      out.insert(out.end(), body.begin(), body.end());
+      return mk(std::move(out));
+    }
+    if (is_loop(t)) return loop_form(t, false);
+    if (!arith_head(head)) return t;  // comparisons, data operations, other forms: as written
+    Ns args;
+    for (size_t k = 1; k < t->items.size(); ++k) args.push_back(simp(t->items[k]));
+    return apply(head->s, args);
+  }
+
+  static bool counter_step(N a) {
+    return L(a) && a->items.size() == 3 && is(a->items[0], "+") && is_str(a->items[1]) &&
+           num(a->items[2]);
+  }
+
+  N rule(N t, bool lifting) { return lifting ? lift(t) : simp(t); }
+
+  // A loop with simp (or lift) on its state's initial values (a literal one stays) and body.
+  N loop_form(N t, bool lifting) {
+    Ns binds;
+    for (N b : t->items[1]->items)
+      binds.push_back(pair(b) ? mk({b->items[0], num(b->items[1]) ? b->items[1]
+                                                                  : rule(b->items[1], lifting)})
+                              : b);
+    Ns out{t->items[0], mk(binds)};
+    for (size_t k = 2; k < t->items.size(); ++k) out.push_back(loop_body(t->items[k], lifting));
+    return mk(std::move(out));
+  }
+
+  // Inside a loop's (if (= k N) s (recur update (+ k 1))): simp (or lift) on the state updates
+  // and the result, never on the counter's step or the test.
+  N loop_body(N t, bool lifting) {
+    guard();
+    if (L(t) && !t->items.empty() && is(t->items[0], "if") && t->items.size() == 4)
+      return mk({t->items[0], t->items[1], loop_body(t->items[2], lifting),
+                 loop_body(t->items[3], lifting)});
+    if (L(t) && !t->items.empty() && is(t->items[0], "recur")) {
+      Ns out{t->items[0]};
+      for (size_t k = 1; k < t->items.size(); ++k) {
+        N a = t->items[k];
+        out.push_back(counter_step(a) ? a : rule(a, lifting));
+      }
+      return mk(std::move(out));
+    }
+    return rule(t, lifting);
+  }
+
+  N apply(const std::string& head, const Ns& args) {
+    guard();
+    bool all_num = true;
+    for (N a : args) all_num = all_num && num(a);
+    if (all_num) {
+      auto v = fold(head, args);
+      if (v) return F(*v);
+    }
+    Ns items{owner_.sym(head)};
+    items.insert(items.end(), args.begin(), args.end());
+    N node = mk(std::move(items));
+    bool all_pl = true;
+    for (N a : args) all_pl = all_pl && pl(a);
+    if (all_pl && has_param(node)) return P();  // a parameter-only subtree is one number
+    N out;
+    if (head == "+" || head == "*") {
+      out = assoc(head, args);
+    } else if (head == "-") {
+      out = minus(args);
+    } else if (head == "/") {
+      out = divide(args);
+    } else if (args.size() == 1 && L(args[0]) && args[0]->items.size() == 2 &&
+               ((head == "log" && is(args[0]->items[0], "exp")) ||
+                (head == "exp" && is(args[0]->items[0], "log")) ||
+                (head == "square" && is(args[0]->items[0], "sqrt")))) {
+      return args[0]->items[1];
+    } else {
+      N oc = outer_constant(head, args);
+      out = (oc && truthy(oc)) ? oc : node;
+    }
+    // never larger: a rewrite that would grow the tree leaves the node as it is
+    return (out == node || size(out) <= size(node)) ? out : node;
+  }
+
+  bool is_pow(N u) { return is(at(u, 0), "pow") || is(at(u, 0), "expt"); }
+
+  // A fitted constant inside a function that can stand outside it (see the Python module's
+  // _outer_constant docstring for the list); nullptr when none applies.
+  N outer_constant(const std::string& head, const Ns& args) {
+    N u = vat(args, 0);
+    Ns extra;
+    if (head == "exp" && args.size() == 1) {
+      if (fitted_difference(u)) return divide({P(), apply("exp", {at(u, 2)})});
+      Split s = split_sum(u);
+      if (s.c) return apply("*", {P(), apply("exp", {s.rest})});
+      return nullptr;
+    }
+    if (head == "log" && args.size() == 1) {
+      if (L(u) && is_pow(u) && fitted(at(u, 2)))
+        return apply("*", {P(), apply("log", {at(u, 1)})});  // log(w^c)
+      if (L(u) && is_pow(u) && fitted(at(u, 1))) return apply("*", {P(), at(u, 2)});
+      if (L(u) && head_is(u, "/") && num(at(u, 1)) && num_eq(at(u, 1), 1))
+        return minus({apply("log", {at(u, 2)})});  // log(1/w) = -log(w)
+      if (slotted(u) && !fitted(u)) {
+        N rest = unscaled(u);
+        if (reciprocal(rest)) return minus({P(), apply("log", {at(rest, 2)})});
+        return apply("+", {P(), apply("log", {rest})});
+      }
+      return nullptr;
+    }
+    if ((head == "square" || head == "sqrt") && args.size() == 1) {
+      if (L(u) && is_pow(u) && fitted(at(u, 2))) return mk({at(u, 0), at(u, 1), P()});
+    } else if ((head == "pow" || head == "expt") && args.size() == 2) {
+      N k = args[1];
+      if (fitted(u)) {
+        Split s = split_sum(k);  // c^(d + w) = c^d c^w
+        if (s.c) return apply("*", {P(), apply(head, {u, s.rest})});
+        if (slotted(k) && !fitted(k)) return mk({owner_.sym(head), u, unscaled(k)});
+        return nullptr;
+      }
+      if (L(u) && head_is(u, "exp"))  // exp(w)^k = exp(k w)
+        return apply("exp", {apply("*", {k, at(u, 1)})});
+      if (L(u) && is_pow(u) && (slotted(at(u, 2)) || fitted(at(u, 1))))
+        return apply(head, {at(u, 1), apply("*", {at(u, 2), k})});
+      if (!pl(k)) return nullptr;
+      extra.push_back(k);
+    } else {
+      return nullptr;
+    }
+    if (slotted(u) && !fitted(u)) {  // f(c w) = c' f(w), f(c / w) = c' / f(w)
+      N rest = unscaled(u);
+      if (reciprocal(rest)) {
+        Ns a{at(rest, 2)};
+        a.insert(a.end(), extra.begin(), extra.end());
+        return divide({P(), apply(head, a)});
+      }
+      Ns a{rest};
+      a.insert(a.end(), extra.begin(), extra.end());
+      return apply("*", {P(), apply(head, a)});
+    }
+    return nullptr;
+  }
+
+  // The terms of a sum or difference, flattened: (- (+ u v) w) -> u, v, (- w).
+  Ns terms(N t) {
+    guard();
+    if (L(t) && !t->items.empty() && is(t->items[0], "+")) {
+      Ns out;
+      for (size_t k = 1; k < t->items.size(); ++k) {
+        Ns sub = terms(t->items[k]);
+        out.insert(out.end(), sub.begin(), sub.end());
+      }
+      return out;
+    }
+    if (L(t) && t->items.size() == 3 && is(t->items[0], "-")) {
+      Ns out = terms(t->items[1]);
+      Ns sub = terms(minus({t->items[2]}));
+      out.insert(out.end(), sub.begin(), sub.end());
+      return out;
+    }
+    return {t};
+  }
+
+  // (group, rest) when function call t has a fitted constant that can stand outside it.
+  std::pair<char, N> pulled(N t) {
+    if (!(L(t) && !t->items.empty())) return {0, nullptr};
+    N h = t->items[0];
+    hashable(h);
+    if (!(h->kind == Kind::Sym && among(h->s, kFold))) return {0, nullptr};
+    Facts* f = facts(t);
+    if (!f->pull_known) {
+      f->pull_known = true;  // (None, None) while it is being found
+      N out = outer_constant(h->s, tail(t));
+      if (out && L(out) && (head_is(out, "*") || head_is(out, "/") || head_is(out, "+") ||
+                            head_is(out, "-")) &&
+          out->items.size() == 3 && fitted(out->items[1])) {
+        if (is(out->items[0], "/")) {
+          N r = divide({F(1.0), out->items[2]});
+          f->pull_group = '*';
+          f->pull_rest = r;
+        } else if (is(out->items[0], "-")) {
+          N r = minus({out->items[2]});
+          f->pull_group = '+';
+          f->pull_rest = r;
+        } else {
+          f->pull_group = out->items[0]->s[0];
+          f->pull_rest = out->items[2];
+        }
+      }
+    }
+    return {f->pull_group, f->pull_rest};
+  }
+
+  // (c, rest) when t is a head group with exactly one fitted constant c among its arguments.
+  Split split(N t, const char* head) {
+    if (!(L(t) && !t->items.empty() && is(t->items[0], head))) return {};
+    Ns consts;
+    for (size_t k = 1; k < t->items.size(); ++k)
+      if (fitted(t->items[k])) consts.push_back(t->items[k]);
+    if (consts.size() != 1) return {};
+    Ns rest;
+    for (size_t k = 1; k < t->items.size(); ++k)
+      if (t->items[k] != consts[0]) rest.push_back(t->items[k]);
+    return {consts[0], rest.size() == 1 ? rest[0] : apply(head, rest)};
+  }
+
+  N assoc(const std::string& head, const Ns& args) {
+    bool plus = head == "+";
+    Ns flat;
+    for (N a : args) {
+      if (L(a) && !a->items.empty() && is(a->items[0], head.c_str())) {
+        flat.insert(flat.end(), a->items.begin() + 1, a->items.end());
+      } else if (plus && L(a) && a->items.size() == 3 && is(a->items[0], "-")) {
+        Ns sub = terms(a);  // u - v is u + (-v)
+        flat.insert(flat.end(), sub.begin(), sub.end());
+      } else {
+        flat.push_back(a);
+      }
+    }
+    if (!plus)
+      for (N a : flat)
+        if (num_eq(a, 0)) return F(0.0);
+    Ns rest = fold_constants(head, flat);
+    if (plus)  // (the groupings may leave constants to fold again)
+      rest = fold_constants(head, like_terms(distribute(affine_terms(rest))));
+    else
+      rest = scale_into_ratio(fold_constants(head, merge_scales(rest)));
+    if (rest.empty()) return F(plus ? 0.0 : 1.0);
+    if (rest.size() == 1) return rest[0];
+    rest = sorted(rest);
+    if (plus && rest.size() == 2 && pl(rest[0]) && L(rest[1]) && rest[1]->items.size() == 2 &&
+        is(rest[1]->items[0], "-"))
+      return mk({owner_.sym("-"), rest[0], rest[1]->items[1]});  // c + (-w) is c - w
+    Ns out{owner_.sym(head)};
+    out.insert(out.end(), rest.begin(), rest.end());
+    return mk(std::move(out));
+  }
+
+  // sorted(rest, key=lambda a: (not pl(a), key(a))), stable
+  Ns sorted(const Ns& rest) {
+    struct Keyed {
+      bool variable;
+      const std::string* key;
+      N item;
+    };
+    std::vector<Keyed> keyed;
+    keyed.reserve(rest.size());
+    for (N a : rest) keyed.push_back({!pl(a), &key(a), a});
+    std::stable_sort(keyed.begin(), keyed.end(), [](const Keyed& a, const Keyed& b) {
+      return a.variable != b.variable ? a.variable < b.variable : *a.key < *b.key;
+    });
+    Ns out;
+    out.reserve(rest.size());
+    for (auto& e : keyed) out.push_back(e.item);
+    return out;
+  }
+
+  // A sum's or product's arguments with its constants folded into one.
+  Ns fold_constants(const std::string& head, const Ns& items) {
+    Ns consts, rest;
+    for (N a : items) (pl(a) ? consts : rest).push_back(a);
+    if (consts.size() == 1 && is_str(consts[0])) {
+      rest.push_back(consts[0]);  // one parameter keeps its name (and any sharing)
+    } else if (has_param(consts)) {
+      rest.push_back(P());
+    } else {
+      double unit = head == "+" ? 0.0 : 1.0;
+      std::optional<double> v = consts.empty() ? std::optional<double>(unit) : fold(head, consts);
+      if (!v)
+        rest.insert(rest.end(), consts.begin(), consts.end());
+      else if (*v != unit)
+        rest.push_back(F(*v));
+    }
+    return rest;
+  }
+
+  // True when t has a free scale of its own.
+  bool slotted(N t) {
+    if (fitted(t)) return true;
+    if (!L(t) || t->items.empty()) return false;
+    guard();
+    N h = t->items[0];
+    if (is(h, "*")) {
+      for (size_t k = 1; k < t->items.size(); ++k)
+        if (slotted(t->items[k])) return true;
+      return false;
+    }
+    if (is(h, "/") && t->items.size() == 3) return slotted(t->items[1]) || slotted(t->items[2]);
+    if (is(h, "+")) return scaled_sum(t);
+    return pulled(t).first == '*';
+  }
+
+  // t (slotted) with its free scale fixed: c u -> u, (d + e u) -> (d + u).
+  N unscaled(N t) {
+    if (fitted(t)) return F(1.0);
+    guard();
+    if (head_is(t, "*")) {
+      size_t best = 0;
+      bool best_fitted = false;
+      for (size_t k = 1; k < t->items.size(); ++k) {
+        if (!slotted(t->items[k])) continue;
+        bool fk = fitted(t->items[k]);
+        if (best == 0 || (fk && !best_fitted)) {
+          best = k;
+          best_fitted = fk;
+        }
+      }
+      if (best == 0) raise(Err::Value, "min() arg is an empty sequence");
+      Ns a;
+      for (size_t k = 1; k < t->items.size(); ++k)
+        a.push_back(k != best ? t->items[k] : unscaled(t->items[k]));
+      return apply("*", a);
+    }
+    if (head_is(t, "/")) {
+      if (slotted(at(t, 1))) return divide({unscaled(at(t, 1)), at(t, 2)});
+      return divide({at(t, 1), unscaled(at(t, 2))});
+    }
+    if (!head_is(t, "+")) return pulled(t).second;
+    size_t i = 0;
+    for (size_t k = 1; k < t->items.size(); ++k)
+      if (!fitted(t->items[k])) {
+        i = k;
+        break;
+      }
+    if (i == 0) raise(Err::StopIteration, "");
+    Ns a;
+    for (size_t k = 1; k < t->items.size(); ++k)
+      a.push_back(k != i ? t->items[k] : unscaled(t->items[k]));
+    return apply("+", a);
+  }
+
+  bool scaled_sum(N t) {
+    if (!(L(t) && t->items.size() > 2 && is(t->items[0], "+"))) return false;
+    for (size_t k = 1; k < t->items.size(); ++k)
+      if (!slotted(t->items[k])) return false;
+    return true;
+  }
+
+  static Ns factors_of(N t) {
+    if (L(t) && !t->items.empty() && is(t->items[0], "*")) return tail(t);
+    return {t};
+  }
+
+  // A ratio's denominator shares parameter-free factors with the rest of the product: they
+  // cancel ((u / v) v -> u).
+  Ns cancel(const Ns& factors) {
+    guard();
+    for (size_t i = 0; i < factors.size(); ++i) {
+      N a = factors[i];
+      if (L(a) && a->items.size() == 3 && is(a->items[0], "/")) {
+        Ns o{owner_.sym("*")};
+        for (size_t j = 0; j < factors.size(); ++j)
+          if (j != i) o.push_back(factors[j]);
+        N others = mk(std::move(o));
+        Texts common = common_factors(others, a->items[2]);
+        if (!common.empty()) {
+          N rest = without(others, common);
+          return cancel({divide({apply("*", {rest, a->items[1]}), without(a->items[2], common)})});
+        }
+      }
+    }
+    return factors;
+  }
+
+  // The parameter-free factors u and v share (by source, with multiplicity).
+  using Texts = std::vector<const std::string*>;  // memoized sources, compared by content
+  static Texts::iterator find_text(Texts& v, const std::string& s) {
+    return std::find_if(v.begin(), v.end(), [&](const std::string* x) { return *x == s; });
+  }
+
+  Texts common_factors(N u, N v) {
+    Texts vs, out;
+    for (N f : factors_of(v))
+      if (!occurrences(f)) vs.push_back(&src(f));
+    for (N f : factors_of(u)) {
+      const std::string& s = src(f);
+      if (!occurrences(f) && !num(f)) {
+        auto it = find_text(vs, s);
+        if (it != vs.end()) {
+          vs.erase(it);
+          out.push_back(&s);
+        }
+      }
+    }
+    return out;
+  }
+
+  // Product t without one factor of each source in srcs.
+  N without(N t, const Texts& srcs) {
+    Texts left = srcs;
+    Ns rest;
+    for (N f : factors_of(t)) {
+      const std::string& s = src(f);
+      auto it = find_text(left, s);
+      if (it != left.end())
+        left.erase(it);
+      else
+        rest.push_back(f);
+    }
+    return rest.empty() ? F(1.0) : apply("*", rest);
+  }
+
+  static N negand(N x) {
+    if (L(x) && x->items.size() == 2 && is(x->items[0], "-")) return x->items[1];
+    if (L(x) && x->items.size() == 3 && is(x->items[0], "-") && num_eq(x->items[1], 0))
+      return x->items[2];
+    return nullptr;
+  }
+
+  // One free scale per product (see the Python module's _merge_scales).
+  Ns merge_scales(const Ns& given) {
+    Ns factors = cancel(given);
+    std::vector<size_t> carriers;
+    for (size_t i = 0; i < factors.size(); ++i)
+      if (slotted(factors[i])) carriers.push_back(i);
+    if (carriers.empty()) return factors;
+    for (N& a : factors) {
+      N n = negand(a);
+      if (n) a = n;
+    }
+    if (carriers.size() < 2) return factors;
+    // a sum's or a ratio's own scale is kept rather than a constant factor; ties by shape
+    size_t keep = carriers[0];
+    int best_rank = 0;
+    const std::string* best_key = nullptr;
+    for (size_t n = 0; n < carriers.size(); ++n) {
+      size_t i = carriers[n];
+      int rank = fitted(factors[i]) ? 2 : scaled_sum(factors[i]) ? 0 : 1;
+      const std::string* k = &key(factors[i]);
+      if (n == 0 || rank < best_rank || (rank == best_rank && *k < *best_key)) {
+        best_rank = rank;
+        best_key = k;
+        keep = i;
+      }
+    }
+    Ns out;
+    for (size_t i = 0; i < factors.size(); ++i) {
+      bool carrier = std::find(carriers.begin(), carriers.end(), i) != carriers.end();
+      if (!carrier || i == keep) {
+        out.push_back(factors[i]);
+      } else {
+        N u = unscaled(factors[i]);
+        if (!num_eq(u, 1)) out.push_back(u);
+      }
+    }
+    return out;
+  }
+
+  using Base = Texts;
+  struct BaseLess {
+    bool operator()(const Base& a, const Base& b) const {
+      return std::lexicographical_compare(
+          a.begin(), a.end(), b.begin(), b.end(),
+          [](const std::string* x, const std::string* y) { return *x < *y; });
+    }
+  };
+  static bool same_base(const Base& a, const Base& b) {
+    if (a.size() != b.size()) return false;
+    for (size_t k = 0; k < a.size(); ++k)
+      if (*a[k] != *b[k]) return false;
+    return true;
+  }
+  // A sum's term without its fitted scale: (* c u v) -> (u v), u -> (u,), (- u) -> (u,).
+  std::pair<Base, Ns> base(N term) {
+    if (L(term) && term->items.size() == 2 && is(term->items[0], "-")) term = term->items[1];
+    if (L(term) && !term->items.empty() && is(term->items[0], "*")) {
+      Ns factors;
+      for (size_t k = 1; k < term->items.size(); ++k)
+        if (!pl(term->items[k])) factors.push_back(term->items[k]);
+      if (static_cast<int64_t>(factors.size()) >= static_cast<int64_t>(term->items.size()) - 2) {
+        Base b;
+        for (N f : factors) b.push_back(&src(f));
+        return {b, factors};
+      }
+    }
+    return {Base{&src(term)}, Ns{term}};
+  }
+
+  // A product with a sum among its factors is expanded when one of its terms is like another
+  // term of the sum around it.
+  Ns distribute(const Ns& terms_in) {
+    guard();
+    for (size_t i = 0; i < terms_in.size(); ++i) {
+      N t = terms_in[i];
+      N s = nullptr;
+      if (L(t) && !t->items.empty() && is(t->items[0], "*")) {
+        Ns sums;
+        for (size_t k = 1; k < t->items.size(); ++k) {
+          N f = t->items[k];
+          if (L(f) && !f->items.empty() && is(f->items[0], "+")) sums.push_back(f);
+        }
+        if (sums.size() == 1) s = sums[0];
+      }
+      if (!s) continue;
+      Ns others;
+      for (size_t k = 1; k < t->items.size(); ++k)
+        if (t->items[k] != s) others.push_back(t->items[k]);
+      Ns parts;
+      for (size_t k = 1; k < s->items.size(); ++k) {
+        Ns a = others;
+        a.push_back(s->items[k]);
+        parts.push_back(apply("*", a));
+      }
+      std::set<Base, BaseLess> bases;
+      for (N u : parts) bases.insert(base(u).first);
+      bool like = false;
+      for (size_t j = 0; !like && j < terms_in.size(); ++j)
+        if (j != i) like = bases.count(base(terms_in[j]).first) > 0;
+      if (like) {
+        Ns next(terms_in.begin(), terms_in.begin() + i);
+        next.insert(next.end(), parts.begin(), parts.end());
+        next.insert(next.end(), terms_in.begin() + i + 1, terms_in.end());
+        return distribute(next);
+      }
+    }
+    return terms_in;
+  }
+
+  // c (d + u) is c d + c u: in a sum with another constant the term's inner constant folds in.
+  Ns affine_terms(const Ns& terms_in) {
+    std::vector<Split> splits;
+    for (N t : terms_in) {
+      if (L(t) && head_is(t, "*")) {
+        splits.push_back(split_sum(t));
+      } else if (pulled(t).first == '+') {
+        splits.push_back({P(), pulled(t).second});
+      } else {
+        splits.push_back({});
+      }
+    }
+    int inner = 0;
+    for (auto& s : splits) inner += s.c != nullptr;
+    bool own = false;
+    for (N t : terms_in) own = own || fitted(t);
+    if (inner + int(own) < 2) return terms_in;
+    Ns out;
+    for (size_t k = 0; k < terms_in.size(); ++k)
+      out.push_back(splits[k].c ? splits[k].rest : terms_in[k]);
+    if (!own) out.push_back(P());
+    return out;
+  }
+
+  bool fitted_difference(N t) {
+    return L(t) && t->items.size() == 3 && is(t->items[0], "-") && fitted(t->items[1]);
+  }
+  static bool reciprocal(N t) {
+    return L(t) && t->items.size() == 3 && is(t->items[0], "/") && num_eq(t->items[1], 1);
+  }
+
+  // (c, rest) when t is a sum with a fitted constant c, or (- c w), or a fitted scale times one.
+  Split split_sum(N t) {
+    guard();
+    if (fitted_difference(t)) return {t->items[1], minus({t->items[2]})};
+    if (L(t) && t->items.size() == 3 && is(t->items[0], "*") && fitted(t->items[1])) {
+      Split s = split_sum(t->items[2]);
+      if (!s.c) return {};
+      return {P(), apply("*", {t->items[1], s.rest})};
+    }
+    Split s = split(t, "+");
+    if (!s.c && L(t) && head_is(t, "+")) {
+      for (size_t i = 1; i < t->items.size(); ++i) {  // a term's own constant: d + c (e + u) + w
+        N u = t->items[i];
+        Split r = (L(u) && head_is(u, "*")) ? split_sum(u) : Split{};
+        if (r.c) {
+          Ns a;
+          for (size_t j = 1; j < t->items.size(); ++j) a.push_back(j == i ? r.rest : t->items[j]);
+          return {r.c, apply("+", a)};
+        }
+      }
+    }
+    return s;
+  }
+
+  // c (k / v) w -> (c' / v) w: a product's fitted scale joins the constant numerator of a ratio.
+  Ns scale_into_ratio(const Ns& factors) {
+    N scale = nullptr, ratio = nullptr;
+    for (N a : factors)
+      if (pl(a)) {
+        scale = a;
+        break;
+      }
+    for (N a : factors)
+      if (L(a) && a->items.size() == 3 && is(a->items[0], "/") && pl(a->items[1])) {
+        ratio = a;
+        break;
+      }
+    if (!scale || !ratio) return factors;
+    N k = ratio->items[1];
+    N merged;
+    if (num(scale) && num(k)) {
+      auto m = fold("*", {scale, k});
+      if (!m) return factors;
+      merged = F(*m);
+    } else if (num_eq(k, 1)) {
+      merged = scale;  // (a keeps its name)
+    } else if (num_eq(scale, 1)) {
+      merged = k;
+    } else {
+      merged = P();
+    }
+    Ns out;
+    for (N a : factors) {
+      if (a == scale) continue;
+      out.push_back(a == ratio ? mk({owner_.sym("/"), merged, ratio->items[2]}) : a);
+    }
+    return out;
+  }
+
+  // c1*u + c2*u -> c*u (and u + c*u): like terms share one fitted scale.
+  Ns like_terms(const Ns& terms_in) {
+    struct Group {
+      Ns factors;
+      bool repeated;
+      N first;
+    };
+    std::map<Base, Group, BaseLess> groups;
+    std::vector<std::pair<std::optional<Base>, N>> order;
+    for (N t : terms_in) {
+      if (is_mark(t) || num(t)) {
+        order.push_back({std::nullopt, t});
+        continue;
+      }
+      auto [k, factors] = base(t);
+      auto it = groups.find(k);
+      if (it != groups.end()) {
+        it->second.repeated = true;
+      } else {
+        groups.emplace(k, Group{factors, false, t});
+        order.push_back({k, nullptr});
+      }
+    }
+    Ns out;
+    for (auto& [k, t] : order) {
+      if (!k) {
+        out.push_back(t);
+        continue;
+      }
+      Group& g = groups.at(*k);
+      if (g.repeated) {
+        Ns a{owner_.sym("*"), P()};
+        a.insert(a.end(), g.factors.begin(), g.factors.end());
+        out.push_back(mk(std::move(a)));
+      } else {
+        out.push_back(g.first);
+      }
+    }
+    return out;
+  }
+
+  N negate(N v) {
+    if (v->kind == Kind::Int) {
+      if (v->i == INT64_MIN) return F(-static_cast<double>(v->i));
+      return owner_.integer(-v->i);
+    }
+    return F(-v->f);
+  }
+
+  N minus(const Ns& args) {
+    guard();
+    if (args.size() == 1) {
+      N a = args[0];
+      N inner = negand(a);
+      if (inner) return inner;
+      if (slotted(a)) return apply("*", {P(), unscaled(a)});  // -(c u) is c' u
+      Split s = split_sum(a);  // -(c + w) is c' - w
+      if (s.c) return apply("+", {P(), minus({s.rest})});
+      return mk({owner_.sym("-"), a});
+    }
+    if (args.size() != 2) return mk("-", args);
+    N u = args[0], v = args[1];
+    if (eq(u, v) && !has_param(u)) return F(0.0);
+    if (num_eq(v, 0)) return u;
+    if (num_eq(u, 0)) {
+      N inner = negand(v);
+      return inner ? inner : mk({owner_.sym("-"), F(0.0), v});
+    }
+    if (pl(v)) return assoc("+", {u, has_param(v) ? P() : negate(v)});  // u - c is u + c'
+    N inner = negand(v);
+    if (inner) return apply("+", {u, inner});  // u - (-w) is u + w
+    Split s = split_sum(v);  // u - (c + w) is (u - w) + c'
+    if (s.c) return apply("+", {minus({u, s.rest}), P()});
+    s = split_sum(u);  // (c + w) - v is c + (w - v)
+    if (s.c) return apply("+", {s.c, minus({s.rest, v})});
+    if (L(v) && head_is(v, "+")) {  // u - (v + w) is u + (-v) + (-w)
+      Ns a{u};
+      for (size_t k = 1; k < v->items.size(); ++k) a.push_back(minus({v->items[k]}));
+      return apply("+", a);
+    }
+    if (L(u) && head_is(u, "+")) {  // (u + w) - v is u + w + (-v)
+      Ns a = tail(u);
+      a.push_back(minus({v}));
+      return apply("+", a);
+    }
+    bool like = slotted(v);
+    if (!like) {
+      Base bu = base(u).first;  // (u's first, as Python evaluated them)
+      like = same_base(bu, base(v).first);
+    }
+    if (like)
+      return apply("+", {u, minus({v})});  // u - c w is u + c' w
+    return mk({owner_.sym("-"), u, v});
+  }
+
+  N divide(Ns args) {
+    guard();
+    if (args.size() > 2) args = {args[0], assoc("*", Ns(args.begin() + 1, args.end()))};
+    if (args.size() != 2) return mk("/", args);
+    N u = args[0], v = args[1];
+    if (eq(u, v) && !has_param(u)) return F(1.0);
+    if (num_eq(v, 1)) return u;
+    if (num_eq(u, 0)) return F(0.0);
+    if (pl(v) && has_param(v)) return assoc("*", {u, P()});  // u / c is u * c'
+    if (num(v) && val(v) != 0.0)  // u / k is u * (1/k): the literal joins u's other factors
+      return assoc("*", {u, F(1.0 / val(v))});
+    if (L(v) && v->items.size() == 3 && is(v->items[0], "/") && num_eq(v->items[1], 1))
+      return !num_eq(u, 1) ? assoc("*", {u, v->items[2]}) : v->items[2];
+    if (L(v) && v->items.size() == 3 && is(v->items[0], "/"))  // u / (p / q) is u q / p
+      return divide({apply("*", {u, v->items[2]}), v->items[1]});
+    if (L(u) && u->items.size() == 3 && is(u->items[0], "/"))  // (p / q) / v is p / (q v)
+      return divide({u->items[1], apply("*", {u->items[2], v})});
+    Texts common = common_factors(u, v);
+    if (!common.empty()) return divide({without(u, common), without(v, common)});
+    auto scaled_product = [&](N w) {
+      if (!(L(w) && head_is(w, "*"))) return false;
+      for (size_t k = 1; k < w->items.size(); ++k)
+        if (pl(w->items[k])) return true;
+      return false;
+    };
+    if (slotted(u) && slotted(v) && !scaled_product(v))
+      return divide({u, unscaled(v)});  // c u / (d + e w) is c' u / (d' + w)
+    if (scaled_product(v)) {
+      // u / (c w) is c' u / w: the denominator's fitted scale joins the numerator's
+      Ns scale, rest;
+      for (size_t k = 1; k < v->items.size(); ++k)
+        (pl(v->items[k]) ? scale : rest).push_back(v->items[k]);
+      N w = rest.size() == 1 ? rest[0] : mk("*", rest);
+      if (!has_param(scale)) {  // literals: u / (k w) is (1/k) u / w
+        auto k = fold("*", scale);
+        if (!k || *k == 0.0) return mk({owner_.sym("/"), u, v});
+        return assoc("*", {F(1.0 / *k), divide({u, w})});
+      }
+      bool scaled_u = fitted(u);
+      if (!scaled_u && L(u) && head_is(u, "*"))
+        for (size_t k = 1; k < u->items.size(); ++k) scaled_u = scaled_u || fitted(u->items[k]);
+      if (scaled_u) return divide({u, w});  // (a literal numerator stays fixed)
+      return assoc("*", {P(), divide({u, w})});
+    }
+    return mk({owner_.sym("/"), u, v});
+  }
+
+  // -- canonical form -------------------------------------------------------------------------
+
+  // Every numeric literal in an arithmetic position becomes a parameter (integer exponents of
+  // pow/expt and loop control stay literal: they are structure, not constants).
+  N lift(N t) {
+    if (!L(t) || t->items.empty()) return num(t) ? P() : t;
+    return memo(t, &Facts::lift, &Rules::lift_node);
+  }
+
+  N lift_node(N t) {
+    N head = t->items[0];
+    if (is_let(t)) {
+      Ns binds;
+      for (N b : t->items[1]->items)
+        binds.push_back(pair(b) ? mk({b->items[0], lift(b->items[1])}) : b);
+      Ns out{head, mk(binds)};
+      for (size_t k = 2; k < t->items.size(); ++k) out.push_back(lift(t->items[k]));
+      return mk(std::move(out));
+    }
+    if (is_loop(t)) return loop_form(t, true);
+    if (!arith_head(head)) return t;
+    bool power = is(head, "pow") || is(head, "expt");
+    Ns out{head};
+    for (size_t i = 1; i < t->items.size(); ++i) {
+      N a = t->items[i];
+      if (power && i == 2 && num(a) && std::isfinite(val(a)) && val(a) == std::floor(val(a)))
+        out.push_back(a);
+      else if (is(head, "-") && i == 1 && t->items.size() == 3 && num_eq(a, 0))
+        out.push_back(a);  // (- 0 u) is a negation, not a constant
+      else
+        out.push_back(lift(a));
+    }
+    return mk(std::move(out));
+  }
+
+  // (tree, source) with parameters named in order of occurrence: each occurrence its own name,
+  // or (shared) each distinct parameter its own name.
+  std::pair<N, std::string> rename(N x, bool shared, std::map<std::string, std::string>& mapping,
+                                   size_t& next) {
+    if (L(x)) {
+      if (!occurrences(x)) return {x, src(x)};
+      guard();
+      Ns items;
+      std::string s = "(";
+      for (size_t k = 0; k < x->items.size(); ++k) {
+        auto p = rename(x->items[k], shared, mapping, next);
+        items.push_back(p.first);
+        if (k) s += ' ';
+        s += p.second;
+      }
+      s += ')';
+      return {mk(std::move(items)), s};
+    }
+    if (is_mark(x) || in_P(x)) {
+      std::string name;
+      if (is_mark(x) || !shared) {
+        if (next >= owner_.names_.size()) raise(Err::StopIteration, "");
+        name = owner_.names_[next++];
+      } else {
+        auto it = mapping.find(x->s);
+        if (it == mapping.end()) {
+          if (next >= owner_.names_.size()) raise(Err::StopIteration, "");
+          it = mapping.emplace(x->s, owner_.names_[next++]).first;
+        }
+        name = it->second;
+      }
+      return {owner_.sym(name), name};
+    }
+    return {x, atom_text(x)};
+  }
+
+  std::pair<N, std::string> renamed(N t, bool shared) {
+    std::map<std::string, std::string> mapping;
+    size_t next = 0;
+    return rename(t, shared, mapping, next);
+  }
+
+  void canonical_form(N tree, N* out, std::string* source_out, int64_t* size_out) {
+    int64_t n = static_cast<int64_t>(owner_.names_.size());
+    N t = simp(tree);
+    N lifted = simp(lift(t));
+    for (int k = 0; k < 4; ++k) {  // until lifting and simplifying again changes nothing
+      N again = simp(lift(lifted));
+      if (src(again) == src(lifted)) break;
+      lifted = again;
+    }
+    std::pair<N, std::string> r;
+    N sized;
+    if (occurrences(lifted) <= n) {
+      r = renamed(lifted, false);
+      sized = lifted;
+    } else if (occurrences(t) <= n) {
+      r = renamed(t, false);
+      sized = t;
+    } else {
+      std::set<std::string> names;
+      named(t, names);
+      if (static_cast<int64_t>(names.size()) + marks(t) > n)
+        raise(Err::TooManyParameters,
+              "the simplified model needs more than " + std::to_string(n) + " parameters");
+      r = renamed(t, true);
+      sized = t;
+    }
+    *out = r.first;
+    *source_out = r.second;
+    *size_out = size(sized);
+  }
+};
+
+// -- the Simplifier ---------------------------------------------------------------------------
+
+Simplifier::Simplifier(std::vector<std::string> params) : names_(std::move(params)) {
+  params_.insert(names_.begin(), names_.end());
+  param_ = sym("?");
+}
+
+Node* Simplifier::make(Kind kind) {
+  nodes_.emplace_back();
+  Node* n = &nodes_.back();
+  n->kind = kind;
+  return n;
+}
+Node* Simplifier::sym(const std::string& name) {
+  auto it = symbols_.find(name);
+  if (it != symbols_.end()) return it->second;
+  Node* n = make(Kind::Sym);
+  n->s = name;
+  symbols_.emplace(name, n);
+  return n;
+}
+Node* Simplifier::integer(int64_t v) {
+  Node* n = make(Kind::Int);
+  n->i = v;
+  return n;
+}
+Node* Simplifier::real(double v) {
+  Node* n = make(Kind::Float);
+  n->f = v;
+  return n;
+}
+Node* Simplifier::boolean(bool v) {
+  Node* n = make(Kind::Bool);
+  n->b = v;
+  return n;
+}
+Node* Simplifier::list(std::vector<Node*> items) {
+  Node* n = make(Kind::List);
+  n->items = std::move(items);
+  return n;
+}
+
+bool Simplifier::maybe_reset() {
+  if (contents_.size() <= kContentLimit && nodes_.size() <= kNodeLimit) return false;
+  contents_.clear();
+  symbols_.clear();
+  facts_.clear();
+  nodes_.clear();
+  param_ = sym("?");
+  return true;
+}
+
+template <class Body>
+static int guarded(Failure& failure, Body body) {
+  try {
+    body();
+    return 0;
+  } catch (const Raise& e) {
+    failure = Failure{e.kind, e.message};
+  } catch (const std::bad_alloc&) {
+    failure = Failure{Err::Memory, "out of memory in the simplifier"};
+  }
+  return static_cast<int>(failure.kind);
+}
+
+int Simplifier::canonical_form(Node* tree, Node** out, std::string* source, int64_t* size) {
+  return guarded(failure_, [&] { Rules(*this).canonical_form(tree, out, source, size); });
+}
+int Simplifier::simplify(Node* tree, Node** out) {
+  return guarded(failure_, [&] { *out = Rules(*this).simp(tree); });
+}
+int Simplifier::source_of(Node* t, std::string* out) {
+  return guarded(failure_, [&] { *out = Rules(*this).src(t); });
+}
+int Simplifier::skeleton_of(Node* t, std::string* out) {
+  return guarded(failure_, [&] { *out = Rules(*this).skeleton(t); });
+}
+int Simplifier::size_of(Node* t, int64_t* out) {
+  return guarded(failure_, [&] { *out = Rules(*this).size(t); });
+}
+int Simplifier::content_id(Node* t, uint64_t* out) {
+  return guarded(failure_, [&] { *out = Rules(*this).facts(t)->id; });
+}
+
+}  // namespace ndvm::simp

@@ -1,0 +1,105 @@
+// The canonical form of search candidates in the core (ndvm.cosearch.simplify is its Python face).
+// A tree is a graph of immutable Nodes in the Simplifier's arena; each rule's result is memoized
+// per list content (Facts), and where a rule asks whether two arguments are the same object
+// (Python's `is`) it compares Node pointers, the memo handing back one Node per content.
+#pragma once
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <optional>
+#include <string>
+#include <unordered_map>
+#include <unordered_set>
+#include <vector>
+
+namespace ndvm::simp {
+
+enum class Kind : uint8_t { Sym = 0, Int = 1, Float = 2, Bool = 3, List = 4 };
+
+struct Facts;
+
+struct Node {
+  Kind kind = Kind::Sym;
+  bool b = false;
+  int64_t i = 0;
+  double f = 0.0;
+  std::string s;              // a symbol's name
+  std::string text;           // a number's source, once written
+  bool text_known = false;
+  std::vector<Node*> items;   // a list's items
+  Facts* facts = nullptr;     // a list's content facts, found once
+};
+
+// What is known of one list content (each field computed when first asked).
+struct Facts {
+  uint64_t id = 0;  // unique for the Simplifier's whole life (never reused after a reset)
+  Node* simp = nullptr;
+  Node* lift = nullptr;
+  std::optional<std::string> src, key, skel;
+  int64_t occ = -1, size = -1, marks = -1;
+  bool pull_known = false;
+  char pull_group = 0;      // '*' or '+', 0 for none
+  Node* pull_rest = nullptr;
+};
+
+// The exceptions the rules raise, as the Python rules raised them.
+enum class Err : int {
+  None = 0, TooManyParameters = 1, Value = 2, Type = 3, Index = 4, Recursion = 5,
+  StopIteration = 6, Overflow = 7, Memory = 8,
+};
+
+struct Failure {
+  Err kind;
+  std::string message;
+};
+
+inline int node_kind(const Node* n) { return static_cast<int>(n->kind); }
+
+// The arithmetic heads the rules fold and rewrite (every other head is kept as written).
+const std::vector<std::string>& arithmetic_heads();
+
+class Simplifier {
+ public:
+  explicit Simplifier(std::vector<std::string> params);
+
+  // Node construction (the Python bindings build a tree with these). A symbol's Node is shared
+  // by every occurrence of the name (a Node is never changed once made).
+  Node* sym(const std::string& name);
+  Node* integer(int64_t v);
+  Node* real(double v);
+  Node* boolean(bool v);
+  Node* list(std::vector<Node*> items);
+
+  // Forgets every node and memo when they outgrow the limits (call only between trees: every
+  // Node handed out before is invalid afterwards). True when it did.
+  bool maybe_reset();
+
+  // The entry points: each returns 0 or the Err of the exception (message in failure_message).
+  int canonical_form(Node* tree, Node** out, std::string* source, int64_t* size);
+  int simplify(Node* tree, Node** out);
+  int source_of(Node* t, std::string* out);
+  int skeleton_of(Node* t, std::string* out);
+  int size_of(Node* t, int64_t* out);
+  int content_id(Node* t, uint64_t* out);
+  const std::string& failure_message() const { return failure_.message; }
+
+  // (bounds memory: a long-lived Simplifier stays below the Python memo's ~70 MiB; a reset
+  // costs only recomputation)
+  static constexpr size_t kContentLimit = 200000;
+  static constexpr size_t kNodeLimit = 250000;
+
+ private:
+  friend struct Rules;
+  Node* make(Kind kind);
+  std::vector<std::string> names_;
+  std::unordered_set<std::string> params_;
+  std::deque<Node> nodes_;
+  std::deque<Facts> facts_;
+  std::unordered_map<std::string, Facts*> contents_;
+  std::unordered_map<std::string, Node*> symbols_;
+  uint64_t next_id_ = 1;
+  Failure failure_{Err::None, ""};
+  Node* param_ = nullptr;  // the mark of a parameter still to be named
+};
+
+}  // namespace ndvm::simp

@@ -1,0 +1,214 @@
+# The canonical form's bindings (included by _core.pyx): a tree of nested lists crosses into the
+# core's Simplifier (simplify.hpp) as Nodes and comes back as nested lists.
+from cpython.unicode cimport PyUnicode_AsUTF8AndSize, PyUnicode_DecodeUTF8
+from libc.stdint cimport uint64_t
+
+
+cdef extern from "simplify.hpp" namespace "ndvm::simp" nogil:
+    cdef cppclass SNode "ndvm::simp::Node":
+        bool b
+        int64_t i
+        double f
+        string s
+        vector[SNode*] items
+
+    int node_kind(const SNode*)
+    const vector[string]& arithmetic_heads()
+
+    cdef cppclass CSimplifier "ndvm::simp::Simplifier":
+        CSimplifier(vector[string]) except +
+        SNode* sym(const string&) except +
+        SNode* integer(int64_t) except +
+        SNode* real(double) except +
+        SNode* boolean(bool) except +
+        SNode* list(vector[SNode*]) except +
+        bool maybe_reset()
+        int canonical_form(SNode*, SNode**, string*, int64_t*) except +
+        int simplify(SNode*, SNode**) except +
+        int source_of(SNode*, string*) except +
+        int skeleton_of(SNode*, string*) except +
+        int size_of(SNode*, int64_t*) except +
+        int content_id(SNode*, uint64_t*) except +
+        const string& failure_message()
+
+
+# A tree nested deeper than this is refused (the Python rules hit the interpreter's recursion
+# limit well before).
+SIMPLIFY_MAX_DEPTH = 1000
+cdef int _MAX_DEPTH = SIMPLIFY_MAX_DEPTH
+_STACK_EXHAUSTED = ("maximum recursion depth exceeded in the simplifier (the tree is nested too "
+                    "deeply for this thread's native stack)")
+
+
+def simplify_arithmetic_heads():
+    """The heads the canonical form folds and rewrites (every other head is kept as written)."""
+    return frozenset(h.decode("utf-8") for h in arithmetic_heads())
+
+
+cdef class Simplifier:
+    """The core's canonical form for one set of parameter names, memoized per subtree content
+    (the Python face is ndvm.cosearch.simplify.Simplifier). ``too_many`` is the exception class
+    raised when a model needs more parameters than there are names."""
+
+    cdef CSimplifier* c
+    cdef object too_many
+    cdef object last_in      # the last tree converted, with its Node (valid until a reset)
+    cdef SNode* last_in_node
+    cdef object last_out     # the last canonical tree returned, with its Node
+    cdef SNode* last_out_node
+    cdef dict symbols        # name -> its Node's address (the core shares one Node per name)
+
+    def __cinit__(self, params, too_many):
+        cdef vector[string] names
+        for p in params:
+            names.push_back(_utf8_name(p))
+        self.c = new CSimplifier(names)
+        self.too_many = too_many
+        self.symbols = {}
+
+    def __dealloc__(self):
+        del self.c
+
+    cdef int _fail(self, int code) except -1:
+        msg = self.c.failure_message().decode("utf-8", "replace")
+        if code == 1:
+            raise self.too_many(msg)
+        if code == 2:
+            raise ValueError(msg)
+        if code == 3:
+            raise TypeError(msg)
+        if code == 4:
+            raise IndexError(msg)
+        if code == 5:
+            raise RecursionError(msg)
+        if code == 6:
+            raise StopIteration
+        if code == 7:
+            raise OverflowError(msg)
+        raise MemoryError(msg)
+
+    cdef SNode* _node(self, object t) except NULL:
+        if t is self.last_in:
+            return self.last_in_node
+        if t is self.last_out:
+            return self.last_out_node
+        if self.c.maybe_reset():
+            self.last_in = self.last_out = None
+            self.symbols.clear()
+        cdef SNode* n = self._convert(t, 0)
+        self.last_in = t
+        self.last_in_node = n
+        return n
+
+    cdef SNode* _convert(self, object t, int depth) except NULL:
+        cdef vector[SNode*] items
+        cdef Py_ssize_t n
+        cdef const char* p
+        cdef SNode* node
+        if type(t) is str:
+            hit = self.symbols.get(t)
+            if hit is not None:
+                return <SNode*><uintptr_t>hit
+            p = PyUnicode_AsUTF8AndSize(t, &n)
+            node = self.c.sym(string(p, n))
+            self.symbols[t] = <uintptr_t>node
+            return node
+        if isinstance(t, list):
+            if depth >= _MAX_DEPTH:
+                raise RecursionError(f"the tree is nested more than {_MAX_DEPTH} levels deep")
+            if native_stack_exhausted():  # (datum.pxi's guard)
+                raise RecursionError(_STACK_EXHAUSTED)
+            items.reserve(len(t))
+            for x in t:
+                items.push_back(self._convert(x, depth + 1))
+            return self.c.list(items)
+        if isinstance(t, float):
+            return self.c.real(t)
+        if t is True or t is False:
+            return self.c.boolean(t is True)
+        if isinstance(t, int):
+            if not -2 ** 63 <= t < 2 ** 63:
+                raise OverflowError(f"the integer literal {t} is too large for the simplifier")
+            return self.c.integer(t)
+        if isinstance(t, str):
+            p = PyUnicode_AsUTF8AndSize(t, &n)
+            return self.c.sym(string(p, n))
+        raise TypeError(f"a tree's atoms are symbols (str), numbers and booleans, not "
+                        f"{type(t).__name__} ({t!r})")
+
+    cdef object _tree(self, SNode* n):
+        cdef int k = node_kind(n)
+        if k == 0:
+            return PyUnicode_DecodeUTF8(n.s.data(), n.s.size(), NULL)
+        if k == 1:
+            return n.i
+        if k == 2:
+            return n.f
+        if k == 3:
+            return n.b
+        if native_stack_exhausted():
+            raise RecursionError(_STACK_EXHAUSTED)
+        return [self._tree(x) for x in n.items]
+
+    def canonical_form(self, tree):
+        """(tree, source, size) of the canonical simplified tree; raises ``too_many`` when the
+        model needs more parameters than there are names."""
+        cdef SNode* out = NULL
+        cdef string src
+        cdef int64_t size = 0
+        cdef SNode* n = self._node(tree)
+        cdef int code = self.c.canonical_form(n, &out, &src, &size)
+        if code:
+            self._fail(code)
+        t = self._tree(out)
+        self.last_out = t
+        self.last_out_node = out
+        return t, src.decode("utf-8"), size
+
+    def simplify(self, tree):
+        """An equivalent (up to fitted constants) and never larger tree."""
+        cdef SNode* out = NULL
+        cdef SNode* n = self._node(tree)
+        cdef int code = self.c.simplify(n, &out)
+        if code:
+            self._fail(code)
+        return self._tree(out)
+
+    def source(self, t):
+        """``sexpr.to_source(t)``, memoized per subtree content."""
+        cdef string out
+        cdef int code = self.c.source_of(self._node(t), &out)
+        if code:
+            self._fail(code)
+        return out.decode("utf-8")
+
+    def skeleton(self, t):
+        """``sexpr.skeleton(t, params)``, memoized per subtree content."""
+        cdef string out
+        cdef int code = self.c.skeleton_of(self._node(t), &out)
+        if code:
+            self._fail(code)
+        return out.decode("utf-8")
+
+    def size(self, t):
+        """``sexpr.size(t)``: the number of atoms, memoized per subtree content."""
+        cdef int64_t out = 0
+        cdef int code = self.c.size_of(self._node(t), &out)
+        if code:
+            self._fail(code)
+        return out
+
+    def content(self, list t):
+        """A number that names list ``t``'s content (equal contents, equal numbers, for the
+        Simplifier's life: a key for caches of results per content)."""
+        cdef uint64_t out = 0
+        cdef int code = self.c.content_id(self._node(t), &out)
+        if code:
+            self._fail(code)
+        return out
+
+
+cdef string _utf8_name(object p) except *:
+    if not isinstance(p, str):
+        raise TypeError(f"parameter names are str, not {type(p).__name__}")
+    return (<str>p).encode("utf-8")
