@@ -190,3 +190,11 @@ def test_constants_near_simple_numbers_are_set_to_them_only_within_one_standard_
     model, _, params, _, fixed = simple_constants(
         "(* a (pow x0 b))", dict(fit.params), {"x0": x}, y, fit.loss, ev, slack=se)
     assert model == "(* a (pow x0 b))" and fixed == {} and params["b"] == fit.params["b"]
+
+
+def test_only_small_numbers_count_as_simple():
+    from ndvm.cosearch.select import _simple_value
+    assert _simple_value(0.9976) == 1.0 and _simple_value(-0.4995) == -0.5
+    assert _simple_value(2.51) == 2.5 and _simple_value(4.97) == 5.0
+    assert _simple_value(28.3) is None and _simple_value(11.6) is None  # large: not simpler
+    assert _simple_value(1.06) is None and _simple_value(0.004) is None

@@ -10,7 +10,7 @@ standard error of the lowest CV error (Breiman et al. 1984; Hastie, Tibshirani &
 The choice is then refitted on all the data, and parameters that landed on integers (within
 1e-6, e.g. 1.0000000002 or 3e-17) are written as those integers and the model simplified again
 when that costs no accuracy (``snap``); then parameters within SIMPLE_RTOL of an integer or a
-half (a 0.9976 or a 0.4999 fitted through noise) are set to it and the rest refitted, when the
+half up to SIMPLE_MAX (a 0.9976 or a 0.4999 fitted through noise) are set to it and the rest refitted, when the
 error grows by less than the chosen member's CV standard error (``simple_constants``: a model
 with fewer free constants that the data cannot tell apart, by the same rule that chose it).
 Likelihood tasks keep the lowest NLL.
@@ -36,6 +36,7 @@ CV_STARTS = 8  # LM starts per fold: the member's fit and 7 independent draws (`
 # small share of an estimator's time budget however large the data.
 CV_POINTS = 2000
 SIMPLE_RTOL = 0.02  # a fitted value this close (relative) to an integer or a half is tried at it
+SIMPLE_MAX = 5      # (of magnitude at most this)
 
 
 def cv_rows(n, seed=0):
@@ -223,9 +224,11 @@ def snap(src, params, inputs, target, mse, ev, tol=0.0):
 
 
 def _simple_value(v):
-    """The nonzero integer or half within SIMPLE_RTOL (relative) of v, else None."""
+    """The nonzero integer or half of magnitude at most SIMPLE_MAX within SIMPLE_RTOL
+    (relative) of v, else None (a 28.3 is not a 28 any more than a 28.3 is: only small numbers
+    are simpler written out)."""
     for c in (float(round(v)), round(2.0 * v) / 2.0):
-        if c != 0 and abs(v - c) <= SIMPLE_RTOL * abs(c):
+        if c != 0 and abs(c) <= SIMPLE_MAX and abs(v - c) <= SIMPLE_RTOL * abs(c):
             return c
     return None
 
