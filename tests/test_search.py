@@ -5,7 +5,6 @@ import math
 import os
 import re
 import threading
-import time
 import traceback
 from http.server import BaseHTTPRequestHandler
 
@@ -162,17 +161,16 @@ def test_a_search_cut_by_its_budget_keeps_whole_rounds_and_leaves_no_thread(work
     lines = (tmp_path / "run" / "candidates.jsonl").read_text().splitlines()
     assert [json.loads(line)["id"] for line in lines] == [r["id"] for r in cut.records]
     # the search's proposer and calibration work ran on the persistent worker pool (its threads
-    # are kept for the next call): none of it is still running or queued there
-    # (a worker marks itself idle just after its last result is handed over: allow it that)
+    # are kept for the next call): none of it is still running there, so every one of the
+    # pool's workers can take a probe at once (a worker stuck in the search breaks the barrier)
     pool = schedule._POOL
     if pool is not None:
-        for _ in range(1000):
-            if (pool._work_queue.qsize() == 0
-                    and pool._idle_semaphore._value == len(pool._threads)):
-                break
-            time.sleep(0.01)
-        assert pool._work_queue.qsize() == 0
-        assert pool._idle_semaphore._value == len(pool._threads)
+        n = pool._max_workers
+        barrier = threading.Barrier(n + 1, timeout=60)
+        probes = [pool.submit(barrier.wait) for _ in range(n)]
+        barrier.wait()
+        for p in probes:
+            p.result()
     left = [t for t in threading.enumerate()
             if t.ident not in before and not t.name.startswith("ndvm-worker")]
     assert not left, [t.name for t in left]
