@@ -125,3 +125,43 @@ def test_no_building_blocks_when_the_data_do_not_support_them():
     y = X[:, 0] * X[:, 1] + np.sin((X[:, 0] - 1) * (X[:, 1] - 1))  # (Keijzer 11)
     assert structure.single_indices(X, y)[0][2] < structure.SUPPORT
     assert structure.building_blocks(_grammar(2), X, y) == []
+
+
+@pytest.mark.parametrize("law, outer, terms, root", [
+    # a kinetic energy m (u^2 + v^2 + w^2) / 2
+    (lambda x: x[0] * (x[1] ** 2 + x[2] ** 2 + x[3] ** 2) / 2, [1, 0, 0, 0],
+     [(1, 2), (2, 2), (3, 2)], False),
+    # a heat flow k A (T2 - T1) / d: y changes sign
+    (lambda x: x[0] * x[3] * (x[2] - x[1]) / x[4], [1, 0, 0, 1, -1], [(1, 1), (2, 1)], False),
+    # a potential difference G m1 m2 (1/r2 - 1/r1)
+    (lambda x: x[0] * x[1] * (1 / x[3] - 1 / x[2]), [1, 1, 0, 0], [(2, -1), (3, -1)], False),
+    # a magnitude mu sqrt(Bx^2 + By^2 + Bz^2)
+    (lambda x: x[0] * np.sqrt(x[1] ** 2 + x[2] ** 2 + x[3] ** 2), [1, 0, 0, 0],
+     [(1, 2), (2, 2), (3, 2)], True),
+])
+def test_additive_laws_find_a_monomial_times_a_sum_of_powers(law, outer, terms, root):
+    X = _X(3000, len(outer), seed=6)
+    y = law(X.T) * (1 + 0.01 * np.random.default_rng(7).standard_normal(3000))
+    found = [(list(o), t, r) for o, t, c, r, r2 in structure.additive_laws(X, y)
+             if r2 > structure.SUPPORT]
+    assert (outer, terms, root) in found, found
+    g = _grammar(len(outer))
+    blocks = {canonical_source(b, g.params) for b in structure.building_blocks(g, X, y)}
+    sums = [b for b in blocks if "(+" in b and ("sqrt (+" in b) == root]
+    assert sums, blocks
+
+
+def test_no_additive_law_in_a_product_of_sums():
+    X = _X(2000, 4, seed=8)
+    y = (X[:, 0] + X[:, 1]) * (X[:, 2] + X[:, 3])  # a product of two sums is not one sum
+    assert all(r2 < structure.SUPPORT or len(t) > 3
+               for _, t, _, _, r2 in structure.additive_laws(X, y))
+
+
+def test_a_kinetic_energy_is_found_from_its_building_blocks_and_not_without():
+    X = _X(400, 4, seed=9)
+    y = 0.5 * X[:, 0] * (X[:, 1] ** 2 + X[:, 2] ** 2 + X[:, 3] ** 2)
+    r2, _ = _search(X, y, True, 60)
+    assert r2 > 0.999999
+    r2, _ = _search(X, y, False, 60)
+    assert r2 < 0.999

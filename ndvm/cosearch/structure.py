@@ -25,7 +25,7 @@ import numpy as np
 from ndvm.cosearch import grammar as gp
 from ndvm.cosearch.sexpr import to_source
 
-__all__ = ["power_law", "single_indices", "gauges", "monomial", "building_blocks",
+__all__ = ["power_law", "single_indices", "gauges", "additive_laws", "monomial", "building_blocks",
            "MIN_INPUTS"]
 
 MIN_INPUTS = 2          # building blocks for tasks with at least this many inputs
@@ -34,6 +34,10 @@ SIGN_SHARE = 0.99       # y keeps one sign when its rows hold this share of sum(
 MAX_TERMS = 4           # inputs one index may combine
 INDICES = 2             # indices z turned into building blocks
 GAUGES = 2              # outer monomials per index (structure.gauges)
+ADDITIVE_POWERS = (-2, -1, 1, 2)  # powers of an input a sum's terms may hold (additive_laws)
+WHOLE_TOLERANCE = 0.15  # a log-fit exponent this close to an integer: an input that may only
+MAX_FACTORS = 4         # multiply (additive_laws tries every subset of at most this many)
+DROP = 1e-4             # a sum's term is dropped while the fit's R^2 loses less than this
 SUPPORT = 0.99          # blocks only from a fit (power law, index) explaining this share of
                         # the (log) variance: no data, no blocks (they would take a search's
                         # budget and parents on a law of another kind)
@@ -194,6 +198,96 @@ def single_indices(X, y, count=INDICES, rows=SCAN_ROWS):
     return [(s[3], None if s[4] is None else s[4][1:], -s[2]) for s in scored[:count]]
 
 
+def _least_squares_r2(F, t, ss):
+    coef, *_ = np.linalg.lstsq(F, t, rcond=None)
+    r = t - F @ coef
+    return coef, 1.0 - float(r @ r) / ss
+
+
+def _abs_log_exponents(X, y):
+    """Each input's exponent in a weighted least-squares fit of log|y| on log|x_i| (weights
+    y^2, rows where y is not 0: y may change sign), or None."""
+    nz = y != 0
+    if nz.sum() < 2 * X.shape[1] + 2:
+        return None
+    v = y[nz]
+    A = np.concatenate([np.ones((v.size, 1)), np.log(np.abs(X[nz]))], axis=1)
+    sw = np.abs(v) / np.sqrt(np.mean(v * v))
+    coef, *_ = np.linalg.lstsq(A * sw[:, None], np.log(np.abs(v)) * sw, rcond=None)
+    return coef[1:]
+
+
+def _sum_of_powers(X, t, free):
+    """(terms [(input, power)], with a constant, R^2) of the least-squares fit of t by a
+    constant and every power in ADDITIVE_POWERS of the ``free`` inputs, its terms then dropped,
+    the least first, while the fit loses less than DROP of its R^2; None when even the full
+    sum explains less than SUPPORT of t."""
+    ss = float(np.sum((t - t.mean()) ** 2))
+    if not (ss > 0 and np.all(np.isfinite(t))):
+        return None
+    terms = [None] + [(i, k) for i in free for k in ADDITIVE_POWERS]
+    with np.errstate(all="ignore"):
+        F = np.stack([np.ones_like(t) if tm is None else X[:, tm[0]] ** tm[1] for tm in terms],
+                     axis=1)
+    if not np.all(np.isfinite(F)):
+        return None
+    _, full = _least_squares_r2(F, t, ss)
+    if full < SUPPORT:
+        return None
+    keep = list(range(len(terms)))
+    while len(keep) > 1:
+        r2, drop = max((_least_squares_r2(F[:, [j for j in keep if j != k]], t, ss)[1], k)
+                       for k in keep)
+        if full - r2 >= DROP:
+            break
+        keep.remove(drop)
+    _, r2 = _least_squares_r2(F[:, keep], t, ss)
+    kept = [terms[j] for j in keep]
+    return [tm for tm in kept if tm is not None], None in kept, r2
+
+
+def additive_laws(X, y, rows=SCAN_ROWS):
+    """Laws y = M (c0 + sum_i c_i x_i^k_i) and y = M sqrt(c0 + sum_i c_i x_i^k_i): a monomial M
+    times a sum of powers of the other inputs, or its root (a kinetic energy m (u^2 + v^2 +
+    w^2)/2, a potential difference G m1 m2 (1/r2 - 1/r1), a heat flow k A (T2 - T1)/d, a
+    field's magnitude mu sqrt(Bx^2 + By^2 + Bz^2)). M is a product of integer powers of inputs
+    whose exponent in the fit of log|y| is within WHOLE_TOLERANCE of an integer (an input that
+    only multiplies keeps its exact exponent there), each subset of them tried; the sum is
+    fitted by least squares (_sum_of_powers). [(M's exponents, [(input, power), ...], with a
+    constant, root, R^2)]."""
+    X = np.asarray(X, dtype=np.float64)
+    y = np.asarray(y, dtype=np.float64)
+    ok = np.all(np.isfinite(X), axis=1) & np.isfinite(y) & np.all(X != 0, axis=1)
+    X, y = X[ok], y[ok]
+    d = X.shape[1]
+    if y.size < 4 * d * len(ADDITIVE_POWERS) or d < 2:
+        return []
+    if y.size > rows:
+        pick = np.linspace(0, y.size - 1, rows).astype(int)
+        X, y = X[pick], y[pick]
+    ks = _abs_log_exponents(X, y)
+    if ks is None:
+        return []
+    whole = [float(round(k)) for k in ks]
+    near = [j for j in range(d) if whole[j] and abs(ks[j] - whole[j]) <= WHOLE_TOLERANCE]
+    out = []
+    for n in range(len(near), -1, -1):
+        for subset in itertools.combinations(near[:MAX_FACTORS], n):
+            outer = [whole[j] if j in subset else 0.0 for j in range(d)]
+            free = [j for j in range(d) if j not in subset]
+            if len(free) < 2:
+                continue
+            with np.errstate(all="ignore"):
+                t = y / np.prod(X ** np.asarray(outer), axis=1)
+            for root in (False, True):
+                if root and not np.all(t > 0):
+                    continue
+                found = _sum_of_powers(X, t * t if root else t, free)
+                if found is not None:
+                    out.append((outer, found[0], found[1], root, found[2]))
+    return out
+
+
 def _power(x, k, g):
     """x^k (k a nonzero multiple of 1/2) as a tree of the grammar's operators: x, (square x),
     (sqrt x), their products; None when the grammar lacks what it takes."""
@@ -270,8 +364,9 @@ def _only(tree, ops):
 def building_blocks(g, X, y):
     """Programs the data suggest, best guess first: the monomial law c M (the log fit's
     exponents rounded to halves), then c M s(z) for the best indices z (single_indices, M their
-    outer monomial rounded to halves) and every one-input model s of _one_input_programs; each
-    only when its fit's R^2 reaches SUPPORT. [] when the grammar has fewer than MIN_INPUTS
+    outer monomial rounded to halves) and every one-input model s of _one_input_programs, then
+    M (c0 + sum c_i x_i^k_i) for the additive laws (additive_laws); each only when its fit's
+    R^2 reaches SUPPORT. [] when the grammar has fewer than MIN_INPUTS
     inputs or no product."""
     names = list(g.inputs)
     X = np.asarray(X, dtype=np.float64)
@@ -296,5 +391,18 @@ def building_blocks(g, X, y):
             for s in shapes:
                 body = _substitute(s, _INDEX_Z, z)
                 out.append(body if outer == 1.0 else ["*", outer, body])
+    if "+" in g.binary:
+        p = list(g.params)
+        for outer_ks, terms, constant, root, r2 in additive_laws(X, y):
+            parts = [monomial([names[i]], [k], g) for i, k in terms]
+            outer = monomial(names, outer_ks, g)
+            if (outer is None or any(t is None for t in parts) or len(parts) < 2 - constant
+                    or len(parts) + constant > len(p) or (root and "sqrt" not in g.unary)):
+                continue
+            coefs = iter(p)
+            total = ["+"] + ([next(coefs)] if constant else []) + [["*", next(coefs), t]
+                                                                  for t in parts]
+            total = ["sqrt", total] if root else total
+            out.append(total if outer == 1.0 else ["*", outer, total])
     unique = {to_source(t): t for t in reversed(out)}  # (the first of equal blocks kept)
     return [t for t in out if unique.get(to_source(t)) is t]
