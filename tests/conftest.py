@@ -81,3 +81,16 @@ def pytest_collection_modifyitems(config, items):
                 item.add_marker(pytest.mark.skip(reason=DATA_MISSING.format(path=SHARED_DATA)),
                                 append=False)
                 break
+
+
+def run_with_stack(work, size):
+    """Run ``work()`` on a new thread whose stack is ``size`` bytes, until it ends (what a
+    program or a tree does when the native stack is small)."""
+    import threading
+    old = threading.stack_size(size)
+    try:
+        t = threading.Thread(target=work)
+        t.start()
+        t.join()
+    finally:
+        threading.stack_size(old)

@@ -2,13 +2,12 @@
 
 Every crash found here once became a regression test (see the notes on each test).
 """
-import threading
 
 import numpy as np
 import pytest
 
 import ndvm
-from conftest import CLIENTS
+from conftest import CLIENTS, run_with_stack
 
 
 @pytest.mark.parametrize("client", CLIENTS)
@@ -57,13 +56,7 @@ def test_small_thread_stacks_raise_instead_of_crashing(client):
                 # a stack-bound refusal must say so; any other error is wrong here
                 results.append(e.kind if "native stack" in e.message else (e.kind, e.message))
 
-    old = threading.stack_size(512 * 1024)
-    try:
-        t = threading.Thread(target=work)
-        t.start()
-        t.join()
-    finally:
-        threading.stack_size(old)
+    run_with_stack(work, 512 * 1024)
     # each program either gives its exact answer or refuses for lack of native stack
     assert len(results) == 3
     assert results[0] in (9001.0, "ReadError", "LimitError"), results[0]
@@ -113,11 +106,5 @@ def test_read_of_deep_data_never_crashes():
         except ndvm.ReadError:
             results.append("ReadError")
 
-    old = threading.stack_size(512 * 1024)
-    try:
-        t = threading.Thread(target=work)
-        t.start()
-        t.join()
-    finally:
-        threading.stack_size(old)
+    run_with_stack(work, 512 * 1024)
     assert results in (["ok"], ["ReadError"])

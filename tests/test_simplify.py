@@ -4,7 +4,6 @@ import gzip
 import json
 import math
 import pickle
-import threading
 from pathlib import Path
 
 import numpy as np
@@ -16,6 +15,7 @@ from ndvm.cosearch.export import to_latex, to_sympy
 from ndvm.cosearch.grammar import Grammar
 from ndvm.cosearch.sexpr import size, skeleton, to_source, to_tree
 from ndvm.cosearch.simplify import Simplifier, TooManyParameters, canonicalize, simplify
+from conftest import run_with_stack
 
 P = ("a", "b", "c", "d", "f", "g")
 
@@ -387,13 +387,7 @@ def test_deep_trees_are_simplified_or_refused_never_a_crash():
                 out.append(Simplifier(P).canonical_form(_deep(n))[2])
             except RecursionError as e:
                 out.append(str(e))
-    old = threading.stack_size(256 * 1024)
-    try:
-        th = threading.Thread(target=small_stack)
-        th.start()
-        th.join()
-    finally:
-        threading.stack_size(old)
+    run_with_stack(small_stack, 256 * 1024)
     # 200 deep fits in 256 KiB (not under the sanitizer's larger frames: then a refusal), 999
     # deep never does
     assert out[0] == 301 or "native stack" in out[0], out[0]
