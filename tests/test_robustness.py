@@ -5,9 +5,9 @@ Every crash found here once became a regression test (see the notes on each test
 
 import numpy as np
 import pytest
+from conftest import CLIENTS, run_with_stack
 
 import ndvm
-from conftest import CLIENTS, run_with_stack
 
 
 @pytest.mark.parametrize("client", CLIENTS)

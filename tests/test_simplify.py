@@ -8,6 +8,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import run_with_stack
 
 import ndvm
 from ndvm.cosearch import grammar as gp
@@ -15,7 +16,6 @@ from ndvm.cosearch.export import to_latex, to_sympy
 from ndvm.cosearch.grammar import Grammar
 from ndvm.cosearch.sexpr import size, skeleton, to_source, to_tree
 from ndvm.cosearch.simplify import Simplifier, TooManyParameters, canonicalize, simplify
-from conftest import run_with_stack
 
 P = ("a", "b", "c", "d", "f", "g")
 

@@ -26,7 +26,7 @@ from ndvm.cosearch.sexpr import to_source, to_tree
 from ndvm.cosearch.simplify import PARAM_MARK, simplify
 from ndvm.cosearch.task import SEARCH_LM_SCALING
 
-__all__ = ["select", "cross_validate", "refit", "snap", "fitness", "starts_around"]
+__all__ = ["cross_validate", "fitness", "refit", "select", "snap", "starts_around"]
 
 RULE = "one-standard-error rule over K-fold cross-validation"
 EXACT = 1e-12

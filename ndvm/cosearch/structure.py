@@ -25,8 +25,15 @@ import numpy as np
 from ndvm.cosearch import grammar as gp
 from ndvm.cosearch.sexpr import to_source
 
-__all__ = ["power_law", "single_indices", "gauges", "additive_laws", "monomial", "building_blocks",
-           "MIN_INPUTS"]
+__all__ = [
+    "MIN_INPUTS",
+    "additive_laws",
+    "building_blocks",
+    "gauges",
+    "monomial",
+    "power_law",
+    "single_indices",
+]
 
 MIN_INPUTS = 2          # building blocks for tasks with at least this many inputs
 SCAN_ROWS = 2000        # rows the index scan uses (evenly spaced over the training rows)
@@ -322,7 +329,7 @@ def monomial(names, exponents, g):
         return 1.0
     if den and "/" not in g.binary:
         return None
-    prod = lambda fs: fs[0] if len(fs) == 1 else ["*"] + fs  # noqa: E731
+    prod = lambda fs: fs[0] if len(fs) == 1 else ["*"] + fs
     top = prod(num) if num else 1.0
     return ["/", top, prod(den)] if den else top
 

@@ -10,9 +10,22 @@ import re
 from dataclasses import dataclass, replace
 from fractions import Fraction
 
-__all__ = ["BASE", "DERIVED", "TARGET", "parse_unit", "format_unit", "Units", "Dimensions",
-           "Inconsistent", "infer", "pi_groups", "integer_null_space", "monomial", "seeds",
-           "units_of"]
+__all__ = [
+    "BASE",
+    "DERIVED",
+    "TARGET",
+    "Dimensions",
+    "Inconsistent",
+    "Units",
+    "format_unit",
+    "infer",
+    "integer_null_space",
+    "monomial",
+    "parse_unit",
+    "pi_groups",
+    "seeds",
+    "units_of",
+]
 
 BASE = ("m", "s", "kg", "K", "A", "mol", "cd")
 # derived SI units a unit string may name (no prefixes: a scale is a fitted constant's job);
