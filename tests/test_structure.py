@@ -165,3 +165,23 @@ def test_a_kinetic_energy_is_found_from_its_building_blocks_and_not_without():
     assert r2 > 0.999999
     r2, _ = _search(X, y, False, 60)
     assert r2 < 0.999
+
+
+def test_degenerate_data_gives_no_blocks_or_quiet_ones_never_an_error():
+    import warnings
+    rng = np.random.default_rng(10)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # (no RuntimeWarning escapes the analysis)
+        assert structure.building_blocks(_grammar(2), _X(300, 2), np.zeros(300)) == []
+        assert structure.building_blocks(_grammar(2), _X(300, 2), np.full(300, 3.0)) == []
+        huge = rng.uniform(1e150, 1e160, (300, 3))
+        structure.building_blocks(_grammar(3), huge, huge[:, 2] / 1e150)
+        structure.building_blocks(_grammar(3), huge, np.log(huge[:, 0]) * huge[:, 2])
+        with_zeros = np.c_[rng.integers(0, 3, 200).astype(float), _X(200, 1)]
+        structure.building_blocks(_grammar(2), with_zeros, with_zeros[:, 1] * 2.0)
+
+
+def test_a_constant_target_is_searched_without_dividing_by_its_zero_variance():
+    m = ndvm.SymbolicRegressor(budget=None, max_candidates=40, random_state=0).fit(
+        _X(100, 2), np.zeros(100))
+    assert m.result_.best["r2"] == 1.0 and np.all(m.predict(_X(10, 2)) == 0.0)

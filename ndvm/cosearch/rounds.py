@@ -21,7 +21,7 @@ from ndvm.cosearch.records import _dump, _good, pareto_front
 from ndvm.cosearch.select import fitness, starts_around
 from ndvm.cosearch.sexpr import size, skeleton, to_source, to_tree
 from ndvm.cosearch.simplify import Simplifier, TooManyParameters
-from ndvm.cosearch.task import Task
+from ndvm.cosearch.task import Task, r_squared
 
 _PROBE_STEPS = 2_000_000
 _DENSE_POINTS = 512  # the dense probe of the input box that catches poles between data points
@@ -207,7 +207,7 @@ class _Scorer:
             ho = float(np.mean((held - self.held[1]) ** 2))
         tr = tr if math.isfinite(tr) else math.inf
         ho = ho if math.isfinite(ho) else math.inf
-        return tr, ho, 1.0 - ho / self.held_var if math.isfinite(ho) else -math.inf
+        return tr, ho, r_squared(ho, self.held_var)
 
     def refit(self, prog, names, params, seed, starts=REFIT_STARTS):
         """Parameters of ``prog`` refitted by LM from ``starts`` starts: its current fit and

@@ -24,7 +24,7 @@ from ndvm.cosearch.sexpr import atoms as _atoms
 from ndvm.cosearch.sexpr import size as tree_size
 from ndvm.cosearch.sexpr import to_source, to_tree
 from ndvm.cosearch.simplify import PARAM_MARK, simplify
-from ndvm.cosearch.task import SEARCH_LM_SCALING
+from ndvm.cosearch.task import SEARCH_LM_SCALING, r_squared
 
 __all__ = ["cross_validate", "fitness", "refit", "select", "snap", "starts_around"]
 
@@ -187,7 +187,7 @@ def _scored(task, rec, model, size, params, ev):
             **({"island": rec["island"]} if "island" in rec else {}),
             "model": model, "params": dict(params), "status": "ok", "size": size,
             "skeleton": rec.get("skeleton"), "train_error": train, "heldout_error": held,
-            "r2": 1.0 - held / var_held if var_held > 0 and math.isfinite(held) else -math.inf,
+            "r2": r_squared(held, var_held),
             "mse_all": every, "r2_all": 1.0 - every / var if var > 0 else None,
             "front_member": {k: rec[k] for k in _MEMBER if k in rec}}
 

@@ -59,13 +59,17 @@ def log_target(y, share=SIGN_SHARE):
     drowned in noise counts little); None when y has no such sign or zeros on those rows."""
     pos = y > 0
     major = pos if pos.mean() >= 0.5 else y < 0
-    energy = y * y
+    if not major.any():
+        return None
+    energy = (y / np.max(np.abs(y))) ** 2
     if energy[major].sum() < share * energy.sum():
         return None
     rows = np.flatnonzero(major)
-    v = y[rows]
+    v = y[rows] / np.max(np.abs(y[rows]))  # (scaled: the squares of 1e160 overflow)
     weights = v * v / np.mean(v * v)
-    return rows, np.log(np.abs(v)), weights
+    if not np.all(np.isfinite(weights)):
+        return None
+    return rows, np.log(np.abs(y[rows])), weights
 
 
 def power_law(X, y):
@@ -76,7 +80,7 @@ def power_law(X, y):
     y = np.asarray(y, dtype=np.float64)
     ok = np.all(np.isfinite(X), axis=1) & np.isfinite(y) & np.all(X != 0, axis=1)
     X, y = X[ok], y[ok]
-    if y.size < max(8, 2 * X.shape[1] + 2) or np.any(X.min(axis=0) * X.max(axis=0) < 0):
+    if y.size < max(8, 2 * X.shape[1] + 2) or np.any((X.min(axis=0) < 0) & (X.max(axis=0) > 0)):
         return None
     target = log_target(y)
     if target is None:
@@ -85,7 +89,9 @@ def power_law(X, y):
     lx = np.log(np.abs(X[rows]))
     A = np.concatenate([np.ones((ly.size, 1)), lx], axis=1)
     sw = np.sqrt(wt)
-    coef, *_ = np.linalg.lstsq(A * sw[:, None], ly * sw, rcond=None)
+    coef = _lstsq(A * sw[:, None], ly * sw)
+    if coef is None:
+        return None
     resid = ly - A @ coef
     mean = np.average(ly, weights=wt)
     ss = float(np.sum(wt * (ly - mean) ** 2))
@@ -178,7 +184,7 @@ def single_indices(X, y, count=INDICES, rows=SCAN_ROWS):
     lx = np.log(np.abs(X))
     neg = (X < 0).astype(np.int64) if (X < 0).any() else None
     ss = float(np.sum(wt * (t - np.average(t, weights=wt)) ** 2))
-    if not ss > 0:
+    if not 0 < ss < math.inf:
         return []
     sw = np.sqrt(wt)
     A = np.concatenate([np.ones((t.size, 1)), lx], axis=1)
@@ -205,12 +211,6 @@ def single_indices(X, y, count=INDICES, rows=SCAN_ROWS):
     return [(s[3], None if s[4] is None else s[4][1:], -s[2]) for s in scored[:count]]
 
 
-def _least_squares_r2(F, t, ss):
-    coef, *_ = np.linalg.lstsq(F, t, rcond=None)
-    r = t - F @ coef
-    return coef, 1.0 - float(r @ r) / ss
-
-
 def _abs_log_exponents(X, y):
     """Each input's exponent in a weighted least-squares fit of log|y| on log|x_i| (weights
     y^2, rows where y is not 0: y may change sign), or None."""
@@ -219,16 +219,28 @@ def _abs_log_exponents(X, y):
         return None
     v = y[nz]
     A = np.concatenate([np.ones((v.size, 1)), np.log(np.abs(X[nz]))], axis=1)
-    sw = np.abs(v) / np.sqrt(np.mean(v * v))
-    coef, *_ = np.linalg.lstsq(A * sw[:, None], np.log(np.abs(v)) * sw, rcond=None)
-    return coef[1:]
+    u = np.abs(v) / np.max(np.abs(v))
+    sw = u / np.sqrt(np.mean(u * u))
+    coef = _lstsq(A * sw[:, None], np.log(np.abs(v)) * sw)
+    return None if coef is None else coef[1:]
+
+
+def _lstsq(A, b):
+    """The least-squares solution of A x = b, or None when it has no finite one."""
+    if not (np.all(np.isfinite(A)) and np.all(np.isfinite(b))):
+        return None
+    try:
+        return np.linalg.lstsq(A, b, rcond=None)[0]
+    except np.linalg.LinAlgError:
+        return None
 
 
 def _sum_of_powers(X, t, free):
     """(terms [(input, power)], with a constant, R^2) of the least-squares fit of t by a
     constant and every power in ADDITIVE_POWERS of the ``free`` inputs, its terms then dropped,
     the least first, while the fit loses less than DROP of its R^2; None when even the full
-    sum explains less than SUPPORT of t."""
+    sum explains less than SUPPORT of t. (Each subset's fit solves the normal equations of the
+    unit-norm columns: one Gram matrix for the whole elimination.)"""
     ss = float(np.sum((t - t.mean()) ** 2))
     if not (ss > 0 and np.all(np.isfinite(t))):
         return None
@@ -236,21 +248,30 @@ def _sum_of_powers(X, t, free):
     with np.errstate(all="ignore"):
         F = np.stack([np.ones_like(t) if tm is None else X[:, tm[0]] ** tm[1] for tm in terms],
                      axis=1)
-    if not np.all(np.isfinite(F)):
+    norms = np.linalg.norm(F, axis=0)
+    if not (np.all(np.isfinite(F)) and np.all(norms > 0)):
         return None
-    _, full = _least_squares_r2(F, t, ss)
+    F = F / norms
+    G, b, tt = F.T @ F, F.T @ t, float(t @ t)
+
+    def r2(keep):
+        try:
+            coef = np.linalg.solve(G[np.ix_(keep, keep)], b[keep])
+        except np.linalg.LinAlgError:
+            return -math.inf
+        return 1.0 - (tt - float(coef @ b[keep])) / ss
+
+    keep = list(range(len(terms)))
+    full = r2(keep)
     if full < SUPPORT:
         return None
-    keep = list(range(len(terms)))
     while len(keep) > 1:
-        r2, drop = max((_least_squares_r2(F[:, [j for j in keep if j != k]], t, ss)[1], k)
-                       for k in keep)
-        if full - r2 >= DROP:
+        best, drop = max((r2([j for j in keep if j != k]), k) for k in keep)
+        if full - best >= DROP:
             break
         keep.remove(drop)
-    _, r2 = _least_squares_r2(F[:, keep], t, ss)
     kept = [terms[j] for j in keep]
-    return [tm for tm in kept if tm is not None], None in kept, r2
+    return [tm for tm in kept if tm is not None], None in kept, r2(keep)
 
 
 def additive_laws(X, y, rows=SCAN_ROWS):
@@ -286,10 +307,13 @@ def additive_laws(X, y, rows=SCAN_ROWS):
                 continue
             with np.errstate(all="ignore"):
                 t = y / np.prod(X ** np.asarray(outer), axis=1)
+            if not np.all(np.isfinite(t)):
+                continue
             for root in (False, True):
                 if root and not np.all(t > 0):
                     continue
-                found = _sum_of_powers(X, t * t if root else t, free)
+                with np.errstate(all="ignore"):
+                    found = _sum_of_powers(X, t * t if root else t, free)
                 if found is not None:
                     out.append((outer, found[0], found[1], root, found[2]))
     return out
@@ -369,6 +393,13 @@ def _only(tree, ops):
 
 
 def building_blocks(g, X, y):
+    """See _building_blocks; numbers that overflow in the analysis (inputs near 1e160, say)
+    make its fits fail their finiteness checks quietly instead of warning."""
+    with np.errstate(all="ignore"):
+        return _building_blocks(g, X, y)
+
+
+def _building_blocks(g, X, y):
     """Programs the data suggest, best guess first: the monomial law c M (the log fit's
     exponents rounded to halves), then c M s(z) for the best indices z (single_indices, M their
     outer monomial rounded to halves) and every one-input model s of _one_input_programs, then

@@ -3,13 +3,14 @@
 ``Task`` is what a search fits and how it judges a fit; the built-in tasks are in tasks.py, the
 time-series tasks (a Task subclass) in series.py.
 """
+import math
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from ndvm.fit_options import FitOptions
 
-__all__ = ["Task", "DEFAULT_PARAMS", "SEARCH_OPTIMIZER", "SEARCH_LM_SCALING"]
+__all__ = ["Task", "DEFAULT_PARAMS", "SEARCH_OPTIMIZER", "SEARCH_LM_SCALING", "r_squared"]
 
 DEFAULT_PARAMS = ("a", "b", "c", "d")
 # the co-search's calibration (the paper's protocol: 50 Adam steps at lr 0.05, 8 starts); a task
@@ -19,6 +20,17 @@ SEARCH_OPTIMIZER = "adam"
 # region alone, not ndvm.fit's default of both regions as two lanes (twice the work per fit; the
 # search already runs many starts and candidates)
 SEARCH_LM_SCALING = "jac"
+
+
+def r_squared(mse, var):
+    """1 - mse / var, the share of the target's variance a model explains; for a constant target
+    (var 0) 1 when the model is exact and 0 otherwise (scikit-learn's convention); -inf when the
+    model has no finite error."""
+    if not math.isfinite(mse):
+        return -math.inf
+    if var > 0:
+        return 1.0 - mse / var
+    return 1.0 if mse == 0 else 0.0
 
 
 @dataclass
