@@ -42,6 +42,7 @@ from concurrent.futures.process import BrokenProcessPool, ProcessPoolExecutor
 __all__ = ["RETRIES", "Handle", "Scheduler", "default_workers", "executor_workers", "shutdown"]
 
 RETRIES = 3  # a piece of work whose worker died is submitted again this many times, then fails
+WATCH = 0.5  # seconds between looks at a pool of worker processes for a dead worker (_stalled)
 
 
 def default_workers():
@@ -92,6 +93,8 @@ class Handle:
         """Whether the current future's outcome is final (a lost worker's is not: the work is
         submitted again here)."""
         f = self.future
+        if not f.done() and self.sched._renew is not None and _stalled(self.on):
+            _unstick(self.on)  # (the pool then fails this future: handled below, next call)
         if not f.done() or f.cancelled():
             return f.done()
         exc = f.exception()
@@ -111,7 +114,7 @@ class Handle:
         end = None if timeout is None else time.monotonic() + timeout
         while True:
             left = None if end is None else max(0.0, end - time.monotonic())
-            _wait_futures([self.future], timeout=left)
+            _wait_futures([self.future], timeout=self.sched._watch(left))
             if self._settled():
                 return self.future.result(timeout=0)
 
@@ -163,6 +166,13 @@ class Scheduler:
             h.future = ex.submit(h.fn, *h.args)
         h.on = ex
 
+    def _watch(self, left):
+        """How long to wait before looking again: on a pool of worker processes of ours at most
+        WATCH seconds (a dead worker may have left its pool unable to say so: _stalled)."""
+        if self._renew is None:
+            return left
+        return WATCH if left is None else min(left, WATCH)
+
     def _resubmit(self, h, exc):
         if isinstance(exc, BrokenProcessPool) and self._renew is not None:
             self._renew(h.on)  # (once per broken pool: a renewed one is returned as it is)
@@ -179,7 +189,8 @@ class Scheduler:
             left = None if end is None else end - time.monotonic()
             if left is not None and left <= 0:
                 return ready
-            _wait_futures([h.future for h in handles if not h.future.done()], timeout=left,
+            _wait_futures([h.future for h in handles if not h.future.done()],
+                          timeout=self._watch(left),
                           return_when=ALL_COMPLETED if every else FIRST_COMPLETED)
 
     def cancel(self, handles):
@@ -252,6 +263,30 @@ atexit.register(shutdown)
 
 _PROCESSES = {}  # workers -> this process's pool of worker processes, kept for the next call
 _PROCESSES_LOCK = threading.Lock()
+
+
+def _stalled(pool):
+    """Whether a worker process of our ``pool`` has died. Its pool may then never say so: a
+    worker killed while it sends a result leaves the result pipe half-written, and
+    concurrent.futures' manager thread waits for the rest of that message forever (its other
+    workers wait for the pipe's lock, every pending future stays pending)."""
+    procs = getattr(pool, "_processes", None) or {}
+    return any(p.exitcode is not None for p in list(procs.values()))
+
+
+def _unstick(pool):
+    """Make a pool with a dead worker fail its pending work: its other workers killed and this
+    process's end of the result pipe closed, so that the manager's read ends and the pool marks
+    itself broken (BrokenProcessPool on every pending future: the work is submitted again)."""
+    for p in list((getattr(pool, "_processes", None) or {}).values()):
+        if p.exitcode is None:
+            p.kill()
+    writer = getattr(getattr(pool, "_result_queue", None), "_writer", None)
+    if writer is not None:
+        try:
+            writer.close()
+        except OSError:
+            pass
 
 
 def _process_pool(workers, broken=None):

@@ -130,6 +130,38 @@ def test_a_worker_process_killed_mid_task_loses_nothing(tmp_path):
     assert schedule._process_pool(2) is not pool and h.on is schedule._process_pool(2)
 
 
+def _die_mid_send(marker):
+    """The first time: SIGKILL this worker process halfway through sending a result (the
+    result pipe's lock held, a message header promising more bytes than follow), as a worker
+    killed at the wrong moment leaves it; then its pid."""
+    import struct
+    import sys
+    if not os.path.exists(marker):
+        open(marker, "w").close()
+        frame = sys._getframe(1)
+        while frame is not None and "result_queue" not in frame.f_locals:
+            frame = frame.f_back
+        queue = frame.f_locals["result_queue"]
+        queue._wlock.acquire()
+        os.write(queue._writer.fileno(), struct.pack("!i", 1000) + b"partial")
+        os.kill(os.getpid(), signal.SIGKILL)
+    return os.getpid()
+
+
+def test_a_worker_killed_while_sending_a_result_does_not_hang_its_pool(tmp_path):
+    # Regression (a CI run hung in test_islands): concurrent.futures' manager thread waited
+    # forever for the rest of a killed worker's half-sent result, and every pending future with
+    # it; the scheduler now sees the dead worker, breaks the pool and runs the work again.
+    sched = Scheduler.processes(2)
+    out = []
+    t = threading.Thread(target=lambda: out.append(
+        sched.submit(_die_mid_send, str(tmp_path / "killed")).result()), daemon=True)
+    t.start()
+    t.join(120)
+    assert not t.is_alive(), "the scheduler hung on a pool whose worker died mid-send"
+    assert out and out[0] != os.getpid() and (tmp_path / "killed").exists()
+
+
 def test_cancelled_work_never_starts():
     ran, gate = [], threading.Event()
     with ThreadPoolExecutor(1) as pool:
