@@ -22,7 +22,7 @@ import numpy as np
 import ndvm
 from ndvm.cosearch.sexpr import atoms as _atoms
 from ndvm.cosearch.sexpr import size as tree_size
-from ndvm.cosearch.sexpr import to_source, to_tree
+from ndvm.cosearch.sexpr import substitute, to_source, to_tree
 from ndvm.cosearch.simplify import PARAM_MARK, simplify
 from ndvm.cosearch.task import SEARCH_LM_SCALING, r_squared
 
@@ -264,7 +264,7 @@ def _substituted(src, values, names):
     """The simplified tree of ``src`` with ``values`` written for their parameters (``names``
     the parameters left), or None when it does not parse or constants would merge into a new
     parameter (that needs a new fit, not a substitution)."""
-    out = simplify(_replace(to_tree(src), values), names)
+    out = simplify(substitute(to_tree(src), values), names)
     if any(a == PARAM_MARK for a in _atoms(out)):
         return None
     try:
@@ -272,10 +272,3 @@ def _substituted(src, values, names):
     except Exception:  # noqa: BLE001 - a substituted text that does not parse is not used
         return None
     return out
-
-
-def _replace(t, values):
-    """The tree with each atom named in ``values`` replaced by its value."""
-    if isinstance(t, list):
-        return [_replace(x, values) for x in t]
-    return values.get(t, t) if isinstance(t, str) else t

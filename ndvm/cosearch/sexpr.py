@@ -8,6 +8,7 @@ import math
 from ndvm._core import read
 
 __all__ = ["to_tree", "to_source", "size", "skeleton", "skeleton_atom", "canonical", "atoms",
+           "substitute",
            "SPECIAL_FORMS"]
 
 SPECIAL_FORMS = frozenset("quote if cond case and or when unless begin let let* letrec letrec* "
@@ -50,6 +51,13 @@ def to_source(tree):
     if isinstance(tree, list):
         return "(" + " ".join([to_source(t) for t in tree]) + ")"
     return _atom(tree)
+
+
+def substitute(tree, table):
+    """The tree with each atom that ``table`` names replaced by its value (a copy)."""
+    if isinstance(tree, list):
+        return [substitute(t, table) for t in tree]
+    return table.get(tree, tree) if isinstance(tree, str) else tree
 
 
 def atoms(tree):

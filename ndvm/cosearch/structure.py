@@ -23,7 +23,7 @@ import math
 import numpy as np
 
 from ndvm.cosearch import grammar as gp
-from ndvm.cosearch.sexpr import to_source
+from ndvm.cosearch.sexpr import substitute, to_source
 
 __all__ = [
     "MIN_INPUTS",
@@ -358,14 +358,6 @@ def monomial(names, exponents, g):
     return ["/", top, prod(den)] if den else top
 
 
-def _substitute(tree, name, value):
-    if tree == name:
-        return value
-    if isinstance(tree, list):
-        return [_substitute(t, name, value) for t in tree]
-    return tree
-
-
 def _one_input_programs(g):
     """Models of one stand-in input z (``_INDEX_Z``) that a law's factor h(z) commonly is, over
     the grammar's operators: a u(b z) and a + b u(c z) for each unary u, a + b z, a z^b,
@@ -427,7 +419,7 @@ def _building_blocks(g, X, y):
             if outer is None:
                 continue
             for s in shapes:
-                body = _substitute(s, _INDEX_Z, z)
+                body = substitute(s, {_INDEX_Z: z})
                 out.append(body if outer == 1.0 else ["*", outer, body])
     if "+" in g.binary:
         p = list(g.params)

@@ -10,6 +10,8 @@ import re
 from dataclasses import dataclass, replace
 from fractions import Fraction
 
+from ndvm.cosearch.sexpr import substitute
+
 __all__ = [
     "BASE",
     "DERIVED",
@@ -576,12 +578,6 @@ def monomial(exponents):
     return ["/", prod(num) if num else 1.0, prod(den)]
 
 
-def _substitute(tree, table):
-    if isinstance(tree, list):
-        return [_substitute(t, table) for t in tree]
-    return table.get(tree, tree) if isinstance(tree, str) else tree
-
-
 def seeds(units, grammar):
     """The Buckingham Pi models: c*M*h(pi_1, .., pi_k) for the first PI_SEEDS small models and
     shapes h the grammar proposes over k inputs (grammar.small_programs, separable_shapes), each pi
@@ -602,7 +598,7 @@ def seeds(units, grammar):
         g = replace(grammar, inputs=tuple(slots))
         hs = (gp.small_programs(g) + gp.separable_shapes(g))[:PI_SEEDS]
         table = {s: monomial(v) for s, v in zip(slots, groups)}
-        hs = [_substitute(h, table) for h in hs]
+        hs = [substitute(h, table) for h in hs]
     else:
         hs = [grammar.params[0]]
     if m is None:
