@@ -124,3 +124,25 @@ def test_search_on_a_dask_scheduler(tmp_path):
         in r.stderr and "Traceback" not in r.stderr
     r = ndvm("search", "--task", "damped", "--scheduler", "tcp://127.0.0.1:9", "--workers", "2")
     assert r.returncode == 2 and "give one or the other" in r.stderr
+
+
+def test_a_column_named_like_a_procedure_is_refused_at_load(tmp_path):
+    """A data column named ``length`` (a procedure of the language) used to shadow nothing: the
+    programs read it as the procedure and every candidate failed; now the load says so."""
+    data = _csv(tmp_path / "d.csv", [(i, i + 1, 2 * i + 1) for i in range(8)],
+                header="length,mass,y")
+    r = ndvm("search", "--csv", data, "--max-candidates", "4", "--quiet")
+    assert r.returncode == 2
+    assert "d.csv:1:1: the input name 'length' cannot be a variable" in r.stderr
+    assert "x_length" in r.stderr
+
+
+@pytest.mark.parametrize("name", ["length", "pi", "lambda", "1.5", "a b", "(x)"])
+def test_task_names_that_cannot_be_program_variables_are_refused(name):
+    from ndvm.cosearch.task import Task
+    x = np.linspace(0, 1, 10)
+    with pytest.raises(ValueError, match="cannot be a variable of a program"):
+        Task.from_arrays("t", {name: x}, x)
+    with pytest.raises(ValueError, match="parameter name"):
+        Task.from_arrays("t", {"x": x}, x, params=(name,))
+    Task.from_arrays("t", {"x_1": x, "mass": x}, x)  # ordinary names are fine

@@ -33,6 +33,25 @@ def r_squared(mse, var):
     return 1.0 if mse == 0 else 0.0
 
 
+def _check_names(kind, names):
+    """Raise ValueError unless each name reads as one free variable of a program: not a number,
+    not two tokens, not a special form, and not a procedure the language already binds (a data
+    column named ``length`` or ``exp`` would be read as the procedure, and every candidate using
+    it would fail)."""
+    from ndvm import parse
+
+    for name in names:
+        try:
+            free = parse(name, name="<name>").free_names
+        except Exception:  # noqa: BLE001 - a special form, an unbalanced bracket, ...
+            free = ()
+        if free != (name,):
+            raise ValueError(f"the {kind} name {name!r} cannot be a variable of a program (it "
+                             "is a built-in procedure, a special form, a number or not one "
+                             "symbol); rename it, e.g. to x_" + "".join(
+                                 c if c.isalnum() else "_" for c in name))
+
+
 @dataclass
 class Task:
     """What a search fits, and how it judges a fit.
@@ -77,6 +96,8 @@ class Task:
     data_units: object = None  # (SeriesTask's ``units`` is its series' unit label)
 
     def __post_init__(self):
+        _check_names("input", self.inputs)
+        _check_names("constant", self.consts)
         self._name_parameters()
         self.target = np.asarray(self.target, dtype=np.float64).reshape(-1)
         self.inputs = {k: np.asarray(v, dtype=np.float64).reshape(-1) for k, v in self.inputs.items()}
@@ -123,6 +144,7 @@ class Task:
             self.params = tuple(free[:len(DEFAULT_PARAMS)])
             return
         self.params = tuple(self.params)
+        _check_names("parameter", self.params)
         clash = sorted(taken & set(self.params))
         if clash:
             raise ValueError(f"task {self.name!r}: the name(s) {', '.join(clash)} are both "
