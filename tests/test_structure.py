@@ -67,6 +67,8 @@ def test_monomial_trees_use_only_the_grammar_operators():
     assert structure.monomial(["x0", "x1"], [0.5, 1], no_sqrt) is None
     no_div = _grammar(2, binary=("+", "*"))
     assert structure.monomial(["x0", "x1"], [1, -1], no_div) is None
+    assert structure.monomial(["x0", "x1"], [0.25, -1], g) == ["/", ["pow", "x0", 0.25], "x1"]
+    assert structure.monomial(["x0"], [0.25], no_div) is None  # (no pow either)
 
 
 def test_the_first_building_block_of_a_monomial_law_is_that_law():

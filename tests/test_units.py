@@ -290,6 +290,8 @@ def test_monomial_trees():
     assert monomial({"x": Fraction(1, 2), "g": Fraction(-1, 2)}) == ["/", ["sqrt", "x"],
                                                                      ["sqrt", "g"]]
     assert monomial({}) == 1.0
+    assert monomial({"x": Fraction(1, 3), "y": 3}) == ["*", ["pow", "x", 1 / 3],
+                                                       ["*", ["square", "y"], "y"]]
 
 
 def grammar_of(u):

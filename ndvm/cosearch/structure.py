@@ -320,27 +320,32 @@ def additive_laws(X, y, rows=SCAN_ROWS):
 
 
 def _power(x, k, g):
-    """x^k (k a nonzero multiple of 1/2) as a tree of the grammar's operators: x, (square x),
-    (sqrt x), their products; None when the grammar lacks what it takes."""
-    whole, half = divmod(abs(k), 1.0)
+    """x^|k| as a tree of the grammar's operators (any operator when ``g`` is None): x,
+    (square x), (sqrt x) and their products for multiples of 1/2, else (pow x |k|); None when the
+    grammar lacks what it takes."""
+    ops = lambda kind, op: g is None or op in getattr(g, kind)  # noqa: E731
+    if (2 * abs(k)) % 1:
+        return ["pow", x, float(abs(k))] if ops("binary", "pow") else None
+    whole, half = divmod(abs(k), 1)
     factors = []
     n = int(whole)
-    while n >= 2 and "square" in g.unary:
+    while n >= 2 and ops("unary", "square"):
         factors.append(["square", x])
         n -= 2
     factors += [x] * n
     if half:
-        if "sqrt" not in g.unary:
+        if not ops("unary", "sqrt"):
             return None
         factors.append(["sqrt", x])
-    if len(factors) > 1 and "*" not in g.binary:
+    if len(factors) > 1 and not ops("binary", "*"):
         return None
     return factors[0] if len(factors) == 1 else ["*"] + factors
 
 
-def monomial(names, exponents, g):
+def monomial(names, exponents, g=None):
     """prod names_i^exponents_i as a tree (a ratio when some are negative), None exponents and
-    zeros left out; None when the grammar cannot write it; 1.0 for the empty product."""
+    zeros left out; None when the grammar ``g`` cannot write it (None: any operator); 1.0 for
+    the empty product. Exponents may be floats or Fractions; halves use sqrt, others pow."""
     num, den = [], []
     for x, k in zip(names, exponents):
         if not k:
@@ -351,9 +356,9 @@ def monomial(names, exponents, g):
         (num if k > 0 else den).append(p)
     if not num and not den:
         return 1.0
-    if den and "/" not in g.binary:
+    if den and g is not None and "/" not in g.binary:
         return None
-    prod = lambda fs: fs[0] if len(fs) == 1 else ["*"] + fs
+    prod = lambda fs: fs[0] if len(fs) == 1 else ["*"] + fs  # noqa: E731
     top = prod(num) if num else 1.0
     return ["/", top, prod(den)] if den else top
 

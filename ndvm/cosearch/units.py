@@ -10,6 +10,7 @@ import re
 from dataclasses import dataclass, replace
 from fractions import Fraction
 
+from ndvm.cosearch import structure
 from ndvm.cosearch.sexpr import substitute
 
 __all__ = [
@@ -550,32 +551,10 @@ def pi_groups(units):
     return (None if M is None else named(M)), [named(v) for v in basis]
 
 
-def _power(x, e):
-    """x^e as a tree: x, (square x), (sqrt x), products of those, else (pow x e)."""
-    if e == 1:
-        return x
-    if e == 2:
-        return ["square", x]
-    if e == 3:
-        return ["*", x, ["square", x]]
-    if e == Fraction(1, 2):
-        return ["sqrt", x]
-    if e == Fraction(3, 2):
-        return ["*", x, ["sqrt", x]]
-    return ["pow", x, float(e)]
-
-
 def monomial(exponents):
     """The product of x^e over ``exponents`` (input -> nonzero exponent) as a tree: the positive
-    powers over the negative ones; 1.0 when there are none."""
-    num = [_power(x, e) for x, e in exponents.items() if e > 0]
-    den = [_power(x, -e) for x, e in exponents.items() if e < 0]
-
-    def prod(fs):
-        return fs[0] if len(fs) == 1 else ["*"] + fs
-    if not den:
-        return prod(num) if num else 1.0
-    return ["/", prod(num) if num else 1.0, prod(den)]
+    powers over the negative ones; 1.0 when there are none (structure.monomial, any operator)."""
+    return structure.monomial(list(exponents), list(exponents.values()))
 
 
 def seeds(units, grammar):
