@@ -187,3 +187,25 @@ def test_a_constant_target_is_searched_without_dividing_by_its_zero_variance():
     m = ndvm.SymbolicRegressor(budget=None, max_candidates=40, random_state=0).fit(
         _X(100, 2), np.zeros(100))
     assert m.result_.best["r2"] == 1.0 and np.all(m.predict(_X(10, 2)) == 0.0)
+
+
+def test_building_blocks_are_analysed_once_per_grammar_and_data(monkeypatch):
+    """A search's islands each ask for the blocks: the same grammar and data are analysed once;
+    other data, or another grammar, are analysed anew; callers get their own copies."""
+    rng = np.random.default_rng(3)
+    X = rng.uniform(1, 3, (200, 3))
+    y = 2.0 * X[:, 0] * X[:, 1] ** 2 / X[:, 2]
+    g = _grammar(3)
+    calls = []
+    real = structure._building_blocks
+    monkeypatch.setattr(structure, "_building_blocks",
+                        lambda *a: calls.append(1) or real(*a))
+    structure._MEMO.clear()
+    first = structure.building_blocks(g, X, y)
+    assert first and structure.building_blocks(g, X.copy(), y.copy()) == first
+    assert len(calls) == 1
+    first[0].append("mutated by a caller")
+    assert structure.building_blocks(g, X, y)[0] != first[0]
+    structure.building_blocks(g, X, 2 * y)
+    structure.building_blocks(_grammar(3, unary=("exp", "sqrt", "square")), X, y)
+    assert len(calls) == 3

@@ -17,6 +17,8 @@ no calibration:
 every small one-input program s of the grammar (grammar.small_programs over z), for the best
 indices z. The search proposes them first (proposers.Mutate) and evolves from them.
 """
+import copy
+import hashlib
 import itertools
 import math
 
@@ -389,11 +391,25 @@ def _only(tree, ops):
     return tree[0] in ops and all(_only(t, ops) for t in tree[1:])
 
 
+_MEMO = {}  # (grammar, data digest) -> blocks: the islands of a search share one analysis
+_MEMO_SIZE = 8
+
+
 def building_blocks(g, X, y):
     """See _building_blocks; numbers that overflow in the analysis (inputs near 1e160, say)
-    make its fits fail their finiteness checks quietly instead of warning."""
-    with np.errstate(all="ignore"):
-        return _building_blocks(g, X, y)
+    make its fits fail their finiteness checks quietly instead of warning. The analysis of the
+    same grammar and data is done once per process (a search's islands each ask for it)."""
+    X = np.ascontiguousarray(X, dtype=np.float64)
+    y = np.ascontiguousarray(y, dtype=np.float64)
+    key = (repr(g), X.shape, hashlib.blake2b(X.tobytes() + y.tobytes()).hexdigest())
+    out = _MEMO.get(key)
+    if out is None:
+        with np.errstate(all="ignore"):
+            out = _building_blocks(g, X, y)
+        if len(_MEMO) >= _MEMO_SIZE:
+            _MEMO.pop(next(iter(_MEMO)))
+        _MEMO[key] = out
+    return copy.deepcopy(out)
 
 
 def _building_blocks(g, X, y):
