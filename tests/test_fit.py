@@ -150,3 +150,45 @@ def test_bounds_are_respected():
 def test_bad_arguments(kwargs, exc, match):
     with pytest.raises(exc, match=match):
         ndvm.fit("(* a x)", target=np.ones(5), **kwargs)
+
+
+def _fit_digest(r):
+    return (repr(r.all_params), repr(r.all_losses), repr(r.history), repr(r.status),
+            repr(r.all_covariance), repr(r.all_stderr), r.n_evals)
+
+
+@pytest.mark.parametrize("options", [
+    {"optimizer": "adam", "steps": 40, "lr": 0.05},
+    {"optimizer": "lbfgs", "steps": 30},
+    {"optimizer": "lbfgs", "steps": 30, "bounds": {"b": (-0.5, 0.5)}},
+    {"optimizer": "lm", "steps": 30},                       # scaling "both": two lanes a start
+    {"optimizer": "lm", "steps": 30, "scaling": "jac", "uncertainty": False},
+    {"optimizer": "lm", "steps": 30, "scaling": "none", "positive": ["a"]},
+])
+def test_a_fit_gives_the_same_numbers_after_a_bigger_fit_on_its_thread(options):
+    """The optimizers keep their buffers per thread between fits (no allocation in the steady
+    state): a fit run after a larger one (more points, parameters and starts) on the same
+    thread gives exactly what it gives on a fresh thread."""
+    import threading
+    rng = np.random.default_rng(5)
+    x = np.linspace(0, 2, 30)
+    small = dict(data={"x": x}, target=1.3 * np.exp(-0.4 * x) + 0.2, starts=3, seed=1,
+                 **options)
+    xb = rng.uniform(0, 2, 400)
+    big = dict(data={"x": xb}, target=np.sin(xb) + 0.5 * xb, starts=9, seed=2,
+               **{k: v for k, v in options.items() if k not in ("bounds", "positive")})
+    out = {}
+
+    def on_a_fresh_thread(key, *fits):
+        def run():
+            for prog, kw in fits:
+                out[key] = ndvm.fit(prog, **kw)
+        t = threading.Thread(target=run)
+        t.start()
+        t.join()
+
+    model = "(+ (* a (exp (* b x))) c)"
+    on_a_fresh_thread("fresh", (model, small))
+    on_a_fresh_thread("after", ("(+ (* a (sin (* b x))) (* c x) d (* e x x))", big),
+                      (model, small))
+    assert _fit_digest(out["after"]) == _fit_digest(out["fresh"])

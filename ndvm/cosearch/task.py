@@ -121,15 +121,17 @@ class Task:
     def fit_options(self, overrides=None, client="dmci"):
         """The search's calibration of this task: (FitOptions, start_scales). The options are
         ``fit`` with ``overrides`` (ndvm.fit's names), the co-search's optimizer and LM scaling
-        where neither names one, ``client`` and the task's constants; start_scales (from
-        "start_scales", None: ndvm.fit's normal(0, 0.3) draws) are the standard deviations the
-        search draws each candidate's starts from."""
+        where neither names one, ``client`` and the task's constants, and no covariance (unless
+        ``uncertainty`` asks for it); start_scales (from "start_scales", None: ndvm.fit's
+        normal(0, 0.3) draws) are the standard deviations the search draws each candidate's
+        starts from."""
         fit = dict(self.fit)
         fit.update(overrides or {})
         scales = fit.pop("start_scales", None)
         fit.setdefault("optimizer", SEARCH_OPTIMIZER)
         fit.setdefault("scaling", SEARCH_LM_SCALING)
         fit.setdefault("client", client)
+        fit.setdefault("uncertainty", False)  # (a candidate's covariance is never read)
         if self.consts:
             fit.setdefault("consts", self.consts)
         return FitOptions.of(**fit), scales

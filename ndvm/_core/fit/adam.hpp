@@ -16,7 +16,9 @@ class AdamFit final : public FitDriver {
   // torch.optim.Adam's exact update (defaults, no weight decay, no amsgrad). Stops a start early
   // only when its projected gradient meets gtol; otherwise it runs all `steps`.
   void optimize() override {
-    std::vector<double> m(P_ * S_, 0.0), v(P_ * S_, 0.0);
+    thread_local std::vector<double> m, v;  // (kept between fits: FitScratch)
+    m.assign(P_ * S_, 0.0);
+    v.assign(P_ * S_, 0.0);
     for (int k = 0; k < rq_.budget; ++k) {
       evaluate(u_, kGrad);
       bool any = false;

@@ -14,6 +14,36 @@
 
 namespace ndvm {
 
+// A vector's elements kept between fits: cleared and released when they take more than
+// kKeepBytes, so that one huge fit does not pin its memory for the thread's life.
+constexpr size_t kKeepBytes = size_t(64) << 20;
+template <class V>
+void keep_small(V& v, size_t bytes) {
+  if (bytes > kKeepBytes) v = V();
+}
+
+// The driver's buffers, one set per thread, kept between fits: a worker that runs fit after fit
+// allocates nothing once they have grown to its largest fit (FitDriver binds references to them).
+struct FitScratch {
+  std::vector<double> value, u, xe, best_u, best, loss, grad, lo, hi;
+  std::vector<std::vector<double>> jac;
+  std::vector<double*> jac_ptrs, grad_ptrs;
+  std::vector<uint8_t> retired, done, flags;
+  std::vector<int8_t> status;
+  std::vector<double> J, r, cov, se;  // covariance at the best point
+  std::vector<unsigned char> cov_flags;
+
+  static FitScratch& here() {
+    thread_local FitScratch s;
+    return s;
+  }
+  size_t bytes() const {
+    size_t n = value.capacity() + J.capacity();
+    for (const auto& c : jac) n += c.capacity();
+    return n * sizeof(double);
+  }
+};
+
 class FitDriver {
  public:
   virtual ~FitDriver() = default;
@@ -66,6 +96,7 @@ class FitDriver {
     if (rq_.flags)
       for (size_t p = 0; p < P_; ++p)
         for (uint32_t s = 0; s < S_; ++s) rq_.flags[s * P_ + p] = flags_[p * S_ + s];
+    keep_small(sc_, sc_.bytes());
   }
 
  protected:
@@ -74,7 +105,11 @@ class FitDriver {
 
   // LM: starts from `unscaled_from` on run without column scaling
   FitDriver(FitRequest& rq, uint32_t unscaled_from)
-      : rq_(rq), S_(rq.S), N_(rq.N), P_(rq.param_binding.size()), unscaled_from_(unscaled_from) {}
+      : rq_(rq), S_(rq.S), N_(rq.N), P_(rq.param_binding.size()), unscaled_from_(unscaled_from),
+        sc_(FitScratch::here()), value_(sc_.value), u_(sc_.u), xe_(sc_.xe), best_u_(sc_.best_u),
+        best_(sc_.best), loss_(sc_.loss), grad_(sc_.grad), lo_(sc_.lo), hi_(sc_.hi),
+        jac_(sc_.jac), jac_ptrs_(sc_.jac_ptrs), grad_ptrs_(sc_.grad_ptrs),
+        retired_(sc_.retired), done_(sc_.done), flags_(sc_.flags), status_(sc_.status) {}
 
   // The optimizer's iterations, from u_ (projected) with every start live; it keeps best_u_.
   virtual void optimize() = 0;
@@ -83,11 +118,12 @@ class FitDriver {
   uint32_t S_, N_;
   size_t P_;
   uint32_t unscaled_from_;
-  std::vector<double> value_, u_, xe_, best_u_, best_, loss_, grad_, lo_, hi_;
-  std::vector<std::vector<double>> jac_;  // [P][S*N], filled by kJac evaluations
-  std::vector<double*> jac_ptrs_, grad_ptrs_;
-  std::vector<uint8_t> retired_, done_, flags_;
-  std::vector<int8_t> status_;
+  FitScratch& sc_;  // this thread's buffers (one fit at a time runs on a thread)
+  std::vector<double>&value_, &u_, &xe_, &best_u_, &best_, &loss_, &grad_, &lo_, &hi_;
+  std::vector<std::vector<double>>& jac_;  // [P][S*N] (of a longer list), filled by kJac
+  std::vector<double*>&jac_ptrs_, &grad_ptrs_;
+  std::vector<uint8_t>&retired_, &done_, &flags_;
+  std::vector<int8_t>& status_;
   bool uncertainty_done_ = false;  // cov and stderr were written for every start not retired
 
   bool mse() const { return rq_.loss == int(LossKind::MSE); }
@@ -116,7 +152,10 @@ class FitDriver {
   void evaluate(const std::vector<double>& u, Need need) {
     for (size_t i = 0; i < P_ * S_; ++i) xe_[i] = external(i / S_, u[i]);
     bool jac = need == kJac || (need == kGrad && !mse());
-    if (jac && jac_.size() != P_) jac_.assign(P_, std::vector<double>(size_t(S_) * N_));
+    if (jac) {
+      if (jac_.size() < P_) jac_.resize(P_);
+      for (size_t p = 0; p < P_; ++p) jac_[p].resize(size_t(S_) * N_);
+    }
     for (size_t p = 0; p < P_; ++p) {
       Binding& b = rq_.bindings[rq_.param_binding[p]];
       b.values = xe_.data() + p * S_;
@@ -211,8 +250,11 @@ class FitDriver {
   void write_covariance(uint32_t s, double* J, double fnorm) {
     if (!rq_.cov && !rq_.stderr_) return;
     uncertainty_done_ = true;
-    std::vector<double> cov(P_ * P_), se(P_);
-    std::vector<unsigned char> fl(P_);
+    std::vector<double>&cov = sc_.cov, &se = sc_.se;
+    std::vector<unsigned char>& fl = sc_.cov_flags;
+    cov.resize(P_ * P_);
+    se.resize(P_);
+    fl.resize(P_);
     lm::covariance(J, N_, P_, fnorm * fnorm, cov.data(), se.data(), fl.data());
     for (size_t p = 0; p < P_; ++p) flags_[p * S_ + s] |= fl[p];
     if (rq_.cov) std::copy(cov.begin(), cov.end(), rq_.cov + size_t(s) * P_ * P_);
@@ -223,7 +265,9 @@ class FitDriver {
   void uncertainty_at_best() {
     if (!rq_.cov && !rq_.stderr_) return;
     evaluate(best_u_, kJac);
-    std::vector<double> J(size_t(N_) * P_), r(N_);
+    std::vector<double>&J = sc_.J, &r = sc_.r;
+    J.resize(size_t(N_) * P_);
+    r.resize(N_);
     for (uint32_t s = 0; s < S_; ++s) {
       if (retired_[s]) continue;
       for (size_t p = 0; p < P_; ++p)

@@ -24,15 +24,33 @@ class LbfgsFit final : public FitDriver {
     double f = 0, flo = 0;
     bool steepest = false;
     WolfeSearch ls;
+
+    // A fresh state that keeps this one's buffers (each is assigned before use).
+    void reset() {
+      LbfgsState b;
+      for (auto v : {&LbfgsState::sm, &LbfgsState::ym, &LbfgsState::rho, &LbfgsState::d,
+                     &LbfgsState::g, &LbfgsState::gt, &LbfgsState::glo, &LbfgsState::ulo,
+                     &LbfgsState::al})
+        b.*v = std::move(this->*v);
+      *this = std::move(b);
+    }
+  };
+  struct LbfgsScratch {  // per-thread buffers kept between fits (FitScratch)
+    std::vector<LbfgsState> st;
+    std::vector<double> ut;
   };
   static constexpr size_t kMemory = 10;
 
   void optimize() override {
-    std::vector<LbfgsState> st(S_);
-    std::vector<double> ut = u_;
+    thread_local LbfgsScratch sc;
+    std::vector<LbfgsState>& st = sc.st;
+    std::vector<double>& ut = sc.ut;
+    if (st.size() < S_) st.resize(S_);
+    ut = u_;
     evaluate(u_, kGrad);
     for (uint32_t s = 0; s < S_; ++s) {
       LbfgsState& b = st[s];
+      b.reset();
       b.sm.assign(kMemory * P_, 0.0);
       b.ym.assign(kMemory * P_, 0.0);
       b.rho.assign(kMemory, 0.0);

@@ -46,6 +46,23 @@ class LmFit final : public FitDriver {
     int8_t why = kBudget;  // the stop reason that a plateau probe holds back
     bool factored = false, first = true, scaled = false;
     bool unscaled = false;  // the lane without column scaling (see lm())
+
+    // A fresh state that keeps this one's buffers (their contents are assigned before use).
+    void reset() {
+      LmState m;
+      m.F = std::move(F);
+      for (auto v : {&LmState::D, &LmState::z, &LmState::J, &LmState::r, &LmState::cn,
+                     &LmState::col0, &LmState::acn, &LmState::A, &LmState::p, &LmState::dp,
+                     &LmState::w, &LmState::blind})
+        m.*v = std::move(this->*v);
+      m.held = std::move(held);
+      *this = std::move(m);
+    }
+  };
+  // Per-thread buffers kept between fits (FitScratch): the starts' states and the trial's.
+  struct LmScratch {
+    std::vector<LmState> st;
+    std::vector<double> ut, rt, Jt, cnt;
   };
 
   // column norms into cn; false if any entry is not finite.
@@ -68,11 +85,23 @@ class LmFit final : public FitDriver {
 
   void optimize() override {
     const double radius0 = 100.0;  // MINPACK's initial radius: factor * ||D x0||
-    std::vector<LmState> st(S_);
-    std::vector<double> ut = u_, rt(N_), Jt(size_t(N_) * P_), cnt(P_);
+    thread_local LmScratch sc;
+    std::vector<LmState>& st = sc.st;
+    std::vector<double>&ut = sc.ut, &rt = sc.rt, &Jt = sc.Jt, &cnt = sc.cnt;
+    if (st.size() < S_) st.resize(S_);
+    ut = u_;
+    rt.resize(N_);
+    Jt.resize(size_t(N_) * P_);
+    cnt.resize(P_);
+    struct Trim {  // (after the fit, however it ends)
+      LmScratch& sc;
+      size_t bytes;
+      ~Trim() { keep_small(sc, bytes); }
+    } trim{sc, size_t(N_) * P_ * (S_ + 1) * sizeof(double)};
     evaluate(u_, kJac);
     for (uint32_t s = 0; s < S_; ++s) {
       LmState& m = st[s];
+      m.reset();
       m.F.resize(P_);
       m.unscaled = s >= unscaled_from_;
       m.D.assign(P_, 1.0);
@@ -417,9 +446,22 @@ inline void lm_both(FitRequest& rq) {
   sub.S = S2;
   sub.scaling = Scaling::Jac;
   sub.n_evals = 0;
-  std::vector<double> params(P * S2), losses(S2), history(rows * S2), cov, se;
-  std::vector<uint8_t> conv(S2), flags(S2 * P);
-  std::vector<int8_t> status(S2);
+  struct Lanes {  // per-thread buffers kept between fits (FitScratch)
+    std::vector<double> params, losses, history, cov, se;
+    std::vector<uint8_t> conv, flags;
+    std::vector<int8_t> status;
+  };
+  thread_local Lanes l;
+  std::vector<double>&params = l.params, &losses = l.losses, &history = l.history, &cov = l.cov,
+                      &se = l.se;
+  std::vector<uint8_t>&conv = l.conv, &flags = l.flags;
+  std::vector<int8_t>& status = l.status;
+  params.resize(P * S2);
+  losses.resize(S2);
+  history.resize(rows * S2);
+  conv.resize(S2);
+  flags.resize(S2 * P);
+  status.resize(S2);
   for (size_t p = 0; p < P; ++p)
     for (uint32_t s = 0; s < S; ++s)
       params[p * S2 + s] = params[p * S2 + S + s] = rq.params[p * S + s];
