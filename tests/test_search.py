@@ -529,3 +529,39 @@ def test_search_calibration_stays_adam_when_a_task_names_no_optimizer():
     assert SEARCH_OPTIMIZER == "adam" and get_task("damped").fit["optimizer"] == "adam"
     assert _Scorer(task).fit.optimizer == "adam"
     assert _Scorer(task, fit_options={"optimizer": "lm"}).fit.optimizer == "lm"
+
+
+def test_candidates_are_calibrated_on_a_seeded_subset_of_large_data():
+    from ndvm.cosearch.task import Task
+    """Task.fit_points: the search calibrates candidates on at most that many training points
+    (a subset seeded by the data's size), all of them when there are fewer or when it is None;
+    the selection still refits the chosen model on every point."""
+    x = np.linspace(0.0, 3.0, 5000)
+    task = Task.from_arrays("big", {"x": x}, 2.3 * x + 1.1, heldout=0.3, seed=0,
+                            fit={"optimizer": "lm", "steps": 10, "starts": 2})
+    inputs, target = task.split("fit")
+    assert target.size == task.fit_points == 2000
+    assert set(task.fit_rows) <= set(task.train) and np.all(np.diff(task.fit_rows) > 0)
+    np.testing.assert_array_equal(task.fit_rows, task.fit_rows)  # seeded
+    np.testing.assert_array_equal(inputs["x"], x[task.fit_rows])
+    whole = Task.from_arrays("big", {"x": x}, 2.0 * x + 1.0, heldout=0.3, fit_points=None)
+    assert whole.split("fit")[1].size == whole.train.size == 3500
+    small = Task.from_arrays("small", {"x": x[:100]}, x[:100], heldout=0.3)
+    np.testing.assert_array_equal(small.fit_rows, small.train)
+    for bad in (0, -3, 2.5, "all"):
+        with pytest.raises(ValueError, match="fit_points"):
+            Task.from_arrays("t", {"x": x}, x, fit_points=bad)
+    from ndvm.cosearch import rounds
+    seen = []
+    real = rounds.begin
+
+    def spy(progs, inputs, target, **kw):
+        seen.append(target.size)
+        return real(progs, inputs, target, **kw)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(rounds, "begin", spy)
+        res = ndvm.search(task, proposer=ndvm.cosearch.Replay(sources=["(+ a (* b x))"]), budget=None,
+                          max_candidates=1, workers=1)
+    assert seen and set(seen) == {2000}
+    assert res.best["params"]["b"] == pytest.approx(2.3, rel=1e-9)
+    assert "refitted on all 5000 points" in res.best["selection"]["explanation"]

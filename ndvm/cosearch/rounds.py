@@ -105,7 +105,7 @@ class _Scorer:
         self.fit_ev = ndvm.Evaluator(client=client)
         self.allowed = task.allowed_names  # (a set built anew on every access)
         self.refit_ev = ndvm.Evaluator(client=client)
-        self.train = task.split("train")
+        self.train = task.split("fit")  # (a subset of large data: Task.fit_points)
         self.held = task.split("heldout")
         self.held_var = float(np.var(self.held[1])) if task.objective == "mse" else None
         self.dense = self._dense_probe() if task.objective == "mse" and task.inputs else None

@@ -52,6 +52,12 @@ def _check_names(kind, names):
                                  c if c.isalnum() else "_" for c in name))
 
 
+# Training points a candidate is calibrated on at most: a seeded subset of larger data (the
+# calibrations' cost grows with the points, and 2,000 pin a few constants down well enough to
+# rank candidates; the chosen model is refitted on every point by the selection, select.py).
+FIT_POINTS = 2000
+
+
 @dataclass
 class Task:
     """What a search fits, and how it judges a fit.
@@ -70,7 +76,9 @@ class Task:
     front.png; data_units: the inputs' and the target's units (a dict input -> unit string with the
     target's under "target", e.g. {"x": "m", "t": "s", "target": "m/s"}; checked when the task is
     made, held as a units.Units): the mutate proposer then proposes only dimensionally
-    consistent candidates and starts from the Buckingham Pi models (units.py).
+    consistent candidates and starts from the Buckingham Pi models (units.py); fit_points: the
+    training points each candidate is calibrated and scored on at most (``split("fit")``: a
+    seeded subset when there are more; None: all of them).
     """
 
     name: str
@@ -94,6 +102,7 @@ class Task:
     series: object = None
     grammar: object = None  # a Grammar for this task (default: one built from inputs and params)
     data_units: object = None  # (SeriesTask's ``units`` is its series' unit label)
+    fit_points: int = FIT_POINTS
 
     def __post_init__(self):
         _check_names("input", self.inputs)
@@ -114,6 +123,10 @@ class Task:
         if self.objective == "mse" and (self.train.size == 0 or self.heldout.size == 0):
             raise ValueError("an mse task needs both training and held-out points")
         self.fit_options()  # (bad fit options raise here, not once the search has begun)
+        if self.fit_points is not None and not (isinstance(self.fit_points, (int, np.integer))
+                                                and self.fit_points >= 1):
+            raise ValueError(f"fit_points must be a positive integer or None, got "
+                             f"{self.fit_points!r}")
         if self.data_units is not None:
             from ndvm.cosearch.units import Units
             self.data_units = Units.of(self.data_units, self.inputs)
@@ -179,9 +192,20 @@ class Task:
         return []
 
     def split(self, which):
-        """(inputs, target) of the "train" or "heldout" points."""
-        idx = self.train if which == "train" else self.heldout
+        """(inputs, target) of the "train", "heldout" or "fit" points ("fit": the training
+        points the search calibrates candidates on, ``fit_points`` of them at most, a subset
+        seeded by the data's size alone)."""
+        idx = {"train": self.train, "heldout": self.heldout, "fit": self.fit_rows}[which]
         return {k: v[idx] for k, v in self.inputs.items()}, self.target[idx]
+
+    @property
+    def fit_rows(self):
+        """The training rows of ``split("fit")``, in order."""
+        n = self.train.size
+        if self.fit_points is None or n <= self.fit_points:
+            return self.train
+        pick = np.random.default_rng(n).choice(n, self.fit_points, replace=False)
+        return self.train[np.sort(pick)]
 
     @property
     def allowed_names(self):
