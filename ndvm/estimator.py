@@ -16,6 +16,8 @@ except ImportError:  # (a missing module: callers that skip on one, importorskip
     raise ModuleNotFoundError("ndvm.SymbolicRegressor needs scikit-learn (1.6 or newer): "
                               "pip install 'ndvm[sr]'", name="sklearn") from None
 
+from ndvm.cosearch.task import FIT_POINTS  # noqa: E402
+
 __all__ = ["SymbolicRegressor"]
 
 PARAMS = ("a", "b", "c", "d", "f", "g")
@@ -43,12 +45,14 @@ class SymbolicRegressor(RegressorMixin, BaseEstimator):
     dimensionless one; see ndvm.cosearch.units.parse_unit for the unit syntax); the search then
     proposes only dimensionally consistent models and starts from the Buckingham Pi ones
     (c * M * h(pi_1, ..)). None: no units.
+    fit_points: the training points each candidate is calibrated on at most (a seeded subset of
+    larger data; None: all); the chosen model is refitted on every point.
     """
 
     def __init__(self, budget=10.0, max_candidates=None, random_state=0, workers=1,
                  optimizer="lm", steps=30, starts=4, heldout=0.3, max_size=25, unary=None,
                  binary=None, parsimony=0.05, refits=1, start_scales=(0.3, 1.0, 3.0),
-                 islands=1, migration_every=256, units=None):
+                 islands=1, migration_every=256, units=None, fit_points=FIT_POINTS):
         self.budget = budget
         self.max_candidates = max_candidates
         self.random_state = random_state
@@ -66,6 +70,7 @@ class SymbolicRegressor(RegressorMixin, BaseEstimator):
         self.islands = islands
         self.migration_every = migration_every
         self.units = units
+        self.fit_points = fit_points
 
     def _inputs(self, X):
         return {f"x{i}": np.ascontiguousarray(X[:, i], dtype=np.float64)
@@ -102,7 +107,7 @@ class SymbolicRegressor(RegressorMixin, BaseEstimator):
         task = Task.from_arrays("symbolic-regression", inputs, y, heldout=k,
                                 seed=self.random_state or 0, params=PARAMS, fit=fit,
                                 loops=False, threshold=None, budget_seconds=None,
-                                data_units=self._units(X.shape[1]))
+                                data_units=self._units(X.shape[1]), fit_points=self.fit_points)
         g = Grammar(inputs=tuple(inputs), params=PARAMS, loop=False, max_size=self.max_size)
         if self.unary is not None:
             g.unary = tuple(self.unary)

@@ -101,3 +101,25 @@ def test_a_polynomial_target_is_found_exactly():
     m.fit(x[:, None], x**4 + x**3 + x**2 + x)
     t = np.linspace(-1, 1, 101)
     np.testing.assert_allclose(m.predict(t[:, None]), t**4 + t**3 + t**2 + t, atol=1e-9)
+
+
+def test_fit_points_bounds_the_points_each_candidate_is_calibrated_on(monkeypatch):
+    """SymbolicRegressor(fit_points=k) hands k to the search's task (Task.fit_points): the
+    calibrations see k training points, the returned model is refitted on all of them."""
+    from ndvm.cosearch import rounds
+    seen = []
+    real = rounds.begin
+
+    def spy(progs, inputs, target, **kw):
+        seen.append(target.size)
+        return real(progs, inputs, target, **kw)
+    monkeypatch.setattr(rounds, "begin", spy)
+    rng = np.random.default_rng(1)
+    X = rng.uniform(0, 2, (400, 1))
+    y = 1.7 * X[:, 0] + 0.3
+    m = ndvm.SymbolicRegressor(budget=None, max_candidates=8, fit_points=50).fit(X, y)
+    assert seen and set(seen) == {50}
+    assert "refitted on all 400 points" in m.result_.best["selection"]["explanation"]
+    seen.clear()
+    ndvm.SymbolicRegressor(budget=None, max_candidates=8, fit_points=None).fit(X, y)
+    assert set(seen) == {280}  # every training point (400 less 30% held out)
