@@ -4,14 +4,15 @@ local optimizer) vs gplearn on the 100 Feynman I-III equations, equal wall budge
 Data follow SRBench's protocol: inputs uniform on the published ranges (feynman_equations.csv),
 a 75/25 train/test split, Gaussian noise N(0, level * rms(y_train)) on the training target only.
 Each run records test R² (solved: > 0.999), whether the model is a symbolic solution (equal to the
-true formula up to fitted constants, decided by SymPy), its size in SymPy nodes and its wall time.
+true formula up to fitted constants, decided by SymPy), its size in SymPy nodes, its wall time, and
+how many of its fitted constants the data cannot tell apart (``redundant_parameters``).
 Runs are appended as JSON lines; a rerun with the same --out skips the runs already there.
 
     python bench/feynman.py --quick 5 --budget 10 --methods ndvm,operon-lm --noise 0,0.01 \\
         --seeds 0 --out bench/results/feynman_quick_10s.jsonl       # 5 equations per stratum
     python bench/feynman.py --budget 30 --seeds 0,1,2 --out bench/results/feynman_30s.jsonl
     python bench/feynman.py --report bench/results/feynman_quick_10s.jsonl
-    python bench/feynman.py --rescore FILE      # the symbolic check again, after changing it
+    python bench/feynman.py --rescore FILE      # the symbolic and redundancy checks again
 
 Method ndvm-units is ndvm given the units of the inputs and the target (the table's units and
 target_unit columns: SI units, our assignment for the AI Feynman variables; every formula is
@@ -229,6 +230,35 @@ def _numerically_constant(expr, symbols, points):
     return bool(np.ptp(v.real) + np.ptp(v.imag) <= NUMERIC_RTOL * max(1.0, np.max(np.abs(v))))
 
 
+def redundant_parameters(expr, symbols, points, rtol=1e-9):
+    """How many of the model's fitted constants (its floats, each taken as a parameter at its
+    value) the data cannot tell apart: their count less the numerical rank of the Jacobian of
+    the model's values in them at ``points`` (columns scaled to unit norm, singular values
+    below ``rtol`` of the largest dropped). A product a*b of two parameters of one group, or
+    a*(b x - c) in place of (b x - c), counts 1; None when the model cannot be evaluated."""
+    import sympy
+    floats = sorted(expr.atoms(sympy.Float), key=lambda f: (abs(float(f)), float(f)))
+    if not floats:
+        return 0
+    ps = sympy.symbols(f"p0:{len(floats)}")
+    general = expr.xreplace(dict(zip(floats, ps)))
+    at = [float(f) for f in floats]
+    cols = []
+    for p in ps:
+        v = _values(sympy.diff(general, p), list(symbols) + list(ps),
+                    np.concatenate([points, np.tile(at, (len(points), 1))], axis=1))
+        if v is None or not np.all(np.isfinite(v)):
+            return None
+        cols.append(v.real)
+    J = np.stack(cols, axis=1)
+    norms = np.linalg.norm(J, axis=0)
+    J = J[:, norms > 0] / norms[norms > 0]
+    if J.size == 0:
+        return len(floats)
+    sv = np.linalg.svd(J, compute_uv=False)
+    return len(floats) - int(np.sum(sv > rtol * sv[0]))
+
+
 class _Timeout(Exception):
     pass
 
@@ -295,16 +325,30 @@ def run_one(method, eq, seed, noise, budget, n=N_SAMPLES):
     units = {"units": eq.units_by_column} if method in UNIT_METHODS else {}
     row, expr = fit_and_score(method, X, y, Xt, yt, budget, seed, **units)
     return {"equation": eq.id, "n_inputs": eq.n_inputs, "noise": noise, "samples": n, **row,
-            "symbolic": symbolic_solution(expr, eq)}
+            "symbolic": symbolic_solution(expr, eq), "redundant": _redundant(expr, eq, X)}
+
+
+REDUNDANCY_POINTS = 500  # training points the redundancy check evaluates the model at
+
+
+def _redundant(expr, eq, X):
+    import sympy
+    xs = sympy.symbols(f"x0:{eq.n_inputs}")
+    return redundant_parameters(expr, xs, X[:REDUNDANCY_POINTS])
 
 
 def rescore(path):
-    """Recompute every run's ``symbolic`` from its recorded model and rewrite the file."""
+    """Recompute every run's ``symbolic`` and ``redundant`` from its recorded model (on its
+    training data, made again from the run's seed) and rewrite the file."""
     import sympy
     eqs = {e.id: e for e in load_equations()}
     rows = read_rows(path)
     for r in rows:
-        r["symbolic"] = symbolic_solution(sympy.sympify(r["model"]), eqs[r["equation"]])
+        eq, expr = eqs[r["equation"]], sympy.sympify(r["model"])
+        r["symbolic"] = symbolic_solution(expr, eq)
+        X = make_data(eq, r.get("seed", 0), float(r.get("noise", 0.0)),
+                      r.get("samples", N_SAMPLES))[0]
+        r["redundant"] = _redundant(expr, eq, X)
     Path(path).write_text("".join(json.dumps(r) + "\n" for r in rows))
 
 
@@ -333,7 +377,8 @@ def report(rows):
                 f"{len({r['equation'] for r in at})} equations, "
                 f"seeds {', '.join(str(s) for s in sorted({r['seed'] for r in at}))})", "",
                 "| inputs | method | runs | solved (R² > 0.999) | symbolic solution | "
-                "median size | median wall s |", "|---|---|--:|--:|--:|--:|--:|"]
+                "median size | median wall s | redundant parameter |",
+                "|---|---|--:|--:|--:|--:|--:|--:|"]
         for label in [s[0] for s in STRATA] + ["all"]:
             for m in methods:
                 rs = [r for r in at if r["method"] == m
@@ -341,8 +386,10 @@ def report(rows):
                 if not rs:
                     continue
                 n, solved, sym, size, wall = summary(rs)
+                checked = [r["redundant"] for r in rs if r.get("redundant") is not None]
+                red = f"{sum(k > 0 for k in checked)} of {len(checked)}" if checked else "-"
                 out.append(f"| {label} | {m} | {n} | {solved} ({solved / n:.0%}) | "
-                           f"{sym} ({sym / n:.0%}) | {size:g} | {wall:.1f} |")
+                           f"{sym} ({sym / n:.0%}) | {size:g} | {wall:.1f} | {red} |")
         out.append("")
     return "\n".join(out)
 

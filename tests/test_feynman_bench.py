@@ -162,11 +162,26 @@ def test_runs_append_resume_and_report(tmp_path, monkeypatch, capsys):
 
 def test_rescore_decides_again_from_the_recorded_models(tmp_path):
     rows = [{"equation": "I.12.1", "model": "0.9999999*x0*x1 + 3e-9", "symbolic": False},
-            {"equation": "I.12.1", "model": "x0 + x1", "symbolic": True}]
+            {"equation": "I.12.1", "model": "x0 + x1", "symbolic": True},
+            {"equation": "I.12.1", "model": "2.0*x0*(0.5*x1 + 0.1)", "symbolic": True}]
     path = tmp_path / "runs.jsonl"
     path.write_text("".join(json.dumps(r) + "\n" for r in rows))
     F.rescore(path)
-    assert [r["symbolic"] for r in F.read_rows(path)] == [True, False]
+    assert [r["symbolic"] for r in F.read_rows(path)] == [True, False, False]
+    assert [r["redundant"] for r in F.read_rows(path)] == [0, 0, 1]
+
+
+@pytest.mark.parametrize("model, redundant", [
+    ("0.5*x0*exp(1.3*x1)", 0), ("x0/x1", 0), ("x0*(0.5*x1**2 + 0.5*x2**2)", 0),
+    ("-0.057*x0*(0.0272*x1 - 0.48)", 1),           # a*(b x1 - c): two numbers, three floats
+    ("log(2.1*x0) + 0.3*log(1.7*x1)", 1),          # both scales only shift by a constant
+    ("1.5*exp(0.2 + 0.7*x2)*x0", 0),               # (SymPy folds exp(0.2) into 1.5 itself)
+    ("1.5*x0/(0.3*x1 + 0.6*x2)", 1),               # one of three scales is free
+])
+def test_redundant_parameters_count_what_the_data_cannot_tell_apart(model, redundant):
+    xs = sympy.symbols("x0:3")
+    points = np.random.default_rng(0).uniform(1, 2, (200, 3))
+    assert F.redundant_parameters(sympy.sympify(model), xs, points) == redundant
 
 
 def test_summary_counts():
