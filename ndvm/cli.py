@@ -5,6 +5,7 @@ Errors in user input (a missing file, bad program text, a bad option value) prin
 Ctrl-C exits 130 after writing what was done.
 """
 import argparse
+import math
 import sys
 from importlib import resources
 from pathlib import Path
@@ -130,11 +131,11 @@ def read_csv(path):
 UNITS_MARK = "#units"
 
 
-def read_table(path):
+def read_table(path, finite=False):
     """(columns, units) of a CSV file with a header row: columns name -> float array; units
     name -> unit string from the optional units row, the line right under the header whose
     first cell starts with ``#units`` (then the first column's unit: ``#units kg,m/s,J``), else
-    None."""
+    None. ``finite``: a nan or inf cell is an error (file:line:column)."""
     import csv
 
     try:
@@ -168,6 +169,10 @@ def read_table(path):
             except ValueError:
                 raise InputError(f"{path}:{i}:{col}: column {h!r}: expected a number, "
                                  f"got {cell.strip()!r}") from None
+            if finite and not math.isfinite(cols[h][-1]):
+                raise InputError(f"{path}:{i}:{col}: column {h!r}: {cell.strip()} is not a "
+                                 "finite number (a search needs finite data: remove or fill "
+                                 "the row)")
             col += len(cell) + 1
     if not cols[header[0]]:
         raise InputError(f"{path}:{first + 1}:1: no data rows")
@@ -179,7 +184,7 @@ def csv_task(path, target=None):
     other columns; the units row, when there is one, gives the task its units."""
     from ndvm.cosearch.task import Task
 
-    cols, units = read_table(path)
+    cols, units = read_table(path, finite=True)
     target = target or list(cols)[-1]
     if target not in cols:
         raise InputError(f"{path}:1:1: no column {target!r} (columns: {', '.join(cols)})")

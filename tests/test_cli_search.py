@@ -146,3 +146,30 @@ def test_task_names_that_cannot_be_program_variables_are_refused(name):
     with pytest.raises(ValueError, match="parameter name"):
         Task.from_arrays("t", {"x": x}, x, params=(name,))
     Task.from_arrays("t", {"x_1": x, "mass": x}, x)  # ordinary names are fine
+
+
+def test_a_nan_or_inf_in_the_search_csv_is_an_error_at_its_line_and_column(tmp_path):
+    """A NaN target used to run a whole search whose every error was NaN; now the load stops
+    at the cell (blank lines counted)."""
+    data = tmp_path / "d.csv"
+    data.write_text("x,y\n1,2\n\n2,nan\n3,4\n")
+    r = ndvm("search", "--csv", str(data), "--max-candidates", "4", "--quiet")
+    assert r.returncode == 2
+    assert "d.csv:4:3: column 'y': nan is not a finite number" in r.stderr
+    data.write_text("x,y\n#units m,s\n1,2\n-inf,3\n")
+    r = ndvm("search", "--csv", str(data), "--max-candidates", "4", "--quiet")
+    assert "d.csv:4:1: column 'x': -inf is not a finite number" in r.stderr
+
+
+def test_a_task_with_non_finite_data_is_refused():
+    from ndvm.cosearch.task import Task
+    x = np.linspace(0, 1, 10)
+    y = x.copy()
+    y[3] = np.nan
+    with pytest.raises(ValueError, match=r"the target has a non-finite value \(nan\) at index 3"):
+        Task.from_arrays("t", {"x": x}, y)
+    x2 = x.copy()
+    x2[[1, 7]] = np.inf
+    with pytest.raises(ValueError, match=r"input 'x' has a non-finite value \(inf\) at index 1 "
+                                         r"\(2 in all\)"):
+        Task.from_arrays("t", {"x": x2}, x)

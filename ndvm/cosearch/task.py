@@ -114,6 +114,14 @@ class Task:
             if v.size != self.target.size:
                 raise ValueError(f"input {k!r} has {v.size} points but the target has "
                                  f"{self.target.size}")
+        if self.objective == "mse":  # (a NaN makes every candidate's error NaN, silently)
+            for what, v in [("the target", self.target)] + [(f"input {k!r}", v)
+                                                            for k, v in self.inputs.items()]:
+                bad = np.flatnonzero(~np.isfinite(v))
+                if bad.size:
+                    raise ValueError(f"{what} has a non-finite value ({v[bad[0]]}) at index "
+                                     f"{bad[0]} ({bad.size} in all): a search needs finite "
+                                     "data; remove or fill those rows")
         self.heldout = np.asarray(self.heldout, dtype=np.int64).reshape(-1)
         mask = np.ones(self.target.size, dtype=bool)
         mask[self.heldout] = False
