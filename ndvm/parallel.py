@@ -34,7 +34,7 @@ import numpy as np
 
 from ndvm._core import FitBatch, Program, parse
 from ndvm.evaluator import Evaluator
-from ndvm.fit import FitPlan, FitResult, _program
+from ndvm.fit import EvaluateAfter, FitPlan, FitResult, _program
 from ndvm.fit_options import OPTION_NAMES, FitOptions
 from ndvm.schedule import Scheduler, check_workers, executor_workers, shutdown
 
@@ -151,16 +151,16 @@ class _Job:
         it: the plans are equal)."""
         o = self.options
         if extra:
-            return FitPlan(o["fit"].replace(**extra), o["data"], o["target"], ev)
+            return FitPlan(o["fit"].replace(**extra), o["data"], o["target"], ev, o["after"])
         plan = self._plan
         if plan is None:
             try:
-                plan = FitPlan(o["fit"], o["data"], o["target"], ev)
+                plan = FitPlan(o["fit"], o["data"], o["target"], ev, o["after"])
             except Exception as e:  # noqa: BLE001 - raised again for every candidate
                 plan = e
             self._plan = plan
         if isinstance(plan, Exception):
-            return FitPlan(o["fit"], o["data"], o["target"], ev)  # raises it anew
+            return FitPlan(o["fit"], o["data"], o["target"], ev, o["after"])  # raises it anew
         return plan
 
 
@@ -592,7 +592,7 @@ def _per_candidate(value, n, what):
 
 
 def fit_many(programs, data=None, target=None, *, workers=None, executor=None, chunk_size=None,
-             progress=False, per_candidate=None, options=None, **fit_options):
+             progress=False, per_candidate=None, options=None, after=None, **fit_options):
     """``ndvm.fit`` each program (an ndvm.Program or source text); results in input order.
 
     Each result is a FitResult or a CandidateError. workers: threads of the persistent pool
@@ -607,12 +607,15 @@ def fit_many(programs, data=None, target=None, *, workers=None, executor=None, c
     program's fit does not depend on the batch it is in. ``unused_data`` defaults to "ignore"
     here: the shared ``data`` may hold inputs that some programs do not use. options: an
     ``ndvm.FitOptions`` the ``fit_options`` given (``ndvm.fit``'s names) are applied to.
+    after: an ``ndvm.fit.EvaluateAfter``: each fitted model is also evaluated at its points and
+    reduced there in the fit's native call (the result's ``after``).
     """
-    job, items = _fit_job(programs, data, target, per_candidate, dict(fit_options, options=options))
+    job, items = _fit_job(programs, data, target, per_candidate, dict(fit_options, options=options),
+                          after)
     return _run(job, items, workers, executor, chunk_size, progress, "fit_many")
 
 
-def _fit_job(programs, data, target, per_candidate, fit_options):
+def _fit_job(programs, data, target, per_candidate, fit_options, after=None):
     """fit_many's arguments checked: the _Job and the (index, program, extra) items."""
     evaluator = fit_options.pop("evaluator", None)
     options = FitOptions.of(fit_options.pop("options", None), **fit_options)
@@ -633,7 +636,9 @@ def _fit_job(programs, data, target, per_candidate, fit_options):
     if options.unused_data is None:
         options = options.replace(unused_data="ignore")
     config = _evaluator_config(evaluator, options.client, options.dtype, None)
-    job = _Job("fit", config, {"fit": options, "data": data, "target": target})
+    if after is not None and not isinstance(after, EvaluateAfter):
+        raise TypeError(f"after must be an ndvm.fit.EvaluateAfter, got {type(after).__name__}")
+    job = _Job("fit", config, {"fit": options, "data": data, "target": target, "after": after})
     return job, [(i, p, e) for i, (p, e) in enumerate(zip(programs, extras))]
 
 
@@ -681,15 +686,16 @@ class Begun:
 
 
 def begin_fits(programs, data=None, target=None, *, workers=None, executor=None,
-               per_candidate=None, options=None, **fit_options):
+               per_candidate=None, options=None, after=None, **fit_options):
     """``fit_many``'s candidates, checked and ready but not yet run: for a caller with threads of
     its own to lend (the co-search lends its proposer thread once it has proposed the next
     batch). Any thread may ``drain()`` the returned ``Begun``; ``finish(lent)`` on the calling
     thread runs candidates too and returns the results. ``workers``: the threads in all (the
     caller's, the ``lent`` ones and workers - 1 - lent of the pool's; default: the cores);
-    ``executor``: fit_many's, the candidates run there when finished."""
+    ``executor``, ``after``: fit_many's, the candidates run there when finished."""
     workers = check_workers(workers)
-    job, items = _fit_job(programs, data, target, per_candidate, dict(fit_options, options=options))
+    job, items = _fit_job(programs, data, target, per_candidate, dict(fit_options, options=options),
+                          after)
     return Begun(job, items, workers, executor)
 
 
