@@ -359,11 +359,12 @@ class EvaluateAfter:
     order (so that ``sum / n`` is ``np.mean((value - ref) ** 2)`` bit for bit). Give it to
     ``fit_many`` or ``begin_fits`` as ``after=``; ``read(result)`` gives each result's numbers.
     The values are those ``Evaluator.evaluate(prog, params=result.params, data=points,
-    consts=...)`` gives, with the fit's constants."""
+    consts=consts)`` gives (``consts``: the fit's when None)."""
 
-    __slots__ = ("points", "segments", "size")
+    __slots__ = ("consts", "points", "segments", "size")
 
-    def __init__(self, points, segments):
+    def __init__(self, points, segments, consts=None):
+        self.consts = None if consts is None else dict(consts)
         self.points = {k: np.ascontiguousarray(v, dtype=np.float64).reshape(-1)
                        for k, v in points.items()}
         sizes = {a.size for a in self.points.values()}
@@ -380,7 +381,7 @@ class EvaluateAfter:
                 raise ValueError(f"segment ({a}, {b}) has {r.size} reference values")
 
     def __reduce__(self):
-        return EvaluateAfter, (self.points, self.segments)
+        return EvaluateAfter, (self.points, self.segments, self.consts)
 
     @staticmethod
     def read(result):
@@ -395,8 +396,10 @@ class EvaluateAfter:
         return ("failed" if a[0] < 0 else None), None
 
     def bind(self, prog, names, consts):
-        """The inputs of ``prog`` at the points, its fitted ``names`` as placeholders."""
+        """The inputs of ``prog`` at the points, its fitted ``names`` as placeholders (the
+        fit's ``consts`` unless this evaluation has its own)."""
         free = prog.free_names
+        consts = consts if self.consts is None else self.consts
         return bind(prog, dict.fromkeys(names, 0.0), {k: v for k, v in self.points.items()
                                                       if k in free},
                     {k: v for k, v in consts.items() if k in free}, self.size)
