@@ -535,9 +535,19 @@ class FitPlan:
         sh.params = dict.fromkeys(names, np.zeros(S))
         return sh
 
-    def stage(self, batch, prog):
+    def takes_init(self, extra):
+        """Whether a candidate's own options ``extra`` are an ``init`` alone that ``stage`` can
+        take in place of this plan's (its starting values are then all that differs from a plan
+        of its own: the options have no init, bounds or positive names to check it against, and
+        the seed is a number)."""
+        o = self.options
+        return (extra.keys() == {"init"} and not o.init and not o.bounds and not o.positive
+                and self._same_starts)
+
+    def stage(self, batch, prog, init=None):
         """Check ``prog`` against the arguments, bind its inputs and stage its calibration in
-        ``batch``; returns what ``result`` needs."""
+        ``batch``; returns what ``result`` needs. ``init``: this program's own starting values
+        (only where ``takes_init``): the same fit as a plan of options with that init."""
         prog = _program(prog)
         free = prog.free_names
         sh = self._shared.get(free)
@@ -545,6 +555,11 @@ class FitPlan:
             sh = self._names(free)
             if self._same_starts:
                 self._shared[free] = sh
+        x0 = None
+        if init is not None:  # (checked where _names checks a plan's own init)
+            if init:
+                _check_names("init", init, sh.names, free)
+            x0 = _initial_values(sh.names, self.options.starts, init, None, self.options.seed)
         client = self.evaluator.client
         spec = sh.spec
         if spec is None:
@@ -569,7 +584,7 @@ class FitPlan:
             spec = sh.spec = FitSpec(client.entry, inputs, sh.fitted, y, sh.x0, sh.lower,
                                      sh.upper, sh.pos, self.options, sh.budget, after,
                                      segments or ())
-        return sh.meta, batch.add_spec(prog, prog.compiled(client), spec)
+        return sh.meta, batch.add_spec(prog, prog.compiled(client), spec, x0)
 
     def result(self, staged, batch):
         """The FitResult of a staged program once ``batch`` has run (its error, if it failed).

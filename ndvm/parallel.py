@@ -246,8 +246,14 @@ def _stage(job, ev, items, batch, results):
         try:
             if type(program) is not Program:
                 program = _program(program, _describe(program, index)[0])
-            plan = shared if extra is None and shared is not None else job.plan(ev, extra)
-            staged.append((pos, plan, plan.stage(batch, program)))
+            init = None
+            if extra is None and shared is not None:
+                plan = shared
+            elif shared is not None and shared.takes_init(extra):  # (no plan of its own)
+                plan, init = shared, extra["init"]
+            else:
+                plan = job.plan(ev, extra)
+            staged.append((pos, plan, plan.stage(batch, program, init)))
         except Exception as e:  # noqa: BLE001 - a bad candidate must never stop the batch
             results[pos] = _failed(*_named(items[pos]), e)
     return staged

@@ -319,11 +319,17 @@ cdef class FitBatch:
         self._ran = False
         self._open = False
 
-    def add_spec(self, Program prog, uintptr_t compiled, FitSpec spec):
+    def add_spec(self, Program prog, uintptr_t compiled, FitSpec spec, x0=None):
         """Stage the calibration ``spec`` describes of ``prog`` (whose free names are those
-        ``spec``'s inputs were bound for), compiled as ``compiled``; returns its index."""
+        ``spec``'s inputs were bound for), compiled as ``compiled``; returns its index. x0:
+        [P, S] starting values in place of the spec's."""
         if self._ran:
             raise RuntimeError("this FitBatch has run: reset() it before staging more fits")
+        cdef cnp.ndarray start
+        cdef const double* at = spec._x0.data()
+        if x0 is not None:
+            start = _contiguous(x0, cnp.NPY_DOUBLE, spec._x0.size(), "x0")
+            at = <const double*>cnp.PyArray_DATA(start)
         cdef Py_ssize_t k = self.size
         if <size_t>k == self._rq.size():
             self._rq.resize(k + 1)
@@ -334,7 +340,7 @@ cdef class FitBatch:
         self._rq[k] = spec._rq
         self._rq[k].expanded = <const void*>prog._x.get()
         self._rq[k].compiled = <const void*>compiled
-        self._layout.add(spec._rq, spec._x0.data())  # (run() points the request at its places)
+        self._layout.add(spec._rq, at)  # (copied; run() points the request at its places)
         self.size = k + 1
         return k
 
