@@ -623,18 +623,16 @@ def fit_many(programs, data=None, target=None, *, workers=None, executor=None, c
 
 def _fit_job(programs, data, target, per_candidate, fit_options, after=None):
     """fit_many's arguments checked: the _Job and the (index, program, extra) items."""
+    job = _fit_setup(data, target, fit_options, after)
+    return job, _fit_items(programs, per_candidate)
+
+
+def _fit_setup(data, target, fit_options, after):
+    """The _Job of fit_many's shared arguments, checked."""
     evaluator = fit_options.pop("evaluator", None)
     options = FitOptions.of(fit_options.pop("options", None), **fit_options)
     if target is None:
         raise ValueError("fit_many needs a target")
-    programs = list(programs)
-    extras = [None] * len(programs)
-    if per_candidate is not None:
-        extras = _per_candidate(per_candidate, len(programs), "per_candidate")
-        for e in extras:
-            bad = set(e or ()) - (OPTION_NAMES - _SHARED_ONLY)
-            if bad:
-                raise TypeError(f"per_candidate cannot set {sorted(bad)}")
     if options.seed is None:  # fresh entropy, drawn once, so results do not depend on workers
         options = options.replace(seed=np.random.SeedSequence().entropy)
     # one data dict serves many programs, each using some of its inputs: by default an input a
@@ -644,8 +642,20 @@ def _fit_job(programs, data, target, per_candidate, fit_options, after=None):
     config = _evaluator_config(evaluator, options.client, options.dtype, None)
     if after is not None and not isinstance(after, EvaluateAfter):
         raise TypeError(f"after must be an ndvm.fit.EvaluateAfter, got {type(after).__name__}")
-    job = _Job("fit", config, {"fit": options, "data": data, "target": target, "after": after})
-    return job, [(i, p, e) for i, (p, e) in enumerate(zip(programs, extras))]
+    return _Job("fit", config, {"fit": options, "data": data, "target": target, "after": after})
+
+
+def _fit_items(programs, per_candidate):
+    """The (index, program, extra) items of fit_many's programs, per_candidate checked."""
+    programs = list(programs)
+    extras = [None] * len(programs)
+    if per_candidate is not None:
+        extras = _per_candidate(per_candidate, len(programs), "per_candidate")
+        for e in extras:
+            bad = set(e or ()) - (OPTION_NAMES - _SHARED_ONLY)
+            if bad:
+                raise TypeError(f"per_candidate cannot set {sorted(bad)}")
+    return [(i, p, e) for i, (p, e) in enumerate(zip(programs, extras))]
 
 
 class Begun:
@@ -691,6 +701,24 @@ class Begun:
             return _read(self._items, self._staged, self._batch, self._results)
 
 
+class FitSetup:
+    """``begin_fits``' shared arguments (all but the programs and per_candidate) checked once for
+    many calls: ``begin(programs, per_candidate)`` begins one batch as ``begin_fits`` would. The
+    batches share one plan, so the data and target are converted, and each set of free names is
+    checked and bound, once for all of them instead of once a batch (the co-search begins a batch
+    a round with the same arguments). Picklable (the plan is built again where it is used)."""
+
+    def __init__(self, data=None, target=None, *, workers=None, executor=None, options=None,
+                 after=None, **fit_options):
+        self.workers = check_workers(workers)
+        self.executor = executor
+        self.job = _fit_setup(data, target, dict(fit_options, options=options), after)
+
+    def begin(self, programs, per_candidate=None):
+        """``programs``' fits begun (a ``Begun``)."""
+        return Begun(self.job, _fit_items(programs, per_candidate), self.workers, self.executor)
+
+
 def begin_fits(programs, data=None, target=None, *, workers=None, executor=None,
                per_candidate=None, options=None, after=None, **fit_options):
     """``fit_many``'s candidates, checked and ready but not yet run: for a caller with threads of
@@ -698,11 +726,10 @@ def begin_fits(programs, data=None, target=None, *, workers=None, executor=None,
     batch). Any thread may ``drain()`` the returned ``Begun``; ``finish(lent)`` on the calling
     thread runs candidates too and returns the results. ``workers``: the threads in all (the
     caller's, the ``lent`` ones and workers - 1 - lent of the pool's; default: the cores);
-    ``executor``, ``after``: fit_many's, the candidates run there when finished."""
-    workers = check_workers(workers)
-    job, items = _fit_job(programs, data, target, per_candidate, dict(fit_options, options=options),
-                          after)
-    return Begun(job, items, workers, executor)
+    ``executor``, ``after``: fit_many's, the candidates run there when finished. Many calls
+    with the same arguments: ``FitSetup``."""
+    return FitSetup(data, target, workers=workers, executor=executor, options=options,
+                    after=after, **fit_options).begin(programs, per_candidate)
 
 
 def evaluate_many(programs, params=None, data=None, consts=None, grad=False, *, workers=None,

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 import ndvm
-from ndvm.cosearch._calibrate import begin, minimize_value, succeeded
+from ndvm.cosearch._calibrate import minimize_value, setup, succeeded
 from ndvm.cosearch.grammar import Grammar
 from ndvm.cosearch.records import _dump, _good, pareto_front
 from ndvm.cosearch.select import fitness, starts_around
@@ -117,6 +117,7 @@ class _Scorer:
             if all(np.size(d[k]) == n for d, n in zip(parts, sizes) for k in d):
                 self.joint = {k: np.concatenate([d[k] for d in parts]) for k in self.dense}
                 self.cuts = (sizes[0], sizes[0] + sizes[1])
+        self._fitting = None  # (fitting())
         self.after = None  # what each fit's own native call evaluates and reduces after it
         if self.dense is not None:
             y = task.target
@@ -127,6 +128,14 @@ class _Scorer:
                 self.after = EvaluateAfter(
                     self.joint, [(0, a, float(self.center)), (a, b, self.train[1]),
                                  (b, b + self.held[1].size, self.held[1])], task.consts)
+
+    def fitting(self):
+        """The calibrations' arguments, checked once for the whole search (a FitSetup: its plan
+        serves every batch)."""
+        if self._fitting is None:
+            self._fitting = setup(self.train[0], self.train[1], workers=self.workers,
+                                  executor=self.executor, options=self.fit, after=self.after)
+        return self._fitting
 
     def _dense_probe(self):
         """Points filling the data's input box (a grid in 1-D, seeded uniform draws otherwise)."""
@@ -278,9 +287,7 @@ class _Calibration:
                 {"init": {n: scorer.draws.normal(0.0, scorer.start_scales) for n in items[i][1]}}
                 for i in self.todo]
         if recorded is None:
-            self.fits = begin([items[i][0] for i in self.todo], scorer.train[0],
-                              scorer.train[1], workers=scorer.workers, executor=scorer.executor,
-                              options=scorer.fit, after=scorer.after, **where)
+            self.fits = scorer.fitting().begin([items[i][0] for i in self.todo], **where)
 
     def drain(self, limit=None):
         """Lend the calling thread to the calibrations until none is left to start (or ``limit``
