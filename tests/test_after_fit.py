@@ -206,3 +206,24 @@ def test_the_scorer_assesses_from_the_native_numbers_as_from_its_own_evaluation(
             messages.add(native[0].split(":")[0])
     assert "not finite between the data points (a pole or a domain edge)" in messages
     assert "fails between the data points" in messages
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_a_search_scored_natively_keeps_every_record_of_one_scored_in_python(monkeypatch,
+                                                                             workers):
+    """The same search with the native numbers ignored (every candidate evaluated again on the
+    proposer thread, as before): the same records, front and chosen model."""
+    def run():
+        res = ndvm.search("damped", max_candidates=300, seed=3, workers=workers, refits=1)
+        recs = [{k: v for k, v in r.items() if k not in ("time", "fit_seconds")}
+                for r in res.records]
+        return repr(recs), [r["model"] for r in res.front], res.best["model"]
+
+    seen = []
+    read = EvaluateAfter.read
+    monkeypatch.setattr(EvaluateAfter, "read",
+                        staticmethod(lambda result: seen.append(1) or read(result)))
+    native = run()
+    assert len(seen) > 200  # (the native numbers were there to read)
+    monkeypatch.setattr(EvaluateAfter, "read", staticmethod(lambda result: (None, None)))
+    assert run() == native

@@ -194,7 +194,7 @@ class _Scorer:
         ``EvaluateAfter.read`` of its fit when it was evaluated after the fit at the joint points
         (``self.after``): then only arithmetic is left here; else it is evaluated now."""
         if after is not None and after[0] == "ok":
-            (bad, most, _), (_, _, tr), (_, _, ho) = after[1]
+            (bad, most, _), (_, _, tr), (_, _, ho) = after[1].tolist()
             why = self._off(bad, most)
             return (why, None) if why is not None else (None, self._errors(tr, ho))
         values = self.values(prog, params)
@@ -241,9 +241,9 @@ class _Scorer:
     def _errors(self, train_sse, held_sse):
         """``score`` from the sums of squared errors on the training and held-out points (a
         sum over n divided by n: np.mean's own arithmetic)."""
-        with np.errstate(all="ignore"):
-            tr = float(np.float64(train_sse) / self.train[1].size)
-            ho = float(np.float64(held_sse) / self.held[1].size)
+        n, m = self.train[1].size, self.held[1].size
+        tr = float(train_sse) / n if n else math.nan
+        ho = float(held_sse) / m if m else math.nan
         tr = tr if math.isfinite(tr) else math.inf
         ho = ho if math.isfinite(ho) else math.inf
         return tr, ho, r_squared(ho, self.held_var)
