@@ -214,8 +214,9 @@ cdef class LazyFit:
     result had it: params (the best start's, as floats), loss, all_params (views of [S] each),
     all_losses, history, n_evals, converged, optimizer, names, status, covariance and stderr
     (the best start's, when uncertainty is asked for), all_covariance, all_stderr, stop_info
-    (flags, budget, tolerances) and after (the after-fit evaluation's numbers, or None). The best start is the first of least finite loss (0 when none
-    is finite, ``best_start`` in fit/outputs.hpp)."""
+    (flags, budget, tolerances) and after (the after-fit evaluation's numbers, or None). The
+    best start is the first of least finite loss (0 when none is finite, ``best_start`` in
+    fit/outputs.hpp)."""
 
     cdef readonly FitOutputs outputs
     cdef readonly Py_ssize_t k
