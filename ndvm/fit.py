@@ -13,13 +13,13 @@ from dataclasses import MISSING, dataclass, field, fields
 
 import numpy as np
 
-from ndvm._core import FitBatch, FitSpec, Program, bind, parse
+from ndvm._core import AFTER_STATS, FitBatch, FitSpec, Program, bind, parse
 from ndvm.evaluator import Evaluator
 from ndvm.fit_options import (  # noqa: F401 - OPTIMIZERS, default_* re-exported (public before)
     OPTIMIZERS, FitOptions, default_optimizer, default_steps,
 )
 
-__all__ = ["FitOptions", "FitResult", "fit", "fit_with", "OPTIMIZERS", "STATUS"]
+__all__ = ["EvaluateAfter", "FitOptions", "FitResult", "fit", "fit_with", "OPTIMIZERS", "STATUS"]
 
 # FitResult.status codes (0..4 as scipy.optimize.least_squares); converged means 1..4.
 STATUS = {
@@ -52,7 +52,8 @@ class FitResult:
     s^2 = RSS / (N - P) as scipy.optimize.curve_fit's pcov; inf on the diagonal (NaN off it) for a
     parameter the data cannot determine; stderr: name -> standard error (sqrt of the covariance's
     diagonal), or None; all_covariance [S, P, P] and all_stderr [S, P]: the same per start;
-    names: the fitted parameters, in order.
+    names: the fitted parameters, in order; after: with ``fit_many(..., after=EvaluateAfter(...))``
+    the numbers of the fitted model's evaluation after the fit (``EvaluateAfter.read``), else None.
     """
 
     params: dict
@@ -70,6 +71,7 @@ class FitResult:
     all_covariance: np.ndarray = None
     all_stderr: np.ndarray = None
     stop_info: tuple = field(default=None, repr=False)  # (flags [S, P], steps, tols)
+    after: np.ndarray = field(default=None, repr=False)  # (see EvaluateAfter.read)
 
     @property
     def message(self):
@@ -347,16 +349,72 @@ def _program(prog, name="<program>"):
     return prog
 
 
+class EvaluateAfter:
+    """An evaluation of each fitted model after its fit, in the fit's own native call (on the
+    thread that fitted it, without the GIL): the model at its best start's parameters (a
+    FitResult's ``params``) on the M ``points`` (name -> [M]; the inputs a program does not use
+    are ignored), reduced per segment ``(start, stop, ref)`` of the points (``ref``: [stop -
+    start] values, or one number) to three numbers: how many values are not finite, max |value -
+    ref| (NaN when a value is NaN) and the sum of (value - ref)^2, summed in numpy's pairwise
+    order (so that ``sum / n`` is ``np.mean((value - ref) ** 2)`` bit for bit). Give it to
+    ``fit_many`` or ``begin_fits`` as ``after=``; ``read(result)`` gives each result's numbers.
+    The values are those ``Evaluator.evaluate(prog, params=result.params, data=points,
+    consts=consts)`` gives (``consts``: the fit's when None)."""
+
+    __slots__ = ("consts", "points", "segments", "size")
+
+    def __init__(self, points, segments, consts=None):
+        self.consts = None if consts is None else dict(consts)
+        self.points = {k: np.ascontiguousarray(v, dtype=np.float64).reshape(-1)
+                       for k, v in points.items()}
+        sizes = {a.size for a in self.points.values()}
+        if len(sizes) > 1:
+            raise ValueError(f"EvaluateAfter's points differ in size: {sorted(sizes)}")
+        self.size = sizes.pop() if sizes else 1
+        self.segments = tuple((int(a), int(b), r if np.ndim(r) == 0 else
+                               np.ascontiguousarray(r, dtype=np.float64).reshape(-1))
+                              for a, b, r in segments)
+        for a, b, r in self.segments:
+            if not 0 <= a <= b <= self.size:
+                raise ValueError(f"segment ({a}, {b}) is not within the {self.size} points")
+            if np.ndim(r) and r.size != b - a:
+                raise ValueError(f"segment ({a}, {b}) has {r.size} reference values")
+
+    def __reduce__(self):
+        return EvaluateAfter, (self.points, self.segments, self.consts)
+
+    @staticmethod
+    def read(result):
+        """(status, stats) of a FitResult: status "ok" with stats [segments, 3] (non-finite
+        count, max |value - ref|, sum of squares), "failed" (the evaluation raised: evaluate
+        it again to see why) or None (no evaluation after this fit), stats None then."""
+        a = getattr(result, "after", None)
+        if a is None:
+            return None, None
+        if a[0] == 1.0:
+            return "ok", a[1:].reshape(-1, AFTER_STATS)
+        return ("failed" if a[0] < 0 else None), None
+
+    def bind(self, prog, names, consts):
+        """The inputs of ``prog`` at the points, its fitted ``names`` as placeholders (the
+        fit's ``consts`` unless this evaluation has its own)."""
+        free = prog.free_names
+        consts = consts if self.consts is None else self.consts
+        return bind(prog, dict.fromkeys(names, 0.0), {k: v for k, v in self.points.items()
+                                                      if k in free},
+                    {k: v for k, v in consts.items() if k in free}, self.size)
+
+
 class _Shared:
     """What a plan computes once for all programs with the same free names."""
 
-    __slots__ = ("budget", "data", "fitted", "inputs", "lower", "meta", "names", "params", "pos",
-                 "spec", "unknown", "upper", "x0", "y")
+    __slots__ = ("after", "budget", "data", "fitted", "inputs", "lower", "meta", "names",
+                 "params", "pos", "spec", "unknown", "upper", "x0", "y")
 
     def __init__(self):
         # the bound inputs and the native setup of the fit (FitSpec), once a program with these
         # free names has been bound and has passed the checks
-        self.inputs = self.spec = None
+        self.inputs = self.spec = self.after = None
 
 
 class FitPlan:
@@ -370,8 +428,9 @@ class FitPlan:
     same order.
     """
 
-    def __init__(self, options, data=None, target=None, evaluator=None):
+    def __init__(self, options, data=None, target=None, evaluator=None, after=None):
         o = self.options = options
+        self.after = after  # an EvaluateAfter or None
         if o.loss == "value":
             if target is not None:
                 raise ValueError("loss='value' minimizes the program's value: "
@@ -476,9 +535,19 @@ class FitPlan:
         sh.params = dict.fromkeys(names, np.zeros(S))
         return sh
 
-    def stage(self, batch, prog):
+    def takes_init(self, extra):
+        """Whether a candidate's own options ``extra`` are an ``init`` alone that ``stage`` can
+        take in place of this plan's (its starting values are then all that differs from a plan
+        of its own: the options have no init, bounds or positive names to check it against, and
+        the seed is a number)."""
+        o = self.options
+        return (extra.keys() == {"init"} and not o.init and not o.bounds and not o.positive
+                and self._same_starts)
+
+    def stage(self, batch, prog, init=None):
         """Check ``prog`` against the arguments, bind its inputs and stage its calibration in
-        ``batch``; returns what ``result`` needs."""
+        ``batch``; returns what ``result`` needs. ``init``: this program's own starting values
+        (only where ``takes_init``): the same fit as a plan of options with that init."""
         prog = _program(prog)
         free = prog.free_names
         sh = self._shared.get(free)
@@ -486,6 +555,11 @@ class FitPlan:
             sh = self._names(free)
             if self._same_starts:
                 self._shared[free] = sh
+        x0 = None
+        if init is not None:  # (checked where _names checks a plan's own init)
+            if init:
+                _check_names("init", init, sh.names, free)
+            x0 = _initial_values(sh.names, self.options.starts, init, None, self.options.seed)
         client = self.evaluator.client
         spec = sh.spec
         if spec is None:
@@ -503,9 +577,14 @@ class FitPlan:
                 unknown = [k for k in unknown if did_you_mean(k, free)]
             _check_names("data", unknown, (), free)
         if spec is None:
+            after = segments = None
+            if self.after is not None:
+                after = sh.after = self.after.bind(prog, sh.names, self.consts)
+                segments = self.after.segments
             spec = sh.spec = FitSpec(client.entry, inputs, sh.fitted, y, sh.x0, sh.lower,
-                                     sh.upper, sh.pos, self.options, sh.budget)
-        return sh.meta, batch.add_spec(prog, prog.compiled(client), spec)
+                                     sh.upper, sh.pos, self.options, sh.budget, after,
+                                     segments or ())
+        return sh.meta, batch.add_spec(prog, prog.compiled(client), spec, x0)
 
     def result(self, staged, batch):
         """The FitResult of a staged program once ``batch`` has run (its error, if it failed).

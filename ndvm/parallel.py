@@ -34,7 +34,7 @@ import numpy as np
 
 from ndvm._core import FitBatch, Program, parse
 from ndvm.evaluator import Evaluator
-from ndvm.fit import FitPlan, FitResult, _program
+from ndvm.fit import EvaluateAfter, FitPlan, FitResult, _program
 from ndvm.fit_options import OPTION_NAMES, FitOptions
 from ndvm.schedule import Scheduler, check_workers, executor_workers, shutdown
 
@@ -151,16 +151,16 @@ class _Job:
         it: the plans are equal)."""
         o = self.options
         if extra:
-            return FitPlan(o["fit"].replace(**extra), o["data"], o["target"], ev)
+            return FitPlan(o["fit"].replace(**extra), o["data"], o["target"], ev, o["after"])
         plan = self._plan
         if plan is None:
             try:
-                plan = FitPlan(o["fit"], o["data"], o["target"], ev)
+                plan = FitPlan(o["fit"], o["data"], o["target"], ev, o["after"])
             except Exception as e:  # noqa: BLE001 - raised again for every candidate
                 plan = e
             self._plan = plan
         if isinstance(plan, Exception):
-            return FitPlan(o["fit"], o["data"], o["target"], ev)  # raises it anew
+            return FitPlan(o["fit"], o["data"], o["target"], ev, o["after"])  # raises it anew
         return plan
 
 
@@ -246,8 +246,14 @@ def _stage(job, ev, items, batch, results):
         try:
             if type(program) is not Program:
                 program = _program(program, _describe(program, index)[0])
-            plan = shared if extra is None and shared is not None else job.plan(ev, extra)
-            staged.append((pos, plan, plan.stage(batch, program)))
+            init = None
+            if extra is None and shared is not None:
+                plan = shared
+            elif shared is not None and shared.takes_init(extra):  # (no plan of its own)
+                plan, init = shared, extra["init"]
+            else:
+                plan = job.plan(ev, extra)
+            staged.append((pos, plan, plan.stage(batch, program, init)))
         except Exception as e:  # noqa: BLE001 - a bad candidate must never stop the batch
             results[pos] = _failed(*_named(items[pos]), e)
     return staged
@@ -592,7 +598,7 @@ def _per_candidate(value, n, what):
 
 
 def fit_many(programs, data=None, target=None, *, workers=None, executor=None, chunk_size=None,
-             progress=False, per_candidate=None, options=None, **fit_options):
+             progress=False, per_candidate=None, options=None, after=None, **fit_options):
     """``ndvm.fit`` each program (an ndvm.Program or source text); results in input order.
 
     Each result is a FitResult or a CandidateError. workers: threads of the persistent pool
@@ -607,17 +613,40 @@ def fit_many(programs, data=None, target=None, *, workers=None, executor=None, c
     program's fit does not depend on the batch it is in. ``unused_data`` defaults to "ignore"
     here: the shared ``data`` may hold inputs that some programs do not use. options: an
     ``ndvm.FitOptions`` the ``fit_options`` given (``ndvm.fit``'s names) are applied to.
+    after: an ``ndvm.fit.EvaluateAfter``: each fitted model is also evaluated at its points and
+    reduced there in the fit's native call (the result's ``after``).
     """
-    job, items = _fit_job(programs, data, target, per_candidate, dict(fit_options, options=options))
+    job, items = _fit_job(programs, data, target, per_candidate, dict(fit_options, options=options),
+                          after)
     return _run(job, items, workers, executor, chunk_size, progress, "fit_many")
 
 
-def _fit_job(programs, data, target, per_candidate, fit_options):
+def _fit_job(programs, data, target, per_candidate, fit_options, after=None):
     """fit_many's arguments checked: the _Job and the (index, program, extra) items."""
+    job = _fit_setup(data, target, fit_options, after)
+    return job, _fit_items(programs, per_candidate)
+
+
+def _fit_setup(data, target, fit_options, after):
+    """The _Job of fit_many's shared arguments, checked."""
     evaluator = fit_options.pop("evaluator", None)
     options = FitOptions.of(fit_options.pop("options", None), **fit_options)
     if target is None:
         raise ValueError("fit_many needs a target")
+    if options.seed is None:  # fresh entropy, drawn once, so results do not depend on workers
+        options = options.replace(seed=np.random.SeedSequence().entropy)
+    # one data dict serves many programs, each using some of its inputs: by default an input a
+    # program does not use is ignored (ndvm.fit alone reports it as an error)
+    if options.unused_data is None:
+        options = options.replace(unused_data="ignore")
+    config = _evaluator_config(evaluator, options.client, options.dtype, None)
+    if after is not None and not isinstance(after, EvaluateAfter):
+        raise TypeError(f"after must be an ndvm.fit.EvaluateAfter, got {type(after).__name__}")
+    return _Job("fit", config, {"fit": options, "data": data, "target": target, "after": after})
+
+
+def _fit_items(programs, per_candidate):
+    """The (index, program, extra) items of fit_many's programs, per_candidate checked."""
     programs = list(programs)
     extras = [None] * len(programs)
     if per_candidate is not None:
@@ -626,15 +655,7 @@ def _fit_job(programs, data, target, per_candidate, fit_options):
             bad = set(e or ()) - (OPTION_NAMES - _SHARED_ONLY)
             if bad:
                 raise TypeError(f"per_candidate cannot set {sorted(bad)}")
-    if options.seed is None:  # fresh entropy, drawn once, so results do not depend on workers
-        options = options.replace(seed=np.random.SeedSequence().entropy)
-    # one data dict serves many programs, each using some of its inputs: by default an input a
-    # program does not use is ignored (ndvm.fit alone reports it as an error)
-    if options.unused_data is None:
-        options = options.replace(unused_data="ignore")
-    config = _evaluator_config(evaluator, options.client, options.dtype, None)
-    job = _Job("fit", config, {"fit": options, "data": data, "target": target})
-    return job, [(i, p, e) for i, (p, e) in enumerate(zip(programs, extras))]
+    return [(i, p, e) for i, (p, e) in enumerate(zip(programs, extras))]
 
 
 class Begun:
@@ -680,17 +701,35 @@ class Begun:
             return _read(self._items, self._staged, self._batch, self._results)
 
 
+class FitSetup:
+    """``begin_fits``' shared arguments (all but the programs and per_candidate) checked once for
+    many calls: ``begin(programs, per_candidate)`` begins one batch as ``begin_fits`` would. The
+    batches share one plan, so the data and target are converted, and each set of free names is
+    checked and bound, once for all of them instead of once a batch (the co-search begins a batch
+    a round with the same arguments). Picklable (the plan is built again where it is used)."""
+
+    def __init__(self, data=None, target=None, *, workers=None, executor=None, options=None,
+                 after=None, **fit_options):
+        self.workers = check_workers(workers)
+        self.executor = executor
+        self.job = _fit_setup(data, target, dict(fit_options, options=options), after)
+
+    def begin(self, programs, per_candidate=None):
+        """``programs``' fits begun (a ``Begun``)."""
+        return Begun(self.job, _fit_items(programs, per_candidate), self.workers, self.executor)
+
+
 def begin_fits(programs, data=None, target=None, *, workers=None, executor=None,
-               per_candidate=None, options=None, **fit_options):
+               per_candidate=None, options=None, after=None, **fit_options):
     """``fit_many``'s candidates, checked and ready but not yet run: for a caller with threads of
     its own to lend (the co-search lends its proposer thread once it has proposed the next
     batch). Any thread may ``drain()`` the returned ``Begun``; ``finish(lent)`` on the calling
     thread runs candidates too and returns the results. ``workers``: the threads in all (the
     caller's, the ``lent`` ones and workers - 1 - lent of the pool's; default: the cores);
-    ``executor``: fit_many's, the candidates run there when finished."""
-    workers = check_workers(workers)
-    job, items = _fit_job(programs, data, target, per_candidate, dict(fit_options, options=options))
-    return Begun(job, items, workers, executor)
+    ``executor``, ``after``: fit_many's, the candidates run there when finished. Many calls
+    with the same arguments: ``FitSetup``."""
+    return FitSetup(data, target, workers=workers, executor=executor, options=options,
+                    after=after, **fit_options).begin(programs, per_candidate)
 
 
 def evaluate_many(programs, params=None, data=None, consts=None, grad=False, *, workers=None,

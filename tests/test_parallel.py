@@ -762,3 +762,43 @@ def test_the_garbage_collector_is_paused_during_a_batch_and_restored_after():
     finally:
         parallel._run_pool = plain
         (gc.enable if was else gc.disable)()
+
+
+def test_a_candidates_own_init_is_staged_on_the_shared_plan_and_fits_as_a_plan_of_its_own():
+    """per_candidate {"init": ...} alone (the co-search's draws) is staged with the shared plan
+    (no FitPlan per candidate): the fits equal ndvm.fit with that init bit for bit, a bad init
+    is the same error, and options it cannot take alone (bounds) still get a plan each."""
+    progs = GOOD[:6]
+    rng = np.random.default_rng(4)
+    opts = dict(FIT, optimizer="lm", steps=20, starts=3, seed=1)
+    inits = []
+    for p in progs:
+        names = [n for n in ndvm.parse(p).free_names if n != "x"]
+        inits.append({n: rng.normal(0, 1, 3) for n in names[:-1]})  # (the last one drawn)
+    inits[2] = {"nope": 1.0}
+    inits[3] = {"a": np.ones(5)}
+    calls = []
+    real = FitPlan.__init__
+
+    def counting(self, *a, **k):
+        calls.append(1)
+        real(self, *a, **k)
+
+    try:
+        FitPlan.__init__ = counting
+        got = ndvm.fit_many(progs, workers=1, per_candidate=[{"init": i} for i in inits], **opts)
+    finally:
+        FitPlan.__init__ = real
+    assert len(calls) == 1
+    for p, i, r in zip(progs, inits, got):
+        try:
+            want = ndvm.fit(p, init=i, **opts)
+        except ValueError as e:
+            assert isinstance(r, ndvm.CandidateError) and str(r.error) == str(e)
+            continue
+        assert _fit_key(r) == _fit_key(want)
+    bounded = dict(opts, bounds={"a": (-5.0, 5.0)})
+    got = ndvm.fit_many(progs[:2], workers=1, per_candidate=[{"init": i} for i in inits[:2]],
+                        **bounded)
+    for p, i, r in zip(progs[:2], inits[:2], got):
+        assert _fit_key(r) == _fit_key(ndvm.fit(p, init=i, **bounded))

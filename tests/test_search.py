@@ -405,7 +405,7 @@ def test_calibrate_runs_a_batch_in_one_parallel_call_and_captures_errors(monkeyp
         def __init__(self, e):
             self.error = e
 
-    class Begun:  # what ndvm.parallel.begin_fits returns: the batch's results at finish
+    class Begun:  # what ndvm.parallel.FitSetup.begin returns: the batch's results at finish
         def __init__(self, out):
             self.out = out
 
@@ -415,17 +415,21 @@ def test_calibrate_runs_a_batch_in_one_parallel_call_and_captures_errors(monkeyp
         def finish(self, lent=0, meanwhile=None):
             return self.out
 
-    def fake_begin_fits(programs, data=None, target=None, workers=None, **options):
-        calls.append(len(programs))
-        out = []
-        for p in programs:
-            try:
-                out.append(ndvm.fit(p, data=data, target=target, **options))
-            except ndvm.SchemeError as e:
-                out.append(Captured(e))
-        return Begun(out)
+    class FakeSetup:
+        def __init__(self, data=None, target=None, workers=None, **options):
+            self.data, self.target, self.options = data, target, options
 
-    monkeypatch.setattr(_calibrate, "begin_fits", fake_begin_fits)
+        def begin(self, programs, per_candidate=None):
+            calls.append(len(programs))
+            out = []
+            for p in programs:
+                try:
+                    out.append(ndvm.fit(p, data=self.data, target=self.target, **self.options))
+                except ndvm.SchemeError as e:
+                    out.append(Captured(e))
+            return Begun(out)
+
+    monkeypatch.setattr(_calibrate, "FitSetup", FakeSetup)
     par = _calibrate.calibrate(progs, {"x": x}, 2 * x, optimizer="adam", steps=20)
     assert calls == [2]
     assert par[0].params == serial[0].params and par[1].kind == "EvalError"

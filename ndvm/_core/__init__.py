@@ -1,7 +1,7 @@
 """The native core of ndvm: reader, expander, value model, lanes, tape, primitives (C++)."""
 try:
     from ndvm._core._core import (
-        REDUCE_LANE, REDUCE_NONE, REDUCE_START, Dotted, FitBatch, FitSpec, Inputs, Machine, Program,
+        AFTER_STATS, REDUCE_LANE, REDUCE_NONE, REDUCE_START, Dotted, FitBatch, FitSpec, Inputs, Machine, Program,
         Symbol, bind, parse, prelude, primitives, read,
     )
 except ModuleNotFoundError as e:  # a source tree without the compiled extension
@@ -18,5 +18,5 @@ except ModuleNotFoundError as e:  # a source tree without the compiled extension
         f"package), or install in place: pip install --no-build-isolation -e ."
     ) from None
 
-__all__ = ["REDUCE_LANE", "REDUCE_NONE", "REDUCE_START", "Dotted", "FitBatch", "FitSpec", "Inputs",
+__all__ = ["AFTER_STATS", "REDUCE_LANE", "REDUCE_NONE", "REDUCE_START", "Dotted", "FitBatch", "FitSpec", "Inputs",
            "Machine", "Program", "Symbol", "bind", "parse", "prelude", "primitives", "read"]

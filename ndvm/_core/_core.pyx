@@ -15,10 +15,10 @@ from libcpp.string cimport string
 from libcpp.vector cimport vector
 
 from ndvm._core.core cimport (
-    Binding, BindKind, ClientEntry, Datum, DatumKind, ErrorInfo, Expanded, FitLayout, FitRequest,
+    AfterFit, AfterSegment, Binding, BindKind, ClientEntry, Datum, DatumKind, ErrorInfo, Expanded, FitLayout, FitRequest,
     FitSlot, Machine as CMachine, Optimizer, RunRequest, Scaling, SourceData, SrcPos, best_start,
     call_entry, SharedFits, check_outputs_guarded, expand_guarded, fit_batch, fit_shared,
-    kFitSlotFields, prelude_text,
+    kAfterStats, kFitSlotFields, prelude_text,
     read_guarded, result_pos, reverse_guarded, shared_cancel, shared_enter, shared_leave,
     shared_quiet, shared_reset, shared_wait,
 )

@@ -177,6 +177,21 @@ cdef extern from "fit/fit.hpp" namespace "ndvm":
         double* stderr_
         unsigned char* flags
         int64_t n_evals
+        const AfterFit* after
+        double* after_out
+
+    cdef struct AfterSegment:
+        uint32_t start
+        uint32_t stop
+        const double* ref
+        double center
+
+    cdef cppclass AfterFit:
+        vector[Binding] bindings
+        uint32_t M
+        vector[AfterSegment] segments
+
+    const size_t kAfterStats
 
     bool fit_guarded(FitRequest* rq, ErrorInfo* err) nogil
 
@@ -197,6 +212,8 @@ cdef extern from "fit/outputs.hpp" namespace "ndvm":
         int64_t history_rows
         int64_t uncertainty
         int64_t n_evals
+        int64_t after
+        int64_t after_size
 
     const size_t kFitSlotFields
 

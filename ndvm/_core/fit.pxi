@@ -42,14 +42,18 @@ cdef class FitSpec:
 
     cdef FitRequest _rq  # the request but its program and outputs
     cdef vector[double] _x0
+    cdef AfterFit _after
     cdef list _keep  # the Python objects the request points into
 
     def __init__(self, uintptr_t entry, Inputs inputs, fitted, target, init, lower, upper,
-                 positive, options, int budget):
+                 positive, options, int budget, Inputs after=None, segments=()):
         """fitted: binding indices optimized; target: [N] (None for loss "value"); init: [P, S]
         starting values; lower, upper: [P] or None; positive: [P] uint8 or None (optimized as
         logarithms); options: the fit's ndvm.FitOptions (its optimizer, loss, scaling, lr,
-        tolerances and want_cov are read); budget: Adam's steps or the evaluation budget."""
+        tolerances and want_cov are read); budget: Adam's steps or the evaluation budget.
+        after: the program's inputs bound at M other points (its parameters as placeholders) to
+        evaluate the fitted model at once the fit is done, reduced per (start, stop, ref) of
+        ``segments`` (ref: [stop - start] values or one number; see fit/after.hpp)."""
         cdef Py_ssize_t P = len(fitted), S = inputs.S
         cdef cnp.ndarray x0 = _contiguous(init, cnp.NPY_DOUBLE, P * S, "init")
         cdef cnp.ndarray a
@@ -92,12 +96,43 @@ cdef class FitSpec:
         self._x0.resize(P * S)
         if P:
             memcpy(self._x0.data(), cnp.PyArray_DATA(x0), P * S * sizeof(double))
+        rq.after = NULL
+        if after is not None:
+            self._set_after(after, segments)
+
+    cdef _set_after(self, Inputs after, segments):
+        cdef AfterSegment g
+        cdef cnp.ndarray a
+        if after._bs.size() != self._rq.bindings.size() or after.S != 1:
+            raise ValueError("the after-fit inputs must bind the same program, one start")
+        for i in self._rq.param_binding:
+            if after._bs[i].kind != BindKind.Param:
+                raise ValueError("the after-fit inputs must bind the fitted names as parameters")
+        self._keep.append(after)
+        self._after.bindings = after._bs
+        self._after.M = after.N
+        self._after.segments.clear()
+        for start, stop, ref in segments:
+            if not 0 <= start <= stop <= after.N:
+                raise ValueError(f"segment ({start}, {stop}) is not within the {after.N} points")
+            g.start, g.stop = start, stop
+            g.ref = NULL
+            g.center = 0.0
+            if np.ndim(ref) == 0:
+                g.center = float(ref)
+            else:
+                a = _contiguous(ref, cnp.NPY_DOUBLE, stop - start, "a segment's ref")
+                g.ref = <const double*>cnp.PyArray_DATA(a)
+                self._keep.append(a)
+            self._after.segments.push_back(g)
+        self._rq.after = &self._after
 
 
 # The FitSlot fields (fit/outputs.hpp), in their order: a FitOutputs pickles its slots as one
 # structured array with these int64 fields.
 SLOT_FIELDS = ("init", "params", "losses", "history", "cov", "stderr_", "status", "converged",
-               "flags", "P", "S", "history_rows", "uncertainty", "n_evals")
+               "flags", "P", "S", "history_rows", "uncertainty", "n_evals", "after", "after_size")
+AFTER_STATS = kAfterStats  # numbers per segment of an after-fit evaluation
 _SLOT_DTYPE = np.dtype([(name, np.int64) for name in SLOT_FIELDS])
 assert _SLOT_DTYPE.itemsize == sizeof(FitSlot) and len(SLOT_FIELDS) == kFitSlotFields
 
@@ -178,9 +213,10 @@ cdef class LazyFit:
     (names, optimizer, budget, tols, want_cov). ``field(name)`` builds one field as the eager
     result had it: params (the best start's, as floats), loss, all_params (views of [S] each),
     all_losses, history, n_evals, converged, optimizer, names, status, covariance and stderr
-    (the best start's, when uncertainty is asked for), all_covariance, all_stderr and stop_info
-    (flags, budget, tolerances). The best start is the first of least finite loss (0 when none
-    is finite, ``best_start`` in fit/outputs.hpp)."""
+    (the best start's, when uncertainty is asked for), all_covariance, all_stderr, stop_info
+    (flags, budget, tolerances) and after (the after-fit evaluation's numbers, or None). The
+    best start is the first of least finite loss (0 when none is finite, ``best_start`` in
+    fit/outputs.hpp)."""
 
     cdef readonly FitOutputs outputs
     cdef readonly Py_ssize_t k
@@ -228,6 +264,10 @@ cdef class LazyFit:
             return _view(f64, sl.cov, 3, S, P, P, cnp.NPY_DOUBLE) if sl.uncertainty else None
         if name == "all_stderr":
             return _view(f64, sl.stderr_, 2, S, P, 0, cnp.NPY_DOUBLE) if sl.uncertainty else None
+        if name == "after":
+            if not sl.after_size:
+                return None
+            return _view(f64, sl.after, 1, sl.after_size, 0, 0, cnp.NPY_DOUBLE)
         if name == "stop_info":
             return (_view(u8, sl.flags, 2, S, P, 0, cnp.NPY_UINT8), self.meta[2], self.meta[3])
         raise AttributeError(name)
@@ -280,11 +320,17 @@ cdef class FitBatch:
         self._ran = False
         self._open = False
 
-    def add_spec(self, Program prog, uintptr_t compiled, FitSpec spec):
+    def add_spec(self, Program prog, uintptr_t compiled, FitSpec spec, x0=None):
         """Stage the calibration ``spec`` describes of ``prog`` (whose free names are those
-        ``spec``'s inputs were bound for), compiled as ``compiled``; returns its index."""
+        ``spec``'s inputs were bound for), compiled as ``compiled``; returns its index. x0:
+        [P, S] starting values in place of the spec's."""
         if self._ran:
             raise RuntimeError("this FitBatch has run: reset() it before staging more fits")
+        cdef cnp.ndarray start
+        cdef const double* at = spec._x0.data()
+        if x0 is not None:
+            start = _contiguous(x0, cnp.NPY_DOUBLE, spec._x0.size(), "x0")
+            at = <const double*>cnp.PyArray_DATA(start)
         cdef Py_ssize_t k = self.size
         if <size_t>k == self._rq.size():
             self._rq.resize(k + 1)
@@ -295,7 +341,7 @@ cdef class FitBatch:
         self._rq[k] = spec._rq
         self._rq[k].expanded = <const void*>prog._x.get()
         self._rq[k].compiled = <const void*>compiled
-        self._layout.add(spec._rq, spec._x0.data())  # (run() points the request at its places)
+        self._layout.add(spec._rq, at)  # (copied; run() points the request at its places)
         self.size = k + 1
         return k
 

@@ -1,6 +1,6 @@
 """The search's one door to calibration: ``calibrate(programs, ...)``.
 
-Runs ``ndvm.fit_many``'s candidates (``ndvm.parallel.begin_fits``: one shared batch the calling
+Runs ``ndvm.fit_many``'s candidates (``ndvm.parallel.FitSetup``: one shared batch the calling
 thread, the threads it lends and the worker pool's claim fits from, or chunks on an executor); a
 failed candidate becomes a ``CalibrationError`` in its place, never an exception. ``minimize_value``
 fits likelihood tasks, whose program value itself is minimized (ndvm.fit's native L-BFGS).
@@ -8,9 +8,9 @@ fits likelihood tasks, whose program value itself is minimized (ndvm.fit's nativ
 import numpy as np
 
 import ndvm
-from ndvm.parallel import begin_fits
+from ndvm.parallel import FitSetup
 
-__all__ = ["CalibrationError", "begin", "calibrate", "minimize_value", "succeeded"]
+__all__ = ["CalibrationError", "begin", "calibrate", "minimize_value", "setup", "succeeded"]
 
 
 class CalibrationError:
@@ -49,7 +49,13 @@ def begin(programs, data, target, workers=None, **fit_options):
     """The calibration of ``programs`` begun (``ndvm.parallel.begin_fits``, ``executor`` among
     the options): checked, not yet run; ``drain()`` lends the calling thread to it,
     ``finish(lent, meanwhile)`` runs it and returns fit_many's list."""
-    return begin_fits(list(programs), data=data, target=target, workers=workers, **fit_options)
+    return setup(data, target, workers=workers, **fit_options).begin(list(programs))
+
+
+def setup(data, target, workers=None, **fit_options):
+    """``begin``'s arguments but the programs, checked once for many batches
+    (``ndvm.parallel.FitSetup``): ``.begin(programs, per_candidate)`` begins one."""
+    return FitSetup(data, target, workers=workers, **fit_options)
 
 
 def minimize_value(prog, names, init, consts=None, data=None, positive=(), steps=None,

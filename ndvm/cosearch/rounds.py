@@ -15,13 +15,14 @@ from dataclasses import dataclass, field
 import numpy as np
 
 import ndvm
-from ndvm.cosearch._calibrate import begin, minimize_value, succeeded
+from ndvm.cosearch._calibrate import minimize_value, setup, succeeded
 from ndvm.cosearch.grammar import Grammar
 from ndvm.cosearch.records import _dump, _good, pareto_front
 from ndvm.cosearch.select import fitness, starts_around
 from ndvm.cosearch.sexpr import size, skeleton, to_source, to_tree
 from ndvm.cosearch.simplify import Simplifier, TooManyParameters
 from ndvm.cosearch.task import Task, r_squared
+from ndvm.fit import EvaluateAfter
 
 _PROBE_STEPS = 2_000_000
 _DENSE_POINTS = 512  # the dense probe of the input box that catches poles between data points
@@ -116,6 +117,25 @@ class _Scorer:
             if all(np.size(d[k]) == n for d, n in zip(parts, sizes) for k in d):
                 self.joint = {k: np.concatenate([d[k] for d in parts]) for k in self.dense}
                 self.cuts = (sizes[0], sizes[0] + sizes[1])
+        self._fitting = None  # (fitting())
+        self.after = None  # what each fit's own native call evaluates and reduces after it
+        if self.dense is not None:
+            y = task.target
+            self.center = y.mean()  # (off_domain: a value's distance from the target's mean,
+            self.spread = float(np.max(np.abs(y - self.center))) or 1.0  # against its spread)
+            if self.joint is not None and self.fit.dtype == "float64":
+                a, b = self.cuts
+                self.after = EvaluateAfter(
+                    self.joint, [(0, a, float(self.center)), (a, b, self.train[1]),
+                                 (b, b + self.held[1].size, self.held[1])], task.consts)
+
+    def fitting(self):
+        """The calibrations' arguments, checked once for the whole search (a FitSetup: its plan
+        serves every batch)."""
+        if self._fitting is None:
+            self._fitting = setup(self.train[0], self.train[1], workers=self.workers,
+                                  executor=self.executor, options=self.fit, after=self.after)
+        return self._fitting
 
     def _dense_probe(self):
         """Points filling the data's input box (a grid in 1-D, seeded uniform draws otherwise)."""
@@ -156,16 +176,27 @@ class _Scorer:
                 return f"fails between the data points: {str(e).splitlines()[0] if str(e) else e}"
         else:
             v = values[0]
-        if not np.all(np.isfinite(v)):
+        with np.errstate(all="ignore"):
+            return self._off(np.count_nonzero(~np.isfinite(v)),
+                             float(np.max(np.abs(v - self.center))))
+
+    def _off(self, bad, most):
+        """The rule of ``off_domain`` on the probe's count of non-finite values and its values'
+        largest distance from the target's mean."""
+        if bad:
             return "not finite between the data points (a pole or a domain edge)"
-        y = self.task.target
-        spread = float(np.max(np.abs(y - y.mean()))) or 1.0
-        if float(np.max(np.abs(v - y.mean()))) > 10.0 * spread:
+        if most > 10.0 * self.spread:
             return "a pole between the data points (value beyond 10x the target's spread)"
         return None
 
-    def assess(self, prog, params):
-        """(why it is off-domain, None) or (None, ``score``) of fitted ``params``."""
+    def assess(self, prog, params, after=None):
+        """(why it is off-domain, None) or (None, ``score``) of fitted ``params``. ``after``:
+        ``EvaluateAfter.read`` of its fit when it was evaluated after the fit at the joint points
+        (``self.after``): then only arithmetic is left here; else it is evaluated now."""
+        if after is not None and after[0] == "ok":
+            (bad, most, _), (_, _, tr), (_, _, ho) = after[1].tolist()
+            why = self._off(bad, most)
+            return (why, None) if why is not None else (None, self._errors(tr, ho))
         values = self.values(prog, params)
         why = self.off_domain(prog, params, values)
         return (why, None) if why is not None else (None, self.score(prog, params, values))
@@ -203,8 +234,16 @@ class _Scorer:
             else:
                 fit = self.predict(prog, params, self.train[0])
                 held = self.predict(prog, params, self.held[0])
-            tr = float(np.mean((fit - self.train[1]) ** 2))
-            ho = float(np.mean((held - self.held[1]) ** 2))
+            tr = float(np.sum((fit - self.train[1]) ** 2))
+            ho = float(np.sum((held - self.held[1]) ** 2))
+        return self._errors(tr, ho)
+
+    def _errors(self, train_sse, held_sse):
+        """``score`` from the sums of squared errors on the training and held-out points (a
+        sum over n divided by n: np.mean's own arithmetic)."""
+        n, m = self.train[1].size, self.held[1].size
+        tr = float(train_sse) / n if n else math.nan
+        ho = float(held_sse) / m if m else math.nan
         tr = tr if math.isfinite(tr) else math.inf
         ho = ho if math.isfinite(ho) else math.inf
         return tr, ho, r_squared(ho, self.held_var)
@@ -248,9 +287,7 @@ class _Calibration:
                 {"init": {n: scorer.draws.normal(0.0, scorer.start_scales) for n in items[i][1]}}
                 for i in self.todo]
         if recorded is None:
-            self.fits = begin([items[i][0] for i in self.todo], scorer.train[0],
-                              scorer.train[1], workers=scorer.workers, executor=scorer.executor,
-                              options=scorer.fit, **where)
+            self.fits = scorer.fitting().begin([items[i][0] for i in self.todo], **where)
 
     def drain(self, limit=None):
         """Lend the calling thread to the calibrations until none is left to start (or ``limit``
@@ -267,6 +304,7 @@ class _Calibration:
         called once this thread has none left to start)."""
         scorer, items, todo = self.scorer, self.items, self.todo
         out = [None if ps else {} for _, ps in items]
+        self.after = [None] * len(items)  # (EvaluateAfter.read of each fit, when it has one)
         if self.recorded is not None:
             if meanwhile is not None:
                 meanwhile()
@@ -275,7 +313,11 @@ class _Calibration:
             return out
         if self.fits is not None:
             for i, r in zip(todo, self.fits.finish(lent, meanwhile)):
-                out[i] = dict(r.params) if succeeded(r) else getattr(r, "error", r)
+                if succeeded(r):
+                    out[i] = dict(r.params)
+                    self.after[i] = EvaluateAfter.read(r)
+                else:
+                    out[i] = getattr(r, "error", r)
             return out
         if meanwhile is not None:
             meanwhile()
@@ -300,6 +342,7 @@ class _Batch:
     items: list
     slots: list
     fitted: list = None
+    after: list = None  # per item: its fit's evaluation after it (_Calibration.after)
     fit_each: float = 0.0
     finished: bool = False
     refits: list = field(default_factory=list)  # (record to refit, its prog, param names)
@@ -456,6 +499,7 @@ class _Rounds:
         none left to start); then the batch's refits."""
         began = time.perf_counter()
         b.fitted = fits.finish(lent, meanwhile)
+        b.after = fits.after
         b.fit_each = (time.perf_counter() - began) / max(1, len(b.items))
         # (a replayed batch's refits are read back, or run, when their records are made)
         b.refitted = [None if b.replayed else self._refit(rec, prog, names)
@@ -467,9 +511,9 @@ class _Rounds:
     def finish(self, b):
         """Score the calibrated batch and fold its records into the front and population."""
         task, state, scorer = self.task, self.state, self.scorer
-        for (prog, _), rec, p in zip(b.items, b.slots, b.fitted):
+        for (prog, _), rec, p, after in zip(b.items, b.slots, b.fitted, b.after):
             rec["fit_seconds"] = round(b.fit_each, 6)
-            why, scores = scorer.assess(prog, p) if isinstance(p, dict) else (None, None)
+            why, scores = scorer.assess(prog, p, after) if isinstance(p, dict) else (None, None)
             if why is not None:
                 rec.update(status="failed", params=p, error=why)
             elif isinstance(p, dict):

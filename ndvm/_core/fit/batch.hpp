@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <mutex>
 
+#include "fit/after.hpp"
 #include "fit/fit.hpp"
 
 namespace ndvm {
@@ -17,7 +18,11 @@ inline bool fit_one(FitRequest* rq, void* machine, int dtype, ErrorInfo* err) {
   rq->machine = machine;
   rq->dtype = dtype;
   rq->n_evals = 0;
-  return fit_guarded(rq, err);
+  if (!fit_guarded(rq, err)) return false;
+  ErrorInfo after_err;  // (the fit stands; a failed evaluation after it is marked in its output)
+  if (rq->after && !guarded(after_err, [&] { evaluate_after(rq); }) && rq->after_out)
+    rq->after_out[0] = -1.0;
+  return true;
 }
 
 inline void fit_batch(FitRequest* rq, size_t n, void* machine, int dtype, ErrorInfo* err,

@@ -29,8 +29,10 @@ struct FitSlot {
   int64_t history_rows;  // rows of the loss history (the request's steps, at least 1)
   int64_t uncertainty;   // 1: cov and stderr are written
   int64_t n_evals;       // batched evaluations, once the fit has run
+  int64_t after;         // float64 [after_size]: the evaluation after the fit (after.hpp)
+  int64_t after_size;    // 0: none was asked for
 };
-constexpr size_t kFitSlotFields = 14;
+constexpr size_t kFitSlotFields = 16;
 static_assert(sizeof(FitSlot) == kFitSlotFields * sizeof(int64_t), "FitSlot must not be padded");
 
 struct FitLayout {
@@ -59,7 +61,9 @@ struct FitLayout {
     sl.history = sl.losses + sl.S;
     sl.cov = sl.history + sl.history_rows * sl.S;
     sl.stderr_ = sl.cov + (sl.uncertainty ? sl.S * sl.P * sl.P : 0);
-    n64 = size_t(sl.stderr_ + (sl.uncertainty ? sl.S * sl.P : 0));
+    sl.after = sl.stderr_ + (sl.uncertainty ? sl.S * sl.P : 0);
+    sl.after_size = int64_t(after_size(rq.after));
+    n64 = size_t(sl.after + sl.after_size);
     sl.status = int64_t(n8);
     sl.converged = sl.status + sl.S;
     sl.flags = sl.converged + sl.S;
@@ -86,6 +90,11 @@ struct FitLayout {
       r.cov = sl.uncertainty ? f64 + sl.cov : nullptr;
       r.stderr_ = sl.uncertainty ? f64 + sl.stderr_ : nullptr;
       r.flags = sl.P ? u8 + sl.flags : nullptr;
+      r.after_out = nullptr;
+      if (sl.after_size) {
+        r.after_out = f64 + sl.after;
+        std::fill(r.after_out, r.after_out + sl.after_size, 0.0);  // (0: not run)
+      }
     }
   }
 
@@ -95,17 +104,21 @@ struct FitLayout {
   }
 };
 
-// Fit sl's best start: the first of least finite loss (0 when none is finite).
-inline int64_t best_start(const FitSlot& sl, const double* f64) {
-  const double* f = f64 + sl.losses;
+// The best of S starts of these losses: the first of least finite loss (0 when none is finite).
+inline int64_t best_of(const double* f, int64_t S) {
   double least = std::numeric_limits<double>::infinity();
   int64_t best = 0;
-  for (int64_t i = 0; i < sl.S; ++i)
+  for (int64_t i = 0; i < S; ++i)
     if (std::isfinite(f[i]) && f[i] < least) {
       least = f[i];
       best = i;
     }
   return best;
+}
+
+// Fit sl's best start.
+inline int64_t best_start(const FitSlot& sl, const double* f64) {
+  return best_of(f64 + sl.losses, sl.S);
 }
 
 }  // namespace ndvm

@@ -27,6 +27,28 @@ enum FitStatus : int8_t {
   kFtolXtol = 4,     // both
 };
 
+// An evaluation after the fit (after.hpp): the fitted model, at its best start's parameters, run
+// on M other points and reduced per segment of them. Built once per set of free names and shared,
+// read-only, by the fits of a batch.
+struct AfterSegment {
+  uint32_t start = 0, stop = 0;   // lanes [start, stop) of the M points
+  const double* ref = nullptr;    // [stop - start] the values are compared with, or null: `center`
+  double center = 0.0;
+};
+struct AfterFit {
+  std::vector<Binding> bindings;  // the program's free names bound at the M points (parameters
+                                  // are rebound to the fit's best start)
+  uint32_t M = 1;
+  std::vector<AfterSegment> segments;
+};
+// Where an after-fit evaluation writes: [0] 1 evaluated, -1 the evaluation raised, 0 not run
+// (the fit failed); then per segment: non-finite values, max |value - ref| and the sum of
+// (value - ref)^2 in numpy's pairwise order (kAfterStats numbers).
+constexpr size_t kAfterStats = 3;
+inline size_t after_size(const AfterFit* a) {
+  return a ? 1 + kAfterStats * a->segments.size() : 0;
+}
+
 struct FitRequest {
   ClientEntry entry = nullptr;
   void* machine = nullptr;
@@ -59,6 +81,8 @@ struct FitRequest {
   double* stderr_ = nullptr;        // out [S][P] or null
   uint8_t* flags = nullptr;         // out [S][P] or null: 1 not identifiable, 2 column vanished
   int64_t n_evals = 0;              // out
+  const AfterFit* after = nullptr;  // or null: nothing is evaluated after the fit
+  double* after_out = nullptr;      // out [after_size(after)]
 };
 
 }  // namespace ndvm
