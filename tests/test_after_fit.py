@@ -227,3 +227,21 @@ def test_a_search_scored_natively_keeps_every_record_of_one_scored_in_python(mon
     assert len(seen) > 200  # (the native numbers were there to read)
     monkeypatch.setattr(EvaluateAfter, "read", staticmethod(lambda result: (None, None)))
     assert run() == native
+
+
+def test_a_model_that_raises_at_a_data_point_but_not_between_them_is_unusable_not_a_crash():
+    """Found reviewing the native scoring: when the joint evaluation raised but the probe
+    points alone did not, ``score`` evaluated the data again and its error escaped ``assess``
+    (and with it the whole search)."""
+    from ndvm.cosearch.task import Task
+    x = np.array([0.1, 0.37, 0.5, 0.9, 1.3, 1.7, 2.2, 2.5, 2.9, 3.0])
+    task = Task("t", {"x": x}, 2.0 * x, np.arange(8, 10), fit={"steps": 5, "starts": 2})
+    scorer = _Scorer(task, workers=1)
+    prog = ndvm.parse("(if (= x 0.37) (car x) (* a x))")
+    why, score = scorer.assess(prog, {"a": 2.0})
+    assert score is None and why.startswith("fails at the data points: ") and "car" in why
+    res = ndvm.search(task, proposer=ndvm.cosearch.Replay(sources=[
+        "(if (= x 0.37) (car x) (* a x))", "(* a x)"]), budget=None, max_candidates=2,
+        workers=1)
+    assert [r["status"] for r in res.records][1] == "ok"
+    assert res.records[0]["status"] != "ok" and "car" in str(res.records[0])

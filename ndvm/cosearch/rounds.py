@@ -199,7 +199,12 @@ class _Scorer:
             return (why, None) if why is not None else (None, self._errors(tr, ho))
         values = self.values(prog, params)
         why = self.off_domain(prog, params, values)
-        return (why, None) if why is not None else (None, self.score(prog, params, values))
+        if why is not None:
+            return why, None
+        try:  # (the data points may raise where the probe points between them do not)
+            return None, self.score(prog, params, values)
+        except Exception as e:  # noqa: BLE001 - a model that cannot run on the data is unusable
+            return f"fails at the data points: {str(e).splitlines()[0] if str(e) else e}", None
 
     def validate(self, src):
         """(program, params) or raises: parse, allowed free names, a probe evaluation."""
