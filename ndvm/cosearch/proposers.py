@@ -13,6 +13,7 @@ import urllib.request
 
 import numpy as np
 
+from ndvm._core._core import Draws
 from ndvm.cosearch import grammar as gp
 from ndvm.cosearch.structure import building_blocks
 from ndvm.cosearch.sexpr import canonical, size, skeleton, to_source, to_tree
@@ -116,7 +117,7 @@ class Mutate(Proposer):
 
     def __init__(self, seed=0, crossover=0.3, fresh=0.1, tournament=3, parsimony=0.02,
                  small=True, front_rate=0.25, library_share=(0, 1), blocks=True):
-        self.rng = np.random.default_rng(seed)
+        self.rng = Draws(np.random.default_rng(seed))  # (numpy's stream, at C speed)
         self.blocks = blocks
         self.front_rate = front_rate
         self.n_front = 0
