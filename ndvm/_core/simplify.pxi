@@ -2,6 +2,7 @@
 # core's Simplifier (simplify.hpp) as Nodes and comes back as nested lists.
 from cpython.unicode cimport PyUnicode_AsUTF8AndSize, PyUnicode_DecodeUTF8
 from libc.stdint cimport uint64_t
+from libcpp.unordered_map cimport unordered_map
 
 
 cdef extern from "simplify.hpp" namespace "ndvm::simp" nogil:
@@ -36,6 +37,8 @@ cdef extern from "simplify.hpp" namespace "ndvm::simp" nogil:
 # limit well before).
 SIMPLIFY_MAX_DEPTH = 1000
 cdef int _MAX_DEPTH = SIMPLIFY_MAX_DEPTH
+# A holding Simplifier keeps at most this many lists with their Nodes (then forgets them all).
+SIMPLIFY_HOLD_LIMIT = 100_000
 _STACK_EXHAUSTED = ("maximum recursion depth exceeded in the simplifier (the tree is nested too "
                     "deeply for this thread's native stack)")
 
@@ -48,7 +51,10 @@ def simplify_arithmetic_heads():
 cdef class Simplifier:
     """The core's canonical form for one set of parameter names, memoized per subtree content
     (the Python face is ndvm.cosearch.simplify.Simplifier). ``too_many`` is the exception class
-    raised when a model needs more parameters than there are names."""
+    raised when a model needs more parameters than there are names. ``hold``: the caller's lists
+    are never changed once handed over, so each list converted is kept with its Node and met again
+    by identity (a genetic operator's child shares every list off one path with its parent, and
+    converting the rest costs more than the rules; a bounded number, dropped at a reset)."""
 
     cdef CSimplifier* c
     cdef object too_many
@@ -57,14 +63,19 @@ cdef class Simplifier:
     cdef object last_out     # the last canonical tree returned, with its Node
     cdef SNode* last_out_node
     cdef dict symbols        # name -> its Node's address (the core shares one Node per name)
+    cdef bint hold
+    cdef list held           # the lists held (alive: their addresses stay theirs) ...
+    cdef unordered_map[uintptr_t, SNode*] held_nodes  # ... by address, with their Nodes
 
-    def __cinit__(self, params, too_many):
+    def __cinit__(self, params, too_many, hold=False):
         cdef vector[string] names
         for p in params:
             names.push_back(_utf8_name(p))
         self.c = new CSimplifier(names)
         self.too_many = too_many
         self.symbols = {}
+        self.hold = hold
+        self.held = []
 
     def __dealloc__(self):
         del self.c
@@ -95,6 +106,7 @@ cdef class Simplifier:
         if self.c.maybe_reset():
             self.last_in = self.last_out = None
             self.symbols.clear()
+            self._forget_held()
         cdef SNode* n = self._convert(t, 0)
         self.last_in = t
         self.last_in_node = n
@@ -105,6 +117,7 @@ cdef class Simplifier:
         cdef Py_ssize_t n
         cdef const char* p
         cdef SNode* node
+        cdef unordered_map[uintptr_t, SNode*].iterator found
         if type(t) is str:
             hit = self.symbols.get(t)
             if hit is not None:
@@ -114,6 +127,10 @@ cdef class Simplifier:
             self.symbols[t] = <uintptr_t>node
             return node
         if isinstance(t, list):
+            if self.hold:
+                found = self.held_nodes.find(<uintptr_t><void*>t)
+                if found != self.held_nodes.end():
+                    return deref(found).second
             if depth >= _MAX_DEPTH:
                 raise RecursionError(f"the tree is nested more than {_MAX_DEPTH} levels deep")
             if native_stack_exhausted():  # (datum.pxi's guard)
@@ -121,7 +138,13 @@ cdef class Simplifier:
             items.reserve(len(t))
             for x in t:
                 items.push_back(self._convert(x, depth + 1))
-            return self.c.list(items)
+            node = self.c.list(items)
+            if self.hold:
+                if len(self.held) >= SIMPLIFY_HOLD_LIMIT:
+                    self._forget_held()
+                self.held.append(t)
+                self.held_nodes[<uintptr_t><void*>t] = node
+            return node
         if isinstance(t, float):
             return self.c.real(t)
         if t is True or t is False:
@@ -135,6 +158,10 @@ cdef class Simplifier:
             return self.c.sym(string(p, n))
         raise TypeError(f"a tree's atoms are symbols (str), numbers and booleans, not "
                         f"{type(t).__name__} ({t!r})")
+
+    cdef _forget_held(self):
+        self.held_nodes.clear()
+        self.held = []
 
     cdef object _tree(self, SNode* n):
         cdef int k = node_kind(n)

@@ -246,7 +246,7 @@ def _canonical(tree, params):
     params = tuple(params)
     entry = _SIMPLIFIERS.get(params)
     if entry is None:
-        entry = _SIMPLIFIERS[params] = (Simplifier(params), {})
+        entry = _SIMPLIFIERS[params] = (Simplifier(params, hold=True), {})
     simp, done = entry
     key = simp.facts(tree) if type(tree) is list else simp.source(tree)
     out = done.get(key, False)

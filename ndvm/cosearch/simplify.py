@@ -57,7 +57,9 @@ class Simplifier:
     parent, and small subexpressions recur across the whole search, so a child costs about the
     nodes whose content is new. Trees handed to a long-lived Simplifier must never be changed in
     place (the search's trees never are: every operator copies). The module's functions use a
-    fresh one per call. Methods (the core's, bound here so a call costs no Python frame):
+    fresh one per call. ``hold``: also recognise the lists it has met by identity, not only by
+    content (a child's lists shared with its parent then cost nothing to convert again); only
+    for trees that are never changed after they are made. Methods (the core's, bound here so a call costs no Python frame):
 
     canonical_form(tree): (tree, source, size) of the canonical simplified tree (see the module
         function ``canonicalize``); raises TooManyParameters as it does.
@@ -67,10 +69,11 @@ class Simplifier:
     facts(t): a number that names list ``t``'s content for the Simplifier's life (a cache key).
     """
 
-    def __init__(self, params):
+    def __init__(self, params, hold=False):
         self.names = list(params)
         self.P = frozenset(params)
-        core = _CoreSimplifier(self.names, TooManyParameters)
+        self.hold = hold
+        core = _CoreSimplifier(self.names, TooManyParameters, hold)
         self.canonical_form = core.canonical_form
         self.simplify = core.simplify
         self.source = core.source
@@ -83,7 +86,7 @@ class Simplifier:
         return self.canonical_form(tree)[0]
 
     def __reduce__(self):  # (a copy starts with an empty memo)
-        return Simplifier, (tuple(self.names),)
+        return Simplifier, (tuple(self.names), self.hold)
 
 
 def simplify(tree, params):
