@@ -200,7 +200,7 @@ class Mutate(Proposer):
             while todo and len(out) < n:
                 canon = _canonical(todo.pop(), g.params)
                 src = None if canon is None else canon[1]
-                if (src is not None and src not in state.seen and src not in made
+                if (src is not None and src not in made and src not in state.seen
                         and self._admits(canon[0])):
                     out.append(src)
                     made[src] = canon
@@ -226,7 +226,7 @@ class Mutate(Proposer):
             if canon is None or canon[2] > g.max_size or not self._admits(canon[0]):
                 continue
             src = canon[1]
-            if src in state.seen or src in made:
+            if src in made or src in state.seen:  # (the cheaper test first)
                 continue
             out.append(src)
             made[src] = canon
