@@ -24,7 +24,7 @@ cdef extern from "simplify.hpp" namespace "ndvm::simp" nogil:
         SNode* boolean(bool) except +
         SNode* list(vector[SNode*]) except +
         bool maybe_reset()
-        int canonical_form(SNode*, SNode**, string*, int64_t*) except +
+        int canonical_form(SNode*, SNode**, string*, int64_t*, string*) except +
         int simplify(SNode*, SNode**) except +
         int source_of(SNode*, string*) except +
         int skeleton_of(SNode*, string*) except +
@@ -177,19 +177,22 @@ cdef class Simplifier:
             raise RecursionError(_STACK_EXHAUSTED)
         return [self._tree(x) for x in n.items]
 
-    def canonical_form(self, tree):
-        """(tree, source, size) of the canonical simplified tree; raises ``too_many`` when the
-        model needs more parameters than there are names."""
+    def canonical_form(self, tree, skeleton=False):
+        """(tree, source, size) of the canonical simplified tree, and its skeleton after them
+        when ``skeleton``; raises ``too_many`` when the model needs more parameters than there
+        are names."""
         cdef SNode* out = NULL
-        cdef string src
+        cdef string src, skel
         cdef int64_t size = 0
         cdef SNode* n = self._node(tree)
-        cdef int code = self.c.canonical_form(n, &out, &src, &size)
+        cdef int code = self.c.canonical_form(n, &out, &src, &size, &skel if skeleton else NULL)
         if code:
             self._fail(code)
         t = self._tree(out)
         self.last_out = t
         self.last_out_node = out
+        if skeleton:
+            return t, src.decode("utf-8"), size, skel.decode("utf-8")
         return t, src.decode("utf-8"), size
 
     def simplify(self, tree):

@@ -259,13 +259,12 @@ def _canonical(tree, params):
 
 def _canonical_uncached(simp, tree, params):
     try:
-        out = simp.canonical_form(tree)
+        return simp.canonical_form(tree, skeleton=True)
     except TooManyParameters:
         return None
     except Exception:  # noqa: BLE001 - a tree outside the simplifier's forms is kept as grown
         out = canonical(gp.simplify(tree), params)
         return out, to_source(out), size(out), skeleton(out, params)
-    return out + (simp.skeleton(out[0]),)
 
 
 def extract_programs(text):

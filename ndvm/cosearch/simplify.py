@@ -61,8 +61,9 @@ class Simplifier:
     content (a child's lists shared with its parent then cost nothing to convert again); only
     for trees that are never changed after they are made. Methods (the core's, bound here so a call costs no Python frame):
 
-    canonical_form(tree): (tree, source, size) of the canonical simplified tree (see the module
-        function ``canonicalize``); raises TooManyParameters as it does.
+    canonical_form(tree, skeleton=False): (tree, source, size) of the canonical simplified tree
+        (see the module function ``canonicalize``), then its skeleton when ``skeleton``; raises
+        TooManyParameters as it does.
     simplify(tree): an equivalent (up to fitted constants) and never larger tree.
     source(t), size(t), skeleton(t): ``sexpr.to_source``, ``sexpr.size`` and ``sexpr.skeleton``
         (parameters written P, numbers C), memoized per subtree content.
