@@ -159,6 +159,11 @@ cdef class Simplifier:
         raise TypeError(f"a tree's atoms are symbols (str), numbers and booleans, not "
                         f"{type(t).__name__} ({t!r})")
 
+    @property
+    def n_held(self):
+        """How many lists a holding Simplifier keeps now (at most SIMPLIFY_HOLD_LIMIT)."""
+        return len(self.held)
+
     cdef _forget_held(self):
         self.held_nodes.clear()
         self.held = []
