@@ -352,7 +352,8 @@ def crossover(rng, g, a, b, sites_a=None, sites_b=None):
         path, scope, in_loop = spots[rng.integers(len(spots))]
         dpath, dscope, dloop = donors[rng.integers(len(donors))]
         piece = get_at(b, dpath)
-        if _free_locals(piece, dscope) <= scope and not (in_loop and _refs(piece, {"loop"})):
+        if ((not dscope or _free_locals(piece, dscope) <= scope)  # (no locals: none free)
+                and not (in_loop and _refs(piece, {"loop"}))):
             # (the child's size: the parent's with one subtree traded for the piece)
             if sites_a.size() - size(get_at(a, path)) + size(piece) <= g.max_size:
                 return replace_at(a, path, piece)
