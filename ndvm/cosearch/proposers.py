@@ -132,6 +132,8 @@ class Mutate(Proposer):
         self.parsimony = parsimony
         self.crossover = crossover
         self.fresh = fresh
+        if tournament < 1:
+            raise ValueError(f"tournament must be at least 1 (got {tournament})")
         self.tournament = tournament
 
     def _admits(self, tree):
@@ -162,10 +164,16 @@ class Mutate(Proposer):
         # its small members, which lose every tournament on error, keep being extended
         if self.n_front and self.rng.random() < self.front_rate:
             return trees[int(self.rng.integers(self.n_front))]
-        # one draw at a time: the same integers as integers(n, size=k), at a third of the cost
+        # one draw at a time: the same integers as integers(n, size=k); the first of the lowest
+        # errors wins, as min() would pick it
         n = len(trees)
-        idx = [int(self.rng.integers(n)) for _ in range(min(self.tournament, n))]
-        return trees[min(idx, key=errors.__getitem__)]
+        draw = self.rng.integers
+        best = draw(n)
+        for _ in range(min(self.tournament, n) - 1):
+            i = draw(n)
+            if errors[i] < errors[best]:
+                best = i
+        return trees[best]
 
     def _blocks(self, state):
         """The building blocks the training data suggest (structure.py), when ``blocks``."""
