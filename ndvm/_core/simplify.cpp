@@ -1466,7 +1466,7 @@ struct Rules {
     N lifted = simp(lift(t));
     for (int k = 0; k < 4; ++k) {  // until lifting and simplifying again changes nothing
       N again = simp(lift(lifted));
-      if (src(again) == src(lifted)) break;
+      if (again == lifted || src(again) == src(lifted)) break;  // (one Node: one content)
       lifted = again;
     }
     Renamed r;
