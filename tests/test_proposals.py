@@ -78,17 +78,24 @@ def _fresh(tree, params):
     return t, src, n, skeleton(t, params)
 
 
+def _held_canonical(simp, tree):
+    try:
+        return simp.canonical_form(tree, skeleton=True)
+    except TooManyParameters:
+        return None
+
+
 def test_a_holding_simplifier_gives_what_a_fresh_one_gives():
+    # every parent held, as the proposer holds them: each child's shared lists are met by identity
     params = ("a", "b", "c")
-    held = Simplifier(params, hold=True)
+    held = Simplifier(params)
     trees = _children(0, 600)
-    for tree in trees + trees[::7]:  # (each list met again by identity)
-        try:
-            got = held.canonical_form(tree, skeleton=True)
-        except TooManyParameters:
-            got = None
-        assert got == _fresh(tree, params)
-    assert any(e is None for e in map(lambda t: _fresh(t, params), trees))  # (both outcomes)
+    for i, tree in enumerate(trees + trees[::7]):
+        if type(tree) is list and i % 3 == 0:
+            held.hold(tree)
+        assert _held_canonical(held, tree) == _fresh(tree, params)
+    assert held.canonical_form.__self__.n_held > 0
+    assert any(_fresh(t, params) is None for t in trees)  # (both outcomes met)
 
 
 def test_the_proposers_cached_canonical_forms_equal_uncached_ones(monkeypatch):
@@ -113,15 +120,13 @@ def _copy(t):
 def test_the_holding_simplifier_keeps_a_bounded_number_of_lists(monkeypatch):
     monkeypatch.setattr(_core, "SIMPLIFY_HOLD_LIMIT", 50)
     params = ("a", "b", "c")
-    held = Simplifier(params, hold=True)
+    held = Simplifier(params)
     core = held.canonical_form.__self__
     peak = 0
     for tree in _children(2, 300):
-        try:
-            got = held.canonical_form(tree, skeleton=True)
-        except TooManyParameters:
-            got = None
-        assert got == _fresh(tree, params)  # (right after each forgetting too)
+        if type(tree) is list:
+            held.hold(tree)
+        assert _held_canonical(held, tree) == _fresh(tree, params)  # (after each forgetting too)
         peak = max(peak, core.n_held)
     assert 0 < peak <= 50
-    assert Simplifier(params).canonical_form.__self__.n_held == 0  # (a plain one holds nothing)
+    assert Simplifier(params).canonical_form.__self__.n_held == 0  # (holds only when asked)

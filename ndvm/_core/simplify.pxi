@@ -37,7 +37,7 @@ cdef extern from "simplify.hpp" namespace "ndvm::simp" nogil:
 # limit well before).
 SIMPLIFY_MAX_DEPTH = 1000
 cdef int _MAX_DEPTH = SIMPLIFY_MAX_DEPTH
-# A holding Simplifier keeps at most this many lists with their Nodes (then forgets them all).
+# A Simplifier holds at most this many lists with their Nodes (then forgets them all).
 SIMPLIFY_HOLD_LIMIT = 100_000
 _STACK_EXHAUSTED = ("maximum recursion depth exceeded in the simplifier (the tree is nested too "
                     "deeply for this thread's native stack)")
@@ -51,10 +51,7 @@ def simplify_arithmetic_heads():
 cdef class Simplifier:
     """The core's canonical form for one set of parameter names, memoized per subtree content
     (the Python face is ndvm.cosearch.simplify.Simplifier). ``too_many`` is the exception class
-    raised when a model needs more parameters than there are names. ``hold``: the caller's lists
-    are never changed once handed over, so each list converted is kept with its Node and met again
-    by identity (a genetic operator's child shares every list off one path with its parent, and
-    converting the rest costs more than the rules; a bounded number, dropped at a reset)."""
+    raised when a model needs more parameters than there are names."""
 
     cdef CSimplifier* c
     cdef object too_many
@@ -63,18 +60,18 @@ cdef class Simplifier:
     cdef object last_out     # the last canonical tree returned, with its Node
     cdef SNode* last_out_node
     cdef dict symbols        # name -> its Node's address (the core shares one Node per name)
-    cdef bint hold
+    cdef bint holding        # (while ``hold`` converts)
     cdef list held           # the lists held (alive: their addresses stay theirs) ...
     cdef unordered_map[uintptr_t, SNode*] held_nodes  # ... by address, with their Nodes
 
-    def __cinit__(self, params, too_many, hold=False):
+    def __cinit__(self, params, too_many):
         cdef vector[string] names
         for p in params:
             names.push_back(_utf8_name(p))
         self.c = new CSimplifier(names)
         self.too_many = too_many
         self.symbols = {}
-        self.hold = hold
+        self.holding = False
         self.held = []
 
     def __dealloc__(self):
@@ -103,10 +100,7 @@ cdef class Simplifier:
             return self.last_in_node
         if t is self.last_out:
             return self.last_out_node
-        if self.c.maybe_reset():
-            self.last_in = self.last_out = None
-            self.symbols.clear()
-            self._forget_held()
+        self._reset_if_due()
         cdef SNode* n = self._convert(t, 0)
         self.last_in = t
         self.last_in_node = n
@@ -127,7 +121,7 @@ cdef class Simplifier:
             self.symbols[t] = <uintptr_t>node
             return node
         if isinstance(t, list):
-            if self.hold:
+            if self.held:
                 found = self.held_nodes.find(<uintptr_t><void*>t)
                 if found != self.held_nodes.end():
                     return deref(found).second
@@ -139,7 +133,7 @@ cdef class Simplifier:
             for x in t:
                 items.push_back(self._convert(x, depth + 1))
             node = self.c.list(items)
-            if self.hold:
+            if self.holding:
                 if len(self.held) >= SIMPLIFY_HOLD_LIMIT:
                     self._forget_held()
                 self.held.append(t)
@@ -159,10 +153,29 @@ cdef class Simplifier:
         raise TypeError(f"a tree's atoms are symbols (str), numbers and booleans, not "
                         f"{type(t).__name__} ({t!r})")
 
+    def hold(self, list tree):
+        """Keep ``tree``'s lists with their Nodes, to be met again by identity (not converted
+        again) in later trees: a genetic operator's children share every list off one path with
+        their parent. The caller never changes a held list (the search's trees never are: every
+        operator copies). At most SIMPLIFY_HOLD_LIMIT lists, all forgotten at a reset."""
+        self._reset_if_due()
+        self.holding = True
+        try:
+            self._convert(tree, 0)
+        finally:
+            self.holding = False
+
     @property
     def n_held(self):
-        """How many lists a holding Simplifier keeps now (at most SIMPLIFY_HOLD_LIMIT)."""
+        """How many lists the Simplifier holds now (``hold``)."""
         return len(self.held)
+
+    cdef _reset_if_due(self):
+        # (the core forgets every Node when its memo outgrows its limits: so does every map here)
+        if self.c.maybe_reset():
+            self.last_in = self.last_out = None
+            self.symbols.clear()
+            self._forget_held()
 
     cdef _forget_held(self):
         self.held_nodes.clear()

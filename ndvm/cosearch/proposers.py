@@ -147,16 +147,23 @@ class Mutate(Proposer):
         self.n_front = len(front)
         # parsimony pressure: 2% more error per atom, so bloated parents lose close tournaments;
         # the error is the worse of the training and held-out errors (select.fitness)
-        return ([self._tree(r["model"]) for r in pool],
+        params = state.grammar.params
+        return ([self._tree(r["model"], params) for r in pool],
                 [fitness(r) * (1 + self.parsimony * r["size"]) for r in pool])
 
-    def _tree(self, src):
-        """The parsed tree of ``src`` with its Sites (a parent is parsed and listed once)."""
+    def _tree(self, src, params):
+        """The parsed tree of ``src`` with its Sites (a parent is parsed and listed once, and
+        held by the canonical form's Simplifier: its children share its lists)."""
         sites = self._trees.get(src)
         if sites is None:
             if len(self._trees) > 100_000:
                 self._trees.clear()
             sites = self._trees[src] = gp.Sites(to_tree(src))
+            if type(sites.tree) is list:
+                try:
+                    _simplifier(params)[0].hold(sites.tree)
+                except (TypeError, OverflowError, RecursionError):
+                    pass  # (a tree the core cannot take is not held: its children say why)
         return sites
 
     def _pick(self, trees, errors):
@@ -190,7 +197,7 @@ class Mutate(Proposer):
     def propose(self, n, state):
         g = state.grammar
         trees, errors = self._parents(state)
-        seeds = [self._tree(s) for s in state.task.seeds]
+        seeds = [self._tree(s, g.params) for s in state.task.seeds]
         out = []
         self.made = made = {}  # each source's canonical tree, size and skeleton (for the loop)
         if self._small is None:
@@ -248,14 +255,19 @@ _SIMPLIFIERS = {}
 _CANON_LIMIT = 200_000
 
 
-def _canonical(tree, params):
-    """(tree, source, size, skeleton) of the canonical simplified tree, or None when it needs
-    too many parameters; a tree the simplifier cannot handle is only renamed."""
+def _simplifier(params):
+    """(Simplifier, canonical forms by content) for a parameter set."""
     params = tuple(params)
     entry = _SIMPLIFIERS.get(params)
     if entry is None:
-        entry = _SIMPLIFIERS[params] = (Simplifier(params, hold=True), {})
-    simp, done = entry
+        entry = _SIMPLIFIERS[params] = (Simplifier(params), {})
+    return entry
+
+
+def _canonical(tree, params):
+    """(tree, source, size, skeleton) of the canonical simplified tree, or None when it needs
+    too many parameters; a tree the simplifier cannot handle is only renamed."""
+    simp, done = _simplifier(params)
     key = simp.facts(tree) if type(tree) is list else simp.source(tree)
     out = done.get(key, False)
     if out is False:

@@ -57,9 +57,7 @@ class Simplifier:
     parent, and small subexpressions recur across the whole search, so a child costs about the
     nodes whose content is new. Trees handed to a long-lived Simplifier must never be changed in
     place (the search's trees never are: every operator copies). The module's functions use a
-    fresh one per call. ``hold``: also recognise the lists it has met by identity, not only by
-    content (a child's lists shared with its parent then cost nothing to convert again); only
-    for trees that are never changed after they are made. Methods (the core's, bound here so a call costs no Python frame):
+    fresh one per call. Methods (the core's, bound here so a call costs no Python frame):
 
     canonical_form(tree, skeleton=False): (tree, source, size) of the canonical simplified tree
         (see the module function ``canonicalize``), then its skeleton when ``skeleton``; raises
@@ -68,26 +66,28 @@ class Simplifier:
     source(t), size(t), skeleton(t): ``sexpr.to_source``, ``sexpr.size`` and ``sexpr.skeleton``
         (parameters written P, numbers C), memoized per subtree content.
     facts(t): a number that names list ``t``'s content for the Simplifier's life (a cache key).
+    hold(tree): keep the tree's lists, to be met again by identity in later trees (their
+        children's): for trees that are never changed; a bounded number.
     """
 
-    def __init__(self, params, hold=False):
+    def __init__(self, params):
         self.names = list(params)
         self.P = frozenset(params)
-        self.hold = hold
-        core = _CoreSimplifier(self.names, TooManyParameters, hold)
+        core = _CoreSimplifier(self.names, TooManyParameters)
         self.canonical_form = core.canonical_form
         self.simplify = core.simplify
         self.source = core.source
         self.size = core.size
         self.skeleton = core.skeleton
         self.facts = core.content
+        self.hold = core.hold
 
     def canonicalize(self, tree):
         """The canonical simplified tree (see the module function ``canonicalize``)."""
         return self.canonical_form(tree)[0]
 
     def __reduce__(self):  # (a copy starts with an empty memo)
-        return Simplifier, (tuple(self.names), self.hold)
+        return Simplifier, (tuple(self.names),)
 
 
 def simplify(tree, params):
