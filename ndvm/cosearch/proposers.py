@@ -128,6 +128,7 @@ class Mutate(Proposer):
         self._island = set()  # the shape library's sources: scored, never parents
         self._units = None  # the task's units.Dimensions (set with the library)
         self._trees = {}  # parsed parents and their Sites, by source
+        self._proposed = {}  # source -> its canonical tree, for proposals not yet parents
         self.made = {}  # source -> (tree, source, size, skeleton) of the last batch proposed
         self.parsimony = parsimony
         self.crossover = crossover
@@ -158,7 +159,8 @@ class Mutate(Proposer):
         if sites is None:
             if len(self._trees) > 100_000:
                 self._trees.clear()
-            sites = self._trees[src] = gp.Sites(to_tree(src))
+            tree = self._proposed.pop(src, None)  # (our own proposal: the tree it was made as)
+            sites = self._trees[src] = gp.Sites(to_tree(src) if tree is None else tree)
             if type(sites.tree) is list:
                 try:
                     _simplifier(params)[0].hold(sites.tree)
@@ -191,11 +193,14 @@ class Mutate(Proposer):
         X = np.stack([inputs[x] for x in g.inputs], axis=1) if g.inputs else None
         return building_blocks(g, X, target) if X is not None else []
 
-    def __getstate__(self):  # (an island between epochs: its parsed-parent cache stays behind)
-        return {k: ({} if k == "_trees" else v) for k, v in vars(self).items()}
+    def __getstate__(self):  # (an island between epochs: its parsed-parent caches stay behind)
+        return {k: ({} if k in ("_trees", "_proposed") else v) for k, v in vars(self).items()}
 
     def propose(self, n, state):
         g = state.grammar
+        if len(self._proposed) > 20_000:
+            self._proposed.clear()
+        self._proposed.update((src, canon[0]) for src, canon in self.made.items())
         trees, errors = self._parents(state)
         seeds = [self._tree(s, g.params) for s in state.task.seeds]
         out = []
