@@ -533,3 +533,5 @@ cdef class Machine:
 include "fit.pxi"
 
 include "simplify.pxi"
+
+include "draws.pxi"

@@ -482,10 +482,11 @@ struct Rules {
 
   // sexpr.skeleton(t, params): parameters written P and numbers C
   const std::string& skeleton(N t) {
+    return text(t, &Facts::skel, [this](N a) -> const std::string& { return skeleton_atom(a); });
+  }
+  const std::string& skeleton_atom(N a) {
     static const std::string number = "C", param = "P";
-    return text(t, &Facts::skel, [this](N a) -> const std::string& {
-      return num(a) ? number : in_P(a) ? param : atom_text(a);
-    });
+    return num(a) ? number : in_P(a) ? param : atom_text(a);
   }
 
   // Ordering of + and * arguments: variables before parameters, by parameter-free shape. A
@@ -1406,23 +1407,33 @@ struct Rules {
     return mk(std::move(out));
   }
 
-  // (tree, source) with parameters named in order of occurrence: each occurrence its own name,
-  // or (shared) each distinct parameter its own name.
-  std::pair<N, std::string> rename(N x, bool shared, std::map<std::string, std::string>& mapping,
-                                   size_t& next) {
+  // The renamed tree with its source and skeleton (sexpr.skeleton of the renamed tree).
+  struct Renamed {
+    N tree;
+    std::string src, skel;
+  };
+
+  // Parameters named in order of occurrence: each occurrence its own name, or (shared) each
+  // distinct parameter its own name.
+  Renamed rename(N x, bool shared, std::map<std::string, std::string>& mapping, size_t& next) {
     if (L(x)) {
-      if (!occurrences(x)) return {x, src(x)};
+      if (!occurrences(x)) return {x, src(x), skeleton(x)};
       guard();
       Ns items;
-      std::string s = "(";
+      std::string s = "(", sk = "(";
       for (size_t k = 0; k < x->items.size(); ++k) {
-        auto p = rename(x->items[k], shared, mapping, next);
-        items.push_back(p.first);
-        if (k) s += ' ';
-        s += p.second;
+        Renamed r = rename(x->items[k], shared, mapping, next);
+        items.push_back(r.tree);
+        if (k) {
+          s += ' ';
+          sk += ' ';
+        }
+        s += r.src;
+        sk += r.skel;
       }
       s += ')';
-      return {mk(std::move(items)), s};
+      sk += ')';
+      return {mk(std::move(items)), std::move(s), std::move(sk)};
     }
     if (is_mark(x) || in_P(x)) {
       std::string name;
@@ -1437,27 +1448,28 @@ struct Rules {
         }
         name = it->second;
       }
-      return {owner_.sym(name), name};
+      return {owner_.sym(name), name, "P"};
     }
-    return {x, atom_text(x)};
+    return {x, atom_text(x), skeleton_atom(x)};
   }
 
-  std::pair<N, std::string> renamed(N t, bool shared) {
+  Renamed renamed(N t, bool shared) {
     std::map<std::string, std::string> mapping;
     size_t next = 0;
     return rename(t, shared, mapping, next);
   }
 
-  void canonical_form(N tree, N* out, std::string* source_out, int64_t* size_out) {
+  void canonical_form(N tree, N* out, std::string* source_out, int64_t* size_out,
+                      std::string* skeleton_out) {
     int64_t n = static_cast<int64_t>(owner_.names_.size());
     N t = simp(tree);
     N lifted = simp(lift(t));
     for (int k = 0; k < 4; ++k) {  // until lifting and simplifying again changes nothing
       N again = simp(lift(lifted));
-      if (src(again) == src(lifted)) break;
+      if (again == lifted || src(again) == src(lifted)) break;  // (one Node: one content)
       lifted = again;
     }
-    std::pair<N, std::string> r;
+    Renamed r;
     N sized;
     if (occurrences(lifted) <= n) {
       r = renamed(lifted, false);
@@ -1474,9 +1486,10 @@ struct Rules {
       r = renamed(t, true);
       sized = t;
     }
-    *out = r.first;
-    *source_out = r.second;
+    *out = r.tree;
+    *source_out = std::move(r.src);
     *size_out = size(sized);
+    if (skeleton_out) *skeleton_out = std::move(r.skel);
   }
 };
 
@@ -1545,8 +1558,10 @@ static int guarded(Failure& failure, Body body) {
   return static_cast<int>(failure.kind);
 }
 
-int Simplifier::canonical_form(Node* tree, Node** out, std::string* source, int64_t* size) {
-  return guarded(failure_, [&] { Rules(*this).canonical_form(tree, out, source, size); });
+int Simplifier::canonical_form(Node* tree, Node** out, std::string* source, int64_t* size,
+                               std::string* skeleton) {
+  return guarded(failure_,
+                 [&] { Rules(*this).canonical_form(tree, out, source, size, skeleton); });
 }
 int Simplifier::simplify(Node* tree, Node** out) {
   return guarded(failure_, [&] { *out = Rules(*this).simp(tree); });

@@ -75,7 +75,9 @@ class Simplifier {
   bool maybe_reset();
 
   // The entry points: each returns 0 or the Err of the exception (message in failure_message).
-  int canonical_form(Node* tree, Node** out, std::string* source, int64_t* size);
+  // (skeleton: sexpr.skeleton of *out, when not null)
+  int canonical_form(Node* tree, Node** out, std::string* source, int64_t* size,
+                     std::string* skeleton = nullptr);
   int simplify(Node* tree, Node** out);
   int source_of(Node* t, std::string* out);
   int skeleton_of(Node* t, std::string* out);

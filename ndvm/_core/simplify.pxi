@@ -2,6 +2,7 @@
 # core's Simplifier (simplify.hpp) as Nodes and comes back as nested lists.
 from cpython.unicode cimport PyUnicode_AsUTF8AndSize, PyUnicode_DecodeUTF8
 from libc.stdint cimport uint64_t
+from libcpp.unordered_map cimport unordered_map
 
 
 cdef extern from "simplify.hpp" namespace "ndvm::simp" nogil:
@@ -23,7 +24,7 @@ cdef extern from "simplify.hpp" namespace "ndvm::simp" nogil:
         SNode* boolean(bool) except +
         SNode* list(vector[SNode*]) except +
         bool maybe_reset()
-        int canonical_form(SNode*, SNode**, string*, int64_t*) except +
+        int canonical_form(SNode*, SNode**, string*, int64_t*, string*) except +
         int simplify(SNode*, SNode**) except +
         int source_of(SNode*, string*) except +
         int skeleton_of(SNode*, string*) except +
@@ -36,6 +37,8 @@ cdef extern from "simplify.hpp" namespace "ndvm::simp" nogil:
 # limit well before).
 SIMPLIFY_MAX_DEPTH = 1000
 cdef int _MAX_DEPTH = SIMPLIFY_MAX_DEPTH
+# A Simplifier holds at most this many lists with their Nodes (then forgets them all).
+SIMPLIFY_HOLD_LIMIT = 100_000
 _STACK_EXHAUSTED = ("maximum recursion depth exceeded in the simplifier (the tree is nested too "
                     "deeply for this thread's native stack)")
 
@@ -57,6 +60,9 @@ cdef class Simplifier:
     cdef object last_out     # the last canonical tree returned, with its Node
     cdef SNode* last_out_node
     cdef dict symbols        # name -> its Node's address (the core shares one Node per name)
+    cdef bint holding        # (while ``hold`` converts)
+    cdef list held           # the lists held (alive: their addresses stay theirs) ...
+    cdef unordered_map[uintptr_t, SNode*] held_nodes  # ... by address, with their Nodes
 
     def __cinit__(self, params, too_many):
         cdef vector[string] names
@@ -65,6 +71,8 @@ cdef class Simplifier:
         self.c = new CSimplifier(names)
         self.too_many = too_many
         self.symbols = {}
+        self.holding = False
+        self.held = []
 
     def __dealloc__(self):
         del self.c
@@ -92,9 +100,7 @@ cdef class Simplifier:
             return self.last_in_node
         if t is self.last_out:
             return self.last_out_node
-        if self.c.maybe_reset():
-            self.last_in = self.last_out = None
-            self.symbols.clear()
+        self._reset_if_due()
         cdef SNode* n = self._convert(t, 0)
         self.last_in = t
         self.last_in_node = n
@@ -105,6 +111,7 @@ cdef class Simplifier:
         cdef Py_ssize_t n
         cdef const char* p
         cdef SNode* node
+        cdef unordered_map[uintptr_t, SNode*].iterator found
         if type(t) is str:
             hit = self.symbols.get(t)
             if hit is not None:
@@ -114,6 +121,10 @@ cdef class Simplifier:
             self.symbols[t] = <uintptr_t>node
             return node
         if isinstance(t, list):
+            if self.held:
+                found = self.held_nodes.find(<uintptr_t><void*>t)
+                if found != self.held_nodes.end():
+                    return deref(found).second
             if depth >= _MAX_DEPTH:
                 raise RecursionError(f"the tree is nested more than {_MAX_DEPTH} levels deep")
             if native_stack_exhausted():  # (datum.pxi's guard)
@@ -121,7 +132,13 @@ cdef class Simplifier:
             items.reserve(len(t))
             for x in t:
                 items.push_back(self._convert(x, depth + 1))
-            return self.c.list(items)
+            node = self.c.list(items)
+            if self.holding:
+                if len(self.held) >= SIMPLIFY_HOLD_LIMIT:
+                    self._forget_held()
+                self.held.append(t)
+                self.held_nodes[<uintptr_t><void*>t] = node
+            return node
         if isinstance(t, float):
             return self.c.real(t)
         if t is True or t is False:
@@ -135,6 +152,34 @@ cdef class Simplifier:
             return self.c.sym(string(p, n))
         raise TypeError(f"a tree's atoms are symbols (str), numbers and booleans, not "
                         f"{type(t).__name__} ({t!r})")
+
+    def hold(self, list tree):
+        """Keep ``tree``'s lists with their Nodes, to be met again by identity (not converted
+        again) in later trees: a genetic operator's children share every list off one path with
+        their parent. The caller never changes a held list (the search's trees never are: every
+        operator copies). At most SIMPLIFY_HOLD_LIMIT lists, all forgotten at a reset."""
+        self._reset_if_due()
+        self.holding = True
+        try:
+            self._convert(tree, 0)
+        finally:
+            self.holding = False
+
+    @property
+    def n_held(self):
+        """How many lists the Simplifier holds now (``hold``)."""
+        return len(self.held)
+
+    cdef _reset_if_due(self):
+        # (the core forgets every Node when its memo outgrows its limits: so does every map here)
+        if self.c.maybe_reset():
+            self.last_in = self.last_out = None
+            self.symbols.clear()
+            self._forget_held()
+
+    cdef _forget_held(self):
+        self.held_nodes.clear()
+        self.held = []
 
     cdef object _tree(self, SNode* n):
         cdef int k = node_kind(n)
@@ -150,19 +195,22 @@ cdef class Simplifier:
             raise RecursionError(_STACK_EXHAUSTED)
         return [self._tree(x) for x in n.items]
 
-    def canonical_form(self, tree):
-        """(tree, source, size) of the canonical simplified tree; raises ``too_many`` when the
-        model needs more parameters than there are names."""
+    def canonical_form(self, tree, skeleton=False):
+        """(tree, source, size) of the canonical simplified tree, and its skeleton after them
+        when ``skeleton``; raises ``too_many`` when the model needs more parameters than there
+        are names."""
         cdef SNode* out = NULL
-        cdef string src
+        cdef string src, skel
         cdef int64_t size = 0
         cdef SNode* n = self._node(tree)
-        cdef int code = self.c.canonical_form(n, &out, &src, &size)
+        cdef int code = self.c.canonical_form(n, &out, &src, &size, &skel if skeleton else NULL)
         if code:
             self._fail(code)
         t = self._tree(out)
         self.last_out = t
         self.last_out_node = out
+        if skeleton:
+            return t, src.decode("utf-8"), size, skel.decode("utf-8")
         return t, src.decode("utf-8"), size
 
     def simplify(self, tree):

@@ -184,14 +184,21 @@ class Sites:
     """A tree's rewrite positions (``positions``) and its literal and operator positions, listed
     once: a parent in the search is mutated many times. The tree must not change afterwards."""
 
-    __slots__ = ("tree", "spots", "_numbers", "_operators", "_names")
+    __slots__ = ("tree", "spots", "_size", "_numbers", "_operators", "_names")
 
     def __init__(self, tree):
         self.tree = tree
         self.spots = list(positions(tree))
+        self._size = None
         self._numbers = None
         self._operators = {}
         self._names = {}
+
+    def size(self):
+        """``size(tree)``."""
+        if self._size is None:
+            self._size = size(self.tree)
+        return self._size
 
     def numbers(self):
         """The positions that hold a numeric literal."""
@@ -221,13 +228,21 @@ class Sites:
 _KINDS = ("subtree", "constant", "operator", "hoist", "extend", "shift")
 
 
+_CDFS = {}  # tuple(p) -> its normalized cumulative sums (a search has one set of rates)
+
+
 def choice(rng, items, p):
     """``rng.choice(items, p=p)`` for one draw, at a fraction of its cost: numpy draws one
     uniform and takes the first entry of the normalized cumulative ``p`` above it, and so does
     this (the same draw, the same stream; tests/test_search.py checks it against numpy's)."""
-    cdf = list(accumulate(p))
-    total = cdf[-1]
-    return items[bisect_right([c / total for c in cdf], rng.random())]
+    key = tuple(p)
+    cdf = _CDFS.get(key)
+    if cdf is None:
+        if len(_CDFS) > 64:
+            _CDFS.clear()
+        sums = list(accumulate(key))
+        cdf = _CDFS[key] = [c / sums[-1] for c in sums]
+    return items[bisect_right(cdf, rng.random())]
 
 
 def mutate(rng, g, tree, sites=None):
@@ -337,10 +352,11 @@ def crossover(rng, g, a, b, sites_a=None, sites_b=None):
         path, scope, in_loop = spots[rng.integers(len(spots))]
         dpath, dscope, dloop = donors[rng.integers(len(donors))]
         piece = get_at(b, dpath)
-        if _free_locals(piece, dscope) <= scope and not (in_loop and _refs(piece, {"loop"})):
-            child = replace_at(a, path, piece)
-            if size(child) <= g.max_size:
-                return child
+        if ((not dscope or _free_locals(piece, dscope) <= scope)  # (no locals: none free)
+                and not (in_loop and _refs(piece, {"loop"}))):
+            # (the child's size: the parent's with one subtree traded for the piece)
+            if sites_a.size() - size(get_at(a, path)) + size(piece) <= g.max_size:
+                return replace_at(a, path, piece)
     return mutate(rng, g, a, sites_a)
 
 

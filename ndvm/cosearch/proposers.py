@@ -13,6 +13,7 @@ import urllib.request
 
 import numpy as np
 
+from ndvm._core._core import Draws
 from ndvm.cosearch import grammar as gp
 from ndvm.cosearch.structure import building_blocks
 from ndvm.cosearch.sexpr import canonical, size, skeleton, to_source, to_tree
@@ -116,7 +117,7 @@ class Mutate(Proposer):
 
     def __init__(self, seed=0, crossover=0.3, fresh=0.1, tournament=3, parsimony=0.02,
                  small=True, front_rate=0.25, library_share=(0, 1), blocks=True):
-        self.rng = np.random.default_rng(seed)
+        self.rng = Draws(np.random.default_rng(seed))  # (numpy's stream, at C speed)
         self.blocks = blocks
         self.front_rate = front_rate
         self.n_front = 0
@@ -127,10 +128,13 @@ class Mutate(Proposer):
         self._island = set()  # the shape library's sources: scored, never parents
         self._units = None  # the task's units.Dimensions (set with the library)
         self._trees = {}  # parsed parents and their Sites, by source
+        self._proposed = {}  # source -> its canonical tree, for proposals not yet parents
         self.made = {}  # source -> (tree, source, size, skeleton) of the last batch proposed
         self.parsimony = parsimony
         self.crossover = crossover
         self.fresh = fresh
+        if tournament < 1:
+            raise ValueError(f"tournament must be at least 1 (got {tournament})")
         self.tournament = tournament
 
     def _admits(self, tree):
@@ -144,16 +148,24 @@ class Mutate(Proposer):
         self.n_front = len(front)
         # parsimony pressure: 2% more error per atom, so bloated parents lose close tournaments;
         # the error is the worse of the training and held-out errors (select.fitness)
-        return ([self._tree(r["model"]) for r in pool],
+        params = state.grammar.params
+        return ([self._tree(r["model"], params) for r in pool],
                 [fitness(r) * (1 + self.parsimony * r["size"]) for r in pool])
 
-    def _tree(self, src):
-        """The parsed tree of ``src`` with its Sites (a parent is parsed and listed once)."""
+    def _tree(self, src, params):
+        """The parsed tree of ``src`` with its Sites (a parent is parsed and listed once, and
+        held by the canonical form's Simplifier: its children share its lists)."""
         sites = self._trees.get(src)
         if sites is None:
             if len(self._trees) > 100_000:
                 self._trees.clear()
-            sites = self._trees[src] = gp.Sites(to_tree(src))
+            tree = self._proposed.pop(src, None)  # (our own proposal: the tree it was made as)
+            sites = self._trees[src] = gp.Sites(to_tree(src) if tree is None else tree)
+            if type(sites.tree) is list:
+                try:
+                    _simplifier(params)[0].hold(sites.tree)
+                except (TypeError, OverflowError, RecursionError):
+                    pass  # (a tree the core cannot take is not held: its children say why)
         return sites
 
     def _pick(self, trees, errors):
@@ -161,10 +173,16 @@ class Mutate(Proposer):
         # its small members, which lose every tournament on error, keep being extended
         if self.n_front and self.rng.random() < self.front_rate:
             return trees[int(self.rng.integers(self.n_front))]
-        # one draw at a time: the same integers as integers(n, size=k), at a third of the cost
+        # one draw at a time: the same integers as integers(n, size=k); the first of the lowest
+        # errors wins, as min() would pick it
         n = len(trees)
-        idx = [int(self.rng.integers(n)) for _ in range(min(self.tournament, n))]
-        return trees[min(idx, key=errors.__getitem__)]
+        draw = self.rng.integers
+        best = draw(n)
+        for _ in range(min(self.tournament, n) - 1):
+            i = draw(n)
+            if errors[i] < errors[best]:
+                best = i
+        return trees[best]
 
     def _blocks(self, state):
         """The building blocks the training data suggest (structure.py), when ``blocks``."""
@@ -175,13 +193,16 @@ class Mutate(Proposer):
         X = np.stack([inputs[x] for x in g.inputs], axis=1) if g.inputs else None
         return building_blocks(g, X, target) if X is not None else []
 
-    def __getstate__(self):  # (an island between epochs: its parsed-parent cache stays behind)
-        return {k: ({} if k == "_trees" else v) for k, v in vars(self).items()}
+    def __getstate__(self):  # (an island between epochs: its parsed-parent caches stay behind)
+        return {k: ({} if k in ("_trees", "_proposed") else v) for k, v in vars(self).items()}
 
     def propose(self, n, state):
         g = state.grammar
+        if len(self._proposed) > 20_000:
+            self._proposed.clear()
+        self._proposed.update((src, canon[0]) for src, canon in self.made.items())
         trees, errors = self._parents(state)
-        seeds = [self._tree(s) for s in state.task.seeds]
+        seeds = [self._tree(s, g.params) for s in state.task.seeds]
         out = []
         self.made = made = {}  # each source's canonical tree, size and skeleton (for the loop)
         if self._small is None:
@@ -199,7 +220,7 @@ class Mutate(Proposer):
             while todo and len(out) < n:
                 canon = _canonical(todo.pop(), g.params)
                 src = None if canon is None else canon[1]
-                if (src is not None and src not in state.seen and src not in made
+                if (src is not None and src not in made and src not in state.seen
                         and self._admits(canon[0])):
                     out.append(src)
                     made[src] = canon
@@ -225,7 +246,7 @@ class Mutate(Proposer):
             if canon is None or canon[2] > g.max_size or not self._admits(canon[0]):
                 continue
             src = canon[1]
-            if src in state.seen or src in made:
+            if src in made or src in state.seen:  # (the cheaper test first)
                 continue
             out.append(src)
             made[src] = canon
@@ -239,14 +260,19 @@ _SIMPLIFIERS = {}
 _CANON_LIMIT = 200_000
 
 
-def _canonical(tree, params):
-    """(tree, source, size, skeleton) of the canonical simplified tree, or None when it needs
-    too many parameters; a tree the simplifier cannot handle is only renamed."""
+def _simplifier(params):
+    """(Simplifier, canonical forms by content) for a parameter set."""
     params = tuple(params)
     entry = _SIMPLIFIERS.get(params)
     if entry is None:
         entry = _SIMPLIFIERS[params] = (Simplifier(params), {})
-    simp, done = entry
+    return entry
+
+
+def _canonical(tree, params):
+    """(tree, source, size, skeleton) of the canonical simplified tree, or None when it needs
+    too many parameters; a tree the simplifier cannot handle is only renamed."""
+    simp, done = _simplifier(params)
     key = simp.facts(tree) if type(tree) is list else simp.source(tree)
     out = done.get(key, False)
     if out is False:
@@ -258,13 +284,12 @@ def _canonical(tree, params):
 
 def _canonical_uncached(simp, tree, params):
     try:
-        out = simp.canonical_form(tree)
+        return simp.canonical_form(tree, skeleton=True)
     except TooManyParameters:
         return None
     except Exception:  # noqa: BLE001 - a tree outside the simplifier's forms is kept as grown
         out = canonical(gp.simplify(tree), params)
         return out, to_source(out), size(out), skeleton(out, params)
-    return out + (simp.skeleton(out[0]),)
 
 
 def extract_programs(text):

@@ -59,12 +59,15 @@ class Simplifier:
     place (the search's trees never are: every operator copies). The module's functions use a
     fresh one per call. Methods (the core's, bound here so a call costs no Python frame):
 
-    canonical_form(tree): (tree, source, size) of the canonical simplified tree (see the module
-        function ``canonicalize``); raises TooManyParameters as it does.
+    canonical_form(tree, skeleton=False): (tree, source, size) of the canonical simplified tree
+        (see the module function ``canonicalize``), then its skeleton when ``skeleton``; raises
+        TooManyParameters as it does.
     simplify(tree): an equivalent (up to fitted constants) and never larger tree.
     source(t), size(t), skeleton(t): ``sexpr.to_source``, ``sexpr.size`` and ``sexpr.skeleton``
         (parameters written P, numbers C), memoized per subtree content.
     facts(t): a number that names list ``t``'s content for the Simplifier's life (a cache key).
+    hold(tree): keep the tree's lists, to be met again by identity in later trees (their
+        children's): for trees that are never changed; a bounded number.
     """
 
     def __init__(self, params):
@@ -77,6 +80,7 @@ class Simplifier:
         self.size = core.size
         self.skeleton = core.skeleton
         self.facts = core.content
+        self.hold = core.hold
 
     def canonicalize(self, tree):
         """The canonical simplified tree (see the module function ``canonicalize``)."""

@@ -1,0 +1,72 @@
+# Scalar draws of a numpy Generator at C speed (included by _core.pyx): the genetic operators draw
+# ~14 integers and uniforms per child, each a ~2 us numpy call. Draws reads the Generator's own
+# BitGenerator through numpy's C interface (numpy/random/bitgen.h) and repeats numpy's scalar
+# algorithms, so the stream is numpy's draw for draw (tests/test_draws.py checks it).
+from cpython.pycapsule cimport PyCapsule_GetPointer
+from libc.stdint cimport uint64_t
+
+
+cdef extern from "numpy/random/bitgen.h":
+    ctypedef struct bitgen_t:
+        void* state
+        uint64_t (*next_uint64)(void*) nogil
+        uint32_t (*next_uint32)(void*) nogil
+        double (*next_double)(void*) nogil
+
+
+cdef class Draws:
+    """``integers`` and ``random`` of the numpy Generator ``rng``, the same numbers from the same
+    state (its stream moves on as numpy's would); ``uniform``, ``normal`` and
+    ``standard_normal`` are the Generator's own. Pickles as its Generator (one object shared)."""
+
+    cdef readonly object rng
+    cdef object bits      # (keeps the BitGenerator that owns *bg alive)
+    cdef bitgen_t* bg
+
+    def __cinit__(self, rng):
+        self.rng = rng
+        self.bits = rng.bit_generator
+        self.bg = <bitgen_t*>PyCapsule_GetPointer(self.bits.capsule, "BitGenerator")
+
+    def __reduce__(self):
+        return Draws, (self.rng,)
+
+    def random(self):
+        """``rng.random()``: a float in [0, 1)."""
+        return self.bg.next_double(self.bg.state)
+
+    def integers(self, low, high=None):
+        """``rng.integers(low, high)`` (``integers(n)``: in [0, n)) as a Python int."""
+        if high is None:
+            low, high = 0, low
+        if high <= low:
+            raise ValueError(f"integers: low >= high ({low} >= {high})")
+        span = high - low - 1
+        if span > 0xFFFFFFFE:  # (numpy's 64-bit branches: never needed by the operators)
+            return int(self.rng.integers(low, high))
+        return low + self._bounded32(<uint32_t>span)
+
+    cdef uint32_t _bounded32(self, uint32_t span):
+        # numpy's bounded draw for a span below 2**32 - 1, one value (no buffer carried between
+        # calls): none for an empty span, else Lemire's multiply-and-reject on 32-bit draws
+        if span == 0:
+            return 0
+        cdef uint32_t excl = span + 1
+        cdef uint64_t m = <uint64_t>self.bg.next_uint32(self.bg.state) * excl
+        cdef uint32_t leftover = <uint32_t>m
+        cdef uint32_t threshold
+        if leftover < excl:
+            threshold = (0xFFFFFFFF - span) % excl
+            while leftover < threshold:
+                m = <uint64_t>self.bg.next_uint32(self.bg.state) * excl
+                leftover = <uint32_t>m
+        return <uint32_t>(m >> 32)
+
+    def uniform(self, *args):
+        return self.rng.uniform(*args)
+
+    def normal(self, *args):
+        return self.rng.normal(*args)
+
+    def standard_normal(self, *args):
+        return self.rng.standard_normal(*args)
