@@ -108,12 +108,12 @@ def test_fit_points_bounds_the_points_each_candidate_is_calibrated_on(monkeypatc
     calibrations see k training points, the returned model is refitted on all of them."""
     from ndvm.cosearch import rounds
     seen = []
-    real = rounds.begin
+    real = rounds.setup  # (the calibrations' data, set up once per search)
 
-    def spy(progs, inputs, target, **kw):
+    def spy(inputs, target, **kw):
         seen.append(target.size)
-        return real(progs, inputs, target, **kw)
-    monkeypatch.setattr(rounds, "begin", spy)
+        return real(inputs, target, **kw)
+    monkeypatch.setattr(rounds, "setup", spy)
     rng = np.random.default_rng(1)
     X = rng.uniform(0, 2, (400, 1))
     y = 1.7 * X[:, 0] + 0.3

@@ -557,13 +557,13 @@ def test_candidates_are_calibrated_on_a_seeded_subset_of_large_data():
             Task.from_arrays("t", {"x": x}, x, fit_points=bad)
     from ndvm.cosearch import rounds
     seen = []
-    real = rounds.begin
+    real = rounds.setup  # (the calibrations' data, set up once per search)
 
-    def spy(progs, inputs, target, **kw):
+    def spy(inputs, target, **kw):
         seen.append(target.size)
-        return real(progs, inputs, target, **kw)
+        return real(inputs, target, **kw)
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(rounds, "begin", spy)
+        mp.setattr(rounds, "setup", spy)
         res = ndvm.search(task, proposer=ndvm.cosearch.Replay(sources=["(+ a (* b x))"]), budget=None,
                           max_candidates=1, workers=1)
     assert seen and set(seen) == {2000}
