@@ -53,14 +53,15 @@ SUPPORT = 0.99          # blocks only from a fit (power law, index) explaining t
 _INDEX_Z = "?z"         # the stand-in input of the one-input programs (no program can name it)
 
 
-def log_target(y, share=SIGN_SHARE):
+def log_target(y, share=SIGN_SHARE, signed=True):
     """(rows, log|y| on them, weights) for a fit of log|y|: the rows of y's majority sign when
     they hold ``share`` of its sum of squares (noise flips the sign of values near zero, which
     weigh little), weighted by y^2 (so
     that a least-squares fit of log|y| weighs each point as a fit of y would: a small value
-    drowned in noise counts little); None when y has no such sign or zeros on those rows."""
+    drowned in noise counts little); None when y has no such sign or zeros on those rows.
+    ``signed`` False: every nonzero row, whatever its sign."""
     pos = y > 0
-    major = pos if pos.mean() >= 0.5 else y < 0
+    major = (pos if pos.mean() >= 0.5 else y < 0) if signed else y != 0
     if not major.any():
         return None
     energy = (y / np.max(np.abs(y))) ** 2
@@ -159,7 +160,7 @@ def gauges(a, ks, count=GAUGES):
     return [list(h) for h in ranked[:count]]
 
 
-def single_indices(X, y, count=INDICES, rows=SCAN_ROWS):
+def single_indices(X, y, count=INDICES, rows=SCAN_ROWS, absolute=False):
     """The ``count`` monomials z = prod x_i^k_i that best explain y as y = c M h(z), M another
     monomial (exponents ``a``, as fitted: see ``gauges``) and h one smooth function:
     [(exponents k, outer exponents a or None, R^2)], best first (fewest inputs first among near
@@ -167,7 +168,9 @@ def single_indices(X, y, count=INDICES, rows=SCAN_ROWS):
 
     When y keeps one sign (log_target), log|y| = log c + a . log|x| + log|h(z)| is fitted for
     each k by backfitting (weighted least squares for a, a weighted running mean along z for h);
-    otherwise y = h(z) alone (a None)."""
+    otherwise y = h(z) alone (a None). ``absolute``: log|y| is fitted so on every nonzero row
+    whatever y's sign (weights y^2: the points near a zero of h, where log|h| is steep, weigh
+    little): y = c M h(z) with h changing sign, r F sin(theta) or -p B cos(theta)."""
     X = np.asarray(X, dtype=np.float64)
     y = np.asarray(y, dtype=np.float64)
     ok = np.all(np.isfinite(X), axis=1) & np.isfinite(y) & np.all(X != 0, axis=1)
@@ -177,7 +180,7 @@ def single_indices(X, y, count=INDICES, rows=SCAN_ROWS):
     if y.size > rows:
         pick = np.linspace(0, y.size - 1, rows).astype(int)
         X, y = X[pick], y[pick]
-    target = log_target(y)
+    target = log_target(y) if not absolute else log_target(y, share=0.0, signed=False)
     if target is None:  # y = h(z) alone, every point weighing the same
         t, wt, a_fit = y, np.ones_like(y), False
     else:
@@ -431,7 +434,10 @@ def _building_blocks(g, X, y):
         if law is not None:
             out.append(["*", g.params[0], law])
     shapes = _one_input_programs(g)
-    for ks, a, r2 in single_indices(X, y):
+    indices = single_indices(X, y)
+    if log_target(y) is None:  # y changes sign: also c M h(z) with h changing sign
+        indices += single_indices(X, y, absolute=True)
+    for ks, a, r2 in indices:
         z = monomial(names, ks, g)
         if z is None or r2 < SUPPORT:
             continue
