@@ -209,3 +209,23 @@ def test_building_blocks_are_analysed_once_per_grammar_and_data(monkeypatch):
     structure.building_blocks(g, X, 2 * y)
     structure.building_blocks(_grammar(3, unary=("exp", "sqrt", "square")), X, y)
     assert len(calls) == 3
+
+
+def test_a_law_whose_function_changes_sign_gets_its_index_block():
+    """-p B cos(theta) (Feynman II.15.4) has no majority sign, so no log fit of y with one sign;
+    the scan of log|y| on every nonzero row finds theta and the outer monomial p B, and the
+    block c p B cos(b theta) is proposed (it was missed by the search at 30 s before)."""
+    rng = np.random.default_rng(2)
+    X = np.stack([rng.uniform(1, 5, 3000), rng.uniform(1, 5, 3000), rng.uniform(0, 5, 3000)],
+                 axis=1)
+    y = -X[:, 0] * X[:, 1] * np.cos(X[:, 2])
+    assert structure.log_target(y) is None
+    ks, a, r2 = structure.single_indices(X, y, absolute=True)[0]
+    assert tuple(ks) == (0, 0, 1) and r2 >= structure.SUPPORT
+    assert np.allclose(a[:2], 1.0, atol=0.05)
+    assert structure.single_indices(X, y)[0][2] < structure.SUPPORT  # (h(theta) alone: no)
+    structure._MEMO.clear()
+    blocks = [to_source(b) for b in structure.building_blocks(_grammar(3), X, y)]
+    assert "(* (* x0 x1) (* a (cos (* b x2))))" in blocks
+    r2, size = _search(X, y, True, 40)
+    assert r2 > 0.999999
