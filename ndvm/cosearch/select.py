@@ -24,7 +24,7 @@ from ndvm.cosearch.sexpr import atoms as _atoms
 from ndvm.cosearch.sexpr import size as tree_size
 from ndvm.cosearch.sexpr import substitute, to_source, to_tree
 from ndvm.cosearch.simplify import PARAM_MARK, simplify
-from ndvm.cosearch.task import SEARCH_LM_SCALING, r_squared
+from ndvm.cosearch.task import SEARCH_LM_SCALING, r_squared, subset_rows
 
 __all__ = ["cross_validate", "fitness", "refit", "select", "snap", "starts_around"]
 
@@ -41,9 +41,7 @@ SIMPLE_MAX = 5      # (of magnitude at most this)
 
 def cv_rows(n, seed=0):
     """The rows the cross-validation uses: all n, or a seeded sorted subset of CV_POINTS."""
-    if n <= CV_POINTS:
-        return np.arange(n)
-    return np.sort(np.random.default_rng(seed).choice(n, CV_POINTS, replace=False))
+    return subset_rows(n, CV_POINTS, seed)
 
 
 def fitness(record):

@@ -58,6 +58,15 @@ def _check_names(kind, names):
 FIT_POINTS = 2000
 
 
+def subset_rows(n, k, seed):
+    """All n row indices, or a seeded sorted subset of k of them when there are more (the rows
+    the search calibrates on, Task.fit_rows, and those the selection cross-validates on,
+    select.cv_rows)."""
+    if k is None or n <= k:
+        return np.arange(n)
+    return np.sort(np.random.default_rng(seed).choice(n, k, replace=False))
+
+
 @dataclass
 class Task:
     """What a search fits, and how it judges a fit.
@@ -209,11 +218,7 @@ class Task:
     @property
     def fit_rows(self):
         """The training rows of ``split("fit")``, in order."""
-        n = self.train.size
-        if self.fit_points is None or n <= self.fit_points:
-            return self.train
-        pick = np.random.default_rng(n).choice(n, self.fit_points, replace=False)
-        return self.train[np.sort(pick)]
+        return self.train[subset_rows(self.train.size, self.fit_points, self.train.size)]
 
     @property
     def allowed_names(self):

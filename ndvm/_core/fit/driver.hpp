@@ -46,7 +46,8 @@ struct FitScratch {
 
 class FitDriver {
  public:
-  virtual ~FitDriver() = default;
+  // (the thread's buffers released when this fit made them huge, however it ended)
+  virtual ~FitDriver() { keep_small(sc_, sc_.bytes()); }
 
   // Runs the optimizer from rq.params and writes every output the request asks for.
   void run() {
@@ -96,7 +97,6 @@ class FitDriver {
     if (rq_.flags)
       for (size_t p = 0; p < P_; ++p)
         for (uint32_t s = 0; s < S_; ++s) rq_.flags[s * P_ + p] = flags_[p * S_ + s];
-    keep_small(sc_, sc_.bytes());
   }
 
  protected:
