@@ -12,6 +12,7 @@ Runs are appended as JSON lines; a rerun with the same --out skips the runs alre
         --seeds 0 --out bench/results/feynman_quick_10s.jsonl       # 5 equations per stratum
     python bench/feynman.py --budget 30 --seeds 0,1,2 --out bench/results/feynman_30s.jsonl
     python bench/feynman.py --report bench/results/feynman_quick_10s.jsonl
+    python bench/feynman.py --report bench/results/feynman_30s.jsonl --plot feynman_30s.png
     python bench/feynman.py --rescore FILE      # the symbolic and redundancy checks again
 
 Method ndvm-units is ndvm given the units of the inputs and the target (the table's units and
@@ -394,6 +395,78 @@ def report(rows):
     return "\n".join(out)
 
 
+METHOD_COLORS = {"ndvm": "#1f77b4", "ndvm-units": "#17becf", "operon-lm": "#d62728",
+                 "operon": "#ff7f0e", "gplearn": "#7f7f7f"}
+
+
+def plot(rows, path):
+    """A figure of a run file (needs matplotlib), one row of panels per noise level: (left) the
+    share of runs solved (R² > 0.999, light bar) and symbolic (dark part of the bar) for each
+    method, by number of inputs and overall, with the counts written over the bars; (right) each
+    run's model size in SymPy nodes against its test error 1 - R² (log scale; the dotted line is
+    the solved threshold). Returns the matplotlib Figure; writes it to ``path``."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import matplotlib.ticker
+
+    seen = {r["method"] for r in rows}
+    methods = [m for m in FEYNMAN_METHODS if m in seen] + sorted(seen - set(FEYNMAN_METHODS))
+    levels = sorted({float(r["noise"]) for r in rows})
+    if not levels:
+        raise ValueError("no runs to plot")
+    labels = [s[0] for s in STRATA] + ["all"]
+    fig, axes = plt.subplots(len(levels), 2, figsize=(12, 4.2 * len(levels)), squeeze=False,
+                             gridspec_kw={"width_ratios": [1.15, 1]})
+    width = 0.8 / len(methods)
+    for (bars, scatter), noise in zip(axes, levels):
+        at = [r for r in rows if float(r["noise"]) == noise]
+        budgets = ", ".join(f"{b:g}" for b in sorted({r["budget"] for r in at}))
+        for j, m in enumerate(methods):
+            color = METHOD_COLORS.get(m, f"C{j}")
+            for i, label in enumerate(labels):
+                rs = [r for r in at if r["method"] == m
+                      and (label == "all" or stratum(r["n_inputs"]) == label)]
+                if not rs:
+                    continue
+                n, solved, sym, _, _ = summary(rs)
+                x = i + (j - (len(methods) - 1) / 2) * width
+                bars.bar(x, solved / n, width * 0.92, color=color, alpha=0.35,
+                         label=f"{m}: solved" if i == 0 else None)
+                bars.bar(x, sym / n, width * 0.92, color=color,
+                         label=f"{m}: symbolic" if i == 0 else None)
+                bars.text(x, solved / n + 0.015, f"{solved}/{sym}\nof {n}", ha="center",
+                          va="bottom", fontsize=7)
+            pts = [(max(1.0 - r["test_r2"], 1e-16), r["sympy_size"]) for r in at
+                   if r["method"] == m and np.isfinite(r["test_r2"])]
+            if pts:
+                err, size = np.array(pts).T
+                scatter.scatter(size, err, s=14, alpha=0.6, color=color, label=m,
+                                edgecolors="none")
+        bars.set_xticks(range(len(labels)), [f"{lab} inputs" if lab != "all" else "all"
+                                             for lab in labels])
+        bars.set_ylim(0, 1.4)
+        bars.set_yticks(np.linspace(0, 1, 6))
+        bars.set_ylabel("share of runs")
+        bars.set_title(f"noise {noise:g}, {budgets} s a run: solved (light), symbolic (dark); "
+                       "counts solved/symbolic of runs",
+                       fontsize=10)
+        bars.legend(fontsize=7, ncol=len(methods), loc="upper center", frameon=False)
+        scatter.axhline(1 - SOLVED_R2, color="k", lw=0.8, ls=":")
+        scatter.set_yscale("log")
+        scatter.set_xscale("log")
+        scatter.xaxis.set_major_locator(matplotlib.ticker.FixedLocator([2, 5, 10, 20, 50, 100]))
+        scatter.xaxis.set_major_formatter(matplotlib.ticker.ScalarFormatter())
+        scatter.xaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
+        scatter.set_xlabel("model size (SymPy nodes)")
+        scatter.set_ylabel("test error 1 - R² (exact fits drawn at 1e-16)")
+        scatter.set_title(f"noise {noise:g}: size against error, one point a run", fontsize=10)
+        scatter.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=130, bbox_inches="tight")
+    return fig
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--methods", default=",".join(FEYNMAN_METHODS))
@@ -407,11 +480,24 @@ def main(argv=None):
     ap.add_argument("--out", help="append one JSON line per run here (runs already there are "
                     "skipped)")
     ap.add_argument("--report", nargs="*", help="print the tables of these result files and exit")
+    ap.add_argument("--plot", metavar="PNG", help="with --report: also draw the runs "
+                    "(solved and symbolic shares by inputs, size against error) to this file "
+                    "(needs matplotlib: pip install ndvm[plot])")
     ap.add_argument("--rescore", nargs="*", help="decide again whether each run's model is a "
                     "symbolic solution (after a change to the check) and rewrite these files")
     args = ap.parse_args(argv)
+    if args.plot and not args.report:
+        ap.error("--plot draws the runs of --report FILE ...: give the result files")
     if args.report:
-        print(report([r for f in args.report for r in read_rows(f)]))
+        rows = [r for f in args.report for r in read_rows(f)]
+        print(report(rows))
+        if args.plot:
+            try:
+                plot(rows, args.plot)
+            except ImportError:
+                print("the plot needs matplotlib: pip install ndvm[plot]", file=sys.stderr)
+                return 1
+            print(f"wrote {args.plot}", file=sys.stderr)
         return 0
     if args.rescore:
         for path in args.rescore:

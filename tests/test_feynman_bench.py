@@ -189,3 +189,35 @@ def test_summary_counts():
             {"test_r2": 0.5, "symbolic": None, "sympy_size": 9, "wall": 3.0},
             {"test_r2": 0.99999, "symbolic": False, "sympy_size": 30, "wall": 2.0}]
     assert F.summary(rows) == (3, 2, 1, 9.0, 2.0)
+
+
+def test_the_plot_draws_each_methods_shares_and_runs(tmp_path):
+    pytest.importorskip("matplotlib")
+    rows = [{"method": m, "equation": e, "n_inputs": k, "noise": noise, "budget": 30.0,
+             "test_r2": r2, "symbolic": sym, "sympy_size": size, "wall": 1.0}
+            for noise in (0.0, 0.01)
+            for m, e, k, r2, sym, size in (("ndvm", "I.12.1", 2, 1.0, True, 3),
+                                           ("ndvm", "II.2.42", 5, 0.5, False, 9),
+                                           ("operon-lm", "I.12.1", 2, 0.9999, False, 30),
+                                           ("operon-lm", "II.2.42", 5, float("nan"), False, 1))]
+    path = tmp_path / "runs.png"
+    fig = F.plot(rows, path)
+    assert path.stat().st_size > 0
+    assert len(fig.axes) == 4  # a row of two panels per noise level
+    bars, scatter = fig.axes[0], fig.axes[1]
+    heights = sorted(round(p.get_height(), 3) for p in bars.patches)
+    # ndvm: 1-2 solved and symbolic 1.0, 5+ 0, all 0.5 (twice); operon-lm: 1-2 solved 1.0
+    # (symbolic 0), 5+ 0, all 0.5 solved and 0 symbolic
+    assert heights == sorted([1.0, 1.0, 0.0, 0.0, 0.5, 0.5, 1.0, 0.0, 0.0, 0.0, 0.5, 0.0])
+    texts = {t.get_text() for t in bars.texts}
+    assert "1/1\nof 1" in texts and "1/0\nof 2" in texts
+    # one point a run with a finite R² (the NaN run is not drawn)
+    assert sum(len(c.get_offsets()) for c in scatter.collections) == 3
+    with pytest.raises(ValueError, match="no runs"):
+        F.plot([], path)
+
+
+def test_plot_without_report_is_a_usage_error(capsys):
+    with pytest.raises(SystemExit):
+        F.main(["--plot", "x.png"])
+    assert "--report" in capsys.readouterr().err
