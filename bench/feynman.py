@@ -193,6 +193,15 @@ def snap_constants(expr, rtol=SNAP_RTOL):
     return expr.xreplace(reps)
 
 
+def exp_form(expr):
+    """The model with each power of a positive number written as an exponential, b**e ->
+    exp(log(b) e): a fitted 0.6065**(x**2) is exp(-0.5 x**2), whose fitted -0.5 then snaps."""
+    import sympy
+    return expr.replace(
+        lambda a: a.is_Pow and a.base.is_Float and a.base > 0 and not a.exp.is_number,
+        lambda a: sympy.exp(sympy.log(a.base) * a.exp))
+
+
 def _values(expr, symbols, points):
     """expr at every point (complex), or None when numpy cannot evaluate it."""
     import sympy
@@ -284,8 +293,9 @@ def _limited(fn, seconds):
 def symbolic_solution(model, eq, seconds=SYMPY_SECONDS):
     """SRBench's symbolic solution: True when the model (SymPy, over x0, x1, ...) equals the true
     formula up to fitted constants, i.e. model - truth or model / truth (nonzero) simplifies to a
-    constant (constants that do not move the model are 0 first, those near a simple number are
-    that number: drop_dust, snap_constants); None when SymPy did not decide within
+    constant (constants that do not move the model are 0 first, powers of a fitted number are
+    exponentials, and constants near a simple number are that number: drop_dust, exp_form,
+    snap_constants); None when SymPy did not decide within
     ``seconds``."""
     import sympy
     xs = {sympy.Symbol(f"x{i}"): s for i, s in enumerate(eq.symbols)}
@@ -296,7 +306,7 @@ def symbolic_solution(model, eq, seconds=SYMPY_SECONDS):
     lo = np.array([v[1] for v in eq.variables])
     hi = np.array([v[2] for v in eq.variables])
     points = np.random.default_rng(0).uniform(lo, hi, (64, eq.n_inputs))
-    m = snap_constants(drop_dust(m, eq.symbols, points))
+    m = snap_constants(exp_form(drop_dust(m, eq.symbols, points)))
     candidates = [(m - t, False), (m / t, True)]
     # a quick numeric screen: neither flat means neither is a constant, whatever SymPy says
     flat = [_numerically_constant(c, eq.symbols, points) for c, _ in candidates]

@@ -95,6 +95,15 @@ def test_the_model_of_the_issue_is_a_symbolic_solution():
     assert F.symbolic_solution(m, EQS["II.6.11"]) is True
 
 
+def test_a_power_of_a_fitted_number_is_an_exponential():
+    # ndvm's I.6.2a at 30 s: 0.6065**(x**2) is exp(-x**2/2) (log 0.6065 = -0.5000)
+    m = sympy.sympify("0.398942280401433*0.606530659712633**(x0**2)")
+    assert F.symbolic_solution(m, EQS["I.6.2a"]) is True
+    assert F.symbolic_solution(sympy.sympify("0.4*0.7**(x0**2)"), EQS["I.6.2a"]) is False
+    assert F.exp_form(sympy.sympify("2.0**x0 * x1**2.5")) == sympy.sympify(
+        "exp(log(2.0)*x0) * x1**2.5")  # (a power of an input stays as it is)
+
+
 @pytest.mark.parametrize("eq_id, model", [
     ("II.6.11", "0.08 * x1 * cos(x2) / (x0 * x3)"),             # a wrong power of r
     ("II.6.11", "0.08 * x1 * sin(x2) / (x0 * x3**2)"),          # sin for cos
