@@ -50,6 +50,14 @@ class Seen:
     def add(self, source):
         self._digests.add(self._digest(source))
 
+    def add_new(self, source):
+        """Add ``source``; False when it was already met (one digest for both)."""
+        d, digests = self._digest(source), self._digests
+        if d in digests:
+            return False
+        digests.add(d)
+        return True
+
     def __len__(self):
         return len(self._digests)
 
@@ -460,10 +468,9 @@ class _Rounds:
                     f"cannot resume: candidate {rec['id']} was {old['proposed']!r} in the earlier "
                     f"session and is {src!r} now (resume needs the same task, proposer, seed and "
                     f"batch)")
-            if src in state.seen:
+            if not state.seen.add_new(src):
                 rec["status"] = "duplicate"
                 continue
-            state.seen.add(src)
             try:
                 canon = made.get(src)
                 tree = to_tree(src) if canon is None else canon[0]
@@ -477,10 +484,9 @@ class _Rounds:
                         pass
                 model = to_source(tree) if canon is None else src
                 rec["model"] = model
-                if model != src and model in state.seen:
+                if model != src and not state.seen.add_new(model):
                     rec["status"] = "duplicate"
                     continue
-                state.seen.add(model)
                 rec["size"] = size(tree) if canon is None else canon[2]
                 rec["skeleton"] = skeleton(tree, task.params) if canon is None else canon[3]
                 prog, params = scorer.validate(model)
