@@ -486,10 +486,10 @@ def cmd_bench(args):
 
 
 def _budget(text):
-    from ndvm.cosearch.loop import _parse_budget
+    from ndvm.cosearch.loop import parse_budget
 
     try:
-        return _parse_budget(text)
+        return parse_budget(text)
     except ValueError as e:
         raise argparse.ArgumentTypeError(str(e)) from None
 

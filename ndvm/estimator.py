@@ -26,13 +26,17 @@ PARAMS = ("a", "b", "c", "d", "f", "g")
 class SymbolicRegressor(RegressorMixin, BaseEstimator):
     """Symbolic regression by ndvm's co-search (genetic programming + native calibration).
 
-    budget: seconds of search (None: no time limit; then set max_candidates); max_candidates:
+    budget: seconds of search, a number or text such as "90s" or "2m" (None: no time limit;
+    then set max_candidates); max_candidates:
     stop after that many proposals; random_state: the proposer's seed; workers: the threads the
     search runs on (1: all on the calling thread; more: the proposer works beside the
     calibrations, which every thread shares; the same candidates either way); optimizer,
     steps, starts: the calibration of each candidate (see ndvm.fit); heldout: the fraction of
-    points the search scores but does not fit; max_size: atoms per program; unary, binary: the
-    grammar's operators (None: the default grammar's); parsimony: the proposer's size pressure (relative error added per atom in parent tournaments);
+    points the search scores but does not fit (between 0 and 1); max_size: the most atoms a
+    program the genetic operators grow or change may have (the models proposed from the data's
+    structure, such as a product of powers of many inputs, are not held to it and may be
+    larger); unary, binary: the grammar's operators, lists of the core's numeric primitives
+    taking one and two arguments (None: the default grammar's); parsimony: the proposer's size pressure (relative error added per atom in parent tournaments);
     refits: per round of the search, that many of the best programs are refitted once from
     many LM starts (a right structure stuck in a poor local optimum gets a second chance);
     start_scales: each candidate's starts are drawn from normal(0, s), s cycling through these
@@ -90,9 +94,15 @@ class SymbolicRegressor(RegressorMixin, BaseEstimator):
     def fit(self, X, y):
         """Search programs for y ~ f(X); returns self."""
         from ndvm.cosearch.grammar import Grammar
-        from ndvm.cosearch.loop import search
+        from ndvm.cosearch.loop import parse_budget, search
         from ndvm.cosearch.tasks import Task
 
+        budget = parse_budget(self.budget)  # (seconds; None: no time limit)
+        if budget is None and self.max_candidates is None:
+            raise ValueError("set a time budget or max_candidates")
+        if not 0 < self.heldout < 1:
+            raise ValueError(f"heldout is the fraction of points held out, between 0 and 1 "
+                             f"(exclusive), got {self.heldout!r}")
         X, y = validate_data(self, X, y, y_numeric=True, dtype=np.float64)
         n = y.size
         if n < 2:
@@ -108,15 +118,12 @@ class SymbolicRegressor(RegressorMixin, BaseEstimator):
                                 seed=self.random_state or 0, params=PARAMS, fit=fit,
                                 loops=False, threshold=None, budget_seconds=None,
                                 data_units=self._units(X.shape[1]), fit_points=self.fit_points)
-        g = Grammar(inputs=tuple(inputs), params=PARAMS, loop=False, max_size=self.max_size)
-        if self.unary is not None:
-            g.unary = tuple(self.unary)
-        if self.binary is not None:
-            g.binary = tuple(self.binary)
+        ops = {k: (v if isinstance(v, str) else tuple(v))
+               for k, v in (("unary", self.unary), ("binary", self.binary)) if v is not None}
+        g = Grammar(inputs=tuple(inputs), params=PARAMS, loop=False, max_size=self.max_size,
+                    **ops).check()
         # the final cross-validated selection runs after the search: keep ~10% of the budget
-        budget = None if self.budget is None else 0.9 * float(self.budget)
-        if budget is None and self.max_candidates is None:
-            raise ValueError("set a time budget or max_candidates")
+        budget = None if budget is None else 0.9 * budget
         res = search(task, proposer="mutate", budget=budget, max_candidates=self.max_candidates,
                      seed=self.random_state or 0, workers=self.workers, grammar=g,
                      parsimony=self.parsimony, refits=self.refits, islands=self.islands,

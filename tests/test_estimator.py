@@ -123,3 +123,48 @@ def test_fit_points_bounds_the_points_each_candidate_is_calibrated_on(monkeypatc
     seen.clear()
     ndvm.SymbolicRegressor(budget=None, max_candidates=8, fit_points=None).fit(X, y)
     assert set(seen) == {280}  # every training point (400 less 30% held out)
+
+
+@pytest.mark.parametrize("options, message", [
+    ({"unary": ["sinh"]}, "'sinh' is not a numeric primitive taking 1 argument .did you mean 'sin'"),
+    ({"unary": "sin"}, "unary must be a list of primitive names"),
+    ({"binary": ["^"]}, "'\\^' is not a numeric primitive taking 2 arguments"),
+    ({"binary": ["car"]}, "'car' is not a numeric primitive"),
+    ({"unary": []}, "unary is empty"),
+    ({"max_size": 0}, "max_size must be a whole number >= 1"),
+    ({"heldout": 1.5}, "heldout is the fraction of points held out"),
+    ({"heldout": 0}, "heldout is the fraction of points held out"),
+    ({"parsimony": -1}, "parsimony .* a number >= 0"),
+    ({"start_scales": (-1,)}, "start_scales .* positive numbers"),
+    ({"budget": -1}, "budget must be a positive time .* got -1$"),
+    ({"budget": "ten seconds"}, "budget must be a time like"),
+])
+def test_wrong_options_are_refused_with_what_is_wrong(options, message):
+    # (each used to run a whole search: unknown operators made every candidate that used them
+    # fail silently, a string of operators was read letter by letter, a negative budget was
+    # reported as 0.9 times itself)
+    X = np.random.default_rng(0).uniform(1, 2, (30, 2))
+    opts = {"budget": None, "max_candidates": 20, **options}
+    with pytest.raises(ValueError, match=message):
+        ndvm.SymbolicRegressor(**opts).fit(X, X[:, 0] * X[:, 1])
+
+
+def test_a_budget_may_be_text_as_on_the_command_line(monkeypatch):
+    import ndvm.cosearch.loop as loop
+    seen = {}
+    real = loop.search
+
+    def spy(task, **kw):
+        seen["budget"] = kw["budget"]
+        return real(task, **{**kw, "budget": None, "max_candidates": 30})
+
+    monkeypatch.setattr(loop, "search", spy)
+    X = np.random.default_rng(0).uniform(1, 2, (30, 2))
+    ndvm.SymbolicRegressor(budget="2m").fit(X, X[:, 0] * X[:, 1])
+    assert seen["budget"] == pytest.approx(0.9 * 120)  # (10% kept for the final selection)
+
+
+def test_a_search_checks_its_grammar():
+    g = ndvm.cosearch.Grammar(inputs=("x",), unary=("sin", "sinh"))
+    with pytest.raises(ValueError, match="'sinh' is not a numeric primitive"):
+        ndvm.search("damped", grammar=g, max_candidates=10)

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from itertools import accumulate
 
 from ndvm.cosearch.sexpr import SPECIAL_FORMS, size
+from ndvm.fit import did_you_mean
 
 __all__ = ["Grammar", "Sites", "choice", "positions", "get_at", "replace_at", "grow", "mutate",
            "crossover", "shifted", "simplify", "small_programs", "polynomials",
@@ -46,6 +47,41 @@ class Grammar:
         "subtree": 0.4, "constant": 0.2, "operator": 0.2, "hoist": 0.08, "extend": 0.12,
         "shift": 0.1})
 
+    def check(self):
+        """Raise ValueError for a grammar no program can be grown from: operators that are not
+        the core's numeric primitives of that arity (``unary`` takes one argument, ``binary``
+        two; a name given as a string instead of a list of names), no operator of a kind, no
+        terminal, a non-positive size or depth; returns the grammar."""
+        prims = _numeric_primitives()
+        for kind, arity in (("unary", 1), ("binary", 2)):
+            ops = getattr(self, kind)
+            if isinstance(ops, str) or not all(isinstance(o, str) for o in ops):
+                raise ValueError(f"{kind} must be a list of primitive names such as "
+                                 f"{list(getattr(Grammar, kind)[:2])}, got {ops!r}")
+            if not ops:
+                raise ValueError(f"{kind} is empty: the grammar grows programs from at least one "
+                                 f"{kind} operator")
+            for o in ops:
+                lo, hi = prims.get(o, (None, None))
+                if lo is None or lo > arity or (hi is not None and hi < arity):
+                    fits = sorted(n for n, (a, b) in prims.items()
+                                  if a <= arity and (b is None or b >= arity))
+                    hint = did_you_mean(o, fits)
+                    raise ValueError(f"{kind} operator {o!r} is not a numeric primitive taking "
+                                     f"{arity} argument{'s' * (arity > 1)}{hint}; those are: "
+                                     f"{' '.join(fits)}")
+        for kind in ("inputs", "params"):
+            names = getattr(self, kind)
+            if isinstance(names, str) or not all(isinstance(n, str) for n in names):
+                raise ValueError(f"{kind} must be a list of names, got {names!r}")
+        if not self.params:
+            raise ValueError("params is empty: the grammar needs at least one parameter name")
+        for kind in ("max_size", "max_depth"):
+            v = getattr(self, kind)
+            if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+                raise ValueError(f"{kind} must be a whole number >= 1, got {v!r}")
+        return self
+
     def describe(self):
         """The grammar as text, for prompts and help."""
         forms = ["(OP E E) for OP in " + " ".join(self.binary),
@@ -59,6 +95,16 @@ class Grammar:
         terms = (f"inputs {' '.join(self.inputs)}; parameters {' '.join(self.params)}; "
                  "numeric literals")
         return "E := " + " | ".join(forms) + " | " + terms
+
+
+_NUMERIC_FAMILIES = frozenset({"arith", "compare", "minmax", "unary", "elementwise", "atan",
+                               "binary", "square"})
+
+
+def _numeric_primitives():
+    """name -> (least, most arguments; None: any) of the core's numeric primitives."""
+    from ndvm._core._core import primitives
+    return {p["name"]: p["arity"] for p in primitives() if p["family"] in _NUMERIC_FAMILIES}
 
 
 def _refs(tree, names):

@@ -190,7 +190,7 @@ class _Progress:
             self.stream.flush()
 
 
-def _parse_budget(budget):
+def parse_budget(budget):
     """Seconds from a number or text like "60", "60s", "2m", "1.5h"; ValueError unless > 0."""
     if budget is None:
         return None
@@ -290,7 +290,7 @@ def search(task="damped", proposer=None, budget=None, max_candidates=None, out=N
                                 or workers < 1):
         raise ValueError(f"workers must be a whole number of threads, at least 1 (or None: "
                          f"every core), got {workers!r}")
-    budget_s = _parse_budget(budget) if budget is not None else task.budget_seconds
+    budget_s = parse_budget(budget) if budget is not None else task.budget_seconds
     if max_candidates is not None and max_candidates <= 0:
         raise ValueError(f"max_candidates must be a positive count; got {max_candidates}")
     max_candidates = max_candidates if max_candidates is not None else task.budget_candidates
@@ -298,8 +298,8 @@ def search(task="damped", proposer=None, budget=None, max_candidates=None, out=N
     asked = proposer
     if proposer is None:
         proposer = applicable[0]
-    g = grammar or task.grammar or Grammar(inputs=tuple(task.inputs), params=tuple(task.params),
-                                           loop=task.loops)
+    g = (grammar or task.grammar or Grammar(inputs=tuple(task.inputs), params=tuple(task.params),
+                                            loop=task.loops)).check()
     islands, migration_every, migrants = check_islands(islands, migration_every, migrants)
     if islands > 1:
         if proposer != "mutate":

@@ -6,10 +6,12 @@ more); ``state`` holds the task, the grammar, the current front and the best can
 an OpenAI-compatible chat-completions endpoint.
 """
 import json
+import math
 import os
 import re
 import urllib.error
 import urllib.request
+from numbers import Real
 
 import numpy as np
 
@@ -133,6 +135,9 @@ class Mutate(Proposer):
         self.parsimony = parsimony
         self.crossover = crossover
         self.fresh = fresh
+        if not (isinstance(parsimony, Real) and math.isfinite(parsimony) and parsimony >= 0):
+            raise ValueError(f"parsimony is the relative error added per atom in parent "
+                             f"tournaments: a number >= 0, got {parsimony!r}")
         if tournament < 1:
             raise ValueError(f"tournament must be at least 1 (got {tournament})")
         self.tournament = tournament

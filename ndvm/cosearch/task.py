@@ -5,6 +5,7 @@ time-series tasks (a Task subclass) in series.py.
 """
 import math
 from dataclasses import dataclass, field
+from numbers import Real
 
 import numpy as np
 
@@ -158,6 +159,11 @@ class Task:
         fit = dict(self.fit)
         fit.update(overrides or {})
         scales = fit.pop("start_scales", None)
+        if scales is not None and not (
+                np.ndim(scales) == 1 and np.size(scales)
+                and all(isinstance(v, Real) and math.isfinite(v) and v > 0 for v in scales)):
+            raise ValueError(f"start_scales are the standard deviations the starts are drawn "
+                             f"with: positive numbers, got {scales!r}")
         fit.setdefault("optimizer", SEARCH_OPTIMIZER)
         fit.setdefault("scaling", SEARCH_LM_SCALING)
         fit.setdefault("client", client)
