@@ -51,12 +51,14 @@ class SymbolicRegressor(RegressorMixin, BaseEstimator):
     (c * M * h(pi_1, ..)). None: no units.
     fit_points: the training points each candidate is calibrated on at most (a seeded subset of
     larger data; None: all); the chosen model is refitted on every point.
+    verbose: a status line on stderr while the search runs (candidates, rate, best model).
     """
 
     def __init__(self, budget=10.0, max_candidates=None, random_state=0, workers=1,
                  optimizer="lm", steps=30, starts=4, heldout=0.3, max_size=25, unary=None,
                  binary=None, parsimony=0.05, refits=1, start_scales=(0.3, 1.0, 3.0),
-                 islands=1, migration_every=256, units=None, fit_points=FIT_POINTS):
+                 islands=1, migration_every=256, units=None, fit_points=FIT_POINTS,
+                 verbose=False):
         self.budget = budget
         self.max_candidates = max_candidates
         self.random_state = random_state
@@ -75,6 +77,7 @@ class SymbolicRegressor(RegressorMixin, BaseEstimator):
         self.migration_every = migration_every
         self.units = units
         self.fit_points = fit_points
+        self.verbose = verbose
 
     def _inputs(self, X):
         return {f"x{i}": np.ascontiguousarray(X[:, i], dtype=np.float64)
@@ -127,7 +130,7 @@ class SymbolicRegressor(RegressorMixin, BaseEstimator):
         res = search(task, proposer="mutate", budget=budget, max_candidates=self.max_candidates,
                      seed=self.random_state or 0, workers=self.workers, grammar=g,
                      parsimony=self.parsimony, refits=self.refits, islands=self.islands,
-                     migration_every=self.migration_every)
+                     migration_every=self.migration_every, progress=bool(self.verbose))
         if res.best is None:
             raise RuntimeError("the search calibrated no model; raise the budget")
         self.result_ = res

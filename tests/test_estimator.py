@@ -168,3 +168,11 @@ def test_a_search_checks_its_grammar():
     g = ndvm.cosearch.Grammar(inputs=("x",), unary=("sin", "sinh"))
     with pytest.raises(ValueError, match="'sinh' is not a numeric primitive"):
         ndvm.search("damped", grammar=g, max_candidates=10)
+
+
+def test_verbose_shows_the_search_on_stderr(capsys):
+    X = np.random.default_rng(0).uniform(1, 2, (30, 2))
+    ndvm.SymbolicRegressor(budget=None, max_candidates=40).fit(X, X[:, 0] * X[:, 1])
+    assert capsys.readouterr().err == ""
+    ndvm.SymbolicRegressor(budget=None, max_candidates=40, verbose=1).fit(X, X[:, 0] * X[:, 1])
+    assert "candidates" in capsys.readouterr().err
