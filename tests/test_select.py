@@ -6,7 +6,7 @@ import pytest
 
 import ndvm
 from ndvm.cosearch.rounds import _Scorer
-from ndvm.cosearch.select import cross_validate, select
+from ndvm.cosearch.select import cross_validate, select, unidentifiable
 from ndvm.cosearch.sexpr import to_source, to_tree
 from ndvm.cosearch.simplify import simplify
 from ndvm.cosearch.tasks import Task
@@ -83,6 +83,29 @@ def test_one_standard_error_rule_prefers_the_simple_model_and_refits_on_all_data
     assert chosen["front_member"]["params"] == front[1]["params"]
     assert chosen["front_member"]["model"] == front[1]["model"]
     assert "one standard error" in chosen["selection"]["explanation"]
+
+
+def test_a_choice_whose_fit_cannot_tell_its_parameters_apart_is_passed_over():
+    # (+ a b x): a and b trade off exactly, the data see only a + b. It is the smallest member
+    # within one standard error, so the rule used to return it (as I.18.4 came back as
+    # sqrt(x + a) sqrt(y + b) - c with a, b ~ 1.7e7, a plane: tests/test_feynman_bench.py)
+    rng = np.random.default_rng(0)
+    x = np.linspace(1, 5, 40)
+    y = x + 1.37 + 0.01 * rng.standard_normal(40)
+    task = Task.from_arrays("shift", {"x": x}, y, heldout=0.3, params=("a", "b", "c"))
+    flat = _record(task, 0, "(+ a b x)")
+    flat["params"] = {"a": 0.3, "b": 1.07}  # (away from the integers and halves select tries)
+    front = [flat, _record(task, 1, "(+ a (* b x))")]
+    assert flat["size"] < front[1]["size"]
+    chosen, rows = select(task, front)
+    assert chosen["id"] == 1
+    assert "passed over" in chosen["selection"]["explanation"]
+    assert "id 0 (a, b)" in chosen["selection"]["explanation"]
+    ev = ndvm.Evaluator()
+    assert unidentifiable(chosen["model"], chosen["params"], task.inputs, task.target, ev) == []
+    # alone on the front it is still returned, and the explanation says what is wrong with it
+    alone, _ = select(task, [flat])
+    assert alone["id"] == 0 and "cannot tell a, b apart" in alone["selection"]["explanation"]
 
 
 @pytest.mark.parametrize("seed", [0, 26, 1, 2])

@@ -13,6 +13,9 @@ when that costs no accuracy (``snap``); then parameters within SIMPLE_RTOL of an
 half up to SIMPLE_MAX (a 0.9976 or a 0.4999 fitted through noise) are set to it and the rest refitted, when the
 error grows by less than the chosen member's CV standard error (``simple_constants``: a model
 with fewer free constants that the data cannot tell apart, by the same rule that chose it).
+A choice whose final fit cannot tell some of its parameters apart (``unidentifiable``: the
+Jacobian in them rank-deficient to machine precision, e.g. sqrt(x + a) sqrt(y + b) - c with a
+and b run off to 1e7, where it is a plane) is passed over and the rule applied to the rest.
 Likelihood tasks keep the lowest NLL.
 """
 import math
@@ -26,7 +29,8 @@ from ndvm.cosearch.sexpr import substitute, to_source, to_tree
 from ndvm.cosearch.simplify import PARAM_MARK, simplify
 from ndvm.cosearch.task import SEARCH_LM_SCALING, r_squared, subset_rows
 
-__all__ = ["cross_validate", "fitness", "refit", "select", "snap", "starts_around"]
+__all__ = ["cross_validate", "fitness", "refit", "select", "snap", "starts_around",
+           "unidentifiable"]
 
 RULE = "one-standard-error rule over K-fold cross-validation"
 EXACT = 1e-12
@@ -87,6 +91,25 @@ def refit(prog, names, inputs, target, init, ev, steps=40, starts=1, seed=0):
     return dict(init), base
 
 
+def unidentifiable(model, params, inputs, target, ev):
+    """The parameters of ``model`` (at ``params``) that the data cannot determine: those LM's
+    covariance flags, where the Jacobian in the parameters is rank-deficient to machine
+    precision (a parameter that moves nothing, or two that trade off exactly, such as a fit run
+    off to a degenerate limit); [] when the check cannot run."""
+    prog = ndvm.parse(model)
+    names = tuple(n for n in params if n in prog.free_names)
+    if not names:
+        return []
+    data = {k: v for k, v in inputs.items() if k in prog.free_names}
+    try:
+        r = ndvm.fit(prog, data=data, target=target, params=names, init=dict(params),
+                     optimizer="lm", steps=1, evaluator=ev, unused_data="ignore",
+                     uncertainty=True, scaling=SEARCH_LM_SCALING)
+    except Exception:  # noqa: BLE001 - a check that cannot run flags nothing
+        return []
+    return [n for n in names if r.stderr[n] == math.inf]
+
+
 def cross_validate(prog, names, inputs, target, init, ev, k=5, seed=0):
     """(CV mean squared error, its standard error) of a program over K folds.
 
@@ -139,22 +162,36 @@ def select(task, front, ev=None, k=5):
     if not finite:
         best = min(front, key=lambda r: r["heldout_error"])
         return dict(best, selection={"rule": "lowest held-out error (no finite CV score)"}), rows
-    low = min(finite, key=lambda r: (r["cv_mse"], r["size"]))
-    # errors below 1e-12 of the target's variance are rounding: such fits count as exact
-    bar = max(low["cv_mse"] + low["cv_se"], EXACT * float(np.var(target)))
-    pick = min((r for r in finite if r["cv_mse"] <= bar), key=lambda r: (r["size"], r["cv_mse"]))
-    rec = next(r for r in front if r["id"] == pick["id"])
-    prog = ndvm.parse(rec["model"])
-    params, mse = refit(prog, tuple(rec["params"]), inputs, target, rec["params"], ev, steps=100)
     var = float(np.var(target))
-    snapped, size, params, mse = snap(rec["model"], params, inputs, target, mse, ev,
-                                      tol=EXACT * var)
-    model, size, params, mse, simple = simple_constants(snapped, params, inputs, target, mse,
-                                                        ev, slack=pick["cv_se"])
+    degenerate = []  # (id, names): members whose final fit cannot tell some parameters apart
+    while True:
+        low = min(finite, key=lambda r: (r["cv_mse"], r["size"]))
+        # errors below 1e-12 of the target's variance are rounding: such fits count as exact
+        bar = max(low["cv_mse"] + low["cv_se"], EXACT * var)
+        pick = min((r for r in finite if r["cv_mse"] <= bar),
+                   key=lambda r: (r["size"], r["cv_mse"]))
+        rec = next(r for r in front if r["id"] == pick["id"])
+        prog = ndvm.parse(rec["model"])
+        params, mse = refit(prog, tuple(rec["params"]), inputs, target, rec["params"], ev,
+                            steps=100)
+        snapped, size, params, mse = snap(rec["model"], params, inputs, target, mse, ev,
+                                          tol=EXACT * var)
+        model, size, params, mse, simple = simple_constants(snapped, params, inputs, target,
+                                                            mse, ev, slack=pick["cv_se"])
+        lost = unidentifiable(model, params, inputs, target, ev)
+        if not lost or len(finite) == 1:
+            break
+        degenerate.append((rec["id"], lost))
+        finite = [r for r in finite if r is not pick]
     why = (f"id {rec['id']} (size {rec['size']}, CV MSE {pick['cv_mse']:.4g}) is the smallest "
            f"front member within one standard error ({low['cv_se']:.3g}) of the lowest CV MSE "
            f"({low['cv_mse']:.4g}, id {low['id']}, size {low['size']}); refitted on all "
            f"{target.size} points")
+    if degenerate:
+        why += "; passed over, their fit unable to tell parameters apart: " + ", ".join(
+            f"id {i} ({', '.join(names)})" for i, names in degenerate)
+    if lost:
+        why += f"; its own fit cannot tell {', '.join(lost)} apart (no other member is left)"
     if snapped != rec["model"]:
         why += f"; parameters at integers snapped: {snapped}"
     if simple:
