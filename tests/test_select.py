@@ -103,6 +103,9 @@ def test_a_choice_whose_fit_cannot_tell_its_parameters_apart_is_passed_over():
     assert "id 0 (a, b)" in chosen["selection"]["explanation"]
     ev = ndvm.Evaluator()
     assert unidentifiable(chosen["model"], chosen["params"], task.inputs, task.target, ev) == []
+    # (parameters the model does not name are ignored, not a reason to flag nothing)
+    assert unidentifiable("(+ a b x)", {"a": 0.3, "b": 1.07, "c": 2.0}, task.inputs,
+                          task.target, ev) == ["a", "b"]
     # alone on the front it is still returned, and the explanation says what is wrong with it
     alone, _ = select(task, [flat])
     assert alone["id"] == 0 and "cannot tell a, b apart" in alone["selection"]["explanation"]

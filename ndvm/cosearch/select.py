@@ -102,7 +102,8 @@ def unidentifiable(model, params, inputs, target, ev):
         return []
     data = {k: v for k, v in inputs.items() if k in prog.free_names}
     try:
-        r = ndvm.fit(prog, data=data, target=target, params=names, init=dict(params),
+        r = ndvm.fit(prog, data=data, target=target, params=names,
+                     init={n: params[n] for n in names},
                      optimizer="lm", steps=1, evaluator=ev, unused_data="ignore",
                      uncertainty=True, scaling=SEARCH_LM_SCALING)
     except Exception:  # noqa: BLE001 - a check that cannot run flags nothing
