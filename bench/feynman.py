@@ -376,10 +376,21 @@ def summary(rows):
             float(np.median([r["wall"] for r in rows])) if n else float("nan"))
 
 
+def _methods(rows):
+    """The methods of ``rows``, in the report's order."""
+    seen = {r["method"] for r in rows}
+    return [m for m in FEYNMAN_METHODS if m in seen] + sorted(seen - set(FEYNMAN_METHODS))
+
+
+def _group(rows, method, label):
+    """The runs of ``method`` in the stratum ``label`` of inputs ("all": every stratum)."""
+    return [r for r in rows if r["method"] == method
+            and (label == "all" or stratum(r["n_inputs"]) == label)]
+
+
 def report(rows):
     """Markdown tables: per noise level, each method by stratum of inputs and overall."""
-    seen = {r["method"] for r in rows}
-    methods = [m for m in FEYNMAN_METHODS if m in seen] + sorted(seen - set(FEYNMAN_METHODS))
+    methods = _methods(rows)
     out = []
     for noise in sorted({float(r["noise"]) for r in rows}):
         at = [r for r in rows if float(r["noise"]) == noise]
@@ -392,8 +403,7 @@ def report(rows):
                 "|---|---|--:|--:|--:|--:|--:|--:|"]
         for label in [s[0] for s in STRATA] + ["all"]:
             for m in methods:
-                rs = [r for r in at if r["method"] == m
-                      and (label == "all" or stratum(r["n_inputs"]) == label)]
+                rs = _group(at, m, label)
                 if not rs:
                     continue
                 n, solved, sym, size, wall = summary(rs)
@@ -420,8 +430,7 @@ def plot(rows, path):
     import matplotlib.pyplot as plt
     import matplotlib.ticker
 
-    seen = {r["method"] for r in rows}
-    methods = [m for m in FEYNMAN_METHODS if m in seen] + sorted(seen - set(FEYNMAN_METHODS))
+    methods = _methods(rows)
     levels = sorted({float(r["noise"]) for r in rows})
     if not levels:
         raise ValueError("no runs to plot")
@@ -435,8 +444,7 @@ def plot(rows, path):
         for j, m in enumerate(methods):
             color = METHOD_COLORS.get(m, f"C{j}")
             for i, label in enumerate(labels):
-                rs = [r for r in at if r["method"] == m
-                      and (label == "all" or stratum(r["n_inputs"]) == label)]
+                rs = _group(at, m, label)
                 if not rs:
                     continue
                 n, solved, sym, _, _ = summary(rs)

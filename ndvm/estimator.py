@@ -121,10 +121,11 @@ class SymbolicRegressor(RegressorMixin, BaseEstimator):
                                 seed=self.random_state or 0, params=PARAMS, fit=fit,
                                 loops=False, threshold=None, budget_seconds=None,
                                 data_units=self._units(X.shape[1]), fit_points=self.fit_points)
+        # (a string is passed on whole, for the search's Grammar.check to refuse by name)
         ops = {k: (v if isinstance(v, str) else tuple(v))
                for k, v in (("unary", self.unary), ("binary", self.binary)) if v is not None}
         g = Grammar(inputs=tuple(inputs), params=PARAMS, loop=False, max_size=self.max_size,
-                    **ops).check()
+                    **ops)
         # the final cross-validated selection runs after the search: keep ~10% of the budget
         budget = None if budget is None else 0.9 * budget
         res = search(task, proposer="mutate", budget=budget, max_candidates=self.max_candidates,

@@ -83,6 +83,15 @@ class FitResult:
         return _message(self.status[b], self.optimizer, self.names, flags[b], steps, tols)
 
     @property
+    def undetermined(self):
+        """The parameters the data cannot determine at the best start (least squares with a
+        covariance: a zero Jacobian column, or a direction of its null space to machine
+        precision; their standard errors are inf), in ``names`` order; () when not known."""
+        if self.stop_info is None or self.stop_info[0] is None or self.all_losses.size == 0:
+            return ()
+        return _undetermined(self.names, self.stop_info[0][self.best_start])
+
+    @property
     def best_start(self):
         """Index of the start with the lowest loss."""
         return int(np.nanargmin(np.where(np.isfinite(self.all_losses), self.all_losses, np.inf)))
@@ -217,6 +226,12 @@ def _initial_values(names, S, init, bounds, seed):
     return out
 
 
+def _undetermined(names, flags):
+    """The names whose flag says the data cannot determine them (bit 1, set by the native
+    covariance: fit/lsq.hpp)."""
+    return tuple(n for n, f in zip(names, flags) if f & 1)
+
+
 def _message(status, optimizer, names, flags, steps, tols):
     ftol, xtol, gtol = tols
     text = {
@@ -240,7 +255,7 @@ def _message(status, optimizer, names, flags, steps, tols):
     }[int(status)]
     vanished = ", ".join(n for n, f in zip(names, flags) if f & 2) or "a parameter"
     msg = text.format(steps=steps, ftol=ftol, xtol=xtol, gtol=gtol, vanished=vanished)
-    unident = [n for n, f in zip(names, flags) if f & 1]
+    unident = _undetermined(names, flags)
     if unident:
         msg += (f"; {', '.join(unident)} cannot be determined from the data (the Jacobian is "
                 f"rank-deficient there): standard error inf")

@@ -224,3 +224,13 @@ def test_only_small_numbers_count_as_simple():
     assert _simple_value(2.51) == 2.5 and _simple_value(4.97) == 5.0
     assert _simple_value(28.3) is None and _simple_value(11.6) is None  # large: not simpler
     assert _simple_value(1.06) is None and _simple_value(0.004) is None
+
+
+def test_as_many_points_as_parameters_determine_them_all():
+    # three points fix a parabola: its standard errors are inf (no residual degrees of freedom),
+    # yet nothing is undetermined, so the selection passes nothing over for it
+    x = np.array([1.0, 2.0, 3.0])
+    y = 1 + 2 * x + 0.5 * x * x
+    params = {"a": 1.0, "b": 1.0, "c": 1.0}
+    assert unidentifiable("(+ a (* b x) (* c x x))", params, {"x": x}, y,
+                          ndvm.Evaluator()) == []

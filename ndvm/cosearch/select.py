@@ -92,10 +92,10 @@ def refit(prog, names, inputs, target, init, ev, steps=40, starts=1, seed=0):
 
 
 def unidentifiable(model, params, inputs, target, ev):
-    """The parameters of ``model`` (at ``params``) that the data cannot determine: those LM's
-    covariance flags, where the Jacobian in the parameters is rank-deficient to machine
-    precision (a parameter that moves nothing, or two that trade off exactly, such as a fit run
-    off to a degenerate limit); [] when the check cannot run."""
+    """The parameters of ``model`` (at ``params``) that the data cannot determine
+    (``FitResult.undetermined`` of one LM step from there: the Jacobian in the parameters
+    rank-deficient to machine precision, a parameter that moves nothing or two that trade off
+    exactly, such as a fit run off to a degenerate limit); [] when the check cannot run."""
     prog = ndvm.parse(model)
     names = tuple(n for n in params if n in prog.free_names)
     if not names:
@@ -108,7 +108,7 @@ def unidentifiable(model, params, inputs, target, ev):
                      uncertainty=True, scaling=SEARCH_LM_SCALING)
     except Exception:  # noqa: BLE001 - a check that cannot run flags nothing
         return []
-    return [n for n in names if r.stderr[n] == math.inf]
+    return list(r.undetermined)
 
 
 def cross_validate(prog, names, inputs, target, init, ev, k=5, seed=0):
