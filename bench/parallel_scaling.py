@@ -19,6 +19,7 @@ import multiprocessing
 import os
 import threading
 import time
+from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 import numpy as np
@@ -458,15 +459,25 @@ def islands_scaling(n, islands, rounds, dask):
     and of 2 worker processes, runs alternated: candidates/s, the same records both ways, and
     the serial fraction: the share of all the CPU (this process's and the workers') that the
     coordinating process spent (merging, writing, migrating), which Amdahl's law projects to
-    many cores. With ``dask``, also a LocalCluster of 1 against one of 2 worker processes."""
+    many cores; and this machine's own limit, the candidates/s of the same search run twice at
+    once, each on one worker process of its own, over one alone (nothing shared but the
+    machine: no island search on two processes can do better here). With ``dask``, also a
+    LocalCluster of 1 against one of 2 worker processes."""
 
     run = dict(islands=islands, max_candidates=n, seed=0, budget=None, migration_every=256)
     pools = {w: schedule._process_pool(w) for w in (1, 2)}
-    for w, pool in pools.items():  # (their processes started and ndvm imported)
+    twin = ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn"))
+    for pool in (*pools.values(), twin):  # (their processes started and ndvm imported)
         ndvm.search("damped", executor=pool, **dict(run, max_candidates=64 * islands))
+
+    def two_searches():  # (the same search twice at once, each on a lone worker process)
+        other = threading.Thread(target=lambda: ndvm.search("damped", executor=twin, **run))
+        other.start()
+        ndvm.search("damped", executor=pools[1], **run)
+        other.join()
     from ndvm.cosearch import loop
 
-    rates, serial, reference = {1: [], 2: []}, [], None
+    rates, serial, reference, twins = {1: [], 2: []}, [], None, []
     plain = loop.search_islands  # (the name the search calls: timed in its place)
     coordinator = []
 
@@ -495,6 +506,8 @@ def islands_scaling(n, islands, rounds, dask):
             rates[w].append(got)
             if w == 1:
                 serial.append(coordinator[0] / (coordinator[0] + theirs))
+        twins.append(measure(two_searches, 2 * n)[0] / rates[1][-1])
+    twin.shutdown()
     ratio = np.array(rates[2]) / np.array(rates[1])
     s = float(np.median(serial))
     print(f"island search (damped, {n} candidates, {islands} islands, epochs of 256): 1 process "
@@ -506,6 +519,10 @@ def islands_scaling(n, islands, rounds, dask):
           f"{amdahl(s, 2):.2f}x on 2 cores, {amdahl(s, 16):.1f}x on 16, {amdahl(s, 64):.1f}x on "
           f"64 (the model selection after the search, serial too, is not in it: cand/s counts "
           f"it)")
+    print(f"  this machine's own limit: the same search twice at once, each on one worker "
+          f"process, median {np.median(twins):.2f}x the candidates/s of one alone "
+          f"({' '.join(f'{q:.2f}' for q in twins)}); the island search reaches "
+          f"{np.median(ratio) / np.median(twins):.0%} of it")
     if not dask:
         return
     from distributed import Client, LocalCluster
