@@ -163,6 +163,8 @@ def simple_number(v, rtol=SNAP_RTOL):
     best = None
     for root in (False, True):
         w = v * v if root else abs(v)
+        if not w <= 1e6:  # (no simple number is this large: p/q pi^k <= 1000 pi^3; inf, nan)
+            continue
         for k in range(-3, 4):
             for q in range(1, SNAP_DENOMINATOR + 1):
                 p = round(w * q / np.pi ** k)

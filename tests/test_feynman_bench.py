@@ -76,6 +76,9 @@ def test_simple_numbers():
     for v in np.random.default_rng(0).uniform(0.01, 100, 50):  # never farther than 1e-3
         g = F.simple_number(v)
         assert g is None or abs(float(g) - v) <= 1e-3 * v
+    # a fitted constant too large to square (a pyoperon model's 1e200 stopped a run)
+    assert F.simple_number(1e200) is None and F.simple_number(-np.inf) is None
+    assert F.snap_constants(sympy.Float(1e200) * sympy.Symbol("x")) != 0
 
 
 @pytest.mark.parametrize("eq_id", ["I.6.2a", "I.41.16", "II.6.11", "II.24.17", "III.9.52",
