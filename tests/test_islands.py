@@ -19,7 +19,9 @@ from ndvm.cosearch.tasks import get_task
 
 FIELDS = ("id", "island", "proposer", "proposed", "model", "status", "params", "train_error",
           "heldout_error", "r2", "size", "error")
-RUN = dict(islands=3, max_candidates=288, migration_every=48, budget=None, seed=5)
+# (a candidate budget; the time budget only guards: damped's own, 60 s, cut the islands short
+# on a machine so loaded that a test ran at 1% of a core, and the records then differed)
+RUN = dict(islands=3, max_candidates=288, migration_every=48, budget=3600, seed=5)
 
 
 def _rows(res):
@@ -92,6 +94,42 @@ def test_migrants_reach_the_next_island():
     alone = ndvm.search("damped", workers=1, **dict(RUN, migrants=0))
     with_m = ndvm.search("damped", workers=1, **RUN)
     assert _rows(alone) != _rows(with_m)
+
+
+def test_an_island_travels_without_its_task_and_runs_on_where_it_lands():
+    import pickle
+
+    import numpy as np
+
+    from ndvm.cosearch.grammar import Grammar
+    from ndvm.cosearch.tasks import Task
+
+    rng = np.random.default_rng(0)
+    x = {f"x{i}": rng.uniform(1, 2, 20_000) for i in range(3)}
+    task = Task.from_arrays("wide", x, x["x0"] * x["x1"] / x["x2"], heldout=0.25,
+                            params=("a", "b", "c", "d", "e"), loops=False, threshold=None,
+                            budget_seconds=None,
+                            fit={"optimizer": "lm", "starts": 2, "start_scales": (0.3, 3.0)})
+    g = Grammar(inputs=tuple(x), params=("a", "b", "c", "d", "e"), loop=False)
+    recipe = (0, 2, 1, g, 16, "dmci", None, 0, None)  # (Island's arguments after the task)
+    key = "test-travels-light"
+    try:
+        assert isl._epoch(key, recipe, 32, [], 4, None) == isl.NEED_TASK  # (not sent yet)
+        first = isl._epoch(key, recipe, 32, [], 4, None, task)
+        assert x["x1"][100:104].tobytes() not in first.packed  # (its data stay behind)
+        assert len(first.packed) < len(pickle.dumps(task)) / 4
+        second = isl._epoch(key, first.packed, 32, [], 4, None)  # (the task is kept here)
+    finally:
+        isl._forget(key)
+    assert isl._epoch(key, first.packed, 32, [], 4, None) == isl.NEED_TASK
+    # the same records as the island run on without packing (start draws, library and all)
+    whole = isl.Island(task, *recipe)
+    whole, a = isl.run_epoch(whole, 32, [])
+    whole, b = isl.run_epoch(whole, 32, [])
+    rows = [[[r.get(k) for k in FIELDS] for r in recs] for recs in (a, b, whole.best(4))]
+    assert rows == [[[r.get(k) for k in FIELDS] for r in recs]
+                    for recs in (first.records, second.records, second.best)]
+    assert second.n_proposed == whole.n_proposed == 64
 
 
 def test_island_settings_are_checked():

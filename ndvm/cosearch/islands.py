@@ -13,9 +13,21 @@ construction. The epochs go through ``ndvm.schedule.Scheduler``: a worker that d
 the epochs it was running, which the scheduler submits again from the states they started from
 (on a renewed pool when it is ours), and an epoch's records are written once, when its result
 arrives.
+
+An island travels light: the coordinating process keeps each island as the bytes its last epoch
+packed (it never unpacks one), and the task, with its data, stays in the processes that run the
+epochs: an epoch is sent the search's key, and the task only when its process answers that it
+has not got it yet (once per worker process and search). The islands' scorers, everything in
+them derived from the task, are made again from it where they land (``rounds._Scorer``).
 """
+import copyreg
 import gc
+import io
+import pickle
+import threading
 import time
+import uuid
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -26,6 +38,11 @@ from ndvm.parallel import gc_paused
 from ndvm.schedule import Scheduler, default_workers
 
 __all__ = ["Island", "run_epoch", "search_islands"]
+
+NEED_TASK = "ndvm: this process has not got the search's task"  # (an epoch's answer)
+_KEEP = 4  # the tasks of this many searches stay in a process that runs epochs
+_TASKS = {}  # search key -> its task, in this process
+_TASKS_LOCK = threading.Lock()
 
 
 def island_seed(seed, index):
@@ -94,6 +111,64 @@ def run_epoch(island, n, migrants, seconds=None):
     return island, records
 
 
+def _task_here(key):
+    """The task this process keeps for the search ``key`` (an island unpacks its task as this)."""
+    return _TASKS[key]
+
+
+def _keep(key, task):
+    with _TASKS_LOCK:
+        _TASKS[key] = task
+        while len(_TASKS) > _KEEP:
+            del _TASKS[next(iter(_TASKS))]
+
+
+def _forget(key):
+    with _TASKS_LOCK:
+        _TASKS.pop(key, None)
+
+
+def _pack(island, key, task):
+    """The bytes of ``island`` with its task left out (unpacked where the task is kept)."""
+    f = io.BytesIO()
+    p = pickle.Pickler(f, protocol=pickle.HIGHEST_PROTOCOL)
+    p.dispatch_table = copyreg.dispatch_table.copy()  # (looked up by type, in C: no per-object
+    p.dispatch_table[type(task)] = lambda t: ((_task_here, (key,)) if t is task  # callback)
+                                              else t.__reduce_ex__(pickle.HIGHEST_PROTOCOL))
+    p.dump(island)
+    return f.getvalue()
+
+
+@dataclass
+class _Outcome:
+    """What an epoch sends back: the island packed, its records, its migrants, and what the
+    coordinator needs to know of it."""
+
+    packed: bytes
+    records: list
+    best: list
+    n_proposed: int
+    stopped: object
+    warnings: list
+
+
+def _epoch(key, state, n, migrants, k, seconds, task=None):
+    """One epoch of an island, in whatever process runs it: ``state`` is the island as its last
+    epoch packed it, or for its first epoch the arguments that make it (after the task). The
+    task is the one this process keeps for the search ``key``, or ``task`` when given (then
+    kept); without either it returns NEED_TASK (the coordinator sends the task). Sends back
+    ``k`` migrants."""
+    if task is not None:
+        _keep(key, task)
+    task = _TASKS.get(key)
+    if task is None:
+        return NEED_TASK
+    island = Island(task, *state) if isinstance(state, tuple) else pickle.loads(state)
+    island, records = run_epoch(island, n, migrants, seconds)
+    return _Outcome(_pack(island, key, task), records, island.best(k), island.n_proposed,
+                    island.stopped, list(island.state.warnings))
+
+
 def search_islands(task, islands, seed, grammar, batch, every, migrants, max_candidates, budget_s,
                    workers, executor, client, fit_options, refits, proposer_options, sink,
                    on_records, stop_on_success):
@@ -105,9 +180,12 @@ def search_islands(task, islands, seed, grammar, batch, every, migrants, max_can
     if max_candidates is not None:
         share = [max_candidates // islands + (i < max_candidates % islands)
                  for i in range(islands)]
-    states = [Island(task, i, islands, seed, grammar, batch, client=client,
-                     fit_options=fit_options, refits=refits,
-                     proposer_options=proposer_options) for i in range(islands)]
+    key = uuid.uuid4().hex  # (the search's task, kept where its epochs run)
+    states = [(i, islands, seed, grammar, batch, client, fit_options, refits, proposer_options)
+              for i in range(islands)]  # each island: what makes it, then its packed bytes
+    proposed = [0] * islands  # candidates each island has proposed
+    stops = [None] * islands  # why each island's proposer stopped for good, or None
+    island_warnings = [[] for _ in range(islands)]
     epochs = [0] * islands  # epochs completed by each island
     sent = {}  # (island, epoch) -> the migrants it sends after that epoch
     finished = [False] * islands
@@ -117,7 +195,7 @@ def search_islands(task, islands, seed, grammar, batch, every, migrants, max_can
     stopped, succeeded = "candidates", False
 
     def quota(i):
-        n = every if share is None else min(every, share[i] - states[i].n_proposed)
+        n = every if share is None else min(every, share[i] - proposed[i])
         return max(0, n)
 
     def incoming(i, e):
@@ -133,8 +211,7 @@ def search_islands(task, islands, seed, grammar, batch, every, migrants, max_can
     def launch():
         busy = {h.tag[0] for h in running}
         for i in range(islands):  # (first, so that incoming() knows every finished island)
-            if not finished[i] and i not in busy and (quota(i) == 0
-                                                      or states[i].stopped is not None):
+            if not finished[i] and i not in busy and (quota(i) == 0 or stops[i] is not None):
                 finished[i] = True
         for i in range(islands):
             if finished[i] or i in busy:
@@ -145,7 +222,7 @@ def search_islands(task, islands, seed, grammar, batch, every, migrants, max_can
                 continue
             left = None if budget_s is None else max(0.0, budget_s - (time.perf_counter()
                                                                       - started))
-            running.append(sched.submit(run_epoch, states[i], n, given, left,
+            running.append(sched.submit(_epoch, key, states[i], n, given, migrants, left,
                                         tag=(i, epochs[i])))
 
     sched = Scheduler.processes(workers) if executor is None else Scheduler.on(executor)
@@ -155,12 +232,17 @@ def search_islands(task, islands, seed, grammar, batch, every, migrants, max_can
             for h in sched.wait(running):
                 running.remove(h)
                 i, e = h.tag
-                island, recs = h.result()  # (an epoch whose worker died was run again)
+                out = h.result()  # (an epoch whose worker died was run again)
                 warnings.extend(f"island {i} epoch {e}: its worker died; run again "
                                 f"({type(exc).__name__})" for exc in h.lost)
-                states[i] = island
+                if isinstance(out, str) and out == NEED_TASK:  # (sent once to each process)
+                    running.append(sched.submit(_epoch, *h.args, task, tag=h.tag))
+                    continue
+                states[i], recs = out.packed, out.records
+                proposed[i], stops[i], island_warnings[i] = (out.n_proposed, out.stopped,
+                                                             out.warnings)
                 epochs[i] = e + 1
-                sent[(i, e)] = island.best(migrants)
+                sent[(i, e)] = out.best
                 now = round(time.perf_counter() - started, 4)
                 for r in recs:
                     r["time"] = now
@@ -179,10 +261,11 @@ def search_islands(task, islands, seed, grammar, batch, every, migrants, max_can
         stopped = "interrupted"
     finally:
         sched.cancel(running)
-    if stopped == "candidates" and any(s.stopped for s in states):
-        stopped = next(s.stopped for s in states if s.stopped)
+        _forget(key)  # (where this process ran epochs itself)
+    if stopped == "candidates" and any(stops):
+        stopped = next(s for s in stops if s)
     records.sort(key=lambda r: r["id"])
-    return records, stopped, warnings + [w for s in states for w in s.state.warnings]
+    return records, stopped, warnings + [w for ws in island_warnings for w in ws]
 
 
 def first_good(task, records):

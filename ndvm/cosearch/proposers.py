@@ -198,8 +198,11 @@ class Mutate(Proposer):
         X = np.stack([inputs[x] for x in g.inputs], axis=1) if g.inputs else None
         return building_blocks(g, X, target) if X is not None else []
 
-    def __getstate__(self):  # (an island between epochs: its parsed-parent caches stay behind)
-        return {k: ({} if k in ("_trees", "_proposed") else v) for k, v in vars(self).items()}
+    def __getstate__(self):  # (an island between epochs: its parsed-parent caches stay behind,
+        state = {k: ({} if k in ("_trees", "_proposed") else v) for k, v in vars(self).items()}
+        if isinstance(self._shapes, list):  # and of the shape library only how much is left)
+            state["_shapes"] = len(self._shapes)
+        return state
 
     def propose(self, n, state):
         g = state.grammar
@@ -218,9 +221,10 @@ class Mutate(Proposer):
             if self._units is not None and fits_data:  # the Buckingham Pi models first
                 small = self._units.seeds() + small
             self._small = small[k::every]
-            self._shapes = gp.separable_shapes(g)[k::every] if fits_data else []
+            self._shapes = _library(g, k, every) if fits_data else []
             self._small.reverse()  # (popped from the end: smallest first)
-            self._shapes.reverse()
+        elif isinstance(self._shapes, int):  # (unpacked: the library's last ones, made again)
+            self._shapes = _library(g, *self.library_share)[:self._shapes]
         for todo, island in ((self._small, None), (self._shapes, self._island)):
             while todo and len(out) < n:
                 canon = _canonical(todo.pop(), g.params)
@@ -256,6 +260,21 @@ class Mutate(Proposer):
             out.append(src)
             made[src] = canon
         return out
+
+
+_LIBRARIES = {}  # repr(grammar) -> its shape library (grammar.separable_shapes), made once
+
+
+def _library(g, k, every):
+    """Share k of ``every`` of grammar g's shape library, in the order it is popped (a new list
+    of trees the process shares: they are never changed)."""
+    key = repr(g)
+    full = _LIBRARIES.get(key)
+    if full is None:
+        if len(_LIBRARIES) >= 8:
+            _LIBRARIES.clear()
+        full = _LIBRARIES[key] = gp.separable_shapes(g)
+    return full[k::every][::-1]
 
 
 # One Simplifier per parameter set keeps its per-subtree memo across children and searches

@@ -9,6 +9,7 @@ are replayed here instead of calibrated again.
 import hashlib
 import json
 import math
+import threading
 import time
 from dataclasses import dataclass, field
 
@@ -28,6 +29,22 @@ _PROBE_STEPS = 2_000_000
 _DENSE_POINTS = 512  # the dense probe of the input box that catches poles between data points
 _POPULATION = 64
 REFIT_STARTS = 16  # LM starts when a leading population member is refitted (``refits``)
+
+
+_REVIVED = threading.local()  # this thread's last revived scorer (_revive_scorer)
+
+
+def _revive_scorer(task, client, workers, fit_options, executor, draws):
+    """A _Scorer made with these arguments whose start draws continue from ``draws``: this
+    thread's last revived one when it was made the same way for the same task object (a thread
+    runs one island's epoch at a time: the scorer is lent to one island at a time), else a new
+    one."""
+    made = (task, client, workers, fit_options, executor)
+    last = getattr(_REVIVED, "scorer", None)
+    if last is None or last.made[0] is not task or last.made[1:] != made[1:]:
+        last = _REVIVED.scorer = _Scorer(*made)
+    last.draws.bit_generator.state = draws
+    return last
 
 
 class Seen:
@@ -94,9 +111,15 @@ class SearchState:
 
 
 class _Scorer:
-    """Validation, calibration and scoring of batches of sources against one task."""
+    """Validation, calibration and scoring of batches of sources against one task.
+
+    Everything but its start draws is a function of how it was made (the task's splits, probe
+    points, evaluators and calibration setup: megabytes on large data), so it pickles as those
+    arguments and its draws' state, and is revived from the last scorer this thread revived for
+    the same task object (an island's epochs in a worker process, whose task stays there)."""
 
     def __init__(self, task, client="dmci", workers=None, fit_options=None, executor=None):
+        self.made = (task, client, workers, fit_options, executor)
         self.task = task
         self.workers = workers
         self.executor = executor
@@ -136,6 +159,9 @@ class _Scorer:
                 self.after = EvaluateAfter(
                     self.joint, [(0, a, float(self.center)), (a, b, self.train[1]),
                                  (b, b + self.held[1].size, self.held[1])], task.consts)
+
+    def __reduce__(self):
+        return _revive_scorer, (*self.made, self.draws.bit_generator.state)
 
     def fitting(self):
         """The calibrations' arguments, checked once for the whole search (a FitSetup: its plan
