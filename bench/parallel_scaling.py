@@ -454,6 +454,53 @@ def _proc_cpu(pids):
     return total
 
 
+def _coordinator_share(pool, search, n):
+    """measure_result() of ``search()``, an island search on ``pool``, and the coordinating
+    process's share of all CPU (its own and the pool's worker processes') while the islands
+    run: the serial fraction (the model selection after them excluded)."""
+    from ndvm.cosearch import loop
+
+    plain, coordinator = loop.search_islands, []  # (the name the search calls: timed there)
+
+    def timed(*args, **kw):
+        c = time.process_time()
+        try:
+            return plain(*args, **kw)
+        finally:
+            coordinator.append(time.process_time() - c)
+
+    pids = list(pool._processes)
+    theirs = _proc_cpu(pids)
+    loop.search_islands = timed
+    try:
+        got, res = measure_result(search, n)
+    finally:
+        loop.search_islands = plain
+    theirs = _proc_cpu(pids) - theirs
+    return got, res, coordinator[0] / (coordinator[0] + theirs)
+
+
+def islands_on_large_data(eq_id, n, islands, rounds):
+    """The serial fraction of an island search on a Feynman data set (bench/feynman.py's data for
+    equation ``eq_id``, seed 0: 7,500 training rows), through SymbolicRegressor(islands=...,
+    workers=2), as a user runs it: what passes between the coordinator and the workers grows
+    with the data, the candidates' own work does not (at most Task.fit_points rows)."""
+    import feynman  # (bench/, first on sys.path when this file runs as a script)
+
+    eq = next(e for e in feynman.load_equations() if e.id == eq_id)
+    X, y, _, _ = feynman.make_data(eq, 0)
+    pool = schedule._process_pool(2)
+    est = {"islands": islands, "workers": 2, "budget": None, "random_state": 0}
+    ndvm.SymbolicRegressor(max_candidates=64 * islands, **est).fit(X, y)  # (warm)
+    shares = [_coordinator_share(pool, lambda: ndvm.SymbolicRegressor(
+        max_candidates=n, **est).fit(X, y), n)[2] for _ in range(rounds)]
+    s = float(np.median(shares))
+    print(f"island search on Feynman {eq_id} ({X.shape[1]} inputs, {y.size} training rows, {n} "
+          f"candidates, {islands} islands, 2 worker processes): serial fraction median {s:.4f} "
+          f"(runs: {' '.join(f'{x:.4f}' for x in shares)}); Amdahl: {amdahl(s, 16):.1f}x on 16 "
+          f"cores, {amdahl(s, 64):.1f}x on 64")
+
+
 def islands_scaling(n, islands, rounds, dask):
     """An island search (damped, ``n`` candidates, ``islands`` islands, seed 0) on a pool of 1
     and of 2 worker processes, runs alternated: candidates/s, the same records both ways, and
@@ -475,37 +522,18 @@ def islands_scaling(n, islands, rounds, dask):
         other.start()
         ndvm.search("damped", executor=pools[1], **run)
         other.join()
-    from ndvm.cosearch import loop
 
     rates, serial, reference, twins = {1: [], 2: []}, [], None, []
-    plain = loop.search_islands  # (the name the search calls: timed in its place)
-    coordinator = []
-
-    def timed(*args, **kw):  # (this process's CPU while the islands run, selection excluded)
-        c = time.process_time()
-        try:
-            return plain(*args, **kw)
-        finally:
-            coordinator.append(time.process_time() - c)
-
     for _ in range(rounds):
         for w, pool in pools.items():
-            pids = list(pool._processes)
-            coordinator.clear()
-            theirs = _proc_cpu(pids)
-            loop.search_islands = timed
-            try:
-                (got, *_), res = measure_result(
-                    lambda pool=pool: ndvm.search("damped", executor=pool, **run), n)
-            finally:
-                loop.search_islands = plain
-            theirs = _proc_cpu(pids) - theirs
+            (got, *_), res, share = _coordinator_share(
+                pool, lambda pool=pool: ndvm.search("damped", executor=pool, **run), n)
             rows = [(r["id"], r["model"], r["params"]) for r in res.records]
             assert reference is None or rows == reference, "the island search depends on workers"
             reference = rows
             rates[w].append(got)
             if w == 1:
-                serial.append(coordinator[0] / (coordinator[0] + theirs))
+                serial.append(share)
         twins.append(measure(two_searches, 2 * n)[0] / rates[1][-1])
     twin.shutdown()
     ratio = np.array(rates[2]) / np.array(rates[1])
@@ -569,9 +597,15 @@ def main():
                     help="candidates per timed island search")
     ap.add_argument("--only-islands", action="store_true",
                     help="only the island-search scaling")
+    ap.add_argument("--large-data", default="I.9.18", metavar="EQUATION",
+                    help="the Feynman equation whose data set the islands' serial fraction is "
+                         "also measured on ('': skip it)")
     args = ap.parse_args()
     if args.only_islands:
         islands_scaling(args.island_candidates, args.islands, args.rounds, args.dask)
+        if args.large_data:
+            islands_on_large_data(args.large_data, args.island_candidates // 2, args.islands,
+                                  max(1, args.rounds // 2))
         return
     progs, data, target = protocol()
     print(f"{len(progs)} candidates, cores available: {schedule.default_workers()}, "
@@ -584,6 +618,9 @@ def main():
         dask_search(max(args.search_candidates, 2000), max(2, args.rounds // 3))
     if args.islands:
         islands_scaling(args.island_candidates, args.islands, args.rounds, args.dask)
+        if args.large_data:
+            islands_on_large_data(args.large_data, args.island_candidates // 2, args.islands,
+                                  max(1, args.rounds // 2))
     print(f"load average after: {os.getloadavg()[0]:.2f}")
 
 
