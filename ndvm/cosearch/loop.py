@@ -25,10 +25,11 @@ from ndvm.cosearch.proposers import Proposer, Replay, make_proposer
 from ndvm.cosearch.records import (RECORD_FILE, SUMMARY_FILE, RunExistsError, _dump, _existing,
                                    _good, _jsonable, _load, _open_run, _read_records,
                                    pareto_front, run_schema)
-from ndvm.cosearch.rounds import (ResumeMismatch, SearchState, _Batch, _fittest, _Rounds, _Scorer,
-                                  _used)
+from ndvm.cosearch.rounds import (ResumeMismatch, SearchState, _Batch, _fittest, _Rounds,
+                                  _Scorer)
 from ndvm.cosearch.select import select
 from ndvm.cosearch.sexpr import to_tree
+from ndvm.cosearch.task import named_in
 from ndvm.cosearch.tasks import Task, get_task
 from ndvm.parallel import EXECUTOR_TASK_SIZE, TASKS_PER_WORKER, executor_round, gc_paused
 from ndvm.schedule import Scheduler, default_workers
@@ -109,9 +110,9 @@ class SearchResult:
         if missing:
             raise ValueError(f"predict needs the input(s) {', '.join(missing)}")
         n = next(iter(data.values())).size if data else 1
-        consts = _used(self.task.consts, prog)
+        consts = named_in(self.task.consts, prog)
         v = ndvm.Evaluator().evaluate(prog, params=rec["params"], consts=consts,
-                                      data=_used(data, prog)).value[0]
+                                      data=named_in(data, prog)).value[0]
         return np.array(np.broadcast_to(v, (n,)) if v.size == 1 else v)
 
     def sympy(self, which=None, digits=None):

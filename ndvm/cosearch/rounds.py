@@ -22,7 +22,7 @@ from ndvm.cosearch.records import _dump, _good, pareto_front
 from ndvm.cosearch.select import fitness, starts_around
 from ndvm.cosearch.sexpr import size, skeleton, to_source, to_tree
 from ndvm.cosearch.simplify import Simplifier, TooManyParameters
-from ndvm.cosearch.task import Task, r_squared
+from ndvm.cosearch.task import Task, named_in, r_squared
 from ndvm.fit import EvaluateAfter
 
 _PROBE_STEPS = 2_000_000
@@ -247,15 +247,15 @@ class _Scorer:
         if bad:
             raise ValueError(f"free name(s) not allowed by the task: {', '.join(bad)}")
         params = tuple(n for n in prog.free_names if n in self.task.params)
-        data = _used(self.train[0], prog)
-        consts = _used(self.task.consts, prog)
+        data = named_in(self.train[0], prog)
+        consts = named_in(self.task.consts, prog)
         probe = {n: (self.task.init or {}).get(n, 0.5) for n in params}
         self.probe_ev.evaluate(prog, params=probe, data=data, consts=consts)
         return prog, params
 
     def predict(self, prog, params, inputs):
-        data = _used(inputs, prog)
-        consts = _used(self.task.consts, prog)
+        data = named_in(inputs, prog)
+        consts = named_in(self.task.consts, prog)
         n = next(iter(inputs.values())).size if inputs else 1
         v = self.ev.evaluate(prog, params=params, data=data, consts=consts).value[0]
         return np.broadcast_to(v, (n,)) if v.size == 1 else v
@@ -264,7 +264,7 @@ class _Scorer:
         """(train error, held-out error, R^2) of fitted params (mse), or (nll, nll, None).
         ``values``: what ``values`` gave, when the caller has it."""
         if self.task.objective == "nll":
-            consts = _used(self.task.consts, prog)
+            consts = named_in(self.task.consts, prog)
             v = float(self.ev.evaluate(prog, params=params, consts=consts).value.sum())
             return v, v, None
         with np.errstate(all="ignore"):
@@ -293,11 +293,11 @@ class _Scorer:
         the default start's reach are found; a failed fit gives an exception."""
         init = starts_around(params, names, starts, seed)
         try:
-            r = ndvm.fit(prog, data=_used(self.train[0], prog),
+            r = ndvm.fit(prog, data=named_in(self.train[0], prog),
                          target=self.train[1], params=names, init=init, starts=starts,
                          optimizer="lm", steps=self.fit.steps, evaluator=self.refit_ev,
                          scaling=self.fit.scaling,
-                         consts=_used(self.task.consts, prog) or None)
+                         consts=named_in(self.task.consts, prog) or None)
         except Exception as e:  # noqa: BLE001 - a failed refit is recorded as failed
             return e
         return dict(r.params) if math.isfinite(r.loss) else ValueError("no finite refit")
@@ -364,7 +364,7 @@ class _Calibration:
             prog, ps = items[i]
             init = {n: (scorer.task.init or {}).get(n, 1.0) for n in ps}
             try:
-                out[i] = minimize_value(prog, ps, init, consts=_used(scorer.task.consts, prog),
+                out[i] = minimize_value(prog, ps, init, consts=named_in(scorer.task.consts, prog),
                                         positive=[n for n in ps if n in scorer.task.positive],
                                         evaluator=scorer.fit_ev).params
             except Exception as e:  # noqa: BLE001 - a failed candidate is recorded
@@ -645,6 +645,3 @@ def _fittest(pool):
     return out
 
 
-def _used(values, prog):
-    """The entries of ``values`` (inputs or constants) that ``prog`` names."""
-    return {k: v for k, v in values.items() if k in prog.free_names}

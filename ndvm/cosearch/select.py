@@ -27,7 +27,7 @@ from ndvm.cosearch.sexpr import atoms as _atoms
 from ndvm.cosearch.sexpr import size as tree_size
 from ndvm.cosearch.sexpr import substitute, to_source, to_tree
 from ndvm.cosearch.simplify import PARAM_MARK, simplify
-from ndvm.cosearch.task import SEARCH_LM_SCALING, r_squared, subset_rows
+from ndvm.cosearch.task import SEARCH_LM_SCALING, named_in, r_squared, subset_rows
 
 __all__ = ["cross_validate", "fitness", "refit", "select", "snap", "starts_around",
            "unidentifiable"]
@@ -56,7 +56,7 @@ def fitness(record):
 
 
 def _predict(ev, prog, params, inputs, n):
-    data = {k: v for k, v in inputs.items() if k in prog.free_names}
+    data = named_in(inputs, prog)
     v = ev.evaluate(prog, params=params, data=data).value[0]
     return np.broadcast_to(v, (n,)) if v.size == 1 else v
 
@@ -78,7 +78,7 @@ def refit(prog, names, inputs, target, init, ev, steps=40, starts=1, seed=0):
         base = float(np.mean((_predict(ev, prog, init, inputs, n) - target) ** 2))
     if not names:
         return dict(init), base
-    data = {k: v for k, v in inputs.items() if k in prog.free_names}
+    data = named_in(inputs, prog)
     try:
         r = ndvm.fit(prog, data=data, target=target, params=names, starts=starts,
                      init=starts_around(init, names, starts, seed),
@@ -100,7 +100,7 @@ def unidentifiable(model, params, inputs, target, ev):
     names = tuple(n for n in params if n in prog.free_names)
     if not names:
         return []
-    data = {k: v for k, v in inputs.items() if k in prog.free_names}
+    data = named_in(inputs, prog)
     try:
         r = ndvm.fit(prog, data=data, target=target, params=names,
                      init={n: params[n] for n in names},

@@ -24,7 +24,7 @@ import numpy as np
 
 from ndvm.cosearch.grammar import Grammar
 from ndvm.cosearch.sexpr import atoms, to_tree
-from ndvm.cosearch.task import Task
+from ndvm.cosearch.task import Task, named_in
 
 __all__ = ["SeriesTask", "from_series", "load", "enso", "sunspots", "co2", "Baseline",
            "fit_baseline", "persistence", "aic_pick", "best_and_simplest", "describe",
@@ -194,7 +194,7 @@ class SeriesTask(Task):
         """One-step forecasts of every row (series units) by a search record's program."""
         import ndvm
         prog = ndvm.parse(record["model"])  # (the program its params belong to)
-        data = {k: v for k, v in self.inputs.items() if k in prog.free_names}
+        data = named_in(self.inputs, prog)
         with np.errstate(all="ignore"):
             v = ndvm.Evaluator().evaluate(prog, params=record["params"] or None,
                                           data=data).value[0]

@@ -11,7 +11,8 @@ import numpy as np
 
 from ndvm.fit_options import FitOptions
 
-__all__ = ["Task", "DEFAULT_PARAMS", "SEARCH_OPTIMIZER", "SEARCH_LM_SCALING", "r_squared"]
+__all__ = ["Task", "DEFAULT_PARAMS", "SEARCH_OPTIMIZER", "SEARCH_LM_SCALING", "named_in",
+           "r_squared"]
 
 DEFAULT_PARAMS = ("a", "b", "c", "d")
 # the co-search's calibration (the paper's protocol: 50 Adam steps at lr 0.05, 8 starts); a task
@@ -21,6 +22,11 @@ SEARCH_OPTIMIZER = "adam"
 # region alone, not ndvm.fit's default of both regions as two lanes (twice the work per fit; the
 # search already runs many starts and candidates)
 SEARCH_LM_SCALING = "jac"
+
+
+def named_in(values, prog):
+    """The entries of ``values`` (inputs or constants) that ``prog`` names."""
+    return {k: v for k, v in values.items() if k in prog.free_names}
 
 
 def r_squared(mse, var):
