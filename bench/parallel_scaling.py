@@ -551,35 +551,69 @@ def islands_scaling(n, islands, rounds, dask):
           f"process, median {np.median(twins):.2f}x the candidates/s of one alone "
           f"({' '.join(f'{q:.2f}' for q in twins)}); the island search reaches "
           f"{np.median(ratio) / np.median(twins):.0%} of it")
-    if not dask:
-        return
+    if dask:
+        dask_islands(run, n, rounds, reference)
+
+
+def _dask_run(w, run, n, reference):
+    """One island search on a LocalCluster of ``w`` worker processes that runs alone (made for
+    it, warmed, closed after): (candidates/s, the cores the cluster's worker processes and this
+    process kept busy during the search, the cores they keep busy idle, before it)."""
     from distributed import Client, LocalCluster
 
-    clusters = {w: LocalCluster(n_workers=w, threads_per_worker=1, processes=True,
-                                dashboard_address=None) for w in (1, 2)}
-    try:
-        clients = {w: Client(c) for w, c in clusters.items()}
-        execs = {w: c.get_executor() for w, c in clients.items()}
-        for ex in execs.values():
-            ndvm.search("damped", executor=ex, **dict(run, max_candidates=64 * islands))
-        rates = {1: [], 2: []}
-        for _ in range(rounds):
-            for w, ex in execs.items():
-                (got, *_), res = measure_result(
-                    lambda ex=ex: ndvm.search("damped", executor=ex, **run), n)
-                rows = [(r["id"], r["model"], r["params"]) for r in res.records]
-                assert rows == reference, "the island search depends on the cluster"
-                rates[w].append(got)
-        ratio = np.array(rates[2]) / np.array(rates[1])
-        print(f"island search on a Dask LocalCluster: 1 worker process median "
-              f"{np.median(rates[1]):.0f} cand/s, 2 worker processes {np.median(rates[2]):.0f} "
-              f"cand/s; speed-up median {np.median(ratio):.2f}x over {len(ratio)} pairs "
-              f"({' '.join(f'{q:.2f}' for q in ratio)}); the same records")
-        for c in clients.values():
-            c.close()
-    finally:
-        for c in clusters.values():
-            c.close()
+    with LocalCluster(n_workers=w, threads_per_worker=1, processes=True,
+                      dashboard_address=None) as cluster, Client(cluster) as client:
+        ex = client.get_executor()
+        ndvm.search("damped", executor=ex, **dict(run, max_candidates=64 * run["islands"]))
+        pids = [os.getpid()] + [p for p in _children(os.getpid())]
+        cpu, t = _proc_cpu(pids), time.perf_counter()
+        time.sleep(2.0)
+        idle = (_proc_cpu(pids) - cpu) / (time.perf_counter() - t)
+        cpu, t = _proc_cpu(pids), time.perf_counter()
+        (got, *_), res = measure_result(lambda: ndvm.search("damped", executor=ex, **run), n)
+        busy = (_proc_cpu(pids) - cpu) / (time.perf_counter() - t)
+    rows = [(r["id"], r["model"], r["params"]) for r in res.records]
+    assert rows == reference, "the island search depends on the cluster"
+    return got, busy, idle
+
+
+def _children(pid):
+    """The process ids of ``pid``'s children, grandchildren, ... (from /proc)."""
+    kids = []
+    for d in os.listdir("/proc"):
+        if d.isdigit():
+            try:
+                with open(f"/proc/{d}/stat") as f:
+                    ppid = int(f.read().rsplit(")", 1)[1].split()[1])
+            except OSError:
+                continue
+            if ppid == pid:
+                kids += [int(d)] + _children(int(d))
+    return kids
+
+
+def dask_islands(run, n, rounds, reference):
+    """The island search ``run`` on a Dask LocalCluster of 1 against one of 2 worker processes
+    (one thread each), alternated, each cluster alone on the machine while it runs (an idle
+    cluster beside it would take CPU from the two-worker run only: the one-worker run has a
+    core to spare): candidates/s, the same records as on our own pool, and the cores Dask's
+    processes keep busy with no work (its scheduler, nannies and workers' own threads: on 2
+    cores, CPU the islands do not get)."""
+    rates, busy, idle = {1: [], 2: []}, {1: [], 2: []}, {1: [], 2: []}
+    for _ in range(rounds):
+        for w in (1, 2):
+            got, b, i = _dask_run(w, run, n, reference)
+            rates[w].append(got)
+            busy[w].append(b)
+            idle[w].append(i)
+    ratio = np.array(rates[2]) / np.array(rates[1])
+    print(f"island search on a Dask LocalCluster (each cluster alone on the machine): 1 worker "
+          f"process median {np.median(rates[1]):.0f} cand/s, 2 worker processes "
+          f"{np.median(rates[2]):.0f} cand/s; speed-up median {np.median(ratio):.2f}x over "
+          f"{len(ratio)} pairs ({' '.join(f'{q:.2f}' for q in ratio)}); the same records")
+    print(f"  cores busy (this process and the cluster's): with 1 worker median "
+          f"{np.median(busy[1]):.2f} while searching, {np.median(idle[1]):.3f} idle; with 2 "
+          f"workers {np.median(busy[2]):.2f} while searching, {np.median(idle[2]):.3f} idle")
 
 
 def main():

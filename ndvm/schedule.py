@@ -70,6 +70,12 @@ def executor_workers(executor):
     return int(n) if n else default_workers()
 
 
+def _on_dask(executor):
+    """Whether ``executor`` is a Dask cluster's (``Client.get_executor()``: its submit takes
+    ``Client.submit``'s keywords)."""
+    return type(executor).__name__ == "ClientExecutor" and hasattr(executor, "_client")
+
+
 def lost_worker(exc):
     """Whether ``exc`` says the worker running a task died (the task itself did not fail)."""
     return isinstance(exc, BrokenProcessPool) or type(exc).__name__ in ("KilledWorker",
@@ -124,8 +130,9 @@ class Scheduler:
     ``current()`` gives; ``renew(broken)`` gives a new one in place of a broken pool of ours
     (None: not ours to renew)."""
 
-    def __init__(self, current, workers, renew=None):
+    def __init__(self, current, workers, renew=None, options=None):
         self.current, self.workers, self._renew = current, workers, renew
+        self._options = options or {}  # (keywords every submit passes to the executor)
 
     @classmethod
     def threads(cls, workers=None):
@@ -146,8 +153,12 @@ class Scheduler:
 
     @classmethod
     def on(cls, executor):
-        """The caller's ``concurrent.futures.Executor``."""
-        return cls(lambda: executor, executor_workers(executor))
+        """The caller's ``concurrent.futures.Executor``. On a Dask cluster's executor each
+        piece of work is submitted as impure: Dask then neither hashes its arguments (an
+        island's state, its migrants) to name it, nor hands back the outcome of an earlier
+        submission with the same arguments when work is run again after its worker died."""
+        return cls(lambda: executor, executor_workers(executor),
+                   options={"pure": False} if _on_dask(executor) else None)
 
     def submit(self, fn, *args, tag=None):
         """``fn(*args)`` on a worker: its Handle."""
@@ -158,7 +169,7 @@ class Scheduler:
     def _start(self, h):
         ex = self.current()
         try:
-            h.future = ex.submit(h.fn, *h.args)
+            h.future = ex.submit(h.fn, *h.args, **self._options)
         except BrokenProcessPool:  # (a worker died while idle: no future said so yet)
             if self._renew is None:
                 raise

@@ -235,3 +235,26 @@ def test_workers_are_checked():
     with pytest.raises(ValueError, match="at least 1"):
         Scheduler.processes(0)
     assert Scheduler.processes(1).submit(pow, 2, 3).result() == 8  # (inline: this thread)
+
+
+_DIED = []  # (the calls of _dies_once so far: a Dask cluster of threads shares this process)
+
+
+def _dies_once(x):
+    if not _DIED:
+        _DIED.append(x)
+        raise KilledWorker("the worker died")
+    return x + 1
+
+
+def test_work_run_again_on_a_dask_cluster_really_runs_again():
+    # Dask names pure work by its arguments and hands back the existing (failed) outcome of the
+    # same name: the scheduler submits impure work, so a rerun is a new run
+    distributed = pytest.importorskip("distributed")
+    with distributed.LocalCluster(n_workers=1, threads_per_worker=1, processes=False,
+                                  dashboard_address=None) as cluster, \
+            distributed.Client(cluster) as client:
+        _DIED.clear()
+        h = Scheduler.on(client.get_executor()).submit(_dies_once, 41)
+        assert h.result(timeout=30) == 42
+        assert [type(e).__name__ for e in h.lost] == ["KilledWorker"] and _DIED == [41]
