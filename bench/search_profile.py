@@ -28,7 +28,7 @@ import time
 import numpy as np
 
 import ndvm
-from ndvm.cosearch import loop, proposers, rounds
+from ndvm.cosearch import loop, proposers, rounds, score
 from ndvm.cosearch.grammar import Grammar
 from ndvm.cosearch.tasks import get_task
 
@@ -61,9 +61,9 @@ def profile(task, n, seed, workers, budget):
     undo = [
         _timed(proposers.Mutate, "propose", totals, "propose"),
         _timed(proposers.Replay, "propose", totals, "propose"),
-        _timed(rounds._Scorer, "validate", totals, "validate"),
+        _timed(score.Scorer, "validate", totals, "validate"),
         _timed(rounds._Rounds, "calibrate", totals, "calibrate"),
-        _timed(rounds._Scorer, "assess", totals, "score"),
+        _timed(score.Scorer, "assess", totals, "score"),
     ]
     for name in ("to_tree", "size", "skeleton", "canonicalize"):  # the loop's own preparation
         undo.append(_timed(rounds, name, totals, "prepare"))

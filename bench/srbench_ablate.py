@@ -24,7 +24,7 @@ import srbench  # noqa: E402
 
 import ndvm  # noqa: E402
 from ndvm.cosearch import grammar as gp  # noqa: E402
-from ndvm.cosearch import loop, proposers, rounds  # noqa: E402
+from ndvm.cosearch import loop, proposers, rounds, score  # noqa: E402
 from ndvm.cosearch.sexpr import canonical, size, skeleton, to_source  # noqa: E402
 
 
@@ -45,7 +45,7 @@ ABLATIONS = {
     "no-selection": {"patch": [(loop, "select", _lowest_heldout)]},
     "no-simplify": {"patch": [(proposers, "_canonical_uncached",
                                lambda simp, t, p: _unsimplified(t, p))]},
-    "no-pole-probe": {"patch": [(rounds._Scorer, "off_domain", lambda self, prog, p, v=None: None)]},
+    "no-pole-probe": {"patch": [(score.Scorer, "off_domain", lambda self, prog, p, v=None: None)]},
     "no-small-models": {"mutate": {"small": False}},
     "no-blocks": {"mutate": {"blocks": False}},  # structure.building_blocks
     "adam": {"options": {"optimizer": "adam", "steps": 50, "starts": 8}},

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import ndvm
-from ndvm.cosearch.rounds import _Scorer
+from ndvm.cosearch.score import Scorer
 from ndvm.cosearch.tasks import get_task
 from ndvm.fit import EvaluateAfter
 
@@ -172,7 +172,7 @@ def test_the_scorer_assesses_from_the_native_numbers_as_from_its_own_evaluation(
     off-domain messages (poles, non-finite values, an evaluation that fails between the data
     points) word for word."""
     task = get_task(task_name)
-    scorer = _Scorer(task, client=client, workers=1)
+    scorer = Scorer(task, client=client, workers=1)
     assert scorer.after is not None
     # an error at one probe point between the data points (none of the data in its window)
     data = np.sort(np.concatenate([scorer.train[0]["x"], scorer.held[0]["x"]]))
@@ -236,7 +236,7 @@ def test_a_model_that_raises_at_a_data_point_but_not_between_them_is_unusable_no
     from ndvm.cosearch.task import Task
     x = np.array([0.1, 0.37, 0.5, 0.9, 1.3, 1.7, 2.2, 2.5, 2.9, 3.0])
     task = Task("t", {"x": x}, 2.0 * x, np.arange(8, 10), fit={"steps": 5, "starts": 2})
-    scorer = _Scorer(task, workers=1)
+    scorer = Scorer(task, workers=1)
     prog = ndvm.parse("(if (= x 0.37) (car x) (* a x))")
     why, score = scorer.assess(prog, {"a": 2.0})
     assert score is None and why.startswith("fails at the data points: ") and "car" in why

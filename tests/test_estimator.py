@@ -106,14 +106,14 @@ def test_a_polynomial_target_is_found_exactly():
 def test_fit_points_bounds_the_points_each_candidate_is_calibrated_on(monkeypatch):
     """SymbolicRegressor(fit_points=k) hands k to the search's task (Task.fit_points): the
     calibrations see k training points, the returned model is refitted on all of them."""
-    from ndvm.cosearch import rounds
+    from ndvm.cosearch import score
     seen = []
-    real = rounds.setup  # (the calibrations' data, set up once per search)
+    real = score.setup  # (the calibrations' data, set up once per search)
 
     def spy(inputs, target, **kw):
         seen.append(target.size)
         return real(inputs, target, **kw)
-    monkeypatch.setattr(rounds, "setup", spy)
+    monkeypatch.setattr(score, "setup", spy)
     rng = np.random.default_rng(1)
     X = rng.uniform(0, 2, (400, 1))
     y = 1.7 * X[:, 0] + 0.3

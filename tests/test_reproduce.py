@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 
 import ndvm
-from ndvm.cosearch import loop, records, rounds
+from ndvm.cosearch import loop, records, rounds, score
 from ndvm.cosearch.tasks import Task, get_task
 
 RTOL = 1e-9
@@ -145,8 +145,8 @@ def test_the_oracle_fails_on_a_planted_mismatch(tmp_path, monkeypatch):
         tr, ho, _ = real(self, prog, params, values)
         return tr, ho, 1.0 - tr / float(np.var(self.train[1]))
 
-    real = rounds._Scorer.score
-    monkeypatch.setattr(rounds._Scorer, "score", train_r2)
+    real = score.Scorer.score
+    monkeypatch.setattr(score.Scorer, "score", train_r2)
     task = get_task("damped")
     out = tmp_path / "run"
     ndvm.search(task, seed=4, max_candidates=32, budget=None, out=out, workers=1)

@@ -525,14 +525,14 @@ def test_batch_must_be_positive():
 def test_search_calibration_stays_adam_when_a_task_names_no_optimizer():
     """ndvm.fit's default for least squares is LM; the co-search keeps its own protocol (Adam)
     for a task whose fit options leave the optimizer out, and honours one that names it."""
-    from ndvm.cosearch.rounds import _Scorer
+    from ndvm.cosearch.score import Scorer
     from ndvm.cosearch.tasks import SEARCH_OPTIMIZER, Task
 
     x = np.linspace(0.0, 1.0, 10)
     task = Task("t", {"x": x}, 2.0 * x, np.arange(8, 10), fit={"steps": 5, "starts": 2})
     assert SEARCH_OPTIMIZER == "adam" and get_task("damped").fit["optimizer"] == "adam"
-    assert _Scorer(task).fit.optimizer == "adam"
-    assert _Scorer(task, fit_options={"optimizer": "lm"}).fit.optimizer == "lm"
+    assert Scorer(task).fit.optimizer == "adam"
+    assert Scorer(task, fit_options={"optimizer": "lm"}).fit.optimizer == "lm"
 
 
 def test_candidates_are_calibrated_on_a_seeded_subset_of_large_data():
@@ -555,15 +555,15 @@ def test_candidates_are_calibrated_on_a_seeded_subset_of_large_data():
     for bad in (0, -3, 2.5, "all"):
         with pytest.raises(ValueError, match="fit_points"):
             Task.from_arrays("t", {"x": x}, x, fit_points=bad)
-    from ndvm.cosearch import rounds
+    from ndvm.cosearch import score
     seen = []
-    real = rounds.setup  # (the calibrations' data, set up once per search)
+    real = score.setup  # (the calibrations' data, set up once per search)
 
     def spy(inputs, target, **kw):
         seen.append(target.size)
         return real(inputs, target, **kw)
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(rounds, "setup", spy)
+        mp.setattr(score, "setup", spy)
         res = ndvm.search(task, proposer=ndvm.cosearch.Replay(sources=["(+ a (* b x))"]), budget=None,
                           max_candidates=1, workers=1)
     assert seen and set(seen) == {2000}

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 import ndvm
-from ndvm.cosearch.rounds import _Scorer
+from ndvm.cosearch.score import Scorer
 from ndvm.cosearch.select import cross_validate, select, unidentifiable
 from ndvm.cosearch.sexpr import to_source, to_tree
 from ndvm.cosearch.simplify import simplify
@@ -36,7 +36,7 @@ def test_a_search_with_an_input_named_c_rejects_nothing_for_it():
 def test_the_dense_probe_rejects_a_pole_between_the_data_points():
     x = np.concatenate([np.linspace(0, 1, 10), np.linspace(2, 3, 10)])
     task = Task.from_arrays("gap", {"x": x}, 1.0 / (x - 1.5), heldout=5)
-    scorer = _Scorer(task)
+    scorer = Scorer(task)
     prog = ndvm.parse("(/ 1 (- x a))")
     # exact at every data point, but its pole at 1.5 sits in the gap between them
     assert "pole" in scorer.off_domain(prog, {"a": 1.5})

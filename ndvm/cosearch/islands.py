@@ -18,7 +18,7 @@ An island travels light: the coordinating process keeps each island as the bytes
 packed (it never unpacks one), and the task, with its data, stays in the processes that run the
 epochs: an epoch is sent the search's key, and the task only when its process answers that it
 has not got it yet (once per worker process and search). The islands' scorers, everything in
-them derived from the task, are made again from it where they land (``rounds._Scorer``).
+them derived from the task, are made again from it where they land (``score.Scorer``).
 """
 import copyreg
 import gc
@@ -33,7 +33,8 @@ import numpy as np
 
 from ndvm.cosearch.proposers import make_proposer
 from ndvm.cosearch.records import _good
-from ndvm.cosearch.rounds import SearchState, _fittest, _Rounds, _Scorer
+from ndvm.cosearch.rounds import SearchState, _fittest, _Rounds
+from ndvm.cosearch.score import Scorer
 from ndvm.parallel import gc_paused
 from ndvm.schedule import Scheduler, default_workers
 
@@ -60,7 +61,7 @@ class Island:
                              **{"library_share": (index, n_islands), **(proposer_options or {})})
         prop = task.proposer(prop)
         self.state = SearchState(task=task, grammar=grammar)
-        scorer = _Scorer(task, client=client, workers=1, fit_options=fit_options)
+        scorer = Scorer(task, client=client, workers=1, fit_options=fit_options)
         self.rounds = _Rounds(task, prop, self.state, scorer, time.perf_counter(), batch, 0,
                               refits=refits, first_id=index, id_step=n_islands)
         self.stopped = None  # why its proposer stopped for good ("exhausted", ...), or None

@@ -25,8 +25,8 @@ from ndvm.cosearch.proposers import Proposer, Replay, make_proposer
 from ndvm.cosearch.records import (RECORD_FILE, SUMMARY_FILE, RunExistsError, _dump, _existing,
                                    _good, _jsonable, _load, _open_run, _read_records,
                                    pareto_front, run_schema)
-from ndvm.cosearch.rounds import (ResumeMismatch, SearchState, _Batch, _fittest, _Rounds,
-                                  _Scorer)
+from ndvm.cosearch.rounds import ResumeMismatch, SearchState, _Batch, _fittest, _Rounds
+from ndvm.cosearch.score import Scorer
 from ndvm.cosearch.select import select
 from ndvm.cosearch.sexpr import to_tree
 from ndvm.cosearch.task import named_in
@@ -264,7 +264,7 @@ def search(task="damped", proposer=None, budget=None, max_candidates=None, out=N
         replay proposer. grammar: a Grammar for mutate (default: the task's inputs and params).
     client: the evaluator client. fit_options: options for ndvm.fit overriding the task's
         (optimizer, steps, starts, lr). refits: per round, that many of the population's
-        best members not yet refitted are fitted again by LM from REFIT_STARTS starts (their
+        best members not yet refitted are fitted again by LM from REFIT_STARTS (16) starts (their
         fit and wider draws; least-squares tasks), recorded as proposer "refit".
         proposer_options: passed to the proposer (llm: base_url,
         model, key_env, temperature, timeout, max_calls).
@@ -322,7 +322,7 @@ def search(task="damped", proposer=None, budget=None, max_candidates=None, out=N
         prop = make_proposer(proposer, seed=seed, candidates=candidates, **proposer_options)
         prop = task.proposer(prop) if proposer == "mutate" else prop
     state = SearchState(task=task, grammar=g, echo=sys.stderr if progress else None)
-    scorer = _Scorer(task, client=client, workers=workers, fit_options=fit_options,
+    scorer = Scorer(task, client=client, workers=workers, fit_options=fit_options,
                      executor=executor)
     # a resumed run replays its earlier sessions: the same proposals in the same order, their
     # outcomes read back from the records instead of calibrated again (and checked to score the
