@@ -480,6 +480,43 @@ def _coordinator_share(pool, search, n):
     return got, res, coordinator[0] / (coordinator[0] + theirs)
 
 
+def one_island_share(n, islands, rounds):
+    """The serial fraction of one island (the issue's item 3): the share of an island's own time
+    (``Island.run``: its rounds of proposing, simplifying, validating, calibrating and scoring,
+    on one thread) spent outside the native calibrations, on the island search's own code
+    (damped, ``n`` candidates, ``islands`` islands, seed 0, one worker: every epoch runs on this
+    thread). That Python, under the GIL, is what one population cannot spread over cores:
+    Amdahl's ceiling for a single population is 1 / this share."""
+    from ndvm.cosearch import islands as isl
+
+    run = dict(islands=islands, max_candidates=n, seed=0, budget=3600, migration_every=256,
+               workers=1)
+    ndvm.search("damped", **dict(run, max_candidates=64 * islands))
+    plain, shares = isl.Island.run, []
+
+    def timed(self, *args, **kw):
+        t = time.perf_counter()
+        try:
+            return plain(self, *args, **kw)
+        finally:
+            spent[0] += time.perf_counter() - t
+
+    isl.Island.run = timed
+    try:
+        for _ in range(rounds):
+            spent = [0.0]
+            with native_seconds() as native:
+                ndvm.search("damped", **run)
+            shares.append(1.0 - native[0] / spent[0])
+    finally:
+        isl.Island.run = plain
+    s = float(np.median(shares))
+    print(f"one island's own serial fraction (damped, {n} candidates, {islands} islands run on "
+          f"one worker; the share of Island.run's time outside the native calibrations): median "
+          f"{s:.3f} (runs: {' '.join(f'{x:.3f}' for x in shares)}); one population on many "
+          f"threads is capped at {1 / s:.1f}x by it")
+
+
 def islands_on_large_data(eq_id, n, islands, rounds):
     """The serial fraction of an island search on a Feynman data set (bench/feynman.py's data for
     equation ``eq_id``, seed 0: 7,500 training rows), through SymbolicRegressor(islands=...,
@@ -637,6 +674,7 @@ def main():
     args = ap.parse_args()
     if args.only_islands:
         islands_scaling(args.island_candidates, args.islands, args.rounds, args.dask)
+        one_island_share(args.island_candidates // 2, args.islands, max(1, args.rounds // 2))
         if args.large_data:
             islands_on_large_data(args.large_data, args.island_candidates // 2, args.islands,
                                   max(1, args.rounds // 2))
@@ -652,6 +690,7 @@ def main():
         dask_search(max(args.search_candidates, 2000), max(2, args.rounds // 3))
     if args.islands:
         islands_scaling(args.island_candidates, args.islands, args.rounds, args.dask)
+        one_island_share(args.island_candidates // 2, args.islands, max(1, args.rounds // 2))
         if args.large_data:
             islands_on_large_data(args.large_data, args.island_candidates // 2, args.islands,
                                   max(1, args.rounds // 2))
