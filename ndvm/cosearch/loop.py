@@ -323,7 +323,7 @@ def search(task="damped", proposer=None, budget=None, max_candidates=None, out=N
         prop = task.proposer(prop) if proposer == "mutate" else prop
     state = SearchState(task=task, grammar=g, echo=sys.stderr if progress else None)
     scorer = Scorer(task, client=client, workers=workers, fit_options=fit_options,
-                     executor=executor)
+                    executor=executor)
     # a resumed run replays its earlier sessions: the same proposals in the same order, their
     # outcomes read back from the records instead of calibrated again (and checked to score the
     # same), so it goes on exactly as an uninterrupted run of the same seed would
