@@ -192,36 +192,42 @@ def scaling(progs, data, target, rounds, repeat):
 
 
 @contextlib.contextmanager
-def native_seconds():
-    """Yields [seconds, cpu seconds] that grow by the wall time and the CPU time (of the thread
-    making it) of every native calibration call made meanwhile (``Evaluator.calibrate``, a
-    chunk on one thread, and ``Evaluator.drain``, a thread's share of a shared batch: both
-    release the GIL)."""
-    from ndvm.evaluator import Evaluator
-
-    native = [0.0, 0.0]
+def timed_calls(owner, names, clocks=(time.perf_counter,)):
+    """Yields a list, one total per clock, that grows by each clock's time spent in every call
+    of ``owner``'s attributes ``names`` made meanwhile (in any thread), which stand wrapped in
+    their place until the block ends."""
+    totals = [0.0] * len(clocks)
     lock = threading.Lock()
-    plain = {name: getattr(Evaluator, name) for name in ("calibrate", "drain")}
+    plain = {name: getattr(owner, name) for name in names}
 
     def timed(fn):
-        def call(self, *args, **kwargs):
-            t, c = time.perf_counter(), time.thread_time()
+        def call(*args, **kwargs):
+            start = [clock() for clock in clocks]
             try:
-                return fn(self, *args, **kwargs)
+                return fn(*args, **kwargs)
             finally:
-                wall, cpu = time.perf_counter() - t, time.thread_time() - c
+                spent = [clock() - t for clock, t in zip(clocks, start)]
                 with lock:
-                    native[0] += wall
-                    native[1] += cpu
+                    for k, dt in enumerate(spent):
+                        totals[k] += dt
         return call
 
     for name, fn in plain.items():
-        setattr(Evaluator, name, timed(fn))
+        setattr(owner, name, timed(fn))
     try:
-        yield native
+        yield totals
     finally:
         for name, fn in plain.items():
-            setattr(Evaluator, name, fn)
+            setattr(owner, name, fn)
+
+
+def native_seconds():
+    """timed_calls() of every native calibration call (``Evaluator.calibrate``, a chunk on one
+    thread, and ``Evaluator.drain``, a thread's share of a shared batch: both release the GIL):
+    yields [seconds, CPU seconds of the thread making each call]."""
+    from ndvm.evaluator import Evaluator
+
+    return timed_calls(Evaluator, ("calibrate", "drain"), (time.perf_counter, time.thread_time))
 
 
 def held_fraction(fn):
@@ -444,14 +450,40 @@ def dask_search(n, rounds):
           f"{per_task / work:.3f} of a task's work ({per_task / size * 1e6:.1f} us a candidate)")
 
 
+def _stat(pid):
+    """The fields of /proc/``pid``/stat after the command's name (the parent's id first)."""
+    with open(f"/proc/{pid}/stat") as f:
+        return f.read().rsplit(")", 1)[1].split()
+
+
 def _proc_cpu(pids):
     """CPU seconds (user + system) used so far by the processes ``pids``."""
-    total = 0.0
-    for pid in pids:
-        with open(f"/proc/{pid}/stat") as f:
-            fields = f.read().rsplit(")", 1)[1].split()
-        total += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-    return total
+    ticks = sum(int(fields[11]) + int(fields[12]) for fields in map(_stat, pids))
+    return ticks / os.sysconf("SC_CLK_TCK")
+
+
+def _descendants(pid):
+    """The process ids of ``pid``'s children, grandchildren, ... (from /proc)."""
+    parent = {}
+    for d in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            parent[int(d)] = int(_stat(d)[1])
+        except OSError:  # (it ended meanwhile)
+            continue
+    out, todo = [], [pid]
+    while todo:
+        of = todo.pop()
+        kids = [p for p, pp in parent.items() if pp == of]
+        out += kids
+        todo += kids
+    return out
+
+
+def _cores(pids, fn):
+    """(``fn()``, the cores the processes ``pids`` kept busy on average while it ran)."""
+    cpu, t = _proc_cpu(pids), time.perf_counter()
+    out = fn()
+    return out, (_proc_cpu(pids) - cpu) / (time.perf_counter() - t)
 
 
 def _coordinator_share(pool, search, n):
@@ -460,22 +492,11 @@ def _coordinator_share(pool, search, n):
     run: the serial fraction (the model selection after them excluded)."""
     from ndvm.cosearch import loop
 
-    plain, coordinator = loop.search_islands, []  # (the name the search calls: timed there)
-
-    def timed(*args, **kw):
-        c = time.process_time()
-        try:
-            return plain(*args, **kw)
-        finally:
-            coordinator.append(time.process_time() - c)
-
     pids = list(pool._processes)
     theirs = _proc_cpu(pids)
-    loop.search_islands = timed
-    try:
+    # (search_islands: the name the search calls, timed in its place)
+    with timed_calls(loop, ("search_islands",), (time.process_time,)) as coordinator:
         got, res = measure_result(search, n)
-    finally:
-        loop.search_islands = plain
     theirs = _proc_cpu(pids) - theirs
     return got, res, coordinator[0] / (coordinator[0] + theirs)
 
@@ -492,24 +513,11 @@ def one_island_share(n, islands, rounds):
     run = dict(islands=islands, max_candidates=n, seed=0, budget=3600, migration_every=256,
                workers=1)
     ndvm.search("damped", **dict(run, max_candidates=64 * islands))
-    plain, shares = isl.Island.run, []
-
-    def timed(self, *args, **kw):
-        t = time.perf_counter()
-        try:
-            return plain(self, *args, **kw)
-        finally:
-            spent[0] += time.perf_counter() - t
-
-    isl.Island.run = timed
-    try:
-        for _ in range(rounds):
-            spent = [0.0]
-            with native_seconds() as native:
-                ndvm.search("damped", **run)
-            shares.append(1.0 - native[0] / spent[0])
-    finally:
-        isl.Island.run = plain
+    shares = []
+    for _ in range(rounds):
+        with timed_calls(isl.Island, ("run",)) as spent, native_seconds() as native:
+            ndvm.search("damped", **run)
+        shares.append(1.0 - native[0] / spent[0])
     s = float(np.median(shares))
     print(f"one island's own serial fraction (damped, {n} candidates, {islands} islands run on "
           f"one worker; the share of Island.run's time outside the native calibrations): median "
@@ -602,31 +610,13 @@ def _dask_run(w, run, n, reference):
                       dashboard_address=None) as cluster, Client(cluster) as client:
         ex = client.get_executor()
         ndvm.search("damped", executor=ex, **dict(run, max_candidates=64 * run["islands"]))
-        pids = [os.getpid()] + [p for p in _children(os.getpid())]
-        cpu, t = _proc_cpu(pids), time.perf_counter()
-        time.sleep(2.0)
-        idle = (_proc_cpu(pids) - cpu) / (time.perf_counter() - t)
-        cpu, t = _proc_cpu(pids), time.perf_counter()
-        (got, *_), res = measure_result(lambda: ndvm.search("damped", executor=ex, **run), n)
-        busy = (_proc_cpu(pids) - cpu) / (time.perf_counter() - t)
+        pids = [os.getpid(), *_descendants(os.getpid())]
+        _, idle = _cores(pids, lambda: time.sleep(2.0))
+        ((got, *_), res), busy = _cores(pids, lambda: measure_result(
+            lambda: ndvm.search("damped", executor=ex, **run), n))
     rows = [(r["id"], r["model"], r["params"]) for r in res.records]
     assert rows == reference, "the island search depends on the cluster"
     return got, busy, idle
-
-
-def _children(pid):
-    """The process ids of ``pid``'s children, grandchildren, ... (from /proc)."""
-    kids = []
-    for d in os.listdir("/proc"):
-        if d.isdigit():
-            try:
-                with open(f"/proc/{d}/stat") as f:
-                    ppid = int(f.read().rsplit(")", 1)[1].split()[1])
-            except OSError:
-                continue
-            if ppid == pid:
-                kids += [int(d)] + _children(int(d))
-    return kids
 
 
 def dask_islands(run, n, rounds, reference):
@@ -653,6 +643,15 @@ def dask_islands(run, n, rounds, reference):
           f"workers {np.median(busy[2]):.2f} while searching, {np.median(idle[2]):.3f} idle")
 
 
+def islands_part(args):
+    """The island measurements the command line asks for (``--only-islands`` or ``--islands``)."""
+    islands_scaling(args.island_candidates, args.islands, args.rounds, args.dask)
+    one_island_share(args.island_candidates // 2, args.islands, max(1, args.rounds // 2))
+    if args.large_data:
+        islands_on_large_data(args.large_data, args.island_candidates // 2, args.islands,
+                              max(1, args.rounds // 2))
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--rounds", type=int, default=7)
@@ -673,11 +672,7 @@ def main():
                          "also measured on ('': skip it)")
     args = ap.parse_args()
     if args.only_islands:
-        islands_scaling(args.island_candidates, args.islands, args.rounds, args.dask)
-        one_island_share(args.island_candidates // 2, args.islands, max(1, args.rounds // 2))
-        if args.large_data:
-            islands_on_large_data(args.large_data, args.island_candidates // 2, args.islands,
-                                  max(1, args.rounds // 2))
+        islands_part(args)
         return
     progs, data, target = protocol()
     print(f"{len(progs)} candidates, cores available: {schedule.default_workers()}, "
@@ -689,11 +684,7 @@ def main():
         dask_overhead(progs, data, target)
         dask_search(max(args.search_candidates, 2000), max(2, args.rounds // 3))
     if args.islands:
-        islands_scaling(args.island_candidates, args.islands, args.rounds, args.dask)
-        one_island_share(args.island_candidates // 2, args.islands, max(1, args.rounds // 2))
-        if args.large_data:
-            islands_on_large_data(args.large_data, args.island_candidates // 2, args.islands,
-                                  max(1, args.rounds // 2))
+        islands_part(args)
     print(f"load average after: {os.getloadavg()[0]:.2f}")
 
 

@@ -61,19 +61,20 @@ def check_workers(workers):
     return workers
 
 
+def _client_of(executor):
+    """The Dask client behind ``executor`` when it is a cluster's (``Client.get_executor()``,
+    whose submit takes ``Client.submit``'s keywords), else None."""
+    client = getattr(executor, "_client", None)
+    return client if client is not None and hasattr(client, "nthreads") else None
+
+
 def executor_workers(executor):
     """How many tasks ``executor`` runs at once (its cores when it does not say)."""
     n = getattr(executor, "_max_workers", None)  # concurrent.futures' own pools
-    client = getattr(executor, "_client", None)  # distributed's ClientExecutor
-    if n is None and client is not None and hasattr(client, "nthreads"):
+    client = _client_of(executor)
+    if n is None and client is not None:
         n = sum(client.nthreads().values())
     return int(n) if n else default_workers()
-
-
-def _on_dask(executor):
-    """Whether ``executor`` is a Dask cluster's (``Client.get_executor()``: its submit takes
-    ``Client.submit``'s keywords)."""
-    return type(executor).__name__ == "ClientExecutor" and hasattr(executor, "_client")
 
 
 def lost_worker(exc):
@@ -158,7 +159,7 @@ class Scheduler:
         island's state, its migrants) to name it, nor hands back the outcome of an earlier
         submission with the same arguments when work is run again after its worker died."""
         return cls(lambda: executor, executor_workers(executor),
-                   options={"pure": False} if _on_dask(executor) else None)
+                   options={"pure": False} if _client_of(executor) is not None else None)
 
     def submit(self, fn, *args, tag=None):
         """``fn(*args)`` on a worker: its Handle."""

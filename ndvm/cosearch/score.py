@@ -50,10 +50,8 @@ class Scorer:
     the same task object (an island's epochs in a worker process, whose task stays there)."""
 
     def __init__(self, task, client="dmci", workers=None, fit_options=None, executor=None):
-        self.made = (task, client, workers, fit_options, executor)
-        self.task = task
-        self.workers = workers
-        self.executor = executor
+        self.task, self.client, self.workers = task, client, workers
+        self.fit_options, self.executor = fit_options, executor  # (fit_options: as given)
         # start_scales: the starts of each candidate drawn from normal(0, s) with s cycling
         # through these scales (ndvm.fit's own draws are all normal(0, 0.3)): one start near
         # zero and others far enough to reach a frequency of 2 or a shift of -3
@@ -90,6 +88,11 @@ class Scorer:
                 self.after = EvaluateAfter(
                     self.joint, [(0, a, float(self.center)), (a, b, self.train[1]),
                                  (b, b + self.held[1].size, self.held[1])], task.consts)
+
+    @property
+    def made(self):
+        """The arguments that made it (everything but its draws is a function of them)."""
+        return self.task, self.client, self.workers, self.fit_options, self.executor
 
     def __reduce__(self):
         return _revive_scorer, (*self.made, self.draws.bit_generator.state)
