@@ -246,6 +246,12 @@ def amdahl(serial, cores):
     return 1.0 / (serial + (1.0 - serial) / cores)
 
 
+def runs_text(xs, digits):
+    """(median of ``xs``, "median M (runs: x1 x2 ...)" with ``digits`` decimals)."""
+    m = float(np.median(xs))
+    return m, f"median {m:.{digits}f} (runs: {' '.join(f'{x:.{digits}f}' for x in xs)})"
+
+
 def search_scaling(n, rounds):
     """A co-search (damped task, ``n`` candidates, seed 0) on 1 and 2 workers (threads),
     runs interleaved, and its serial fraction: the share of a one-worker run's wall time spent
@@ -272,7 +278,7 @@ def search_scaling(n, rounds):
     one, two = np.array(runs[1]), np.array(runs[2])
     quiet = (one[:, 1] < QUIET) & (two[:, 1] < QUIET)
     ratio = two[:, 0] / one[:, 0]
-    f = float(np.median(fractions))
+    f, f_runs = runs_text(fractions, 2)
     print(f"search (damped, {n} candidates): workers=1 median {np.median(one[:, 0]):.0f} cand/s, "
           f"workers=2 median {np.median(two[:, 0]):.0f} cand/s")
     print(f"  speed-up 2 vs 1 worker: median {np.median(ratio):.2f}x over {len(ratio)} pairs; "
@@ -281,8 +287,7 @@ def search_scaling(n, rounds):
     print("  per pair: " + " ".join(f"{q:.2f}" for q in ratio))
     print(explain(one, two))
     print(ceiling(runs["twins"], one, two))
-    print(f"  serial fraction (outside native calibration, one worker): median {f:.2f} "
-          f"(runs: {' '.join(f'{x:.2f}' for x in fractions)})")
+    print(f"  serial fraction (outside native calibration, one worker): {f_runs}")
     print(f"  Amdahl projection from it: {amdahl(f, 2):.2f}x on 2 cores, {amdahl(f, 16):.1f}x on "
           f"16, {amdahl(f, 64):.1f}x on 64 (ceiling {1 / f:.1f}x)")
     # One worker runs every step on one thread; at two, the proposer thread proposes and scores
@@ -518,11 +523,10 @@ def one_island_share(n, islands, rounds):
         with timed_calls(isl.Island, ("run",)) as spent, native_seconds() as native:
             ndvm.search("damped", **run)
         shares.append(1.0 - native[0] / spent[0])
-    s = float(np.median(shares))
+    s, text = runs_text(shares, 3)
     print(f"one island's own serial fraction (damped, {n} candidates, {islands} islands run on "
-          f"one worker; the share of Island.run's time outside the native calibrations): median "
-          f"{s:.3f} (runs: {' '.join(f'{x:.3f}' for x in shares)}); one population on many "
-          f"threads is capped at {1 / s:.1f}x by it")
+          f"one worker; the share of Island.run's time outside the native calibrations): {text}; "
+          f"one population on many threads is capped at {1 / s:.1f}x by it")
 
 
 def islands_on_large_data(eq_id, n, islands, rounds):
@@ -539,11 +543,10 @@ def islands_on_large_data(eq_id, n, islands, rounds):
     ndvm.SymbolicRegressor(max_candidates=64 * islands, **est).fit(X, y)  # (warm)
     shares = [_coordinator_share(pool, lambda: ndvm.SymbolicRegressor(
         max_candidates=n, **est).fit(X, y), n)[2] for _ in range(rounds)]
-    s = float(np.median(shares))
+    s, text = runs_text(shares, 4)
     print(f"island search on Feynman {eq_id} ({X.shape[1]} inputs, {y.size} training rows, {n} "
-          f"candidates, {islands} islands, 2 worker processes): serial fraction median {s:.4f} "
-          f"(runs: {' '.join(f'{x:.4f}' for x in shares)}); Amdahl: {amdahl(s, 16):.1f}x on 16 "
-          f"cores, {amdahl(s, 64):.1f}x on 64")
+          f"candidates, {islands} islands, 2 worker processes): serial fraction {text}; Amdahl: "
+          f"{amdahl(s, 16):.1f}x on 16 cores, {amdahl(s, 64):.1f}x on 64")
 
 
 def islands_scaling(n, islands, rounds, dask):
@@ -582,13 +585,13 @@ def islands_scaling(n, islands, rounds, dask):
         twins.append(measure(two_searches, 2 * n)[0] / rates[1][-1])
     twin.shutdown()
     ratio = np.array(rates[2]) / np.array(rates[1])
-    s = float(np.median(serial))
+    s, s_runs = runs_text(serial, 4)
     print(f"island search (damped, {n} candidates, {islands} islands, epochs of 256): 1 process "
           f"median {np.median(rates[1]):.0f} cand/s, 2 processes {np.median(rates[2]):.0f} "
           f"cand/s; speed-up median {np.median(ratio):.2f}x over {len(ratio)} pairs "
           f"({' '.join(f'{q:.2f}' for q in ratio)}); the same records")
     print(f"  serial fraction (the coordinator's share of all CPU while the islands run, 1 "
-          f"process): median {s:.4f} (runs: {' '.join(f'{x:.4f}' for x in serial)}); Amdahl: "
+          f"process): {s_runs}; Amdahl: "
           f"{amdahl(s, 2):.2f}x on 2 cores, {amdahl(s, 16):.1f}x on 16, {amdahl(s, 64):.1f}x on "
           f"64 (the model selection after the search, serial too, is not in it: cand/s counts "
           f"it)")
