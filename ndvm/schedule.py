@@ -39,7 +39,8 @@ from concurrent.futures import ALL_COMPLETED, FIRST_COMPLETED, Executor, Future,
 from concurrent.futures import wait as _wait_futures
 from concurrent.futures.process import BrokenProcessPool, ProcessPoolExecutor
 
-__all__ = ["RETRIES", "Handle", "Scheduler", "default_workers", "executor_workers", "shutdown"]
+__all__ = ["RETRIES", "Handle", "Scheduler", "check_executor", "check_main_importable",
+           "default_workers", "executor_workers", "shutdown"]
 
 RETRIES = 3  # a piece of work whose worker died is submitted again this many times, then fails
 WATCH = 0.5  # seconds between looks at a pool of worker processes for a dead worker (_stalled)
@@ -61,6 +62,35 @@ def check_workers(workers):
     return workers
 
 
+def check_executor(executor):
+    """``executor``, or TypeError when it cannot take work (a Dask scheduler's address, say,
+    where its cluster's executor belongs)."""
+    if not callable(getattr(executor, "submit", None)):
+        hint = (" (for a Dask cluster at that address: "
+                "distributed.Client(address).get_executor())"
+                if isinstance(executor, str) and "://" in executor else "")
+        raise TypeError(f"executor must be a concurrent.futures.Executor{hint}, got "
+                        f"{type(executor).__name__} {executor!r}")
+    return executor
+
+
+def check_main_importable():
+    """RuntimeError when worker processes cannot start here: a spawned process first imports
+    this program's main module again, from its file, and a program read from standard input
+    (``python - < script``) has none. (A notebook's or ``python -c``'s main module is not
+    imported again: it has no file.)"""
+    import sys
+
+    main = sys.modules.get("__main__")
+    path = getattr(main, "__file__", None)
+    if (path is not None and getattr(main, "__spec__", None) is None
+            and not os.path.exists(path)):
+        raise RuntimeError(
+            f"worker processes cannot start: each imports this program's main module again, "
+            f"and it was read from {path!r}, not from a file; run the program from a file, or "
+            f"ask for one worker (workers=1: every island on this process)")
+
+
 def _client_of(executor):
     """The Dask client behind ``executor`` when it is a cluster's (``Client.get_executor()``,
     whose submit takes ``Client.submit``'s keywords), else None."""
@@ -69,7 +99,9 @@ def _client_of(executor):
 
 
 def executor_workers(executor):
-    """How many tasks ``executor`` runs at once (its cores when it does not say)."""
+    """How many tasks ``executor`` runs at once (its cores when it does not say); TypeError when
+    it is no executor (``check_executor``: every executor a call is given passes here first)."""
+    check_executor(executor)
     n = getattr(executor, "_max_workers", None)  # concurrent.futures' own pools
     client = _client_of(executor)
     if n is None and client is not None:
@@ -149,6 +181,7 @@ class Scheduler:
         if workers == 1:
             inline = _Inline()
             return cls(lambda: inline, 1)
+        check_main_importable()
         return cls(lambda: _process_pool(workers),
                    workers, renew=lambda broken: _process_pool(workers, broken))
 
@@ -175,7 +208,7 @@ class Scheduler:
             if self._renew is None:
                 raise
             ex = self._renew(ex)
-            h.future = ex.submit(h.fn, *h.args)
+            h.future = ex.submit(h.fn, *h.args, **self._options)
         h.on = ex
 
     def _watch(self, left):

@@ -144,6 +144,47 @@ def test_island_settings_are_checked():
     with pytest.raises(ValueError, match="resume is not available for an island search"):
         ndvm.search("damped", islands=2, max_candidates=10, budget=None, out="unused",
                     resume=True)
+    with pytest.raises(ValueError, match="whole number of worker processes"):
+        ndvm.search("damped", islands=2, workers=0, max_candidates=10, budget=None)
+    with pytest.raises(ValueError, match="whole number of threads"):
+        ndvm.search("damped", workers=0, max_candidates=10, budget=None)
+
+
+@pytest.mark.parametrize("islands", [1, 2])
+def test_an_address_given_as_the_executor_is_refused_before_any_work(islands):
+    # (a user who passes a Dask scheduler's address where its executor belongs)
+    with pytest.raises(TypeError, match=r"executor must be a concurrent.futures.Executor "
+                                        r"\(for a Dask cluster.*get_executor\(\)\), got str"):
+        ndvm.search("damped", islands=islands, executor="tcp://127.0.0.1:8786",
+                    max_candidates=10, budget=None)
+    with pytest.raises(TypeError, match="got int 4"):
+        ndvm.search("damped", islands=islands, executor=4, max_candidates=10, budget=None)
+
+
+def _from_stdin(script, tmp_path):
+    """Run ``script`` as ``python -`` reads it (no main-module file) in a fresh interpreter."""
+    import subprocess
+    import sys
+
+    return subprocess.run([sys.executable, "-"], input=script, capture_output=True, text=True,
+                          cwd=tmp_path, timeout=300)
+
+
+def test_a_program_read_from_stdin_is_told_why_worker_processes_cannot_start(tmp_path):
+    # spawned workers import the main module again from its file: '<stdin>' is none, and the
+    # pool used to break with "a process ... was terminated abruptly" after its retries
+    script = ("import ndvm\n"
+              "try:\n"
+              "    ndvm.search('damped', islands=2, workers=2, max_candidates=32, budget=None)\n"
+              "except RuntimeError as e:\n"
+              "    print('REFUSED', e)\n"
+              "r = ndvm.search('damped', islands=2, workers=1, max_candidates=32, budget=None)\n"
+              "print('RAN', len(r.records))\n")
+    out = _from_stdin(script, tmp_path)
+    assert out.returncode == 0, out.stderr
+    assert "REFUSED worker processes cannot start" in out.stdout
+    assert "'<stdin>', not from a file" in out.stdout and "workers=1" in out.stdout
+    assert "RAN 32" in out.stdout
 
 
 def _kill_when_written(out, pids, killed):

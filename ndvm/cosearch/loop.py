@@ -289,7 +289,8 @@ def search(task="damped", proposer=None, budget=None, max_candidates=None, out=N
         raise ValueError(f"batch must be at least 1, got {batch}")
     if workers is not None and (isinstance(workers, bool) or not isinstance(workers, Integral)
                                 or workers < 1):
-        raise ValueError(f"workers must be a whole number of threads, at least 1 (or None: "
+        unit = "threads" if islands == 1 else "worker processes (one island each at a time)"
+        raise ValueError(f"workers must be a whole number of {unit}, at least 1 (or None: "
                          f"every core), got {workers!r}")
     budget_s = parse_budget(budget) if budget is not None else task.budget_seconds
     if max_candidates is not None and max_candidates <= 0:
