@@ -150,6 +150,15 @@ def test_island_settings_are_checked():
         ndvm.search("damped", workers=0, max_candidates=10, budget=None)
 
 
+def test_workers_and_an_executor_are_one_or_the_other_and_never_more_than_islands(tmp_path):
+    with pytest.raises(ValueError, match="give one or the other"):
+        ndvm.search("damped", islands=2, workers=2, executor=ThreadPoolExecutor(1),
+                    max_candidates=10, budget=None, out=tmp_path / "run")
+    assert not (tmp_path / "run").exists()  # (refused before the run folder is made)
+    assert isl.island_workers(2, 8, None) == 2  # (a process more than islands would idle)
+    assert isl.island_workers(3, 1, None) == 1
+
+
 @pytest.mark.parametrize("islands", [1, 2])
 def test_an_address_given_as_the_executor_is_refused_before_any_work(islands):
     # (a user who passes a Dask scheduler's address where its executor belongs)

@@ -36,7 +36,7 @@ from ndvm.cosearch.records import _good
 from ndvm.cosearch.rounds import SearchState, _fittest, _Rounds
 from ndvm.cosearch.score import Scorer
 from ndvm.parallel import gc_paused
-from ndvm.schedule import Scheduler, default_workers
+from ndvm.schedule import Scheduler, check_main_importable, default_workers
 
 __all__ = ["Island", "run_epoch", "search_islands"]
 
@@ -176,7 +176,7 @@ def search_islands(task, islands, seed, grammar, batch, every, migrants, max_can
     """Run ``islands`` islands to ``max_candidates`` (split evenly) or ``budget_s`` seconds;
     returns (records in id order, why it stopped, warnings). ``sink(records)`` writes each
     epoch's records as they arrive; ``on_records(all so far, the epoch's)`` reports progress."""
-    workers = min(islands, default_workers()) if workers is None else int(workers)
+    workers = island_workers(islands, workers, executor)
     share = None
     if max_candidates is not None:
         share = [max_candidates // islands + (i < max_candidates % islands)
@@ -267,6 +267,22 @@ def search_islands(task, islands, seed, grammar, batch, every, migrants, max_can
         stopped = next(s for s in stops if s)
     records.sort(key=lambda r: r["id"])
     return records, stopped, warnings + [w for ws in island_warnings for w in ws]
+
+
+def island_workers(islands, workers, executor):
+    """The worker processes an island search of ``islands`` runs on: ``workers`` (default: one
+    per core), never more than there are islands (a process more would idle), or None with an
+    executor, whose own workers run the epochs (ValueError when ``workers`` is given too);
+    RuntimeError when worker processes cannot start in this program (check_main_importable)."""
+    if executor is not None:
+        if workers is not None:
+            raise ValueError("workers counts an island search's own worker processes, and an "
+                             "executor's workers run its epochs instead: give one or the other")
+        return None
+    workers = min(islands, default_workers() if workers is None else int(workers))
+    if workers > 1:
+        check_main_importable()
+    return workers
 
 
 def first_good(task, records):

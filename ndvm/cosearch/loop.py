@@ -20,7 +20,7 @@ import numpy as np
 
 import ndvm
 from ndvm.cosearch.grammar import Grammar
-from ndvm.cosearch.islands import check_islands, first_good, search_islands
+from ndvm.cosearch.islands import check_islands, first_good, island_workers, search_islands
 from ndvm.cosearch.proposers import Proposer, Replay, make_proposer
 from ndvm.cosearch.records import (RECORD_FILE, SUMMARY_FILE, RunExistsError, _dump, _existing,
                                    _good, _jsonable, _load, _open_run, _read_records,
@@ -271,8 +271,8 @@ def search(task="damped", proposer=None, budget=None, max_candidates=None, out=N
     islands: populations searched apart (the mutate proposer, each island seeded from ``seed``
         and its index), each passing its ``migrants`` best members to the next (a ring) every
         ``migration_every`` candidates it proposes; ``max_candidates`` is split evenly among
-        them. With islands > 1, ``workers`` counts processes (default: one per core, at most one
-        per island): each runs whole epochs of an island, proposing and scoring included, so
+        them. With islands > 1, ``workers`` counts processes (default: one per core; never more
+        than islands, and not given with ``executor``): each runs whole epochs of an island, proposing and scoring included, so
         no Python work is shared under one GIL; ``executor`` runs the epochs as its tasks (a
         Dask cluster's). The records (ids island + k x islands, ``island`` named) are the same
         for a seed and a number of islands whatever runs them (with a candidate budget; a
@@ -516,6 +516,7 @@ def _search_islands(task, islands, seed, grammar, batch, every, migrants, max_ca
     """``search`` with islands > 1 (see there)."""
     if budget_s is None and max_candidates is None:
         raise ValueError("an island search needs a time budget or max_candidates")
+    workers = island_workers(islands, workers, executor)  # (checked before the run folder)
     record_path = _open_run(out, False, force) if out is not None else None
     sink = open(record_path, "a", encoding="utf-8") if record_path else None
     bar = _Progress(progress)
