@@ -33,6 +33,7 @@ notified (no polling).
 import atexit
 import multiprocessing
 import os
+import sys
 import threading
 import time
 from concurrent.futures import ALL_COMPLETED, FIRST_COMPLETED, Executor, Future, ThreadPoolExecutor
@@ -79,8 +80,6 @@ def check_main_importable():
     this program's main module again, from its file, and a program read from standard input
     (``python - < script``) has none. (A notebook's or ``python -c``'s main module is not
     imported again: it has no file.)"""
-    import sys
-
     main = sys.modules.get("__main__")
     path = getattr(main, "__file__", None)
     if (path is not None and getattr(main, "__spec__", None) is None

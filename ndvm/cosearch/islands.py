@@ -175,8 +175,8 @@ def search_islands(task, islands, seed, grammar, batch, every, migrants, max_can
                    on_records, stop_on_success):
     """Run ``islands`` islands to ``max_candidates`` (split evenly) or ``budget_s`` seconds;
     returns (records in id order, why it stopped, warnings). ``sink(records)`` writes each
-    epoch's records as they arrive; ``on_records(all so far, the epoch's)`` reports progress."""
-    workers = island_workers(islands, workers, executor)
+    epoch's records as they arrive; ``on_records(all so far, the epoch's)`` reports progress.
+    ``workers``: as ``island_workers`` resolved it (None with ``executor``)."""
     share = None
     if max_candidates is not None:
         share = [max_candidates // islands + (i < max_candidates % islands)

@@ -272,12 +272,13 @@ def search(task="damped", proposer=None, budget=None, max_candidates=None, out=N
         and its index), each passing its ``migrants`` best members to the next (a ring) every
         ``migration_every`` candidates it proposes; ``max_candidates`` is split evenly among
         them. With islands > 1, ``workers`` counts processes (default: one per core; never more
-        than islands, and not given with ``executor``): each runs whole epochs of an island, proposing and scoring included, so
-        no Python work is shared under one GIL; ``executor`` runs the epochs as its tasks (a
-        Dask cluster's). The records (ids island + k x islands, ``island`` named) are the same
-        for a seed and a number of islands whatever runs them (with a candidate budget; a
-        time budget stops each island at the first round boundary after it); a worker that
-        dies costs only a rerun of its epoch. Resume is not available for island searches.
+        than islands, and not given with ``executor``): each runs whole epochs of an island,
+        proposing and scoring included, so no Python work is shared under one GIL;
+        ``executor`` runs the epochs as its tasks (a Dask cluster's). The records (ids
+        island + k x islands, ``island`` named) are the same for a seed and a number of islands
+        whatever runs them (with a candidate budget; a time budget stops each island at the
+        first round boundary after it); a worker that dies costs only a rerun of its epoch.
+        Resume is not available for island searches.
 
     Ctrl-C (KeyboardInterrupt) ends the search early: the result (``stopped="interrupted"``)
     and summary.json hold everything done so far.
