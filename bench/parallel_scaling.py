@@ -506,25 +506,42 @@ def _coordinator_share(pool, search, n):
     return got, res, coordinator[0] / (coordinator[0] + theirs)
 
 
-def one_island_share(n, islands, rounds):
+def one_island_share(n, islands, rounds, eq_id=None):
     """The serial fraction of one island (the issue's item 3): the share of an island's own time
     (``Island.run``: its rounds of proposing, simplifying, validating, calibrating and scoring,
     on one thread) spent outside the native calibrations, on the island search's own code
-    (damped, ``n`` candidates, ``islands`` islands, seed 0, one worker: every epoch runs on this
-    thread). That Python, under the GIL, is what one population cannot spread over cores:
-    Amdahl's ceiling for a single population is 1 / this share."""
+    (``n`` candidates, ``islands`` islands, seed 0, one worker: every epoch runs on this thread)
+    of the damped task (44 training rows), or with ``eq_id`` of that Feynman equation's data set
+    (bench/feynman.py's, seed 0: 7,500 rows, each candidate calibrated on Task.fit_points of
+    them). That Python, under the GIL, is what one population cannot spread over cores:
+    Amdahl's ceiling for a single population is 1 / this share. The Python per candidate is
+    about the same on any data; the calibration it is a share of grows with the rows."""
     from ndvm.cosearch import islands as isl
 
-    run = dict(islands=islands, max_candidates=n, seed=0, budget=3600, migration_every=256,
-               workers=1)
-    ndvm.search("damped", **dict(run, max_candidates=64 * islands))
+    run = dict(islands=islands, seed=0, budget=3600, migration_every=256, workers=1)
+    if eq_id is None:
+        what = "damped"
+
+        def search(m):
+            ndvm.search("damped", max_candidates=m, **run)
+    else:
+        import feynman  # (bench/, first on sys.path when this file runs as a script)
+
+        eq = next(e for e in feynman.load_equations() if e.id == eq_id)
+        X, y, _, _ = feynman.make_data(eq, 0)
+        what = f"Feynman {eq_id}, {X.shape[1]} inputs, {y.size} rows"
+        est = dict(run, random_state=run.pop("seed"))
+
+        def search(m):
+            ndvm.SymbolicRegressor(max_candidates=m, **est).fit(X, y)
+    search(64 * islands)  # (warm)
     shares = []
     for _ in range(rounds):
         with timed_calls(isl.Island, ("run",)) as spent, native_seconds() as native:
-            ndvm.search("damped", **run)
+            search(n)
         shares.append(1.0 - native[0] / spent[0])
     s, text = runs_text(shares, 3)
-    print(f"one island's own serial fraction (damped, {n} candidates, {islands} islands run on "
+    print(f"one island's own serial fraction ({what}; {n} candidates, {islands} islands run on "
           f"one worker; the share of Island.run's time outside the native calibrations): {text}; "
           f"one population on many threads is capped at {1 / s:.1f}x by it")
 
@@ -651,6 +668,8 @@ def islands_part(args):
     islands_scaling(args.island_candidates, args.islands, args.rounds, args.dask)
     one_island_share(args.island_candidates // 2, args.islands, max(1, args.rounds // 2))
     if args.large_data:
+        one_island_share(args.island_candidates // 2, args.islands, max(1, args.rounds // 2),
+                         args.large_data)
         islands_on_large_data(args.large_data, args.island_candidates // 2, args.islands,
                               max(1, args.rounds // 2))
 
