@@ -234,3 +234,23 @@ def test_as_many_points_as_parameters_determine_them_all():
     params = {"a": 1.0, "b": 1.0, "c": 1.0}
     assert unidentifiable("(+ a (* b x) (* c x x))", params, {"x": x}, y,
                           ndvm.Evaluator()) == []
+
+
+def test_a_least_squares_task_with_shared_constants_is_selected_predicted_and_plotted(tmp_path):
+    # regression: the selection, SearchResult.predict and the fits plot ran the model without
+    # the task's constants, and a search whose front used one died after its last candidate
+    # (UnboundError: k) with every record lost to the caller
+    from ndvm.cosearch.proposers import Replay
+
+    x = np.linspace(0.1, 3, 40)
+    noise = 0.01 * np.random.default_rng(0).standard_normal(40)
+    task = Task("shifted", {"x": x}, 2.5 * x + 7.0 + noise, np.arange(0, 40, 4),
+                params=("a", "b"), consts={"k": np.array(7.0)})
+    res = ndvm.search(task, proposer=Replay(sources=["(+ (* a x) k)", "(* a x)"]), workers=1,
+                      max_candidates=2)
+    assert res.best["model"] in ("(+ (* a x) k)", "(+ (* 2.5 x) k)")
+    assert res.best["r2_all"] > 0.999
+    assert np.allclose(res.predict({"x": np.array([1.0, 2.0])}), [9.5, 12.0], atol=0.02)
+    pytest.importorskip("matplotlib")
+    from ndvm.cosearch.report import write_plots
+    assert {p.name for p in write_plots(res, tmp_path)} == {"front.png", "fits.png"}

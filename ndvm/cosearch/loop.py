@@ -29,7 +29,7 @@ from ndvm.cosearch.rounds import ResumeMismatch, SearchState, _Batch, _fittest, 
 from ndvm.cosearch.score import Scorer
 from ndvm.cosearch.select import select
 from ndvm.cosearch.sexpr import to_tree
-from ndvm.cosearch.task import named_in
+from ndvm.cosearch.task import predict
 from ndvm.cosearch.tasks import Task, get_task
 from ndvm.parallel import EXECUTOR_TASK_SIZE, TASKS_PER_WORKER, executor_round, gc_paused
 from ndvm.schedule import Scheduler, default_workers
@@ -109,11 +109,7 @@ class SearchResult:
                    and n not in self.task.consts]
         if missing:
             raise ValueError(f"predict needs the input(s) {', '.join(missing)}")
-        n = next(iter(data.values())).size if data else 1
-        consts = named_in(self.task.consts, prog)
-        v = ndvm.Evaluator().evaluate(prog, params=rec["params"], consts=consts,
-                                      data=named_in(data, prog)).value[0]
-        return np.array(np.broadcast_to(v, (n,)) if v.size == 1 else v)
+        return np.array(predict(ndvm.Evaluator(), prog, rec["params"], data, self.task.consts))
 
     def sympy(self, which=None, digits=None):
         """The best model (or a front member) as a SymPy expression, parameters substituted."""

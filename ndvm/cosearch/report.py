@@ -11,6 +11,7 @@ from pathlib import Path
 import numpy as np
 
 import ndvm
+from ndvm.cosearch.task import predict
 
 __all__ = ["front_table", "selection_text", "highlights", "write_plots", "front_figure", "fits_figure",
            "fit_figure"]
@@ -215,12 +216,10 @@ def _likelihood_figure(plt, result, ok):
     return fig
 
 
-def _curve(r, name, grid):
+def _curve(r, name, grid, consts):
     prog = ndvm.parse(r["model"])  # (the simplified model its params belong to)
-    data = {name: grid} if name in prog.free_names else {}
     with np.errstate(all="ignore"):
-        y = ndvm.Evaluator().evaluate(prog, params=r["params"] or None, data=data).value[0]
-    return np.broadcast_to(y, grid.shape)
+        return predict(ndvm.Evaluator(), prog, r["params"], {name: grid}, consts)
 
 
 def fits_figure(result):
@@ -244,7 +243,7 @@ def fits_figure(result):
     ax.scatter(x[task.heldout], task.target[task.heldout], s=18, facecolors="none",
                edgecolors="C0", label="held out")
     for i, r in enumerate(chosen, 1):
-        ax.plot(grid, _curve(r, name, grid), c=f"C{i}", lw=2.2 if "best" in marks[r["id"]] else 1.4,
+        ax.plot(grid, _curve(r, name, grid, task.consts), c=f"C{i}", lw=2.2 if "best" in marks[r["id"]] else 1.4,
                 ls="-" if i == 1 else ("--" if i == 2 else ":"),
                 label=f"[{i}] {', '.join(marks[r['id']])}: size {r['size']}, R² {r['r2']:.3f}")
     ax.set_xlabel(name)

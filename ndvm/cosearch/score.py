@@ -15,7 +15,7 @@ import numpy as np
 import ndvm
 from ndvm.cosearch._calibrate import minimize_value, setup, succeeded
 from ndvm.cosearch.select import starts_around
-from ndvm.cosearch.task import named_in, r_squared
+from ndvm.cosearch.task import named_in, predict, r_squared
 from ndvm.fit import EvaluateAfter
 
 __all__ = ["REFIT_STARTS", "Scorer"]
@@ -188,11 +188,7 @@ class Scorer:
         return prog, params
 
     def predict(self, prog, params, inputs):
-        data = named_in(inputs, prog)
-        consts = named_in(self.task.consts, prog)
-        n = next(iter(inputs.values())).size if inputs else 1
-        v = self.ev.evaluate(prog, params=params, data=data, consts=consts).value[0]
-        return np.broadcast_to(v, (n,)) if v.size == 1 else v
+        return predict(self.ev, prog, params, inputs, self.task.consts)
 
     def score(self, prog, params, values=None):
         """(train error, held-out error, R^2) of fitted params (mse), or (nll, nll, None).

@@ -27,7 +27,7 @@ from ndvm.cosearch.sexpr import atoms as _atoms
 from ndvm.cosearch.sexpr import size as tree_size
 from ndvm.cosearch.sexpr import substitute, to_source, to_tree
 from ndvm.cosearch.simplify import PARAM_MARK, simplify
-from ndvm.cosearch.task import SEARCH_LM_SCALING, named_in, r_squared, subset_rows
+from ndvm.cosearch.task import SEARCH_LM_SCALING, named_in, predict, r_squared, subset_rows
 
 __all__ = ["cross_validate", "fitness", "refit", "select", "snap", "starts_around",
            "unidentifiable"]
@@ -55,12 +55,6 @@ def fitness(record):
     return max(record["train_error"], record["heldout_error"])
 
 
-def _predict(ev, prog, params, inputs, n):
-    data = named_in(inputs, prog)
-    v = ev.evaluate(prog, params=params, data=data).value[0]
-    return np.broadcast_to(v, (n,)) if v.size == 1 else v
-
-
 def starts_around(params, names, starts, seed):
     """name -> [starts] LM starting values: ``params`` first, then seeded normal draws with
     standard deviations cycling through 0.3, 1 and 3 (shifts and rates far from the first
@@ -70,17 +64,19 @@ def starts_around(params, names, starts, seed):
     return {n: np.concatenate([[params[n]], rng.normal(0.0, scale)]) for n in names}
 
 
-def refit(prog, names, inputs, target, init, ev, steps=40, starts=1, seed=0):
+def refit(prog, names, inputs, target, init, ev, steps=40, starts=1, seed=0, consts=None):
     """Parameters refitted by LM on (inputs, target) from ``init`` (kept if the refit is worse);
-    with ``starts`` > 1 also from ``starts_around(init)``'s draws, the lowest loss winning."""
-    n = target.size
+    with ``starts`` > 1 also from ``starts_around(init)``'s draws, the lowest loss winning.
+    ``consts``: the task's shared constants (here and below: every function that runs a model
+    takes them)."""
     with np.errstate(all="ignore"):
-        base = float(np.mean((_predict(ev, prog, init, inputs, n) - target) ** 2))
+        base = float(np.mean((predict(ev, prog, init, inputs, consts) - target) ** 2))
     if not names:
         return dict(init), base
     data = named_in(inputs, prog)
     try:
         r = ndvm.fit(prog, data=data, target=target, params=names, starts=starts,
+                     consts=named_in(consts, prog) if consts else None,
                      init=starts_around(init, names, starts, seed),
                      optimizer="lm", steps=steps, evaluator=ev, unused_data="ignore",
                      scaling=SEARCH_LM_SCALING)
@@ -91,7 +87,7 @@ def refit(prog, names, inputs, target, init, ev, steps=40, starts=1, seed=0):
     return dict(init), base
 
 
-def unidentifiable(model, params, inputs, target, ev):
+def unidentifiable(model, params, inputs, target, ev, consts=None):
     """The parameters of ``model`` (at ``params``) that the data cannot determine
     (``FitResult.undetermined`` of one LM step from there: the Jacobian in the parameters
     rank-deficient to machine precision, a parameter that moves nothing or two that trade off
@@ -103,6 +99,7 @@ def unidentifiable(model, params, inputs, target, ev):
     data = named_in(inputs, prog)
     try:
         r = ndvm.fit(prog, data=data, target=target, params=names,
+                     consts=named_in(consts, prog) if consts else None,
                      init={n: params[n] for n in names},
                      optimizer="lm", steps=1, evaluator=ev, unused_data="ignore",
                      uncertainty=True, scaling=SEARCH_LM_SCALING)
@@ -111,7 +108,7 @@ def unidentifiable(model, params, inputs, target, ev):
     return list(r.undetermined)
 
 
-def cross_validate(prog, names, inputs, target, init, ev, k=5, seed=0):
+def cross_validate(prog, names, inputs, target, init, ev, k=5, seed=0, consts=None):
     """(CV mean squared error, its standard error) of a program over K folds.
 
     ``init`` was fitted on points that the folds hold out, so a fold refitted from it alone
@@ -125,9 +122,9 @@ def cross_validate(prog, names, inputs, target, init, ev, k=5, seed=0):
     for f in range(k):
         tr, te = folds != f, folds == f
         params, _ = refit(prog, names, {a: v[tr] for a, v in inputs.items()}, target[tr],
-                          init, ev, starts=CV_STARTS, seed=seed + f)
+                          init, ev, starts=CV_STARTS, seed=seed + f, consts=consts)
         with np.errstate(all="ignore"):
-            p = _predict(ev, prog, params, {a: v[te] for a, v in inputs.items()}, int(te.sum()))
+            p = predict(ev, prog, params, {a: v[te] for a, v in inputs.items()}, consts)
             sq[te] = (p - target[te]) ** 2
     if not np.all(np.isfinite(sq)):
         return math.inf, math.inf
@@ -150,14 +147,15 @@ def select(task, front, ev=None, k=5):
         best = min(front, key=lambda r: r["heldout_error"])
         return dict(best, selection={"rule": "lowest value of the objective"}), []
     ev = ev or ndvm.Evaluator()
-    inputs, target = task.inputs, task.target
+    inputs, target, consts = task.inputs, task.target, task.consts
     some = cv_rows(target.size)
     cv_inputs, cv_target = {a: v[some] for a, v in inputs.items()}, target[some]
     rows = []
     for rec in front:
         prog = ndvm.parse(rec["model"])
         names = tuple(rec["params"])
-        cv, se = cross_validate(prog, names, cv_inputs, cv_target, rec["params"], ev, k=k)
+        cv, se = cross_validate(prog, names, cv_inputs, cv_target, rec["params"], ev, k=k,
+                                consts=consts)
         rows.append({"id": rec["id"], "size": rec["size"], "cv_mse": cv, "cv_se": se})
     finite = [r for r in rows if math.isfinite(r["cv_mse"])]
     if not finite:
@@ -174,12 +172,13 @@ def select(task, front, ev=None, k=5):
         rec = next(r for r in front if r["id"] == pick["id"])
         prog = ndvm.parse(rec["model"])
         params, mse = refit(prog, tuple(rec["params"]), inputs, target, rec["params"], ev,
-                            steps=100)
+                            steps=100, consts=consts)
         snapped, size, params, mse = snap(rec["model"], params, inputs, target, mse, ev,
-                                          tol=EXACT * var)
+                                          tol=EXACT * var, consts=consts)
         model, size, params, mse, simple = simple_constants(snapped, params, inputs, target,
-                                                            mse, ev, slack=pick["cv_se"])
-        lost = unidentifiable(model, params, inputs, target, ev)
+                                                            mse, ev, slack=pick["cv_se"],
+                                                            consts=consts)
+        lost = unidentifiable(model, params, inputs, target, ev, consts)
         if not lost or len(finite) == 1:
             break
         degenerate.append((rec["id"], lost))
@@ -215,7 +214,7 @@ def _scored(task, rec, model, size, params, ev):
     comes from) kept whole under ``front_member``."""
     y = task.target
     with np.errstate(all="ignore"):  # (one evaluation on every point, then each split's mean)
-        sq = (_predict(ev, ndvm.parse(model), params, task.inputs, y.size) - y) ** 2
+        sq = (predict(ev, ndvm.parse(model), params, task.inputs, task.consts) - y) ** 2
     train, held, every = (_finite(float(np.mean(sq[rows]))) for rows in
                           (task.train, task.heldout, slice(None)))
     var_held, var = float(np.var(y[task.heldout])), float(np.var(y))
@@ -232,13 +231,12 @@ def _finite(e):
     return e if math.isfinite(e) else math.inf
 
 
-def _mse(prog, params, inputs, target, ev):
+def _mse(prog, params, inputs, target, ev, consts):
     with np.errstate(all="ignore"):
-        return _finite(float(np.mean((_predict(ev, prog, params, inputs, target.size)
-                                      - target) ** 2)))
+        return _finite(float(np.mean((predict(ev, prog, params, inputs, consts) - target) ** 2)))
 
 
-def snap(src, params, inputs, target, mse, ev, tol=0.0):
+def snap(src, params, inputs, target, mse, ev, tol=0.0, consts=None):
     """(model, size, params, mse) with parameters within 1e-6 of an integer written as that
     integer and the model simplified, kept only if its error stays within 1e-6 relative (+tol)."""
     near = {n: float(round(v)) for n, v in params.items()
@@ -253,7 +251,7 @@ def snap(src, params, inputs, target, mse, ev, tol=0.0):
         model = to_source(out)
         prog = ndvm.parse(model)
         kept = {n: v for n, v in params.items() if n in prog.free_names}
-        e = _mse(prog, kept, inputs, target, ev)
+        e = _mse(prog, kept, inputs, target, ev, consts)
         if e <= mse * (1 + 1e-6) + tol:
             return model, tree_size(out), kept, e
     return src, tree_size(to_tree(src)), params, mse
@@ -269,7 +267,7 @@ def _simple_value(v):
     return None
 
 
-def simple_constants(src, params, inputs, target, mse, ev, slack):
+def simple_constants(src, params, inputs, target, mse, ev, slack, consts=None):
     """(model, size, params, mse, {name: value set}): parameters near an integer or a half
     (_simple_value) written as it, the model simplified and its other parameters refitted by LM,
     one change at a time (all of them first, then each alone, greedily) while the error on
@@ -287,7 +285,8 @@ def simple_constants(src, params, inputs, target, mse, ev, slack):
                 continue
             prog = ndvm.parse(to_source(out))
             rest = tuple(n for n in params if n in prog.free_names)
-            new, e = refit(prog, rest, inputs, target, {n: params[n] for n in rest}, ev)
+            new, e = refit(prog, rest, inputs, target, {n: params[n] for n in rest}, ev,
+                           consts=consts)
             if e <= mse + slack:
                 src, size, params, mse = to_source(out), tree_size(out), new, e
                 fixed.update(trial)

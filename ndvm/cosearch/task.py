@@ -12,7 +12,7 @@ import numpy as np
 from ndvm.fit_options import FitOptions
 
 __all__ = ["Task", "DEFAULT_PARAMS", "SEARCH_OPTIMIZER", "SEARCH_LM_SCALING", "named_in",
-           "r_squared"]
+           "predict", "r_squared"]
 
 DEFAULT_PARAMS = ("a", "b", "c", "d")
 # the co-search's calibration (the paper's protocol: 50 Adam steps at lr 0.05, 8 starts); a task
@@ -27,6 +27,17 @@ SEARCH_LM_SCALING = "jac"
 def named_in(values, prog):
     """The entries of ``values`` (inputs or constants) that ``prog`` names."""
     return {k: v for k, v in values.items() if k in prog.free_names}
+
+
+def predict(ev, prog, params, inputs, consts=None):
+    """The values of ``prog`` at ``params`` on the rows of ``inputs`` (name -> [n] arrays), with
+    the shared constants ``consts`` (a task's): an [n] array, a model that uses no input
+    broadcast to the n rows (n = 1 without inputs), evaluated by the Evaluator ``ev``. The one
+    way the search, the selection, the plots and ``SearchResult.predict`` run a model."""
+    n = next(iter(inputs.values())).size if inputs else 1
+    v = ev.evaluate(prog, params=params or None, data=named_in(inputs, prog),
+                    consts=named_in(consts, prog) if consts else None).value[0]
+    return np.broadcast_to(v, (n,)) if v.size == 1 else v
 
 
 def r_squared(mse, var):
