@@ -14,6 +14,8 @@ epochs in worker processes or on a cluster all go through a ``Scheduler``:
     sched.wait(handles, every=True)        # -> once every one is done
     h.result(), h.done(), h.tag, h.lost    # its value or its own exception; lost: the workers
                                            #    it lost on the way (the work was run again)
+    sched.cluster_reruns()                 # -> [(tag, worker)]: work a Dask cluster ran again
+                                           #    on its own after its worker died
     sched.cancel(handles)                  # those not started never start
     sched.lend(work, helpers)              # work() on the calling thread and on ``helpers``
                                            #    workers at once (shared work, claimed in parts)
@@ -36,6 +38,7 @@ import os
 import sys
 import threading
 import time
+import uuid
 from concurrent.futures import ALL_COMPLETED, FIRST_COMPLETED, Executor, Future, ThreadPoolExecutor
 from concurrent.futures import wait as _wait_futures
 from concurrent.futures.process import BrokenProcessPool, ProcessPoolExecutor
@@ -162,9 +165,11 @@ class Scheduler:
     ``current()`` gives; ``renew(broken)`` gives a new one in place of a broken pool of ours
     (None: not ours to renew)."""
 
-    def __init__(self, current, workers, renew=None, options=None):
+    def __init__(self, current, workers, renew=None, options=None, client=None):
         self.current, self.workers, self._renew = current, workers, renew
         self._options = options or {}  # (keywords every submit passes to the executor)
+        self._client = client  # (a Dask cluster's client: its event log tells of dead workers)
+        self._tags = {}  # (on a cluster: each submitted task's key -> its handle's tag)
 
     @classmethod
     def threads(cls, workers=None):
@@ -190,8 +195,9 @@ class Scheduler:
         piece of work is submitted as impure: Dask then neither hashes its arguments (an
         island's state, its migrants) to name it, nor hands back the outcome of an earlier
         submission with the same arguments when work is run again after its worker died."""
+        client = _client_of(executor)
         return cls(lambda: executor, executor_workers(executor),
-                   options={"pure": False} if _client_of(executor) is not None else None)
+                   options={"pure": False} if client is not None else None, client=client)
 
     def submit(self, fn, *args, tag=None):
         """``fn(*args)`` on a worker: its Handle."""
@@ -200,14 +206,17 @@ class Scheduler:
         return h
 
     def _start(self, h):
-        ex = self.current()
+        ex, options = self.current(), self._options
+        if self._client is not None:  # (named by us: the cluster's event log names its keys)
+            options = dict(options, key=f"{getattr(h.fn, '__name__', 'work')}-{uuid.uuid4().hex}")
+            self._tags[options["key"]] = h.tag
         try:
-            h.future = ex.submit(h.fn, *h.args, **self._options)
+            h.future = ex.submit(h.fn, *h.args, **options)
         except BrokenProcessPool:  # (a worker died while idle: no future said so yet)
             if self._renew is None:
                 raise
             ex = self._renew(ex)
-            h.future = ex.submit(h.fn, *h.args, **self._options)
+            h.future = ex.submit(h.fn, *h.args, **options)
         h.on = ex
 
     def _watch(self, left):
@@ -236,6 +245,24 @@ class Scheduler:
             _wait_futures([h.future for h in handles if not h.future.done()],
                           timeout=self._watch(left),
                           return_when=ALL_COMPLETED if every else FIRST_COMPLETED)
+
+    def cluster_reruns(self):
+        """[(tag, worker address)] of the work submitted here that a Dask worker was running,
+        or held the result of, when it died (unexpectedly), from the cluster's event log: Dask
+        runs such work again elsewhere on its own, so no handle sees the loss (``lost`` stays
+        empty). [] off a cluster, and when the log cannot be read (a report, never a
+        failure)."""
+        if self._client is None or not self._tags:
+            return []
+        try:
+            events = self._client.get_events("all")
+        except Exception:  # noqa: BLE001 - (an older or a remote scheduler without the log)
+            return []
+        return [(self._tags[k], msg.get("worker")) for _, msg in events
+                if isinstance(msg, dict) and msg.get("action") == "remove-worker"
+                and not msg.get("expected")
+                for k in (*msg.get("processing-tasks", ()), *msg.get("lost-computed-tasks", ()))
+                if k in self._tags]
 
     def cancel(self, handles):
         """The work of ``handles`` not yet started never starts (the running ends first)."""

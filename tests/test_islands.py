@@ -197,12 +197,13 @@ def test_a_program_read_from_stdin_is_told_why_worker_processes_cannot_start(tmp
 
 
 def _kill_when_written(out, pids, killed):
-    """Once the first epoch's records are written, SIGKILL the first of ``pids()``."""
+    """Once the first epoch's records are written, SIGKILL the first of ``pids()`` (as soon as
+    it lists one)."""
     path = out / RECORD_FILE
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
-        if path.exists() and path.stat().st_size > 0:
-            pid = pids()[0]
+        if path.exists() and path.stat().st_size > 0 and (listed := pids()):
+            pid = listed[0]
             os.kill(pid, signal.SIGKILL)
             killed.append((pid, path.read_text().count("\n")))
             return
@@ -235,14 +236,19 @@ def test_a_killed_dask_worker_loses_and_duplicates_nothing(tmp_path):
     with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
                                   dashboard_address=None) as cluster, \
             distributed.Client(cluster) as client:
-        pids = list(client.run(os.getpid).values())
+        pid_of = client.run(os.getpid)  # (worker address -> its process)
+
+        def busy():  # (the workers holding a task: an idle one's death would cost nothing)
+            return [pid_of[w] for w, keys in client.processing().items() if keys]
+
         out = tmp_path / "run"
         killed = []
-        t = threading.Thread(target=_kill_when_written, args=(out, lambda: pids, killed))
+        t = threading.Thread(target=_kill_when_written, args=(out, busy, killed))
         t.start()
         res = ndvm.search("damped", executor=client.get_executor(), out=out, **run)
         t.join()
     assert killed and killed[0][1] < len(whole.records)
+    assert any("Dask worker" in w and "died" in w for w in res.warnings)  # (Dask reran it)
     assert _rows(res) == _rows(whole)
     written = [json.loads(x)["id"] for x in (out / RECORD_FILE).read_text().splitlines()]
     assert sorted(written) == [r["id"] for r in whole.records]

@@ -263,6 +263,8 @@ def search_islands(task, islands, seed, grammar, batch, every, migrants, max_can
     finally:
         sched.cancel(running)
         _forget(key)  # (where this process ran epochs itself)
+    warnings.extend(f"island {i} epoch {e}: its Dask worker {w} died; the cluster ran it "
+                    f"again" for (i, e), w in sched.cluster_reruns())
     if stopped == "candidates" and any(stops):
         stopped = next(s for s in stops if s)
     records.sort(key=lambda r: r["id"])
