@@ -123,6 +123,10 @@ def test_breeders_are_one_per_grammar_value_and_pickle_nothing_of_their_own():
     trees = [gp.grow(rng, h, 1) for _ in range(300)]
     heads = {t[0] for t in trees if isinstance(t, list)}
     assert heads == {"sin", "+", "-", "*", "/", "pow"}
+    before = gp.breeder(h)
+    assert gp.breeder(h) is before
+    h.mutation_rates["extend"] = 5.0  # (changed in place: a new value too)
+    assert gp.breeder(h) is not before and gp.breeder(h) is gp.breeder(h)
     # the rng a search pickles is its Draws: a bred stream continues after a round trip
     d = Draws(np.random.default_rng(9))
     gp.grow(d, g)
