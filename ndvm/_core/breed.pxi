@@ -514,7 +514,8 @@ cdef class Breeder:
 
 
 _BREEDERS = {}  # repr(grammar) -> its Breeder, for the whole process (a few grammars a search)
-_BY_ID = {}  # id(grammar) -> (grammar, its Breeder), used while the grammar's fields are unchanged (no repr)
+# id(grammar) -> (grammar, its Breeder), used while the grammar's fields are unchanged (no repr)
+_BY_ID = {}
 
 
 cdef tuple _fields_of(object g):

@@ -10,8 +10,8 @@ from ndvm._core._core import (Sites, breed_choice, breed_get_at, breed_positions
                               breed_replace_at, breeder)
 from ndvm.fit import did_you_mean
 
-__all__ = ["Grammar", "Sites", "breeder", "choice", "positions", "get_at", "replace_at", "grow", "mutate",
-           "crossover", "shifted", "simplify", "small_programs", "polynomials",
+__all__ = ["Grammar", "Sites", "breeder", "choice", "positions", "get_at", "replace_at", "grow",
+           "mutate", "crossover", "shifted", "simplify", "small_programs", "polynomials",
            "separable_shapes"]
 
 
