@@ -535,3 +535,5 @@ include "fit.pxi"
 include "simplify.pxi"
 
 include "draws.pxi"
+
+include "breed.pxi"

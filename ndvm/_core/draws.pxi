@@ -1,7 +1,8 @@
 # Scalar draws of a numpy Generator at C speed (included by _core.pyx): the genetic operators draw
 # ~14 integers and uniforms per child, each a ~2 us numpy call. Draws reads the Generator's own
 # BitGenerator through numpy's C interface (numpy/random/bitgen.h) and repeats numpy's scalar
-# algorithms, so the stream is numpy's draw for draw (tests/test_draws.py checks it).
+# algorithms (draws.hpp, shared with the genetic operators of breed.pxi), so the stream is numpy's
+# draw for draw (tests/test_draws.py checks it).
 from cpython.pycapsule cimport PyCapsule_GetPointer
 from libc.stdint cimport uint64_t
 
@@ -12,6 +13,11 @@ cdef extern from "numpy/random/bitgen.h":
         uint64_t (*next_uint64)(void*) nogil
         uint32_t (*next_uint32)(void*) nogil
         double (*next_double)(void*) nogil
+
+
+cdef extern from "draws.hpp" namespace "ndvm::draws" nogil:
+    uint32_t bounded32(bitgen_t* bg, uint32_t span)
+    double uniform(bitgen_t* bg, double low, double high)
 
 
 cdef class Draws:
@@ -47,20 +53,19 @@ cdef class Draws:
         return low + self._bounded32(<uint32_t>span)
 
     cdef uint32_t _bounded32(self, uint32_t span):
-        # numpy's bounded draw for a span below 2**32 - 1, one value (no buffer carried between
-        # calls): none for an empty span, else Lemire's multiply-and-reject on 32-bit draws
-        if span == 0:
-            return 0
-        cdef uint32_t excl = span + 1
-        cdef uint64_t m = <uint64_t>self.bg.next_uint32(self.bg.state) * excl
-        cdef uint32_t leftover = <uint32_t>m
-        cdef uint32_t threshold
-        if leftover < excl:
-            threshold = (0xFFFFFFFF - span) % excl
-            while leftover < threshold:
-                m = <uint64_t>self.bg.next_uint32(self.bg.state) * excl
-                leftover = <uint32_t>m
-        return <uint32_t>(m >> 32)
+        # numpy's bounded draw for a span below 2**32 - 1 (draws.hpp)
+        return bounded32(self.bg, span)
+
+    cdef Py_ssize_t _below(self, Py_ssize_t n) except -1:
+        # ``integers(n)`` for the operators' list lengths, as a C integer
+        if n <= 0:
+            raise ValueError(f"integers: low >= high (0 >= {n})")
+        if n - 1 > 0xFFFFFFFE:
+            return int(self.rng.integers(n))
+        return bounded32(self.bg, <uint32_t>(n - 1))
+
+    cdef inline double _random(self):
+        return self.bg.next_double(self.bg.state)
 
     def uniform(self, *args):
         return self.rng.uniform(*args)

@@ -235,6 +235,7 @@ class Mutate(Proposer):
                     made[src] = canon
                     if island is not None:
                         island.add(src)
+        breed = gp.breeder(g)  # (the core's operators for this grammar)
         for _ in range(n * 20):
             if len(out) >= n:
                 break
@@ -242,15 +243,15 @@ class Mutate(Proposer):
             if not trees or r < self.fresh:
                 if seeds and self.rng.random() < 0.3:
                     seed = seeds[self.rng.integers(len(seeds))]
-                    child = gp.mutate(self.rng, g, seed.tree, seed)
+                    child = breed.mutate(self.rng, seed.tree, seed)
                 else:
-                    child = gp.grow(self.rng, g)
+                    child = breed.grow(self.rng)
             elif r < self.fresh + self.crossover and len(trees) > 1:
                 a, b = self._pick(trees, errors), self._pick(trees, errors)
-                child = gp.crossover(self.rng, g, a.tree, b.tree, a, b)
+                child = breed.crossover(self.rng, a.tree, b.tree, a, b)
             else:
                 parent = self._pick(trees, errors)
-                child = gp.mutate(self.rng, g, parent.tree, parent)
+                child = breed.mutate(self.rng, parent.tree, parent)
             canon = _canonical(child, g.params)
             if canon is None or canon[2] > g.max_size or not self._admits(canon[0]):
                 continue

@@ -1,0 +1,557 @@
+# The genetic operators of the search (included by _core.pyx; ndvm.cosearch.grammar is their Python
+# face): grow, mutate, crossover, shifted and the rewrite positions of a tree, on trees of nested
+# Python lists, with the draws of a Draws object (draws.pxi) in the order the Python operators drew
+# them, so a seed breeds the same children draw for draw (tests/test_breed.py replays the golden
+# file tests/breed_golden.py wrote from the Python operators). A child shares every list off the
+# rewritten path with its parent (the canonical form's Simplifier meets them by identity).
+cimport cython
+
+import math
+
+
+cdef extern from "breed.hpp" namespace "ndvm::breed" nogil:
+    double python_round(double x, int ndigits)
+
+
+# A tree nested deeper than this (or a grow deeper than this) is refused with a RecursionError.
+BREED_MAX_DEPTH = 1000
+cdef int _BREED_MAX_DEPTH = BREED_MAX_DEPTH
+_BREED_SPECIAL = frozenset("quote if cond case and or when unless begin let let* letrec letrec* "
+                           "lambda define loop recur else".split())
+_KINDS = ("subtree", "constant", "operator", "hoist", "extend", "shift")
+_S = frozenset({"s"})
+_LOOP = frozenset({"loop"})
+
+
+def breed_round(double x, int ndigits):
+    """Python's ``round(x, ndigits)`` of a float, as the operators compute it (breed.hpp)."""
+    if not 0 <= ndigits <= 17:
+        raise ValueError("ndigits: 0 to 17")
+    return python_round(x, ndigits)
+
+
+cdef int _bdeeper(int depth) except -1:
+    if depth >= _BREED_MAX_DEPTH:
+        raise RecursionError(f"the tree is nested more than {_BREED_MAX_DEPTH} levels deep")
+    if native_stack_exhausted():  # (datum.pxi's guard)
+        raise RecursionError(_STACK_EXHAUSTED)
+    return 0
+
+
+cdef Draws _bdraws(object rng):
+    # the operators draw from a Draws; a numpy Generator is read through one (the same stream)
+    if type(rng) is Draws:
+        return <Draws>rng
+    if isinstance(rng, Draws):
+        return <Draws>rng
+    if not hasattr(rng, "bit_generator"):
+        raise TypeError(f"rng is a numpy Generator or an ndvm Draws, not {type(rng).__name__}")
+    return Draws(rng)
+
+
+cdef inline bint _bis_number(object a):
+    # (``bool`` is C++'s here: a Python bool is True or False)
+    return isinstance(a, (int, float)) and a is not True and a is not False
+
+
+cdef bint _brefs(object tree, object names, int depth) except -1:
+    # does the tree mention one of ``names`` (a set of symbols)?
+    if isinstance(tree, list):
+        _bdeeper(depth)
+        for t in <list>tree:
+            if _brefs(t, names, depth + 1):
+                return True
+        return False
+    return isinstance(tree, str) and tree in names
+
+
+def breed_refs(tree, names):
+    """Whether ``tree`` mentions one of ``names`` (a set of symbols)."""
+    return _brefs(tree, names, 0)
+
+
+cdef Py_ssize_t _bsize(object tree, int depth) except -1:
+    cdef Py_ssize_t n = 0
+    if isinstance(tree, list):
+        _bdeeper(depth)
+        for t in <list>tree:
+            n += _bsize(t, depth + 1)
+        return n
+    return 1
+
+
+cdef bint _blocals_in(object tree, object locals_, object scope, int depth) except -1:
+    # ``_free_locals(tree, locals_) <= scope``: every name of ``locals_`` in the tree is in scope
+    if isinstance(tree, list):
+        _bdeeper(depth)
+        for t in <list>tree:
+            if not _blocals_in(t, locals_, scope, depth + 1):
+                return False
+        return True
+    if isinstance(tree, str) and tree in locals_:
+        return tree in scope
+    return True
+
+
+cdef _bpositions(list out, object tree, object scope, object counters, tuple path, int depth):
+    # the rule of positions(): appends (path, scope, in_loop) in the order the Python generator
+    # yielded them
+    _bdeeper(depth)
+    if not counters or not _brefs(tree, counters, depth):  # (no counter: nothing to look for)
+        out.append((path, scope, True if counters else False))
+    if not isinstance(tree, list) or not tree:
+        return
+    head = tree[0]
+    cdef Py_ssize_t i, j, n = len(tree)
+    if head in ("let", "let*") and n >= 3 and isinstance(tree[1], list):
+        inner = set(scope)
+        for i, b in enumerate(tree[1]):
+            if isinstance(b, list) and len(b) == 2:
+                _bpositions(out, b[1], frozenset(inner) if head == "let*" else scope, counters,
+                           path + (1, i, 1), depth + 1)
+                inner.add(b[0])
+        for j in range(2, n):
+            _bpositions(out, tree[j], frozenset(inner), counters, path + (j,), depth + 1)
+    elif head == "loop" and n >= 3 and isinstance(tree[1], list):
+        state, ctr = set(scope), set(counters)
+        for i, b in enumerate(tree[1]):
+            if isinstance(b, list) and len(b) == 2:
+                if isinstance(b[1], int) and b[1] is not True and b[1] is not False:
+                    ctr.add(b[0])
+                else:
+                    _bpositions(out, b[1], scope, counters, path + (1, i, 1), depth + 1)
+                state.add(b[0])
+        state -= ctr
+        for j in range(2, n):
+            _bpositions(out, tree[j], frozenset(state), frozenset(ctr), path + (j,), depth + 1)
+    elif head in ("if", "recur"):
+        for j in range(1, n):
+            _bpositions(out, tree[j], scope, counters, path + (j,), depth + 1)
+    elif isinstance(head, str) and head not in _BREED_SPECIAL:
+        if counters and any(isinstance(t, str) and t in counters for t in tree[1:]):
+            return
+        for j in range(1, n):
+            _bpositions(out, tree[j], scope, counters, path + (j,), depth + 1)
+
+
+def breed_positions(tree, scope=frozenset(), counters=frozenset(), path=()):
+    """[(path, scope, in_loop), ...]: every expression position a genetic operator may rewrite,
+    depth first (grammar.positions)."""
+    out = []
+    _bpositions(out, tree, scope, counters, tuple(path), 0)
+    return out
+
+
+cdef object _bget_at(object tree, object path):
+    for i in path:
+        tree = tree[i]
+    return tree
+
+
+cdef object _breplace_at(object tree, object path, object new):
+    # a copy of the lists on ``path`` (top down, as the Python recursion made them), the rest shared
+    cdef Py_ssize_t k, n = len(path)
+    if n == 0:
+        return new
+    cdef list copies = []
+    for k in range(n):
+        copies.append(list(tree))
+        tree = tree[path[k]]
+    copies[n - 1][path[n - 1]] = new
+    for k in range(n - 2, -1, -1):
+        copies[k][path[k]] = copies[k + 1]
+    return copies[0]
+
+
+def breed_get_at(tree, path):
+    """The subtree at ``path``."""
+    return _bget_at(tree, path)
+
+
+def breed_replace_at(tree, path, new):
+    """A copy of ``tree`` with the subtree at ``path`` replaced by ``new`` (the lists off the path
+    shared)."""
+    return _breplace_at(tree, path, new)
+
+
+cdef class Sites:
+    """A tree's rewrite positions (``positions``) and its literal and operator positions, listed
+    once: a parent in the search is mutated many times. The tree must not change afterwards."""
+
+    cdef readonly object tree
+    cdef readonly list spots
+    cdef Py_ssize_t _n_atoms
+    cdef list _numbers
+    cdef list _inner
+    cdef dict _operators
+    cdef dict _names
+
+    def __init__(self, tree):
+        self.tree = tree
+        self.spots = breed_positions(tree)
+        self._n_atoms = -1
+        self._numbers = None
+        self._inner = None
+        self._operators = {}
+        self._names = {}
+
+    def size(self):
+        """``size(tree)``."""
+        return self._size()
+
+    cdef Py_ssize_t _size(self) except -1:
+        if self._n_atoms < 0:
+            self._n_atoms = _bsize(self.tree, 0)
+        return self._n_atoms
+
+    def numbers(self):
+        """The positions that hold a numeric literal."""
+        if self._numbers is None:
+            self._numbers = [p for p in self.spots if _bis_number(_bget_at(self.tree, p[0]))]
+        return self._numbers
+
+    cdef list inner(self):
+        # the positions below the root (hoist's)
+        if self._inner is None:
+            self._inner = [p for p in self.spots if len(p[0]) > 0]
+        return self._inner
+
+    def names(self, names):
+        """The positions that hold one of ``names`` (a frozenset of atoms)."""
+        out = self._names.get(names)
+        if out is None:
+            out = self._names[names] = [
+                p for p in self.spots if isinstance(_bget_at(self.tree, p[0]), str)
+                and _bget_at(self.tree, p[0]) in names]
+        return out
+
+    @cython.boundscheck(True)
+    @cython.wraparound(True)
+    def operators(self, ops):
+        """The positions that hold a call of one of ``ops`` (a frozenset)."""
+        out = self._operators.get(ops)
+        if out is None:
+            out = self._operators[ops] = [
+                p for p in self.spots if isinstance(_bget_at(self.tree, p[0]), list)
+                and _bget_at(self.tree, p[0])[0] in ops]
+        return out
+
+
+cdef Sites _bsites(object tree, object sites):
+    if sites is None:
+        return Sites(tree)
+    if not isinstance(sites, Sites):
+        raise TypeError(f"sites are the tree's Sites, not {type(sites).__name__}")
+    return <Sites>sites
+
+
+_CDFS = {}  # tuple(p) -> its normalized cumulative sums (a search has one set of rates)
+
+
+cdef list _bcdf(object p):
+    key = tuple(p)
+    cdf = _CDFS.get(key)
+    if cdf is None:
+        if len(_CDFS) > 64:
+            _CDFS.clear()
+        sums = []
+        total = 0
+        for i, c in enumerate(key):
+            total = c if i == 0 else total + c
+            sums.append(total)
+        total = sums[len(sums) - 1]
+        cdf = _CDFS[key] = [c / total for c in sums]
+    return cdf
+
+
+cdef Py_ssize_t _bbisect(list cdf, double u, Py_ssize_t n_items) except -1:
+    # bisect_right(cdf, u), step for step (the same index on any list), checked against the
+    # number of items it indexes (Python's IndexError past the end)
+    cdef Py_ssize_t lo = 0, hi = len(cdf), mid
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if u < cdf[mid]:
+            hi = mid
+        else:
+            lo = mid + 1
+    if lo >= n_items:
+        raise IndexError("tuple index out of range")
+    return lo
+
+
+def breed_choice(rng, items, p):
+    """``rng.choice(items, p=p)`` for one draw: numpy draws one uniform and takes the first entry
+    of the normalized cumulative ``p`` above it, and so does this."""
+    cdef Draws d = _bdraws(rng)
+    cdef list cdf = _bcdf(p)
+    return items[_bbisect(cdf, d._random(), len(items))]
+
+
+cdef class Breeder:
+    """The genetic operators over one grammar (its fields read once: a Grammar is a value, and
+    ``breeder(g)`` keeps one Breeder per ``repr(g)``). Every operator takes the rng, a Draws or a
+    numpy Generator, and draws from it exactly as grammar.py's Python operators did."""
+
+    cdef readonly object grammar
+    cdef tuple inputs, params, unary, binary, constants
+    cdef frozenset input_set, op_set
+    cdef bint let, loop, has_div, has_square
+    cdef object lo, hi
+    cdef long max_depth, max_size
+    cdef list kinds_cdf  # (made at the first mutation: the rates are read as Python read them)
+    cdef tuple fields    # (the grammar's field values it was made from: breeder()'s check)
+
+    def __init__(self, g):
+        self.grammar = g
+        self.inputs = tuple(g.inputs)
+        self.params = tuple(g.params)
+        self.unary = tuple(g.unary)
+        self.binary = tuple(g.binary)
+        self.constants = tuple(g.constants)
+        self.input_set = frozenset(self.inputs)
+        self.op_set = frozenset(self.unary) | frozenset(self.binary)
+        self.let = g.let
+        self.loop = g.loop
+        self.has_div = "/" in self.binary
+        self.has_square = "square" in self.unary
+        self.lo, self.hi = g.loop_steps if self.loop else (0, 0)
+        for kind in ("max_depth", "max_size"):
+            v = getattr(g, kind)
+            if v is True or v is False or not isinstance(v, int):
+                raise TypeError(f"{kind} must be a whole number, got {v!r}")
+        self.max_depth = g.max_depth
+        self.max_size = g.max_size
+        self.kinds_cdf = None
+        self.fields = _fields_of(g)
+
+    # -- terminals --
+
+    cdef object _constant(self, Draws d):
+        if d._random() < 0.5:
+            return float(self.constants[d._below(len(self.constants))])
+        return python_round(uniform(d.bg, -3.0, 3.0), 2)
+
+    cdef object _leaf(self, Draws d, object scope):
+        cdef double r = d._random()
+        if r < 0.5:
+            return self.params[d._below(len(self.params))]
+        if r < 0.88:
+            if not scope:
+                return self.inputs[d._below(len(self.inputs))]
+            names = list(self.inputs) + sorted(scope)
+            return names[d._below(len(names))]
+        return self._constant(d)
+
+    # -- grow --
+
+    cdef object _grow(self, Draws d, long depth, object scope, bint in_loop, int level):
+        cdef double r
+        _bdeeper(level)
+        if depth <= 0 or d._random() < 0.25:
+            return self._leaf(d, scope)
+        r = d._random()
+        if self.loop and not in_loop and depth >= 3 and r < 0.1:
+            n = int(d.integers(self.lo, self.hi + 1))
+            init = self._grow(d, depth - 2, scope, True, level + 1)
+            update = self._grow(d, depth - 1, scope | _S, True, level + 1)
+            if not _brefs(update, _S, 0):
+                update = ["+", "s", update] if d._random() < 0.5 else ["*", "s", update]
+            return ["loop", [["s", init], ["k", 0]], ["if", ["=", "k", n], "s",
+                                                      ["recur", update, ["+", "k", 1]]]]
+        if self.let and depth >= 2 and r < 0.17:
+            var = f"u{len(scope)}"
+            value = self._grow(d, depth - 1, scope, in_loop, level + 1)
+            body = self._grow(d, depth - 1, scope | {var}, in_loop, level + 1)
+            return ["let", [[var, value]], body]
+        if r < 0.45:
+            op = self.unary[d._below(len(self.unary))]
+            return [op, self._grow(d, depth - 1, scope, in_loop, level + 1)]
+        op = self.binary[d._below(len(self.binary))]
+        left = self._grow(d, depth - 1, scope, in_loop, level + 1)
+        right = self._grow(d, depth - 1, scope, in_loop, level + 1)
+        return [op, left, right]
+
+    def grow(self, rng, depth=None, scope=frozenset(), in_loop=False):
+        """A random expression of at most ``depth`` levels over the grammar."""
+        cdef long dp = self.max_depth if depth is None else depth
+        return self._grow(_bdraws(rng), dp, scope, in_loop, 0)
+
+    # -- shifts --
+
+    cdef object _shift_inputs(self, object t, int depth):
+        if isinstance(t, list):
+            _bdeeper(depth)
+            return [self._shift_inputs(x, depth + 1) for x in <list>t]
+        if isinstance(t, str) and t in self.input_set:
+            if not self.params:
+                raise IndexError("tuple index out of range")
+            return ["+", self.params[0], t]
+        return t
+
+    def shift_inputs(self, t):
+        """``t`` with every input x in it written (+ p x), p the first parameter."""
+        return self._shift_inputs(t, 0)
+
+    cdef object _shifted(self, Draws d, object x):
+        p = self.params[d._below(len(self.params))]
+        cdef double r = d._random()
+        others = [y for y in self.inputs if y != x]
+        if others and r < 0.2:
+            y = others[d._below(len(others))]
+            return ["/" if self.has_div and d._random() < 0.5 else "*", x, y]
+        if r < 0.5:
+            return ["+", p, x]
+        if r < 0.75 or not self.has_square:
+            return ["*", p, x]
+        return ["square", ["+", p, x]]
+
+    def shifted(self, rng, x):
+        """A parameterized change of the input ``x`` (grammar.shifted)."""
+        return self._shifted(_bdraws(rng), x)
+
+    # -- mutate --
+
+    cdef object _mutate(self, Draws d, object tree, Sites sites):
+        cdef list spots = sites.spots
+        cdef double r
+        cdef list cdf = self.kinds_cdf
+        if cdf is None:
+            rates = self.grammar.mutation_rates
+            cdf = self.kinds_cdf = _bcdf([rates[k] for k in _KINDS])
+        kind = _KINDS[_bbisect(cdf, d._random(), len(_KINDS))]
+        if kind == "extend":  # add, multiply or divide in a small new term
+            if d._random() < 0.5:
+                term = self._grow(d, 1 + d._below(2), frozenset(), False, 0)
+            else:
+                spot = spots[0] if d._random() < 0.5 else spots[d._below(len(spots))]
+                path, scope = spot[0], spot[1]
+                part = _bget_at(tree, path)
+                if scope:
+                    part = self._grow(d, 1, frozenset(), False, 0)
+                elif d._random() < 0.5:
+                    part = self._shift_inputs(part, 0)
+                term = [self.unary[d._below(len(self.unary))], part]
+            if d._random() < 0.5:
+                term = ["*", self.params[d._below(len(self.params))], term]
+            r = d._random()
+            op = "+" if r < 0.5 else "*" if r < 0.85 or not self.has_div else "/"
+            return [op, tree, term]
+        if kind == "shift":  # an input becomes a fitted shift or scale of it, or its square
+            xs = sites.names(self.input_set)
+            if xs and d._random() < 0.3:  # every input in one part of the model, shifted
+                path = spots[d._below(len(spots))][0]
+                return _breplace_at(tree, path, self._shift_inputs(_bget_at(tree, path), 0))
+            if xs:
+                path = xs[d._below(len(xs))][0]
+                return _breplace_at(tree, path, self._shifted(d, _bget_at(tree, path)))
+            kind = "subtree"
+        if kind == "constant":
+            nums = sites.numbers()
+            if nums:
+                path = nums[d._below(len(nums))][0]
+                c = _bget_at(tree, path)
+                r = d._random()
+                if r < 0.3:
+                    new = self.params[d._below(len(self.params))]
+                elif r < 0.7:  # (Python's arithmetic and math.exp: the rare path, as it was)
+                    new = python_round(c * float(math.exp(0.4 * d.rng.standard_normal())), 4)
+                else:
+                    new = python_round(c + float(d.rng.normal(0, 0.5)), 4)
+                return _breplace_at(tree, path, new)
+            kind = "subtree"
+        if kind == "operator":
+            ops = sites.operators(self.op_set)
+            if ops:
+                path = ops[d._below(len(ops))][0]
+                node = _bget_at(tree, path)
+                family = self.unary if node[0] in self.unary and len(node) == 2 else self.binary
+                choices = [o for o in family if o != node[0]]
+                if choices and (len(node) == 2 or node[0] in self.binary):
+                    return _breplace_at(tree, path,
+                                       [choices[d._below(len(choices))]] + node[1:])
+            kind = "subtree"
+        if kind == "hoist":  # replace a node by one of its own subexpressions (simplifies)
+            inner = sites.inner()
+            if inner:
+                spot = inner[d._below(len(inner))]
+                return _bget_at(tree, spot[0]) if not spot[1] else tree
+        spot = spots[d._below(len(spots))]
+        path = spot[0]
+        cdef long most = max(1, self.max_depth - len(path) // 2)
+        return _breplace_at(tree, path, self._grow(d, 1 + d._below(most), spot[1], spot[2],
+                                                  0))
+
+    def mutate(self, rng, tree, sites=None):
+        """One random mutation of ``tree`` (grammar.mutate); ``sites``: its Sites, when kept."""
+        return self._mutate(_bdraws(rng), tree, _bsites(tree, sites))
+
+    # -- crossover --
+
+    cdef object _crossover(self, Draws d, object a, object b, Sites sites_a, Sites sites_b):
+        cdef list spots = sites_a.spots
+        cdef list donors = sites_b.spots
+        cdef int attempt
+        for attempt in range(8):
+            spot = spots[d._below(len(spots))]
+            donor = donors[d._below(len(donors))]
+            path, scope, in_loop = spot[0], spot[1], spot[2]
+            dscope = donor[1]
+            piece = _bget_at(b, donor[0])
+            if ((not dscope or _blocals_in(piece, dscope, scope, 0))
+                    and not (in_loop and _brefs(piece, _LOOP, 0))):
+                # (the child's size: the parent's with one subtree traded for the piece)
+                if (sites_a._size() - _bsize(_bget_at(a, path), 0) + _bsize(piece, 0)
+                        <= self.max_size):
+                    return _breplace_at(a, path, piece)
+        return self._mutate(d, a, sites_a)
+
+    def crossover(self, rng, a, b, sites_a=None, sites_b=None):
+        """Insert a random subexpression of ``b`` at a random position of ``a`` where it is in
+        scope (grammar.crossover); ``sites_a``, ``sites_b``: the trees' Sites, when kept."""
+        cdef Sites sa = _bsites(a, sites_a)
+        cdef Sites sb = _bsites(b, sites_b)
+        return self._crossover(_bdraws(rng), a, b, sa, sb)
+
+
+_BREEDERS = {}  # repr(grammar) -> its Breeder, for the whole process (a few grammars a search)
+# id(grammar) -> (grammar, its Breeder), used while the grammar's fields are unchanged (no repr)
+_BY_ID = {}
+
+
+cdef tuple _fields_of(object g):
+    # shallow copies of a dataclass grammar's field values (a list or dict field changed in place
+    # is seen as changed), or None for another kind of grammar
+    names = getattr(type(g), "__dataclass_fields__", None)
+    if names is None:
+        return None
+    return tuple(list(v) if type(v) is list else dict(v) if type(v) is dict else v
+                 for v in [getattr(g, k) for k in names])
+
+
+cdef bint _unchanged(Breeder b, object g) except -1:
+    names = type(g).__dataclass_fields__
+    cdef Py_ssize_t i = 0
+    for k in names:
+        if getattr(g, k) != b.fields[i]:
+            return False
+        i += 1
+    return True
+
+
+def breeder(g):
+    """The process's Breeder of grammar ``g``: one per ``repr(g)``, the same operators whichever
+    thread or process asks (a grammar met again with its fields unchanged skips the repr)."""
+    hit = _BY_ID.get(id(g))
+    if hit is not None and hit[0] is g and (<Breeder>hit[1]).fields is not None \
+            and _unchanged(<Breeder>hit[1], g):
+        return hit[1]
+    key = repr(g)
+    out = _BREEDERS.get(key)
+    if out is None:
+        if len(_BREEDERS) >= 16:
+            _BREEDERS.clear()
+        out = _BREEDERS[key] = Breeder(g)
+    if len(_BY_ID) >= 64:
+        _BY_ID.clear()
+    _BY_ID[id(g)] = (g, out)  # (the grammar held: its id is not reused while it is here)
+    return out

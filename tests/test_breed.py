@@ -1,0 +1,190 @@
+"""The core's genetic operators (ndvm/_core/breed.pxi, grammar.py's face) make the children the
+Python operators made, draw for draw: tests/breed_golden.jsonl.gz (written by
+tests/breed_golden.py from the Python operators before they moved) is replayed in full."""
+import gzip
+import json
+import math
+import pickle
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from ndvm._core._core import BREED_MAX_DEPTH, Draws, breed_round
+from ndvm.cosearch import grammar as gp
+from ndvm.cosearch.sexpr import to_tree
+
+sys.path.insert(0, str(Path(__file__).parent))
+import breed_golden  # noqa: E402
+
+GOLDEN = Path(__file__).with_name("breed_golden.jsonl.gz")
+
+
+def _golden():
+    with gzip.open(GOLDEN, "rt", encoding="utf-8") as f:
+        return [json.loads(line) for line in f]
+
+
+def _exact(a, b):
+    """Equal trees, floats bit for bit and ints apart from floats (2 is not 2.0)."""
+    if isinstance(a, list) or isinstance(b, list):
+        return (isinstance(a, list) and isinstance(b, list) and len(a) == len(b)
+                and all(_exact(x, y) for x, y in zip(a, b)))
+    if type(a) is not type(b):
+        return False
+    if isinstance(a, float):
+        return math.copysign(1, a) == math.copysign(1, b) and (a == b or a != a and b != b)
+    return a == b
+
+
+def test_the_core_breeds_every_child_of_the_golden_file_with_the_same_draws():
+    want = _golden()
+    got = [json.loads(json.dumps(r)) for r in breed_golden.records(gp)]  # (as the file holds it)
+    assert len(got) == len(want) > 15_000
+    for g, w in zip(got, want):
+        assert g[:5] == w[:5]
+        if w[0] == "child":
+            assert _exact(g[5], w[5]), (w[:5], g[5], w[5])
+            assert g[6] == w[6], f"{w[:5]}: the stream moved on differently"
+        else:
+            assert g == w
+
+
+def test_the_copy_of_the_python_operators_agrees_with_the_golden_file():
+    # (the writer's own operators still make the file: it is their record)
+    want = _golden()
+    got = [json.loads(json.dumps(r)) for r, _ in zip(breed_golden.records(breed_golden.PYTHON),
+                                                      range(2000))]
+    assert got == want[:len(got)]
+
+
+def test_round_is_pythons_own():
+    rng = np.random.default_rng(5)
+    values = list(rng.uniform(-3, 3, 20000)) + list(rng.normal(0, 1e3, 5000))
+    values += list(rng.standard_normal(5000) * 10.0 ** rng.integers(-12, 12, 5000))
+    # exact binary ties (half-even), values near ties, signed zeros, extremes
+    values += [k / 8 for k in range(-80, 80)] + [k / 200 for k in range(-600, 600)]
+    values += [0.125, 0.375, 2.675, 1.005, -0.005, -0.0001, 0.00005, -0.00005, 0.0, -0.0,
+               5e-324, -5e-324, 1e308, -1.7976931348623157e308, 1e16 + 2, 123456789.12345,
+               math.inf, -math.inf]
+    for v in values:
+        v = float(v)
+        for n in (0, 2, 4, 7):
+            a, b = breed_round(v, n), round(v, n)
+            assert a == b and math.copysign(1, a) == math.copysign(1, b), (v, n, a, b)
+    assert math.isnan(breed_round(math.nan, 2))
+
+
+def test_positions_match_the_python_rule_on_every_tree():
+    for rec in _golden():
+        if rec[0] == "positions":
+            tree = rec[2]
+            assert breed_golden._positions(gp, tree) == rec[3]
+            assert breed_golden._positions(breed_golden.PYTHON, tree) == rec[3]
+    loop = to_tree("(loop ((s x) (k 0)) (if (= k 3) s (recur (* a s) (+ k 1))))")
+    assert ([(p, s, l) for p, s, l in gp.positions(loop, frozenset({"u0"}), frozenset(),
+                                                     (4,))]
+            == [(p, s, l) for p, s, l in breed_golden.positions(loop, frozenset({"u0"}),
+                                                                frozenset(), (4,))])
+
+
+def test_a_numpy_generator_and_draws_of_it_breed_alike():
+    g = gp.Grammar()
+    parent = to_tree("(let ((u0 (* a x))) (+ (sin u0) 2.0))")
+    a, b = np.random.default_rng(3), Draws(np.random.default_rng(3))
+    for _ in range(300):
+        assert gp.mutate(a, g, parent) == gp.mutate(b, g, parent)
+        assert gp.grow(a, g) == gp.grow(b, g)
+    assert a.random() == b.random()
+
+
+def test_children_share_the_parents_untouched_lists():
+    g = gp.Grammar()
+    parent = to_tree("(+ (* a (sin x)) (* b (cos x)))")
+    rng = Draws(np.random.default_rng(0))
+    shared = 0
+    for _ in range(200):
+        child = gp.mutate(rng, g, parent)
+        if isinstance(child, list) and len(child) == 3 and child[0] == "+":
+            shared += child[1] is parent[1] or child[2] is parent[2]
+    assert shared > 20
+
+
+def test_breeders_are_one_per_grammar_value_and_pickle_nothing_of_their_own():
+    g = gp.Grammar()
+    assert gp.breeder(g) is gp.breeder(gp.Grammar())
+    assert gp.breeder(g) is not gp.breeder(gp.Grammar(inputs=("x", "y")))
+    # a grammar changed in place is a new value: its breeder reads the new fields
+    h = gp.Grammar()
+    h.unary = ("sin",)
+    rng = Draws(np.random.default_rng(0))
+    assert gp.breeder(h) is not gp.breeder(g)
+    trees = [gp.grow(rng, h, 1) for _ in range(300)]
+    heads = {t[0] for t in trees if isinstance(t, list)}
+    assert heads == {"sin", "+", "-", "*", "/", "pow"}
+    before = gp.breeder(h)
+    assert gp.breeder(h) is before
+    h.mutation_rates["extend"] = 5.0  # (changed in place: a new value too)
+    assert gp.breeder(h) is not before and gp.breeder(h) is gp.breeder(h)
+    # the rng a search pickles is its Draws: a bred stream continues after a round trip
+    d = Draws(np.random.default_rng(9))
+    gp.grow(d, g)
+    e = pickle.loads(pickle.dumps(d))
+    assert gp.grow(d, g) == gp.grow(e, g)
+
+
+def _deep(n):
+    t = "x"
+    for _ in range(n):
+        t = ["sin", t]
+    return t
+
+
+@pytest.mark.parametrize("op", ["positions", "sites", "mutate", "crossover", "shift"])
+def test_trees_too_deep_or_cyclic_are_refused_with_an_exception(op):
+    g = gp.Grammar()
+    cyclic = ["+", "x", "a"]
+    cyclic.append(cyclic)
+    rng = Draws(np.random.default_rng(0))
+    for tree in (_deep(BREED_MAX_DEPTH + 5), cyclic, _deep(100_000)):
+        with pytest.raises(RecursionError, match="nested more than|native stack"):
+            if op == "positions":
+                gp.positions(tree)
+            elif op == "sites":
+                gp.Sites(tree)
+            elif op == "mutate":
+                gp.mutate(rng, g, tree)
+            elif op == "crossover":
+                gp.crossover(rng, g, ["+", "x", "a"], tree)
+            else:
+                gp._shift_inputs(tree, g)
+    # a deep tree below the limit is bred as before
+    gp.mutate(rng, g, _deep(BREED_MAX_DEPTH // 2))
+
+
+def test_bad_arguments_raise_clear_errors():
+    g = gp.Grammar()
+    rng = Draws(np.random.default_rng(0))
+    with pytest.raises(TypeError, match="numpy Generator or an ndvm Draws"):
+        gp.grow(object(), g)
+    with pytest.raises(TypeError, match="Sites"):
+        gp.mutate(rng, g, ["sin", "x"], sites=[((), frozenset(), False)])
+    with pytest.raises(ValueError, match="low >= high"):
+        for _ in range(50):  # (a leaf is a parameter half the time)
+            gp.grow(rng, gp.Grammar(params=()), 0)
+    with pytest.raises(TypeError, match="max_depth"):
+        gp.grow(rng, gp.Grammar(max_depth=2.5))
+    with pytest.raises(IndexError):
+        gp.Sites(["+", [], "x"]).operators(frozenset({"+"}))
+    # atoms of any kind pass through as the Python operators passed them
+    odd = ["+", object(), ["sin", "x"]]
+    for seed in range(20):
+        a, b = Draws(np.random.default_rng(seed)), Draws(np.random.default_rng(seed))
+        assert _same(gp.mutate(a, g, odd), breed_golden.mutate(b, g, odd))
+
+
+def _same(a, b):
+    if isinstance(a, list):
+        return isinstance(b, list) and len(a) == len(b) and all(map(_same, a, b))
+    return a is b or a == b
