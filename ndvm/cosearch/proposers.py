@@ -129,7 +129,6 @@ class Mutate(Proposer):
         self._shapes = None
         self._island = set()  # the shape library's sources: scored, never parents
         self._units = None  # the task's units.Dimensions (set with the library)
-        self._trees = {}  # parsed parents and their Sites, by source
         self._proposed = {}  # source -> its canonical tree, for proposals not yet parents
         self.made = {}  # source -> (tree, source, size, skeleton) of the last batch proposed
         self.parsimony = parsimony
@@ -153,19 +152,22 @@ class Mutate(Proposer):
         self.n_front = len(front)
         # parsimony pressure: 2% more error per atom, so bloated parents lose close tournaments;
         # the error is the worse of the training and held-out errors (select.fitness)
-        params = state.grammar.params
+        params = tuple(state.grammar.params)
         return ([self._tree(r["model"], params) for r in pool],
                 [fitness(r) * (1 + self.parsimony * r["size"]) for r in pool])
 
     def _tree(self, src, params):
-        """The parsed tree of ``src`` with its Sites (a parent is parsed and listed once, and
-        held by the canonical form's Simplifier: its children share its lists)."""
-        sites = self._trees.get(src)
+        """(``params``: the grammar's parameter names, a tuple.) The parsed tree of ``src`` with its Sites (a parent is parsed and listed once in a
+        process, whichever island or search of it proposes from it, and held by the canonical
+        form's Simplifier: its children share its lists). A proposal's own tree and the tree
+        its source reads back as are the same, so where a parent was parsed changes nothing."""
+        key = (params, src)
+        sites = _PARENTS.get(key)
         if sites is None:
-            if len(self._trees) > 100_000:
-                self._trees.clear()
+            if len(_PARENTS) > 100_000:
+                _PARENTS.clear()
             tree = self._proposed.pop(src, None)  # (our own proposal: the tree it was made as)
-            sites = self._trees[src] = gp.Sites(to_tree(src) if tree is None else tree)
+            sites = _PARENTS[key] = gp.Sites(to_tree(src) if tree is None else tree)
             if type(sites.tree) is list:
                 try:
                     _simplifier(params)[0].hold(sites.tree)
@@ -199,7 +201,7 @@ class Mutate(Proposer):
         return building_blocks(g, X, target) if X is not None else []
 
     def __getstate__(self):  # (an island between epochs: its parsed-parent caches stay behind,
-        state = {k: ({} if k in ("_trees", "_proposed") else v) for k, v in vars(self).items()}
+        state = {k: ({} if k == "_proposed" else v) for k, v in vars(self).items()}
         if isinstance(self._shapes, list):  # and of the shape library only how much is left)
             state["_shapes"] = len(self._shapes)
         return state
@@ -210,7 +212,7 @@ class Mutate(Proposer):
             self._proposed.clear()
         self._proposed.update((src, canon[0]) for src, canon in self.made.items())
         trees, errors = self._parents(state)
-        seeds = [self._tree(s, g.params) for s in state.task.seeds]
+        seeds = [self._tree(s, tuple(g.params)) for s in state.task.seeds]
         out = []
         self.made = made = {}  # each source's canonical tree, size and skeleton (for the loop)
         if self._small is None:
@@ -262,6 +264,10 @@ class Mutate(Proposer):
             made[src] = canon
         return out
 
+
+# (parameter names, source) -> the parsed parent and its Sites (Mutate._tree), for the process:
+# an island's next epoch in this process finds its parents parsed (its Mutate arrives unpickled)
+_PARENTS = {}
 
 _LIBRARIES = {}  # repr(grammar) -> its shape library (grammar.separable_shapes), made once
 
