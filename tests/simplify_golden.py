@@ -4,7 +4,8 @@
 
 Written once from the Python rewrite rules, before they moved into the core (run then with the
 interpreter of a checkout of that time), and checked by tests/test_simplify.py: the core gives
-every output again. Run now, it records the core's own outputs. Each line
+every output again. Since then one rule was added in the core, u^1 = u and u^0 = 1 (2026-12-04):
+the outputs of the 157 inputs with such a power were updated in place (inputs kept). Run now, it records the core's own outputs. Each line
 is JSON: [tree, params, canonical, simplified] where tree is the input (nested lists; NaN and
 infinities as JSON's NaN/Infinity), params an index into the first line's list of parameter
 sets, canonical ["ok", tree, source, size, skeleton] or ["err", exception type, message] of

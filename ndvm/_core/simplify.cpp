@@ -687,6 +687,9 @@ struct Rules {
     for (N a : args) all_pl = all_pl && pl(a);
     if (all_pl && has_param(node)) return P();  // a parameter-only subtree is one number
     N out;
+    if ((head == "pow" || head == "expt") && args.size() == 2 && num(args[1]) &&
+        (val(args[1]) == 1 || val(args[1]) == 0))  // u^1 = u, u^0 = 1 (IEEE pow: for every u)
+      return val(args[1]) == 1 ? args[0] : F(1.0);
     if (head == "+" || head == "*") {
       out = assoc(head, args);
     } else if (head == "-") {

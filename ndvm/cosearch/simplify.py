@@ -1,8 +1,8 @@
 """Simplification and canonical form of candidate trees, applied before any calibration.
 
 ``canonicalize`` folds constants, collapses every parameter-only subtree into one parameter,
-turns numeric literals into fitted parameters, removes identities (x-x, x/x, x*1, x+0, nested
-negations and inverses, log(exp u)), flattens and orders + and *, keeps one free scale per
+turns numeric literals into fitted parameters, removes identities (x-x, x/x, x*1, x+0, u^1,
+u^0 = 1, nested negations and inverses, log(exp u)), flattens and orders + and *, keeps one free scale per
 product and one constant per sum (wherever it sits: a ratio, a scaled sum, a difference, a
 function it can stand outside of, exp(c + u) = c' exp(u)), and names parameters by order of
 occurrence (one parameter per occurrence when the task has names enough), so two proposals that
