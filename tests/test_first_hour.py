@@ -340,16 +340,26 @@ def _texts(fig):
 
 def test_fits_plot_shows_the_best_and_the_simplest_good_with_readable_labels():
     pytest.importorskip("matplotlib")
+    from ndvm.cli import example_path  # (ndvm.cli is not imported by ndvm itself)
     res = ndvm.search("damped", proposer="replay", candidates=[
-        str(ndvm.cli.example_path("proposals.jsonl"))], budget="30s")
+        str(example_path("proposals.jsonl"))], budget="30s")
     fig = report.fits_figure(res)
     text = _texts(fig)
     marks = report.highlights(res)
     assert "best" in text and "simplest good" in text
     for rid in marks:
-        # the whole (simplified) model its parameters belong to, in the caption
-        src = next(r["model"] for r in res.records if r["id"] == rid)
+        # the whole (simplified) model its parameters belong to, in the caption: the chosen one
+        # as the search hands it over (res.best, refitted on every point)
+        src = (res.best["model"] if "chosen" in marks[rid] else
+               next(r["model"] for r in res.records if r["id"] == rid))
         assert src in " ".join(text.split()) or src in text
+    # the chosen curve is res.best's prediction (it was drawn with the front member's training-
+    # split fit, R^2 0.988 where the model handed over had 0.997)
+    (name, x), = res.task.inputs.items()
+    grid = np.linspace(x.min(), x.max(), 400)
+    curves = [line.get_ydata() for line in fig.axes[0].get_lines()]
+    assert "chosen" in " ".join(" ".join(m) for m in marks.values())
+    assert any(np.allclose(c, res.predict({name: grid}), rtol=1e-12) for c in curves)
     legend = fig.axes[0].get_legend()
     assert min(t.get_fontsize() for t in legend.get_texts()) >= 8
     fig.clf()

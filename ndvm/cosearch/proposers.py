@@ -157,10 +157,11 @@ class Mutate(Proposer):
                 [fitness(r) * (1 + self.parsimony * r["size"]) for r in pool])
 
     def _tree(self, src, params):
-        """(``params``: the grammar's parameter names, a tuple.) The parsed tree of ``src`` with its Sites (a parent is parsed and listed once in a
-        process, whichever island or search of it proposes from it, and held by the canonical
-        form's Simplifier: its children share its lists). A proposal's own tree and the tree
-        its source reads back as are the same, so where a parent was parsed changes nothing."""
+        """The parsed tree of ``src`` with its Sites (``params``: the grammar's parameter names,
+        a tuple). A parent is parsed and listed once in a process, whichever island or search of
+        it proposes from it, and held by the canonical form's Simplifier: its children share its
+        lists. A proposal's own tree and the tree its source reads back as are the same, so where
+        a parent was parsed changes nothing."""
         key = (params, src)
         sites = _PARENTS.get(key)
         if sites is None:

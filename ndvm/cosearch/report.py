@@ -223,13 +223,17 @@ def _curve(r, name, grid, consts):
 
 
 def fits_figure(result):
-    """The data with the highlighted front members (numbered; sources in the caption), or None."""
+    """The data with the highlighted front members (numbered; sources in the caption), or None.
+    The chosen one is drawn as the search hands it over (``result.best``: its model as simplified
+    after selection and its parameters refitted on every point), not as the search's training
+    split fitted it."""
     task = result.task
     if task.objective != "mse" or len(task.inputs) != 1 or not result.front:
         return None
     plt = _pyplot()
     marks = highlights(result)
-    chosen = [r for r in result.front if r["id"] in marks]
+    chosen = [result.best if "chosen" in marks[r["id"]] else r
+              for r in result.front if r["id"] in marks]
     chosen.sort(key=lambda r: r["size"])
     caption = [f"[{i}] {', '.join(marks[r['id']])}: {one_line(r['model'], 600)}"
                for i, r in enumerate(chosen, 1)]
@@ -243,9 +247,11 @@ def fits_figure(result):
     ax.scatter(x[task.heldout], task.target[task.heldout], s=18, facecolors="none",
                edgecolors="C0", label="held out")
     for i, r in enumerate(chosen, 1):
-        ax.plot(grid, _curve(r, name, grid, task.consts), c=f"C{i}", lw=2.2 if "best" in marks[r["id"]] else 1.4,
+        ax.plot(grid, _curve(r, name, grid, task.consts), c=f"C{i}",
+                lw=2.2 if "best" in marks[r["id"]] else 1.4,
                 ls="-" if i == 1 else ("--" if i == 2 else ":"),
-                label=f"[{i}] {', '.join(marks[r['id']])}: size {r['size']}, R² {r['r2']:.3f}")
+                label=f"[{i}] {', '.join(marks[r['id']])}: size {r['size']}, R² {r['r2']:.3f}"
+                      + (" (refitted)" if r is result.best else ""))
     ax.set_xlabel(name)
     ax.set_ylabel("y")
     lo, hi = task.target.min(), task.target.max()
