@@ -510,7 +510,9 @@ def one_island_share(n, islands, rounds, eq_id=None):
     """The serial fraction of one island (the issue's item 3): the share of an island's own time
     (``Island.run``: its rounds of proposing, simplifying, validating, calibrating and scoring,
     on one thread) spent outside the native calibrations, on the island search's own code
-    (``n`` candidates, ``islands`` islands, seed 0, one worker: every epoch runs on this thread)
+    (``n`` candidates, ``islands`` islands, one worker: every epoch runs on this thread; run k
+    with seed k, after a short warm-up with seed 0: a run of a seed met before would find its
+    children's canonical forms and its parents cached by the earlier run, as no user's does)
     of the damped task (44 training rows), or with ``eq_id`` of that Feynman equation's data set
     (bench/feynman.py's, seed 0: 7,500 rows, each candidate calibrated on Task.fit_points of
     them). That Python, under the GIL, is what one population cannot spread over cores:
@@ -518,27 +520,27 @@ def one_island_share(n, islands, rounds, eq_id=None):
     about the same on any data; the calibration it is a share of grows with the rows."""
     from ndvm.cosearch import islands as isl
 
-    run = dict(islands=islands, seed=0, budget=3600, migration_every=256, workers=1)
+    run = dict(islands=islands, budget=3600, migration_every=256, workers=1)
     if eq_id is None:
         what = "damped"
 
-        def search(m):
-            ndvm.search("damped", max_candidates=m, **run)
+        def search(m, seed):
+            ndvm.search("damped", max_candidates=m, seed=seed, **run)
     else:
         import feynman  # (bench/, first on sys.path when this file runs as a script)
 
         eq = next(e for e in feynman.load_equations() if e.id == eq_id)
         X, y, _, _ = feynman.make_data(eq, 0)
         what = f"Feynman {eq_id}, {X.shape[1]} inputs, {y.size} rows"
-        est = dict(run, random_state=run.pop("seed"))
+        est = dict(run)
 
-        def search(m):
-            ndvm.SymbolicRegressor(max_candidates=m, **est).fit(X, y)
-    search(64 * islands)  # (warm)
+        def search(m, seed):
+            ndvm.SymbolicRegressor(max_candidates=m, random_state=seed, **est).fit(X, y)
+    search(64 * islands, 0)  # (warm)
     shares = []
     for _ in range(rounds):
         with timed_calls(isl.Island, ("run",)) as spent, native_seconds() as native:
-            search(n)
+            search(n, 1 + len(shares))
         shares.append(1.0 - native[0] / spent[0])
     s, text = runs_text(shares, 3)
     print(f"one island's own serial fraction ({what}; {n} candidates, {islands} islands run on "
