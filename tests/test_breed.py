@@ -184,6 +184,17 @@ def test_bad_arguments_raise_clear_errors():
         assert _same(gp.mutate(a, g, odd), breed_golden.mutate(b, g, odd))
 
 
+@pytest.mark.parametrize("p", [[], [0.0, 0.0], [float("nan"), 1.0], [-1.0, 2.0],
+                               [float("inf"), 1.0], ["x", 1.0]])
+def test_choice_refuses_weights_numpy_would_refuse(p):
+    # regression: choice(rng, [], []) read past the end of an empty list in the core (a segfault)
+    rng = Draws(np.random.default_rng(0))
+    with pytest.raises(ValueError, match="weights must be finite numbers >= 0"):
+        gp.choice(rng, ["a", "b"][:len(p)], p)
+    with pytest.raises(ValueError, match="mutation_rates"):
+        gp.Grammar(mutation_rates=dict.fromkeys(gp.Grammar().mutation_rates, 0.0)).check()
+
+
 def _same(a, b):
     if isinstance(a, list):
         return isinstance(b, list) and len(a) == len(b) and all(map(_same, a, b))

@@ -254,6 +254,12 @@ cdef list _bcdf(object p):
     if cdf is None:
         if len(_CDFS) > 64:
             _CDFS.clear()
+        # weights as numpy's choice takes them: at least one, each finite and >= 0, not all 0
+        # (an empty list read past its end here: a crash, not an error)
+        if not key or not all(isinstance(c, (int, float)) and math.isfinite(c) and c >= 0
+                              for c in key) or not any(key):
+            raise ValueError(f"choice: the weights must be finite numbers >= 0, at least one of "
+                             f"them above 0, got {list(key)!r}")
         sums = []
         total = 0
         for i, c in enumerate(key):

@@ -4,7 +4,9 @@ Trees are grown from unary and binary primitives, inputs, parameters and small c
 ``let`` and ``loop``/``recur`` (a counted iteration ``s <- f(s, x)``). Loop counters and their tests
 are control: no operator ever rewrites them, so a grown or mutated loop always terminates.
 """
+import math
 from dataclasses import dataclass, field
+from numbers import Real
 
 from ndvm._core._core import (Sites, breed_choice, breed_get_at, breed_positions, breed_refs,
                               breed_replace_at, breeder)
@@ -78,6 +80,12 @@ class Grammar:
             v = getattr(self, kind)
             if isinstance(v, bool) or not isinstance(v, int) or v < 1:
                 raise ValueError(f"{kind} must be a whole number >= 1, got {v!r}")
+        rates, kinds = self.mutation_rates, list(Grammar().mutation_rates)
+        if (not isinstance(rates, dict) or set(rates) != set(kinds)
+                or not all(isinstance(v, Real) and math.isfinite(v) and v >= 0
+                           for v in rates.values()) or not any(rates.values())):
+            raise ValueError(f"mutation_rates must give each of {', '.join(kinds)} a weight, "
+                             f"finite and >= 0, not all 0; got {rates!r}")
         return self
 
     def describe(self):
