@@ -285,6 +285,13 @@ cdef Py_ssize_t _bbisect(list cdf, double u, Py_ssize_t n_items) except -1:
     return lo
 
 
+def breed_weights(p):
+    """The normalized cumulative sums of the weights ``p`` (what ``breed_choice`` bisects), or
+    ValueError unless there is at least one weight, each finite and >= 0, not all 0 (numpy's
+    rule for ``choice``'s p)."""
+    return list(_bcdf(p))
+
+
 def breed_choice(rng, items, p):
     """``rng.choice(items, p=p)`` for one draw: numpy draws one uniform and takes the first entry
     of the normalized cumulative ``p`` above it, and so does this."""
@@ -305,7 +312,6 @@ cdef class Breeder:
     cdef object lo, hi
     cdef long max_depth, max_size
     cdef list kinds_cdf  # (made at the first mutation: the rates are read as Python read them)
-    cdef tuple fields    # (the grammar's field values it was made from: breeder()'s check)
 
     def __init__(self, g):
         self.grammar = g
@@ -328,7 +334,6 @@ cdef class Breeder:
         self.max_depth = g.max_depth
         self.max_size = g.max_size
         self.kinds_cdf = None
-        self.fields = _fields_of(g)
 
     # -- terminals --
 
@@ -520,44 +525,16 @@ cdef class Breeder:
 
 
 _BREEDERS = {}  # repr(grammar) -> its Breeder, for the whole process (a few grammars a search)
-# id(grammar) -> (grammar, its Breeder), used while the grammar's fields are unchanged (no repr)
-_BY_ID = {}
-
-
-cdef tuple _fields_of(object g):
-    # shallow copies of a dataclass grammar's field values (a list or dict field changed in place
-    # is seen as changed), or None for another kind of grammar
-    names = getattr(type(g), "__dataclass_fields__", None)
-    if names is None:
-        return None
-    return tuple(list(v) if type(v) is list else dict(v) if type(v) is dict else v
-                 for v in [getattr(g, k) for k in names])
-
-
-cdef bint _unchanged(Breeder b, object g) except -1:
-    names = type(g).__dataclass_fields__
-    cdef Py_ssize_t i = 0
-    for k in names:
-        if getattr(g, k) != b.fields[i]:
-            return False
-        i += 1
-    return True
 
 
 def breeder(g):
-    """The process's Breeder of grammar ``g``: one per ``repr(g)``, the same operators whichever
-    thread or process asks (a grammar met again with its fields unchanged skips the repr)."""
-    hit = _BY_ID.get(id(g))
-    if hit is not None and hit[0] is g and (<Breeder>hit[1]).fields is not None \
-            and _unchanged(<Breeder>hit[1], g):
-        return hit[1]
+    """The process's Breeder of grammar ``g``: one per ``repr(g)`` (a grammar changed in place
+    is another value), the same operators whichever thread or process asks. The search asks
+    once a round."""
     key = repr(g)
     out = _BREEDERS.get(key)
     if out is None:
         if len(_BREEDERS) >= 16:
             _BREEDERS.clear()
         out = _BREEDERS[key] = Breeder(g)
-    if len(_BY_ID) >= 64:
-        _BY_ID.clear()
-    _BY_ID[id(g)] = (g, out)  # (the grammar held: its id is not reused while it is here)
     return out

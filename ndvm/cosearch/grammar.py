@@ -4,12 +4,10 @@ Trees are grown from unary and binary primitives, inputs, parameters and small c
 ``let`` and ``loop``/``recur`` (a counted iteration ``s <- f(s, x)``). Loop counters and their tests
 are control: no operator ever rewrites them, so a grown or mutated loop always terminates.
 """
-import math
 from dataclasses import dataclass, field
-from numbers import Real
 
 from ndvm._core._core import (Sites, breed_choice, breed_get_at, breed_positions, breed_refs,
-                              breed_replace_at, breeder)
+                              breed_replace_at, breed_weights, breeder)
 from ndvm.fit import did_you_mean
 
 __all__ = ["Grammar", "Sites", "breeder", "choice", "positions", "get_at", "replace_at", "grow",
@@ -81,11 +79,13 @@ class Grammar:
             if isinstance(v, bool) or not isinstance(v, int) or v < 1:
                 raise ValueError(f"{kind} must be a whole number >= 1, got {v!r}")
         rates, kinds = self.mutation_rates, list(Grammar().mutation_rates)
-        if (not isinstance(rates, dict) or set(rates) != set(kinds)
-                or not all(isinstance(v, Real) and math.isfinite(v) and v >= 0
-                           for v in rates.values()) or not any(rates.values())):
+        try:  # (a weight for each kind, by the rule the operators draw the kind with)
+            if not isinstance(rates, dict) or set(rates) != set(kinds):
+                raise ValueError("no weight for each kind")
+            breed_weights([rates[k] for k in kinds])
+        except ValueError:
             raise ValueError(f"mutation_rates must give each of {', '.join(kinds)} a weight, "
-                             f"finite and >= 0, not all 0; got {rates!r}")
+                             f"finite and >= 0, not all 0; got {rates!r}") from None
         return self
 
     def describe(self):
