@@ -676,6 +676,18 @@ def islands_part(args):
                               max(1, args.rounds // 2))
 
 
+def _missing(args):
+    """(module, what to pip install) for each module this run needs that is not installed."""
+    import importlib.util
+
+    needs = []
+    if args.dask:
+        needs += [("distributed", "'dask[distributed]'"), ("psutil", "psutil")]
+    if args.large_data and (args.only_islands or args.islands):
+        needs.append(("sympy", "sympy"))  # (bench/feynman.py's data sets)
+    return [(m, e) for m, e in needs if importlib.util.find_spec(m) is None]
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--rounds", type=int, default=7)
@@ -695,8 +707,18 @@ def main():
                     help="the Feynman equation whose data set the islands' serial fraction is "
                          "also measured on ('': skip it)")
     args = ap.parse_args()
+    missing = _missing(args)
+    if missing:
+        ap.exit(2, f"{ap.prog}: this run needs {', '.join(m for m, _ in missing)}: pip install "
+                   f"{' '.join(sorted({e for _, e in missing}))} (or pip install 'ndvm[bench]')\n")
     if args.only_islands:
         islands_part(args)
+        return
+    if not CANDIDATES.is_file():
+        print(f"(the paper's candidates are not at {CANDIDATES}: set NDVM_SHARED_DATA to the "
+              f"folder that holds cosearch_candidates.jsonl; fit_many and search scaling skipped)")
+        if args.islands:
+            islands_part(args)
         return
     progs, data, target = protocol()
     print(f"{len(progs)} candidates, cores available: {schedule.default_workers()}, "

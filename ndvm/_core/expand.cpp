@@ -12,6 +12,21 @@ const std::shared_ptr<Source>& prelude_source() {
   return src;
 }
 
+const std::unordered_map<std::string, int32_t>& prelude_definitions() {
+  static const std::unordered_map<std::string, int32_t> index = [] {
+    std::unordered_map<std::string, int32_t> m;
+    const Source* pre = prelude_source().get();
+    for (int32_t d : pre->top_) {
+      const Datum& dd = pre->at(d);
+      int32_t head = pre->kid(dd, 1);
+      int32_t nm = pre->at(head).kind == DatumKind::List ? pre->kid(pre->at(head), 0) : head;
+      m[pre->sym_name(nm)] = d;
+    }
+    return m;
+  }();
+  return index;
+}
+
 const std::unordered_set<std::string>& special_forms() {
   static const std::unordered_set<std::string> s = {
       "quote", "if", "cond", "case", "and", "or", "when", "unless", "begin", "let", "let*",

@@ -14,6 +14,8 @@ namespace ndvm::expander {
 
 const std::shared_ptr<Source>& prelude_source();
 const std::unordered_set<std::string>& special_forms();
+// The prelude's top-level definitions by name (the last of a name), made once.
+const std::unordered_map<std::string, int32_t>& prelude_definitions();
 
 struct Scope {
   std::vector<std::string> names;
@@ -99,14 +101,9 @@ class Expander {
     auto it = prelude_slots_.find(name);
     if (it != prelude_slots_.end()) return it->second;
     const Source* pre = prelude_source().get();
-    int32_t found = -1;
-    for (int32_t d : pre->top_) {
-      const Datum& dd = pre->at(d);
-      int32_t head = pre->kid(dd, 1);
-      int32_t nm = pre->at(head).kind == DatumKind::List ? pre->kid(pre->at(head), 0) : head;
-      if (pre->sym_name(nm) == name) found = d;
-    }
-    if (found < 0) return -1;
+    auto def = prelude_definitions().find(name);
+    if (def == prelude_definitions().end()) return -1;
+    int32_t found = def->second;
     uint32_t slot = uint32_t(root_scope_.names.size());
     root_scope_.names.push_back(" prelude " + name);  // not visible to user lookups
     prelude_slots_[name] = slot;

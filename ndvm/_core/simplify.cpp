@@ -370,53 +370,70 @@ struct Rules {
   Facts* facts(N t) {
     if (t->facts) return t->facts;
     guard();
-    std::string key;
-    key.reserve(t->items.size() * 10);
-    for (N x : t->items) {
-      switch (x->kind) {
-        case Kind::List: {
-          uint64_t id = facts(x)->id;
-          key += 'L';
-          key.append(reinterpret_cast<const char*>(&id), sizeof id);
-          break;
-        }
-        case Kind::Sym: {
-          uint32_t n = static_cast<uint32_t>(x->s.size());
-          key += 'S';
-          key.append(reinterpret_cast<const char*>(&n), sizeof n);
-          key += x->s;
-          break;
-        }
-        case Kind::Int:
-          key += 'I';
-          key.append(reinterpret_cast<const char*>(&x->i), sizeof x->i);
-          break;
-        case Kind::Float: {
-          double f = std::isnan(x->f) ? std::numeric_limits<double>::quiet_NaN() : x->f;
-          uint64_t bits;
-          std::memcpy(&bits, &f, sizeof bits);
-          if (std::isnan(f)) bits = 0x7ff8000000000000ULL;
-          key += 'F';
-          key.append(reinterpret_cast<const char*>(&bits), sizeof bits);
-          break;
-        }
-        case Kind::Bool:
-          key += x->b ? 'T' : 'B';
-          break;
+    // one list content, one Facts: found by a hash of its items (a list item by its own Facts,
+    // a symbol by its Node, the one of its name), then compared item by item
+    uint64_t h = mix(0x243f6a8885a308d3ULL, t->items.size());
+    for (N x : t->items) h = mix(h, item_word(x));
+    Facts*& head = owner_.contents_[h];
+    for (Facts* f = head; f; f = f->same_hash) {
+      if (same_content(t, f->rep)) {
+        t->facts = f;
+        return f;
       }
     }
-    auto it = owner_.contents_.find(key);
-    Facts* f;
-    if (it == owner_.contents_.end()) {
-      owner_.facts_.emplace_back();
-      f = &owner_.facts_.back();
-      f->id = owner_.next_id_++;
-      owner_.contents_.emplace(std::move(key), f);
-    } else {
-      f = it->second;
-    }
+    owner_.facts_.emplace_back();
+    Facts* f = &owner_.facts_.back();
+    f->id = owner_.next_id_++;
+    f->rep = t;
+    f->same_hash = head;
+    head = f;
     t->facts = f;
     return f;
+  }
+
+  static uint64_t mix(uint64_t h, uint64_t v) {  // (a hash combine, then splitmix64's finalizer)
+    h ^= v + 0x9e3779b97f4a7c15ULL + (h << 6) + (h >> 2);
+    h ^= h >> 30;
+    h *= 0xbf58476d1ce4e5b9ULL;
+    h ^= h >> 27;
+    h *= 0x94d049bb133111ebULL;
+    return h ^ (h >> 31);
+  }
+
+  // an item's word in its list's content hash
+  uint64_t item_word(N x) {
+    switch (x->kind) {
+      case Kind::List: return mix(1, facts(x)->id);
+      case Kind::Sym: return mix(2, reinterpret_cast<uintptr_t>(x));
+      case Kind::Int: return mix(3, static_cast<uint64_t>(x->i));
+      case Kind::Float: return mix(4, float_bits(x->f));
+      case Kind::Bool: return x->b ? 5 : 6;
+    }
+    return 0;
+  }
+
+  static uint64_t float_bits(double f) {  // (every NaN one content)
+    uint64_t bits;
+    std::memcpy(&bits, &f, sizeof bits);
+    return std::isnan(f) ? 0x7ff8000000000000ULL : bits;
+  }
+
+  // do two lists whose items' Facts are known have the same content?
+  static bool same_content(N a, N b) {
+    if (a->items.size() != b->items.size()) return false;
+    for (size_t k = 0; k < a->items.size(); ++k) {
+      N x = a->items[k], y = b->items[k];
+      if (x == y) continue;
+      if (x->kind != y->kind) return false;
+      switch (x->kind) {
+        case Kind::List: if (x->facts != y->facts) return false; break;
+        case Kind::Sym: return false;  // (one Node per name)
+        case Kind::Int: if (x->i != y->i) return false; break;
+        case Kind::Float: if (float_bits(x->f) != float_bits(y->f)) return false; break;
+        case Kind::Bool: if (x->b != y->b) return false; break;
+      }
+    }
+    return true;
   }
 
   // An atom's source text (a number's written once; a non-finite literal cannot be written).
@@ -1539,7 +1556,7 @@ Node* Simplifier::list(std::vector<Node*> items) {
 }
 
 bool Simplifier::maybe_reset() {
-  if (contents_.size() <= kContentLimit && nodes_.size() <= kNodeLimit) return false;
+  if (facts_.size() <= kContentLimit && nodes_.size() <= kNodeLimit) return false;
   contents_.clear();
   symbols_.clear();
   facts_.clear();

@@ -40,6 +40,8 @@ struct Facts {
   bool pull_known = false;
   char pull_group = 0;      // '*' or '+', 0 for none
   Node* pull_rest = nullptr;
+  Node* rep = nullptr;         // the first list met with this content
+  Facts* same_hash = nullptr;  // the next content whose items hash alike
 };
 
 // The exceptions the rules raise, as the Python rules raised them.
@@ -97,7 +99,7 @@ class Simplifier {
   std::unordered_set<std::string> params_;
   std::deque<Node> nodes_;
   std::deque<Facts> facts_;
-  std::unordered_map<std::string, Facts*> contents_;
+  std::unordered_map<uint64_t, Facts*> contents_;  // items' hash -> its contents (a chain)
   std::unordered_map<std::string, Node*> symbols_;
   uint64_t next_id_ = 1;
   Failure failure_{Err::None, ""};
