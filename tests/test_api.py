@@ -24,6 +24,24 @@ def test_defined_names_primitives_and_prelude_are_not_free():
     assert prog.free_names == ("k", "x", "a")
 
 
+def test_every_primitive_and_prelude_function_is_found_and_a_definition_shadows_it():
+    """The expander finds a name in an index of the primitives and one of the prelude's
+    definitions (each made once): every name of both resolves, a name of neither is free, and a
+    user's definition or local binding of such a name comes first."""
+    from ndvm._core._core import primitives
+
+    for p in primitives():
+        assert ndvm.parse(f"(list {p['name']} x)").free_names == ("x",), p["name"]
+    for f in ("map", "filter", "fold-left", "fold-right", "reduce", "iota", "list-tail", "any",
+              "every"):
+        assert ndvm.parse(f"(list {f} x)").free_names == ("x",), f
+    assert ndvm.parse("(+ mapx sinx fold)").free_names == ("mapx", "sinx", "fold")
+    ev = ndvm.Evaluator()
+    assert ev.evaluate("(define (map f xs) (* 2 xs)) (map a 3)", params={"a": 0.0}).item() == 6
+    assert ev.evaluate("(define sin 3) (+ sin 1)").item() == 4
+    assert ev.evaluate("(let ((sqrt (lambda (u) (* 10 u)))) (sqrt 4))").item() == 40
+
+
 def test_program_pickles():
     prog = ndvm.parse(DAMPED, name="m.scm")
     back = pickle.loads(pickle.dumps(prog))
