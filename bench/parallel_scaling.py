@@ -546,6 +546,37 @@ def one_island_share(n, islands, rounds, eq_id=None):
     print(f"one island's own serial fraction ({what}; {n} candidates, {islands} islands run on "
           f"one worker; the share of Island.run's time outside the native calibrations): {text}; "
           f"one population on many threads is capped at {1 / s:.1f}x by it")
+    island_stages(lambda: search(n, 1 + rounds), n, what)
+
+
+def island_stages(search, n, what):
+    """Where one island's time goes, per candidate, in one more run of ``search()`` (``n``
+    candidates) with every stage timed (the timers' own cost is in the run, so the serial
+    fraction is measured without them, above): proposing (of it the canonical form),
+    validating (of it parse and the probe evaluation), the native calibrations, scoring and
+    folding a round, staging its fits, and the rest of Island.run."""
+    from ndvm.cosearch import islands as isl
+    from ndvm.cosearch import proposers, rounds, score
+    from ndvm.evaluator import Evaluator
+
+    timers = [(isl.Island, "run"), (proposers.Mutate, "propose"), (proposers, "_canonical"),
+              (score.Scorer, "validate"), (ndvm, "parse"), (Evaluator, "evaluate"),
+              (rounds._Rounds, "next"), (rounds._Rounds, "begin"), (rounds._Rounds, "finish"),
+              (rounds._Rounds, "calibrate")]
+    with contextlib.ExitStack() as stack:
+        t = {m: stack.enter_context(timed_calls(o, (m,))) for o, m in timers}
+        native = stack.enter_context(native_seconds())
+        search()
+    us = {k: v[0] / n * 1e6 for k, v in t.items()}
+    records = us["next"] - us["propose"] - us["validate"]
+    rest = us["run"] - us["next"] - us["begin"] - us["calibrate"] - us["finish"]
+    print(f"  where it goes ({what}, one more run with every stage timed), us a candidate: "
+          f"calibrating {us['calibrate']:.0f} (native calibrations in all stages "
+          f"{native[0] / n * 1e6:.0f}); proposing {us['propose']:.1f} (the canonical form "
+          f"{us['_canonical']:.1f}); validating {us['validate']:.1f} (parse {us['parse']:.1f}, "
+          f"probe evaluation {us['evaluate']:.1f}); records and duplicate checks {records:.1f}; "
+          f"scoring and folding {us['finish']:.1f}; staging the fits {us['begin']:.1f}; the "
+          f"rest of the round {rest:.1f}")
 
 
 def islands_on_large_data(eq_id, n, islands, rounds):

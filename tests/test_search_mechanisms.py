@@ -247,3 +247,33 @@ def test_start_scales_reach_a_frequency_the_default_starts_miss(tmp_path):
     assert wide["train_error"] < 1e-12
     assert abs(abs(wide["params"]["a"]) - 2.5) < 1e-6
     assert run({"start_scales": (0.3, 1.0, 3.0)})["params"] == wide["params"]
+
+
+def test_a_batchs_starts_are_drawn_as_one_draw_per_parameter_in_batch_order(monkeypatch):
+    """The starts of a batch's candidates (start_scales) are drawn in one call for the batch:
+    the same numbers, in the same order, as one normal(0, scales) per parameter of each
+    candidate with parameters, and the stream then goes on where those calls left it."""
+    from ndvm.cosearch.score import Scorer, _Calibration
+
+    x = np.linspace(0.0, 6.0, 40)
+    task = Task.from_arrays("cos", {"x": x}, np.cos(2.5 * x), heldout=10, seed=0, params=P,
+                            fit={"optimizer": "lm", "steps": 5, "starts": 4,
+                                 "start_scales": (0.3, 1.0, 3.0)},
+                            loops=False, threshold=None, budget_seconds=None)
+    scorer = Scorer(task, workers=1)
+    begun = {}
+
+    class Fitting:
+        def begin(self, progs, per_candidate):
+            begun["progs"], begun["per_candidate"] = progs, per_candidate
+
+    monkeypatch.setattr(scorer, "fitting", Fitting)
+    items = [("p0", ("a", "b")), ("p1", ()), ("p2", ("c",)), ("p3", ("a", "b", "c"))]
+    _Calibration(scorer, items)
+    rng, scales = np.random.default_rng(0), np.resize([0.3, 1.0, 3.0], 4)
+    want = [{n: rng.normal(0.0, scales) for n in ps} for _, ps in items if ps]
+    assert begun["progs"] == ["p0", "p2", "p3"]
+    got = [c["init"] for c in begun["per_candidate"]]
+    assert [list(g) for g in got] == [list(w) for w in want]
+    assert all(np.array_equal(g[n], w[n]) for g, w in zip(got, want) for n in w)
+    assert scorer.draws.random() == rng.random()

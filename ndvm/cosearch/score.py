@@ -251,10 +251,13 @@ class _Calibration:
         if scorer.task.objective == "nll" or not self.todo:
             return
         where = {}
-        if scorer.start_scales is not None:  # (drawn here, in batch order, on the caller)
-            where["per_candidate"] = [
-                {"init": {n: scorer.draws.normal(0.0, scorer.start_scales) for n in items[i][1]}}
-                for i in self.todo]
+        if scorer.start_scales is not None:  # (drawn here, in batch order, on the caller:
+            # one call for the batch draws what one call per parameter drew, in the same order)
+            names = [items[i][1] for i in self.todo]
+            scales = scorer.start_scales
+            k = sum(len(ns) for ns in names)
+            rows = iter(scorer.draws.normal(0.0, np.tile(scales, k)).reshape(k, scales.size))
+            where["per_candidate"] = [{"init": {n: next(rows) for n in ns}} for ns in names]
         if recorded is None:
             self.fits = scorer.fitting().begin([items[i][0] for i in self.todo], **where)
 
