@@ -741,7 +741,8 @@ def main():
     missing = _missing(args)
     if missing:
         ap.exit(2, f"{ap.prog}: this run needs {', '.join(m for m, _ in missing)}: pip install "
-                   f"{' '.join(sorted({e for _, e in missing}))} (or pip install 'ndvm[bench]')\n")
+                   f"{' '.join(sorted({e for _, e in missing}))} (or, in the checkout, pip install -c "
+                   f"constraints.txt '.[bench]')\n")
     if args.only_islands:
         islands_part(args)
         return
