@@ -199,3 +199,14 @@ def _same(a, b):
     if isinstance(a, list):
         return isinstance(b, list) and len(a) == len(b) and all(map(_same, a, b))
     return a is b or a == b
+
+
+def test_choice_takes_numpy_numbers_as_weights_as_numpy_does():
+    # (the weight check refused numpy integers, which numpy's choice takes)
+    p = [np.int64(1), np.float32(0.5), np.int32(2)]
+    a, b = np.random.default_rng(4), np.random.default_rng(4)
+    items = ["x", "y", "z"]
+    assert [gp.choice(Draws(a), items, p) for _ in range(50)] == \
+        [items[b.choice(3, p=np.asarray(p, dtype=float) / 3.5)] for _ in range(50)]
+    rates = dict(zip(gp.BREED_KINDS, map(np.int64, (4, 2, 2, 1, 1, 1))))
+    assert gp.Grammar(mutation_rates=rates).check().mutation_rates is rates

@@ -7,6 +7,7 @@
 cimport cython
 
 import math
+from numbers import Real
 
 
 cdef extern from "breed.hpp" namespace "ndvm::breed" nogil:
@@ -19,6 +20,7 @@ cdef int _BREED_MAX_DEPTH = BREED_MAX_DEPTH
 _BREED_SPECIAL = frozenset("quote if cond case and or when unless begin let let* letrec letrec* "
                            "lambda define loop recur else".split())
 _KINDS = ("subtree", "constant", "operator", "hoist", "extend", "shift")
+BREED_KINDS = _KINDS  # the kinds of mutation, in the order their rates are drawn
 _S = frozenset({"s"})
 _LOOP = frozenset({"loop"})
 
@@ -256,7 +258,7 @@ cdef list _bcdf(object p):
             _CDFS.clear()
         # weights as numpy's choice takes them: at least one, each finite and >= 0, not all 0
         # (an empty list read past its end here: a crash, not an error)
-        if not key or not all(isinstance(c, (int, float)) and math.isfinite(c) and c >= 0
+        if not key or not all(isinstance(c, Real) and math.isfinite(c) and c >= 0
                               for c in key) or not any(key):
             raise ValueError(f"choice: the weights must be finite numbers >= 0, at least one of "
                              f"them above 0, got {list(key)!r}")
@@ -285,11 +287,15 @@ cdef Py_ssize_t _bbisect(list cdf, double u, Py_ssize_t n_items) except -1:
     return lo
 
 
-def breed_weights(p):
-    """The normalized cumulative sums of the weights ``p`` (what ``breed_choice`` bisects), or
-    ValueError unless there is at least one weight, each finite and >= 0, not all 0 (numpy's
-    rule for ``choice``'s p)."""
-    return list(_bcdf(p))
+cdef list _kinds_cdf(object rates):
+    return _bcdf([rates[k] for k in _KINDS])
+
+
+def breed_kind_weights(rates):
+    """The normalized cumulative weights a mutation's kind is drawn with from ``rates`` (kind ->
+    weight, for every kind of BREED_KINDS: KeyError for one without), or ValueError unless each
+    weight is finite and >= 0 and not all are 0 (numpy's rule for ``choice``'s p)."""
+    return list(_kinds_cdf(rates))
 
 
 def breed_choice(rng, items, p):
@@ -427,8 +433,7 @@ cdef class Breeder:
         cdef double r
         cdef list cdf = self.kinds_cdf
         if cdf is None:
-            rates = self.grammar.mutation_rates
-            cdf = self.kinds_cdf = _bcdf([rates[k] for k in _KINDS])
+            cdf = self.kinds_cdf = _kinds_cdf(self.grammar.mutation_rates)
         kind = _KINDS[_bbisect(cdf, d._random(), len(_KINDS))]
         if kind == "extend":  # add, multiply or divide in a small new term
             if d._random() < 0.5:

@@ -6,8 +6,9 @@ are control: no operator ever rewrites them, so a grown or mutated loop always t
 """
 from dataclasses import dataclass, field
 
-from ndvm._core._core import (Sites, breed_choice, breed_get_at, breed_positions, breed_refs,
-                              breed_replace_at, breed_weights, breeder)
+from ndvm._core._core import (BREED_KINDS, Sites, breed_choice, breed_get_at,
+                              breed_kind_weights, breed_positions, breed_refs, breed_replace_at,
+                              breeder)
 from ndvm.fit import did_you_mean
 
 __all__ = ["Grammar", "Sites", "breeder", "choice", "positions", "get_at", "replace_at", "grow",
@@ -78,14 +79,14 @@ class Grammar:
             v = getattr(self, kind)
             if isinstance(v, bool) or not isinstance(v, int) or v < 1:
                 raise ValueError(f"{kind} must be a whole number >= 1, got {v!r}")
-        rates, kinds = self.mutation_rates, list(Grammar().mutation_rates)
+        rates = self.mutation_rates
         try:  # (a weight for each kind, by the rule the operators draw the kind with)
-            if not isinstance(rates, dict) or set(rates) != set(kinds):
+            if not isinstance(rates, dict) or set(rates) != set(BREED_KINDS):
                 raise ValueError("no weight for each kind")
-            breed_weights([rates[k] for k in kinds])
+            breed_kind_weights(rates)
         except ValueError:
-            raise ValueError(f"mutation_rates must give each of {', '.join(kinds)} a weight, "
-                             f"finite and >= 0, not all 0; got {rates!r}") from None
+            raise ValueError(f"mutation_rates must give each of {', '.join(BREED_KINDS)} a "
+                             f"weight, finite and >= 0, not all 0; got {rates!r}") from None
         return self
 
     def describe(self):
