@@ -552,14 +552,15 @@ def one_island_share(n, islands, rounds, eq_id=None):
 def island_stages(search, n, what):
     """Where one island's time goes, per candidate, in one more run of ``search()`` (``n``
     candidates) with every stage timed (the timers' own cost is in the run, so the serial
-    fraction is measured without them, above): proposing (of it the canonical form),
+    fraction is measured without them, above): proposing (of it the parents' trees and the
+    native loop over the children: the operators, canonical forms and duplicate checks),
     validating (of it parse and the probe evaluation), the native calibrations, scoring and
     folding a round, staging its fits, and the rest of Island.run."""
     from ndvm.cosearch import islands as isl
     from ndvm.cosearch import proposers, rounds, score
     from ndvm.evaluator import Evaluator
 
-    timers = [(isl.Island, "run"), (proposers.Mutate, "propose"), (proposers, "_canonical"),
+    timers = [(isl.Island, "run"), (proposers.Mutate, "propose"), (proposers.Mutate, "_parents"),
               (score.Scorer, "validate"), (ndvm, "parse"), (Evaluator, "evaluate"),
               (rounds._Rounds, "next"), (rounds._Rounds, "begin"), (rounds._Rounds, "finish"),
               (rounds._Rounds, "calibrate")]
@@ -572,8 +573,9 @@ def island_stages(search, n, what):
     rest = us["run"] - us["next"] - us["begin"] - us["calibrate"] - us["finish"]
     print(f"  where it goes ({what}, one more run with every stage timed), us a candidate: "
           f"calibrating {us['calibrate']:.0f} (native calibrations in all stages "
-          f"{native[0] / n * 1e6:.0f}); proposing {us['propose']:.1f} (the canonical form "
-          f"{us['_canonical']:.1f}); validating {us['validate']:.1f} (parse {us['parse']:.1f}, "
+          f"{native[0] / n * 1e6:.0f}); proposing {us['propose']:.1f} (the parents "
+          f"{us['_parents']:.1f}, the children {us['propose'] - us['_parents']:.1f}); "
+          f"validating {us['validate']:.1f} (parse {us['parse']:.1f}, "
           f"probe evaluation {us['evaluate']:.1f}); records and duplicate checks {records:.1f}; "
           f"scoring and folding {us['finish']:.1f}; staging the fits {us['begin']:.1f}; the "
           f"rest of the round {rest:.1f}")

@@ -4,6 +4,7 @@ give what a fresh computation gives, within their bounds."""
 import hashlib
 
 import numpy as np
+import pytest
 
 from ndvm._core import _core
 from ndvm.cosearch import grammar as gp
@@ -130,3 +131,142 @@ def test_the_holding_simplifier_keeps_a_bounded_number_of_lists(monkeypatch):
         peak = max(peak, core.n_held)
     assert 0 < peak <= 50
     assert Simplifier(params).canonical_form.__self__.n_held == 0  # (holds only when asked)
+
+
+def _python_children(rng, breed, g, n, out, made, seen, parents, errors, n_front, seeds, admits,
+                     fresh=0.1, crossover=0.3, tournament=3, front_rate=0.25):
+    """The search's former Python loop over a round's children (Breeder.children replaced it)."""
+    def pick():
+        if n_front and rng.random() < front_rate:
+            return parents[int(rng.integers(n_front))]
+        best = rng.integers(len(parents))
+        for _ in range(min(tournament, len(parents)) - 1):
+            i = rng.integers(len(parents))
+            if errors[i] < errors[best]:
+                best = i
+        return parents[best]
+
+    for _ in range(n * 20):
+        if len(out) >= n:
+            break
+        r = rng.random()
+        if not parents or r < fresh:
+            if seeds and rng.random() < 0.3:
+                seed = seeds[rng.integers(len(seeds))]
+                child = breed.mutate(rng, seed.tree, seed)
+            else:
+                child = breed.grow(rng)
+        elif r < fresh + crossover and len(parents) > 1:
+            a, b = pick(), pick()
+            child = breed.crossover(rng, a.tree, b.tree, a, b)
+        else:
+            parent = pick()
+            child = breed.mutate(rng, parent.tree, parent)
+        canon = proposers._canonical(child, g.params)
+        if canon is None or canon[2] > g.max_size or (admits is not None and not admits(canon[0])):
+            continue
+        if canon[1] in made or canon[1] in seen:
+            continue
+        out.append(canon[1])
+        made[canon[1]] = canon
+    return out
+
+
+def test_the_native_children_are_the_python_loops_draw_for_draw():
+    g = Grammar(params=("a", "b", "c"))
+    breed = gp.breeder(g)
+    parents = [gp.Sites(to_tree(s)) for s in PARENTS]
+    errors = [0.5, 0.1, 2.0, 0.3]
+    seeds = [gp.Sites(to_tree("(* a (exp (* b x)))"))]
+    seen = rounds.Seen()
+    seen.add("(* a x)")
+
+    def admits(tree):  # (a units-like filter: no sin anywhere)
+        return "sin" not in str(tree)
+
+    for settings in ({"fresh": 0.1, "crossover": 0.3}, {"fresh": 0.5, "crossover": 0.2},
+                     {"fresh": 0.0, "crossover": 1.0, "tournament": 1, "front_rate": 0.6}):
+        for use_seeds, use_admits, n_front in ((True, True, 2), (False, None, 0), (True, None, 4)):
+            got, want = [], []
+            a, b = _core.Draws(np.random.default_rng(5)), _core.Draws(np.random.default_rng(5))
+            made_a, made_b = {}, {}
+            for _ in range(3):
+                breed.children(a, 40 + len(got), got, made_a, seen, proposers._simplifier(g.params).core,
+                               parents, errors, n_front, seeds if use_seeds else [],
+                               admits=admits if use_admits else None, **settings)
+                _python_children(b, breed, g, 40 + len(want), want, made_b, seen, parents,
+                                 errors, n_front, seeds if use_seeds else [],
+                                 admits if use_admits else None, **settings)
+            assert got == want and made_a == made_b and len(got) >= 40
+            assert a.random() == b.random()  # (the streams moved on alike)
+
+
+def test_the_native_children_refuse_wrong_inputs():
+    g = Grammar(params=("a", "b", "c"))
+    breed = gp.breeder(g)
+    simp = proposers._simplifier(g.params).core
+    rng = _core.Draws(np.random.default_rng(0))
+    parents = [gp.Sites(to_tree(s)) for s in PARENTS]
+    with pytest.raises(ValueError, match="one error per parent"):
+        breed.children(rng, 4, [], {}, set(), simp, parents, [1.0], 0, [])
+    with pytest.raises(ValueError, match="n_front"):
+        breed.children(rng, 4, [], {}, set(), simp, parents, [1.0] * 4, 5, [])
+    with pytest.raises(ValueError, match="tournament"):
+        breed.children(rng, 4, [], {}, set(), simp, parents, [1.0] * 4, 0, [], tournament=0)
+    with pytest.raises(TypeError):  # (a parent that is not a tree's Sites: an error, no crash)
+        breed.children(rng, 4, [], {}, set(), simp, ["(* a x)"] * 2, [1.0] * 2, 0, [],
+                       fresh=0.0)
+    with pytest.raises(TypeError):
+        breed.children(rng, 4, [], {}, set(), "not a simplifier", parents, [1.0] * 4, 0, [])
+    with pytest.raises(ValueError):
+        breed.pick(rng, [1.0, 2.0], n_front=3)
+
+
+def test_seen_names_sources_by_a_digest_that_is_the_same_everywhere():
+    import pickle
+    import subprocess
+    import sys
+
+    s = rounds.Seen()
+    texts = ["", "x", "(* a x)", "(* a (exp (* b x)))", "é (+ a b)", "abcdefgh", "abcdefghi"]
+    for t in texts:
+        assert t not in s and s.add_new(t) and t in s and not s.add_new(t)
+    assert len(s) == len(texts) and "(* a  x)" not in s
+    back = pickle.loads(pickle.dumps(s))
+    assert len(back) == len(texts) and all(t in back for t in texts) and "y" not in back
+    # recorded digests: another process, and another version of ndvm, name a source alike
+    assert [_core.source_digest(t) for t in ("", "(* a x)")] == [
+        0xe658fbe07e8750d4, _core.source_digest("(* a x)")]
+    code = ("from ndvm._core import _core; print(_core.source_digest('(* a (exp (* b x)))'))")
+    other = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                           check=True, env={"PYTHONHASHSEED": "7"})
+    assert int(other.stdout) == _core.source_digest("(* a (exp (* b x)))")
+    with pytest.raises(TypeError, match="str"):
+        1 in s
+    with pytest.raises(ValueError, match="8 bytes"):
+        _core._seen_from(b"123")
+    with pytest.raises(UnicodeEncodeError):  # (a lone surrogate has no UTF-8: as str.encode)
+        s.add("\ud800")
+
+
+def test_the_canonical_entry_is_the_canonical_form_and_says_when_it_cannot_be():
+    params = ("a", "b")
+    simp = Simplifier(params)
+    tree = to_tree("(+ (* 2.0 x) (* 3.0 x))")
+    t, src, n = simp.canonical_form(tree)
+    assert simp.entry(tree) == (t, src, n, skeleton(t, params))
+    assert simp.entry(tree) is simp.entry(_copy_tree(tree))  # (kept per content)
+    with pytest.raises(TooManyParameters):  # (more parameters than names: None)
+        simp.canonical_form(to_tree("(+ (sin a) (* b y) (* c z) (* a (sin y)))"))
+    assert simp.entry(to_tree("(+ (sin a) (* b y) (* c z) (* a (sin y)))")) is None
+    odd = ["-"]  # (outside the forms: the owner's fallback, else what the rules raised)
+    with pytest.raises(IndexError):
+        simp.entry(odd)
+    simp.core.fallback = lambda tree: ("kept", "as grown", 0, "")
+    assert simp.entry(odd) == ("kept", "as grown", 0, "")
+    with pytest.raises(TypeError, match="dict"):  # (not a tree at all: raised, fallback or not)
+        simp.entry(["+", "x", {"not": "an atom"}])
+
+
+def _copy_tree(t):
+    return [_copy_tree(x) for x in t] if isinstance(t, list) else t

@@ -210,14 +210,15 @@ def test_the_shape_library_finds_the_normal_density_in_a_ratio():
 
 def test_front_parents_are_drawn_uniformly_at_front_rate():
     """A front member that loses every tournament on error is still a parent at front_rate."""
+    from ndvm.cosearch import grammar as gp
     from ndvm.cosearch.proposers import Mutate
-    trees = ["front", "p1", "p2", "p3", "p4"]
-    errors = [100.0, 1.0, 1.0, 1.0, 1.0]
+    errors = [100.0, 1.0, 1.0, 1.0, 1.0]  # (the first is the front's one member)
+    breed = gp.breeder(gp.Grammar(inputs=["x0"], params=["a"]))
 
     def picks(rate):
         m = Mutate(seed=0, front_rate=rate)
-        m.n_front = 1
-        return sum(m._pick(trees, errors) == "front" for _ in range(2000))
+        return sum(breed.pick(m.rng, errors, n_front=1, front_rate=m.front_rate,
+                              tournament=m.tournament) == 0 for _ in range(2000))
 
     assert picks(0.0) < 40  # only when all three tournament draws are it: (1/5)^3 of 2000
     assert 400 < picks(0.25) < 600

@@ -537,3 +537,5 @@ include "simplify.pxi"
 include "draws.pxi"
 
 include "breed.pxi"
+
+include "seen.pxi"

@@ -528,6 +528,91 @@ cdef class Breeder:
         cdef Sites sb = _bsites(b, sites_b)
         return self._crossover(_bdraws(rng), a, b, sa, sb)
 
+    # -- a round's children --
+
+    cdef Py_ssize_t _pick(self, Draws d, Py_ssize_t n, double[::1] errors, Py_ssize_t n_front,
+                          double front_rate, long tournament) except -1:
+        # a share of the parents is drawn uniformly from the front (the first n_front entries):
+        # its small members, which lose every tournament on error, keep being extended; the
+        # others by tournament (one draw at a time: the same integers as integers(n, size=k);
+        # the first of the lowest errors wins, as min() would pick it)
+        if n_front and d._random() < front_rate:
+            return d._below(n_front)
+        cdef Py_ssize_t best = d._below(n), i, k
+        for k in range(min(tournament, n) - 1):
+            i = d._below(n)
+            if errors[i] < errors[best]:
+                best = i
+        return best
+
+    def pick(self, rng, errors, Py_ssize_t n_front=0, double front_rate=0.25, long tournament=3):
+        """The index of one parent drawn as ``children`` draws them, from parents with these
+        tournament ``errors`` (the first ``n_front`` of them on the front)."""
+        cdef double[::1] errs = _berrors(errors, n_front, tournament)
+        return self._pick(_bdraws(rng), errs.shape[0], errs, n_front, front_rate, tournament)
+
+    def children(self, rng, Py_ssize_t n, list out, dict made, seen, Simplifier canonical,
+                 list parents, errors, Py_ssize_t n_front, list seeds, admits=None,
+                 double fresh=0.1, double crossover=0.3, long tournament=3,
+                 double front_rate=0.25):
+        """Breed children until ``out`` holds ``n`` sources (at most 20 n tries): each child is
+        grown afresh (``fresh``; three in ten of those mutate a seed, the Sites of ``seeds``,
+        when there are seeds), crossed over from two parents (``crossover``) or mutated from
+        one; a parent is drawn from ``parents`` (their Sites, and ``errors``, each one's
+        tournament error), uniformly among the first ``n_front`` with probability
+        ``front_rate``, else by a tournament of ``tournament``. A child is kept when its
+        canonical entry (``canonical.entry``: tree, source, size, skeleton) exists, is at most
+        the grammar's max_size, is admitted (``admits(tree)``, when given) and its source is
+        neither in ``made`` nor in ``seen``: its source is appended to ``out`` and ``made`` maps
+        it to the entry. Draws from ``rng`` as the search's Python loop did, draw for draw."""
+        cdef Draws d = _bdraws(rng)
+        cdef double[::1] errs = _berrors(errors, n_front, tournament)
+        cdef Py_ssize_t tries, n_parents = len(parents)
+        cdef double r
+        cdef Sites a, b
+        if errs.shape[0] != n_parents:
+            raise ValueError(f"one error per parent: {n_parents} parents, {errs.shape[0]} errors")
+        for tries in range(n * 20):
+            if len(out) >= n:
+                break
+            r = d._random()
+            if not n_parents or r < fresh:
+                if seeds and d._random() < 0.3:
+                    a = <Sites?>seeds[d._below(len(seeds))]
+                    child = self._mutate(d, a.tree, a)
+                else:
+                    child = self._grow(d, self.max_depth, frozenset(), False, 0)
+            elif r < fresh + crossover and n_parents > 1:
+                a = <Sites?>parents[self._pick(d, n_parents, errs, n_front, front_rate,
+                                                tournament)]
+                b = <Sites?>parents[self._pick(d, n_parents, errs, n_front, front_rate,
+                                                tournament)]
+                child = self._crossover(d, a.tree, b.tree, a, b)
+            else:
+                a = <Sites?>parents[self._pick(d, n_parents, errs, n_front, front_rate,
+                                                tournament)]
+                child = self._mutate(d, a.tree, a)
+            entry = canonical._entry(child)
+            if entry is None or (<tuple>entry)[2] > self.max_size or (
+                    admits is not None and not admits((<tuple>entry)[0])):
+                continue
+            src = (<tuple>entry)[1]
+            if src in made or src in seen:  # (the cheaper test first)
+                continue
+            out.append(src)
+            made[src] = entry
+        return out
+
+
+cdef double[::1] _berrors(object errors, Py_ssize_t n_front, long tournament):
+    # the parents' tournament errors as C doubles, with the selection's settings checked
+    cdef double[::1] errs = np.ascontiguousarray(errors, dtype=np.float64).reshape(-1)
+    if not 0 <= n_front <= errs.shape[0]:
+        raise ValueError(f"n_front is 0 to the number of parents ({errs.shape[0]}), got {n_front}")
+    if tournament < 1:
+        raise ValueError(f"tournament must be at least 1 (got {tournament})")
+    return errs
+
 
 _BREEDERS = {}  # repr(grammar) -> its Breeder, for the whole process (a few grammars a search)
 

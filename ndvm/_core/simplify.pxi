@@ -39,6 +39,8 @@ SIMPLIFY_MAX_DEPTH = 1000
 cdef int _MAX_DEPTH = SIMPLIFY_MAX_DEPTH
 # A Simplifier holds at most this many lists with their Nodes (then forgets them all).
 SIMPLIFY_HOLD_LIMIT = 100_000
+# ... and keeps at most this many canonical entries (``entry``) before it forgets them all.
+SIMPLIFY_ENTRY_LIMIT = 200_000
 _STACK_EXHAUSTED = ("maximum recursion depth exceeded in the simplifier (the tree is nested too "
                     "deeply for this thread's native stack)")
 
@@ -63,6 +65,8 @@ cdef class Simplifier:
     cdef bint holding        # (while ``hold`` converts)
     cdef list held           # the lists held (alive: their addresses stay theirs) ...
     cdef unordered_map[uintptr_t, SNode*] held_nodes  # ... by address, with their Nodes
+    cdef dict entries        # content (a list's number, an atom's source) -> canonical entry
+    cdef public object fallback  # tree -> the entry of a tree outside the forms (``entry``)
 
     def __cinit__(self, params, too_many):
         cdef vector[string] names
@@ -73,6 +77,8 @@ cdef class Simplifier:
         self.symbols = {}
         self.holding = False
         self.held = []
+        self.entries = {}
+        self.fallback = None
 
     def __dealloc__(self):
         del self.c
@@ -199,6 +205,9 @@ cdef class Simplifier:
         """(tree, source, size) of the canonical simplified tree, and its skeleton after them
         when ``skeleton``; raises ``too_many`` when the model needs more parameters than there
         are names."""
+        return self._canonical_form(tree, skeleton)
+
+    cdef object _canonical_form(self, object tree, bint skeleton):
         cdef SNode* out = NULL
         cdef string src, skel
         cdef int64_t size = 0
@@ -244,6 +253,38 @@ cdef class Simplifier:
         cdef int code = self.c.size_of(self._node(t), &out)
         if code:
             self._fail(code)
+        return out
+
+    def entry(self, tree):
+        """The canonical entry of ``tree``: (tree, source, size, skeleton) of its canonical form
+        (``canonical_form(tree, skeleton=True)``), None when it needs more parameters than there
+        are names; for a tree outside the forms, what ``fallback(tree)`` gives. Kept per content
+        (at most SIMPLIFY_ENTRY_LIMIT, then all forgotten): a search meets the same child again
+        and again."""
+        return self._entry(tree)
+
+    cdef object _entry(self, object tree):
+        cdef uint64_t number = 0
+        cdef string src
+        cdef SNode* n = self._node(tree)
+        cdef int code = (self.c.content_id(n, &number) if type(tree) is list
+                         else self.c.source_of(n, &src))
+        if code:
+            self._fail(code)
+        key = number if type(tree) is list else src.decode("utf-8")
+        out = self.entries.get(key, False)
+        if out is False:
+            if len(self.entries) > SIMPLIFY_ENTRY_LIMIT:
+                self.entries.clear()
+            try:
+                out = self._canonical_form(tree, True)
+            except self.too_many:
+                out = None
+            except Exception:  # noqa: BLE001 - a tree outside the forms: the caller's rule
+                if self.fallback is None:
+                    raise
+                out = self.fallback(tree)
+            self.entries[key] = out
         return out
 
     def content(self, list t):

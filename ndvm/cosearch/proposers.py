@@ -20,7 +20,7 @@ from ndvm.cosearch import grammar as gp
 from ndvm.cosearch.structure import building_blocks
 from ndvm.cosearch.sexpr import canonical, size, skeleton, to_source, to_tree
 from ndvm.cosearch.select import fitness
-from ndvm.cosearch.simplify import Simplifier, TooManyParameters
+from ndvm.cosearch.simplify import Simplifier
 from ndvm.cosearch.units import units_of
 
 __all__ = ["Proposer", "Replay", "Mutate", "LLM", "make_proposer", "read_candidates",
@@ -131,6 +131,7 @@ class Mutate(Proposer):
         self._units = None  # the task's units.Dimensions (set with the library)
         self._proposed = {}  # source -> its canonical tree, for proposals not yet parents
         self.made = {}  # source -> (tree, source, size, skeleton) of the last batch proposed
+        self._bred = None  # (grammar, its Breeder)
         self.parsimony = parsimony
         self.crossover = crossover
         self.fresh = fresh
@@ -141,20 +142,37 @@ class Mutate(Proposer):
             raise ValueError(f"tournament must be at least 1 (got {tournament})")
         self.tournament = tournament
 
+    def _breeder(self, g):
+        """The core's operators for grammar ``g`` (looked up once while the grammar is the
+        same object: ``gp.breeder`` names a grammar by its repr)."""
+        bred = getattr(self, "_bred", None)
+        if bred is None or bred[0] is not g:
+            bred = self._bred = (g, gp.breeder(g))
+        return bred[1]
+
     def _admits(self, tree):
         """False for a candidate whose dimensions do not agree (tasks with units only)."""
         return self._units is None or self._units.admits(tree)
 
     def _parents(self, state):
-        island = self._island
-        front = [r for r in state.front if r["proposed"] not in island]
-        pool = front + [r for r in state.population if r["proposed"] not in island]
-        self.n_front = len(front)
-        # parsimony pressure: 2% more error per atom, so bloated parents lose close tournaments;
-        # the error is the worse of the training and held-out errors (select.fitness)
-        params = tuple(state.grammar.params)
-        return ([self._tree(r["model"], params) for r in pool],
-                [fitness(r) * (1 + self.parsimony * r["size"]) for r in pool])
+        """The parents' Sites (the front's members first: ``n_front`` of them) and their
+        tournament errors, for Breeder.children."""
+        island, params, parsimony = self._island, tuple(state.grammar.params), self.parsimony
+        known = _PARENTS.get(params) or {}
+        trees, errors = [], []
+        for records in (state.front, state.population):
+            for r in records:
+                if r["proposed"] in island:
+                    continue
+                model = r["model"]
+                sites = known.get(model)
+                trees.append(self._tree(model, params) if sites is None else sites)
+                # parsimony pressure: 2% more error per atom, so bloated parents lose close
+                # tournaments; the error is the worse of the training and held-out errors
+                errors.append(fitness(r) * (1 + parsimony * r["size"]))
+            if records is state.front:
+                self.n_front = len(trees)
+        return trees, errors
 
     def _tree(self, src, params):
         """The parsed tree of ``src`` with its Sites (``params``: the grammar's parameter names,
@@ -162,35 +180,21 @@ class Mutate(Proposer):
         it proposes from it, and held by the canonical form's Simplifier: its children share its
         lists. A proposal's own tree and the tree its source reads back as are the same, so where
         a parent was parsed changes nothing."""
-        key = (params, src)
-        sites = _PARENTS.get(key)
+        known = _PARENTS.get(params)
+        if known is None:
+            known = _PARENTS[params] = {}
+        sites = known.get(src)
         if sites is None:
-            if len(_PARENTS) > 100_000:
-                _PARENTS.clear()
+            if len(known) > 100_000:
+                known.clear()
             tree = self._proposed.pop(src, None)  # (our own proposal: the tree it was made as)
-            sites = _PARENTS[key] = gp.Sites(to_tree(src) if tree is None else tree)
+            sites = known[src] = gp.Sites(to_tree(src) if tree is None else tree)
             if type(sites.tree) is list:
                 try:
-                    _simplifier(params)[0].hold(sites.tree)
+                    _simplifier(params).hold(sites.tree)
                 except (TypeError, OverflowError, RecursionError):
                     pass  # (a tree the core cannot take is not held: its children say why)
         return sites
-
-    def _pick(self, trees, errors):
-        # a share of the parents is drawn uniformly from the front (the first n_front entries):
-        # its small members, which lose every tournament on error, keep being extended
-        if self.n_front and self.rng.random() < self.front_rate:
-            return trees[int(self.rng.integers(self.n_front))]
-        # one draw at a time: the same integers as integers(n, size=k); the first of the lowest
-        # errors wins, as min() would pick it
-        n = len(trees)
-        draw = self.rng.integers
-        best = draw(n)
-        for _ in range(min(self.tournament, n) - 1):
-            i = draw(n)
-            if errors[i] < errors[best]:
-                best = i
-        return trees[best]
 
     def _blocks(self, state):
         """The building blocks the training data suggest (structure.py), when ``blocks``."""
@@ -202,7 +206,8 @@ class Mutate(Proposer):
         return building_blocks(g, X, target) if X is not None else []
 
     def __getstate__(self):  # (an island between epochs: its parsed-parent caches stay behind,
-        state = {k: ({} if k == "_proposed" else v) for k, v in vars(self).items()}
+        state = {k: ({} if k == "_proposed" else None if k == "_bred" else v)
+                 for k, v in vars(self).items()}
         if isinstance(self._shapes, list):  # and of the shape library only how much is left)
             state["_shapes"] = len(self._shapes)
         return state
@@ -238,35 +243,16 @@ class Mutate(Proposer):
                     made[src] = canon
                     if island is not None:
                         island.add(src)
-        breed = gp.breeder(g)  # (the core's operators for this grammar)
-        for _ in range(n * 20):
-            if len(out) >= n:
-                break
-            r = self.rng.random()
-            if not trees or r < self.fresh:
-                if seeds and self.rng.random() < 0.3:
-                    seed = seeds[self.rng.integers(len(seeds))]
-                    child = breed.mutate(self.rng, seed.tree, seed)
-                else:
-                    child = breed.grow(self.rng)
-            elif r < self.fresh + self.crossover and len(trees) > 1:
-                a, b = self._pick(trees, errors), self._pick(trees, errors)
-                child = breed.crossover(self.rng, a.tree, b.tree, a, b)
-            else:
-                parent = self._pick(trees, errors)
-                child = breed.mutate(self.rng, parent.tree, parent)
-            canon = _canonical(child, g.params)
-            if canon is None or canon[2] > g.max_size or not self._admits(canon[0]):
-                continue
-            src = canon[1]
-            if src in made or src in state.seen:  # (the cheaper test first)
-                continue
-            out.append(src)
-            made[src] = canon
+        if len(out) < n:  # the children of the parents (the core's operators for the grammar)
+            self._breeder(g).children(
+                self.rng, n, out, made, state.seen, _simplifier(g.params).core, trees, errors,
+                self.n_front, seeds, admits=None if self._units is None else self._units.admits,
+                fresh=self.fresh, crossover=self.crossover, tournament=self.tournament,
+                front_rate=self.front_rate)
         return out
 
 
-# (parameter names, source) -> the parsed parent and its Sites (Mutate._tree), for the process:
+# parameter names -> source -> the parsed parent's Sites (Mutate._tree), for the process:
 # an island's next epoch in this process finds its parents parsed (its Mutate arrives unpickled)
 _PARENTS = {}
 
@@ -286,42 +272,31 @@ def _library(g, k, every):
 
 
 # One Simplifier per parameter set keeps its per-subtree memo across children and searches
-# (simplify.py), beside the canonical forms it gave, by input content: genetic operators
+# (simplify.py), beside the canonical entries it gave, by input content: genetic operators
 # propose the same child again and again.
 _SIMPLIFIERS = {}
-_CANON_LIMIT = 200_000
 
 
 def _simplifier(params):
-    """(Simplifier, canonical forms by content) for a parameter set."""
+    """The process's Simplifier for a parameter set; its ``entry`` is ``_canonical``'s."""
     params = tuple(params)
-    entry = _SIMPLIFIERS.get(params)
-    if entry is None:
-        entry = _SIMPLIFIERS[params] = (Simplifier(params), {})
-    return entry
+    simp = _SIMPLIFIERS.get(params)
+    if simp is None:
+        simp = _SIMPLIFIERS[params] = Simplifier(params)
+        simp.core.fallback = lambda tree: _as_grown(tree, params)
+    return simp
 
 
 def _canonical(tree, params):
     """(tree, source, size, skeleton) of the canonical simplified tree, or None when it needs
     too many parameters; a tree the simplifier cannot handle is only renamed."""
-    simp, done = _simplifier(params)
-    key = simp.facts(tree) if type(tree) is list else simp.source(tree)
-    out = done.get(key, False)
-    if out is False:
-        if len(done) > _CANON_LIMIT:
-            done.clear()
-        out = done[key] = _canonical_uncached(simp, tree, params)
-    return out
+    return _simplifier(params).entry(tree)
 
 
-def _canonical_uncached(simp, tree, params):
-    try:
-        return simp.canonical_form(tree, skeleton=True)
-    except TooManyParameters:
-        return None
-    except Exception:  # noqa: BLE001 - a tree outside the simplifier's forms is kept as grown
-        out = canonical(gp.simplify(tree), params)
-        return out, to_source(out), size(out), skeleton(out, params)
+def _as_grown(tree, params):
+    """The entry of a tree outside the simplifier's forms: simplified as grown and renamed."""
+    out = canonical(gp.simplify(tree), params)
+    return out, to_source(out), size(out), skeleton(out, params)
 
 
 def extract_programs(text):

@@ -7,15 +7,14 @@ calibrates and scores the candidates against the task. The search loop (``loop.p
 islands (``islands.py``) both drive them. A resumed run's recorded outcomes are replayed here
 instead of calibrated again.
 """
-import hashlib
 import json
 import math
 import time
 from dataclasses import dataclass, field
 
-import numpy as np
 
 import ndvm
+from ndvm._core._core import Seen
 from ndvm.cosearch.grammar import Grammar
 from ndvm.cosearch.records import _dump, _good, pareto_front
 from ndvm.cosearch.score import _recorded_fit
@@ -25,48 +24,6 @@ from ndvm.cosearch.simplify import Simplifier, TooManyParameters
 from ndvm.cosearch.task import Task
 
 _POPULATION = 64
-
-
-class Seen:
-    """The sources a search has met, as 64-bit digests: ``in`` and ``add`` take sources, and the
-    set pickles as 8 bytes a source (an island between epochs carries it), the same digests in
-    every process."""
-
-    __slots__ = ("_digests",)
-
-    def __init__(self):
-        self._digests = set()
-
-    @staticmethod
-    def _digest(source):
-        return int.from_bytes(hashlib.blake2b(source.encode(), digest_size=8).digest(), "little")
-
-    def __contains__(self, source):
-        return self._digest(source) in self._digests
-
-    def add(self, source):
-        self._digests.add(self._digest(source))
-
-    def add_new(self, source):
-        """Add ``source``; False when it was already met (one digest for both)."""
-        d, digests = self._digest(source), self._digests
-        if d in digests:
-            return False
-        digests.add(d)
-        return True
-
-    def __len__(self):
-        return len(self._digests)
-
-    def __reduce__(self):
-        return _seen_from, (np.fromiter(self._digests, dtype=np.uint64,
-                                        count=len(self._digests)).tobytes(),)
-
-
-def _seen_from(packed):
-    s = Seen()
-    s._digests = set(np.frombuffer(packed, dtype=np.uint64).tolist())
-    return s
 
 
 @dataclass

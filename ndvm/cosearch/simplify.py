@@ -66,6 +66,9 @@ class Simplifier:
     source(t), size(t), skeleton(t): ``sexpr.to_source``, ``sexpr.size`` and ``sexpr.skeleton``
         (parameters written P, numbers C), memoized per subtree content.
     facts(t): a number that names list ``t``'s content for the Simplifier's life (a cache key).
+    entry(tree): (tree, source, size, skeleton) of the canonical form, None when it needs too
+        many parameters, kept per content; a tree outside the forms raises, or gives what
+        ``core.fallback(tree)`` gives when the owner set one.
     hold(tree): keep the tree's lists, to be met again by identity in later trees (their
         children's): for trees that are never changed; a bounded number.
     """
@@ -81,6 +84,8 @@ class Simplifier:
         self.skeleton = core.skeleton
         self.facts = core.content
         self.hold = core.hold
+        self.entry = core.entry
+        self.core = core  # (the core's Simplifier, which native callers take)
 
     def canonicalize(self, tree):
         """The canonical simplified tree (see the module function ``canonicalize``)."""
