@@ -552,15 +552,18 @@ def one_island_share(n, islands, rounds, eq_id=None):
 def island_stages(search, n, what):
     """Where one island's time goes, per candidate, in one more run of ``search()`` (``n``
     candidates) with every stage timed (the timers' own cost is in the run, so the serial
-    fraction is measured without them, above): proposing (of it the parents' trees and the
-    native loop over the children: the operators, canonical forms and duplicate checks),
-    validating (of it parse and the probe evaluation), the native calibrations, scoring and
+    fraction is measured without them, above): proposing (of it the parents' trees, the
+    building blocks the data suggest, and the rest: the native loop over the children, with
+    their operators, canonical forms and duplicate checks, and the library's models),
+    validating (of it parse), the evaluations outside the calibrations (each candidate's probe,
+    and scoring where a fit brings no values back), the native calibrations, scoring and
     folding a round, staging its fits, and the rest of Island.run."""
     from ndvm.cosearch import islands as isl
     from ndvm.cosearch import proposers, rounds, score
     from ndvm.evaluator import Evaluator
 
     timers = [(isl.Island, "run"), (proposers.Mutate, "propose"), (proposers.Mutate, "_parents"),
+              (proposers.Mutate, "_blocks"),
               (score.Scorer, "validate"), (ndvm, "parse"), (Evaluator, "evaluate"),
               (rounds._Rounds, "next"), (rounds._Rounds, "begin"), (rounds._Rounds, "finish"),
               (rounds._Rounds, "calibrate")]
@@ -574,9 +577,11 @@ def island_stages(search, n, what):
     print(f"  where it goes ({what}, one more run with every stage timed), us a candidate: "
           f"calibrating {us['calibrate']:.0f} (native calibrations in all stages "
           f"{native[0] / n * 1e6:.0f}); proposing {us['propose']:.1f} (the parents "
-          f"{us['_parents']:.1f}, the children {us['propose'] - us['_parents']:.1f}); "
-          f"validating {us['validate']:.1f} (parse {us['parse']:.1f}, "
-          f"probe evaluation {us['evaluate']:.1f}); records and duplicate checks {records:.1f}; "
+          f"{us['_parents']:.1f}, the building blocks {us['_blocks']:.1f}, the children and the "
+          f"library {us['propose'] - us['_parents'] - us['_blocks']:.1f}); "
+          f"validating {us['validate']:.1f} (parse {us['parse']:.1f}); evaluations outside the "
+          f"calibrations {us['evaluate']:.1f} (the probes, and the scoring's where a fit brought "
+          f"no values back); records and duplicate checks {records:.1f}; "
           f"scoring and folding {us['finish']:.1f}; staging the fits {us['begin']:.1f}; the "
           f"rest of the round {rest:.1f}")
 

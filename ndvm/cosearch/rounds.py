@@ -12,7 +12,6 @@ import math
 import time
 from dataclasses import dataclass, field
 
-
 import ndvm
 from ndvm._core._core import Seen
 from ndvm.cosearch.grammar import Grammar
