@@ -222,7 +222,8 @@ def test_the_native_children_refuse_wrong_inputs():
         breed.pick(rng, [1.0, 2.0], n_front=3)
 
 
-def test_seen_names_sources_by_a_digest_that_is_the_same_everywhere():
+def test_seen_names_sources_by_a_digest_that_is_the_same_everywhere(tmp_path):
+    import os
     import pickle
     import subprocess
     import sys
@@ -239,7 +240,7 @@ def test_seen_names_sources_by_a_digest_that_is_the_same_everywhere():
         0xe658fbe07e8750d4, _core.source_digest("(* a x)")]
     code = ("from ndvm._core import _core; print(_core.source_digest('(* a (exp (* b x)))'))")
     other = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                           check=True, env={"PYTHONHASHSEED": "7"})
+                           check=True, cwd=tmp_path, env={**os.environ, "PYTHONHASHSEED": "7"})
     assert int(other.stdout) == _core.source_digest("(* a (exp (* b x)))")
     with pytest.raises(TypeError, match="str"):
         s.add(1)
