@@ -278,3 +278,20 @@ def test_a_batchs_starts_are_drawn_as_one_draw_per_parameter_in_batch_order(monk
     assert [list(g) for g in got] == [list(w) for w in want]
     assert all(np.array_equal(g[n], w[n]) for g, w in zip(got, want) for n in w)
     assert scorer.draws.random() == rng.random()
+
+
+def test_the_front_counts_once_when_the_population_is_the_same_list():
+    from ndvm.cosearch.proposers import Mutate
+    from ndvm.cosearch.rounds import SearchState
+
+    g = gp.Grammar(inputs=("x0",), params=("a",))
+    task = Task.from_arrays("t", {"x0": np.linspace(0.0, 1.0, 20)}, np.linspace(0.0, 1.0, 20),
+                            heldout=5, seed=0, params=("a",), threshold=None,
+                            budget_seconds=None)
+    state = SearchState(task=task, grammar=g)
+    members = [{"proposed": "(* a x0)", "model": "(* a x0)", "size": 3, "train_error": 1.0,
+                "heldout_error": 1.0}]
+    state.front = state.population = members  # (one list object for both)
+    m = Mutate(seed=0)
+    trees, errors = m._parents(state)
+    assert len(trees) == len(errors) == 2 and m.n_front == 1

@@ -160,7 +160,7 @@ class Mutate(Proposer):
         island, params, parsimony = self._island, tuple(state.grammar.params), self.parsimony
         known = _PARENTS.get(params) or {}
         trees, errors = [], []
-        for records in (state.front, state.population):
+        for part, records in enumerate((state.front, state.population)):
             for r in records:
                 if r["proposed"] in island:
                     continue
@@ -170,7 +170,7 @@ class Mutate(Proposer):
                 # parsimony pressure: 2% more error per atom, so bloated parents lose close
                 # tournaments; the error is the worse of the training and held-out errors
                 errors.append(fitness(r) * (1 + parsimony * r["size"]))
-            if records is state.front:
+            if part == 0:
                 self.n_front = len(trees)
         return trees, errors
 
