@@ -1,5 +1,6 @@
 # The genetic operators of the search (included by _core.pyx; ndvm.cosearch.grammar is their Python
-# face): grow, mutate, crossover, shifted and the rewrite positions of a tree, on trees of nested
+# face): grow, mutate, crossover, shifted and the rewrite positions of a tree, and a round's
+# children bred, checked and deduplicated in one call (Breeder.children), on trees of nested
 # Python lists, with the draws of a Draws object (draws.pxi) in the order the Python operators drew
 # them, so a seed breeds the same children draw for draw (tests/test_breed.py replays the golden
 # file tests/breed_golden.py wrote from the Python operators). A child shares every list off the
