@@ -131,7 +131,6 @@ class Mutate(Proposer):
         self._units = None  # the task's units.Dimensions (set with the library)
         self._proposed = {}  # source -> its canonical tree, for proposals not yet parents
         self.made = {}  # source -> (tree, source, size, skeleton) of the last batch proposed
-        self._bred = None  # (grammar, its Breeder)
         self.parsimony = parsimony
         self.crossover = crossover
         self.fresh = fresh
@@ -142,14 +141,6 @@ class Mutate(Proposer):
             raise ValueError(f"tournament must be at least 1 (got {tournament})")
         self.tournament = tournament
 
-    def _breeder(self, g):
-        """The core's operators for grammar ``g`` (looked up once while the grammar is the
-        same object: ``gp.breeder`` names a grammar by its repr)."""
-        bred = getattr(self, "_bred", None)
-        if bred is None or bred[0] is not g:
-            bred = self._bred = (g, gp.breeder(g))
-        return bred[1]
-
     def _admits(self, tree):
         """False for a candidate whose dimensions do not agree (tasks with units only)."""
         return self._units is None or self._units.admits(tree)
@@ -158,15 +149,12 @@ class Mutate(Proposer):
         """The parents' Sites (the front's members first: ``n_front`` of them) and their
         tournament errors, for Breeder.children."""
         island, params, parsimony = self._island, tuple(state.grammar.params), self.parsimony
-        known = _PARENTS.get(params) or {}
         trees, errors = [], []
         for part, records in enumerate((state.front, state.population)):
             for r in records:
                 if r["proposed"] in island:
                     continue
-                model = r["model"]
-                sites = known.get(model)
-                trees.append(self._tree(model, params) if sites is None else sites)
+                trees.append(self._tree(r["model"], params))
                 # parsimony pressure: 2% more error per atom, so bloated parents lose close
                 # tournaments; the error is the worse of the training and held-out errors
                 errors.append(fitness(r) * (1 + parsimony * r["size"]))
@@ -206,8 +194,7 @@ class Mutate(Proposer):
         return building_blocks(g, X, target) if X is not None else []
 
     def __getstate__(self):  # (an island between epochs: its parsed-parent caches stay behind,
-        state = {k: ({} if k == "_proposed" else None if k == "_bred" else v)
-                 for k, v in vars(self).items()}
+        state = {k: ({} if k == "_proposed" else v) for k, v in vars(self).items()}
         if isinstance(self._shapes, list):  # and of the shape library only how much is left)
             state["_shapes"] = len(self._shapes)
         return state
@@ -244,7 +231,7 @@ class Mutate(Proposer):
                     if island is not None:
                         island.add(src)
         if len(out) < n:  # the children of the parents (the core's operators for the grammar)
-            self._breeder(g).children(
+            gp.breeder(g).children(
                 self.rng, n, out, made, state.seen, _simplifier(g.params).core, trees, errors,
                 self.n_front, seeds, admits=None if self._units is None else self._units.admits,
                 fresh=self.fresh, crossover=self.crossover, tournament=self.tournament,
