@@ -8,6 +8,8 @@
 #include <charconv>
 #include <cmath>
 #include <cstring>
+#include <initializer_list>
+#include <iterator>
 #include <map>
 #include <set>
 #include <utility>
@@ -148,7 +150,118 @@ const std::vector<std::string>& arithmetic_heads() {
 }
 
 using N = Node*;
-using Ns = std::vector<Node*>;
+
+// A vector of trivially copyable T with room for K of them inline: the rules make many short
+// lists of Nodes, most of them a handful long, and a heap allocation for each was a fifth of
+// the canonical form's time.
+template <class T, size_t K>
+class SmallVec {
+ public:
+  SmallVec() = default;
+  SmallVec(std::initializer_list<T> xs) { append(xs.begin(), xs.end()); }
+  template <class It>
+  SmallVec(It first, It last) { append(first, last); }
+  SmallVec(const SmallVec& o) { append(o.begin(), o.end()); }
+  SmallVec(SmallVec&& o) noexcept { take(o); }
+  SmallVec& operator=(const SmallVec& o) {
+    if (this != &o) {
+      n_ = 0;
+      append(o.begin(), o.end());
+    }
+    return *this;
+  }
+  SmallVec& operator=(SmallVec&& o) noexcept {
+    if (this != &o) {
+      release();
+      take(o);
+    }
+    return *this;
+  }
+  SmallVec& operator=(std::initializer_list<T> xs) {
+    SmallVec tmp(xs);
+    return *this = std::move(tmp);
+  }
+  ~SmallVec() { release(); }
+
+  size_t size() const { return n_; }
+  bool empty() const { return n_ == 0; }
+  T* data() { return p_; }
+  const T* data() const { return p_; }
+  T* begin() { return p_; }
+  T* end() { return p_ + n_; }
+  const T* begin() const { return p_; }
+  const T* end() const { return p_ + n_; }
+  T& operator[](size_t k) { return p_[k]; }
+  const T& operator[](size_t k) const { return p_[k]; }
+  T& back() { return p_[n_ - 1]; }
+  void pop_back() { --n_; }
+  void clear() { n_ = 0; }
+  void reserve(size_t n) {
+    if (n > cap_) grow(n);
+  }
+  void push_back(T x) {
+    if (n_ == cap_) grow(2 * cap_);
+    p_[n_++] = x;
+  }
+  T* insert(T* pos, T x) { return insert(pos, &x, &x + 1); }
+  template <class It>
+  T* insert(T* pos, It first, It last) {
+    size_t at = static_cast<size_t>(pos - p_);
+    size_t k = static_cast<size_t>(std::distance(first, last));
+    if (n_ + k > cap_) grow(std::max(2 * cap_, n_ + k));
+    std::memmove(p_ + at + k, p_ + at, (n_ - at) * sizeof(T));
+    std::copy(first, last, p_ + at);
+    n_ += k;
+    return p_ + at;
+  }
+  T* erase(T* pos) {
+    std::memmove(pos, pos + 1, static_cast<size_t>(end() - pos - 1) * sizeof(T));
+    --n_;
+    return pos;
+  }
+  bool operator==(const SmallVec& o) const {
+    return n_ == o.n_ && std::equal(begin(), end(), o.begin());
+  }
+
+ private:
+  template <class It>
+  void append(It first, It last) {
+    size_t k = static_cast<size_t>(std::distance(first, last));
+    reserve(n_ + k);
+    std::copy(first, last, p_ + n_);
+    n_ += k;
+  }
+  void grow(size_t cap) {
+    T* p = new T[cap];
+    std::memcpy(p, p_, n_ * sizeof(T));
+    release();
+    p_ = p;
+    cap_ = cap;
+  }
+  void release() {
+    if (p_ != inline_) delete[] p_;
+    p_ = inline_;
+    cap_ = K;
+  }
+  void take(SmallVec& o) {
+    n_ = o.n_;
+    if (o.p_ == o.inline_) {
+      p_ = inline_;
+      cap_ = K;
+      std::memcpy(inline_, o.inline_, n_ * sizeof(T));
+    } else {
+      p_ = o.p_;
+      cap_ = o.cap_;
+      o.p_ = o.inline_;
+      o.cap_ = K;
+    }
+    o.n_ = 0;
+  }
+  T inline_[K];
+  T* p_ = inline_;
+  size_t n_ = 0, cap_ = K;
+};
+using Ns = SmallVec<Node*, 8>;
 
 // A pair (c, rest), both null for Python's (None, None).
 struct Split {
@@ -282,10 +395,10 @@ struct Rules {
     return false;
   }
 
-  N mk(Ns items) { return owner_.list(std::move(items)); }
+  N mk(const Ns& items) { return owner_.list(items.data(), items.size()); }
   N mk(const char* head, Ns rest) {
     rest.insert(rest.begin(), owner_.sym(head));
-    return owner_.list(std::move(rest));
+    return owner_.list(rest.data(), rest.size());
   }
   N F(double v) { return owner_.real(v); }
   N P() { return owner_.param_; }
@@ -374,7 +487,7 @@ struct Rules {
     // a symbol by its Node, the one of its name), then compared item by item
     uint64_t h = mix(0x243f6a8885a308d3ULL, t->items.size());
     for (N x : t->items) h = mix(h, item_word(x));
-    Facts*& head = owner_.contents_[h];
+    Facts*& head = owner_.content_slot(h);
     for (Facts* f = head; f; f = f->same_hash) {
       if (same_content(t, f->rep)) {
         t->facts = f;
@@ -1517,6 +1630,8 @@ struct Rules {
 
 Simplifier::Simplifier(std::vector<std::string> params) : names_(std::move(params)) {
   params_.insert(names_.begin(), names_.end());
+  contents_.assign(1 << 12, {0, nullptr});
+  item_blocks_.emplace_back(new Node*[kItemsBlock]);
   param_ = sym("?");
 }
 
@@ -1549,18 +1664,65 @@ Node* Simplifier::boolean(bool v) {
   n->b = v;
   return n;
 }
-Node* Simplifier::list(std::vector<Node*> items) {
-  Node* n = make(Kind::List);
-  n->items = std::move(items);
-  return n;
+Node* Simplifier::list(const std::vector<Node*>& items) { return list(items.data(), items.size()); }
+Node* Simplifier::list(Node* const* items, size_t n) {
+  Node** space = items_space(n);
+  std::copy(items, items + n, space);
+  Node* out = make(Kind::List);
+  out->items = Items{space, static_cast<uint32_t>(n)};
+  return out;
+}
+
+Node** Simplifier::items_space(size_t n) {
+  if (n > UINT32_MAX) throw std::bad_alloc();
+  if (n > kItemsBlock / 4) {
+    long_items_.emplace_back(new Node*[n]);
+    return long_items_.back().get();
+  }
+  if (used_ + n > kItemsBlock) {
+    if (++block_ == item_blocks_.size()) item_blocks_.emplace_back(new Node*[kItemsBlock]);
+    used_ = 0;
+  }
+  Node** out = item_blocks_[block_].get() + used_;
+  used_ += n;
+  return out;
+}
+
+Facts*& Simplifier::content_slot(uint64_t hash) {
+  if (2 * (n_contents_ + 1) > contents_.size()) grow_contents();
+  size_t mask = contents_.size() - 1;
+  for (size_t k = hash & mask;; k = (k + 1) & mask) {
+    auto& slot = contents_[k];
+    if (!slot.second) {  // (the caller fills it: a new chain)
+      slot.first = hash;
+      ++n_contents_;
+      return slot.second;
+    }
+    if (slot.first == hash) return slot.second;
+  }
+}
+
+void Simplifier::grow_contents() {
+  std::vector<std::pair<uint64_t, Facts*>> old(contents_.size() * 2, {0, nullptr});
+  old.swap(contents_);
+  size_t mask = contents_.size() - 1;
+  for (const auto& [hash, chain] : old) {
+    if (!chain) continue;
+    size_t k = hash & mask;
+    while (contents_[k].second) k = (k + 1) & mask;
+    contents_[k] = {hash, chain};
+  }
 }
 
 bool Simplifier::maybe_reset() {
   if (facts_.size() <= kContentLimit && nodes_.size() <= kNodeLimit) return false;
-  contents_.clear();
+  std::fill(contents_.begin(), contents_.end(), std::pair<uint64_t, Facts*>{0, nullptr});
+  n_contents_ = 0;
   symbols_.clear();
   facts_.clear();
   nodes_.clear();
+  block_ = used_ = 0;
+  long_items_.clear();
   param_ = sym("?");
   return true;
 }

@@ -17,6 +17,19 @@ namespace ndvm::simp {
 enum class Kind : uint8_t { Sym = 0, Int = 1, Float = 2, Bool = 3, List = 4 };
 
 struct Facts;
+struct Node;
+
+// A list's items: a span of the Simplifier's arena (a Node never changes once made, so its
+// items are written once, where the list is made, and freed with every Node at a reset).
+struct Items {
+  Node* const* p = nullptr;
+  uint32_t n = 0;
+  size_t size() const { return n; }
+  bool empty() const { return n == 0; }
+  Node* operator[](size_t k) const { return p[k]; }
+  Node* const* begin() const { return p; }
+  Node* const* end() const { return p + n; }
+};
 
 struct Node {
   Kind kind = Kind::Sym;
@@ -26,7 +39,7 @@ struct Node {
   std::string s;              // a symbol's name
   std::string text;           // a number's source, once written
   bool text_known = false;
-  std::vector<Node*> items;   // a list's items
+  Items items;                // a list's items
   Facts* facts = nullptr;     // a list's content facts, found once
 };
 
@@ -70,7 +83,8 @@ class Simplifier {
   Node* integer(int64_t v);
   Node* real(double v);
   Node* boolean(bool v);
-  Node* list(std::vector<Node*> items);
+  Node* list(const std::vector<Node*>& items);
+  Node* list(Node* const* items, size_t n);
 
   // Forgets every node and memo when they outgrow the limits (call only between trees: every
   // Node handed out before is invalid afterwards). True when it did.
@@ -95,11 +109,22 @@ class Simplifier {
  private:
   friend struct Rules;
   Node* make(Kind kind);
+  Node** items_space(size_t n);
+  Facts*& content_slot(uint64_t hash);
+  void grow_contents();
   std::vector<std::string> names_;
   std::unordered_set<std::string> params_;
   std::deque<Node> nodes_;
   std::deque<Facts> facts_;
-  std::unordered_map<uint64_t, Facts*> contents_;  // items' hash -> its contents (a chain)
+  // items' hash -> its contents (a chain of Facts): open addressing, a power-of-two table of
+  // (hash, chain) slots, an empty slot's chain null
+  std::vector<std::pair<uint64_t, Facts*>> contents_;
+  size_t n_contents_ = 0;
+  // the arena of the lists' items: blocks of kItemsBlock pointers, filled one after the other
+  // (a list longer than a block gets a block of its own)
+  static constexpr size_t kItemsBlock = 1 << 16;
+  std::vector<std::unique_ptr<Node*[]>> item_blocks_, long_items_;
+  size_t block_ = 0, used_ = 0;
   std::unordered_map<std::string, Node*> symbols_;
   uint64_t next_id_ = 1;
   Failure failure_{Err::None, ""};

@@ -6,12 +6,16 @@ from libcpp.unordered_map cimport unordered_map
 
 
 cdef extern from "simplify.hpp" namespace "ndvm::simp" nogil:
+    cdef cppclass SItems "ndvm::simp::Items":
+        size_t size()
+        SNode* operator[](size_t)
+
     cdef cppclass SNode "ndvm::simp::Node":
         bool b
         int64_t i
         double f
         string s
-        vector[SNode*] items
+        SItems items
 
     int node_kind(const SNode*)
     const vector[string]& arithmetic_heads()
@@ -199,7 +203,8 @@ cdef class Simplifier:
             return n.b
         if native_stack_exhausted():
             raise RecursionError(_STACK_EXHAUSTED)
-        return [self._tree(x) for x in n.items]
+        cdef size_t j
+        return [self._tree(n.items[j]) for j in range(n.items.size())]
 
     def canonical_form(self, tree, skeleton=False):
         """(tree, source, size) of the canonical simplified tree, and its skeleton after them
