@@ -54,6 +54,11 @@ double (*unary_function(const std::string& name))(double) {
   return [](double) { return std::nan(""); };
 }
 
+// s == t for a literal t (the first characters compared first: most heads differ there)
+inline bool same(const std::string& s, const char* t) {
+  return s[0] == t[0] && std::strcmp(s.c_str(), t) == 0;
+}
+
 template <size_t N>
 bool among(const std::string& s, const char* const (&set)[N]) {
   for (const char* x : set)
@@ -287,7 +292,9 @@ struct Rules {
   static bool is_str(N t) { return t->kind == Kind::Sym; }
   static bool num(N t) { return t->kind == Kind::Int || t->kind == Kind::Float; }
   static double val(N t) { return t->kind == Kind::Int ? static_cast<double>(t->i) : t->f; }
-  static bool is(N t, const char* s) { return t->kind == Kind::Sym && t->s == s; }
+  static bool is(N t, const char* s) {
+    return t->kind == Kind::Sym && t->s[0] == s[0] && std::strcmp(t->s.c_str(), s) == 0;
+  }
   // Python's a == k for a number k (int or float) and an atom a that _num accepts
   static bool num_eq(N t, double k) { return num(t) && val(t) == k; }
   static size_t len(N t) { return t->items.size(); }
@@ -374,8 +381,8 @@ struct Rules {
     if (L(t)) raise(Err::Type, "unhashable type: 'list'");
   }
 
-  bool in_P(N t) const { return t->kind == Kind::Sym && owner_.params_.count(t->s); }
-  bool is_mark(N t) const { return t->kind == Kind::Sym && t->s == "?"; }
+  bool in_P(N t) const { return t->kind == Kind::Sym && (t->i & kParamName); }
+  bool is_mark(N t) const { return t->kind == Kind::Sym && (t->i & kMark); }
   // a simplified argument that is one fitted number (Python's _pl)
   bool pl(N a) const { return num(a) || is_mark(a) || in_P(a); }
   // ... with a parameter in it (Python's _fitted)
@@ -434,13 +441,13 @@ struct Rules {
   // The value of (head args...) over numbers, or nullopt when it is not a finite number.
   std::optional<double> fold(const std::string& head, const Ns& args) {
     double v;
-    if (head == "+") {
+    if (same(head, "+")) {
       auto s = fsum_of(args);
       if (!s) return std::nullopt;
       v = *s;
-    } else if (head == "*") {
+    } else if (same(head, "*")) {
       v = prod(args).as_float();
-    } else if (head == "-") {
+    } else if (same(head, "-")) {
       if (args.empty()) raise(Err::Index, "list index out of range");
       if (args.size() == 1) {
         v = -val(args[0]);
@@ -449,7 +456,7 @@ struct Rules {
         if (!s) return std::nullopt;
         v = val(args[0]) - *s;
       }
-    } else if (head == "/") {
+    } else if (same(head, "/")) {
       if (args.empty()) raise(Err::Index, "list index out of range");
       if (args.size() == 1) {
         if (val(args[0]) == 0.0) return std::nullopt;
@@ -461,11 +468,11 @@ struct Rules {
         v = val(args[0]) / dv;
       }
     } else if (among(head, kFold) && (args.size() == 1 || args.size() == 2)) {
-      bool binary = head == "pow" || head == "expt";
+      bool binary = same(head, "pow") || same(head, "expt");
       if (binary != (args.size() == 2)) return std::nullopt;  // (a TypeError in Python)
       if (binary) {
         v = std::pow(val(args[0]), val(args[1]));
-      } else if (head == "square") {
+      } else if (same(head, "square")) {
         Num x = as_num(args[0]);
         v = times(x, x).as_float();
       } else {  // (Python's math raised where these give a non-finite value)
@@ -695,7 +702,7 @@ struct Rules {
       if (!t->items.empty()) {
         N h = t->items[0];
         hashable(h);
-        if (h->kind == Kind::Sym && among(h->s, kSpecial)) return 2;
+        if (h->kind == Kind::Sym && (h->i & kSpecialHead)) return 2;
       }
       guard();
       int64_t n = 0;
@@ -712,7 +719,7 @@ struct Rules {
   bool is_loop(N t) {
     return is(t->items[0], "loop") && t->items.size() >= 3 && L(t->items[1]);
   }
-  bool arith_head(N head) { return head->kind == Kind::Sym && among(head->s, kArith); }
+  bool arith_head(N head) { return head->kind == Kind::Sym && (head->i & kArithHead); }
 
   N simp_node(N t) {
     N head = t->items[0];
@@ -817,19 +824,19 @@ struct Rules {
     for (N a : args) all_pl = all_pl && pl(a);
     if (all_pl && has_param(node)) return P();  // a parameter-only subtree is one number
     N out;
-    if ((head == "pow" || head == "expt") && args.size() == 2 && num(args[1]) &&
+    if ((same(head, "pow") || same(head, "expt")) && args.size() == 2 && num(args[1]) &&
         (val(args[1]) == 1 || val(args[1]) == 0))  // u^1 = u, u^0 = 1 (IEEE pow: for every u)
       return val(args[1]) == 1 ? args[0] : F(1.0);
-    if (head == "+" || head == "*") {
+    if (same(head, "+") || same(head, "*")) {
       out = assoc(head, args);
-    } else if (head == "-") {
+    } else if (same(head, "-")) {
       out = minus(args);
-    } else if (head == "/") {
+    } else if (same(head, "/")) {
       out = divide(args);
     } else if (args.size() == 1 && L(args[0]) && args[0]->items.size() == 2 &&
-               ((head == "log" && is(args[0]->items[0], "exp")) ||
-                (head == "exp" && is(args[0]->items[0], "log")) ||
-                (head == "square" && is(args[0]->items[0], "sqrt")))) {
+               ((same(head, "log") && is(args[0]->items[0], "exp")) ||
+                (same(head, "exp") && is(args[0]->items[0], "log")) ||
+                (same(head, "square") && is(args[0]->items[0], "sqrt")))) {
       return args[0]->items[1];
     } else {
       N oc = outer_constant(head, args);
@@ -846,13 +853,13 @@ struct Rules {
   N outer_constant(const std::string& head, const Ns& args) {
     N u = vat(args, 0);
     Ns extra;
-    if (head == "exp" && args.size() == 1) {
+    if (same(head, "exp") && args.size() == 1) {
       if (fitted_difference(u)) return divide({P(), apply("exp", {at(u, 2)})});
       Split s = split_sum(u);
       if (s.c) return apply("*", {P(), apply("exp", {s.rest})});
       return nullptr;
     }
-    if (head == "log" && args.size() == 1) {
+    if (same(head, "log") && args.size() == 1) {
       if (L(u) && is_pow(u) && fitted(at(u, 2)))
         return apply("*", {P(), apply("log", {at(u, 1)})});  // log(w^c)
       if (L(u) && is_pow(u) && fitted(at(u, 1))) return apply("*", {P(), at(u, 2)});
@@ -865,9 +872,9 @@ struct Rules {
       }
       return nullptr;
     }
-    if ((head == "square" || head == "sqrt") && args.size() == 1) {
+    if ((same(head, "square") || same(head, "sqrt")) && args.size() == 1) {
       if (L(u) && is_pow(u) && fitted(at(u, 2))) return mk({at(u, 0), at(u, 1), P()});
-    } else if ((head == "pow" || head == "expt") && args.size() == 2) {
+    } else if ((same(head, "pow") || same(head, "expt")) && args.size() == 2) {
       N k = args[1];
       if (fitted(u)) {
         Split s = split_sum(k);  // c^(d + w) = c^d c^w
@@ -923,7 +930,7 @@ struct Rules {
     if (!(L(t) && !t->items.empty())) return {0, nullptr};
     N h = t->items[0];
     hashable(h);
-    if (!(h->kind == Kind::Sym && among(h->s, kFold))) return {0, nullptr};
+    if (!(h->kind == Kind::Sym && (h->i & kFoldHead))) return {0, nullptr};
     Facts* f = facts(t);
     if (!f->pull_known) {
       f->pull_known = true;  // (None, None) while it is being found
@@ -962,7 +969,7 @@ struct Rules {
   }
 
   N assoc(const std::string& head, const Ns& args) {
-    bool plus = head == "+";
+    bool plus = same(head, "+");
     Ns flat;
     for (N a : args) {
       if (L(a) && !a->items.empty() && is(a->items[0], head.c_str())) {
@@ -1021,7 +1028,7 @@ struct Rules {
     } else if (has_param(consts)) {
       rest.push_back(P());
     } else {
-      double unit = head == "+" ? 0.0 : 1.0;
+      double unit = same(head, "+") ? 0.0 : 1.0;
       std::optional<double> v = consts.empty() ? std::optional<double>(unit) : fold(head, consts);
       if (!v)
         rest.insert(rest.end(), consts.begin(), consts.end());
@@ -1646,6 +1653,9 @@ Node* Simplifier::sym(const std::string& name) {
   if (it != symbols_.end()) return it->second;
   Node* n = make(Kind::Sym);
   n->s = name;
+  n->i = (params_.count(name) ? kParamName : 0) | (name == "?" ? kMark : 0) |
+         (among(name, kArith) ? kArithHead : 0) | (among(name, kFold) ? kFoldHead : 0) |
+         (among(name, kSpecial) ? kSpecialHead : 0);
   symbols_.emplace(name, n);
   return n;
 }

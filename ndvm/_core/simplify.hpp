@@ -31,10 +31,15 @@ struct Items {
   Node* const* end() const { return p + n; }
 };
 
+// A symbol's Node holds in ``i`` what the rules ask of its name (found once, when it is made).
+enum SymbolFlag : int64_t {
+  kParamName = 1, kMark = 2, kArithHead = 4, kFoldHead = 8, kSpecialHead = 16,
+};
+
 struct Node {
   Kind kind = Kind::Sym;
   bool b = false;
-  int64_t i = 0;
+  int64_t i = 0;              // an integer's value; a symbol's SymbolFlags
   double f = 0.0;
   std::string s;              // a symbol's name
   std::string text;           // a number's source, once written
