@@ -501,8 +501,7 @@ struct Rules {
         return f;
       }
     }
-    owner_.facts_.emplace_back();
-    Facts* f = &owner_.facts_.back();
+    Facts* f = owner_.facts_.make();
     f->id = owner_.next_id_++;
     f->rep = t;
     f->same_hash = head;
@@ -1643,8 +1642,7 @@ Simplifier::Simplifier(std::vector<std::string> params) : names_(std::move(param
 }
 
 Node* Simplifier::make(Kind kind) {
-  nodes_.emplace_back();
-  Node* n = &nodes_.back();
+  Node* n = nodes_.make();
   n->kind = kind;
   return n;
 }

@@ -78,6 +78,32 @@ inline int node_kind(const Node* n) { return static_cast<int>(n->kind); }
 // The arithmetic heads the rules fold and rewrite (every other head is kept as written).
 const std::vector<std::string>& arithmetic_heads();
 
+// Objects made one at a time and forgotten all at once: blocks of kBlock, kept across a
+// clear (a reused object is reset when it is made again), so a Simplifier's steady state
+// allocates nothing for its Nodes and Facts.
+template <class T>
+class Pool {
+ public:
+  T* make() {
+    if (used_ == kBlock || blocks_.empty()) {
+      if (!blocks_.empty()) ++block_;
+      if (block_ == blocks_.size()) blocks_.emplace_back(new T[kBlock]);
+      used_ = 0;
+    }
+    T* out = &blocks_[block_][used_++];
+    *out = T();
+    ++count_;
+    return out;
+  }
+  size_t size() const { return count_; }
+  void clear() { block_ = used_ = count_ = 0; }
+
+ private:
+  static constexpr size_t kBlock = 4096;
+  std::vector<std::unique_ptr<T[]>> blocks_;
+  size_t block_ = 0, used_ = 0, count_ = 0;
+};
+
 class Simplifier {
  public:
   explicit Simplifier(std::vector<std::string> params);
@@ -119,8 +145,8 @@ class Simplifier {
   void grow_contents();
   std::vector<std::string> names_;
   std::unordered_set<std::string> params_;
-  std::deque<Node> nodes_;
-  std::deque<Facts> facts_;
+  Pool<Node> nodes_;
+  Pool<Facts> facts_;
   // items' hash -> its contents (a chain of Facts): open addressing, a power-of-two table of
   // (hash, chain) slots, an empty slot's chain null
   std::vector<std::pair<uint64_t, Facts*>> contents_;
