@@ -133,6 +133,23 @@ def test_the_holding_simplifier_keeps_a_bounded_number_of_lists(monkeypatch):
     assert Simplifier(params).canonical_form.__self__.n_held == 0  # (holds only when asked)
 
 
+def test_the_canonical_entries_survive_the_cores_memo_resets():
+    # a long-lived Simplifier forgets its Nodes, contents and held lists many times in a search
+    # (its memo is bounded to stay within a core's cache): what it gives after each forgetting,
+    # through the held parents and the entries kept by content, is what a fresh one gives
+    params = ("a", "b", "c")
+    held = Simplifier(params)
+    core = held.canonical_form.__self__
+    trees = _children(3, 14000)
+    for i, tree in enumerate(trees):
+        if type(tree) is list and i % 4 == 0:
+            held.hold(tree)
+        entry = core.entry(tree)
+        if i % 7 == 0:
+            assert entry == _fresh(tree, params)
+    assert core.n_resets >= 2
+
+
 def _python_children(rng, breed, g, n, out, made, seen, parents, errors, n_front, seeds, admits,
                      fresh=0.1, crossover=0.3, tournament=3, front_rate=0.25):
     """The search's former Python loop over a round's children (Breeder.children replaced it)."""

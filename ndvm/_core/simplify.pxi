@@ -67,6 +67,7 @@ cdef class Simplifier:
     cdef SNode* last_out_node
     cdef dict symbols        # name -> its Node's address (the core shares one Node per name)
     cdef bint holding        # (while ``hold`` converts)
+    cdef readonly Py_ssize_t n_resets  # how many times the core's memo was forgotten
     cdef list held           # the lists held (alive: their addresses stay theirs) ...
     cdef unordered_map[uintptr_t, SNode*] held_nodes  # ... by address, with their Nodes
     cdef dict entries        # content (a list's number, an atom's source) -> canonical entry
@@ -183,6 +184,7 @@ cdef class Simplifier:
     cdef _reset_if_due(self):
         # (the core forgets every Node when its memo outgrows its limits: so does every map here)
         if self.c.maybe_reset():
+            self.n_resets += 1
             self.last_in = self.last_out = None
             self.symbols.clear()
             self._forget_held()
