@@ -10,7 +10,7 @@ from ndvm._core import _core
 from ndvm.cosearch import grammar as gp
 from ndvm.cosearch import proposers, rounds
 from ndvm.cosearch.grammar import Grammar
-from ndvm.cosearch.sexpr import size, skeleton, to_tree
+from ndvm.cosearch.sexpr import size, skeleton, to_source, to_tree
 from ndvm.cosearch.simplify import Simplifier, TooManyParameters
 from ndvm.cosearch.tasks import get_task
 
@@ -290,3 +290,31 @@ def test_the_canonical_entry_is_the_canonical_form_and_says_when_it_cannot_be():
 
 def _copy_tree(t):
     return [_copy_tree(x) for x in t] if isinstance(t, list) else t
+
+
+def test_the_parents_kept_from_the_last_round_are_what_a_fresh_proposer_finds():
+    # Mutate keeps each parent's tree and tournament error by record from round to round: as
+    # the front and population change (members replaced by new dicts, some re-made with the
+    # same content), the parents are what a proposer with nothing kept finds
+    task = get_task("damped")
+    g = Grammar(inputs=tuple(task.inputs), params=tuple(task.params), loop=task.loops)
+    state = rounds.SearchState(task=task, grammar=g)
+    prop = proposers.Mutate(seed=0)
+    rng = np.random.default_rng(5)
+    models = PARENTS + [to_source(gp.grow(rng, g)) for _ in range(30)]
+
+    def record(k):
+        return {"proposed": models[k], "model": models[k], "size": size(to_tree(models[k])),
+                "train_error": 1.0 + k % 3, "heldout_error": 0.5 + k % 5}
+
+    for step in range(6):
+        picks = rng.choice(len(models), size=12, replace=False)
+        kept = [r for r in state.population if rng.random() < 0.5]
+        state.population = kept + [record(int(k)) for k in picks]
+        state.front = state.population[:3]
+        trees, errors = prop._parents(state)
+        fresh = proposers.Mutate(seed=0)
+        fresh_trees, fresh_errors = fresh._parents(state)
+        assert [t.tree for t in trees] == [t.tree for t in fresh_trees]
+        assert errors == fresh_errors and prop.n_front == fresh.n_front == 3
+        assert len(prop._as_parents) == len({id(r) for r in state.front + state.population})

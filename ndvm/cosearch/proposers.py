@@ -130,6 +130,7 @@ class Mutate(Proposer):
         self._island = set()  # the shape library's sources: scored, never parents
         self._units = None  # the task's units.Dimensions (set with the library)
         self._proposed = {}  # source -> its canonical tree, for proposals not yet parents
+        self._as_parents = {}  # id(record) -> (record, its Sites, its tournament error)
         self.made = {}  # source -> (tree, source, size, skeleton) of the last batch proposed
         self.parsimony = parsimony
         self.crossover = crossover
@@ -150,16 +151,23 @@ class Mutate(Proposer):
         tournament errors, for Breeder.children."""
         island, params, parsimony = self._island, tuple(state.grammar.params), self.parsimony
         trees, errors = [], []
+        known, kept = self._as_parents, {}  # (the last round's parents: most are again)
         for part, records in enumerate((state.front, state.population)):
             for r in records:
                 if r["proposed"] in island:
                     continue
-                trees.append(self._tree(r["model"], params))
-                # parsimony pressure: 2% more error per atom, so bloated parents lose close
-                # tournaments; the error is the worse of the training and held-out errors
-                errors.append(fitness(r) * (1 + parsimony * r["size"]))
+                entry = known.get(id(r))
+                if entry is None or entry[0] is not r:
+                    # parsimony pressure: 2% more error per atom, so bloated parents lose close
+                    # tournaments; the error is the worse of the training and held-out errors
+                    entry = (r, self._tree(r["model"], params),
+                             fitness(r) * (1 + parsimony * r["size"]))
+                kept[id(r)] = entry
+                trees.append(entry[1])
+                errors.append(entry[2])
             if part == 0:
                 self.n_front = len(trees)
+        self._as_parents = kept
         return trees, errors
 
     def _tree(self, src, params):
@@ -194,7 +202,8 @@ class Mutate(Proposer):
         return building_blocks(g, X, target) if X is not None else []
 
     def __getstate__(self):  # (an island between epochs: its parsed-parent caches stay behind,
-        state = {k: ({} if k == "_proposed" else v) for k, v in vars(self).items()}
+        state = {k: ({} if k in ("_proposed", "_as_parents") else v)
+                 for k, v in vars(self).items()}
         if isinstance(self._shapes, list):  # and of the shape library only how much is left)
             state["_shapes"] = len(self._shapes)
         return state
