@@ -544,9 +544,23 @@ def _remember(executor, key, seconds):
 # the last one to end restores the collector as the first found it. Reference counting still
 # frees everything acyclic at once; cycles made meanwhile are collected after the call (a
 # candidate's failure is kept without its traceback's frames, _failed, so it makes none). The
-# co-search pauses it for a whole search (collecting the young generation after each batch).
+# co-search pauses it for a whole search (collecting the young generation once it is large:
+# collect_young).
 _GC_PAUSES = [0, False]  # calls running, whether the collector was enabled before the first
 _GC_LOCK = threading.Lock()
+
+
+# The young generation is collected (while the collector is paused) once this many more tracked
+# objects were made than freed: the search makes no cycles, a custom proposer's are collected
+# in bounded time. Collecting after every batch of 16 candidates instead walked what the batch
+# had kept for nothing: 3.7 us a candidate on damped, 0.6% of an island's time, 1.6 us now.
+YOUNG_LIMIT = 20_000
+
+
+def collect_young():
+    """Collect the young generation when it holds more than YOUNG_LIMIT objects."""
+    if gc.get_count()[0] > YOUNG_LIMIT:
+        gc.collect(0)
 
 
 @contextlib.contextmanager

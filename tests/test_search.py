@@ -253,7 +253,7 @@ def test_a_search_makes_no_reference_cycles_and_restores_the_collector(tmp_path)
     simplifier's memo under the GIL): that is safe because a search makes no reference cycles,
     not even for candidates that fail (their errors are kept without traceback frames), and the
     collector is left as the search found it. (gc.DEBUG_SAVEALL keeps what any collection finds,
-    the search's own young-generation collections after each batch included.)"""
+    the search's own collections of the young generation included.)"""
     import gc
 
     f = _write_jsonl(tmp_path / "c.jsonl", [
@@ -287,6 +287,57 @@ def test_a_search_makes_no_reference_cycles_and_restores_the_collector(tmp_path)
         gc.set_debug(0)
         gc.garbage.clear()
         (gc.enable if was else gc.disable)()
+
+
+def _young_collections(monkeypatch, search):
+    """What each collection of the young generation freed while ``search()`` ran with the
+    collector off (parallel.YOUNG_LIMIT lowered to 200)."""
+    import gc
+
+    from ndvm import parallel
+
+    freed = []
+
+    def seen(phase, info):
+        if phase == "stop" and info["generation"] == 0:
+            freed.append(info["collected"])
+
+    monkeypatch.setattr(parallel, "YOUNG_LIMIT", 200)
+    was = gc.isenabled()
+    gc.callbacks.append(seen)
+    try:
+        gc.collect()  # (what earlier code left is not the search's)
+        gc.disable()
+        search()
+        assert not gc.isenabled()
+    finally:
+        gc.callbacks.remove(seen)
+        (gc.enable if was else gc.disable)()
+    return freed
+
+
+def test_a_custom_proposers_cycles_are_collected_while_the_collector_is_paused(monkeypatch):
+    """The search collects the young generation once it is large (parallel.collect_young):
+    the cycles a custom proposer makes are freed during the search, not kept until its end."""
+
+    class Cyclic(ndvm.cosearch.Replay):
+        def propose(self, n, state):
+            for _ in range(50):  # (garbage only a cyclic collection frees)
+                a = {"payload": [0.0] * 8}
+                a["self"] = a
+            return super().propose(n, state)
+
+    sources = [f"(* a ({u} x))" for u in ("sin", "cos", "exp", "tanh", "square", "sqrt")] * 4
+    freed = _young_collections(monkeypatch, lambda: ndvm.search(
+        "damped", proposer=Cyclic(sources=sources), batch=2, budget=None, workers=1))
+    assert sum(freed) >= 100
+
+
+def test_an_island_collects_its_young_generation_while_the_collector_is_paused(monkeypatch):
+    freed = _young_collections(monkeypatch, lambda: ndvm.search(
+        "damped", islands=2, workers=1, seed=1, max_candidates=128, migration_every=64,
+        budget=None))
+    assert len(freed) >= 2 and sum(freed) == 0  # (the search itself makes no cycles)
 
 
 def test_a_failed_candidate_keeps_its_error_without_the_frames():

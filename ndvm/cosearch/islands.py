@@ -21,7 +21,6 @@ has not got it yet (once per worker process and search). The islands' scorers, e
 them derived from the task, are made again from it where they land (``score.Scorer``).
 """
 import copyreg
-import gc
 import io
 import pickle
 import threading
@@ -35,7 +34,7 @@ from ndvm.cosearch.proposers import make_proposer
 from ndvm.cosearch.records import _good
 from ndvm.cosearch.rounds import SearchState, _fittest, _Rounds
 from ndvm.cosearch.score import Scorer
-from ndvm.parallel import gc_paused
+from ndvm.parallel import collect_young, gc_paused
 from ndvm.schedule import Scheduler, check_main_importable, default_workers
 
 __all__ = ["Island", "run_epoch", "search_islands"]
@@ -99,7 +98,7 @@ class Island:
                 r.calibrate(b, r.begin(b))
                 r.finish(b)
                 out.extend(b.records)
-                gc.collect(0)
+                collect_young()
         return out
 
 

@@ -5,7 +5,6 @@ One population runs here, its rounds pipelined over threads (``rounds.py`` holds
 steps, ``records.py`` the records and the run folder); ``islands > 1`` runs several populations
 in worker processes or on an executor (``islands.py``). A resumed run replays its record file.
 """
-import gc
 import json
 import math
 import sys
@@ -31,7 +30,8 @@ from ndvm.cosearch.select import select
 from ndvm.cosearch.sexpr import to_tree
 from ndvm.cosearch.task import predict
 from ndvm.cosearch.tasks import Task, get_task
-from ndvm.parallel import EXECUTOR_TASK_SIZE, TASKS_PER_WORKER, executor_round, gc_paused
+from ndvm.parallel import (EXECUTOR_TASK_SIZE, TASKS_PER_WORKER, collect_young, executor_round,
+                           gc_paused)
 from ndvm.schedule import Scheduler, default_workers
 
 __all__ = ["search", "SearchResult", "pareto_front", "RunExistsError", "ResumeMismatch",
@@ -365,7 +365,7 @@ def search(task="damped", proposer=None, budget=None, max_candidates=None, out=N
             sink.write("".join(_dump(r) + "\n" for r in new))
             sink.flush()
         written.update(r["id"] for r in new)
-        gc.collect(0)
+        collect_young()
         best = _leader(run.front)
         el = time.perf_counter() - session_start
         bar.update(_status(len(records), n_new / el if el > 0 else 0.0, best, len(run.front),
@@ -373,8 +373,8 @@ def search(task="damped", proposer=None, budget=None, max_candidates=None, out=N
 
     # Python's cyclic garbage collector is paused for the search (its full collections walked
     # the simplifier's memo and the records, under the GIL, a third of the proposer's time); the
-    # search itself makes no reference cycles, and the young generation is collected after
-    # every batch (a custom proposer's cycles)
+    # search itself makes no reference cycles, and the young generation is collected once it is
+    # large (collect_young: a custom proposer's cycles)
     paused = gc_paused()
     paused.__enter__()
     try:
