@@ -207,7 +207,10 @@ def _initial_values(names, S, init, bounds, seed):
     if not init and not bounds and isinstance(seed, (int, np.integer)):
         # every start drawn from normal(0, 0.3): the same stream as the general path below
         return 0.0 + 0.3 * _standard_normals(int(seed), len(names) * S).reshape(len(names), S)
-    rng = np.random.default_rng(seed)
+    # (a generator is made only when a draw is needed, where the seed is a valid number: a
+    # candidate whose every start is given, as the co-search stages them, makes none)
+    lazy = isinstance(seed, (int, np.integer)) and seed >= 0
+    rng = None if lazy else np.random.default_rng(seed)
     out = np.empty((len(names), S), dtype=np.float64)
     for i, name in enumerate(names):
         if init is not None and name in init:
@@ -217,7 +220,10 @@ def _initial_values(names, S, init, bounds, seed):
                                  f"got shape {v.shape}")
             out[i] = v.reshape(-1) if v.ndim == 1 and v.size == S else float(v.reshape(-1)[0])
             _check_finite(f"init[{name!r}]", out[i])
-        elif bounds is not None and name in bounds and None not in bounds[name] and np.all(
+            continue
+        if rng is None:
+            rng = np.random.default_rng(seed)
+        if bounds is not None and name in bounds and None not in bounds[name] and np.all(
                 np.isfinite(bounds[name])):
             lo, hi = bounds[name]
             out[i] = rng.uniform(lo, hi, S)
