@@ -245,3 +245,25 @@ def test_a_model_that_raises_at_a_data_point_but_not_between_them_is_unusable_no
         workers=1)
     assert [r["status"] for r in res.records][1] == "ok"
     assert res.records[0]["status"] != "ok" and "car" in str(res.records[0])
+
+
+def test_the_probe_runs_on_the_first_training_points_and_a_later_failure_fails_the_fit():
+    """Validation's probe evaluation runs on the first _PROBE_ROWS training points (it finds a
+    program that cannot run; its cost no longer grows with the data): a program that cannot run
+    anywhere is invalid, one that raises only on a later point fails its calibration and is
+    recorded failed with the error, never ok."""
+    from ndvm.cosearch import score
+    from ndvm.cosearch.task import Task
+    x = np.linspace(0.0, 1.0, 400)
+    task = Task("t", {"x": x}, 2.0 * x, np.arange(380, 400), fit={"steps": 5, "starts": 2})
+    scorer = Scorer(task, workers=1)
+    assert next(iter(scorer.probe_points.values())).size == score._PROBE_ROWS
+    late = "(if (> x 0.8) (car x) (* a x))"  # (raises on the training points beyond x = 0.8)
+    scorer.validate(late)
+    with pytest.raises(ndvm.SchemeError, match="car"):
+        scorer.validate("(* a (car x))")
+    res = ndvm.search(task, proposer=ndvm.cosearch.Replay(sources=[late, "(* a (car x))",
+                                                                   "(* a x)"]),
+                      budget=None, max_candidates=3, workers=1)
+    assert [r["status"] for r in res.records] == ["failed", "invalid", "ok"]
+    assert "car" in res.records[0]["error"] and "car" in res.records[1]["error"]

@@ -21,6 +21,10 @@ from ndvm.fit import EvaluateAfter
 __all__ = ["REFIT_STARTS", "Scorer"]
 
 _PROBE_STEPS = 2_000_000
+# the probe evaluation runs on the first of the training points: it finds a program that cannot
+# run (a type error, a name, a limit), which every point shows alike; a program that raises on
+# a later point only fails its calibration instead (recorded failed, with the error)
+_PROBE_ROWS = 64
 _DENSE_POINTS = 512  # the dense probe of the input box that catches poles between data points
 REFIT_STARTS = 16  # LM starts when a leading population member is refitted (``refits``)
 
@@ -67,6 +71,7 @@ class Scorer:
         self.allowed = task.allowed_names  # (a set built anew on every access)
         self.refit_ev = ndvm.Evaluator(client=client)
         self.train = task.split("fit")  # (a subset of large data: Task.fit_points)
+        self.probe_points = {k: v[:_PROBE_ROWS] for k, v in self.train[0].items()}
         self.held = task.split("heldout")
         self.held_var = float(np.var(self.held[1])) if task.objective == "mse" else None
         self.dense = self._dense_probe() if task.objective == "mse" and task.inputs else None
@@ -175,13 +180,14 @@ class Scorer:
             return f"fails at the data points: {str(e).splitlines()[0] if str(e) else e}", None
 
     def validate(self, src):
-        """(program, params) or raises: parse, allowed free names, a probe evaluation."""
+        """(program, params) or raises: parse, allowed free names, a probe evaluation (on the
+        first _PROBE_ROWS training points)."""
         prog = ndvm.parse(src, name="<candidate>")
         bad = [n for n in prog.free_names if n not in self.allowed]
         if bad:
             raise ValueError(f"free name(s) not allowed by the task: {', '.join(bad)}")
         params = tuple(n for n in prog.free_names if n in self.task.params)
-        data = named_in(self.train[0], prog)
+        data = named_in(self.probe_points, prog)
         consts = named_in(self.task.consts, prog)
         probe = {n: (self.task.init or {}).get(n, 0.5) for n in params}
         self.probe_ev.evaluate(prog, params=probe, data=data, consts=consts)
