@@ -6,25 +6,21 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "hash.hpp"
+
 namespace ndvm::seen {
 
-inline uint64_t finalize(uint64_t h) {
-  h ^= h >> 30;
-  h *= 0xbf58476d1ce4e5b9ULL;
-  h ^= h >> 27;
-  h *= 0x94d049bb133111ebULL;
-  return h ^ (h >> 31);
-}
+using ndvm::splitmix64_finalize;
 
 inline uint64_t digest(const char* text, size_t n) {
   const auto* p = reinterpret_cast<const unsigned char*>(text);
-  uint64_t h = finalize(0x9e3779b97f4a7c15ULL + n);
+  uint64_t h = splitmix64_finalize(0x9e3779b97f4a7c15ULL + n);
   size_t k = 0;
   for (;;) {
     uint64_t word = 0;
     size_t take = n - k < 8 ? n - k : 8;
     for (size_t b = 0; b < take; ++b) word |= static_cast<uint64_t>(p[k + b]) << (8 * b);
-    h = finalize(h ^ word) + 0x9e3779b97f4a7c15ULL;
+    h = splitmix64_finalize(h ^ word) + 0x9e3779b97f4a7c15ULL;
     k += take;
     if (k >= n) return h;
   }

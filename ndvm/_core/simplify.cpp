@@ -14,6 +14,7 @@
 #include <set>
 #include <utility>
 
+#include "hash.hpp"
 #include "stack.hpp"
 
 namespace ndvm::simp {
@@ -198,9 +199,6 @@ class SmallVec {
   const T* end() const { return p_ + n_; }
   T& operator[](size_t k) { return p_[k]; }
   const T& operator[](size_t k) const { return p_[k]; }
-  T& back() { return p_[n_ - 1]; }
-  void pop_back() { --n_; }
-  void clear() { n_ = 0; }
   void reserve(size_t n) {
     if (n > cap_) grow(n);
   }
@@ -218,14 +216,6 @@ class SmallVec {
     std::copy(first, last, p_ + at);
     n_ += k;
     return p_ + at;
-  }
-  T* erase(T* pos) {
-    std::memmove(pos, pos + 1, static_cast<size_t>(end() - pos - 1) * sizeof(T));
-    --n_;
-    return pos;
-  }
-  bool operator==(const SmallVec& o) const {
-    return n_ == o.n_ && std::equal(begin(), end(), o.begin());
   }
 
  private:
@@ -511,12 +501,7 @@ struct Rules {
   }
 
   static uint64_t mix(uint64_t h, uint64_t v) {  // (a hash combine, then splitmix64's finalizer)
-    h ^= v + 0x9e3779b97f4a7c15ULL + (h << 6) + (h >> 2);
-    h ^= h >> 30;
-    h *= 0xbf58476d1ce4e5b9ULL;
-    h ^= h >> 27;
-    h *= 0x94d049bb133111ebULL;
-    return h ^ (h >> 31);
+    return splitmix64_finalize(h ^ (v + 0x9e3779b97f4a7c15ULL + (h << 6) + (h >> 2)));
   }
 
   // an item's word in its list's content hash
@@ -1637,7 +1622,6 @@ struct Rules {
 Simplifier::Simplifier(std::vector<std::string> params) : names_(std::move(params)) {
   params_.insert(names_.begin(), names_.end());
   contents_.assign(1 << 12, {0, nullptr});
-  item_blocks_.emplace_back(new Node*[kItemsBlock]);
   param_ = sym("?");
 }
 
@@ -1674,27 +1658,14 @@ Node* Simplifier::boolean(bool v) {
 }
 Node* Simplifier::list(const std::vector<Node*>& items) { return list(items.data(), items.size()); }
 Node* Simplifier::list(Node* const* items, size_t n) {
-  Node** space = items_space(n);
+  if (n > UINT32_MAX) throw std::bad_alloc();
+  auto** space = static_cast<Node**>(items_.alloc(n * sizeof(Node*)));
   std::copy(items, items + n, space);
   Node* out = make(Kind::List);
   out->items = Items{space, static_cast<uint32_t>(n)};
   return out;
 }
 
-Node** Simplifier::items_space(size_t n) {
-  if (n > UINT32_MAX) throw std::bad_alloc();
-  if (n > kItemsBlock / 4) {
-    long_items_.emplace_back(new Node*[n]);
-    return long_items_.back().get();
-  }
-  if (used_ + n > kItemsBlock) {
-    if (++block_ == item_blocks_.size()) item_blocks_.emplace_back(new Node*[kItemsBlock]);
-    used_ = 0;
-  }
-  Node** out = item_blocks_[block_].get() + used_;
-  used_ += n;
-  return out;
-}
 
 Facts*& Simplifier::content_slot(uint64_t hash) {
   if (2 * (n_contents_ + 1) > contents_.size()) grow_contents();
@@ -1729,8 +1700,7 @@ bool Simplifier::maybe_reset() {
   symbols_.clear();
   facts_.clear();
   nodes_.clear();
-  block_ = used_ = 0;
-  long_items_.clear();
+  items_.reset();
   param_ = sym("?");
   return true;
 }

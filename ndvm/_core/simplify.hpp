@@ -4,13 +4,14 @@
 // (Python's `is`) it compares Node pointers, the memo handing back one Node per content.
 #pragma once
 #include <cstdint>
-#include <deque>
 #include <memory>
 #include <optional>
 #include <string>
 #include <unordered_map>
 #include <unordered_set>
 #include <vector>
+
+#include "arena.hpp"
 
 namespace ndvm::simp {
 
@@ -141,7 +142,6 @@ class Simplifier {
  private:
   friend struct Rules;
   Node* make(Kind kind);
-  Node** items_space(size_t n);
   Facts*& content_slot(uint64_t hash);
   void grow_contents();
   std::vector<std::string> names_;
@@ -152,11 +152,7 @@ class Simplifier {
   // (hash, chain) slots, an empty slot's chain null
   std::vector<std::pair<uint64_t, Facts*>> contents_;
   size_t n_contents_ = 0;
-  // the arena of the lists' items: blocks of kItemsBlock pointers, filled one after the other
-  // (a list longer than a block gets a block of its own)
-  static constexpr size_t kItemsBlock = 1 << 16;
-  std::vector<std::unique_ptr<Node*[]>> item_blocks_, long_items_;
-  size_t block_ = 0, used_ = 0;
+  Arena items_;  // the lists' items (Items), forgotten at a reset with the Nodes
   std::unordered_map<std::string, Node*> symbols_;
   uint64_t next_id_ = 1;
   Failure failure_{Err::None, ""};

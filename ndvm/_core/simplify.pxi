@@ -43,7 +43,8 @@ SIMPLIFY_MAX_DEPTH = 1000
 cdef int _MAX_DEPTH = SIMPLIFY_MAX_DEPTH
 # A Simplifier holds at most this many lists with their Nodes (then forgets them all).
 SIMPLIFY_HOLD_LIMIT = 100_000
-# ... and keeps at most this many canonical entries (``entry``) before it forgets them all.
+# ... and keeps at most this many canonical entries (``entry``) before it forgets them all (those
+# of lists go with the core's memo, at each of its resets).
 SIMPLIFY_ENTRY_LIMIT = 200_000
 _STACK_EXHAUSTED = ("maximum recursion depth exceeded in the simplifier (the tree is nested too "
                     "deeply for this thread's native stack)")
@@ -188,6 +189,9 @@ cdef class Simplifier:
             self.last_in = self.last_out = None
             self.symbols.clear()
             self._forget_held()
+            # (an entry kept by a list's content number cannot be met again: no number comes
+            # back; an atom's, kept by its source, can)
+            self.entries = {k: v for k, v in self.entries.items() if type(k) is str}
 
     cdef _forget_held(self):
         self.held_nodes.clear()
