@@ -8,6 +8,7 @@ the Python boundary and the S x N comparison from ndvm.Evaluator against PyTorch
 Machines here are shared and noisy: read the ratios, rerun when in doubt.
 """
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -43,6 +44,9 @@ def build(tmp):
              f"-I{core}", f"-I{clients / 'dmci'}", f"-I{clients / 'bytecode'}"]
     if mvec:
         flags.append("-DNDVM_HAVE_LIBMVEC")
+        glibc = (os.confstr("CS_GNU_LIBC_VERSION") or "glibc 0.0").split()[-1]
+        if tuple(int(p) for p in glibc.split(".")[:2]) >= (2, 35):  # (libmvec's tanh)
+            flags.append("-DNDVM_HAVE_LIBMVEC_TANH")
     driver = tmp / "driver"
     subprocess.run([cxx, *flags, str(ROOT / "bench/native/driver.cpp"), str(core / "reader.cpp"),
                     str(core / "expand.cpp"), str(core / "expand_forms.cpp"),

@@ -24,6 +24,9 @@ PROGRAMS = {
     "vector_divergence": "(let ((v (if (< x 1.0) (vec a b) (vec b a)))) (dot v (vec 1.0 x)))",
     "shape_divergence": "(let ((v (if (< x 1.0) (vec a b) (vec a b x)))) (vsum v))",
     "filter_varying": "(fold-left + 0 (filter (lambda (u) (> u 1.0)) (list a b x)))",
+    # pow and tanh on the vector kernels: a varying base, a varying exponent, both, and a
+    # uniform one, over 15 lanes (whole vectors and a padded tail)
+    "pow_tanh": "(+ (pow (+ x a) b) (pow (+ b 1.0) x) (pow x 2.5) (tanh (* a x)))",
 }
 
 
@@ -102,3 +105,42 @@ def test_lane_blocks_equal_one_run(client):
         one = ev.evaluate(prog, params={"a": a[s], "b": b[s]}, data={"x": x[n]}, grad=True)
         assert res.value[s, n] == one.value[0, 0]
         assert jac["a"][s, n] == one.grad["a"][0] and jac["b"][s, n] == one.grad["b"][0]
+
+
+POW_BASES = [-8.0, -2.0, -0.5, -0.0, 0.0, 0.3, 1.0, 2.0, 1e300, np.inf, -np.inf, np.nan]
+POW_EXPONENTS = [-3.0, -1.0, -0.5, 0.0, 0.5, 1.0, 2.0, 3.0, 1e-300, 1e300, np.inf, -np.inf,
+                 np.nan]
+
+
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+@pytest.mark.parametrize("client", CLIENTS)
+def test_pow_and_tanh_follow_ieee_on_every_lane(client, dtype):
+    """pow and tanh run on the vector kernels where there are any: each lane still gives C's
+    pow and tanh, the special cases exactly (negative bases with integer and other exponents,
+    signed zeros, infinities, NaN) and the rest to within a few units in the last place, and
+    the same on one lane as beside others (a uniform operand, a varying one, or both)."""
+    ev = ndvm.Evaluator(client=client, dtype=dtype)
+    ft = np.float64 if dtype == "float64" else np.float32
+    a, b = (np.array(v, dtype=np.float64) for v in zip(*[(x, y) for x in POW_BASES
+                                                        for y in POW_EXPONENTS]))
+    with np.errstate(all="ignore"):
+        want = np.power(a.astype(ft), b.astype(ft)).astype(np.float64)
+        got = ev.evaluate("(pow a b)", params={"a": a, "b": b}).value[:, 0]
+        tol = 4 * np.finfo(ft).eps
+        for i in range(a.size):
+            w, g = want[i], got[i]
+            if np.isnan(w) or np.isinf(w) or w == 0:
+                assert (np.isnan(g) if np.isnan(w) else g == w and np.signbit(g) == np.signbit(w)), \
+                    (a[i], b[i], g, w)
+            else:
+                assert abs(g - w) <= tol * abs(w), (a[i], b[i], g, w)
+        for x in (-0.5, 2.0):  # a uniform base with varying exponents, and the other way round
+            e = np.array([x for x in POW_EXPONENTS if np.isfinite(x)])
+            lanes = ev.evaluate("(pow x e)", data={"e": e}, consts={"x": x}).value[0]
+            ones = [ev.evaluate(f"(pow x {float(v)!r})", consts={"x": x}).value[0, 0] for v in e]
+            np.testing.assert_array_equal(lanes, ones)
+        x = np.array([-np.inf, -30.0, -1.0, -1e-300, -0.0, 0.0, 1e-8, 0.5, 19.0, np.inf, np.nan])
+        want = np.tanh(x.astype(ft)).astype(np.float64)
+        got = ev.evaluate("(tanh x)", data={"x": x}).value[0]
+    np.testing.assert_allclose(got, want, rtol=tol, atol=0)
+    assert np.array_equal(np.signbit(got[:-1]), np.signbit(want[:-1]))

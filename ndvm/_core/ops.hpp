@@ -138,7 +138,10 @@ struct Tan : Unary<Tan> {
   template <class T> static T d(T, T y) { return T(1) + y * y; }
 };
 struct Tanh : Unary<Tanh> {
-  template <class T> static T f(T x) { return std::tanh(x); }
+  template <class T> static T f(T x) { return vmath::one(vmath::Fn::Tanh, x); }
+  template <class T> static void lanes(const T* x, T* y, uint32_t L) {
+    vmath::apply(vmath::Fn::Tanh, x, y, L);
+  }
   template <class T> static T d(T, T y) { return T(1) - y * y; }
 };
 struct Atan : Unary<Atan> {
@@ -207,10 +210,31 @@ struct Div : Arith<Div, kern::K_DIV> {
   template <class T> static void d(T, T b, T y, T& da, T& db) { da = T(1) / b; db = -y / b; }
 };
 struct Pow : Binary<Pow> {
-  template <class T> static T f(T a, T b) { return std::pow(a, b); }
-  template <class T> static void d(T a, T b, T y, T& da, T& db) {
-    da = b == T(0) ? T(0) : b * std::pow(a, b - T(1));
-    db = a > T(0) ? y * std::log(a) : T(0);
+  template <class T> static T f(T a, T b) { return vmath::pow_one(a, b); }
+  template <class T>
+  static void lanes(T* y, const T* a, size_t sa, const T* b, size_t sb, uint32_t L) {
+    vmath::pow_lanes(y, a, sa, b, sb, L);
+  }
+  // da = b a^(b-1) (0 where b is 0), db = a^b log a (0 where a <= 0), on the vector kernels
+  template <class T>
+  static void partials(LanePtr<T> a, LanePtr<T> b, const T* y, T* bufs, uint32_t L,
+                       LanePtr<T>& da, LanePtr<T>& db) {
+    T* ba = bufs;
+    T* bb = bufs + L;
+    for (uint32_t l = 0; l < L; ++l) {
+      ba[l] = b.p[l * b.stride] - T(1);
+      T x = a.p[l * a.stride];
+      bb[l] = x > T(0) ? x : T(1);
+    }
+    vmath::pow_lanes(ba, a.p, a.stride, ba, size_t(1), L);
+    vmath::apply(vmath::Fn::Log, bb, bb, L);
+    for (uint32_t l = 0; l < L; ++l) {
+      T e = b.p[l * b.stride];
+      ba[l] = e == T(0) ? T(0) : e * ba[l];
+      bb[l] = a.p[l * a.stride] > T(0) ? y[l] * bb[l] : T(0);
+    }
+    da = {ba, 1};
+    db = {bb, 1};
   }
 };
 struct Atan2 : Binary<Atan2> {

@@ -1,8 +1,9 @@
-// Vectorized exp, log, sin and cos over lanes. On a CPU with AVX2+FMA (checked at run time; the
-// default build targets any x86-64) they call glibc's libmvec vector kernels; elsewhere, or
-// without libmvec, the scalar libm. Every evaluation of these functions — uniform values
-// included — goes through here, padded to a full vector, so a lane's result never depends on
-// how many lanes run beside it (the lane-decomposition property stays bit-exact).
+// Vectorized exp, log, sin, cos and tanh, and pow, over lanes. On a CPU with AVX2+FMA (checked at
+// run time; the default build targets any x86-64) they call glibc's libmvec vector kernels
+// (tanh's from glibc 2.35: NDVM_HAVE_LIBMVEC_TANH); elsewhere, or without libmvec, the scalar
+// libm. Every evaluation of these functions — uniform values included — goes through here, padded
+// to a full vector, so a lane's result never depends on how many lanes run beside it (the
+// lane-decomposition property stays bit-exact).
 #pragma once
 #include <cmath>
 #include <cstddef>
@@ -15,23 +16,30 @@ __m256d _ZGVdN4v_exp(__m256d);
 __m256d _ZGVdN4v_log(__m256d);
 __m256d _ZGVdN4v_sin(__m256d);
 __m256d _ZGVdN4v_cos(__m256d);
+__m256d _ZGVdN4vv_pow(__m256d, __m256d);
 __m256 _ZGVdN8v_expf(__m256);
 __m256 _ZGVdN8v_logf(__m256);
 __m256 _ZGVdN8v_sinf(__m256);
 __m256 _ZGVdN8v_cosf(__m256);
+__m256 _ZGVdN8vv_powf(__m256, __m256);
+#ifdef NDVM_HAVE_LIBMVEC_TANH
+__m256d _ZGVdN4v_tanh(__m256d);
+__m256 _ZGVdN8v_tanhf(__m256);
+#endif
 }
 #endif
 
 namespace ndvm::vmath {
 
-enum class Fn { Exp, Log, Sin, Cos };
+enum class Fn { Exp, Log, Sin, Cos, Tanh };
 
 inline double scalar(Fn f, double x) {
   switch (f) {
     case Fn::Exp: return std::exp(x);
     case Fn::Log: return std::log(x);
     case Fn::Sin: return std::sin(x);
-    default: return std::cos(x);
+    case Fn::Cos: return std::cos(x);
+    default: return std::tanh(x);
   }
 }
 inline float scalar(Fn f, float x) {
@@ -39,7 +47,8 @@ inline float scalar(Fn f, float x) {
     case Fn::Exp: return std::exp(x);
     case Fn::Log: return std::log(x);
     case Fn::Sin: return std::sin(x);
-    default: return std::cos(x);
+    case Fn::Cos: return std::cos(x);
+    default: return std::tanh(x);
   }
 }
 
@@ -49,11 +58,22 @@ inline bool has_avx2() {
   return ok;
 }
 
+// Whether f has a vector kernel here (tanh's came with glibc 2.35).
+inline bool vectorized(Fn f) {
+#ifndef NDVM_HAVE_LIBMVEC_TANH
+  if (f == Fn::Tanh) return false;
+#endif
+  return has_avx2();
+}
+
 __attribute__((target("avx2,fma"))) inline __m256d call4(Fn f, __m256d v) {
   switch (f) {
     case Fn::Exp: return _ZGVdN4v_exp(v);
     case Fn::Log: return _ZGVdN4v_log(v);
     case Fn::Sin: return _ZGVdN4v_sin(v);
+#ifdef NDVM_HAVE_LIBMVEC_TANH
+    case Fn::Tanh: return _ZGVdN4v_tanh(v);
+#endif
     default: return _ZGVdN4v_cos(v);
   }
 }
@@ -62,6 +82,9 @@ __attribute__((target("avx2,fma"))) inline __m256 call8(Fn f, __m256 v) {
     case Fn::Exp: return _ZGVdN8v_expf(v);
     case Fn::Log: return _ZGVdN8v_logf(v);
     case Fn::Sin: return _ZGVdN8v_sinf(v);
+#ifdef NDVM_HAVE_LIBMVEC_TANH
+    case Fn::Tanh: return _ZGVdN8v_tanhf(v);
+#endif
     default: return _ZGVdN8v_cosf(v);
   }
 }
@@ -88,13 +111,49 @@ __attribute__((target("avx2,fma"))) inline void apply_avx2(Fn f, const float* x,
     for (size_t j = 0; i + j < n; ++j) y[i + j] = buf[j];
   }
 }
+
+// y[i] = a[i * sa] ^ b[i * sb] (strides 0 or 1); the tail padded with ones, as above.
+__attribute__((target("avx2,fma"))) inline void pow_avx2(double* y, const double* a, size_t sa,
+                                                           const double* b, size_t sb, size_t n) {
+  size_t i = 0;
+  const __m256d a0 = _mm256_set1_pd(a[0]), b0 = _mm256_set1_pd(b[0]);
+  for (; i + 4 <= n; i += 4)
+    _mm256_storeu_pd(y + i, _ZGVdN4vv_pow(sa ? _mm256_loadu_pd(a + i) : a0,
+                                          sb ? _mm256_loadu_pd(b + i) : b0));
+  if (i < n) {
+    alignas(32) double ba[4] = {1.0, 1.0, 1.0, 1.0}, bb[4] = {1.0, 1.0, 1.0, 1.0};
+    for (size_t j = 0; i + j < n; ++j) {
+      ba[j] = a[(i + j) * sa];
+      bb[j] = b[(i + j) * sb];
+    }
+    _mm256_store_pd(ba, _ZGVdN4vv_pow(_mm256_load_pd(ba), _mm256_load_pd(bb)));
+    for (size_t j = 0; i + j < n; ++j) y[i + j] = ba[j];
+  }
+}
+__attribute__((target("avx2,fma"))) inline void pow_avx2(float* y, const float* a, size_t sa,
+                                                           const float* b, size_t sb, size_t n) {
+  size_t i = 0;
+  const __m256 a0 = _mm256_set1_ps(a[0]), b0 = _mm256_set1_ps(b[0]);
+  for (; i + 8 <= n; i += 8)
+    _mm256_storeu_ps(y + i, _ZGVdN8vv_powf(sa ? _mm256_loadu_ps(a + i) : a0,
+                                           sb ? _mm256_loadu_ps(b + i) : b0));
+  if (i < n) {
+    alignas(32) float ba[8] = {1, 1, 1, 1, 1, 1, 1, 1}, bb[8] = {1, 1, 1, 1, 1, 1, 1, 1};
+    for (size_t j = 0; i + j < n; ++j) {
+      ba[j] = a[(i + j) * sa];
+      bb[j] = b[(i + j) * sb];
+    }
+    _mm256_store_ps(ba, _ZGVdN8vv_powf(_mm256_load_ps(ba), _mm256_load_ps(bb)));
+    for (size_t j = 0; i + j < n; ++j) y[i + j] = ba[j];
+  }
+}
 #endif
 
 // y[i] = f(x[i]) for i < n (x and y may be the same array).
 template <class T>
 inline void apply(Fn f, const T* x, T* y, size_t n) {
 #ifdef NDVM_VMATH_AVX2
-  if (has_avx2()) {
+  if (vectorized(f)) {
     apply_avx2(f, x, y, n);
     return;
   }
@@ -106,6 +165,26 @@ template <class T>
 inline T one(Fn f, T x) {
   T y;
   apply(f, &x, &y, 1);
+  return y;
+}
+
+// y[i] = pow(a[i * sa], b[i * sb]) for i < n, strides 0 (one value for every lane) or 1 (y may be
+// a or b).
+template <class T>
+inline void pow_lanes(T* y, const T* a, size_t sa, const T* b, size_t sb, size_t n) {
+#ifdef NDVM_VMATH_AVX2
+  if (has_avx2()) {
+    pow_avx2(y, a, sa, b, sb, n);
+    return;
+  }
+#endif
+  for (size_t i = 0; i < n; ++i) y[i] = std::pow(a[i * sa], b[i * sb]);
+}
+
+template <class T>
+inline T pow_one(T a, T b) {
+  T y;
+  pow_lanes(&y, &a, 0, &b, 0, 1);
   return y;
 }
 

@@ -69,6 +69,7 @@ DEAD_ADJOINTS_ARE_ZERO = ("dead lanes' adjoints are exactly 0 (a select passes i
                           "masks in the sweep are belt and braces")
 
 OPS = "ndvm/_core/ops.hpp"
+VMATH = "ndvm/_core/vmath.hpp"
 SWEEP = "ndvm/_core/sweep.hpp"
 LINALG = "ndvm/_core/linalg.hpp"
 NUM = "ndvm/_core/numeric.hpp"
@@ -116,10 +117,11 @@ MUTANTS = [
     Mutant("num-atan-d", OPS, "static T d(T x, T) { return T(1) / (T(1) + x * x); }",
            "static T d(T x, T) { return T(1) / (T(1) - x * x); }", DERIV,
            "d atan(x) = 1 / (1 - x^2)"),
-    Mutant("num-pow-db-nolog", OPS, "db = a > T(0) ? y * std::log(a) : T(0);",
-           "db = a > T(0) ? y : T(0);", DERIV, "d a^b / d b forgets the log a factor"),
-    Mutant("num-pow-da-exponent", OPS, "da = b == T(0) ? T(0) : b * std::pow(a, b - T(1));",
-           "da = b == T(0) ? T(0) : b * std::pow(a, b);", DERIV, "d a^b / d a = b a^b"),
+    Mutant("num-pow-db-nolog", OPS, "bb[l] = a.p[l * a.stride] > T(0) ? y[l] * bb[l] : T(0);",
+           "bb[l] = a.p[l * a.stride] > T(0) ? y[l] : T(0);", DERIV,
+           "d a^b / d b forgets the log a factor"),
+    Mutant("num-pow-da-exponent", OPS, "ba[l] = b.p[l * b.stride] - T(1);",
+           "ba[l] = b.p[l * b.stride];", DERIV, "d a^b / d a = b a^b"),
     Mutant("num-abs-d", OPS,
            "static T d(T x, T) { return x > T(0) ? T(1) : (x < T(0) ? T(-1) : T(0)); }",
            "static T d(T x, T) { return x < T(0) ? T(1) : (x > T(0) ? T(-1) : T(0)); }", DERIV,
@@ -138,6 +140,16 @@ MUTANTS = [
            "    for (uint32_t l = 0; l < L; ++l) buf[l] = -buf[l];\n",
            "    vmath::apply(vmath::Fn::Sin, x, buf, L);\n", DERIV,
            "d cos = +sin (the sign of the derivative lost; the old core's rule put it on sin)"),
+    Mutant("vmath-pow-varying-base", VMATH, "_ZGVdN4vv_pow(sa ? _mm256_loadu_pd(a + i) : a0,",
+           "_ZGVdN4vv_pow(a0,", LANES + DERIV,
+           "a varying base read as its first lane (the stride of the vector kernel's operand)"),
+    Mutant("vmath-pow-tail", VMATH,
+           "_mm256_store_pd(ba, _ZGVdN4vv_pow(_mm256_load_pd(ba), _mm256_load_pd(bb)));",
+           "_mm256_store_pd(ba, _ZGVdN4vv_pow(_mm256_load_pd(ba), _mm256_load_pd(ba)));",
+           LANES + DERIV, "the padded tail's lanes raised to their bases, not their exponents"),
+    Mutant("vmath-tanh-kernel", VMATH, "case Fn::Tanh: return _ZGVdN4v_tanh(v);",
+           "case Fn::Tanh: return _ZGVdN4v_sin(v);", LANES + ELEM,
+           "tanh's lanes on another function's vector kernel"),
     Mutant("num-div-db-sign", OPS, "da = T(1) / b; db = -y / b;", "da = T(1) / b; db = y / b;",
            DERIV, "d (a / b) / d b has the wrong sign"),
     Mutant("num-sub-db-sign", OPS, "    da = constant<T, 1>();\n    db = constant<T, -1>();",
