@@ -97,9 +97,10 @@ MUTANTS = [
            "nothing: checks that the unmutated core passes the derivative tests",
            "a comment"),
     Mutant("control-python-comment", "ndvm/fit.py",
-           '__all__ = ["FitOptions", "FitResult", "fit", "fit_with", "OPTIMIZERS", "STATUS"]',
-           '__all__ = ["FitOptions", "FitResult", "fit", "fit_with", "OPTIMIZERS", "STATUS"]'
-           '  # (control)', OPT,
+           '__all__ = ["EvaluateAfter", "FitOptions", "FitResult", "fit", "fit_with", "OPTIMIZERS",'
+           ' "STATUS"]',
+           '__all__ = ["EvaluateAfter", "FitOptions", "FitResult", "fit", "fit_with", "OPTIMIZERS",'
+           ' "STATUS"]  # (control)', OPT,
            "nothing: checks that the unmutated tree passes the optimizer tests", "a comment"),
     # ---- derivative rules (tape.hpp scalar partials, numeric.hpp reverse sweep) -------------
     Mutant("num-mod-db-trunc", OPS, "{ da = T(1); db = -std::floor(a / b); }",
