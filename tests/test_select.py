@@ -6,7 +6,7 @@ import pytest
 
 import ndvm
 from ndvm.cosearch.score import Scorer
-from ndvm.cosearch.select import cross_validate, select, unidentifiable
+from ndvm.cosearch.select import cross_validate, select, starts_around, unidentifiable
 from ndvm.cosearch.sexpr import to_source, to_tree
 from ndvm.cosearch.simplify import simplify
 from ndvm.cosearch.tasks import Task
@@ -254,3 +254,20 @@ def test_a_least_squares_task_with_shared_constants_is_selected_predicted_and_pl
     pytest.importorskip("matplotlib")
     from ndvm.cosearch.report import write_plots
     assert {p.name for p in write_plots(res, tmp_path)} == {"front.png", "fits.png"}
+
+
+@pytest.mark.parametrize("starts", [1, 2, 8, 16])
+def test_starts_around_are_the_fit_then_seeded_draws_at_three_scales(starts):
+    """A refit's starts: the current fit, then for each name in turn ``starts - 1`` draws of
+    normal(0, s) with s cycling through 0.3, 1 and 3 from default_rng(seed) (drawn in one call:
+    the same numbers, bit for bit, as a normal() call per name)."""
+    params = {"a": 0.5, "b": -1.25, "c": 3.0}
+    for names in [(), ("a",), ("c", "a", "b")]:
+        for seed in (0, 7, 12345):
+            got = starts_around(params, names, starts, seed)
+            rng = np.random.default_rng(seed)
+            scale = np.resize([0.3, 1.0, 3.0], starts - 1)
+            assert list(got) == list(names)
+            for n in names:
+                want = np.concatenate([[params[n]], rng.normal(0.0, scale)])
+                assert got[n].shape == (starts,) and np.array_equal(got[n], want)

@@ -55,13 +55,21 @@ def fitness(record):
     return max(record["train_error"], record["heldout_error"])
 
 
+_AROUND = np.array([0.3, 1.0, 3.0])  # starts_around's standard deviations, in turn
+
+
 def starts_around(params, names, starts, seed):
     """name -> [starts] LM starting values: ``params`` first, then seeded normal draws with
     standard deviations cycling through 0.3, 1 and 3 (shifts and rates far from the first
     start's basin)."""
     rng = np.random.default_rng(seed)
-    scale = np.resize([0.3, 1.0, 3.0], starts - 1)
-    return {n: np.concatenate([[params[n]], rng.normal(0.0, scale)]) for n in names}
+    out = np.empty((len(names), starts))
+    out[:, 0] = [params[n] for n in names]
+    # (one call draws, name after name, what a normal(0, scale) call per name drew: the same
+    # standard normals in the same order, each times its scale)
+    out[:, 1:] = rng.standard_normal((len(names), starts - 1))
+    out[:, 1:] *= np.resize(_AROUND, starts - 1)
+    return {n: out[i] for i, n in enumerate(names)}
 
 
 def refit(prog, names, inputs, target, init, ev, steps=40, starts=1, seed=0, consts=None):
