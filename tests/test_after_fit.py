@@ -267,3 +267,28 @@ def test_the_probe_runs_on_the_first_training_points_and_a_later_failure_fails_t
                       budget=None, max_candidates=3, workers=1)
     assert [r["status"] for r in res.records] == ["failed", "invalid", "ok"]
     assert "car" in res.records[0]["error"] and "car" in res.records[1]["error"]
+
+
+@pytest.mark.parametrize("task_name", ["damped", "recurrence"])
+def test_a_refit_is_ndvm_fit_from_its_starts_and_scores_from_its_native_numbers(task_name):
+    """Scorer.refit (one FitSetup for the search, the evaluation after the fit in its native
+    call) fits what ndvm.fit by LM from the same REFIT_STARTS starts fits, bit for bit, and its
+    record scores from the native numbers as from an evaluation of the fitted params."""
+    from ndvm.cosearch.score import REFIT_STARTS
+    from ndvm.cosearch.select import starts_around
+    from ndvm.cosearch.task import named_in
+
+    task = get_task(task_name)
+    scorer = Scorer(task, client="dmci", workers=1)
+    for src in ["(* a (cos (* b x)) (pow c x))", "(+ a (* b x))", "(/ a (- x b))"]:
+        prog = ndvm.parse(src)
+        names = tuple(n for n in prog.free_names if n in task.params)
+        start = {n: 0.5 + 0.1 * i for i, n in enumerate(names)}
+        p, after = scorer.refit(prog, names, start, seed=11)
+        want = ndvm.fit(prog, data=named_in(scorer.train[0], prog), target=scorer.train[1],
+                        params=names, init=starts_around(start, names, REFIT_STARTS, 11),
+                        starts=REFIT_STARTS, optimizer="lm", steps=scorer.fit.steps,
+                        scaling=scorer.fit.scaling,
+                        consts=named_in(task.consts, prog) or None)
+        assert p == dict(want.params), src
+        assert repr(scorer.assess(prog, p, after)) == repr(scorer.assess(prog, p)), src

@@ -236,12 +236,12 @@ class _Rounds:
             rec["time"] = round(time.perf_counter() - self.t0, 4)
             if self.first_good is None and _good(task, rec):
                 self.first_good = rec
-        for (old, prog, names), p in zip(b.refits, b.refitted or []):
-            if p is None:  # replayed: as recorded, or run now if the record was never written
+        for (old, prog, names), done in zip(b.refits, b.refitted or []):
+            if done is None:  # replayed: as recorded, or run now if the record was never written
                 again = self.recorded.get(self.next_id)
-                p = (_recorded_fit(again) if again is not None
-                     else self._refit(old, prog, names))
-            b.records.append(self.refit_record(old, prog, p))
+                done = ((_recorded_fit(again), None) if again is not None
+                        else self._refit(old, prog, names))
+            b.records.append(self.refit_record(old, prog, *done))
         stamp = round(time.perf_counter() - self.t0, 4)
         for rec in b.records:
             rec.setdefault("time", stamp)
@@ -258,9 +258,10 @@ class _Rounds:
         state.front = self.front
         b.finished = True
 
-    def refit_record(self, old, prog, p):
-        """The record of a refit of ``old`` (proposer "refit"): ok when it scores, else
-        failed."""
+    def refit_record(self, old, prog, p, after=None):
+        """The record of a refit of ``old`` (proposer "refit") to params ``p`` (or the error
+        that stopped it; ``after``: its fit's evaluation after it, as ``Scorer.refit`` gives):
+        ok when it scores, else failed."""
         model = old["model"]
         rec = {"id": self.next_id, "proposer": "refit", "proposed": model, "model": model,
                "refit_of": old["id"], "status": "failed", "params": {},
@@ -268,7 +269,7 @@ class _Rounds:
                "size": old["size"], "skeleton": old.get("skeleton"), "error": None,
                "time": round(time.perf_counter() - self.t0, 4)}
         self.next_id += self.id_step
-        why, scores = self.scorer.assess(prog, p) if isinstance(p, dict) else (None, None)
+        why, scores = self.scorer.assess(prog, p, after) if isinstance(p, dict) else (None, None)
         if isinstance(p, dict) and why is None:
             tr, ho, r2 = scores
             rec.update(status="ok", params=p, train_error=tr, heldout_error=ho, r2=r2)

@@ -17,6 +17,7 @@ from ndvm.cosearch._calibrate import minimize_value, setup, succeeded
 from ndvm.cosearch.select import starts_around
 from ndvm.cosearch.task import named_in, predict, r_squared
 from ndvm.fit import EvaluateAfter
+from ndvm.fit_options import FitOptions
 
 __all__ = ["REFIT_STARTS", "Scorer"]
 
@@ -69,7 +70,6 @@ class Scorer:
         self.ev = ndvm.Evaluator(client=client)
         self.fit_ev = ndvm.Evaluator(client=client)
         self.allowed = task.allowed_names  # (a set built anew on every access)
-        self.refit_ev = ndvm.Evaluator(client=client)
         self.train = task.split("fit")  # (a subset of large data: Task.fit_points)
         self.probe_points = {k: v[:_PROBE_ROWS] for k, v in self.train[0].items()}
         self.held = task.split("heldout")
@@ -82,7 +82,7 @@ class Scorer:
             if all(np.size(d[k]) == n for d, n in zip(parts, sizes) for k in d):
                 self.joint = {k: np.concatenate([d[k] for d in parts]) for k in self.dense}
                 self.cuts = (sizes[0], sizes[0] + sizes[1])
-        self._fitting = None  # (fitting())
+        self._fitting = self._refitting = None  # (fitting(), refitting())
         self.after = None  # what each fit's own native call evaluates and reduces after it
         if self.dense is not None:
             y = task.target
@@ -223,20 +223,33 @@ class Scorer:
         ho = ho if math.isfinite(ho) else math.inf
         return tr, ho, r_squared(ho, self.held_var)
 
-    def refit(self, prog, names, params, seed, starts=REFIT_STARTS):
-        """Parameters of ``prog`` refitted by LM from ``starts`` starts: its current fit and
-        draws at three scales (normal with sd 0.3, 1 and 3), so that shifts and rates far from
-        the default start's reach are found; a failed fit gives an exception."""
-        init = starts_around(params, names, starts, seed)
-        try:
-            r = ndvm.fit(prog, data=named_in(self.train[0], prog),
-                         target=self.train[1], params=names, init=init, starts=starts,
-                         optimizer="lm", steps=self.fit.steps, evaluator=self.refit_ev,
-                         scaling=self.fit.scaling,
-                         consts=named_in(self.task.consts, prog) or None)
-        except Exception as e:  # noqa: BLE001 - a failed refit is recorded as failed
-            return e
-        return dict(r.params) if math.isfinite(r.loss) else ValueError("no finite refit")
+    def refitting(self):
+        """The refits' calibration (a FitSetup, checked once for the whole search): LM from
+        REFIT_STARTS given starts with the batch's budget and scaling, and, like the batch's
+        fits, each fitted model evaluated at the probe, training and held-out points in the
+        fit's own native call (``after``). No covariance: a refit's is never read."""
+        if self._refitting is None:
+            options = FitOptions.of(optimizer="lm", starts=REFIT_STARTS, steps=self.fit.steps,
+                                    scaling=self.fit.scaling, client=self.client,
+                                    consts=self.task.consts or None, uncertainty=False,
+                                    unused_data="ignore")
+            self._refitting = setup(self.train[0], self.train[1], workers=1, options=options,
+                                    after=self.after)
+        return self._refitting
+
+    def refit(self, prog, names, params, seed):
+        """``prog`` refitted by LM from REFIT_STARTS starts: its current fit (``params``) and
+        draws at three scales (normal with sd 0.3, 1 and 3, seeded by ``seed``), so that shifts
+        and rates far from the default start's reach are found. Returns (fitted params, the
+        fit's ``EvaluateAfter.read``, for ``assess``), or (the exception, None) when it
+        failed."""
+        init = starts_around(params, names, REFIT_STARTS, seed)
+        r = self.refitting().begin([prog], per_candidate=[{"init": init}]).finish()[0]
+        if not succeeded(r):
+            return getattr(r, "error", r), None
+        if not math.isfinite(r.loss):
+            return ValueError("no finite refit"), None
+        return dict(r.params), EvaluateAfter.read(r)
 
     def begin(self, items, recorded=None):
         """The calibration of the (prog, params) ``items``, begun (their starts drawn, in the
