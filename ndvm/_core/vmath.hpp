@@ -112,38 +112,31 @@ __attribute__((target("avx2,fma"))) inline void apply_avx2(Fn f, const float* x,
   }
 }
 
+// One AVX2 register of T (4 doubles or 8 floats): pow_avx2's loads, stores and kernel.
+__attribute__((target("avx2,fma"))) inline __m256d vload(const double* p) { return _mm256_loadu_pd(p); }
+__attribute__((target("avx2,fma"))) inline __m256 vload(const float* p) { return _mm256_loadu_ps(p); }
+__attribute__((target("avx2,fma"))) inline void vstore(double* p, __m256d v) { _mm256_storeu_pd(p, v); }
+__attribute__((target("avx2,fma"))) inline void vstore(float* p, __m256 v) { _mm256_storeu_ps(p, v); }
+__attribute__((target("avx2,fma"))) inline __m256d vset1(double x) { return _mm256_set1_pd(x); }
+__attribute__((target("avx2,fma"))) inline __m256 vset1(float x) { return _mm256_set1_ps(x); }
+__attribute__((target("avx2,fma"))) inline __m256d vpow(__m256d a, __m256d b) { return _ZGVdN4vv_pow(a, b); }
+__attribute__((target("avx2,fma"))) inline __m256 vpow(__m256 a, __m256 b) { return _ZGVdN8vv_powf(a, b); }
+
 // y[i] = a[i * sa] ^ b[i * sb] (strides 0 or 1); the tail padded with ones, as above.
-__attribute__((target("avx2,fma"))) inline void pow_avx2(double* y, const double* a, size_t sa,
-                                                           const double* b, size_t sb, size_t n) {
+template <class T>
+__attribute__((target("avx2,fma"))) inline void pow_avx2(T* y, const T* a, size_t sa, const T* b,
+                                                           size_t sb, size_t n) {
+  constexpr size_t W = 32 / sizeof(T);
   size_t i = 0;
-  const __m256d a0 = _mm256_set1_pd(a[0]), b0 = _mm256_set1_pd(b[0]);
-  for (; i + 4 <= n; i += 4)
-    _mm256_storeu_pd(y + i, _ZGVdN4vv_pow(sa ? _mm256_loadu_pd(a + i) : a0,
-                                          sb ? _mm256_loadu_pd(b + i) : b0));
+  const auto a0 = vset1(a[0]), b0 = vset1(b[0]);
+  for (; i + W <= n; i += W) vstore(y + i, vpow(sa ? vload(a + i) : a0, sb ? vload(b + i) : b0));
   if (i < n) {
-    alignas(32) double ba[4] = {1.0, 1.0, 1.0, 1.0}, bb[4] = {1.0, 1.0, 1.0, 1.0};
-    for (size_t j = 0; i + j < n; ++j) {
-      ba[j] = a[(i + j) * sa];
-      bb[j] = b[(i + j) * sb];
+    T ba[W], bb[W];
+    for (size_t j = 0; j < W; ++j) {
+      ba[j] = i + j < n ? a[(i + j) * sa] : T(1);
+      bb[j] = i + j < n ? b[(i + j) * sb] : T(1);
     }
-    _mm256_store_pd(ba, _ZGVdN4vv_pow(_mm256_load_pd(ba), _mm256_load_pd(bb)));
-    for (size_t j = 0; i + j < n; ++j) y[i + j] = ba[j];
-  }
-}
-__attribute__((target("avx2,fma"))) inline void pow_avx2(float* y, const float* a, size_t sa,
-                                                           const float* b, size_t sb, size_t n) {
-  size_t i = 0;
-  const __m256 a0 = _mm256_set1_ps(a[0]), b0 = _mm256_set1_ps(b[0]);
-  for (; i + 8 <= n; i += 8)
-    _mm256_storeu_ps(y + i, _ZGVdN8vv_powf(sa ? _mm256_loadu_ps(a + i) : a0,
-                                           sb ? _mm256_loadu_ps(b + i) : b0));
-  if (i < n) {
-    alignas(32) float ba[8] = {1, 1, 1, 1, 1, 1, 1, 1}, bb[8] = {1, 1, 1, 1, 1, 1, 1, 1};
-    for (size_t j = 0; i + j < n; ++j) {
-      ba[j] = a[(i + j) * sa];
-      bb[j] = b[(i + j) * sb];
-    }
-    _mm256_store_ps(ba, _ZGVdN8vv_powf(_mm256_load_ps(ba), _mm256_load_ps(bb)));
+    vstore(ba, vpow(vload(ba), vload(bb)));
     for (size_t j = 0; i + j < n; ++j) y[i + j] = ba[j];
   }
 }
