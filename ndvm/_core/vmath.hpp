@@ -66,7 +66,17 @@ inline bool vectorized(Fn f) {
   return has_avx2();
 }
 
-__attribute__((target("avx2,fma"))) inline __m256d call4(Fn f, __m256d v) {
+// One AVX2 register of T (4 doubles or 8 floats): the kernels' loads, stores and functions.
+__attribute__((target("avx2,fma"))) inline __m256d vload(const double* p) { return _mm256_loadu_pd(p); }
+__attribute__((target("avx2,fma"))) inline __m256 vload(const float* p) { return _mm256_loadu_ps(p); }
+__attribute__((target("avx2,fma"))) inline void vstore(double* p, __m256d v) { _mm256_storeu_pd(p, v); }
+__attribute__((target("avx2,fma"))) inline void vstore(float* p, __m256 v) { _mm256_storeu_ps(p, v); }
+__attribute__((target("avx2,fma"))) inline __m256d vset1(double x) { return _mm256_set1_pd(x); }
+__attribute__((target("avx2,fma"))) inline __m256 vset1(float x) { return _mm256_set1_ps(x); }
+__attribute__((target("avx2,fma"))) inline __m256d vpow(__m256d a, __m256d b) { return _ZGVdN4vv_pow(a, b); }
+__attribute__((target("avx2,fma"))) inline __m256 vpow(__m256 a, __m256 b) { return _ZGVdN8vv_powf(a, b); }
+
+__attribute__((target("avx2,fma"))) inline __m256d vcall(Fn f, __m256d v) {
   switch (f) {
     case Fn::Exp: return _ZGVdN4v_exp(v);
     case Fn::Log: return _ZGVdN4v_log(v);
@@ -77,7 +87,7 @@ __attribute__((target("avx2,fma"))) inline __m256d call4(Fn f, __m256d v) {
     default: return _ZGVdN4v_cos(v);
   }
 }
-__attribute__((target("avx2,fma"))) inline __m256 call8(Fn f, __m256 v) {
+__attribute__((target("avx2,fma"))) inline __m256 vcall(Fn f, __m256 v) {
   switch (f) {
     case Fn::Exp: return _ZGVdN8v_expf(v);
     case Fn::Log: return _ZGVdN8v_logf(v);
@@ -89,38 +99,19 @@ __attribute__((target("avx2,fma"))) inline __m256 call8(Fn f, __m256 v) {
   }
 }
 
-__attribute__((target("avx2,fma"))) inline void apply_avx2(Fn f, const double* x, double* y,
-                                                             size_t n) {
+// y[i] = f(x[i]); the tail runs through the same vector kernel, padded with ones.
+template <class T>
+__attribute__((target("avx2,fma"))) inline void apply_avx2(Fn f, const T* x, T* y, size_t n) {
+  constexpr size_t W = 32 / sizeof(T);
   size_t i = 0;
-  for (; i + 4 <= n; i += 4) _mm256_storeu_pd(y + i, call4(f, _mm256_loadu_pd(x + i)));
-  if (i < n) {  // the tail runs through the same vector kernel, padded with ones
-    alignas(32) double buf[4] = {1.0, 1.0, 1.0, 1.0};
-    for (size_t j = 0; i + j < n; ++j) buf[j] = x[i + j];
-    _mm256_store_pd(buf, call4(f, _mm256_load_pd(buf)));
-    for (size_t j = 0; i + j < n; ++j) y[i + j] = buf[j];
-  }
-}
-__attribute__((target("avx2,fma"))) inline void apply_avx2(Fn f, const float* x, float* y,
-                                                             size_t n) {
-  size_t i = 0;
-  for (; i + 8 <= n; i += 8) _mm256_storeu_ps(y + i, call8(f, _mm256_loadu_ps(x + i)));
+  for (; i + W <= n; i += W) vstore(y + i, vcall(f, vload(x + i)));
   if (i < n) {
-    alignas(32) float buf[8] = {1, 1, 1, 1, 1, 1, 1, 1};
-    for (size_t j = 0; i + j < n; ++j) buf[j] = x[i + j];
-    _mm256_store_ps(buf, call8(f, _mm256_load_ps(buf)));
+    T buf[W];
+    for (size_t j = 0; j < W; ++j) buf[j] = i + j < n ? x[i + j] : T(1);
+    vstore(buf, vcall(f, vload(buf)));
     for (size_t j = 0; i + j < n; ++j) y[i + j] = buf[j];
   }
 }
-
-// One AVX2 register of T (4 doubles or 8 floats): pow_avx2's loads, stores and kernel.
-__attribute__((target("avx2,fma"))) inline __m256d vload(const double* p) { return _mm256_loadu_pd(p); }
-__attribute__((target("avx2,fma"))) inline __m256 vload(const float* p) { return _mm256_loadu_ps(p); }
-__attribute__((target("avx2,fma"))) inline void vstore(double* p, __m256d v) { _mm256_storeu_pd(p, v); }
-__attribute__((target("avx2,fma"))) inline void vstore(float* p, __m256 v) { _mm256_storeu_ps(p, v); }
-__attribute__((target("avx2,fma"))) inline __m256d vset1(double x) { return _mm256_set1_pd(x); }
-__attribute__((target("avx2,fma"))) inline __m256 vset1(float x) { return _mm256_set1_ps(x); }
-__attribute__((target("avx2,fma"))) inline __m256d vpow(__m256d a, __m256d b) { return _ZGVdN4vv_pow(a, b); }
-__attribute__((target("avx2,fma"))) inline __m256 vpow(__m256 a, __m256 b) { return _ZGVdN8vv_powf(a, b); }
 
 // y[i] = a[i * sa] ^ b[i * sb] (strides 0 or 1); the tail padded with ones, as above.
 template <class T>

@@ -245,11 +245,9 @@ class Scorer:
         failed."""
         init = starts_around(params, names, REFIT_STARTS, seed)
         r = self.refitting().begin([prog], per_candidate=[{"init": init}]).finish()[0]
-        if not succeeded(r):
-            return getattr(r, "error", r), None
-        if not math.isfinite(r.loss):
+        if succeeded(r) and not math.isfinite(r.loss):
             return ValueError("no finite refit"), None
-        return dict(r.params), EvaluateAfter.read(r)
+        return _outcome(r)
 
     def begin(self, items, recorded=None):
         """The calibration of the (prog, params) ``items``, begun (their starts drawn, in the
@@ -304,11 +302,7 @@ class _Calibration:
             return out
         if self.fits is not None:
             for i, r in zip(todo, self.fits.finish(lent, meanwhile)):
-                if succeeded(r):
-                    out[i] = dict(r.params)
-                    self.after[i] = EvaluateAfter.read(r)
-                else:
-                    out[i] = getattr(r, "error", r)
+                out[i], self.after[i] = _outcome(r)
             return out
         if meanwhile is not None:
             meanwhile()
@@ -322,6 +316,14 @@ class _Calibration:
             except Exception as e:  # noqa: BLE001 - a failed candidate is recorded
                 out[i] = e.with_traceback(None)  # (its frames would hold ``out``: a cycle)
         return out
+
+
+def _outcome(r):
+    """(fitted params, ``EvaluateAfter.read`` of the fit) of a calibration's result, or (the
+    error that stopped it, None)."""
+    if succeeded(r):
+        return dict(r.params), EvaluateAfter.read(r)
+    return getattr(r, "error", r), None
 
 
 def _recorded_fit(rec):
