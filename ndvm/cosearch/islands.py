@@ -31,7 +31,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ndvm.cosearch.proposers import make_proposer
-from ndvm.cosearch.records import _good
+from ndvm.cosearch.records import _good, uninterrupted
 from ndvm.cosearch.rounds import SearchState, _fittest, _Rounds
 from ndvm.cosearch.score import Scorer
 from ndvm.parallel import collect_young, gc_paused
@@ -247,9 +247,10 @@ def search_islands(task, islands, seed, grammar, batch, every, migrants, max_can
                 for r in recs:
                     r["time"] = now
                     r["island"] = i
-                records.extend(recs)
+                with uninterrupted():  # (memory and file keep the same records)
+                    records.extend(recs)
+                    sink(recs)
                 succeeded = succeeded or (stop_on_success and any(_good(task, r) for r in recs))
-                sink(recs)
                 on_records(records, recs)
             over = budget_s is not None and time.perf_counter() - started >= budget_s
             if over or succeeded:

@@ -23,7 +23,7 @@ from ndvm.cosearch.islands import check_islands, first_good, island_workers, sea
 from ndvm.cosearch.proposers import Proposer, Replay, make_proposer
 from ndvm.cosearch.records import (RECORD_FILE, SUMMARY_FILE, RunExistsError, _dump, _existing,
                                    _good, _jsonable, _load, _open_run, _read_records,
-                                   pareto_front, run_schema)
+                                   pareto_front, run_schema, uninterrupted)
 from ndvm.cosearch.rounds import ResumeMismatch, SearchState, _Batch, _fittest, _Rounds
 from ndvm.cosearch.score import Scorer
 from ndvm.cosearch.select import select
@@ -357,14 +357,15 @@ def search(task="damped", proposer=None, budget=None, max_candidates=None, out=N
         nonlocal n_new
         if b is None or b.emitted:
             return
-        records.extend(b.records)
-        b.emitted = True
-        new = [r for r in b.records if r["id"] not in written]
-        n_new += len(new)
-        if sink and new:
-            sink.write("".join(_dump(r) + "\n" for r in new))
-            sink.flush()
-        written.update(r["id"] for r in new)
+        with uninterrupted():  # (memory and file keep the same records, Ctrl-C or not)
+            records.extend(b.records)
+            b.emitted = True
+            new = [r for r in b.records if r["id"] not in written]
+            n_new += len(new)
+            if sink and new:
+                sink.write("".join(_dump(r) + "\n" for r in new))
+                sink.flush()
+            written.update(r["id"] for r in new)
         collect_young()
         best = _leader(run.front)
         el = time.perf_counter() - session_start

@@ -7,6 +7,9 @@ null and read back as inf. A folder that holds a run is never overwritten unless
 """
 import json
 import math
+import signal
+import threading
+from contextlib import contextmanager
 from pathlib import Path
 
 __all__ = ["RECORD_FILE", "SUMMARY_FILE", "RunExistsError", "pareto_front", "run_schema"]
@@ -66,6 +69,30 @@ def _open_run(out, resume, force):
         for p in held:
             p.unlink()
     return record_path
+
+
+@contextmanager
+def uninterrupted():
+    """Run the body whole: a Ctrl-C (SIGINT) that arrives inside it takes effect when it ends,
+    through the handler that was there before. A search keeps a batch (its records in memory
+    and their lines in the record file) inside one, so that the file never holds a record twice
+    nor one the result lacks. Only the main thread receives Python's signals; elsewhere, and
+    where SIGINT has no Python handler to defer, the body just runs."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    before = signal.getsignal(signal.SIGINT)
+    if not callable(before):  # (ignored, or the default action: nothing raises in the body)
+        yield
+        return
+    came = []
+    signal.signal(signal.SIGINT, lambda *a: came.append(a))
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, before)
+        if came:
+            signal.raise_signal(signal.SIGINT)  # (delivered now, to the handler restored)
 
 
 def _read_records(path, repair=False):
