@@ -5,7 +5,8 @@
 Written once from the Python operators of ndvm/cosearch/grammar.py (grow, mutate, crossover,
 shifted, positions, Sites and their helpers, copied below as they were), before they moved into
 the core, and checked by tests/test_breed.py: the core's operators make every child again from
-the same stream. ``records(ops)`` is the sequence of calls, drawn the way Mutate.propose draws
+the same stream. Written again after one amendment, made to both: an operator mutation picks
+only operators that take the call's arguments (``_takes``; it had given (+ a b c) a ``pow``). ``records(ops)`` is the sequence of calls, drawn the way Mutate.propose draws
 them (a share grown afresh, crossovers of two parents, mutations of parents with ``let``,
 ``let*``, ``loop``/``recur``, ``if``, literals and n-ary calls, given their Sites or not, and
 ``shifted`` inputs); ``ops`` is this file's copy (PYTHON) or the module ndvm.cosearch.grammar.
@@ -308,6 +309,19 @@ class Sites:
 _KINDS = ("subtree", "constant", "operator", "hoist", "extend", "shift")
 
 
+def _takes(op, n):
+    """Whether the primitive ``op`` takes ``n`` arguments (the one amendment to the operators as
+    they were: an operator mutation gave (+ a b c) and (- x) a pow, a program that cannot run)."""
+    if not _ARITY:
+        from ndvm._core._core import primitives
+        _ARITY.update((p["name"], p["arity"]) for p in primitives())
+    least, most = _ARITY[op]
+    return least <= n and (most is None or n <= most)
+
+
+_ARITY = {}  # primitive -> (least, most arguments), read once
+
+
 _CDFS = {}  # tuple(p) -> its normalized cumulative sums (a search has one set of rates)
 
 
@@ -381,7 +395,7 @@ def mutate(rng, g, tree, sites=None):
             path = ops[rng.integers(len(ops))][0]
             node = get_at(tree, path)
             family = g.unary if node[0] in g.unary and len(node) == 2 else g.binary
-            choices = [o for o in family if o != node[0]]
+            choices = [o for o in family if o != node[0] and _takes(o, len(node) - 1)]
             if choices and (len(node) == 2 or node[0] in g.binary):
                 return replace_at(tree, path, [choices[rng.integers(len(choices))]] + node[1:])
         kind = "subtree"

@@ -210,3 +210,25 @@ def test_choice_takes_numpy_numbers_as_weights_as_numpy_does():
         [items[b.choice(3, p=np.asarray(p, dtype=float) / 3.5)] for _ in range(50)]
     rates = dict(zip(gp.BREED_KINDS, map(np.int64, (4, 2, 2, 1, 1, 1))))
     assert gp.Grammar(mutation_rates=rates).check().mutation_rates is rates
+
+
+def test_an_operator_mutation_keeps_the_calls_arguments_takeable():
+    """(+ a b x) and (- x) were given a pow: a program that cannot run (every invalid record of
+    a long damped search was one). Each child of an operator mutation parses, and the binary
+    call still becomes each of the others, pow among them."""
+    import ndvm
+    from ndvm.cosearch.sexpr import to_source
+    g = gp.Grammar(inputs=("x",), params=("a", "b"),
+                   mutation_rates={"subtree": 0, "constant": 0, "operator": 1, "hoist": 0,
+                                   "extend": 0, "shift": 0})
+    heads = {}
+    for src in ("(+ a b x)", "(* a x x x)", "(- x)", "(/ x)", "(pow x a)", "(- x a)"):
+        rng = np.random.default_rng(0)
+        for _ in range(200):
+            child = gp.mutate(rng, g, to_tree(src))
+            ndvm.parse(to_source(child))  # (raises for a call with arguments its head refuses)
+            heads.setdefault(src, set()).add(child[0])
+    assert heads["(- x a)"] == {"+", "*", "/", "pow"}
+    assert heads["(pow x a)"] == {"+", "-", "*", "/"}
+    assert "pow" not in heads["(+ a b x)"] | heads["(- x)"] | heads["(/ x)"]
+    assert heads["(+ a b x)"] == {"-", "*", "/"} and heads["(- x)"] == {"+", "*", "/"}

@@ -315,6 +315,7 @@ cdef class Breeder:
     cdef readonly object grammar
     cdef tuple inputs, params, unary, binary, constants
     cdef frozenset input_set, op_set
+    cdef dict arity  # operator -> (least, most arguments; most None: any)
     cdef bint let, loop, has_div, has_square
     cdef object lo, hi
     cdef long max_depth, max_size
@@ -329,6 +330,7 @@ cdef class Breeder:
         self.constants = tuple(g.constants)
         self.input_set = frozenset(self.inputs)
         self.op_set = frozenset(self.unary) | frozenset(self.binary)
+        self.arity = {p["name"]: p["arity"] for p in primitives() if p["name"] in self.op_set}
         self.let = g.let
         self.loop = g.loop
         self.has_div = "/" in self.binary
@@ -482,7 +484,8 @@ cdef class Breeder:
                 path = ops[d._below(len(ops))][0]
                 node = _bget_at(tree, path)
                 family = self.unary if node[0] in self.unary and len(node) == 2 else self.binary
-                choices = [o for o in family if o != node[0]]
+                # (those that take the call's arguments: (+ a b c) or (- x) becomes no pow)
+                choices = [o for o in family if o != node[0] and self._takes(o, len(node) - 1)]
                 if choices and (len(node) == 2 or node[0] in self.binary):
                     return _breplace_at(tree, path,
                                        [choices[d._below(len(choices))]] + node[1:])
@@ -497,6 +500,11 @@ cdef class Breeder:
         cdef long most = max(1, self.max_depth - len(path) // 2)
         return _breplace_at(tree, path, self._grow(d, 1 + d._below(most), spot[1], spot[2],
                                                   0))
+
+    cdef bint _takes(self, str op, Py_ssize_t n):
+        """Whether the operator ``op`` takes ``n`` arguments."""
+        least, most = self.arity.get(op, (0, None))  # (a grammar never checked: as before)
+        return least <= n and (most is None or n <= most)
 
     def mutate(self, rng, tree, sites=None):
         """One random mutation of ``tree`` (grammar.mutate); ``sites``: its Sites, when kept."""
