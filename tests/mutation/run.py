@@ -59,8 +59,10 @@ def sync_tree(src, dst):
 
 
 def base_site_dirs():
-    """site-packages of the running interpreter (but not its own ndvm install): the dependencies
-    the slot's venv shares."""
+    """site-packages of the running interpreter: the dependencies the slot's venv shares (meson-
+    python among them, which the slot's build needs). The running venv's own are left out only
+    when they hold an installed ndvm package, which could shadow the slot's copy; an editable
+    install there is a .pth file the slot never runs (only a venv's own site dirs run theirs)."""
     own = {sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"]}
     dirs = []
     for p in sys.path:
@@ -71,7 +73,7 @@ def base_site_dirs():
             for line in pth.read_text().splitlines():
                 if line.endswith("site-packages") and Path(line).is_dir() and line not in dirs:
                     dirs.append(line)
-    return [d for d in dirs if d not in own]
+    return [d for d in dirs if d not in own or not Path(d, "ndvm").is_dir()]
 
 
 class Slot:
