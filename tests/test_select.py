@@ -271,3 +271,39 @@ def test_starts_around_are_the_fit_then_seeded_draws_at_three_scales(starts):
             for n in names:
                 want = np.concatenate([[params[n]], rng.normal(0.0, scale)])
                 assert got[n].shape == (starts,) and np.array_equal(got[n], want)
+
+
+def test_the_search_optimism_is_the_least_of_k_noisy_errors():
+    from ndvm.cosearch.select import search_optimism
+    assert search_optimism(1, 64) == 0.0 and search_optimism(0, 64) == 0.0
+    assert search_optimism(40_000, 64) == pytest.approx(2 * math.sqrt(math.log(40_000) / 64))
+    assert search_optimism(40_000, 2000) < 0.15 < 0.8 < search_optimism(40_000, 64)
+
+
+# A 33-node model that a 40,000-candidate damped search (seed 1) put on its front: its literals
+# and structure were chosen among ~20,000 programs on the same 64 points, so it fits their noise
+# and its CV error (0.00020) sits 43% below the true law's (0.00035), 5 standard errors away.
+_LUCKY = ("(+ a (* (cos (* b (cos (* 0.9694 (exp (* (cos x) (pow x 2.2081))))) x)) "
+          "(cos (* 1.995 x)) (exp (* c (cos (/ 3.9265 (tanh x))))) (exp (* d x))))")
+
+
+def test_a_search_among_many_programs_does_not_hand_back_the_one_that_fit_the_noise():
+    task = ndvm.get_task("damped")
+    truth = {"id": 9860, "model": "(* (cos (* a x)) (pow b x))", "size": 8, "status": "ok",
+             "params": {"a": -2.0039429588758884, "b": 0.7699723266340325},
+             "heldout_error": 0.0014723728377956176}
+    lucky = {"id": 34558, "model": _LUCKY, "size": 33, "status": "ok",
+             "params": {"a": 0.005194303999726289, "b": -0.12940877892764982,
+                        "c": 0.08132149714184224, "d": -0.26172007280352255},
+             "heldout_error": 0.00015087660781753915}
+    # judged as one model alone (no search behind it), the one-standard-error rule takes it
+    alone, rows = select(task, [truth, lucky], structures=1)
+    cv = {r["id"]: r["cv_mse"] for r in rows}
+    assert alone["front_member"]["id"] == 34558 and cv[34558] < 0.7 * cv[9860]
+    # chosen among the 20,427 programs that search scored, the true law is within the optimism
+    chosen, _ = select(task, [truth, lucky], structures=20_427)
+    assert chosen["front_member"]["id"] == 9860 and chosen["size"] == 8
+    assert chosen["selection"]["structures"] == 20_427
+    assert chosen["selection"]["optimism"] == pytest.approx(0.788, abs=1e-3)
+    assert "the search's optimism (79%: the lowest of 20427 programs' errors on 64 points)" in \
+        chosen["selection"]["explanation"]

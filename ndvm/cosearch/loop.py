@@ -56,8 +56,9 @@ class SearchResult:
         A refit of an earlier record (``refits``) has proposer "refit" and ``refit_of`` its id.
     front: the ok records not dominated in (held-out error, size), by increasing size.
     best: the selected model (None when none was calibrated): for least-squares tasks the
-        smallest front member within one standard error of the lowest cross-validated error,
-        refitted on all the data (``ndvm.cosearch.select``): ``model`` and ``params`` (that
+        smallest front member within one standard error of the lowest cross-validated error
+        (or within the search's optimism, when wider: ``select.search_optimism``), refitted on
+        all the data (``ndvm.cosearch.select``): ``model`` and ``params`` (that
         refit), errors recomputed for that pair, ``mse_all``/``r2_all``, ``front_member`` (the
         front record it came from, its held-out scores) and ``selection`` (why); for likelihood
         tasks the front member of lowest NLL.
@@ -554,7 +555,8 @@ def conclude(task, records, front, first_good, ev, elapsed, proposer, seed, stop
              out):
     """The SearchResult of a search's records (the front's model selected on ``ev``), its
     summary.json written into ``out`` (when given)."""
-    best, scores = select(task, front, ev)
+    structures = len({r.get("skeleton") or r["model"] for r in records if r["status"] == "ok"})
+    best, scores = select(task, front, ev, structures=structures)
     result = SearchResult(task=task, records=records, front=front, best=best,
                           first_good=first_good, elapsed=elapsed, proposer=proposer, seed=seed,
                           stopped=stopped, warnings=list(warnings), selection=scores)
