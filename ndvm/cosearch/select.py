@@ -36,8 +36,8 @@ from ndvm.cosearch.sexpr import substitute, to_source, to_tree
 from ndvm.cosearch.simplify import PARAM_MARK, simplify
 from ndvm.cosearch.task import SEARCH_LM_SCALING, named_in, predict, r_squared, subset_rows
 
-__all__ = ["cross_validate", "fitness", "refit", "select", "snap", "starts_around",
-           "unidentifiable"]
+__all__ = ["cross_validate", "fitness", "refit", "search_optimism", "select", "snap",
+           "starts_around", "unidentifiable"]
 
 RULE = "one-standard-error rule over K-fold cross-validation, widened by the search's optimism"
 EXACT = 1e-12
