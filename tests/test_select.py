@@ -305,5 +305,5 @@ def test_a_search_among_many_programs_does_not_hand_back_the_one_that_fit_the_no
     assert chosen["front_member"]["id"] == 9860 and chosen["size"] == 8
     assert chosen["selection"]["structures"] == 20_427
     assert chosen["selection"]["optimism"] == pytest.approx(0.788, abs=1e-3)
-    assert "the search's optimism (79%: the lowest of 20427 programs' errors on 64 points)" in \
-        chosen["selection"]["explanation"]
+    assert ("the search's optimism (79%, wider than one standard error: the least of 20427 "
+            "programs' errors on 64 points" in chosen["selection"]["explanation"])

@@ -214,8 +214,9 @@ def select(task, front, ev=None, k=5, structures=1):
         finite = [r for r in finite if r is not pick]
     within = (f"one standard error ({low['cv_se']:.3g})"
               if low["cv_mse"] + low["cv_se"] >= low["cv_mse"] * (1.0 + optimism) else
-              f"the search's optimism ({optimism:.0%}: the lowest of {structures} programs' "
-              f"errors on {cv_target.size} points), over one standard error,")
+              f"the search's optimism ({optimism:.0%}, wider than one standard error: the "
+              f"least of {structures} programs' errors on {cv_target.size} points sits about "
+              f"that far below its expectation)")
     why = (f"id {rec['id']} (size {rec['size']}, CV MSE {pick['cv_mse']:.4g}) is the smallest "
            f"front member within {within} of the lowest CV MSE "
            f"({low['cv_mse']:.4g}, id {low['id']}, size {low['size']}); refitted on all "
