@@ -381,6 +381,18 @@ def test_front_plot_counts_agree_and_says_when_points_are_clipped():
     assert "4 candidates, 3 calibrated" in text and "(2 of 4; 1 with a non-finite" in text
 
 
+def test_front_plot_marks_the_chosen_member():
+    pytest.importorskip("matplotlib")
+    res = ndvm.search("damped", seed=0, max_candidates=96, budget=None)
+    member = res.best["front_member"]
+    fig = report.front_figure(res)
+    assert f"chosen by cross-validation (size {member['size']})" in _texts(fig)
+    star = [c for c in fig.axes[0].collections if c.get_label().startswith("chosen")]
+    assert star and np.allclose(star[0].get_offsets(), [[member["size"],
+                                                         member["heldout_error"]]])
+    fig.clf()
+
+
 def test_likelihood_front_plot_shows_the_filtered_level_and_the_nll_per_candidate():
     pytest.importorskip("matplotlib")
     res = ndvm.search("nile", budget="20s")

@@ -170,6 +170,11 @@ def front_figure(result):
         ax.step([r["size"] for r in result.front],
                 [min(r["heldout_error"], top) for r in result.front],
                 where="post", c="C3", marker="o", label=f"Pareto front ({len(result.front)})")
+    member = (result.best or {}).get("front_member")
+    if member is not None and np.isfinite(member.get("heldout_error", np.inf)):
+        ax.scatter([member["size"]], [min(member["heldout_error"], top)], s=180, marker="*",
+                   c="gold", edgecolors="k", linewidths=0.8, zorder=4,
+                   label=f"chosen by cross-validation (size {member['size']})")
     for i, ref in enumerate(task.references()):
         ax.axhline(min(ref["heldout_error"], top), ls=":", c=f"C{i}", lw=1.2, label=ref["label"])
     ax.set_xlabel("program size (atoms)")
