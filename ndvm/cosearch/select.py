@@ -194,8 +194,9 @@ def select(task, front, ev=None, k=5, structures=1):
     degenerate = []  # (id, names): members whose final fit cannot tell some parameters apart
     while True:
         low = min(finite, key=lambda r: (r["cv_mse"], r["size"]))
+        by_se, by_search = low["cv_mse"] + low["cv_se"], low["cv_mse"] * (1.0 + optimism)
         # errors below 1e-12 of the target's variance are rounding: such fits count as exact
-        bar = max(low["cv_mse"] + low["cv_se"], low["cv_mse"] * (1.0 + optimism), EXACT * var)
+        bar = max(by_se, by_search, EXACT * var)
         pick = min((r for r in finite if r["cv_mse"] <= bar),
                    key=lambda r: (r["size"], r["cv_mse"]))
         rec = next(r for r in front if r["id"] == pick["id"])
@@ -213,7 +214,7 @@ def select(task, front, ev=None, k=5, structures=1):
         degenerate.append((rec["id"], lost))
         finite = [r for r in finite if r is not pick]
     within = (f"one standard error ({low['cv_se']:.3g})"
-              if low["cv_mse"] + low["cv_se"] >= low["cv_mse"] * (1.0 + optimism) else
+              if by_se >= by_search else
               f"the search's optimism ({optimism:.0%}, wider than one standard error: the "
               f"least of {structures} programs' errors on {cv_target.size} points sits about "
               f"that far below its expectation)")
