@@ -269,6 +269,34 @@ def test_the_probe_runs_on_the_first_training_points_and_a_later_failure_fails_t
     assert "car" in res.records[0]["error"] and "car" in res.records[1]["error"]
 
 
+def test_the_probe_binds_once_for_each_order_of_free_names_and_still_checks_every_program():
+    """Validation binds the probe's inputs once for each order of free names (they depend on
+    the names alone) and reuses them: a program that cannot run is invalid after others with
+    the same names ran, a name the task does not allow is refused each time, and the probe
+    raises what ``Evaluator.evaluate`` on the same inputs raises."""
+    from ndvm.cosearch import score
+    from ndvm.cosearch.task import Task, named_in
+
+    x = np.linspace(0.0, 1.0, 200)
+    task = Task("t", {"x": x}, 2.0 * x, np.arange(180, 200), fit={"steps": 5, "starts": 2})
+    scorer = Scorer(task, workers=1)
+    for src in ["(* a x)", "(+ a x)", "(* a (exp x))"]:
+        assert scorer.validate(src)[1] == ("a",)
+    assert list(scorer._probes) == [("a", "x")]
+    with pytest.raises(ndvm.SchemeError, match="car") as got:
+        scorer.validate("(* a (car x))")
+    prog = ndvm.parse("(* a (car x))", name="<candidate>")
+    with pytest.raises(ndvm.SchemeError) as direct:
+        scorer.probe_ev.evaluate(prog, params={"a": 0.5},
+                                 data=named_in(scorer.probe_points, prog))
+    assert str(got.value) == str(direct.value)
+    assert scorer.validate("(* x a)")[1] == ("a",) and len(scorer._probes) == 2
+    for _ in range(2):
+        with pytest.raises(ValueError, match="not allowed by the task: z"):
+            scorer.validate("(* a z)")
+    assert score._PROBE_BINDINGS >= 16
+
+
 @pytest.mark.parametrize("task_name", ["damped", "recurrence"])
 def test_a_refit_is_ndvm_fit_from_its_starts_and_scores_from_its_native_numbers(task_name):
     """Scorer.refit (one FitSetup for the search, the evaluation after the fit in its native

@@ -26,6 +26,7 @@ _PROBE_STEPS = 2_000_000
 # run (a type error, a name, a limit), which every point shows alike; a program that raises on
 # a later point only fails its calibration instead (recorded failed, with the error)
 _PROBE_ROWS = 64
+_PROBE_BINDINGS = 1024  # orders of free names whose probe inputs a Scorer keeps bound
 _DENSE_POINTS = 512  # the dense probe of the input box that catches poles between data points
 REFIT_STARTS = 16  # LM starts when a leading population member is refitted (``refits``)
 
@@ -70,6 +71,7 @@ class Scorer:
         self.ev = ndvm.Evaluator(client=client)
         self.fit_ev = ndvm.Evaluator(client=client)
         self.allowed = task.allowed_names  # (a set built anew on every access)
+        self._probes = {}  # free names -> what validate checks and binds for them (once)
         self.train = task.split("fit")  # (a subset of large data: Task.fit_points)
         self.probe_points = {k: v[:_PROBE_ROWS] for k, v in self.train[0].items()}
         self.held = task.split("heldout")
@@ -183,15 +185,36 @@ class Scorer:
         """(program, params) or raises: parse, allowed free names, a probe evaluation (on the
         first _PROBE_ROWS training points)."""
         prog = ndvm.parse(src, name="<candidate>")
-        bad = [n for n in prog.free_names if n not in self.allowed]
+        names = prog.free_names
+        known = self._probes.get(names)
+        if known is None:  # (a search meets a few orders of free names: each is checked and
+            # its probe inputs bound once; they depend on the names alone)
+            if len(self._probes) >= _PROBE_BINDINGS:
+                self._probes.clear()
+            known = self._probes[names] = self._probe_inputs(prog)
+        bad, params, inputs = known
         if bad:
             raise ValueError(f"free name(s) not allowed by the task: {', '.join(bad)}")
-        params = tuple(n for n in prog.free_names if n in self.task.params)
-        data = named_in(self.probe_points, prog)
-        consts = named_in(self.task.consts, prog)
-        probe = {n: (self.task.init or {}).get(n, 0.5) for n in params}
-        self.probe_ev.evaluate(prog, params=probe, data=data, consts=consts)
+        if isinstance(inputs, tuple):  # (they do not bind: evaluate says why, for this program)
+            self.probe_ev.evaluate(prog, *inputs)
+        else:
+            self.probe_ev.run(prog, inputs)
         return prog, params
+
+    def _probe_inputs(self, prog):
+        """(the free names the task does not allow, the parameters, the probe's bound inputs)
+        of ``prog``'s free names: the probe runs at the task's initial values (0.5 where it has
+        none) on the first _PROBE_ROWS training points. In place of the inputs, evaluate's
+        (params, data, consts) when they do not bind."""
+        allowed, task = self.allowed, self.task
+        bad = [n for n in prog.free_names if n not in allowed]
+        params = tuple(n for n in prog.free_names if n in task.params)
+        probe = ({n: (task.init or {}).get(n, 0.5) for n in params},
+                 named_in(self.probe_points, prog), named_in(task.consts, prog))
+        try:
+            return bad, params, self.probe_ev.bind(prog, *probe)
+        except Exception:  # noqa: BLE001 - raised again by the program's own probe
+            return bad, params, probe
 
     def predict(self, prog, params, inputs):
         return predict(self.ev, prog, params, inputs, self.task.consts)
