@@ -684,6 +684,7 @@ class Begun:
         self._batch = FitBatch()
         self._staged = []
         if executor is None:
+            self._batch.reserve(len(items))
             self._staged = _stage(job, _evaluator(job.config), items, self._batch, self._results)
         self._batch.open()
 

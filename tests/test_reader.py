@@ -76,3 +76,43 @@ def test_random_token_streams_parse_or_raise_cleanly(tokens):
         ndvm.Evaluator(max_steps=100_000).evaluate(prog, params=params, grad=True)
     except ndvm.SchemeError as e:
         assert e.kind in ("EvalError", "LimitError", "UnboundError"), str(e)
+
+
+@pytest.mark.parametrize("n", [3, 31, 32, 33, 100])
+def test_free_names_in_order_of_first_use_with_few_or_many_symbols(n):
+    """A program's symbols are looked up in order while there are few and by a hash table once
+    there are many (reader.cpp): the free names are the same either way, in order of first use,
+    each once, with the position of its first use."""
+    names = [f"v{k}" for k in range(n)]
+    text = "(+ " + " ".join(names + names[::-1]) + ")"
+    prog = ndvm.parse(text)
+    assert prog.free_names == tuple(names)
+    assert prog.free_positions["v0"] == (1, 4)
+    value = ndvm.Evaluator().evaluate(prog, params={k: 1.0 for k in names}).value
+    assert value.tolist() == [[2.0 * n]]
+
+
+@pytest.mark.parametrize("text, free, value", [
+    ("(let ((if 3)) (+ if x))", ("x",), 3.5),             # a special form's name rebound
+    ("(let ((cos (lambda (t) t))) (cos x))", ("x",), 0.5),  # a primitive's name rebound
+    ("(define pi 3) (* pi x)", ("x",), 1.5),             # the built-in constant defined again
+    ("(* pi x)", ("x",), 3.141592653589793 / 2),
+    ("((lambda (f) (f x)) (lambda (y) (* y q)))", ("x", "q"), 0.25),
+    ("(let ((else #f)) (cond (else 1) (#t x)))", ("x",), 0.5),
+    ("(+ (square x) (square q) x)", ("x", "q"), 1.0),    # a prelude function used twice
+])
+def test_names_resolve_by_what_binds_them(text, free, value):
+    """Each use of a name resolves to what binds it there: a local, a top-level definition, a
+    special form, pi, a primitive, a prelude function or a free name (the expander finds a
+    symbol's global meaning once per program; a local or a definition still comes first)."""
+    prog = ndvm.parse(text)
+    assert prog.free_names == free
+    got = ndvm.Evaluator().evaluate(prog, params={k: 0.5 for k in free}).value
+    assert got.tolist() == [[pytest.approx(value)]]
+
+
+def test_a_special_form_name_used_as_a_variable_is_refused_at_each_use():
+    with pytest.raises(ndvm.FormError, match="'if' is a special form"):
+        ndvm.parse("(+ x if)")
+    with pytest.raises(ndvm.FormError, match="'lambda' is a special form"):
+        ndvm.parse("(let ((y 1)) (+ y lambda))")

@@ -17,7 +17,7 @@ const Node* Expander::expand(int32_t d, const Ctx& c) {
   if (x.count == 0) form_error(d, "() is not an expression; write '() for the empty list");
   if (x.dotted) form_error(d, "a dotted list is not an expression");
   int32_t head = kid(d, 0);
-  if (is_sym(head) && !shadowed(sym(head), c.scope) && special_forms().count(sym(head)))
+  if (is_sym(head) && special_name(head) && !shadowed(sym(head), c.scope))
     return special(d, sym(head), c);
   // an application
   const Node* op = D(head).kind == DatumKind::Sym ? variable(head, sym(head), c, true)

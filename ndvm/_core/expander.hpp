@@ -45,6 +45,16 @@ class Expander {
   std::unordered_map<std::string, uint32_t> user_slots_, prelude_slots_, free_index_;
   std::vector<std::pair<uint32_t, const Node*>> prelude_inits_;
   uint64_t lambdas_ = 0;
+  // What a symbol of the user's program names where no local or top-level definition binds it,
+  // found once per symbol: its name decides it (the prelude's and free names' slots, once
+  // given, stay theirs)
+  enum class Global : uint8_t { Unknown, Special, Pi, Prim, Prelude, Free };
+  struct Resolved {
+    Global kind = Global::Unknown;
+    int8_t special = -1;  // whether the name is a special form's (-1: not looked up yet)
+    uint32_t slot = 0;
+  };
+  std::vector<Resolved> globals_;  // by symbol of the user's Source
 
   // ---- helpers --------------------------------------------------------------------------------
   const Datum& D(int32_t d) const { return cur_->at(d); }
@@ -93,7 +103,45 @@ class Expander {
   bool shadowed(const std::string& name, Scope* s) const {
     uint32_t a, b;
     if (lookup_local(name, s, a, b)) return true;
-    return cur_ != prelude_source().get() && user_slots_.count(name);
+    return !user_slots_.empty() && cur_ != prelude_source().get() && user_slots_.count(name);
+  }
+
+  // Whether the symbol d names a special form (when nothing binds it).
+  bool special_name(int32_t d) {
+    if (cur_ != X.src_.get()) return special_forms().count(sym(d)) > 0;
+    if (globals_.empty()) globals_.resize(cur_->symbols_.size());
+    Resolved& g = globals_[D(d).sym];
+    if (g.special < 0) g.special = special_forms().count(sym(d)) ? 1 : 0;
+    return g.special != 0;
+  }
+
+  // The global meaning of the user's symbol d: a special form, pi, a primitive, a prelude
+  // function (expanded the first time) or a free name (numbered the first time).
+  const Resolved& global(int32_t d) {
+    if (globals_.empty()) globals_.resize(cur_->symbols_.size());
+    Resolved& g = globals_[D(d).sym];
+    if (g.kind != Global::Unknown) return g;
+    const std::string& name = sym(d);
+    int p = -1;
+    int64_t ps = -1;
+    if (g.special < 0) g.special = special_forms().count(name) ? 1 : 0;
+    if (g.special) {
+      g.kind = Global::Special;
+    } else if (name == "pi") {
+      g.kind = Global::Pi;
+    } else if ((p = prim_lookup(name)) >= 0) {
+      g.kind = Global::Prim;
+      g.slot = uint32_t(p);
+    } else if ((ps = prelude_slot(name)) >= 0) {  // (it expands in the prelude's Source: g
+      g.kind = Global::Prelude;                   // stays where it is)
+      g.slot = uint32_t(ps);
+    } else {
+      g.kind = Global::Free;
+      g.slot = uint32_t(X.free_.size());
+      free_index_[name] = g.slot;
+      X.free_.push_back({name, D(d).pos});
+    }
+    return g;
   }
 
   // Root slot of a prelude function, expanding its definition the first time it is used.
@@ -125,13 +173,39 @@ class Expander {
       return n;
     }
     bool in_prelude = cur_ == prelude_source().get();
-    if (!in_prelude) {
+    if (!in_prelude && !user_slots_.empty()) {
       auto it = user_slots_.find(name);
       if (it != user_slots_.end()) {
         Node* n = make(NodeKind::Local, d);
         n->depth = root_depth(c.scope);
         n->slot = it->second;
         return n;
+      }
+    }
+    if (cur_ == X.src_.get()) {
+      const Resolved g = global(d);
+      Node* n = nullptr;
+      switch (g.kind) {
+        case Global::Special:
+          form_error(d, "'" + name + "' is a special form and cannot be used as a variable");
+        case Global::Pi:
+          n = make(NodeKind::Const, d);
+          n->constant = Value::number(3.14159265358979323846);
+          return n;
+        case Global::Prim:
+          n = make(call_head ? NodeKind::PrimCall : NodeKind::PrimRef, d);
+          n->slot = g.slot;
+          return n;
+        case Global::Prelude:
+          n = make(NodeKind::Local, d);
+          n->depth = root_depth(c.scope);
+          n->slot = g.slot;
+          return n;
+        case Global::Free:
+        case Global::Unknown:
+          n = make(NodeKind::Free, d);
+          n->slot = g.slot;
+          return n;
       }
     }
     if (special_forms().count(name))

@@ -320,6 +320,13 @@ cdef class FitBatch:
         self._ran = False
         self._open = False
 
+    def reserve(self, Py_ssize_t n):
+        """Room for ``n`` staged fits in all (staging that many allocates no request twice)."""
+        if n > 0:
+            self._rq.reserve(n)
+            self._err.reserve(n)
+            self._ok.reserve(n)
+
     def add_spec(self, Program prog, uintptr_t compiled, FitSpec spec, x0=None):
         """Stage the calibration ``spec`` describes of ``prog`` (whose free names are those
         ``spec``'s inputs were bound for), compiled as ``compiled``; returns its index. x0:

@@ -26,6 +26,10 @@ class Reader {
   Reader(Source& src) : s_(src), t_(src.text_) {}
 
   void read_all() {
+    // (a datum takes at least one character: room for all of them, allocated once)
+    s_.data_.reserve(t_.size() / 2 + 4);
+    s_.kids_.reserve(t_.size() / 2 + 4);
+    s_.symbols_.reserve(16);
     skip_space();
     while (i_ < t_.size()) {
       if (t_[i_] == ')' || t_[i_] == ']')
@@ -42,6 +46,7 @@ class Reader {
   const std::string& t_;
   size_t i_ = 0;
   int line_ = 1, col_ = 1;
+  std::vector<int32_t> items_;  // the items of the lists being read, innermost last
 
   [[noreturn]] void fail(const std::string& msg) {
     throw Error(ErrorKind::Read, msg, SrcPos{line_, col_});
@@ -97,14 +102,16 @@ class Reader {
     return static_cast<int32_t>(s_.data_.size() - 1);
   }
 
-  int32_t make_list(std::vector<int32_t>& items, SrcPos pos, bool dotted) {
+  // The list of the items_ from `mark` on (they leave items_).
+  int32_t make_list(size_t mark, SrcPos pos, bool dotted) {
     Datum d;
     d.kind = DatumKind::List;
     d.pos = pos;
     d.dotted = dotted;
     d.first = static_cast<int32_t>(s_.kids_.size());
-    d.count = static_cast<int32_t>(items.size());
-    s_.kids_.insert(s_.kids_.end(), items.begin(), items.end());
+    d.count = static_cast<int32_t>(items_.size() - mark);
+    s_.kids_.insert(s_.kids_.end(), items_.begin() + mark, items_.end());
+    items_.resize(mark);
     return push(d);
   }
 
@@ -127,8 +134,8 @@ class Reader {
     if (c == '(' || c == '[') {
       char close = c == '(' ? ')' : ']';
       advance();
-      std::vector<int32_t> items;
-      if (c == '[') items.push_back(make_symbol("vec", pos));
+      const size_t mark = items_.size();
+      if (c == '[') items_.push_back(make_symbol("vec", pos));
       bool dotted = false;
       for (;;) {
         skip_space();
@@ -144,21 +151,27 @@ class Reader {
         }
         if (dotted) fail("expected ')' after the tail of a dotted list");
         if (d == '.' && i_ + 1 < t_.size() && is_delimiter(t_[i_ + 1]) && c == '(') {
-          if (items.empty()) fail("'.' must follow at least one list element");
+          if (items_.size() == mark) fail("'.' must follow at least one list element");
           advance();
-          items.push_back(read_datum(depth + 1));
+          int32_t tail = read_datum(depth + 1);
+          items_.push_back(tail);
           dotted = true;
           continue;
         }
-        items.push_back(read_datum(depth + 1));
+        int32_t item = read_datum(depth + 1);  // (it may grow items_: pushed after)
+        items_.push_back(item);
       }
-      return make_list(items, pos, dotted);
+      return make_list(mark, pos, dotted);
     }
     if (c == ')' || c == ']') fail(std::string("unexpected '") + c + "'");
     if (c == '\'') {
       advance();
-      std::vector<int32_t> items{make_symbol("quote", pos), read_datum(depth + 1)};
-      return make_list(items, pos, false);
+      const size_t mark = items_.size();
+      int32_t quote = make_symbol("quote", pos);
+      int32_t quoted = read_datum(depth + 1);
+      items_.push_back(quote);
+      items_.push_back(quoted);
+      return make_list(mark, pos, false);
     }
     if (c == '"') fail("strings are not part of the language");
     // an atom
@@ -222,16 +235,30 @@ class Reader {
 
 }  // namespace
 
+// A program names a few symbols: they are looked up in order until there are kLinearSymbols,
+// and by the hash table (filled then) from there on.
+constexpr size_t kLinearSymbols = 32;
+
 int32_t Source::intern(const std::string& s) {
-  auto it = symtab_.find(s);
-  if (it != symtab_.end()) return it->second;
-  int32_t id = static_cast<int32_t>(symbols_.size());
+  int32_t id = find_symbol(s);
+  if (id >= 0) return id;
+  id = static_cast<int32_t>(symbols_.size());
   symbols_.push_back(s);
-  symtab_.emplace(s, id);
+  if (!symtab_.empty()) {
+    symtab_.emplace(s, id);
+  } else if (symbols_.size() >= kLinearSymbols) {
+    symtab_.reserve(2 * kLinearSymbols);
+    for (size_t k = 0; k < symbols_.size(); ++k) symtab_.emplace(symbols_[k], int32_t(k));
+  }
   return id;
 }
 
 int32_t Source::find_symbol(const std::string& s) const {
+  if (symtab_.empty()) {
+    for (size_t k = 0; k < symbols_.size(); ++k)
+      if (symbols_[k] == s) return static_cast<int32_t>(k);
+    return -1;
+  }
   auto it = symtab_.find(s);
   return it == symtab_.end() ? -1 : it->second;
 }

@@ -33,7 +33,7 @@ class Source {
   std::vector<int32_t> kids_;
   std::vector<int32_t> top_;  // top-level datums in order
   std::vector<std::string> symbols_;
-  std::unordered_map<std::string, int32_t> symtab_;
+  std::unordered_map<std::string, int32_t> symtab_;  // (filled once there are many symbols)
 
   int32_t intern(const std::string& s);
   int32_t find_symbol(const std::string& s) const;
