@@ -562,20 +562,23 @@ def island_stages(search, n, what):
     fraction is measured without them, above): proposing (of it the parents' trees, the
     building blocks the data suggest, and the rest: the native loop over the children, with
     their operators, canonical forms and duplicate checks, and the library's models),
-    validating (of it parse), the evaluations outside the calibrations (each candidate's probe,
-    and scoring where a fit brings no values back), the native calibrations, scoring and
-    folding a round, staging its fits, and the rest of Island.run."""
+    validating (of it parse, and the probe: the evaluation on the bound inputs of the
+    candidate's free names), the evaluations outside the calibrations (scoring's, where a fit
+    brings no values back), the native calibrations, scoring and folding a round, staging its
+    fits, and the rest of Island.run."""
     from ndvm.cosearch import islands as isl
     from ndvm.cosearch import proposers, rounds, score
     from ndvm.evaluator import Evaluator
 
     timers = [(isl.Island, "run"), (proposers.Mutate, "propose"), (proposers.Mutate, "_parents"),
               (proposers.Mutate, "_blocks"),
-              (score.Scorer, "validate"), (ndvm, "parse"), (Evaluator, "evaluate"),
+              (score.Scorer, "validate"), (ndvm, "parse"), (Evaluator, "run"),
+              (Evaluator, "evaluate"),
               (rounds._Rounds, "next"), (rounds._Rounds, "begin"), (rounds._Rounds, "finish"),
               (rounds._Rounds, "calibrate")]
     with contextlib.ExitStack() as stack:
-        t = {m: stack.enter_context(timed_calls(o, (m,))) for o, m in timers}
+        t = {("probe" if o is Evaluator and m == "run" else m):  # (Island.run is "run")
+             stack.enter_context(timed_calls(o, (m,))) for o, m in timers}
         native = stack.enter_context(native_seconds())
         search()
     us = {k: v[0] / n * 1e6 for k, v in t.items()}
@@ -586,9 +589,10 @@ def island_stages(search, n, what):
           f"{native[0] / n * 1e6:.0f}); proposing {us['propose']:.1f} (the parents "
           f"{us['_parents']:.1f}, the building blocks {us['_blocks']:.1f}, the children and the "
           f"library {us['propose'] - us['_parents'] - us['_blocks']:.1f}); "
-          f"validating {us['validate']:.1f} (parse {us['parse']:.1f}); evaluations outside the "
-          f"calibrations {us['evaluate']:.1f} (the probes, and the scoring's where a fit brought "
-          f"no values back); records and duplicate checks {records:.1f}; "
+          f"validating {us['validate']:.1f} (parse {us['parse']:.1f}, the probe "
+          f"{us['probe']:.1f}); evaluations outside the calibrations {us['evaluate']:.1f} (the "
+          f"scoring's where a fit brought no values back); records and duplicate checks "
+          f"{records:.1f}; "
           f"scoring and folding {us['finish']:.1f}; staging the fits {us['begin']:.1f}; the "
           f"rest of the round {rest:.1f}")
 
