@@ -109,37 +109,59 @@ class Expander {
   // Whether the symbol d names a special form (when nothing binds it).
   bool special_name(int32_t d) {
     if (cur_ != X.src_.get()) return special_forms().count(sym(d)) > 0;
-    if (globals_.empty()) globals_.resize(cur_->symbols_.size());
-    Resolved& g = globals_[D(d).sym];
+    Resolved& g = resolved(d);
     if (g.special < 0) g.special = special_forms().count(sym(d)) ? 1 : 0;
     return g.special != 0;
   }
 
-  // The global meaning of the user's symbol d: a special form, pi, a primitive, a prelude
-  // function (expanded the first time) or a free name (numbered the first time).
-  const Resolved& global(int32_t d) {
-    if (globals_.empty()) globals_.resize(cur_->symbols_.size());
-    Resolved& g = globals_[D(d).sym];
-    if (g.kind != Global::Unknown) return g;
+  Resolved& resolved(int32_t d) {  // (the user's symbol d's entry in globals_)
+    size_t k = size_t(D(d).sym);
+    if (k >= globals_.size()) globals_.resize(cur_->symbols_.size());
+    return globals_[k];
+  }
+
+  // What the symbol d names where no local or definition of the program binds it: a special
+  // form, pi, a primitive, a prelude function (expanded the first time) or a free name
+  // (numbered the first time). Found once per symbol of the user's program.
+  Resolved global(int32_t d) {
+    if (cur_ != X.src_.get()) return resolve_global(d);
+    Resolved& g = resolved(d);
+    if (g.kind == Global::Unknown) {
+      Resolved found = resolve_global(d);  // (it may expand a prelude function: g stays put)
+      g.kind = found.kind;
+      g.slot = found.slot;
+      g.special = found.kind == Global::Special;
+    }
+    return g;
+  }
+
+  Resolved resolve_global(int32_t d) {
     const std::string& name = sym(d);
+    Resolved g;
     int p = -1;
     int64_t ps = -1;
-    if (g.special < 0) g.special = special_forms().count(name) ? 1 : 0;
-    if (g.special) {
+    if (special_forms().count(name)) {
       g.kind = Global::Special;
-    } else if (name == "pi") {
-      g.kind = Global::Pi;
+    } else if (name == "pi") {  // the one built-in constant; a let, a parameter or a define
+      g.kind = Global::Pi;      // shadows it
     } else if ((p = prim_lookup(name)) >= 0) {
       g.kind = Global::Prim;
       g.slot = uint32_t(p);
-    } else if ((ps = prelude_slot(name)) >= 0) {  // (it expands in the prelude's Source: g
-      g.kind = Global::Prelude;                   // stays where it is)
+    } else if ((ps = prelude_slot(name)) >= 0) {
+      g.kind = Global::Prelude;
       g.slot = uint32_t(ps);
     } else {
+      if (cur_ == prelude_source().get())
+        form_error(d, "internal: unbound name in the prelude: " + name);
       g.kind = Global::Free;
-      g.slot = uint32_t(X.free_.size());
-      free_index_[name] = g.slot;
-      X.free_.push_back({name, D(d).pos});
+      auto it = free_index_.find(name);
+      if (it != free_index_.end()) {
+        g.slot = it->second;
+      } else {
+        g.slot = uint32_t(X.free_.size());
+        free_index_[name] = g.slot;
+        X.free_.push_back({name, D(d).pos});
+      }
     }
     return g;
   }
@@ -182,64 +204,30 @@ class Expander {
         return n;
       }
     }
-    if (cur_ == X.src_.get()) {
-      const Resolved g = global(d);
-      Node* n = nullptr;
-      switch (g.kind) {
-        case Global::Special:
-          form_error(d, "'" + name + "' is a special form and cannot be used as a variable");
-        case Global::Pi:
-          n = make(NodeKind::Const, d);
-          n->constant = Value::number(3.14159265358979323846);
-          return n;
-        case Global::Prim:
-          n = make(call_head ? NodeKind::PrimCall : NodeKind::PrimRef, d);
-          n->slot = g.slot;
-          return n;
-        case Global::Prelude:
-          n = make(NodeKind::Local, d);
-          n->depth = root_depth(c.scope);
-          n->slot = g.slot;
-          return n;
-        case Global::Free:
-        case Global::Unknown:
-          n = make(NodeKind::Free, d);
-          n->slot = g.slot;
-          return n;
-      }
+    const Resolved g = global(d);
+    Node* n = nullptr;
+    switch (g.kind) {
+      case Global::Special:
+        form_error(d, "'" + name + "' is a special form and cannot be used as a variable");
+      case Global::Pi:
+        n = make(NodeKind::Const, d);
+        n->constant = Value::number(3.14159265358979323846);
+        return n;
+      case Global::Prim:
+        n = make(call_head ? NodeKind::PrimCall : NodeKind::PrimRef, d);
+        n->slot = g.slot;
+        return n;
+      case Global::Prelude:
+        n = make(NodeKind::Local, d);
+        n->depth = root_depth(c.scope);
+        n->slot = g.slot;
+        return n;
+      case Global::Free:
+      case Global::Unknown:
+        break;
     }
-    if (special_forms().count(name))
-      form_error(d, "'" + name + "' is a special form and cannot be used as a variable");
-    if (name == "pi") {  // the one built-in constant; a let, a parameter or a define shadows it
-      Node* n = make(NodeKind::Const, d);
-      n->constant = Value::number(3.14159265358979323846);
-      return n;
-    }
-    int p = prim_lookup(name);
-    if (p >= 0) {
-      Node* n = make(call_head ? NodeKind::PrimCall : NodeKind::PrimRef, d);
-      n->slot = uint32_t(p);
-      return n;
-    }
-    int64_t ps = prelude_slot(name);
-    if (ps >= 0) {
-      Node* n = make(NodeKind::Local, d);
-      n->depth = root_depth(c.scope);
-      n->slot = uint32_t(ps);
-      return n;
-    }
-    if (in_prelude) form_error(d, "internal: unbound name in the prelude: " + name);
-    auto it = free_index_.find(name);
-    uint32_t idx;
-    if (it == free_index_.end()) {
-      idx = uint32_t(X.free_.size());
-      free_index_[name] = idx;
-      X.free_.push_back({name, D(d).pos});
-    } else {
-      idx = it->second;
-    }
-    Node* n = make(NodeKind::Free, d);
-    n->slot = idx;
+    n = make(NodeKind::Free, d);
+    n->slot = g.slot;
     return n;
   }
 
