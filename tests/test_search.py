@@ -225,6 +225,9 @@ def test_replay_validates_and_records_every_candidate(tmp_path):
     st = [r["status"] for r in res.records]
     assert st == ["ok", "invalid", "invalid", "invalid", "duplicate", "ok"]
     assert "z" in res.records[1]["error"] and "EvalError" not in res.records[1]["error"]
+    # (an unreadable candidate and one that cannot run both say where, in the candidate)
+    assert res.records[2]["error"].startswith("<candidate>:1:1: ReadError")
+    assert res.records[3]["error"].startswith("<candidate>:1:")
     assert res.records[0]["r2"] > 0.9 and res.first_good["id"] == 0
     assert res.records[5]["params"] == {}
     lines = (tmp_path / "run" / "candidates.jsonl").read_text().splitlines()

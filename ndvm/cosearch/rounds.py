@@ -173,7 +173,7 @@ class _Rounds:
                 continue
             try:
                 canon = made.get(src)
-                tree = to_tree(src) if canon is None else canon[0]
+                tree = to_tree(src, "<candidate>") if canon is None else canon[0]
                 if task.objective == "mse" and not getattr(prop, "canonical", False):
                     # (likelihood programs' literals are constants, never fitted)
                     try:

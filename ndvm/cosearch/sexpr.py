@@ -15,9 +15,10 @@ SPECIAL_FORMS = frozenset("quote if cond case and or when unless begin let let* 
                           "lambda define loop recur else".split())
 
 
-def to_tree(src):
-    """The last expression of ``src`` (a program of one expression) as a tree of lists."""
-    data = read(src)
+def to_tree(src, name="<program>"):
+    """The last expression of ``src`` (a program of one expression) as a tree of lists; a
+    ReadError names ``name`` as the text's file."""
+    data = read(src, name)
     if len(data) != 1:
         raise ValueError("a candidate must be exactly one expression")
     return _plain(data[0])
