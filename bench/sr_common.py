@@ -103,7 +103,7 @@ RUNNERS = {
 def fit_and_score(method, X, y, Xt, yt, budget, seed, max_candidates=None, units=None):
     """Fit ``method`` on (X, y) within ``budget`` seconds and score it on (Xt, yt): (row, expr),
     the row's fields JSON-ready and expr the model as SymPy over x0, x1, ...
-    ``max_candidates`` (ndvm only; budget None): a search of that many candidates, the same
+    ``max_candidates`` (ndvm and ndvm-islands only; budget None): a search of that many candidates, the same
     whatever the machine's load. ``units`` (the UNIT_METHODS' only, which need it): the units
     of the columns of X and of y, {"x0": unit, ..., "target": unit}."""
     if method not in RUNNERS:
@@ -111,7 +111,7 @@ def fit_and_score(method, X, y, Xt, yt, budget, seed, max_candidates=None, units
     if (units is not None) != (method in UNIT_METHODS):
         raise ValueError(f"{method!r} takes units" if units is None else
                          f"{method!r} takes no units (only {', '.join(UNIT_METHODS)} do)")
-    if max_candidates is not None and method != "ndvm":
+    if max_candidates is not None and method not in ("ndvm", "ndvm-islands"):
         raise ValueError(f"max_candidates is ndvm's only, not {method!r}'s")
     t0 = time.perf_counter()
     cpu0 = time.process_time()
@@ -120,7 +120,8 @@ def fit_and_score(method, X, y, Xt, yt, budget, seed, max_candidates=None, units
     elif max_candidates is None:
         m, size, expr = RUNNERS[method](X, y, budget, seed)
     else:
-        m, size, expr = run_ndvm(X, y, budget, seed, max_candidates)
+        m, size, expr = run_ndvm(X, y, budget, seed, max_candidates,
+                                 islands=ISLANDS if method == "ndvm-islands" else 1)
     wall = time.perf_counter() - t0
     cpu = time.process_time() - cpu0
     expr = expr()
