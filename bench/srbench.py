@@ -126,8 +126,8 @@ def main(argv=None):
     ap.add_argument("--seeds", default="0,1,2")
     ap.add_argument("--budget", type=float, default=10.0, help="seconds per run")
     ap.add_argument("--out", help="append one JSON line per run here")
-    ap.add_argument("--candidates", type=int, help="ndvm and ndvm-islands only: stop after that many candidates "
-                    "instead of a time budget")
+    ap.add_argument("--candidates", type=int, help="ndvm and ndvm-islands only: stop after "
+                    "that many candidates instead of a time budget")
     ap.add_argument("--quick", action="store_true",
                     help="ndvm alone, seed 0, 3000 candidates a problem")
     ap.add_argument("--table", nargs="*", help="print the table of these result files and exit")
