@@ -104,8 +104,8 @@ def fit_and_score(method, X, y, Xt, yt, budget, seed, max_candidates=None, units
     """Fit ``method`` on (X, y) within ``budget`` seconds and score it on (Xt, yt): (row, expr),
     the row's fields JSON-ready and expr the model as SymPy over x0, x1, ...
     ``max_candidates`` (ndvm and ndvm-islands only; budget None): a search of that many
-    candidates, the same whatever the machine's load. ``units`` (the UNIT_METHODS' only, which need it): the units
-    of the columns of X and of y, {"x0": unit, ..., "target": unit}."""
+    candidates, the same whatever the machine's load. ``units`` (the UNIT_METHODS' only, which
+    need it): the units of the columns of X and of y, {"x0": unit, ..., "target": unit}."""
     if method not in RUNNERS:
         raise ValueError(f"unknown method {method!r} (one of {', '.join(RUNNERS)})")
     if (units is not None) != (method in UNIT_METHODS):
