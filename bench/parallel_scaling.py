@@ -570,15 +570,14 @@ def island_stages(search, n, what):
     from ndvm.cosearch import proposers, rounds, score
     from ndvm.evaluator import Evaluator
 
-    timers = [(isl.Island, "run"), (proposers.Mutate, "propose"), (proposers.Mutate, "_parents"),
-              (proposers.Mutate, "_blocks"),
-              (score.Scorer, "validate"), (ndvm, "parse"), (Evaluator, "run"),
-              (Evaluator, "evaluate"),
-              (rounds._Rounds, "next"), (rounds._Rounds, "begin"), (rounds._Rounds, "finish"),
-              (rounds._Rounds, "calibrate")]
+    timers = {"run": (isl.Island, "run"), "propose": (proposers.Mutate, "propose"),
+              "_parents": (proposers.Mutate, "_parents"), "_blocks": (proposers.Mutate, "_blocks"),
+              "validate": (score.Scorer, "validate"), "parse": (ndvm, "parse"),
+              "probe": (Evaluator, "run"), "evaluate": (Evaluator, "evaluate"),
+              "next": (rounds._Rounds, "next"), "begin": (rounds._Rounds, "begin"),
+              "finish": (rounds._Rounds, "finish"), "calibrate": (rounds._Rounds, "calibrate")}
     with contextlib.ExitStack() as stack:
-        t = {("probe" if o is Evaluator and m == "run" else m):  # (Island.run is "run")
-             stack.enter_context(timed_calls(o, (m,))) for o, m in timers}
+        t = {k: stack.enter_context(timed_calls(o, (m,))) for k, (o, m) in timers.items()}
         native = stack.enter_context(native_seconds())
         search()
     us = {k: v[0] / n * 1e6 for k, v in t.items()}

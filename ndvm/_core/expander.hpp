@@ -42,7 +42,7 @@ class Expander {
   const Source* cur_ = nullptr;
   Node* root_ = nullptr;
   Scope root_scope_;
-  std::unordered_map<std::string, uint32_t> user_slots_, prelude_slots_, free_index_;
+  std::unordered_map<std::string, uint32_t> user_slots_, prelude_slots_;
   std::vector<std::pair<uint32_t, const Node*>> prelude_inits_;
   uint64_t lambdas_ = 0;
   // What a symbol of the user's program names where no local or top-level definition binds it,
@@ -153,15 +153,9 @@ class Expander {
     } else {
       if (cur_ == prelude_source().get())
         form_error(d, "internal: unbound name in the prelude: " + name);
-      g.kind = Global::Free;
-      auto it = free_index_.find(name);
-      if (it != free_index_.end()) {
-        g.slot = it->second;
-      } else {
-        g.slot = uint32_t(X.free_.size());
-        free_index_[name] = g.slot;
-        X.free_.push_back({name, D(d).pos});
-      }
+      g.kind = Global::Free;  // (numbered once: global() resolves each of the program's
+      g.slot = uint32_t(X.free_.size());  // symbols, one per name, once)
+      X.free_.push_back({name, D(d).pos});
     }
     return g;
   }

@@ -16,7 +16,7 @@ import ndvm
 from ndvm._core._core import Seen
 from ndvm.cosearch.grammar import Grammar
 from ndvm.cosearch.records import _dump, _good, pareto_front
-from ndvm.cosearch.score import _recorded_fit
+from ndvm.cosearch.score import CANDIDATE, _recorded_fit
 from ndvm.cosearch.select import fitness
 from ndvm.cosearch.sexpr import size, skeleton, to_source, to_tree
 from ndvm.cosearch.simplify import Simplifier, TooManyParameters
@@ -173,7 +173,7 @@ class _Rounds:
                 continue
             try:
                 canon = made.get(src)
-                tree = to_tree(src, "<candidate>") if canon is None else canon[0]
+                tree = to_tree(src, CANDIDATE) if canon is None else canon[0]
                 if task.objective == "mse" and not getattr(prop, "canonical", False):
                     # (likelihood programs' literals are constants, never fitted)
                     try:

@@ -21,6 +21,7 @@ from ndvm.fit_options import FitOptions
 
 __all__ = ["REFIT_STARTS", "Scorer"]
 
+CANDIDATE = "<candidate>"  # the file name a candidate's errors give as where they are
 _PROBE_STEPS = 2_000_000
 # the probe evaluation runs on the first of the training points: it finds a program that cannot
 # run (a type error, a name, a limit), which every point shows alike; a program that raises on
@@ -184,7 +185,7 @@ class Scorer:
     def validate(self, src):
         """(program, params) or raises: parse, allowed free names, a probe evaluation (on the
         first _PROBE_ROWS training points)."""
-        prog = ndvm.parse(src, name="<candidate>")
+        prog = ndvm.parse(src, name=CANDIDATE)
         names = prog.free_names
         known = self._probes.get(names)
         if known is None:  # (a search meets a few orders of free names: each is checked and
