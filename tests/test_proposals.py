@@ -269,6 +269,34 @@ def test_seen_names_sources_by_a_digest_that_is_the_same_everywhere(tmp_path):
         s.add("\ud800")
 
 
+def test_a_seen_of_many_sources_grows_and_travels_whole():
+    import pickle
+
+    s = rounds.Seen()
+    texts = [f"(* a{i} (exp x))" for i in range(20_000)]
+    assert all(s.add_new(t) for t in texts) and len(s) == len(texts)
+    assert not any(s.add_new(t) for t in texts[::97]) and len(s) == len(texts)
+    back = pickle.loads(pickle.dumps(s))
+    assert len(back) == len(texts) and all(t in back for t in texts)
+    assert not any(f"(* b{i} (exp x))" in back for i in range(2_000))
+    assert len(pickle.loads(pickle.dumps(rounds.Seen()))) == 0
+    # the digest 0 (a source may name it, with a chance of 2**-64) is a digest like any other
+    zero = _core._seen_from(b"\0" * 8 + (5).to_bytes(8, "little") + b"\0" * 8)
+    assert len(zero) == 2 and sorted(_digests(zero)) == [0, 5]
+    again = pickle.loads(pickle.dumps(zero))
+    assert len(again) == 2 and sorted(_digests(again)) == [0, 5]
+
+
+def _seen_bytes(seen):
+    fn, (packed,) = seen.__reduce__()
+    return packed
+
+
+def _digests(seen):
+    packed = _seen_bytes(seen)
+    return [int.from_bytes(packed[k:k + 8], "little") for k in range(0, len(packed), 8)]
+
+
 def test_the_canonical_entry_is_the_canonical_form_and_says_when_it_cannot_be():
     params = ("a", "b")
     simp = Simplifier(params)

@@ -5,6 +5,7 @@
 #pragma once
 #include <cstddef>
 #include <cstdint>
+#include <vector>
 
 #include "hash.hpp"
 
@@ -25,5 +26,77 @@ inline uint64_t digest(const char* text, size_t n) {
     if (k >= n) return h;
   }
 }
+
+// A set of digests in one flat table (open addressing, linear probing, at most half full): an
+// insert or a lookup touches a slot or two of one array, and the digests of an island's Seen,
+// which travel with it every epoch, are read out and put back in one pass each, with no node
+// allocated per digest. Digests are well spread already (splitmix64's output), so a digest's
+// low bits pick its slot. The empty slot is 0; the digest 0 is held by a flag instead.
+class DigestSet {
+ public:
+  // Adds ``d``; false when it was there already.
+  bool insert(uint64_t d) {
+    if (d == 0) {
+      bool fresh = !zero_;
+      zero_ = true;
+      return fresh;
+    }
+    if (2 * (filled_ + 1) > slots_.size()) grow(slots_.empty() ? kFirst : 2 * slots_.size());
+    size_t mask = slots_.size() - 1;
+    for (size_t k = d & mask;; k = (k + 1) & mask) {
+      if (slots_[k] == d) return false;
+      if (slots_[k] == 0) {
+        slots_[k] = d;
+        ++filled_;
+        return true;
+      }
+    }
+  }
+
+  bool contains(uint64_t d) const {
+    if (d == 0) return zero_;
+    if (slots_.empty()) return false;
+    size_t mask = slots_.size() - 1;
+    for (size_t k = d & mask;; k = (k + 1) & mask) {
+      if (slots_[k] == d) return true;
+      if (slots_[k] == 0) return false;
+    }
+  }
+
+  size_t size() const { return filled_ + (zero_ ? 1 : 0); }
+
+  // Room for ``n`` digests in all without growing again.
+  void reserve(size_t n) {
+    size_t want = kFirst;
+    while (want < 2 * n) want *= 2;
+    if (want > slots_.size()) grow(want);
+  }
+
+  // Writes every digest to ``out`` (room for size() of them), in the table's order.
+  void copy_to(uint64_t* out) const {
+    if (zero_) *out++ = 0;
+    for (uint64_t d : slots_)
+      if (d != 0) *out++ = d;
+  }
+
+ private:
+  static constexpr size_t kFirst = 64;
+
+  void grow(size_t n) {
+    std::vector<uint64_t> old(n, 0);
+    old.swap(slots_);
+    size_t mask = n - 1;
+    for (uint64_t d : old) {
+      if (d == 0) continue;
+      size_t k = d & mask;
+      while (slots_[k] != 0) k = (k + 1) & mask;
+      slots_[k] = d;
+    }
+  }
+
+  std::vector<uint64_t> slots_;
+  size_t filled_ = 0;  // digests in slots_ (not the flagged 0)
+  bool zero_ = false;
+};
 
 }  // namespace ndvm::seen

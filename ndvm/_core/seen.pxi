@@ -1,10 +1,17 @@
 # The sources a search has met (included by _core.pyx): a set of 64-bit digests (seen.hpp), asked
 # for every child the operators make (Breeder.children) and kept by every island between epochs.
-from libcpp.unordered_set cimport unordered_set
+from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize
+from libc.string cimport memcpy
 
 
 cdef extern from "seen.hpp" namespace "ndvm::seen" nogil:
     uint64_t seen_digest "ndvm::seen::digest"(const char* text, size_t n)
+    cdef cppclass DigestSet:
+        bint insert(uint64_t d)
+        bint contains(uint64_t d)
+        size_t size()
+        void reserve(size_t n)
+        void copy_to(uint64_t* out)
 
 
 cdef inline uint64_t _source_digest(object source) except? 0:
@@ -27,10 +34,10 @@ cdef class Seen:
     take sources, ``add_new`` both at once; it pickles as 8 bytes a source (an island between
     epochs carries it), the same digests in every process."""
 
-    cdef unordered_set[uint64_t] digests
+    cdef DigestSet digests
 
     def __contains__(self, source):
-        return self.digests.count(_source_digest(source)) != 0
+        return self.digests.contains(_source_digest(source))
 
     def add(self, source):
         """Add ``source``."""
@@ -38,21 +45,34 @@ cdef class Seen:
 
     def add_new(self, source):
         """Add ``source``; False when it was already met (one digest for both)."""
-        return self.digests.insert(_source_digest(source)).second
+        return self.digests.insert(_source_digest(source))
 
     def __len__(self):
         return self.digests.size()
 
     def __reduce__(self):
-        packed = np.fromiter(self.digests, dtype=np.uint64, count=self.digests.size())
-        return _seen_from, (packed.tobytes(),)
+        cdef size_t n = self.digests.size()
+        packed = PyBytes_FromStringAndSize(NULL, <Py_ssize_t>(8 * n))
+        cdef char* at = PyBytes_AS_STRING(packed)
+        cdef vector[uint64_t] out
+        if n:
+            out.resize(n)
+            self.digests.copy_to(out.data())
+            memcpy(at, out.data(), 8 * n)  # (native byte order: as numpy's uint64 wrote it)
+        return _seen_from, (packed,)
 
 
 def _seen_from(bytes packed):
     """The Seen that pickled as ``packed`` (its digests, 8 bytes each)."""
     cdef Seen s = Seen()
-    if len(packed) % 8:
-        raise ValueError(f"a Seen packs 8 bytes a digest, got {len(packed)} bytes")
-    for d in np.frombuffer(packed, dtype=np.uint64).tolist():
-        s.digests.insert(<uint64_t>d)
+    cdef Py_ssize_t size = len(packed)
+    if size % 8:
+        raise ValueError(f"a Seen packs 8 bytes a digest, got {size} bytes")
+    cdef size_t n = <size_t>(size // 8), k
+    cdef const char* at = PyBytes_AS_STRING(packed)
+    cdef uint64_t d
+    s.digests.reserve(n)
+    for k in range(n):
+        memcpy(&d, at + 8 * k, 8)
+        s.digests.insert(d)
     return s
