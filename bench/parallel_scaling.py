@@ -713,6 +713,43 @@ def dask_islands(run, n, rounds, reference):
           f"workers {np.median(busy[2]):.2f} while searching, {np.median(idle[2]):.3f} idle")
 
 
+def island_travel(epochs, every=256, at=(10, 50, 100, 200, 400)):
+    """What an island costs to travel between epochs as it grows: one damped island run for
+    ``epochs`` epochs of ``every`` candidates, packed after each as its worker packs it and
+    unpacked as the next epoch's worker unpacks it (``islands._pack``, ``pickle.loads``); at
+    the epochs ``at``, the packed size, the two times, the sources its Seen holds and the
+    share of the epoch's own time the round trip adds. The Seen holds every source the island
+    has met, so the cost grows with the search: it must stay a small share of an epoch."""
+    import pickle
+
+    from ndvm.cosearch import islands as isl
+    from ndvm.cosearch.grammar import Grammar
+
+    task = ndvm.get_task("damped")
+    g = (task.grammar or Grammar(inputs=tuple(task.inputs), params=tuple(task.params),
+                                 loop=task.loops)).check()
+    island = isl.Island(task, 0, 2, 1, g, 16)
+    key = "travel"
+    isl._keep(key, task)
+    print(f"an island's travel between epochs (damped, epochs of {every} candidates):")
+    try:
+        for e in range(1, epochs + 1):
+            t = time.perf_counter()
+            island, _ = isl.run_epoch(island, every, [])
+            t1 = time.perf_counter()
+            packed = isl._pack(island, key, task)
+            t2 = time.perf_counter()
+            island = pickle.loads(packed)
+            t3 = time.perf_counter()
+            if e in at or e == epochs:
+                print(f"  after epoch {e:4d}: {len(island.state.seen):7d} sources met, packed "
+                      f"{len(packed) / 1e6:6.2f} MB, pack {1e3 * (t2 - t1):6.1f} ms, unpack "
+                      f"{1e3 * (t3 - t2):6.1f} ms: {(t3 - t1) / (t1 - t):.3f} of the epoch's "
+                      f"{1e3 * (t1 - t):.0f} ms")
+    finally:
+        isl._forget(key)
+
+
 def islands_part(args):
     """The island measurements the command line asks for (``--only-islands`` or ``--islands``)."""
     islands_scaling(args.island_candidates, args.islands, args.rounds, args.dask)
@@ -751,6 +788,8 @@ def main():
                     help="candidates per timed island search")
     ap.add_argument("--only-islands", action="store_true",
                     help="only the island-search scaling")
+    ap.add_argument("--travel", type=int, default=0, metavar="EPOCHS",
+                    help="only an island's travel cost between epochs, over this many epochs")
     ap.add_argument("--large-data", default="I.9.18", metavar="EQUATION",
                     help="the Feynman equation whose data set the islands' serial fraction is "
                          "also measured on ('': skip it)")
@@ -760,6 +799,9 @@ def main():
         ap.exit(2, f"{ap.prog}: this run needs {', '.join(m for m, _ in missing)}: pip install "
                    f"{' '.join(sorted({e for _, e in missing}))} (or, in the checkout, pip install -c "
                    f"constraints.txt '.[bench]')\n")
+    if args.travel:
+        island_travel(args.travel)
+        return
     if args.only_islands:
         islands_part(args)
         return
