@@ -137,3 +137,34 @@ def test_a_finished_run_extends_to_a_larger_budget(tmp_path):
     longer = ndvm.search("damped", seed=2, max_candidates=72, budget=None, workers=1)
     assert [[r[k] for k in FIELDS] for r in res.records] == [[r[k] for k in FIELDS]
                                                              for r in longer.records]
+
+
+def test_a_record_file_is_read_a_line_at_a_time_and_its_cut_last_line_repaired(tmp_path):
+    from ndvm.cosearch.records import _read_records
+
+    path = tmp_path / "candidates.jsonl"
+    good = ['{"id": 0, "status": "ok"}', '{"id": 1, "model": "(* a x) é"}']
+    path.write_bytes(b"")
+    assert _read_records(path) == []
+    path.write_text("\n".join(good) + "\n\n", encoding="utf-8")  # (a blank line is skipped)
+    assert [r["id"] for r in _read_records(path, repair=True)] == [0, 1]
+    assert path.read_text(encoding="utf-8") == "\n".join(good) + "\n\n"
+    # the kill came while the last record was written: without repair it is an error, with
+    # repair it is cut off the file and the run goes on after the last whole record
+    torn = "\n".join(good) + '\n{"id": 2, "sta'
+    path.write_text(torn, encoding="utf-8")
+    with pytest.raises(ValueError, match=r"candidates.jsonl:3: not a JSON record"):
+        _read_records(path)
+    assert path.read_text(encoding="utf-8") == torn
+    assert [r["id"] for r in _read_records(path, repair=True)] == [0, 1]
+    assert path.read_text(encoding="utf-8") == "\n".join(good) + "\n"
+    # a whole last record whose newline was never written gets it
+    path.write_text("\n".join(good), encoding="utf-8")
+    assert [r["id"] for r in _read_records(path, repair=True)] == [0, 1]
+    assert path.read_text(encoding="utf-8") == "\n".join(good) + "\n"
+    path.write_text("\n".join(good) + "\n   ", encoding="utf-8")  # (trailing blanks: nothing)
+    assert [r["id"] for r in _read_records(path, repair=True)] == [0, 1]
+    # a broken line before the last is never repaired: it says where it is
+    path.write_text(good[0] + "\nnot json\n" + good[1] + "\n", encoding="utf-8")
+    with pytest.raises(ValueError, match=r"candidates.jsonl:2: not a JSON record"):
+        _read_records(path, repair=True)

@@ -96,29 +96,43 @@ def uninterrupted():
 
 
 def _read_records(path, repair=False):
-    """The records of a record file. ``repair``: a last line cut short (the process was killed
-    while writing it) is cut off the file, so that the run continues after its last whole
-    record; anywhere else a line that is not JSON raises ValueError."""
-    text = Path(path).read_text(encoding="utf-8")
-    lines = text.split("\n")
-    if repair and lines[-1].strip():
-        try:
-            json.loads(lines[-1])
-        except ValueError:
-            with open(path, "r+", encoding="utf-8") as f:
-                f.truncate(len(text.encode("utf-8")) - len(lines[-1].encode("utf-8")))
-            lines = lines[:-1]
-        else:  # (whole, but its newline was never written)
-            with open(path, "a", encoding="utf-8") as f:
-                f.write("\n")
+    """The records of a record file, read a line at a time (a long run's file is never held
+    whole in memory beside its records). ``repair``: a last line cut short (the process was
+    killed while writing it) is cut off the file, so that the run continues after its last
+    whole record; anywhere else a line that is not JSON raises ValueError."""
     records = []
-    for i, line in enumerate(lines, 1):
-        if line.strip():
-            try:
-                records.append(json.loads(line))
-            except ValueError as e:
-                raise ValueError(f"{path}:{i}: not a JSON record ({e})") from None
+    with open(path, "rb") as f:
+        start, i, line = 0, 0, b""
+        for i, line in enumerate(f, 1):
+            if not line.endswith(b"\n"):
+                break  # (the last line, its newline never written: whole or cut short)
+            start += len(line)
+            if line.strip():
+                records.append(_parsed(line, path, i))
+        else:
+            return records
+    if not line.strip():
+        return records
+    try:
+        records.append(_parsed(line, path, i))
+    except ValueError:
+        if not repair:
+            raise
+        with open(path, "r+b") as f:
+            f.truncate(start)
+    else:
+        if repair:  # (whole, but its newline was never written)
+            with open(path, "ab") as f:
+                f.write(b"\n")
     return records
+
+
+def _parsed(line, path, i):
+    """Line ``i`` of the record file ``path`` as JSON (a record), or ValueError saying where."""
+    try:
+        return json.loads(line)
+    except ValueError as e:
+        raise ValueError(f"{path}:{i}: not a JSON record ({e})") from None
 
 
 def _clean(v):
