@@ -288,7 +288,7 @@ def test_a_seen_of_many_sources_grows_and_travels_whole():
 
 
 def _seen_bytes(seen):
-    fn, (packed,) = seen.__reduce__()
+    _, (packed,) = seen.__reduce__()
     return packed
 
 
