@@ -670,14 +670,28 @@ def islands_scaling(n, islands, rounds, dask):
         dask_islands(run, n, rounds, reference)
 
 
-def _dask_run(w, run, n, reference):
+# Dask's own monitoring, turned down for a compute-bound search on a small machine: its
+# event-loop watchdog ticks every 20 ms in every process, the nannies read their workers' memory
+# every 100 ms, a system monitor samples every 500 ms and each worker's profiler samples the
+# running task every 10 ms (taking the GIL from it). On this 2-core VM they keep ~0.11 of a
+# core busy with no work at all; set so, ~0.014.
+DASK_QUIET = {"distributed.admin.tick.interval": "1s",
+              "distributed.worker.memory.monitor-interval": "1s",
+              "distributed.admin.system-monitor.interval": "2s",
+              "distributed.worker.profile.enabled": False}
+
+
+def _dask_run(w, run, n, reference, config=None):
     """One island search on a LocalCluster of ``w`` worker processes that runs alone (made for
-    it, warmed, closed after): (candidates/s, the cores the cluster's worker processes and this
+    it, warmed, closed after; Dask's configuration ``config`` set while it runs, which its
+    worker processes inherit): (candidates/s, the cores the cluster's worker processes and this
     process kept busy during the search, the cores they keep busy idle, before it)."""
+    import dask
     from distributed import Client, LocalCluster
 
-    with LocalCluster(n_workers=w, threads_per_worker=1, processes=True,
-                      dashboard_address=None) as cluster, Client(cluster) as client:
+    with (dask.config.set(config or {}),
+          LocalCluster(n_workers=w, threads_per_worker=1, processes=True,
+                       dashboard_address=None) as cluster, Client(cluster) as client):
         ex = client.get_executor()
         ndvm.search("damped", executor=ex, **dict(run, max_candidates=64 * run["islands"]))
         pids = [os.getpid(), *_descendants(os.getpid())]
@@ -695,22 +709,29 @@ def dask_islands(run, n, rounds, reference):
     cluster beside it would take CPU from the two-worker run only: the one-worker run has a
     core to spare): candidates/s, the same records as on our own pool, and the cores Dask's
     processes keep busy with no work (its scheduler, nannies and workers' own threads: on 2
-    cores, CPU the islands do not get)."""
-    rates, busy, idle = {1: [], 2: []}, {1: [], 2: []}, {1: [], 2: []}
+    cores, CPU the islands do not get). Each pair twice: with Dask's default configuration, and
+    with its own monitoring turned down (DASK_QUIET), alternated."""
+    rates, busy, idle = {}, {}, {}
     for _ in range(rounds):
-        for w in (1, 2):
-            got, b, i = _dask_run(w, run, n, reference)
-            rates[w].append(got)
-            busy[w].append(b)
-            idle[w].append(i)
-    ratio = np.array(rates[2]) / np.array(rates[1])
-    print(f"island search on a Dask LocalCluster (each cluster alone on the machine): 1 worker "
-          f"process median {np.median(rates[1]):.0f} cand/s, 2 worker processes "
-          f"{np.median(rates[2]):.0f} cand/s; speed-up median {np.median(ratio):.2f}x over "
-          f"{len(ratio)} pairs ({' '.join(f'{q:.2f}' for q in ratio)}); the same records")
-    print(f"  cores busy (this process and the cluster's): with 1 worker median "
-          f"{np.median(busy[1]):.2f} while searching, {np.median(idle[1]):.3f} idle; with 2 "
-          f"workers {np.median(busy[2]):.2f} while searching, {np.median(idle[2]):.3f} idle")
+        for label, config in (("defaults", None), ("quiet", DASK_QUIET)):
+            for w in (1, 2):
+                got, b, i = _dask_run(w, run, n, reference, config)
+                rates.setdefault((label, w), []).append(got)
+                busy.setdefault((label, w), []).append(b)
+                idle.setdefault((label, w), []).append(i)
+    for label, what in (("defaults", "Dask's default configuration"),
+                        ("quiet", "Dask's own monitoring turned down (DASK_QUIET)")):
+        one, two = rates[label, 1], rates[label, 2]
+        ratio = np.array(two) / np.array(one)
+        print(f"island search on a Dask LocalCluster, {what} (each cluster alone on the "
+              f"machine): 1 worker process median {np.median(one):.0f} cand/s, 2 worker "
+              f"processes {np.median(two):.0f} cand/s; speed-up median {np.median(ratio):.2f}x "
+              f"over {len(ratio)} pairs ({' '.join(f'{q:.2f}' for q in ratio)}); the same "
+              f"records")
+        print(f"  cores busy (this process and the cluster's): with 1 worker median "
+              f"{np.median(busy[label, 1]):.2f} while searching, {np.median(idle[label, 1]):.3f} "
+              f"idle; with 2 workers {np.median(busy[label, 2]):.2f} while searching, "
+              f"{np.median(idle[label, 2]):.3f} idle")
 
 
 def island_travel(epochs, every=256, at=(10, 50, 100, 200, 400)):
