@@ -670,17 +670,6 @@ def islands_scaling(n, islands, rounds, dask):
         dask_islands(run, n, rounds, reference)
 
 
-# Dask's own monitoring, turned down for a compute-bound search on a small machine: its
-# event-loop watchdog ticks every 20 ms in every process, the nannies read their workers' memory
-# every 100 ms, a system monitor samples every 500 ms and each worker's profiler samples the
-# running task every 10 ms (taking the GIL from it). On this 2-core VM they keep ~0.11 of a
-# core busy with no work at all; set so, ~0.014.
-DASK_QUIET = {"distributed.admin.tick.interval": "1s",
-              "distributed.worker.memory.monitor-interval": "1s",
-              "distributed.admin.system-monitor.interval": "2s",
-              "distributed.worker.profile.enabled": False}
-
-
 def _dask_run(w, run, n, reference, config=None):
     """One island search on a LocalCluster of ``w`` worker processes that runs alone (made for
     it, warmed, closed after; Dask's configuration ``config`` set while it runs, which its
@@ -710,10 +699,10 @@ def dask_islands(run, n, rounds, reference):
     core to spare): candidates/s, the same records as on our own pool, and the cores Dask's
     processes keep busy with no work (its scheduler, nannies and workers' own threads: on 2
     cores, CPU the islands do not get). Each pair twice: with Dask's default configuration, and
-    with its own monitoring turned down (DASK_QUIET), alternated."""
+    with its own monitoring turned down (``ndvm.schedule.DASK_QUIET``), alternated."""
     rates, busy, idle = {}, {}, {}
     for _ in range(rounds):
-        for label, config in (("defaults", None), ("quiet", DASK_QUIET)):
+        for label, config in (("defaults", None), ("quiet", schedule.DASK_QUIET)):
             for w in (1, 2):
                 got, b, i = _dask_run(w, run, n, reference, config)
                 rates.setdefault((label, w), []).append(got)
@@ -744,12 +733,9 @@ def island_travel(epochs, every=256, at=(10, 50, 100, 200, 400)):
     import pickle
 
     from ndvm.cosearch import islands as isl
-    from ndvm.cosearch.grammar import Grammar
 
     task = ndvm.get_task("damped")
-    g = (task.grammar or Grammar(inputs=tuple(task.inputs), params=tuple(task.params),
-                                 loop=task.loops)).check()
-    island = isl.Island(task, 0, 2, 1, g, 16)
+    island = isl.Island(task, 0, 2, 1, task.search_grammar().check(), 16)
     key = "travel"
     isl._keep(key, task)
     print(f"an island's travel between epochs (damped, epochs of {every} candidates):")

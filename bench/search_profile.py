@@ -29,7 +29,6 @@ import numpy as np
 
 import ndvm
 from ndvm.cosearch import loop, proposers, rounds, score
-from ndvm.cosearch.grammar import Grammar
 from ndvm.cosearch.tasks import get_task
 
 _LOCK = threading.Lock()
@@ -89,8 +88,7 @@ def replay(task_name, records, seed, batch=loop.BATCH):
     states the search proposed them from (see the module docstring; CPU time, as this process
     runs nothing else meanwhile, is steadier than wall time on a shared machine)."""
     task = get_task(task_name)
-    g = task.grammar or Grammar(inputs=tuple(task.inputs), params=tuple(task.params),
-                                loop=task.loops)
+    g = task.search_grammar()
     _cold()
     prop = task.proposer(proposers.make_proposer("mutate", seed=seed))
     lag = 1 if getattr(prop, "pipelined", False) else 0  # as the loop runs it (loop.py)

@@ -43,11 +43,22 @@ from concurrent.futures import ALL_COMPLETED, FIRST_COMPLETED, Executor, Future,
 from concurrent.futures import wait as _wait_futures
 from concurrent.futures.process import BrokenProcessPool, ProcessPoolExecutor
 
-__all__ = ["RETRIES", "Handle", "Scheduler", "check_executor", "check_main_importable",
-           "default_workers", "executor_workers", "shutdown"]
+__all__ = ["DASK_QUIET", "RETRIES", "Handle", "Scheduler", "check_executor",
+           "check_main_importable", "default_workers", "executor_workers", "shutdown"]
 
 RETRIES = 3  # a piece of work whose worker died is submitted again this many times, then fails
 WATCH = 0.5  # seconds between looks at a pool of worker processes for a dead worker (_stalled)
+
+# Dask's own monitoring turned down, for a cluster that runs a search on a few cores
+# (``dask.config.set(DASK_QUIET)`` before the cluster starts: a LocalCluster's worker processes
+# inherit it). By default its event loops tick every 20 ms in every process, the nannies read
+# their workers' memory every 100 ms, a system monitor samples every 500 ms and each worker's
+# profiler samples the running task every 10 ms, taking the GIL from it: on a 2-core machine
+# 0.11 of a core with no work at all, 0.010 so (bench/parallel_scaling.py, dask_islands).
+DASK_QUIET = {"distributed.admin.tick.interval": "1s",
+              "distributed.worker.memory.monitor-interval": "1s",
+              "distributed.admin.system-monitor.interval": "2s",
+              "distributed.worker.profile.enabled": False}
 
 
 def default_workers():

@@ -258,3 +258,14 @@ def test_work_run_again_on_a_dask_cluster_really_runs_again():
         h = Scheduler.on(client.get_executor()).submit(_dies_once, 41)
         assert h.result(timeout=30) == 42
         assert [type(e).__name__ for e in h.lost] == ["KilledWorker"] and _DIED == [41]
+
+
+def test_dask_quiet_names_settings_dask_has():
+    pytest.importorskip("distributed")
+    import dask
+
+    for key, value in schedule.DASK_QUIET.items():
+        default = dask.config.get(key)  # (a KeyError for a name Dask does not have)
+        assert type(default) is type(value)
+    with dask.config.set(schedule.DASK_QUIET):
+        assert dask.config.get("distributed.worker.profile.enabled") is False

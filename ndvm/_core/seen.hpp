@@ -5,6 +5,7 @@
 #pragma once
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <vector>
 
 #include "hash.hpp"
@@ -65,22 +66,33 @@ class DigestSet {
 
   size_t size() const { return filled_ + (zero_ ? 1 : 0); }
 
-  // Room for ``n`` digests in all without growing again.
-  void reserve(size_t n) {
-    size_t want = kFirst;
-    while (want < 2 * n) want *= 2;
-    if (want > slots_.size()) grow(want);
+  // The set's travelling form: 8 bytes a digest, in the machine's byte order, in the table's
+  // order; ``out`` has room for size() of them.
+  void pack(unsigned char* out) const {
+    if (zero_) out = put(out, 0);
+    for (uint64_t d : slots_)
+      if (d != 0) out = put(out, d);
   }
 
-  // Writes every digest to ``out`` (room for size() of them), in the table's order.
-  void copy_to(uint64_t* out) const {
-    if (zero_) *out++ = 0;
-    for (uint64_t d : slots_)
-      if (d != 0) *out++ = d;
+  // Adds the ``n`` digests ``pack`` wrote at ``in``, growing the table once.
+  void unpack(const unsigned char* in, size_t n) {
+    size_t want = kFirst;
+    while (want < 2 * (size() + n)) want *= 2;
+    if (want > slots_.size()) grow(want);
+    for (size_t k = 0; k < n; ++k) {
+      uint64_t d;
+      std::memcpy(&d, in + 8 * k, 8);
+      insert(d);
+    }
   }
 
  private:
   static constexpr size_t kFirst = 64;
+
+  static unsigned char* put(unsigned char* out, uint64_t d) {
+    std::memcpy(out, &d, 8);
+    return out + 8;
+  }
 
   void grow(size_t n) {
     std::vector<uint64_t> old(n, 0);

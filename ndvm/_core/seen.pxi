@@ -1,7 +1,6 @@
 # The sources a search has met (included by _core.pyx): a set of 64-bit digests (seen.hpp), asked
 # for every child the operators make (Breeder.children) and kept by every island between epochs.
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize
-from libc.string cimport memcpy
 
 
 cdef extern from "seen.hpp" namespace "ndvm::seen" nogil:
@@ -10,8 +9,8 @@ cdef extern from "seen.hpp" namespace "ndvm::seen" nogil:
         bint insert(uint64_t d)
         bint contains(uint64_t d)
         size_t size()
-        void reserve(size_t n)
-        void copy_to(uint64_t* out)
+        void pack(unsigned char* out)
+        void unpack(const unsigned char* data, size_t n)
 
 
 cdef inline uint64_t _source_digest(object source) except? 0:
@@ -51,14 +50,8 @@ cdef class Seen:
         return self.digests.size()
 
     def __reduce__(self):
-        cdef size_t n = self.digests.size()
-        packed = PyBytes_FromStringAndSize(NULL, <Py_ssize_t>(8 * n))
-        cdef char* at = PyBytes_AS_STRING(packed)
-        cdef vector[uint64_t] out
-        if n:
-            out.resize(n)
-            self.digests.copy_to(out.data())
-            memcpy(at, out.data(), 8 * n)  # (native byte order: as numpy's uint64 wrote it)
+        packed = PyBytes_FromStringAndSize(NULL, <Py_ssize_t>(8 * self.digests.size()))
+        self.digests.pack(<unsigned char*>PyBytes_AS_STRING(packed))
         return _seen_from, (packed,)
 
 
@@ -68,11 +61,5 @@ def _seen_from(bytes packed):
     cdef Py_ssize_t size = len(packed)
     if size % 8:
         raise ValueError(f"a Seen packs 8 bytes a digest, got {size} bytes")
-    cdef size_t n = <size_t>(size // 8), k
-    cdef const char* at = PyBytes_AS_STRING(packed)
-    cdef uint64_t d
-    s.digests.reserve(n)
-    for k in range(n):
-        memcpy(&d, at + 8 * k, 8)
-        s.digests.insert(d)
+    s.digests.unpack(<const unsigned char*>PyBytes_AS_STRING(packed), <size_t>(size // 8))
     return s

@@ -18,7 +18,6 @@ from pathlib import Path
 import numpy as np
 
 import ndvm
-from ndvm.cosearch.grammar import Grammar
 from ndvm.cosearch.islands import check_islands, first_good, island_workers, search_islands
 from ndvm.cosearch.proposers import Proposer, Replay, make_proposer
 from ndvm.cosearch.records import (RECORD_FILE, SUMMARY_FILE, RunExistsError, _dump, _existing,
@@ -298,8 +297,7 @@ def search(task="damped", proposer=None, budget=None, max_candidates=None, out=N
     asked = proposer
     if proposer is None:
         proposer = applicable[0]
-    g = (grammar or task.grammar or Grammar(inputs=tuple(task.inputs), params=tuple(task.params),
-                                            loop=task.loops)).check()
+    g = (grammar or task.search_grammar()).check()
     islands, migration_every, migrants = check_islands(islands, migration_every, migrants)
     if islands > 1:
         if proposer != "mutate":

@@ -9,6 +9,7 @@ from numbers import Real
 
 import numpy as np
 
+from ndvm.cosearch.grammar import Grammar
 from ndvm.fit_options import FitOptions
 
 __all__ = ["Task", "DEFAULT_PARAMS", "SEARCH_OPTIMIZER", "SEARCH_LM_SCALING", "named_in",
@@ -130,6 +131,12 @@ class Task:
     grammar: object = None  # a Grammar for this task (default: one built from inputs and params)
     data_units: object = None  # (SeriesTask's ``units`` is its series' unit label)
     fit_points: int = FIT_POINTS
+
+    def search_grammar(self):
+        """The grammar a search of this task grows programs from: ``grammar``, else one over
+        its inputs and parameters (with loop forms when ``loops``)."""
+        return self.grammar or Grammar(inputs=tuple(self.inputs), params=tuple(self.params),
+                                       loop=self.loops)
 
     def __post_init__(self):
         _check_names("input", self.inputs)
