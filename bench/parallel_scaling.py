@@ -17,6 +17,7 @@ import contextlib
 import json
 import multiprocessing
 import os
+import tempfile
 import threading
 import time
 from concurrent.futures import ProcessPoolExecutor
@@ -620,8 +621,9 @@ def islands_scaling(n, islands, rounds, dask):
     """An island search (damped, ``n`` candidates, ``islands`` islands, seed 0) on a pool of 1
     and of 2 worker processes, runs alternated: candidates/s, the same records both ways, and
     the serial fraction: the share of all the CPU (this process's and the workers') that the
-    coordinating process spent (merging, writing, migrating), which Amdahl's law projects to
-    many cores; and this machine's own limit, the candidates/s of the same search run twice at
+    coordinating process spent (merging, migrating), which Amdahl's law projects to many
+    cores, without a run folder and writing one (out=, as the CLI always does: the records'
+    lines, made where the epochs ran, written by the coordinator); and this machine's own limit, the candidates/s of the same search run twice at
     once, each on one worker process of its own, over one alone (nothing shared but the
     machine: no island search on two processes can do better here). With ``dask``, also a
     LocalCluster of 1 against one of 2 worker processes."""
@@ -638,7 +640,7 @@ def islands_scaling(n, islands, rounds, dask):
         ndvm.search("damped", executor=pools[1], **run)
         other.join()
 
-    rates, serial, reference, twins = {1: [], 2: []}, [], None, []
+    rates, serial, writing, reference, twins = {1: [], 2: []}, [], [], None, []
     for _ in range(rounds):
         for w, pool in pools.items():
             (got, *_), res, share = _coordinator_share(
@@ -649,6 +651,9 @@ def islands_scaling(n, islands, rounds, dask):
             rates[w].append(got)
             if w == 1:
                 serial.append(share)
+        with tempfile.TemporaryDirectory() as d:  # (as the CLI runs it: writing a run folder)
+            writing.append(_coordinator_share(pools[1], lambda: ndvm.search(
+                "damped", executor=pools[1], out=Path(d) / "run", **run), n)[2])
         twins.append(measure(two_searches, 2 * n)[0] / rates[1][-1])
     twin.shutdown()
     ratio = np.array(rates[2]) / np.array(rates[1])
@@ -662,6 +667,9 @@ def islands_scaling(n, islands, rounds, dask):
           f"{amdahl(s, 2):.2f}x on 2 cores, {amdahl(s, 16):.1f}x on 16, {amdahl(s, 64):.1f}x on "
           f"64 (the model selection after the search, serial too, is not in it: cand/s counts "
           f"it)")
+    w, w_runs = runs_text(writing, 4)
+    print(f"  serial fraction writing the run folder (out=, as the CLI always does): {w_runs}; "
+          f"Amdahl: {amdahl(w, 16):.1f}x on 16, {amdahl(w, 64):.1f}x on 64")
     print(f"  this machine's own limit: the same search twice at once, each on one worker "
           f"process, median {np.median(twins):.2f}x the candidates/s of one alone "
           f"({' '.join(f'{q:.2f}' for q in twins)}); the island search reaches "

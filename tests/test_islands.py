@@ -14,7 +14,7 @@ import pytest
 import ndvm
 from ndvm import schedule
 from ndvm.cosearch import islands as isl
-from ndvm.cosearch.records import RECORD_FILE, SUMMARY_FILE
+from ndvm.cosearch.records import RECORD_FILE, SUMMARY_FILE, _dump, _good
 from ndvm.cosearch.tasks import get_task
 
 FIELDS = ("id", "island", "proposer", "proposed", "model", "status", "params", "train_error",
@@ -66,6 +66,11 @@ def test_the_same_records_on_processes_and_in_any_finishing_order(inline, tmp_pa
     assert procs.best["model"] == inline.best["model"]
     written = [json.loads(x) for x in (tmp_path / "run" / RECORD_FILE).read_text().splitlines()]
     assert sorted(r["id"] for r in written) == [r["id"] for r in procs.records]
+    # (each line as the record it writes: packed and written where the epoch ran, stamped with
+    # its time and island where it arrived)
+    assert sorted(written, key=lambda r: r["id"]) == [json.loads(_dump(r)) for r in procs.records]
+    assert procs.first_good == next(r for r in procs.records if _good(procs.task, r))
+    assert procs.front == ndvm.cosearch.pareto_front(procs.records)
     summary = json.loads((tmp_path / "run" / SUMMARY_FILE).read_text())
     assert summary["candidates"] == len(written)
     ex = Shuffled()
@@ -114,21 +119,21 @@ def test_an_island_travels_without_its_task_and_runs_on_where_it_lands():
     recipe = (0, 2, 1, g, 16, "dmci", None, 0, None)  # (Island's arguments after the task)
     key = "test-travels-light"
     try:
-        assert isl._epoch(key, recipe, 32, [], 4, None) == isl.NEED_TASK  # (not sent yet)
-        first = isl._epoch(key, recipe, 32, [], 4, None, task)
+        assert isl._epoch(key, recipe, 32, [], 4, None, True) == isl.NEED_TASK  # (not sent yet)
+        first = isl._epoch(key, recipe, 32, [], 4, None, True, task)
         assert x["x1"][100:104].tobytes() not in first.packed  # (its data stay behind)
         assert len(first.packed) < len(pickle.dumps(task)) / 4
-        second = isl._epoch(key, first.packed, 32, [], 4, None)  # (the task is kept here)
+        second = isl._epoch(key, first.packed, 32, [], 4, None, False)  # (the task is kept here)
     finally:
         isl._forget(key)
-    assert isl._epoch(key, first.packed, 32, [], 4, None) == isl.NEED_TASK
+    assert isl._epoch(key, first.packed, 32, [], 4, None, True) == isl.NEED_TASK
     # the same records as the island run on without packing (start draws, library and all)
     whole = isl.Island(task, *recipe)
     whole, a = isl.run_epoch(whole, 32, [])
     whole, b = isl.run_epoch(whole, 32, [])
     rows = [[[r.get(k) for k in FIELDS] for r in recs] for recs in (a, b, whole.best(4))]
     assert rows == [[[r.get(k) for k in FIELDS] for r in recs]
-                    for recs in (first.records, second.records, second.best)]
+                    for recs in (first.records.records(), second.records.records(), second.best)]
     assert second.n_proposed == whole.n_proposed == 64
 
 

@@ -31,7 +31,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ndvm.cosearch.proposers import make_proposer
-from ndvm.cosearch.records import _good, uninterrupted
+from ndvm.cosearch.records import RecordBlock, Records, uninterrupted
 from ndvm.cosearch.rounds import SearchState, _fittest, _Rounds
 from ndvm.cosearch.score import Scorer
 from ndvm.parallel import collect_young, gc_paused
@@ -141,23 +141,25 @@ def _pack(island, key, task):
 
 @dataclass
 class _Outcome:
-    """What an epoch sends back: the island packed, its records, its migrants, and what the
+    """What an epoch sends back: the island packed, its records (packed where they were made:
+    the coordinator keeps and writes them without unpacking them), its migrants, and what the
     coordinator needs to know of it."""
 
     packed: bytes
-    records: list
+    records: RecordBlock
     best: list
     n_proposed: int
     stopped: object
     warnings: list
 
 
-def _epoch(key, state, n, migrants, k, seconds, task=None):
+def _epoch(key, state, n, migrants, k, seconds, lines, task=None):
     """One epoch of an island, in whatever process runs it: ``state`` is the island as its last
     epoch packed it, or for its first epoch the arguments that make it (after the task). The
     task is the one this process keeps for the search ``key``, or ``task`` when given (then
     kept); without either it returns NEED_TASK (the coordinator sends the task). Sends back
-    ``k`` migrants."""
+    ``k`` migrants, and the records packed (with their lines for the record file when
+    ``lines``), without their times: the coordinator stamps them as they arrive."""
     if task is not None:
         _keep(key, task)
     task = _TASKS.get(key)
@@ -165,7 +167,10 @@ def _epoch(key, state, n, migrants, k, seconds, task=None):
         return NEED_TASK
     island = Island(task, *state) if isinstance(state, tuple) else pickle.loads(state)
     island, records = run_epoch(island, n, migrants, seconds)
-    return _Outcome(_pack(island, key, task), records, island.best(k), island.n_proposed,
+    for r in records:
+        del r["time"]
+    return _Outcome(_pack(island, key, task), RecordBlock(records, task, lines), island.best(k),
+                    island.n_proposed,
                     island.stopped, list(island.state.warnings))
 
 
@@ -173,8 +178,9 @@ def search_islands(task, islands, seed, grammar, batch, every, migrants, max_can
                    workers, executor, client, fit_options, refits, proposer_options, sink,
                    on_records, stop_on_success):
     """Run ``islands`` islands to ``max_candidates`` (split evenly) or ``budget_s`` seconds;
-    returns (records in id order, why it stopped, warnings). ``sink(records)`` writes each
-    epoch's records as they arrive; ``on_records(all so far, the epoch's)`` reports progress.
+    returns (records in id order, as Records, why it stopped, warnings). ``sink(block)`` writes
+    each epoch's records (a RecordBlock, stamped with their ``time`` and ``island``) as they
+    arrive, or is None; ``on_records(all so far, the epoch's block)`` reports progress.
     ``workers``: as ``island_workers`` resolved it (None with ``executor``)."""
     share = None
     if max_candidates is not None:
@@ -190,7 +196,7 @@ def search_islands(task, islands, seed, grammar, batch, every, migrants, max_can
     sent = {}  # (island, epoch) -> the migrants it sends after that epoch
     finished = [False] * islands
     running = []  # the Handles of the epochs running (tag: island, epoch)
-    records, warnings = [], []
+    records, warnings = Records(), []
     started = time.perf_counter()
     stopped, succeeded = "candidates", False
 
@@ -223,7 +229,7 @@ def search_islands(task, islands, seed, grammar, batch, every, migrants, max_can
             left = None if budget_s is None else max(0.0, budget_s - (time.perf_counter()
                                                                       - started))
             running.append(sched.submit(_epoch, key, states[i], n, given, migrants, left,
-                                        tag=(i, epochs[i])))
+                                        sink is not None, tag=(i, epochs[i])))
 
     sched = Scheduler.processes(workers) if executor is None else Scheduler.on(executor)
     try:
@@ -238,20 +244,18 @@ def search_islands(task, islands, seed, grammar, batch, every, migrants, max_can
                 if isinstance(out, str) and out == NEED_TASK:  # (sent once to each process)
                     running.append(sched.submit(_epoch, *h.args, task, tag=h.tag))
                     continue
-                states[i], recs = out.packed, out.records
+                states[i], block = out.packed, out.records
                 proposed[i], stops[i], island_warnings[i] = (out.n_proposed, out.stopped,
                                                              out.warnings)
                 epochs[i] = e + 1
                 sent[(i, e)] = out.best
-                now = round(time.perf_counter() - started, 4)
-                for r in recs:
-                    r["time"] = now
-                    r["island"] = i
+                block.stamp(time=round(time.perf_counter() - started, 4), island=i)
                 with uninterrupted():  # (memory and file keep the same records)
-                    records.extend(recs)
-                    sink(recs)
-                succeeded = succeeded or (stop_on_success and any(_good(task, r) for r in recs))
-                on_records(records, recs)
+                    records.add(block)
+                    if sink is not None:
+                        sink(block)
+                succeeded = succeeded or (stop_on_success and block.good is not None)
+                on_records(records, block)
             over = budget_s is not None and time.perf_counter() - started >= budget_s
             if over or succeeded:
                 stopped = "budget" if over else "success"
@@ -267,7 +271,7 @@ def search_islands(task, islands, seed, grammar, batch, every, migrants, max_can
                     f"again" for (i, e), w in sched.cluster_reruns())
     if stopped == "candidates" and any(stops):
         stopped = next(s for s in stops if s)
-    records.sort(key=lambda r: r["id"])
+    records.sort_by_id()
     return records, stopped, warnings + [w for ws in island_warnings for w in ws]
 
 
@@ -285,11 +289,6 @@ def island_workers(islands, workers, executor):
     if workers > 1:
         check_main_importable()
     return workers
-
-
-def first_good(task, records):
-    """The good record of lowest id (an island search has no single order in time)."""
-    return next((r for r in records if _good(task, r)), None)
 
 
 def check_islands(islands, every, migrants):

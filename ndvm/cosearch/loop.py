@@ -18,10 +18,10 @@ from pathlib import Path
 import numpy as np
 
 import ndvm
-from ndvm.cosearch.islands import check_islands, first_good, island_workers, search_islands
+from ndvm.cosearch.islands import check_islands, island_workers, search_islands
 from ndvm.cosearch.proposers import Proposer, Replay, make_proposer
-from ndvm.cosearch.records import (RECORD_FILE, SUMMARY_FILE, RunExistsError, _dump, _existing,
-                                   _good, _jsonable, _load, _open_run, _read_records,
+from ndvm.cosearch.records import (RECORD_FILE, SUMMARY_FILE, Records, RunExistsError, _dump,
+                                   _existing, _good, _jsonable, _load, _open_run, _read_records,
                                    pareto_front, run_schema, uninterrupted)
 from ndvm.cosearch.rounds import ResumeMismatch, SearchState, _Batch, _fittest, _Rounds
 from ndvm.cosearch.score import Scorer
@@ -44,7 +44,8 @@ EXECUTOR_BATCH = TASKS_PER_WORKER * EXECUTOR_TASK_SIZE  # per executor worker th
 class SearchResult:
     """The outcome of ``ndvm.search``.
 
-    records: one dict per candidate, in the order proposed: ``id``, ``proposer``, ``proposed``
+    records: one dict per candidate, in the order proposed (``Records``: a read-only sequence,
+        kept compressed, whose records are made as they are read; change a copy): ``id``, ``proposer``, ``proposed``
         (the program as the proposer wrote it), ``model`` (the program calibrated: ``proposed``
         simplified, None when it never got that far), ``params`` (the fitted parameters of
         ``model``, name -> float: evaluate ``model`` with them to reproduce every number),
@@ -70,7 +71,7 @@ class SearchResult:
     """
 
     task: Task
-    records: list
+    records: Records
     front: list
     best: dict
     first_good: dict
@@ -80,6 +81,10 @@ class SearchResult:
     stopped: str
     warnings: list = field(default_factory=list)
     selection: list = field(default_factory=list)
+
+    def __post_init__(self):
+        if not isinstance(self.records, Records):
+            self.records = Records(self.records)
 
     @property
     def lowest_error(self):
@@ -124,13 +129,13 @@ class SearchResult:
     @property
     def n_calibrated(self):
         """Candidates that were calibrated and scored."""
-        return sum(r["status"] == "ok" for r in self.records)
+        return self.records.counts().get("ok", 0)
 
     def summary(self):
         """A JSON-ready summary of the run."""
         def slim(r):
             return None if r is None else {k: r[k] for k in _SUMMARY_FIELDS if k in r}
-        n = len(self.records)
+        n, counts = len(self.records), self.records.counts()
         return {
             "task": self.task.name, "proposer": self.proposer, "seed": self.seed,
             "objective": self.task.objective, "threshold_r2": self.task.threshold,
@@ -138,8 +143,7 @@ class SearchResult:
             "heldout_rows": [int(i) for i in np.sort(self.task.heldout)],
             "elapsed_seconds": round(self.elapsed, 3), "stopped": self.stopped,
             "candidates": n, "calibrated": self.n_calibrated,
-            "invalid": sum(r["status"] == "invalid" for r in self.records),
-            "failed": sum(r["status"] == "failed" for r in self.records),
+            "invalid": counts.get("invalid", 0), "failed": counts.get("failed", 0),
             "candidates_per_second": round(n / self.elapsed, 2) if self.elapsed > 0 else None,
             "first_good": slim(self.first_good), "best": slim(self.best),
             "selection": (self.best or {}).get("selection", {}).get("explanation"),
@@ -324,15 +328,14 @@ def search(task="damped", proposer=None, budget=None, max_candidates=None, out=N
     # a resumed run replays its earlier sessions: the same proposals in the same order, their
     # outcomes read back from the records instead of calibrated again (and checked to score the
     # same), so it goes on exactly as an uninterrupted run of the same seed would
-    records, loaded, t_offset = [], [], 0.0
+    records, loaded, t_offset = Records(), [], 0.0
     record_path = None
     if out is not None:
         record_path = _open_run(out, resume, force)
         if resume and record_path.exists():
             loaded = [_load(r) for r in _read_records(record_path, repair=True)]
             t_offset = max((r.get("time") or 0.0 for r in loaded), default=0.0)
-    recorded = {r["id"]: r for r in loaded}
-    written = set(recorded)  # the ids in the record file
+    recorded = {r["id"]: r for r in loaded}  # (their lines are in the record file)
     bar = _Progress(progress)
     sink = open(record_path, "a", encoding="utf-8") if record_path else None
     t0 = time.perf_counter() - t_offset
@@ -351,20 +354,23 @@ def search(task="damped", proposer=None, budget=None, max_candidates=None, out=N
         return (stop_on_success and run.first_good is not None
                 and run.first_good["id"] not in recorded)
 
-    def emit(b):
-        """Keep a scored batch: its records, their file lines, the progress line."""
+    def keep(b):
+        """Keep a scored batch (once): its records, and the lines of those new to the file."""
         nonlocal n_new
-        if b is None or b.emitted:
-            return
         with uninterrupted():  # (memory and file keep the same records, Ctrl-C or not)
             records.extend(b.records)
             b.emitted = True
-            new = [r for r in b.records if r["id"] not in written]
+            new = [r for r in b.records if r["id"] not in recorded]
             n_new += len(new)
             if sink and new:
                 sink.write("".join(_dump(r) + "\n" for r in new))
                 sink.flush()
-            written.update(r["id"] for r in new)
+
+    def emit(b):
+        """Keep a scored batch, then show the progress line."""
+        if b is None or b.emitted:
+            return
+        keep(b)
         collect_young()
         best = _leader(run.front)
         el = time.perf_counter() - session_start
@@ -403,10 +409,7 @@ def search(task="damped", proposer=None, budget=None, max_candidates=None, out=N
     except KeyboardInterrupt:
         stopped = "interrupted"  # keep what was done: the records are already written
         for b in pipe.interrupt() if pipe is not None else ():
-            records.extend(b.records)  # (scored by the proposer thread, not yet kept)
-        if sink:  # unless Ctrl-C came between a batch's records and their writing
-            sink.write("".join(_dump(r) + "\n" for r in records if r["id"] not in written))
-            written.update(r["id"] for r in records)
+            keep(b)  # (scored by the proposer thread, not yet kept)
         run.front = pareto_front(records)  # the front and best of every record kept
         scored = [r for r in records if r["status"] == "ok" and math.isfinite(r["heldout_error"])]
         state.population = _fittest(scored)
@@ -416,7 +419,7 @@ def search(task="damped", proposer=None, budget=None, max_candidates=None, out=N
         paused.__exit__(None, None, None)
         if sink:
             sink.close()
-    kept = {r["id"] for r in records}
+    kept = set(records.ids().tolist())
     unreplayed = [r for r in loaded if r["id"] not in kept]  # (the search stopped sooner)
     if unreplayed:
         records.extend(unreplayed)
@@ -519,15 +522,16 @@ def _search_islands(task, islands, seed, grammar, batch, every, migrants, max_ca
     bar = _Progress(progress)
     t0 = time.perf_counter()
 
-    def write(recs):
-        if sink:
-            sink.write("".join(_dump(r) + "\n" for r in recs))
-            sink.flush()
+    def write(block):
+        sink.write(block.text())  # (its lines, made in the process that ran the epoch)
+        sink.flush()
 
-    front = []
+    front, good = [], []  # (kept as the epochs' blocks arrive: the records are not unpacked)
 
-    def show(records, new):
-        front[:] = pareto_front(front + new)  # (kept as records arrive, not rebuilt)
+    def show(records, block):
+        front[:] = pareto_front(front + block.front)  # (the front of their fronts is theirs)
+        if block.good is not None and (not good or block.good["id"] < good[0]["id"]):
+            good[:] = [block.good]
         el = time.perf_counter() - t0
         bar.update(_status(len(records), len(records) / el if el > 0 else 0.0, _leader(front),
                            len(front), el, budget_s, task))
@@ -535,16 +539,15 @@ def _search_islands(task, islands, seed, grammar, batch, every, migrants, max_ca
     try:
         records, stopped, warnings = search_islands(
             task, islands, seed, grammar, batch, every, migrants, max_candidates, budget_s,
-            workers, executor, client, fit_options, refits, proposer_options, write, show,
-            stop_on_success)
+            workers, executor, client, fit_options, refits, proposer_options,
+            write if sink else None, show, stop_on_success)
     finally:
         if sink:
             sink.close()
-    front = pareto_front(records)  # (of every record: those of a cut-short search too)
     elapsed = time.perf_counter() - t0
     bar.finish(_status(len(records), len(records) / max(elapsed, 1e-9), _leader(front),
                        len(front), elapsed, budget_s, task))
-    return conclude(task, records, front, first_good(task, records),
+    return conclude(task, records, front, good[0] if good else None,
                     ndvm.Evaluator(client=client), elapsed, f"mutate x {islands} islands", seed,
                     stopped, warnings, out)
 

@@ -4,15 +4,26 @@ Every candidate becomes one record: its id, proposer, the program proposed and t
 calibrated (its ``params`` are that program's), status, train and held-out error, R^2, size,
 skeleton and time; ``run.schema.json`` documents every field. Non-finite numbers are written as
 null and read back as inf. A folder that holds a run is never overwritten unless asked.
+
+A search keeps its records as ``Records``: blocks of records pickled and compressed (~0.1 KB a
+record instead of ~1.2-1.6 KB as dicts), read back a block at a time. An island's epoch packs its
+own records (``RecordBlock``: compressed, and as the JSON lines of the run folder) in the process
+that ran it, so the coordinating process neither unpacks nor serializes them.
 """
 import json
 import math
+import pickle
 import signal
 import threading
+import zlib
+from array import array
+from collections import Counter, OrderedDict
+from collections.abc import Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
-__all__ = ["RECORD_FILE", "SUMMARY_FILE", "RunExistsError", "pareto_front", "run_schema"]
+__all__ = ["RECORD_FILE", "SUMMARY_FILE", "RecordBlock", "Records", "RunExistsError",
+           "pareto_front", "run_schema"]
 
 RECORD_FILE = "candidates.jsonl"
 SUMMARY_FILE = "summary.json"
@@ -26,12 +37,21 @@ def run_schema():
 
 
 def pareto_front(records):
-    """The records not dominated in (held-out error, size), by increasing size."""
-    ok = sorted((r for r in records if r.get("status") == "ok"
-                 and math.isfinite(r["heldout_error"])),
-                key=lambda r: (r["size"], r["heldout_error"], r["id"]))
+    """The records not dominated in (held-out error, size), by increasing size (ties: the lower
+    id). Read in chunks, each folded into the front so far (the front of a union is the front of
+    its parts' fronts): a long search's records are never all held at once."""
+    front, chunk = [], []
+    for r in records:
+        if r.get("status") == "ok" and math.isfinite(r["heldout_error"]):
+            chunk.append(r)
+            if len(chunk) == 4096:
+                front, chunk = _front(front + chunk), []
+    return _front(front + chunk)
+
+
+def _front(ok):
     front, best = [], math.inf
-    for r in ok:
+    for r in sorted(ok, key=lambda r: (r["size"], r["heldout_error"], r["id"])):
         if r["heldout_error"] < best:
             front.append(r)
             best = r["heldout_error"]
@@ -174,3 +194,185 @@ def _good(task, record):
     if task.objective == "nll" or task.threshold is None:
         return math.isfinite(record["heldout_error"])
     return record["r2"] is not None and record["r2"] > task.threshold
+
+
+class RecordBlock:
+    """Records packed together where they were made: pickled and compressed (``data``), as the
+    lines of the record file (``lines``, bytes, made only when asked), their ids, the count of
+    each status, the Pareto front among them and the first good one (``good``: lowest id), so
+    that whoever receives the block can follow a search without unpacking it. ``stamp(**fields)``
+    gives every record of the block more fields (an island search's coordinator stamps ``time``
+    and ``island`` when the block arrives); they are added to each record read back, to each
+    line written, and to the front and good records at once."""
+
+    __slots__ = ("counts", "data", "extra", "front", "good", "ids", "lines")
+
+    def __init__(self, records, task=None, lines=False):
+        self.data = zlib.compress(pickle.dumps(records, pickle.HIGHEST_PROTOCOL), 1)
+        self.lines = "".join(_dump(r) + "\n" for r in records).encode() if lines else None
+        self.ids = array("q", (r["id"] for r in records))
+        self.counts = dict(Counter(r["status"] for r in records))
+        self.front = pareto_front(records)
+        self.good = None if task is None else next((r for r in records if _good(task, r)), None)
+        self.extra = {}
+
+    def __len__(self):
+        return len(self.ids)
+
+    def stamp(self, **fields):
+        self.extra.update(fields)
+        for r in (*self.front, *([self.good] if self.good is not None else [])):
+            r.update(fields)
+
+    def packed(self):
+        """This block without its lines, front and good record (what Records keeps)."""
+        out = object.__new__(RecordBlock)
+        out.data, out.ids, out.counts, out.extra = self.data, self.ids, self.counts, self.extra
+        out.lines, out.front, out.good = None, [], None
+        return out
+
+    def records(self):
+        """The block's records, as new dicts (with the stamped fields)."""
+        out = pickle.loads(zlib.decompress(self.data))
+        if self.extra:
+            for r in out:
+                r.update(self.extra)
+        return out
+
+    def text(self):
+        """The block's lines for the record file (with the stamped fields), as str."""
+        if self.lines is None:
+            return "".join(_dump(r) + "\n" for r in self.records())
+        if not self.extra:
+            return self.lines.decode()
+        # (each line is one JSON object; the stamped fields close it: one pass over the bytes)
+        more = json.dumps(_jsonable(self.extra))[1:-1].encode()
+        return self.lines.replace(b"}\n", b", " + more + b"}\n").decode()
+
+
+class Records(Sequence):
+    """A search's records, in memory but compact: a read-only sequence of dicts (index, slice,
+    iterate, ``len``), kept as ``RecordBlock`` s of at most ``block`` records with the newest
+    records as dicts until a block fills. Each record read is a dict made from its block (the
+    last blocks read are kept: a record read twice soon is the same dict), so change a copy,
+    not the record. ``counts()``: the records of each status; ``ids()``: every id, in order."""
+
+    _CACHED = 64  # blocks kept unpacked: an island search reads its islands' blocks in turn
+
+    def __init__(self, records=(), block=256):
+        self._block = block
+        self._blocks, self._starts, self._tail = [], [], []
+        self._n = 0
+        self._counts = Counter()
+        self._order = None  # positions in id order (sort_by_id), or None: the order added
+        self._cache = OrderedDict()
+        self.extend(records)
+
+    def __len__(self):
+        return self._n
+
+    def extend(self, records):
+        """Add records (dicts) at the end."""
+        for r in records:
+            self._tail.append(r)
+            self._counts[r["status"]] += 1
+            self._n += 1
+            if len(self._tail) == self._block:
+                self._seal()
+        self._order = None
+
+    def add(self, block):
+        """Add a RecordBlock's records at the end (what is kept of it: its packed records, ids
+        and stamped fields; its lines, front and good record are the caller's)."""
+        self._seal()
+        self._starts.append(self._n)
+        self._blocks.append(block.packed())
+        self._n += len(block)
+        self._counts.update(block.counts)
+        self._order = None
+
+    def _seal(self):
+        if self._tail:
+            tail, self._tail = self._tail, []
+            self._starts.append(self._n - len(tail))
+            self._blocks.append(RecordBlock(tail))
+
+    def counts(self):
+        """{status: number of records}."""
+        return dict(self._counts)
+
+    def ids(self):
+        """Every record's id, in order, as an int64 numpy array."""
+        import numpy as np
+        raw = np.concatenate([np.frombuffer(b.ids, dtype=np.int64) for b in self._blocks]
+                             + [np.array([r["id"] for r in self._tail], dtype=np.int64)])
+        return raw if self._order is None else raw[self._order]
+
+    def sort_by_id(self):
+        """Order the records by id (an island search's arrive island after island)."""
+        import numpy as np
+        self._seal()
+        self._order = None
+        order = np.argsort(self.ids(), kind="stable")
+        self._order = None if np.array_equal(order, np.arange(self._n)) else order
+
+    def _unpacked(self, k):
+        got = self._cache.get(k)
+        if got is None:
+            got = self._cache[k] = self._blocks[k].records()
+            if len(self._cache) > self._CACHED:
+                self._cache.popitem(last=False)
+        else:
+            self._cache.move_to_end(k)
+        return got
+
+    def _at(self, pos):
+        """The record at position ``pos`` in the order added."""
+        import bisect
+        sealed = self._n - len(self._tail)
+        if pos >= sealed:
+            return self._tail[pos - sealed]
+        k = bisect.bisect_right(self._starts, pos) - 1
+        return self._unpacked(k)[pos - self._starts[k]]
+
+    def __getitem__(self, i):
+        if isinstance(i, slice):
+            return [self[j] for j in range(*i.indices(self._n))]
+        i = int(i)  # (numpy integers too)
+        if i < 0:
+            i += self._n
+        if not 0 <= i < self._n:
+            raise IndexError(f"record {i} of {self._n}")
+        return self._at(i if self._order is None else int(self._order[i]))
+
+    def __iter__(self):
+        if self._order is None:
+            for k in range(len(self._blocks)):
+                yield from self._unpacked(k)
+            yield from list(self._tail)
+            return
+        import numpy as np
+        starts = np.asarray(self._starts)
+        for w in range(0, self._n, 16384):  # (a window's blocks unpacked once each, in turn)
+            pos = self._order[w:w + 16384]
+            which = np.searchsorted(starts, pos, side="right") - 1
+            got = {int(k): self._unpacked(int(k)) if int(k) in self._cache
+                   else self._blocks[int(k)].records() for k in np.unique(which)}
+            for p, k in zip(pos.tolist(), which.tolist()):
+                yield got[k][p - self._starts[k]]
+
+    def __eq__(self, other):
+        if not isinstance(other, (Records, list, tuple)):
+            return NotImplemented
+        return len(self) == len(other) and all(a == b for a, b in zip(self, other))
+
+    __hash__ = None
+
+    def __repr__(self):
+        counts = ", ".join(f"{k} {v}" for k, v in sorted(self._counts.items()))
+        return f"<Records: {self._n} ({counts})>"
+
+    def __getstate__(self):
+        state = dict(self.__dict__)
+        state["_cache"] = OrderedDict()
+        return state

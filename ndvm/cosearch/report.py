@@ -140,32 +140,36 @@ def _pyplot():
 
 
 def _calibrated(result):
-    return [r for r in result.records if r["status"] == "ok" and np.isfinite(r["heldout_error"])]
+    """(ids, sizes, held-out errors) of the calibrated records with a finite error, as arrays
+    (read a block at a time: a long search's records are never all unpacked at once)."""
+    rows = np.array([(r["id"], r["size"], r["heldout_error"]) for r in result.records
+                     if r["status"] == "ok" and np.isfinite(r["heldout_error"])],
+                    dtype=np.float64).reshape(-1, 3)
+    return rows[:, 0], rows[:, 1], rows[:, 2]
 
 
 def front_figure(result):
     """Held-out error vs size (mse tasks), or the NLL per candidate and the fitted series (nll)."""
     plt = _pyplot()
     task = result.task
-    ok = _calibrated(result)
+    ids, sizes, errors = _calibrated(result)
     n = len(result.records)
     if task.objective == "nll":
-        return _likelihood_figure(plt, result, ok)
+        return _likelihood_figure(plt, result, ids, errors)
     fig, ax = plt.subplots(figsize=(6.4, 4.2))
     var = float(np.var(task.split("heldout")[1]))
     top = 10 * var  # errors beyond 10x the held-out variance are drawn at the top edge
-    low = max(min([r["heldout_error"] for r in ok] + [var]) / 2, 1e-12)
-    clipped = sum(r["heldout_error"] > top for r in ok)
+    low = max(min(errors.min(initial=var), var) / 2, 1e-12)
+    clipped = int(np.sum(errors > top))
     n_cal = result.n_calibrated
-    if ok:
-        label = f"calibrated candidates ({len(ok)} of {n}"
-        if n_cal > len(ok):
-            label += f"; {n_cal - len(ok)} with a non-finite error not drawn"
+    if errors.size:
+        label = f"calibrated candidates ({errors.size} of {n}"
+        if n_cal > errors.size:
+            label += f"; {n_cal - errors.size} with a non-finite error not drawn"
         label += ")"
         if clipped:
             label += f"\n{clipped} with MSE > {top:.3g} drawn at the top edge"
-        ax.scatter([r["size"] for r in ok], [min(r["heldout_error"], top) for r in ok], s=6,
-                   c="0.75", label=label)
+        ax.scatter(sizes, np.minimum(errors, top), s=6, c="0.75", label=label)
     if result.front:
         ax.step([r["size"] for r in result.front],
                 [min(r["heldout_error"], top) for r in result.front],
@@ -190,16 +194,16 @@ def front_figure(result):
     return fig
 
 
-def _likelihood_figure(plt, result, ok):
+def _likelihood_figure(plt, result, ids, errors):
     task = result.task
     series = task.series(result.best["params"]) if (result.best is not None
                                                     and task.series is not None) else None
     fig, axes = plt.subplots(1, 2 if series else 1, figsize=(11 if series else 6, 4.2),
                              squeeze=False)
     ax = axes[0][0]
-    if ok:
-        ax.scatter([r["id"] for r in ok], [r["heldout_error"] for r in ok], s=14, c="0.5",
-                   label=f"calibrated candidates ({len(ok)} of {len(result.records)})")
+    if errors.size:
+        ax.scatter(ids, errors, s=14, c="0.5",
+                   label=f"calibrated candidates ({errors.size} of {len(result.records)})")
     if result.best is not None:
         b = result.best
         ax.scatter([b["id"]], [b["heldout_error"]], s=60, c="C3", marker="*", zorder=3,

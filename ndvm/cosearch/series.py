@@ -236,13 +236,14 @@ class SeriesTask(Task):
 
 def best_and_simplest(records):
     """The best scored record and the smallest one whose RMSE is within 5% of it (or None)."""
-    ok = [r for r in records if r.get("status") == "ok" and math.isfinite(r["heldout_error"])]
-    if not ok:
+    def ok():  # (read again, not kept: a long search's records are read a block at a time)
+        return (r for r in records if r.get("status") == "ok" and math.isfinite(r["heldout_error"]))
+    best = min(ok(), key=lambda r: (r["heldout_error"], r["size"], r["id"]), default=None)
+    if best is None:
         return None, None
-    best = min(ok, key=lambda r: (r["heldout_error"], r["size"], r["id"]))
     limit = (1.05 * math.sqrt(best["heldout_error"])) ** 2
-    near = [r for r in ok if r["heldout_error"] <= limit]
-    return best, min(near, key=lambda r: (r["size"], r["heldout_error"], r["id"]))
+    return best, min((r for r in ok() if r["heldout_error"] <= limit),
+                     key=lambda r: (r["size"], r["heldout_error"], r["id"]))
 
 
 def aic_pick(records, n):

@@ -1,0 +1,115 @@
+"""A search's records kept compactly (Records) and packed where they are made (RecordBlock): the
+same dicts, in the same order, as the list they stand for; the same lines as the record file
+had; the front and first good record of a block those of its records."""
+import json
+import math
+import pickle
+import random
+
+import numpy as np
+import pytest
+
+import ndvm
+from ndvm.cosearch.records import RecordBlock, Records, _dump, _good, pareto_front
+
+
+def _record(i, rng):
+    status = rng.choice(["ok", "ok", "ok", "failed", "invalid", "duplicate"])
+    ok = status == "ok"
+    return {"id": i, "proposer": "mutate", "proposed": f"(* a (sin (* {i} x)))",
+            "model": f"(* a (sin (* {i} x)))" if status != "invalid" else None,
+            "status": status,
+            "params": {"a": rng.uniform(-2, 2), "b": math.inf} if ok else {},
+            "train_error": rng.uniform(0, 1) if ok else math.inf,
+            "heldout_error": rng.choice([rng.uniform(0, 1), math.inf]) if ok else math.inf,
+            "r2": rng.uniform(0, 1) if ok else None, "size": rng.randint(3, 30),
+            "skeleton": "(* P (sin (* P x)))", "error": None if ok else "why\nnot"}
+
+
+def _records(n, seed=0):
+    rng = random.Random(seed)
+    return [_record(i, rng) for i in range(n)]
+
+
+def test_records_are_the_list_they_stand_for():
+    recs = _records(1000)
+    kept = Records(recs[:10], block=64)  # (a tail of dicts, sealed blocks, then blocks added)
+    kept.extend(recs[10:700])
+    kept.add(RecordBlock(recs[700:900]))
+    kept.extend(recs[900:])
+    assert len(kept) == 1000 and kept == recs and list(kept) == recs
+    assert kept[0] == recs[0] and kept[-1] == recs[-1] and kept[np.int64(333)] == recs[333]
+    assert kept[5:990:7] == recs[5:990:7] and kept[::-1] == recs[::-1] and kept[2000:] == []
+    with pytest.raises(IndexError):
+        kept[1000]
+    with pytest.raises(IndexError):
+        kept[-1001]
+    odd = Records([{"id": 0, "status": "failed", "params": {"a": math.nan}}], block=1)
+    assert math.isnan(odd[0]["params"]["a"])  # (not a null: pickled, not JSON)
+    assert kept.counts() == {s: sum(r["status"] == s for r in recs)
+                             for s in {r["status"] for r in recs}}
+    assert kept.ids().tolist() == list(range(1000))
+    assert pickle.loads(pickle.dumps(kept)) == recs
+    assert "1000" in repr(kept) and len(repr(kept)) < 200
+    assert Records() == [] and len(Records()) == 0 and list(Records()) == []
+    # (a thousand records take far less than their dicts)
+    assert len(pickle.dumps(kept)) < len(pickle.dumps(recs)) / 2
+
+
+def test_records_sorted_by_id_read_in_id_order_however_read():
+    recs = _records(3000)
+    kept = Records(block=50)
+    for island in range(7):  # (an island search's blocks arrive island after island)
+        mine = [r for r in recs if r["id"] % 7 == island]
+        for k in range(0, len(mine), 40):
+            kept.add(RecordBlock(mine[k:k + 40]))
+    kept.sort_by_id()
+    assert kept.ids().tolist() == list(range(3000))
+    assert list(kept) == recs  # (iterating)
+    assert [kept[i] for i in range(3000)] == recs  # (indexing)
+    assert kept[100:2900:3] == recs[100:2900:3]
+    kept.extend([dict(recs[0], id=3000)])  # (added after: at the end)
+    assert kept[-1]["id"] == 3000 and len(kept) == 3001
+
+
+def test_a_block_packs_records_lines_front_and_first_good():
+    task = ndvm.cosearch.get_task("damped")
+    recs = _records(300, seed=1)
+    for r in recs[::3]:
+        r["r2"] = 0.95  # (good: damped's threshold is below)
+    block = RecordBlock(recs, task, lines=True)
+    assert block.records() == recs and len(block) == 300
+    assert block.front == pareto_front(recs)
+    assert block.good == next(r for r in recs if _good(task, r))
+    assert block.counts == {s: sum(r["status"] == s for r in recs)
+                            for s in {r["status"] for r in recs}}
+    assert block.text() == "".join(_dump(r) + "\n" for r in recs)
+    block.stamp(time=1.25, island=3)
+    stamped = [dict(r, time=1.25, island=3) for r in recs]
+    assert block.records() == stamped
+    assert block.front == pareto_front(stamped) and block.good["island"] == 3
+    assert block.text() == "".join(_dump(r) + "\n" for r in stamped)
+    kept = Records()
+    kept.add(block)  # (keeps its packed records, not its lines: they were written)
+    assert kept == stamped and len(pickle.dumps(kept)) < len(block.lines) / 2
+    plain = RecordBlock(recs)  # (no lines made: written from its records)
+    plain.stamp(time=1.25, island=3)
+    assert plain.text() == block.text()
+    assert [json.loads(x) for x in block.text().splitlines()] == [json.loads(_dump(r))
+                                                                  for r in stamped]
+
+
+def test_the_front_read_in_chunks_is_the_front_of_all_records():
+    rng = random.Random(2)
+    recs = [{"id": i, "status": rng.choice(["ok", "ok", "failed"]), "size": rng.randint(1, 40),
+             "heldout_error": rng.choice([rng.random(), 0.5, 0.25, math.inf])}
+            for i in range(20_000)]  # (ties in size and error: the lower id is kept)
+    ok = sorted((r for r in recs if r["status"] == "ok" and math.isfinite(r["heldout_error"])),
+                key=lambda r: (r["size"], r["heldout_error"], r["id"]))
+    whole, best = [], math.inf
+    for r in ok:
+        if r["heldout_error"] < best:
+            whole.append(r)
+            best = r["heldout_error"]
+    assert pareto_front(recs) == whole and pareto_front(Records(recs)) == whole
+    assert pareto_front(reversed(recs)) == whole
