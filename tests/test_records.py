@@ -113,3 +113,15 @@ def test_the_front_read_in_chunks_is_the_front_of_all_records():
             best = r["heldout_error"]
     assert pareto_front(recs) == whole and pareto_front(Records(recs)) == whole
     assert pareto_front(reversed(recs)) == whole
+
+
+def test_a_line_is_the_records_json_with_non_finite_numbers_as_null():
+    rec = _records(1)[0]
+    rec.update(status="ok", params={"a": 1.5, "b": -0.25}, train_error=0.5, heldout_error=0.75,
+               r2=0.5)
+    assert _dump(rec) == json.dumps(rec)
+    for field, value in (("heldout_error", math.inf), ("r2", math.nan), ("params", {"a": -math.inf})):
+        line = json.loads(_dump(dict(rec, **{field: value})))
+        assert line[field] in (None, {"a": None})
+        assert {k: v for k, v in line.items() if k != field} == {
+            k: v for k, v in rec.items() if k != field}

@@ -161,9 +161,16 @@ def _clean(v):
     return v
 
 
+_STRICT = json.JSONEncoder(allow_nan=False, check_circular=False)  # (a record has no cycle)
+
+
 def _dump(record):
-    return json.dumps({k: ({n: _clean(x) for n, x in v.items()} if isinstance(v, dict)
-                           else _clean(v)) for k, v in record.items()})
+    """A record's line in the record file: its JSON, non-finite numbers as null."""
+    try:
+        return _STRICT.encode(record)  # (most records: every number finite, nothing to clean)
+    except ValueError:
+        return json.dumps({k: ({n: _clean(x) for n, x in v.items()} if isinstance(v, dict)
+                               else _clean(v)) for k, v in record.items()})
 
 
 def _load(record):
