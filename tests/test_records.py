@@ -68,8 +68,12 @@ def test_records_sorted_by_id_read_in_id_order_however_read():
     assert list(kept) == recs  # (iterating)
     assert [kept[i] for i in range(3000)] == recs  # (indexing)
     assert kept[100:2900:3] == recs[100:2900:3]
-    kept.extend([dict(recs[0], id=3000)])  # (added after: at the end)
-    assert kept[-1]["id"] == 3000 and len(kept) == 3001
+    more = [dict(recs[0], id=3001), dict(recs[1], id=3000)]
+    kept.extend(more)  # (added after: at the end, as added)
+    assert list(kept) == recs + more and kept[2999:] == recs[2999:] + more
+    kept.add(RecordBlock(more))
+    assert list(kept) == recs + more + more and len(kept) == 3004
+    assert kept.ids().tolist() == [r["id"] for r in recs + more + more]
 
 
 def test_a_block_packs_records_lines_front_and_first_good():

@@ -22,6 +22,8 @@ from collections.abc import Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
+import numpy as np
+
 __all__ = ["RECORD_FILE", "SUMMARY_FILE", "RecordBlock", "Records", "RunExistsError",
            "pareto_front", "run_schema"]
 
@@ -280,23 +282,29 @@ class Records(Sequence):
 
     def extend(self, records):
         """Add records (dicts) at the end."""
+        before = self._n
         for r in records:
             self._tail.append(r)
             self._counts[r["status"]] += 1
             self._n += 1
             if len(self._tail) == self._block:
                 self._seal()
-        self._order = None
+        self._appended(before)
 
     def add(self, block):
         """Add a RecordBlock's records at the end (what is kept of it: its packed records, ids
         and stamped fields; its lines, front and good record are the caller's)."""
         self._seal()
+        before = self._n
         self._starts.append(self._n)
         self._blocks.append(block.packed())
         self._n += len(block)
         self._counts.update(block.counts)
-        self._order = None
+        self._appended(before)
+
+    def _appended(self, before):
+        if self._order is not None:  # (sorted before: what is added after comes after)
+            self._order = np.concatenate([self._order, np.arange(before, self._n)])
 
     def _seal(self):
         if self._tail:
@@ -310,14 +318,12 @@ class Records(Sequence):
 
     def ids(self):
         """Every record's id, in order, as an int64 numpy array."""
-        import numpy as np
         raw = np.concatenate([np.frombuffer(b.ids, dtype=np.int64) for b in self._blocks]
                              + [np.array([r["id"] for r in self._tail], dtype=np.int64)])
         return raw if self._order is None else raw[self._order]
 
     def sort_by_id(self):
         """Order the records by id (an island search's arrive island after island)."""
-        import numpy as np
         self._seal()
         self._order = None
         order = np.argsort(self.ids(), kind="stable")
@@ -358,7 +364,7 @@ class Records(Sequence):
                 yield from self._unpacked(k)
             yield from list(self._tail)
             return
-        import numpy as np
+        self._seal()  # (every position in a block)
         starts = np.asarray(self._starts)
         for w in range(0, self._n, 16384):  # (a window's blocks unpacked once each, in turn)
             pos = self._order[w:w + 16384]
