@@ -16,7 +16,7 @@ import pytest
 
 import ndvm
 from ndvm.cosearch import loop, rounds
-from ndvm.cosearch.records import _load
+from ndvm.cosearch.records import RECORD_FILE, _load
 
 SEED, BUDGET = 3, 480
 FIELDS = ("id", "proposer", "proposed", "model", "status", "params", "train_error",
@@ -168,3 +168,13 @@ def test_a_record_file_is_read_a_line_at_a_time_and_its_cut_last_line_repaired(t
     path.write_text(good[0] + "\nnot json\n" + good[1] + "\n", encoding="utf-8")
     with pytest.raises(ValueError, match=r"candidates.jsonl:2: not a JSON record"):
         _read_records(path, repair=True)
+
+
+def test_a_resumed_run_that_stops_sooner_keeps_the_earlier_sessions_records(tmp_path):
+    out = tmp_path / "run"
+    whole = ndvm.search("damped", seed=3, max_candidates=96, budget=None, out=out)
+    lines = (out / RECORD_FILE).read_text()
+    shorter = ndvm.search("damped", seed=3, max_candidates=48, budget=None, out=out, resume=True)
+    assert (out / RECORD_FILE).read_text() == lines  # (nothing new to write)
+    assert sorted(r["id"] for r in shorter.records) == [r["id"] for r in whole.records]
+    assert shorter.front == ndvm.cosearch.pareto_front(whole.records)

@@ -419,8 +419,10 @@ def search(task="damped", proposer=None, budget=None, max_candidates=None, out=N
         paused.__exit__(None, None, None)
         if sink:
             sink.close()
-    kept = set(records.ids().tolist())
-    unreplayed = [r for r in loaded if r["id"] not in kept]  # (the search stopped sooner)
+    unreplayed = []  # (an earlier session's records this one stopped before replaying)
+    if loaded:
+        kept = np.isin([r["id"] for r in loaded], records.ids())
+        unreplayed = [r for r, k in zip(loaded, kept) if not k]
     if unreplayed:
         records.extend(unreplayed)
         run.front = pareto_front(records)
