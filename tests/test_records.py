@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import ndvm
-from ndvm.cosearch.records import RecordBlock, Records, _dump, _good, pareto_front
+from ndvm.cosearch.records import ById, RecordBlock, Records, _dump, _good, pareto_front
 
 
 def _record(i, rng):
@@ -129,3 +129,18 @@ def test_a_line_is_the_records_json_with_non_finite_numbers_as_null():
         assert line[field] in (None, {"a": None})
         assert {k: v for k, v in line.items() if k != field} == {
             k: v for k, v in rec.items() if k != field}
+
+
+def test_records_by_id_are_found_as_a_dict_of_them_would_find_them():
+    recs = _records(2000)
+    random.Random(3).shuffle(recs)
+    as_dict = {r["id"]: r for r in recs}
+    by_id = ById(Records(recs, block=100))
+    assert len(by_id) == 2000 and sorted(by_id) == sorted(as_dict)
+    for i in (0, 1, 999, 1999, np.int64(7)):
+        assert by_id[i] == as_dict[i] and i in by_id and by_id.get(i) == as_dict[i]
+    for missing in (-1, 2000, 10**12, "3", None):
+        assert missing not in by_id and by_id.get(missing) is None
+    with pytest.raises(KeyError):
+        by_id[2000]
+    assert len(ById(Records())) == 0 and 0 not in ById(Records())

@@ -140,7 +140,10 @@ def test_a_finished_run_extends_to_a_larger_budget(tmp_path):
 
 
 def test_a_record_file_is_read_a_line_at_a_time_and_its_cut_last_line_repaired(tmp_path):
-    from ndvm.cosearch.records import _read_records
+    from ndvm.cosearch.records import _iter_records
+
+    def _read_records(path, repair=False):
+        return list(_iter_records(path, repair))
 
     path = tmp_path / "candidates.jsonl"
     good = ['{"id": 0, "status": "ok"}', '{"id": 1, "model": "(* a x) é"}']

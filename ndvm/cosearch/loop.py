@@ -20,9 +20,9 @@ import numpy as np
 import ndvm
 from ndvm.cosearch.islands import check_islands, island_workers, search_islands
 from ndvm.cosearch.proposers import Proposer, Replay, make_proposer
-from ndvm.cosearch.records import (RECORD_FILE, SUMMARY_FILE, Records, RunExistsError, _dump,
-                                   _existing, _good, _jsonable, _load, _open_run, _read_records,
-                                   pareto_front, run_schema, uninterrupted)
+from ndvm.cosearch.records import (RECORD_FILE, SUMMARY_FILE, ById, Records, RunExistsError,
+                                   _dump, _existing, _good, _iter_records, _jsonable, _load,
+                                   _open_run, pareto_front, run_schema, uninterrupted)
 from ndvm.cosearch.rounds import ResumeMismatch, SearchState, _Batch, _fittest, _Rounds
 from ndvm.cosearch.score import Scorer
 from ndvm.cosearch.select import select
@@ -328,14 +328,17 @@ def search(task="damped", proposer=None, budget=None, max_candidates=None, out=N
     # a resumed run replays its earlier sessions: the same proposals in the same order, their
     # outcomes read back from the records instead of calibrated again (and checked to score the
     # same), so it goes on exactly as an uninterrupted run of the same seed would
-    records, loaded, t_offset = Records(), [], 0.0
+    records, loaded, t_offset = Records(), Records(), 0.0
     record_path = None
     if out is not None:
         record_path = _open_run(out, resume, force)
         if resume and record_path.exists():
-            loaded = [_load(r) for r in _read_records(record_path, repair=True)]
-            t_offset = max((r.get("time") or 0.0 for r in loaded), default=0.0)
-    recorded = {r["id"]: r for r in loaded}  # (their lines are in the record file)
+            loaded = Records()  # (kept packed as they are read: a long run's are many)
+            for r in _iter_records(record_path, repair=True):
+                r = _load(r)
+                t_offset = max(t_offset, r.get("time") or 0.0)
+                loaded.extend((r,))
+    recorded = ById(loaded)  # (their lines are in the record file)
     bar = _Progress(progress)
     sink = open(record_path, "a", encoding="utf-8") if record_path else None
     t0 = time.perf_counter() - t_offset
@@ -421,8 +424,8 @@ def search(task="damped", proposer=None, budget=None, max_candidates=None, out=N
             sink.close()
     unreplayed = []  # (an earlier session's records this one stopped before replaying)
     if loaded:
-        kept = np.isin([r["id"] for r in loaded], records.ids())
-        unreplayed = [r for r, k in zip(loaded, kept) if not k]
+        kept = np.isin(loaded.ids(), records.ids())
+        unreplayed = [r for r, k in zip(loaded, kept.tolist()) if not k]
     if unreplayed:
         records.extend(unreplayed)
         run.front = pareto_front(records)

@@ -18,13 +18,13 @@ import threading
 import zlib
 from array import array
 from collections import Counter, OrderedDict
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
 
-__all__ = ["RECORD_FILE", "SUMMARY_FILE", "RecordBlock", "Records", "RunExistsError",
+__all__ = ["RECORD_FILE", "SUMMARY_FILE", "ById", "RecordBlock", "Records", "RunExistsError",
            "pareto_front", "run_schema"]
 
 RECORD_FILE = "candidates.jsonl"
@@ -117,12 +117,11 @@ def uninterrupted():
             signal.raise_signal(signal.SIGINT)  # (delivered now, to the handler restored)
 
 
-def _read_records(path, repair=False):
+def _iter_records(path, repair=False):
     """The records of a record file, read a line at a time (a long run's file is never held
-    whole in memory beside its records). ``repair``: a last line cut short (the process was
-    killed while writing it) is cut off the file, so that the run continues after its last
-    whole record; anywhere else a line that is not JSON raises ValueError."""
-    records = []
+    whole in memory). ``repair``: a last line cut short (the process was killed while writing
+    it) is cut off the file, so that the run continues after its last whole record; anywhere
+    else a line that is not JSON raises ValueError."""
     with open(path, "rb") as f:
         start, i, line = 0, 0, b""
         for i, line in enumerate(f, 1):
@@ -130,23 +129,23 @@ def _read_records(path, repair=False):
                 break  # (the last line, its newline never written: whole or cut short)
             start += len(line)
             if line.strip():
-                records.append(_parsed(line, path, i))
+                yield _parsed(line, path, i)
         else:
-            return records
+            return
     if not line.strip():
-        return records
+        return
     try:
-        records.append(_parsed(line, path, i))
+        last = _parsed(line, path, i)
     except ValueError:
         if not repair:
             raise
         with open(path, "r+b") as f:
             f.truncate(start)
-    else:
-        if repair:  # (whole, but its newline was never written)
-            with open(path, "ab") as f:
-                f.write(b"\n")
-    return records
+        return
+    if repair:  # (whole, but its newline was never written)
+        with open(path, "ab") as f:
+            f.write(b"\n")
+    yield last
 
 
 def _parsed(line, path, i):
@@ -389,3 +388,36 @@ class Records(Sequence):
         state = dict(self.__dict__)
         state["_cache"] = OrderedDict()
         return state
+
+
+class ById(Mapping):
+    """Records looked up by id (an earlier session's, which a resumed run replays): a read-only
+    mapping id -> record over a ``Records``, by a sorted array of their ids (8 bytes a record
+    beside the packed records, where a dict of the records held each as a dict)."""
+
+    def __init__(self, records):
+        self.records = records
+        ids = records.ids()
+        self._where = np.argsort(ids, kind="stable")
+        self._ids = ids[self._where]
+
+    def _find(self, i):
+        if not isinstance(i, (int, np.integer)):
+            return None
+        k = int(np.searchsorted(self._ids, i))
+        return k if k < self._ids.size and self._ids[k] == i else None
+
+    def __getitem__(self, i):
+        k = self._find(i)
+        if k is None:
+            raise KeyError(i)
+        return self.records[int(self._where[k])]
+
+    def __contains__(self, i):
+        return self._find(i) is not None
+
+    def __len__(self):
+        return int(self._ids.size)
+
+    def __iter__(self):
+        return iter(self._ids.tolist())
