@@ -96,7 +96,8 @@ def test_a_block_packs_records_lines_front_and_first_good():
     kept = Records()
     kept.add(block)  # (keeps its packed records, not its lines: they were written)
     assert kept == stamped and len(pickle.dumps(kept)) < len(block.lines) / 2
-    plain = RecordBlock(recs)  # (no lines made: written from its records)
+    plain = RecordBlock(recs)  # (no lines made: written from its records; no task: no front)
+    assert plain.front == [] and plain.good is None
     plain.stamp(time=1.25, island=3)
     assert plain.text() == block.text()
     assert [json.loads(x) for x in block.text().splitlines()] == [json.loads(_dump(r))

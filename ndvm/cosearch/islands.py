@@ -170,8 +170,7 @@ def _epoch(key, state, n, migrants, k, seconds, lines, task=None):
     for r in records:
         del r["time"]
     return _Outcome(_pack(island, key, task), RecordBlock(records, task, lines), island.best(k),
-                    island.n_proposed,
-                    island.stopped, list(island.state.warnings))
+                    island.n_proposed, island.stopped, list(island.state.warnings))
 
 
 def search_islands(task, islands, seed, grammar, batch, every, migrants, max_candidates, budget_s,

@@ -45,10 +45,11 @@ class SearchResult:
     """The outcome of ``ndvm.search``.
 
     records: one dict per candidate, in the order proposed (``Records``: a read-only sequence,
-        kept compressed, whose records are made as they are read; change a copy): ``id``, ``proposer``, ``proposed``
-        (the program as the proposer wrote it), ``model`` (the program calibrated: ``proposed``
-        simplified, None when it never got that far), ``params`` (the fitted parameters of
-        ``model``, name -> float: evaluate ``model`` with them to reproduce every number),
+        kept compressed, whose records are made as they are read; change a copy): ``id``,
+        ``proposer``, ``proposed`` (the program as the proposer wrote it), ``model`` (the
+        program calibrated: ``proposed`` simplified, None when it never got that far),
+        ``params`` (the fitted parameters of ``model``, name -> float: evaluate ``model`` with
+        them to reproduce every number),
         ``status`` ("ok", "invalid", "failed", "duplicate"),
         ``train_error`` and ``heldout_error`` (mean squared error; the NLL for likelihood tasks),
         ``r2`` (held-out R^2, None for likelihood tasks), ``size`` (atoms), ``skeleton``,
@@ -333,8 +334,7 @@ def search(task="damped", proposer=None, budget=None, max_candidates=None, out=N
     if out is not None:
         record_path = _open_run(out, resume, force)
         if resume and record_path.exists():
-            loaded = Records()  # (kept packed as they are read: a long run's are many)
-            for r in _iter_records(record_path, repair=True):
+            for r in _iter_records(record_path, repair=True):  # (packed as they are read)
                 r = _load(r)
                 t_offset = max(t_offset, r.get("time") or 0.0)
                 loaded.extend((r,))

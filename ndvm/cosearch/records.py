@@ -10,6 +10,7 @@ record instead of ~1.2-1.6 KB as dicts), read back a block at a time. An island'
 own records (``RecordBlock``: compressed, and as the JSON lines of the run folder) in the process
 that ran it, so the coordinating process neither unpacks nor serializes them.
 """
+import bisect
 import json
 import math
 import pickle
@@ -206,9 +207,10 @@ def _good(task, record):
 
 class RecordBlock:
     """Records packed together where they were made: pickled and compressed (``data``), as the
-    lines of the record file (``lines``, bytes, made only when asked), their ids, the count of
-    each status, the Pareto front among them and the first good one (``good``: lowest id), so
-    that whoever receives the block can follow a search without unpacking it. ``stamp(**fields)``
+    lines of the record file (``lines``, bytes, made only when asked), their ids and the count of
+    each status; given the ``task``, also the Pareto front among them and the first good one
+    (``good``: lowest id), so that whoever receives the block can follow a search without
+    unpacking it. ``stamp(**fields)``
     gives every record of the block more fields (an island search's coordinator stamps ``time``
     and ``island`` when the block arrives); they are added to each record read back, to each
     line written, and to the front and good records at once."""
@@ -220,7 +222,7 @@ class RecordBlock:
         self.lines = "".join(_dump(r) + "\n" for r in records).encode() if lines else None
         self.ids = array("q", (r["id"] for r in records))
         self.counts = dict(Counter(r["status"] for r in records))
-        self.front = pareto_front(records)
+        self.front = [] if task is None else pareto_front(records)
         self.good = None if task is None else next((r for r in records if _good(task, r)), None)
         self.extra = {}
 
@@ -340,7 +342,6 @@ class Records(Sequence):
 
     def _at(self, pos):
         """The record at position ``pos`` in the order added."""
-        import bisect
         sealed = self._n - len(self._tail)
         if pos >= sealed:
             return self._tail[pos - sealed]
@@ -402,7 +403,7 @@ class ById(Mapping):
         self._ids = ids[self._where]
 
     def _find(self, i):
-        if not isinstance(i, (int, np.integer)):
+        if not self._ids.size or not isinstance(i, (int, np.integer)):
             return None
         k = int(np.searchsorted(self._ids, i))
         return k if k < self._ids.size and self._ids[k] == i else None
