@@ -540,12 +540,14 @@ def one_island_share(n, islands, rounds, eq_id=None):
     from ndvm.cosearch import proposers
 
     search(64 * islands, 0)  # (warm)
-    shares, steady = [], []
+    shares, steady, whole = [], [], []
     for _ in range(rounds):
         with (timed_calls(isl.Island, ("run",)) as spent, native_seconds() as native,
-              timed_calls(proposers.Mutate, ("_blocks",)) as once):
+              timed_calls(proposers.Mutate, ("_blocks",)) as once,
+              timed_calls(isl, ("_epoch",)) as epochs):
             search(n, 1 + len(shares))
         shares.append(1.0 - native[0] / spent[0])
+        whole.append(1.0 - native[0] / epochs[0])
         # (the data's building blocks are analysed once a search: a longer search's share
         # tends to this one's without them)
         steady.append(1.0 - native[0] / (spent[0] - once[0]))
@@ -553,7 +555,9 @@ def one_island_share(n, islands, rounds, eq_id=None):
     print(f"one island's own serial fraction ({what}; {n} candidates, {islands} islands run on "
           f"one worker; the share of Island.run's time outside the native calibrations): {text}; "
           f"one population on many threads is capped at {1 / s:.1f}x by it; without the data "
-          f"analysis a search makes once (the building blocks): {runs_text(steady, 3)[1]}")
+          f"analysis a search makes once (the building blocks): {runs_text(steady, 3)[1]}; of "
+          f"its whole epochs (unpacking the island, its rounds, packing it and its records): "
+          f"{runs_text(whole, 3)[1]}")
     island_stages(lambda: search(n, 1 + rounds), n, what)
 
 
