@@ -45,7 +45,9 @@ class SearchResult:
     """The outcome of ``ndvm.search``.
 
     records: one dict per candidate, in the order proposed (``Records``: a read-only sequence,
-        kept compressed, whose records are made as they are read; change a copy): ``id``,
+        kept compressed, whose records are made as they are read; change a copy;
+        ``list(result.records)`` is a plain list, ``pandas.DataFrame(result.records)`` a
+        table): ``id``,
         ``proposer``, ``proposed`` (the program as the proposer wrote it), ``model`` (the
         program calibrated: ``proposed`` simplified, None when it never got that far),
         ``params`` (the fitted parameters of ``model``, name -> float: evaluate ``model`` with
