@@ -44,6 +44,9 @@ def test_records_are_the_list_they_stand_for():
         kept[1000]
     with pytest.raises(IndexError):
         kept[-1001]
+    for wrong in ("3", 3.0, None):
+        with pytest.raises(TypeError):
+            kept[wrong]
     odd = Records([{"id": 0, "status": "failed", "params": {"a": math.nan}}], block=1)
     assert math.isnan(odd[0]["params"]["a"])  # (not a null: pickled, not JSON)
     assert kept.counts() == {s: sum(r["status"] == s for r in recs)

@@ -13,6 +13,7 @@ that ran it, so the coordinating process neither unpacks nor serializes them.
 import bisect
 import json
 import math
+import operator
 import pickle
 import signal
 import threading
@@ -351,7 +352,7 @@ class Records(Sequence):
     def __getitem__(self, i):
         if isinstance(i, slice):
             return [self[j] for j in range(*i.indices(self._n))]
-        i = int(i)  # (numpy integers too)
+        i = operator.index(i)  # (numpy integers too; TypeError for what a list refuses)
         if i < 0:
             i += self._n
         if not 0 <= i < self._n:
