@@ -53,6 +53,8 @@ def test_records_are_the_list_they_stand_for():
                              for s in {r["status"] for r in recs}}
     assert kept.ids().tolist() == list(range(1000))
     assert pickle.loads(pickle.dumps(kept)) == recs
+    fresh = Records(recs, block=64)
+    assert list(fresh) == recs and not fresh._cache  # (a pass keeps no block unpacked)
     assert "1000" in repr(kept) and len(repr(kept)) < 200
     assert Records() == [] and len(Records()) == 0 and list(Records()) == []
     # (a thousand records take far less than their dicts)

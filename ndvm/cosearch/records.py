@@ -265,8 +265,8 @@ class Records(Sequence):
     """A search's records, in memory but compact: a read-only sequence of dicts (index, slice,
     iterate, ``len``), kept as ``RecordBlock`` s of at most ``block`` records with the newest
     records as dicts until a block fills. Each record read is a dict made from its block (the
-    last blocks read are kept: a record read twice soon is the same dict), so change a copy,
-    not the record. ``counts()``: the records of each status; ``ids()``: every id, in order."""
+    last blocks read by index are kept: a record indexed twice soon is the same dict; a pass
+    over them keeps nothing), so change a copy, not the record. ``counts()``: the records of each status; ``ids()``: every id, in order."""
 
     _CACHED = 64  # blocks kept unpacked: an island search reads its islands' blocks in turn
 
@@ -360,9 +360,10 @@ class Records(Sequence):
         return self._at(i if self._order is None else int(self._order[i]))
 
     def __iter__(self):
-        if self._order is None:
+        if self._order is None:  # (a block unpacked for the pass only: nothing kept after it)
             for k in range(len(self._blocks)):
-                yield from self._unpacked(k)
+                got = self._cache.get(k)
+                yield from (self._blocks[k].records() if got is None else got)
             yield from list(self._tail)
             return
         self._seal()  # (every position in a block)
