@@ -21,7 +21,7 @@ import ndvm
 from ndvm.cosearch.islands import check_islands, island_workers, search_islands
 from ndvm.cosearch.proposers import Proposer, Replay, make_proposer
 from ndvm.cosearch.records import (RECORD_FILE, SUMMARY_FILE, ById, Records, RunExistsError,
-                                   _dump, _existing, _good, _iter_records, _jsonable, _load,
+                                   _existing, _good, _iter_records, _jsonable, _lines, _load,
                                    _open_run, pareto_front, run_schema, uninterrupted)
 from ndvm.cosearch.rounds import ResumeMismatch, SearchState, _Batch, _fittest, _Rounds
 from ndvm.cosearch.score import Scorer
@@ -368,7 +368,7 @@ def search(task="damped", proposer=None, budget=None, max_candidates=None, out=N
             new = [r for r in b.records if r["id"] not in recorded]
             n_new += len(new)
             if sink and new:
-                sink.write("".join(_dump(r) + "\n" for r in new))
+                sink.write(_lines(new))
                 sink.flush()
 
     def emit(b):

@@ -176,6 +176,11 @@ def _dump(record):
                                else _clean(v)) for k, v in record.items()})
 
 
+def _lines(records):
+    """The record file's lines for ``records`` (one JSON object each, newline-ended)."""
+    return "".join(_dump(r) + "\n" for r in records)
+
+
 def _load(record):
     """A record as read from a record file (non-finite errors were written as null; a record
     of an older ndvm, with ``src`` and an optional ``model``, gets today's fields)."""
@@ -220,7 +225,7 @@ class RecordBlock:
 
     def __init__(self, records, task=None, lines=False):
         self.data = zlib.compress(pickle.dumps(records, pickle.HIGHEST_PROTOCOL), 1)
-        self.lines = "".join(_dump(r) + "\n" for r in records).encode() if lines else None
+        self.lines = _lines(records).encode() if lines else None
         self.ids = array("q", (r["id"] for r in records))
         self.counts = dict(Counter(r["status"] for r in records))
         self.front = [] if task is None else pareto_front(records)
@@ -253,7 +258,7 @@ class RecordBlock:
     def text(self):
         """The block's lines for the record file (with the stamped fields), as str."""
         if self.lines is None:
-            return "".join(_dump(r) + "\n" for r in self.records())
+            return _lines(self.records())
         if not self.extra:
             return self.lines.decode()
         # (each line is one JSON object; the stamped fields close it: one pass over the bytes)
@@ -274,7 +279,6 @@ class Records(Sequence):
         self._block = block
         self._blocks, self._starts, self._tail = [], [], []
         self._n = 0
-        self._counts = Counter()
         self._order = None  # positions in id order (sort_by_id), or None: the order added
         self._cache = OrderedDict()
         self.extend(records)
@@ -287,7 +291,6 @@ class Records(Sequence):
         before = self._n
         for r in records:
             self._tail.append(r)
-            self._counts[r["status"]] += 1
             self._n += 1
             if len(self._tail) == self._block:
                 self._seal()
@@ -301,7 +304,6 @@ class Records(Sequence):
         self._starts.append(self._n)
         self._blocks.append(block.packed())
         self._n += len(block)
-        self._counts.update(block.counts)
         self._appended(before)
 
     def _appended(self, before):
@@ -315,21 +317,31 @@ class Records(Sequence):
             self._blocks.append(RecordBlock(tail))
 
     def counts(self):
-        """{status: number of records}."""
-        return dict(self._counts)
+        """{status: number of records} (its blocks' counts, and the newest records')."""
+        out = Counter(r["status"] for r in self._tail)
+        for b in self._blocks:
+            out.update(b.counts)
+        return dict(out)
 
     def ids(self):
         """Every record's id, in order, as an int64 numpy array."""
-        raw = np.concatenate([np.frombuffer(b.ids, dtype=np.int64) for b in self._blocks]
-                             + [np.array([r["id"] for r in self._tail], dtype=np.int64)])
+        raw = self._ids_added()
         return raw if self._order is None else raw[self._order]
+
+    def _ids_added(self):
+        return np.concatenate([np.frombuffer(b.ids, dtype=np.int64) for b in self._blocks]
+                              + [np.array([r["id"] for r in self._tail], dtype=np.int64)])
 
     def sort_by_id(self):
         """Order the records by id (an island search's arrive island after island)."""
         self._seal()
-        self._order = None
-        order = np.argsort(self.ids(), kind="stable")
+        order = np.argsort(self._ids_added(), kind="stable")
         self._order = None if np.array_equal(order, np.arange(self._n)) else order
+
+    def _passing(self, k):
+        """Block ``k``'s records for a pass: the cached ones, else unpacked and not kept."""
+        got = self._cache.get(k)
+        return self._blocks[k].records() if got is None else got
 
     def _unpacked(self, k):
         got = self._cache.get(k)
@@ -362,8 +374,7 @@ class Records(Sequence):
     def __iter__(self):
         if self._order is None:  # (a block unpacked for the pass only: nothing kept after it)
             for k in range(len(self._blocks)):
-                got = self._cache.get(k)
-                yield from (self._blocks[k].records() if got is None else got)
+                yield from self._passing(k)
             yield from list(self._tail)
             return
         self._seal()  # (every position in a block)
@@ -371,8 +382,7 @@ class Records(Sequence):
         for w in range(0, self._n, 16384):  # (a window's blocks unpacked once each, in turn)
             pos = self._order[w:w + 16384]
             which = np.searchsorted(starts, pos, side="right") - 1
-            got = {int(k): self._unpacked(int(k)) if int(k) in self._cache
-                   else self._blocks[int(k)].records() for k in np.unique(which)}
+            got = {k: self._passing(k) for k in np.unique(which).tolist()}
             for p, k in zip(pos.tolist(), which.tolist()):
                 yield got[k][p - self._starts[k]]
 
@@ -384,7 +394,7 @@ class Records(Sequence):
     __hash__ = None
 
     def __repr__(self):
-        counts = ", ".join(f"{k} {v}" for k, v in sorted(self._counts.items()))
+        counts = ", ".join(f"{k} {v}" for k, v in sorted(self.counts().items()))
         return f"<Records: {self._n} ({counts})>"
 
     def __getstate__(self):
