@@ -769,6 +769,64 @@ def island_travel(epochs, every=256, at=(10, 50, 100, 200, 400)):
         isl._forget(key)
 
 
+def coordinator_over_time(seconds, islands=4, windows=10):
+    """The coordinating process's share of all the CPU (the serial fraction of an island search)
+    window by window over one long search: damped, ``islands`` islands on 2 worker processes,
+    ``seconds`` of budget, writing a run folder as the CLI does; in each of ``windows`` equal
+    windows the candidates made, their rate, the share in that window, what Amdahl's law
+    projects from it on 16 cores, and the mean size of the islands' packed states the
+    coordinator sent in it.
+    Each island carries the digests of every source it has met (its Seen) between epochs, so
+    what the coordinator moves per epoch grows with the search: the share measured over the
+    first seconds is not the share an hour in."""
+    from ndvm.cosearch import islands as isl
+
+    sizes, made, period = [], [0], seconds / windows
+    submit, add = schedule.Scheduler.submit, isl.Records.add
+
+    def submitting(self, fn, *args, tag=None):
+        if fn is isl._epoch and isinstance(args[1], bytes):
+            sizes.append(len(args[1]))
+        return submit(self, fn, *args, tag=tag)
+
+    def adding(self, block):
+        made[0] += len(block)
+        return add(self, block)
+
+    pool = schedule._process_pool(2)
+    ndvm.search("damped", islands=islands, max_candidates=64 * islands, budget=None,
+                executor=pool, seed=0)  # (the workers started and warm)
+    pids, stop, t0 = list(pool._processes), threading.Event(), time.perf_counter()
+    print(f"the coordinator's share over a {seconds:.0f} s island search (damped, {islands} "
+          f"islands, 2 worker processes, a run folder), windows of {period:.0f} s:")
+
+    def watch():
+        last = (t0, time.process_time(), _proc_cpu(pids), 0, 0)
+        while not stop.wait(period):
+            now = (time.perf_counter(), time.process_time(), _proc_cpu(pids), made[0],
+                   len(sizes))
+            mine, theirs = now[1] - last[1], now[2] - last[2]
+            share = mine / max(mine + theirs, 1e-9)
+            sent = sizes[last[4]:now[4]] or [0]
+            print(f"  at {now[0] - t0:5.0f} s: {now[3]:9d} candidates, "
+                  f"{(now[3] - last[3]) / (now[0] - last[0]):5.0f}/s, share {share:.4f} "
+                  f"({amdahl(share, 16):.1f}x on 16 cores), an island sent "
+                  f"{sum(sent) / len(sent) / 1e3:7.0f} kB", flush=True)
+            last = now
+
+    schedule.Scheduler.submit, isl.Records.add = submitting, adding
+    watcher = threading.Thread(target=watch, daemon=True)
+    watcher.start()
+    try:
+        with tempfile.TemporaryDirectory() as out:
+            ndvm.search("damped", islands=islands, budget=seconds, executor=pool, seed=1,
+                        out=f"{out}/run", progress=False)
+    finally:
+        stop.set()
+        schedule.Scheduler.submit, isl.Records.add = submit, add
+        watcher.join()
+
+
 def islands_part(args):
     """The island measurements the command line asks for (``--only-islands`` or ``--islands``)."""
     islands_scaling(args.island_candidates, args.islands, args.rounds, args.dask)
@@ -809,6 +867,9 @@ def main():
                     help="only the island-search scaling")
     ap.add_argument("--travel", type=int, default=0, metavar="EPOCHS",
                     help="only an island's travel cost between epochs, over this many epochs")
+    ap.add_argument("--over-time", type=float, default=0, metavar="SECONDS",
+                    help="only the coordinator's share window by window over one island search "
+                         "of this many seconds")
     ap.add_argument("--large-data", default="I.9.18", metavar="EQUATION",
                     help="the Feynman equation whose data set the islands' serial fraction is "
                          "also measured on ('': skip it)")
@@ -820,6 +881,9 @@ def main():
                    f"constraints.txt '.[bench]')\n")
     if args.travel:
         island_travel(args.travel)
+        return
+    if args.over_time:
+        coordinator_over_time(args.over_time)
         return
     if args.only_islands:
         islands_part(args)

@@ -192,7 +192,7 @@ def search_islands(task, islands, seed, grammar, batch, every, migrants, max_can
     stops = [None] * islands  # why each island's proposer stopped for good, or None
     island_warnings = [[] for _ in range(islands)]
     epochs = [0] * islands  # epochs completed by each island
-    sent = {}  # (island, epoch) -> the migrants it sends after that epoch
+    sent = {}  # (island, epoch) -> the migrants it sends after that epoch (until read for good)
     finished = [False] * islands
     running = []  # the Handles of the epochs running (tag: island, epoch)
     records, warnings = Records(), []
@@ -248,6 +248,8 @@ def search_islands(task, islands, seed, grammar, batch, every, migrants, max_can
                                                              out.warnings)
                 epochs[i] = e + 1
                 sent[(i, e)] = out.best
+                for j, d in [k for k in sent if k[1] < epochs[(k[0] + 1) % islands] - 1]:
+                    del sent[(j, d)]  # (its receiver has begun a later epoch: never read again)
                 block.stamp(time=round(time.perf_counter() - started, 4), island=i)
                 with uninterrupted():  # (memory and file keep the same records)
                     records.add(block)
