@@ -492,13 +492,12 @@ def _cores(pids, fn):
     return out, (_proc_cpu(pids) - cpu) / (time.perf_counter() - t)
 
 
-def _coordinator_share(pool, search, n):
-    """measure_result() of ``search()``, an island search on ``pool``, and the coordinating
-    process's share of all CPU (its own and the pool's worker processes') while the islands
-    run: the serial fraction (the model selection after them excluded)."""
+def _coordinator_share(pids, search, n):
+    """measure_result() of ``search()``, an island search on the worker processes ``pids``, and
+    the coordinating process's share of all CPU (its own and the worker processes') while the
+    islands run: the serial fraction (the model selection after them excluded)."""
     from ndvm.cosearch import loop
 
-    pids = list(pool._processes)
     theirs = _proc_cpu(pids)
     # (search_islands: the name the search calls, timed in its place)
     with timed_calls(loop, ("search_islands",), (time.process_time,)) as coordinator:
@@ -610,10 +609,10 @@ def islands_on_large_data(eq_id, n, islands, rounds):
 
     eq = next(e for e in feynman.load_equations() if e.id == eq_id)
     X, y, _, _ = feynman.make_data(eq, 0)
-    pool = schedule._process_pool(2)
+    pids = schedule.process_ids(2)
     est = {"islands": islands, "workers": 2, "budget": None, "random_state": 0}
     ndvm.SymbolicRegressor(max_candidates=64 * islands, **est).fit(X, y)  # (warm)
-    shares = [_coordinator_share(pool, lambda: ndvm.SymbolicRegressor(
+    shares = [_coordinator_share(pids, lambda: ndvm.SymbolicRegressor(
         max_candidates=n, **est).fit(X, y), n)[2] for _ in range(rounds)]
     s, text = runs_text(shares, 4)
     print(f"island search on Feynman {eq_id} ({X.shape[1]} inputs, {y.size} training rows, {n} "
@@ -622,52 +621,57 @@ def islands_on_large_data(eq_id, n, islands, rounds):
 
 
 def islands_scaling(n, islands, rounds, dask):
-    """An island search (damped, ``n`` candidates, ``islands`` islands, seed 0) on a pool of 1
-    and of 2 worker processes, runs alternated: candidates/s, the same records both ways, and
-    the serial fraction: the share of all the CPU (this process's and the workers') that the
-    coordinating process spent (merging, migrating), which Amdahl's law projects to many
-    cores, without a run folder and writing one (out=, as the CLI always does: the records'
-    lines, made where the epochs ran, written by the coordinator); and this machine's own limit, the candidates/s of the same search run twice at
-    once, each on one worker process of its own, over one alone (nothing shared but the
-    machine: no island search on two processes can do better here). With ``dask``, also a
-    LocalCluster of 1 against one of 2 worker processes."""
+    """An island search (damped, ``n`` candidates, ``islands`` islands, seed 0) on one worker
+    process (an executor of one) and on 2 (``workers=2``, as a user runs it: the islands' Seens
+    stay in their home processes), runs alternated: candidates/s, the same records both ways,
+    and the serial fraction: the share of all the CPU (this process's and the workers') that
+    the coordinating process spent on 2 workers (merging, migrating), which Amdahl's law
+    projects to many cores, without a run folder and writing one (out=, as the CLI always
+    does: the records' lines, made where the epochs ran, written by the coordinator); and this
+    machine's own limit, the candidates/s of the same search run twice at once, each on one
+    worker process of its own, over one alone (nothing shared but the machine: no island search
+    on two processes can do better here). With ``dask``, also a LocalCluster of 1 against one
+    of 2 worker processes."""
 
     run = dict(islands=islands, max_candidates=n, seed=0, budget=None, migration_every=256)
-    pools = {w: schedule._process_pool(w) for w in (1, 2)}
+    one = ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn"))
     twin = ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn"))
-    for pool in (*pools.values(), twin):  # (their processes started and ndvm imported)
-        ndvm.search("damped", executor=pool, **dict(run, max_candidates=64 * islands))
+    on = {1: dict(executor=one), 2: dict(workers=2)}
+    for where in (*on.values(), dict(executor=twin)):  # (processes started, ndvm imported)
+        ndvm.search("damped", **where, **dict(run, max_candidates=64 * islands))
+    pids = {1: list(one._processes), 2: schedule.process_ids(2)}
 
     def two_searches():  # (the same search twice at once, each on a lone worker process)
         other = threading.Thread(target=lambda: ndvm.search("damped", executor=twin, **run))
         other.start()
-        ndvm.search("damped", executor=pools[1], **run)
+        ndvm.search("damped", executor=one, **run)
         other.join()
 
     rates, serial, writing, reference, twins = {1: [], 2: []}, [], [], None, []
     for _ in range(rounds):
-        for w, pool in pools.items():
+        for w, where in on.items():
             (got, *_), res, share = _coordinator_share(
-                pool, lambda pool=pool: ndvm.search("damped", executor=pool, **run), n)
+                pids[w], lambda where=where: ndvm.search("damped", **where, **run), n)
             rows = [(r["id"], r["model"], r["params"]) for r in res.records]
             assert reference is None or rows == reference, "the island search depends on workers"
             reference = rows
             rates[w].append(got)
-            if w == 1:
+            if w == 2:
                 serial.append(share)
         with tempfile.TemporaryDirectory() as d:  # (as the CLI runs it: writing a run folder)
-            writing.append(_coordinator_share(pools[1], lambda: ndvm.search(
-                "damped", executor=pools[1], out=Path(d) / "run", **run), n)[2])
+            writing.append(_coordinator_share(pids[2], lambda: ndvm.search(
+                "damped", workers=2, out=Path(d) / "run", **run), n)[2])
         twins.append(measure(two_searches, 2 * n)[0] / rates[1][-1])
     twin.shutdown()
+    one.shutdown()
     ratio = np.array(rates[2]) / np.array(rates[1])
     s, s_runs = runs_text(serial, 4)
     print(f"island search (damped, {n} candidates, {islands} islands, epochs of 256): 1 process "
           f"median {np.median(rates[1]):.0f} cand/s, 2 processes {np.median(rates[2]):.0f} "
           f"cand/s; speed-up median {np.median(ratio):.2f}x over {len(ratio)} pairs "
           f"({' '.join(f'{q:.2f}' for q in ratio)}); the same records")
-    print(f"  serial fraction (the coordinator's share of all CPU while the islands run, 1 "
-          f"process): {s_runs}; Amdahl: "
+    print(f"  serial fraction (the coordinator's share of all CPU while the islands run, 2 "
+          f"processes): {s_runs}; Amdahl: "
           f"{amdahl(s, 2):.2f}x on 2 cores, {amdahl(s, 16):.1f}x on 16, {amdahl(s, 64):.1f}x on "
           f"64 (the model selection after the search, serial too, is not in it: cand/s counts "
           f"it)")
@@ -784,19 +788,18 @@ def coordinator_over_time(seconds, islands=4, windows=10):
     sizes, made, period = [], [0], seconds / windows
     submit, add = schedule.Scheduler.submit, isl.Records.add
 
-    def submitting(self, fn, *args, tag=None):
+    def submitting(self, fn, *args, **where):
         if fn is isl._epoch and isinstance(args[1], bytes):
             sizes.append(len(args[1]))
-        return submit(self, fn, *args, tag=tag)
+        return submit(self, fn, *args, **where)
 
     def adding(self, block):
         made[0] += len(block)
         return add(self, block)
 
-    pool = schedule._process_pool(2)
     ndvm.search("damped", islands=islands, max_candidates=64 * islands, budget=None,
-                executor=pool, seed=0)  # (the workers started and warm)
-    pids, stop, t0 = list(pool._processes), threading.Event(), time.perf_counter()
+                workers=2, seed=0)  # (the workers started and warm)
+    pids, stop, t0 = schedule.process_ids(2), threading.Event(), time.perf_counter()
     print(f"the coordinator's share over a {seconds:.0f} s island search (damped, {islands} "
           f"islands, 2 worker processes, a run folder), windows of {period:.0f} s:")
 
@@ -819,7 +822,7 @@ def coordinator_over_time(seconds, islands=4, windows=10):
     watcher.start()
     try:
         with tempfile.TemporaryDirectory() as out:
-            ndvm.search("damped", islands=islands, budget=seconds, executor=pool, seed=1,
+            ndvm.search("damped", islands=islands, budget=seconds, workers=2, seed=1,
                         out=f"{out}/run", progress=False)
     finally:
         stop.set()

@@ -5,10 +5,13 @@ co-search's proposer thread and the threads it lends to a round's calibrations, 
 epochs in worker processes or on a cluster all go through a ``Scheduler``:
 
     sched = Scheduler.threads(workers)     # the persistent pool of ndvm worker threads
-    sched = Scheduler.processes(workers)   # kept spawned worker processes (1: this thread)
+    sched = Scheduler.processes(workers)   # kept spawned worker processes (1: this thread),
+                                           #    each a slot of its own (submit's ``where``)
     sched = Scheduler.on(executor)         # any concurrent.futures.Executor (Dask's included)
 
     h = sched.submit(fn, *args, tag=...)   # -> a Handle; fn(*args) runs on a worker
+    sched.submit(fn, *args, where=k)       #    on worker process k (of sched.slots): what a
+                                           #    piece of work leaves in it is there next time
     sched.wait(handles, timeout)           # -> the handles whose outcome is known, in the order
                                            #    given (at least one unless the timeout passed)
     sched.wait(handles, every=True)        # -> once every one is done
@@ -134,10 +137,10 @@ class Handle:
     it; it ran again each time). Read by the thread that submitted it (``done`` and ``result``
     are where a lost worker's work is submitted again)."""
 
-    __slots__ = ("args", "fn", "future", "lost", "on", "sched", "tag")
+    __slots__ = ("args", "fn", "future", "lost", "on", "sched", "tag", "where")
 
-    def __init__(self, sched, fn, args, tag):
-        self.sched, self.fn, self.args, self.tag = sched, fn, args, tag
+    def __init__(self, sched, fn, args, tag, where=None):
+        self.sched, self.fn, self.args, self.tag, self.where = sched, fn, args, tag, where
         self.lost = []
         self.future = self.on = None
 
@@ -173,11 +176,13 @@ class Handle:
 
 class Scheduler:
     """Where work runs (see the module's docstring): ``workers`` at once, on the executor
-    ``current()`` gives; ``renew(broken)`` gives a new one in place of a broken pool of ours
-    (None: not ours to renew)."""
+    ``current(slot)`` gives; ``renew(broken, slot)`` gives a new one in place of a broken pool
+    of ours (None: not ours to renew). ``slots``: how many worker processes work can be sent to
+    by ``submit``'s ``where`` (None: the executor places the work)."""
 
-    def __init__(self, current, workers, renew=None, options=None, client=None):
-        self.current, self.workers, self._renew = current, workers, renew
+    def __init__(self, current, workers, renew=None, options=None, client=None, slots=None):
+        self.current, self.workers, self._renew, self.slots = current, workers, renew, slots
+        self._turn = 0  # (the slot of the next work submitted without ``where``)
         self._options = options or {}  # (keywords every submit passes to the executor)
         self._client = client  # (a Dask cluster's client: its event log tells of dead workers)
         self._tags = {}  # (on a cluster: each submitted task's key -> its handle's tag)
@@ -186,19 +191,23 @@ class Scheduler:
     def threads(cls, workers=None):
         """The persistent pool of worker threads (grown to ``workers`` if smaller)."""
         workers = check_workers(workers)
-        return cls(lambda: _thread_pool(workers), workers)
+        return cls(lambda _: _thread_pool(workers), workers)
 
     @classmethod
     def processes(cls, workers):
-        """``workers`` spawned worker processes of ours (kept for the next call, renewed when
-        one dies); one worker runs each piece of work on the calling thread, when submitted."""
+        """``workers`` spawned worker processes of ours (kept for the next call, each renewed
+        when it dies), each a slot of its own: ``submit(..., where=k)`` runs the work in the
+        k-th, so that what the work leaves in its process (an island's Seen) is there for the
+        next work sent there; work submitted without ``where`` goes to each in turn. One worker
+        runs each piece of work on the calling thread, when submitted (no slots)."""
         workers = check_workers(workers)
         if workers == 1:
             inline = _Inline()
-            return cls(lambda: inline, 1)
+            return cls(lambda _: inline, 1)
         check_main_importable()
-        return cls(lambda: _process_pool(workers),
-                   workers, renew=lambda broken: _process_pool(workers, broken))
+        return cls(lambda slot: _process_pool(workers, slot), workers,
+                   renew=lambda broken, slot: _process_pool(workers, slot, broken),
+                   slots=workers)
 
     @classmethod
     def on(cls, executor):
@@ -207,17 +216,22 @@ class Scheduler:
         island's state, its migrants) to name it, nor hands back the outcome of an earlier
         submission with the same arguments when work is run again after its worker died."""
         client = _client_of(executor)
-        return cls(lambda: executor, executor_workers(executor),
+        return cls(lambda _: executor, executor_workers(executor),
                    options={"pure": False} if client is not None else None, client=client)
 
-    def submit(self, fn, *args, tag=None):
-        """``fn(*args)`` on a worker: its Handle."""
-        h = Handle(self, fn, args, tag)
+    def submit(self, fn, *args, tag=None, where=None):
+        """``fn(*args)`` on a worker (with ``slots``, the slot ``where``, else the next in
+        turn; without, ``where`` is ignored): its Handle."""
+        if self.slots is not None:
+            if where is None:
+                where, self._turn = self._turn, self._turn + 1
+            where %= self.slots
+        h = Handle(self, fn, args, tag, where)
         self._start(h)
         return h
 
     def _start(self, h):
-        ex, options = self.current(), self._options
+        ex, options = self.current(h.where), self._options
         if self._client is not None:  # (named by us: the cluster's event log names its keys)
             options = dict(options, key=f"{getattr(h.fn, '__name__', 'work')}-{uuid.uuid4().hex}")
             self._tags[options["key"]] = h.tag
@@ -226,7 +240,7 @@ class Scheduler:
         except BrokenProcessPool:  # (a worker died while idle: no future said so yet)
             if self._renew is None:
                 raise
-            ex = self._renew(ex)
+            ex = self._renew(ex, h.where)
             h.future = ex.submit(h.fn, *h.args, **options)
         h.on = ex
 
@@ -239,7 +253,8 @@ class Scheduler:
 
     def _resubmit(self, h, exc):
         if isinstance(exc, BrokenProcessPool) and self._renew is not None:
-            self._renew(h.on)  # (once per broken pool: a renewed one is returned as it is)
+            self._renew(h.on, h.where)  # (once per broken pool: a renewed one is returned as
+            # it is)
         self._start(h)
 
     def wait(self, handles, timeout=None, every=False):
@@ -343,7 +358,7 @@ def shutdown():
 
 atexit.register(shutdown)
 
-_PROCESSES = {}  # workers -> this process's pool of worker processes, kept for the next call
+_PROCESSES = {}  # (workers, slot) -> this process's pool of that slot's one worker process
 _PROCESSES_LOCK = threading.Lock()
 
 
@@ -371,15 +386,28 @@ def _unstick(pool):
             pass
 
 
-def _process_pool(workers, broken=None):
-    """The kept pool of ``workers`` worker processes (started on first use: a worker process
-    imports ndvm once, not once a call), a new one in place of ``broken``."""
+def _process_pool(workers, slot, broken=None):
+    """The kept pool of slot ``slot`` of ``workers`` worker processes (one process each, started
+    on first use: a worker process imports ndvm once, not once a call), a new one in place of
+    ``broken``."""
     with _PROCESSES_LOCK:
-        pool = _PROCESSES.get(workers)
+        pool = _PROCESSES.get((workers, slot))
         if pool is None or pool is broken:
             if pool is not None:
                 pool.shutdown(wait=False, cancel_futures=True)
             # spawn: a fork of a process with threads running (ours, BLAS's) may deadlock
-            pool = _PROCESSES[workers] = ProcessPoolExecutor(
-                max_workers=workers, mp_context=multiprocessing.get_context("spawn"))
+            pool = _PROCESSES[(workers, slot)] = ProcessPoolExecutor(
+                max_workers=1, mp_context=multiprocessing.get_context("spawn"))
         return pool
+
+
+def process_ids(workers):
+    """The process ids of the ``workers`` kept worker processes of ``Scheduler.processes`` (each
+    started if it was not)."""
+    out = []
+    for k in range(workers):
+        pool = _process_pool(workers, k)
+        if not pool._processes:
+            pool.submit(int).result()
+        out += list(pool._processes)
+    return out

@@ -120,7 +120,7 @@ def test_an_island_travels_without_its_task_and_runs_on_where_it_lands():
     key = "test-travels-light"
     try:
         assert isl._epoch(key, recipe, 32, [], 4, None, True) == isl.NEED_TASK  # (not sent yet)
-        first = isl._epoch(key, recipe, 32, [], 4, None, True, task)
+        first = isl._epoch(key, recipe, 32, [], 4, None, True, None, task)
         assert x["x1"][100:104].tobytes() not in first.packed  # (its data stay behind)
         assert len(first.packed) < len(pickle.dumps(task)) / 4
         second = isl._epoch(key, first.packed, 32, [], 4, None, False)  # (the task is kept here)
@@ -135,6 +135,62 @@ def test_an_island_travels_without_its_task_and_runs_on_where_it_lands():
     assert rows == [[[r.get(k) for k in FIELDS] for r in recs]
                     for recs in (first.records.records(), second.records.records(), second.best)]
     assert second.n_proposed == whole.n_proposed == 64
+
+
+def test_an_islands_seen_stays_where_its_epoch_ran_and_is_sent_again_when_not_there():
+    """On processes of ours (``held``) an island's Seen neither leaves the process that ran its
+    epoch nor comes back: the epoch sends only the digests it added, the next epoch finds the
+    Seen kept, and one that lands where it is not answers NEED_SEEN and runs on every digest
+    sent again, with the same records as the island run on without packing."""
+    task = get_task("damped")
+    g = task.search_grammar().check()
+    recipe = (0, 2, 1, g, 16, "dmci", None, 0, None)
+    key = "test-seen-stays"
+    try:
+        first = isl._epoch(key, recipe, 64, [], 4, None, False, (0, None, 2), task)
+        kept = isl._SEENS[(key, 0)]
+        assert kept[0] == 1 and len(first.seen) == 8 * len(kept[1]) > 0
+        assert first.seen[:64] not in first.packed  # (its digests stay here)
+        second = isl._epoch(key, first.packed, 64, [], 4, None, False, (1, None, 2))
+        assert isl._SEENS[(key, 0)][1] is kept[1]  # (the same Seen, grown)
+        digests = first.seen + second.seen
+        assert ndvm._core._core.Seen.of(digests) is not kept[1]
+        stale = isl._epoch(key, first.packed, 64, [], 4, None, False, (1, None, 2))
+        assert stale == isl.NEED_SEEN  # (the Seen kept is after 2 epochs, not after 1)
+        assert (key, 0) not in isl._SEENS  # (and was dropped)
+        assert isl._epoch(key, second.packed, 64, [], 4, None, False, (2, None, 2)) == \
+            isl.NEED_SEEN
+        third = isl._epoch(key, second.packed, 64, [], 4, None, False, (2, digests, 2))
+        assert len(isl._SEENS[(key, 0)][1]) * 8 == len(digests + third.seen)
+    finally:
+        isl._forget(key)
+    assert not any(k[0] == key for k in isl._SEENS)
+    whole = isl.Island(task, *recipe)
+    outs = []
+    for _ in range(3):
+        whole, recs = isl.run_epoch(whole, 64, [])
+        outs.append([[r.get(k) for k in FIELDS] for r in recs])
+    assert outs == [[[r.get(k) for k in FIELDS] for r in o.records.records()]
+                    for o in (first, second, third)]
+    assert len(whole.state.seen) * 8 == len(digests + third.seen)
+
+
+def test_a_search_whose_islands_seens_go_missing_sends_them_again(inline, monkeypatch):
+    """Every other epoch finds its island's Seen gone (as when the island moves to another
+    process or its home process died): the coordinator sends every digest again, and the
+    records are the same."""
+    seen_for, calls = isl._seen_for, []
+
+    def forgetful(key, index, held):
+        calls.append(held[1] is not None)
+        if len(calls) % 2 and held[1] is None:
+            return None
+        return seen_for(key, index, held)
+
+    monkeypatch.setattr(isl, "_seen_for", forgetful)
+    res = ndvm.search("damped", workers=1, **RUN)
+    assert _rows(res) == _rows(inline)
+    assert any(calls) and not all(calls)  # (some epochs were sent their Seen again)
 
 
 def test_island_settings_are_checked():
@@ -218,12 +274,11 @@ def _kill_when_written(out, pids, killed):
 def test_a_killed_worker_process_loses_and_duplicates_nothing(inline, tmp_path):
     run = dict(RUN, max_candidates=576, migration_every=96)
     whole = ndvm.search("damped", workers=1, **run)
-    pool = schedule._process_pool(2)
-    pool.submit(time.sleep, 0).result()  # (its processes started)
+    schedule.process_ids(2)  # (its processes started)
     out = tmp_path / "run"
-    killed = []
+    killed = []  # (the process killed is the home of islands: their Seens are sent again)
     t = threading.Thread(target=_kill_when_written,
-                         args=(out, lambda: list(pool._processes), killed))
+                         args=(out, lambda: schedule.process_ids(2), killed))
     t.start()
     res = ndvm.search("damped", workers=2, out=out, **run)
     t.join()
@@ -262,7 +317,7 @@ def test_a_killed_dask_worker_loses_and_duplicates_nothing(tmp_path):
 def test_a_pool_that_broke_before_any_future_said_so_is_renewed(inline):
     """A worker died while no epoch was running (the pool is broken, no future failed): the next
     submit renews the pool instead of failing the search."""
-    pool = schedule._process_pool(2)
+    pool = schedule._process_pool(2, 0)
     pool.submit(time.sleep, 0).result()
     os.kill(next(iter(pool._processes)), signal.SIGKILL)
     deadline = time.monotonic() + 30
@@ -271,4 +326,4 @@ def test_a_pool_that_broke_before_any_future_said_so_is_renewed(inline):
     assert pool._broken
     res = ndvm.search("damped", workers=2, **RUN)
     assert _rows(res) == _rows(inline)
-    assert schedule._process_pool(2) is not pool
+    assert schedule._process_pool(2, 0) is not pool

@@ -287,6 +287,28 @@ def test_a_seen_of_many_sources_grows_and_travels_whole():
     assert len(again) == 2 and sorted(_digests(again)) == [0, 5]
 
 
+def test_a_seen_keeps_what_it_gained_since_its_mark():
+    """``mark()`` then ``added()``: the digests added since, once each, in the packed form; a
+    Seen of an earlier packing joined with them is the Seen."""
+    s = rounds.Seen()
+    assert s.added() == b""  # (nothing kept before a mark)
+    s.add("(+ a x)")
+    before = _seen_bytes(s)
+    s.mark()
+    assert s.added() == b""
+    assert s.add_new("(* a x)") and not s.add_new("(+ a x)")
+    s.add("(* a x)")
+    s.add("(- a x)")
+    assert len(s.added()) == 16  # (two new ones; those met before are not added)
+    whole = rounds.Seen.of(before + s.added())
+    assert len(whole) == 3 and all(t in whole for t in ("(+ a x)", "(* a x)", "(- a x)"))
+    s.mark()  # (a new mark forgets what was kept)
+    assert s.added() == b"" and len(s) == 3
+    assert len(rounds.Seen.of(b"")) == 0
+    with pytest.raises(ValueError, match="8 bytes"):
+        rounds.Seen.of(b"1234")
+
+
 def _seen_bytes(seen):
     _, (packed,) = seen.__reduce__()
     return packed

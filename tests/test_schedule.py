@@ -86,13 +86,13 @@ def test_a_broken_pool_of_ours_is_renewed_once_for_all_its_work():
     broken, fresh = Losing(10, BrokenProcessPool), Losing(0)
     current, renewed = [broken], []
 
-    def renew(old):  # (as schedule._process_pool: a new pool in place of the broken one only)
+    def renew(old, slot):  # (as schedule._process_pool: a new pool for the broken one only)
         if current[0] is old:
             renewed.append(old)
             current[0] = fresh
         return current[0]
 
-    sched = Scheduler(lambda: current[0], 2, renew=renew)
+    sched = Scheduler(lambda slot: current[0], 2, renew=renew)
     handles = [sched.submit(pow, 2, k) for k in range(3)]
     assert [h.result() for h in handles] == [1, 2, 4]
     assert len(fresh.calls) == 3 and all(h.on is fresh for h in handles)
@@ -122,12 +122,23 @@ def _kill_first(marker):
 
 def test_a_worker_process_killed_mid_task_loses_nothing(tmp_path):
     sched = Scheduler.processes(2)
-    pool = schedule._process_pool(2)
-    h = sched.submit(_kill_first, str(tmp_path / "killed"))
+    pool = schedule._process_pool(2, 1)
+    h = sched.submit(_kill_first, str(tmp_path / "killed"), where=3)  # (slot 3 % 2)
     pid = h.result()
     assert (tmp_path / "killed").exists() and pid != os.getpid()
     assert len(h.lost) >= 1 and isinstance(h.lost[0], BrokenProcessPool)
-    assert schedule._process_pool(2) is not pool and h.on is schedule._process_pool(2)
+    assert schedule._process_pool(2, 1) is not pool and h.on is schedule._process_pool(2, 1)
+    assert pid in schedule.process_ids(2) and h.where == 1
+
+
+def test_work_sent_to_a_slot_runs_in_that_process_every_time():
+    sched = Scheduler.processes(2)
+    pids = [[sched.submit(os.getpid, where=k).result() for _ in range(3)] for k in range(2)]
+    assert len(set(pids[0])) == len(set(pids[1])) == 1 and pids[0][0] != pids[1][0]
+    assert sorted({p for ps in pids for p in ps}) == sorted(schedule.process_ids(2))
+    turns = {sched.submit(os.getpid).result() for _ in range(4)}  # (without where: in turn)
+    assert turns == set(schedule.process_ids(2))
+    assert Scheduler.threads(2).slots is None and Scheduler.processes(1).slots is None
 
 
 def _die_mid_send(marker):

@@ -34,20 +34,48 @@ cdef class Seen:
     epochs carries it), the same digests in every process."""
 
     cdef DigestSet digests
+    cdef vector[uint64_t] _added  # the digests added since ``mark()``, in order
+    cdef bint _marked
 
     def __contains__(self, source):
         return self.digests.contains(_source_digest(source))
 
+    cdef bint _insert(self, uint64_t d):
+        if not self.digests.insert(d):
+            return False
+        if self._marked:
+            self._added.push_back(d)
+        return True
+
     def add(self, source):
         """Add ``source``."""
-        self.digests.insert(_source_digest(source))
+        self._insert(_source_digest(source))
 
     def add_new(self, source):
         """Add ``source``; False when it was already met (one digest for both)."""
-        return self.digests.insert(_source_digest(source))
+        return self._insert(_source_digest(source))
 
     def __len__(self):
         return self.digests.size()
+
+    def mark(self):
+        """Start keeping what is added from now on (``added``), forgetting what was kept."""
+        self._added.clear()
+        self._marked = True
+
+    def added(self):
+        """The digests added since ``mark()``, packed as a Seen pickles them (8 bytes each):
+        ``Seen.of`` of an earlier packing and of every ``added()`` since is this Seen."""
+        cdef Py_ssize_t n = <Py_ssize_t>self._added.size()
+        out = PyBytes_FromStringAndSize(NULL, 8 * n)
+        if n:
+            memcpy(PyBytes_AS_STRING(out), self._added.data(), 8 * n)
+        return out
+
+    @staticmethod
+    def of(packed):
+        """The Seen of these packed digests (a Seen's pickled form, or several joined)."""
+        return _seen_from(bytes(packed))
 
     def __reduce__(self):
         packed = PyBytes_FromStringAndSize(NULL, <Py_ssize_t>(8 * self.digests.size()))

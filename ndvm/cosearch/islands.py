@@ -19,6 +19,14 @@ packed (it never unpacks one), and the task, with its data, stays in the process
 epochs: an epoch is sent the search's key, and the task only when its process answers that it
 has not got it yet (once per worker process and search). The islands' scorers, everything in
 them derived from the task, are made again from it where they land (``score.Scorer``).
+
+An island's Seen (the digests of every source it has met, 8 bytes each) grows with the search,
+so on worker processes of ours it stays where the island's last epoch ran instead of travelling:
+each island has a home process (a slot of ``Scheduler.processes``) that keeps its Seen between
+epochs (``_SEENS``), and the epoch sends back only the digests it added. The coordinator keeps
+them all, so an epoch that lands where its island's Seen is not (its home process died, or the
+island moved to a process left idle) is answered NEED_SEEN and sent again with every digest. On
+an executor (Dask) the Seen travels inside the island, as the rest of it.
 """
 import copyreg
 import io
@@ -30,6 +38,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ndvm._core._core import Seen
 from ndvm.cosearch.proposers import make_proposer
 from ndvm.cosearch.records import RecordBlock, Records, uninterrupted
 from ndvm.cosearch.rounds import SearchState, _fittest, _Rounds
@@ -40,8 +49,13 @@ from ndvm.schedule import Scheduler, check_main_importable, default_workers
 __all__ = ["Island", "run_epoch", "search_islands"]
 
 NEED_TASK = "ndvm: this process has not got the search's task"  # (an epoch's answer)
+NEED_SEEN = "ndvm: this process has not got the island's Seen"  # (an epoch's answer)
 _KEEP = 4  # the tasks of this many searches stay in a process that runs epochs
 _TASKS = {}  # search key -> its task, in this process
+# (search key, island) -> (the epochs the island had run, its Seen then), in this process: the
+# Seens of the islands whose last epoch ran here (at most ``held``'s bound of them, the oldest
+# used dropped first: an island that moved elsewhere is dropped in time)
+_SEENS = {}
 _TASKS_LOCK = threading.Lock()
 
 
@@ -120,23 +134,58 @@ def _keep(key, task):
     with _TASKS_LOCK:
         _TASKS[key] = task
         while len(_TASKS) > _KEEP:
-            del _TASKS[next(iter(_TASKS))]
+            old = next(iter(_TASKS))
+            del _TASKS[old]
+            _drop_seens(old)
 
 
 def _forget(key):
     with _TASKS_LOCK:
         _TASKS.pop(key, None)
+        _drop_seens(key)
 
 
-def _pack(island, key, task):
-    """The bytes of ``island`` with its task left out (unpacked where the task is kept)."""
+def _drop_seens(key):
+    for k in [k for k in _SEENS if k[0] == key]:
+        del _SEENS[k]
+
+
+def _left_behind():
+    return None  # (an island's Seen where it was packed without it: _epoch puts it back)
+
+
+def _pack(island, key, task, without_seen=False):
+    """The bytes of ``island`` with its task left out (unpacked where the task is kept), and its
+    Seen (unpacked as None) when ``without_seen``."""
     f = io.BytesIO()
     p = pickle.Pickler(f, protocol=pickle.HIGHEST_PROTOCOL)
     p.dispatch_table = copyreg.dispatch_table.copy()  # (looked up by type, in C: no per-object
     p.dispatch_table[type(task)] = lambda t: ((_task_here, (key,)) if t is task  # callback)
                                               else t.__reduce_ex__(pickle.HIGHEST_PROTOCOL))
+    if without_seen:
+        p.dispatch_table[Seen] = lambda _: (_left_behind, ())
     p.dump(island)
     return f.getvalue()
+
+
+def _seen_for(key, index, held):
+    """Island ``index``'s Seen after ``held[0]`` epochs: the one this process kept, else the one
+    of the digests ``held[1]`` (when given), else None (the epoch answers NEED_SEEN)."""
+    epoch, digests, _ = held
+    kept = _SEENS.pop((key, index), None)  # (kept again only once the epoch has run)
+    if kept is not None and kept[0] == epoch:
+        return kept[1]
+    return None if digests is None else Seen.of(digests)
+
+
+def _hold(key, index, epochs, seen, most):
+    """Keep island ``index``'s Seen after ``epochs`` epochs here, as the newest of at most
+    ``most`` Seens."""
+    with _TASKS_LOCK:
+        _SEENS.pop((key, index), None)
+        _SEENS[(key, index)] = (epochs, seen)
+        while len(_SEENS) > most:
+            del _SEENS[next(iter(_SEENS))]
 
 
 @dataclass
@@ -151,26 +200,42 @@ class _Outcome:
     n_proposed: int
     stopped: object
     warnings: list
+    seen: bytes = None  # the digests its Seen gained in the epoch (when it stays: ``held``)
 
 
-def _epoch(key, state, n, migrants, k, seconds, lines, task=None):
+def _epoch(key, state, n, migrants, k, seconds, lines, held=None, task=None):
     """One epoch of an island, in whatever process runs it: ``state`` is the island as its last
     epoch packed it, or for its first epoch the arguments that make it (after the task). The
     task is the one this process keeps for the search ``key``, or ``task`` when given (then
-    kept); without either it returns NEED_TASK (the coordinator sends the task). Sends back
-    ``k`` migrants, and the records packed (with their lines for the record file when
-    ``lines``), without their times: the coordinator stamps them as they arrive."""
+    kept); without either it returns NEED_TASK (the coordinator sends the task). With ``held``
+    (the epochs the island has run, every digest of its Seen or None, how many Seens a process
+    keeps) the island's Seen stays here after the epoch and travels neither way: it is the one
+    kept here, or made of the digests given; without either it returns NEED_SEEN. Sends back
+    ``k`` migrants, the records packed (with their lines for the record file when ``lines``),
+    without their times: the coordinator stamps them as they arrive, and with ``held`` the
+    digests the Seen gained."""
     if task is not None:
         _keep(key, task)
     task = _TASKS.get(key)
     if task is None:
         return NEED_TASK
     island = Island(task, *state) if isinstance(state, tuple) else pickle.loads(state)
+    if held is not None:
+        if not isinstance(state, tuple):  # (a new island's Seen is new and empty)
+            island.state.seen = _seen_for(key, island.index, held)
+            if island.state.seen is None:
+                return NEED_SEEN
+        island.state.seen.mark()
     island, records = run_epoch(island, n, migrants, seconds)
     for r in records:
         del r["time"]
-    return _Outcome(_pack(island, key, task), RecordBlock(records, task, lines), island.best(k),
-                    island.n_proposed, island.stopped, list(island.state.warnings))
+    added = None
+    if held is not None:
+        added = island.state.seen.added()
+        _hold(key, island.index, held[0] + 1, island.state.seen, held[2])
+    return _Outcome(_pack(island, key, task, held is not None),
+                    RecordBlock(records, task, lines), island.best(k), island.n_proposed,
+                    island.stopped, list(island.state.warnings), added)
 
 
 def search_islands(task, islands, seed, grammar, batch, every, migrants, max_candidates, budget_s,
@@ -198,6 +263,12 @@ def search_islands(task, islands, seed, grammar, batch, every, migrants, max_can
     records, warnings = Records(), []
     started = time.perf_counter()
     stopped, succeeded = "candidates", False
+    sched = Scheduler.processes(workers) if executor is None else Scheduler.on(executor)
+    # (on processes of ours each island's Seen stays in its home process: ``_epoch``'s held)
+    keeps = executor is None
+    seens = [[] for _ in range(islands)]  # each island's digests, as its epochs sent them
+    home = [None if sched.slots is None else i % sched.slots for i in range(islands)]
+    most = 1 if sched.slots is None else -(-islands // sched.slots) + 1  # (Seens a process keeps)
 
     def quota(i):
         n = every if share is None else min(every, share[i] - proposed[i])
@@ -218,19 +289,34 @@ def search_islands(task, islands, seed, grammar, batch, every, migrants, max_can
         for i in range(islands):  # (first, so that incoming() knows every finished island)
             if not finished[i] and i not in busy and (quota(i) == 0 or stops[i] is not None):
                 finished[i] = True
-        for i in range(islands):
-            if finished[i] or i in busy:
-                continue
-            n = quota(i)
-            given = incoming(i, epochs[i])
-            if given is None:
-                continue
+        ready = [i for i in range(islands) if not finished[i] and i not in busy
+                 and incoming(i, epochs[i]) is not None]
+        if sched.slots is not None:  # (an island's epoch goes to its home process when that
+            # is idle, else to an idle one, which becomes its home; else it waits)
+            idle = sorted(set(range(sched.slots)) - {h.where for h in running})
+            ready = ([i for i in ready if home[i] in idle]
+                     + [i for i in ready if home[i] not in idle])[:len(idle)]
+            for i in ready:
+                home[i] = home[i] if home[i] in idle else idle[0]
+                idle.remove(home[i])
+        for i in ready:
             left = None if budget_s is None else max(0.0, budget_s - (time.perf_counter()
                                                                       - started))
-            running.append(sched.submit(_epoch, key, states[i], n, given, migrants, left,
-                                        sink is not None, tag=(i, epochs[i])))
+            held = (epochs[i], None, most) if keeps else None
+            running.append(sched.submit(_epoch, key, states[i], quota(i), incoming(i, epochs[i]),
+                                        migrants, left, sink is not None, held,
+                                        tag=(i, epochs[i]), where=home[i]))
 
-    sched = Scheduler.processes(workers) if executor is None else Scheduler.on(executor)
+    def again(h, task=None, seen=False):
+        """Epoch ``h`` submitted again to the same process, with the task and with every digest
+        of its island's Seen (the process had not got them)."""
+        args = list(h.args) + [None] * (9 - len(h.args))
+        if task is not None:
+            args[8] = task
+        if seen:
+            args[7] = (args[7][0], b"".join(seens[h.tag[0]]), most)
+        return sched.submit(_epoch, *args, tag=h.tag, where=h.where)
+
     try:
         launch()
         while running:
@@ -241,9 +327,14 @@ def search_islands(task, islands, seed, grammar, batch, every, migrants, max_can
                 warnings.extend(f"island {i} epoch {e}: its worker died; run again "
                                 f"({type(exc).__name__})" for exc in h.lost)
                 if isinstance(out, str) and out == NEED_TASK:  # (sent once to each process)
-                    running.append(sched.submit(_epoch, *h.args, task, tag=h.tag))
+                    running.append(again(h, task=task))
+                    continue
+                if isinstance(out, str) and out == NEED_SEEN:  # (the island moved, or its
+                    running.append(again(h, seen=True))  # home process died)
                     continue
                 states[i], block = out.packed, out.records
+                if out.seen is not None:
+                    seens[i].append(out.seen)
                 proposed[i], stops[i], island_warnings[i] = (out.n_proposed, out.stopped,
                                                              out.warnings)
                 epochs[i] = e + 1
