@@ -180,9 +180,11 @@ class Scheduler:
     of ours (None: not ours to renew). ``slots``: how many worker processes work can be sent to
     by ``submit``'s ``where`` (None: the executor places the work)."""
 
-    def __init__(self, current, workers, renew=None, options=None, client=None, slots=None):
+    def __init__(self, current, workers, renew=None, options=None, client=None, slots=None,
+                 places=None):
         self.current, self.workers, self._renew, self.slots = current, workers, renew, slots
         self._turn = 0  # (the slot of the next work submitted without ``where``)
+        self.places = places  # (on a Dask cluster: each slot's worker address, or None)
         self._options = options or {}  # (keywords every submit passes to the executor)
         self._client = client  # (a Dask cluster's client: its event log tells of dead workers)
         self._tags = {}  # (on a cluster: each submitted task's key -> its handle's tag)
@@ -214,10 +216,16 @@ class Scheduler:
         """The caller's ``concurrent.futures.Executor``. On a Dask cluster's executor each
         piece of work is submitted as impure: Dask then neither hashes its arguments (an
         island's state, its migrants) to name it, nor hands back the outcome of an earlier
-        submission with the same arguments when work is run again after its worker died."""
+        submission with the same arguments when work is run again after its worker died; and
+        each of the cluster's worker threads (when it starts) is a slot (``places``: their
+        workers' addresses), which ``where`` asks for (a loose restriction: Dask runs the work
+        elsewhere when that worker is gone)."""
         client = _client_of(executor)
-        return cls(lambda _: executor, executor_workers(executor),
-                   options={"pure": False} if client is not None else None, client=client)
+        if client is None:
+            return cls(lambda _: executor, executor_workers(executor))
+        places = [a for a, n in sorted(client.nthreads().items()) for _ in range(n)] or None
+        return cls(lambda _: executor, executor_workers(executor), options={"pure": False},
+                   client=client, slots=len(places) if places else None, places=places)
 
     def submit(self, fn, *args, tag=None, where=None):
         """``fn(*args)`` on a worker (with ``slots``, the slot ``where``, else the next in
@@ -235,6 +243,8 @@ class Scheduler:
         if self._client is not None:  # (named by us: the cluster's event log names its keys)
             options = dict(options, key=f"{getattr(h.fn, '__name__', 'work')}-{uuid.uuid4().hex}")
             self._tags[options["key"]] = h.tag
+            if self.places is not None:
+                options.update(workers=[self.places[h.where]], allow_other_workers=True)
         try:
             h.future = ex.submit(h.fn, *h.args, **options)
         except BrokenProcessPool:  # (a worker died while idle: no future said so yet)

@@ -193,6 +193,32 @@ def test_a_search_whose_islands_seens_go_missing_sends_them_again(inline, monkey
     assert any(calls) and not all(calls)  # (some epochs were sent their Seen again)
 
 
+def test_one_worker_keeps_every_islands_seen_and_forgets_them_after(inline, monkeypatch):
+    seen_for, sent_again = isl._seen_for, []
+
+    def recording(key, index, held):
+        sent_again.append(held[1] is not None)
+        return seen_for(key, index, held)
+
+    monkeypatch.setattr(isl, "_seen_for", recording)
+    res = ndvm.search("damped", workers=1, **RUN)
+    assert _rows(res) == _rows(inline)
+    assert sent_again and not any(sent_again)  # (every epoch found its island's Seen kept)
+    assert not isl._SEENS and not isl._TASKS
+
+
+def _held_here():
+    return [k[0] for k in isl._SEENS], list(isl._TASKS)
+
+
+def test_worker_processes_keep_the_islands_seens_until_the_search_ends(inline):
+    res = ndvm.search("damped", workers=2, **RUN)
+    assert _rows(res) == _rows(inline)
+    sched = schedule.Scheduler.processes(2)
+    held = [sched.submit(_held_here, where=k).result() for k in range(2)]
+    assert held == [([], []), ([], [])]  # (each process was told to forget the search)
+
+
 def test_island_settings_are_checked():
     with pytest.raises(ValueError, match="islands must be a whole number >= 1"):
         ndvm.search("damped", islands=0, max_candidates=10, budget=None)

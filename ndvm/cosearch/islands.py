@@ -28,12 +28,14 @@ them all, so an epoch that lands where its island's Seen is not (its home proces
 island moved to a process left idle) is answered NEED_SEEN and sent again with every digest. On
 an executor (Dask) the Seen travels inside the island, as the rest of it.
 """
+import contextlib
 import copyreg
 import io
 import pickle
 import threading
 import time
 import uuid
+from collections import Counter
 from dataclasses import dataclass
 
 import numpy as np
@@ -264,11 +266,16 @@ def search_islands(task, islands, seed, grammar, batch, every, migrants, max_can
     started = time.perf_counter()
     stopped, succeeded = "candidates", False
     sched = Scheduler.processes(workers) if executor is None else Scheduler.on(executor)
-    # (on processes of ours each island's Seen stays in its home process: ``_epoch``'s held)
-    keeps = executor is None
+    # (on processes of ours and on a Dask cluster's workers, each island's Seen stays in its
+    # home process: ``_epoch``'s held; on another executor it travels)
+    keeps = executor is None or sched.slots is not None
     seens = [[] for _ in range(islands)]  # each island's digests, as its epochs sent them
     home = [None if sched.slots is None else i % sched.slots for i in range(islands)]
-    most = 1 if sched.slots is None else -(-islands // sched.slots) + 1  # (Seens a process keeps)
+    # (the Seens a process keeps: all of them in this one, else its slots' share and one more)
+    per = Counter(sched.places or range(sched.slots or 0))
+    most = [islands if sched.slots is None else
+            -(-islands * per[(sched.places or range(sched.slots))[k]] // sched.slots) + 1
+            for k in range(sched.slots or 1)]
 
     def quota(i):
         n = every if share is None else min(every, share[i] - proposed[i])
@@ -302,7 +309,7 @@ def search_islands(task, islands, seed, grammar, batch, every, migrants, max_can
         for i in ready:
             left = None if budget_s is None else max(0.0, budget_s - (time.perf_counter()
                                                                       - started))
-            held = (epochs[i], None, most) if keeps else None
+            held = (epochs[i], None, most[home[i] or 0]) if keeps else None
             running.append(sched.submit(_epoch, key, states[i], quota(i), incoming(i, epochs[i]),
                                         migrants, left, sink is not None, held,
                                         tag=(i, epochs[i]), where=home[i]))
@@ -314,7 +321,7 @@ def search_islands(task, islands, seed, grammar, batch, every, migrants, max_can
         if task is not None:
             args[8] = task
         if seen:
-            args[7] = (args[7][0], b"".join(seens[h.tag[0]]), most)
+            args[7] = (*args[7][:1], b"".join(seens[h.tag[0]]), *args[7][2:])
         return sched.submit(_epoch, *args, tag=h.tag, where=h.where)
 
     try:
@@ -359,12 +366,26 @@ def search_islands(task, islands, seed, grammar, batch, every, migrants, max_can
     finally:
         sched.cancel(running)
         _forget(key)  # (where this process ran epochs itself)
+        _forget_everywhere(sched, key)
     warnings.extend(f"island {i} epoch {e}: its Dask worker {w} died; the cluster ran it "
                     f"again" for (i, e), w in sched.cluster_reruns())
     if stopped == "candidates" and any(stops):
         stopped = next(s for s in stops if s)
     records.sort_by_id()
     return records, stopped, warnings + [w for ws in island_warnings for w in ws]
+
+
+def _forget_everywhere(sched, key):
+    """Tell each worker process of ``sched``'s slots to forget the search ``key`` (its islands'
+    Seens and the task, which it would keep until four more searches ran there), waiting a
+    moment for them (a Dask cluster drops work whose future is dropped)."""
+    places = sched.places or range(sched.slots or 0)
+    told = []
+    for k in sorted({p: k for k, p in enumerate(places)}.values()):
+        with contextlib.suppress(Exception):  # (a broken pool holds nothing any more)
+            told.append(sched.submit(_forget, key, where=k))
+    if told:
+        sched.wait(told, timeout=2.0, every=True)
 
 
 def island_workers(islands, workers, executor):
