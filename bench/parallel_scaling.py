@@ -745,7 +745,9 @@ def island_travel(epochs, every=256, at=(10, 50, 100, 200, 400)):
     unpacked as the next epoch's worker unpacks it (``islands._pack``, ``pickle.loads``); at
     the epochs ``at``, the packed size, the two times, the sources its Seen holds and the
     share of the epoch's own time the round trip adds. The Seen holds every source the island
-    has met, so the cost grows with the search: it must stay a small share of an epoch."""
+    has met, so the cost grows with the search: it must stay a small share of an epoch. (On
+    worker processes of ours and on a Dask cluster the Seen now stays in its island's home
+    process and only what an epoch added travels: this is the cost on any other executor.)"""
     import pickle
 
     from ndvm.cosearch import islands as isl

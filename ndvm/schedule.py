@@ -228,12 +228,15 @@ class Scheduler:
                    client=client, slots=len(places) if places else None, places=places)
 
     def submit(self, fn, *args, tag=None, where=None):
-        """``fn(*args)`` on a worker (with ``slots``, the slot ``where``, else the next in
-        turn; without, ``where`` is ignored): its Handle."""
-        if self.slots is not None:
-            if where is None:
-                where, self._turn = self._turn, self._turn + 1
+        """``fn(*args)`` on a worker (with ``slots``, the slot ``where``; without ``where``,
+        our worker processes each in turn, a Dask cluster wherever it places it; without
+        slots, ``where`` is ignored): its Handle."""
+        if self.slots is None:
+            where = None
+        elif where is not None:
             where %= self.slots
+        elif self.places is None:
+            where, self._turn = self._turn % self.slots, self._turn + 1
         h = Handle(self, fn, args, tag, where)
         self._start(h)
         return h
@@ -243,7 +246,7 @@ class Scheduler:
         if self._client is not None:  # (named by us: the cluster's event log names its keys)
             options = dict(options, key=f"{getattr(h.fn, '__name__', 'work')}-{uuid.uuid4().hex}")
             self._tags[options["key"]] = h.tag
-            if self.places is not None:
+            if self.places is not None and h.where is not None:
                 options.update(workers=[self.places[h.where]], allow_other_workers=True)
         try:
             h.future = ex.submit(h.fn, *h.args, **options)

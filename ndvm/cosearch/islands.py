@@ -375,17 +375,20 @@ def search_islands(task, islands, seed, grammar, batch, every, migrants, max_can
     return records, stopped, warnings + [w for ws in island_warnings for w in ws]
 
 
+_TOLD = []  # the handles of the last searches' _forget_everywhere (a Dask cluster drops work
+# whose future is dropped: they are held until done)
+
+
 def _forget_everywhere(sched, key):
     """Tell each worker process of ``sched``'s slots to forget the search ``key`` (its islands'
-    Seens and the task, which it would keep until four more searches ran there), waiting a
-    moment for them (a Dask cluster drops work whose future is dropped)."""
+    Seens and the task, which it would keep until four more searches ran there), without
+    waiting for them."""
     places = sched.places or range(sched.slots or 0)
     told = []
     for k in sorted({p: k for k, p in enumerate(places)}.values()):
         with contextlib.suppress(Exception):  # (a broken pool holds nothing any more)
             told.append(sched.submit(_forget, key, where=k))
-    if told:
-        sched.wait(told, timeout=2.0, every=True)
+    _TOLD[:] = [h for h in _TOLD if not h.future.done()] + told
 
 
 def island_workers(islands, workers, executor):
