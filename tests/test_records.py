@@ -150,3 +150,60 @@ def test_records_by_id_are_found_as_a_dict_of_them_would_find_them():
     with pytest.raises(KeyError):
         by_id[2000]
     assert len(ById(Records())) == 0 and 0 not in ById(Records())
+
+
+def test_records_past_the_spill_bound_go_to_a_file_and_read_back_the_same(tmp_path, monkeypatch):
+    """Past SPILL_BYTES of packed records, a Records given a folder keeps them in a temporary
+    file there (unlinked: nothing left behind) and reads them back as they are read; pickled,
+    it is whole."""
+    import pickle
+
+    from ndvm.cosearch import records as R
+
+    monkeypatch.setattr(R, "SPILL_BYTES", 2_000)
+    recs = _records(3_000)
+    random.Random(1).shuffle(recs)  # (ids out of order: sort_by_id has work)
+    kept = Records(block=64, spill=str(tmp_path))
+    kept.extend(recs[:1_000])
+    kept.add(RecordBlock(recs[1_000:2_000]))
+    kept.extend(recs[2_000:])
+    spilled = [b for b in kept._blocks if type(b.data) is not bytes]
+    assert spilled and kept._held <= 2_000 + max(len(b.data) for b in kept._blocks)
+    assert list(tmp_path.iterdir()) == []  # (an unlinked temporary file)
+    assert list(kept) == recs and kept[1_234] == recs[1_234] and kept[-1] == recs[-1]
+    assert kept.counts() == Records(recs).counts()
+    kept.sort_by_id()
+    assert [r["id"] for r in kept] == sorted(r["id"] for r in recs)
+    back = pickle.loads(pickle.dumps(kept))
+    assert all(type(b.data) is bytes for b in back._blocks) and list(back) == list(kept)
+    back.extend([{**recs[0], "id": 5_000}])  # (a Records unpickled keeps all in memory)
+    assert len(back) == 3_001
+
+
+def test_a_folder_that_cannot_take_the_records_keeps_them_in_memory(tmp_path, monkeypatch):
+    from ndvm.cosearch import records as R
+
+    monkeypatch.setattr(R, "SPILL_BYTES", 2_000)
+    recs = _records(1_000)
+    with pytest.warns(RuntimeWarning, match="stay in memory"):
+        kept = Records(recs, block=64, spill=str(tmp_path / "not-there"))
+    assert all(type(b.data) is bytes for b in kept._blocks) and list(kept) == recs
+
+
+def test_a_search_whose_records_spill_writes_and_keeps_the_same_records(tmp_path, monkeypatch):
+    from ndvm.cosearch import records as R
+
+    run = {"max_candidates": 600, "budget": None, "seed": 3}
+    whole = ndvm.search("damped", out=tmp_path / "a", **run)
+    isl_whole = ndvm.search("damped", islands=2, workers=1, **run)
+    monkeypatch.setattr(R, "SPILL_BYTES", 4_000)
+    spilled = ndvm.search("damped", out=tmp_path / "b", **run)
+    isl_spilled = ndvm.search("damped", islands=2, workers=1, **run)
+    assert any(type(b.data) is not bytes for b in spilled.records._blocks)
+    assert any(type(b.data) is not bytes for b in isl_spilled.records._blocks)
+    rows = [(r["id"], r["model"], r["status"], r["params"]) for r in spilled.records]
+    assert rows == [(r["id"], r["model"], r["status"], r["params"]) for r in whole.records]
+    assert [r["model"] for r in isl_spilled.records] == [r["model"] for r in isl_whole.records]
+    assert spilled.best["model"] == whole.best["model"]
+    assert sorted(p.name for p in (tmp_path / "b").iterdir()) == sorted(
+        p.name for p in (tmp_path / "a").iterdir())

@@ -242,12 +242,13 @@ def _epoch(key, state, n, migrants, k, seconds, lines, held=None, task=None):
 
 def search_islands(task, islands, seed, grammar, batch, every, migrants, max_candidates, budget_s,
                    workers, executor, client, fit_options, refits, proposer_options, sink,
-                   on_records, stop_on_success):
+                   on_records, stop_on_success, spill=None):
     """Run ``islands`` islands to ``max_candidates`` (split evenly) or ``budget_s`` seconds;
     returns (records in id order, as Records, why it stopped, warnings). ``sink(block)`` writes
     each epoch's records (a RecordBlock, stamped with their ``time`` and ``island``) as they
     arrive, or is None; ``on_records(all so far, the epoch's block)`` reports progress.
-    ``workers``: as ``island_workers`` resolved it (None with ``executor``)."""
+    ``workers``: as ``island_workers`` resolved it (None with ``executor``); ``spill``: the
+    folder the records go to past records.SPILL_BYTES (None: all kept in memory)."""
     share = None
     if max_candidates is not None:
         share = [max_candidates // islands + (i < max_candidates % islands)
@@ -262,7 +263,7 @@ def search_islands(task, islands, seed, grammar, batch, every, migrants, max_can
     sent = {}  # (island, epoch) -> the migrants it sends after that epoch (until read for good)
     finished = [False] * islands
     running = []  # the Handles of the epochs running (tag: island, epoch)
-    records, warnings = Records(), []
+    records, warnings = Records(spill=spill), []
     started = time.perf_counter()
     stopped, succeeded = "candidates", False
     sched = Scheduler.processes(workers) if executor is None else Scheduler.on(executor)

@@ -8,6 +8,7 @@ in worker processes or on an executor (``islands.py``). A resumed run replays it
 import json
 import math
 import sys
+import tempfile
 import threading
 import time
 from concurrent.futures import Future
@@ -331,7 +332,8 @@ def search(task="damped", proposer=None, budget=None, max_candidates=None, out=N
     # a resumed run replays its earlier sessions: the same proposals in the same order, their
     # outcomes read back from the records instead of calibrated again (and checked to score the
     # same), so it goes on exactly as an uninterrupted run of the same seed would
-    records, loaded, t_offset = Records(), Records(), 0.0
+    records, loaded, t_offset = (Records(spill=_spill_folder(out)),
+                                 Records(spill=_spill_folder(out)), 0.0)
     record_path = None
     if out is not None:
         record_path = _open_run(out, resume, force)
@@ -547,7 +549,7 @@ def _search_islands(task, islands, seed, grammar, batch, every, migrants, max_ca
         records, stopped, warnings = search_islands(
             task, islands, seed, grammar, batch, every, migrants, max_candidates, budget_s,
             workers, executor, client, fit_options, refits, proposer_options,
-            write if sink else None, show, stop_on_success)
+            write if sink else None, show, stop_on_success, spill=_spill_folder(out))
     finally:
         if sink:
             sink.close()
@@ -557,6 +559,12 @@ def _search_islands(task, islands, seed, grammar, batch, every, migrants, max_ca
     return conclude(task, records, front, good[0] if good else None,
                     ndvm.Evaluator(client=client), elapsed, f"mutate x {islands} islands", seed,
                     stopped, warnings, out)
+
+
+def _spill_folder(out):
+    """Where a search's records past SPILL_BYTES go (records.Records): its run folder, else the
+    system's folder for temporary files."""
+    return str(out) if out is not None else tempfile.gettempdir()
 
 
 def conclude(task, records, front, first_good, ev, elapsed, proposer, seed, stopped, warnings,

@@ -14,9 +14,12 @@ import bisect
 import json
 import math
 import operator
+import os
 import pickle
 import signal
+import tempfile
 import threading
+import warnings
 import zlib
 from array import array
 from collections import Counter, OrderedDict
@@ -31,6 +34,9 @@ __all__ = ["RECORD_FILE", "SUMMARY_FILE", "ById", "RecordBlock", "Records", "Run
 
 RECORD_FILE = "candidates.jsonl"
 SUMMARY_FILE = "summary.json"
+# A Records given a folder to spill to keeps about this many bytes of packed records in memory
+# (~2 million records) and the older ones in a temporary file there (_Spilled).
+SPILL_BYTES = 256 * 2**20
 
 
 def run_schema():
@@ -249,7 +255,8 @@ class RecordBlock:
 
     def records(self):
         """The block's records, as new dicts (with the stamped fields)."""
-        out = pickle.loads(zlib.decompress(self.data))
+        data = self.data
+        out = pickle.loads(zlib.decompress(data if type(data) is bytes else bytes(data)))
         if self.extra:
             for r in out:
                 r.update(self.extra)
@@ -266,21 +273,50 @@ class RecordBlock:
         return self.lines.replace(b"}\n", b", " + more + b"}\n").decode()
 
 
+class _Spilled:
+    """A block's packed records in a Records' spill file: read back as ``bytes()`` of it (one
+    ``os.pread``: any thread), and pickled as those bytes."""
+
+    __slots__ = ("file", "offset", "size")
+
+    def __init__(self, file, offset, size):
+        self.file, self.offset, self.size = file, offset, size
+
+    def __len__(self):
+        return self.size
+
+    def __bytes__(self):
+        data = os.pread(self.file.fileno(), self.size, self.offset)
+        if len(data) != self.size:
+            raise OSError(f"the records' spill file {self.file.name!r} ended at "
+                          f"{self.offset + len(data)} bytes, before {self.offset + self.size}")
+        return data
+
+    def __reduce__(self):
+        return bytes, (bytes(self),)
+
+
 class Records(Sequence):
     """A search's records, in memory but compact: a read-only sequence of dicts (index, slice,
     iterate, ``len``), kept as ``RecordBlock`` s of at most ``block`` records with the newest
     records as dicts until a block fills. Each record read is a dict made from its block (the
     last blocks read by index are kept: a record indexed twice soon is the same dict; a pass
-    over them keeps nothing), so change a copy, not the record. ``counts()``: the records of each status; ``ids()``: every id, in order."""
+    over them keeps nothing), so change a copy, not the record. ``counts()``: the records of each status; ``ids()``: every id, in order.
+    With ``spill`` (a folder), once its packed records in memory pass SPILL_BYTES they go to a
+    temporary file there (gone when the Records is, or the process ends), read back as they
+    are read: a search of billions of candidates keeps ~10 bytes a record in memory (its ids
+    and counts). Pickled, a Records is whole (its spilled blocks read back into the pickle)."""
 
     _CACHED = 64  # blocks kept unpacked: an island search reads its islands' blocks in turn
 
-    def __init__(self, records=(), block=256):
+    def __init__(self, records=(), block=256, spill=None):
         self._block = block
         self._blocks, self._starts, self._tail = [], [], []
         self._n = 0
         self._order = None  # positions in id order (sort_by_id), or None: the order added
         self._cache = OrderedDict()
+        self._spill, self._file = spill, None  # (the spill folder and file, when there are)
+        self._held = 0  # bytes of packed records in memory
         self.extend(records)
 
     def __len__(self):
@@ -305,6 +341,7 @@ class Records(Sequence):
         self._blocks.append(block.packed())
         self._n += len(block)
         self._appended(before)
+        self._kept(block)
 
     def _appended(self, before):
         if self._order is not None:  # (sorted before: what is added after comes after)
@@ -315,6 +352,34 @@ class Records(Sequence):
             tail, self._tail = self._tail, []
             self._starts.append(self._n - len(tail))
             self._blocks.append(RecordBlock(tail))
+            self._kept(self._blocks[-1])
+
+    def _kept(self, block):
+        """Count a block's packed bytes; spill every block in memory once they pass
+        SPILL_BYTES (when given a folder). A folder that cannot take them is warned of once,
+        and the records stay in memory."""
+        self._held += len(block.data)
+        if self._spill is None or self._held <= SPILL_BYTES:
+            return
+        try:
+            if self._file is None:
+                self._file = tempfile.TemporaryFile(  # noqa: SIM115 - open while it lives
+                    dir=self._spill, prefix="ndvm-records-")
+            f, moved = self._file, []
+            f.seek(0, os.SEEK_END)
+            for b in self._blocks:
+                if type(b.data) is bytes:
+                    moved.append((b, f.tell(), len(b.data)))
+                    f.write(b.data)
+            f.flush()
+        except OSError as e:
+            warnings.warn(f"ndvm: cannot keep the search's records in a file in {self._spill} "
+                          f"({e}); they stay in memory", RuntimeWarning, stacklevel=3)
+            self._spill = None
+            return
+        for b, offset, size in moved:  # (only once every byte is in the file)
+            b.data = _Spilled(f, offset, size)
+        self._held = 0
 
     def counts(self):
         """{status: number of records} (its blocks' counts, and the newest records')."""
@@ -400,7 +465,15 @@ class Records(Sequence):
     def __getstate__(self):
         state = dict(self.__dict__)
         state["_cache"] = OrderedDict()
+        state["_spill"] = state["_file"] = None  # (spilled blocks pickle as their bytes)
+        state["_held"] = sum(len(b.data) for b in self._blocks)
         return state
+
+    def __setstate__(self, state):
+        state.setdefault("_spill", None)
+        state.setdefault("_file", None)
+        state.setdefault("_held", sum(len(b.data) for b in state["_blocks"]))
+        self.__dict__.update(state)
 
 
 class ById(Mapping):
