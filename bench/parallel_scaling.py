@@ -780,8 +780,8 @@ def coordinator_over_time(seconds, islands=4, windows=10):
     window by window over one long search: damped, ``islands`` islands on 2 worker processes,
     ``seconds`` of budget, writing a run folder as the CLI does; in each of ``windows`` equal
     windows the candidates made, their rate, the share in that window, what Amdahl's law
-    projects from it on 16 cores, and the mean size of the islands' packed states the
-    coordinator sent in it.
+    projects from it on 16 cores, the mean size of the islands' packed states the
+    coordinator sent in it, and the coordinating process's resident memory at its end.
     Each island carries the digests of every source it has met (its Seen) between epochs, so
     what the coordinator moves per epoch grows with the search: the share measured over the
     first seconds is not the share an hour in."""
@@ -813,10 +813,13 @@ def coordinator_over_time(seconds, islands=4, windows=10):
             mine, theirs = now[1] - last[1], now[2] - last[2]
             share = mine / max(mine + theirs, 1e-9)
             sent = sizes[last[4]:now[4]] or [0]
+            with open("/proc/self/statm") as f:
+                rss = int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
             print(f"  at {now[0] - t0:5.0f} s: {now[3]:9d} candidates, "
                   f"{(now[3] - last[3]) / (now[0] - last[0]):5.0f}/s, share {share:.4f} "
                   f"({amdahl(share, 16):.1f}x on 16 cores), an island sent "
-                  f"{sum(sent) / len(sent) / 1e3:7.0f} kB", flush=True)
+                  f"{sum(sent) / len(sent) / 1e3:7.0f} kB, coordinator {rss / 1e6:5.0f} MB",
+                  flush=True)
             last = now
 
     schedule.Scheduler.submit, isl.Records.add = submitting, adding
