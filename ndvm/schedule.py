@@ -177,14 +177,15 @@ class Handle:
 class Scheduler:
     """Where work runs (see the module's docstring): ``workers`` at once, on the executor
     ``current(slot)`` gives; ``renew(broken, slot)`` gives a new one in place of a broken pool
-    of ours (None: not ours to renew). ``slots``: how many worker processes work can be sent to
-    by ``submit``'s ``where`` (None: the executor places the work)."""
+    of ours (None: not ours to renew). ``places``: the process of each slot that ``submit``'s
+    ``where`` sends work to (its number; on Dask its worker's address: slots of one process
+    share what work leaves there), or None (the executor places the work); ``slots``: how
+    many (or None)."""
 
-    def __init__(self, current, workers, renew=None, options=None, client=None, slots=None,
-                 places=None):
-        self.current, self.workers, self._renew, self.slots = current, workers, renew, slots
+    def __init__(self, current, workers, renew=None, options=None, client=None, places=None):
+        self.current, self.workers, self._renew = current, workers, renew
+        self.places, self.slots = places, None if places is None else len(places)
         self._turn = 0  # (the slot of the next work submitted without ``where``)
-        self.places = places  # (on a Dask cluster: each slot's worker address, or None)
         self._options = options or {}  # (keywords every submit passes to the executor)
         self._client = client  # (a Dask cluster's client: its event log tells of dead workers)
         self._tags = {}  # (on a cluster: each submitted task's key -> its handle's tag)
@@ -209,7 +210,7 @@ class Scheduler:
         check_main_importable()
         return cls(lambda slot: _process_pool(workers, slot), workers,
                    renew=lambda broken, slot: _process_pool(workers, slot, broken),
-                   slots=workers)
+                   places=list(range(workers)))
 
     @classmethod
     def on(cls, executor):
@@ -225,7 +226,7 @@ class Scheduler:
             return cls(lambda _: executor, executor_workers(executor))
         places = [a for a, n in sorted(client.nthreads().items()) for _ in range(n)] or None
         return cls(lambda _: executor, executor_workers(executor), options={"pure": False},
-                   client=client, slots=len(places) if places else None, places=places)
+                   client=client, places=places)
 
     def submit(self, fn, *args, tag=None, where=None):
         """``fn(*args)`` on a worker (with ``slots``, the slot ``where``; without ``where``,
@@ -235,7 +236,7 @@ class Scheduler:
             where = None
         elif where is not None:
             where %= self.slots
-        elif self.places is None:
+        elif self._client is None:
             where, self._turn = self._turn % self.slots, self._turn + 1
         h = Handle(self, fn, args, tag, where)
         self._start(h)
@@ -246,7 +247,7 @@ class Scheduler:
         if self._client is not None:  # (named by us: the cluster's event log names its keys)
             options = dict(options, key=f"{getattr(h.fn, '__name__', 'work')}-{uuid.uuid4().hex}")
             self._tags[options["key"]] = h.tag
-            if self.places is not None and h.where is not None:
+            if h.where is not None:
                 options.update(workers=[self.places[h.where]], allow_other_workers=True)
         try:
             h.future = ex.submit(h.fn, *h.args, **options)

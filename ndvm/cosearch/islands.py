@@ -273,10 +273,8 @@ def search_islands(task, islands, seed, grammar, batch, every, migrants, max_can
     seens = [[] for _ in range(islands)]  # each island's digests, as its epochs sent them
     home = [None if sched.slots is None else i % sched.slots for i in range(islands)]
     # (the Seens a process keeps: all of them in this one, else its slots' share and one more)
-    per = Counter(sched.places or range(sched.slots or 0))
-    most = [islands if sched.slots is None else
-            -(-islands * per[(sched.places or range(sched.slots))[k]] // sched.slots) + 1
-            for k in range(sched.slots or 1)]
+    most = islands if sched.slots is None else (
+        -(-islands * max(Counter(sched.places).values()) // sched.slots) + 1)
 
     def quota(i):
         n = every if share is None else min(every, share[i] - proposed[i])
@@ -310,19 +308,19 @@ def search_islands(task, islands, seed, grammar, batch, every, migrants, max_can
         for i in ready:
             left = None if budget_s is None else max(0.0, budget_s - (time.perf_counter()
                                                                       - started))
-            held = (epochs[i], None, most[home[i] or 0]) if keeps else None
+            held = (epochs[i], None, most) if keeps else None
             running.append(sched.submit(_epoch, key, states[i], quota(i), incoming(i, epochs[i]),
-                                        migrants, left, sink is not None, held,
+                                        migrants, left, sink is not None, held, None,
                                         tag=(i, epochs[i]), where=home[i]))
 
     def again(h, task=None, seen=False):
         """Epoch ``h`` submitted again to the same process, with the task and with every digest
         of its island's Seen (the process had not got them)."""
-        args = list(h.args) + [None] * (9 - len(h.args))
+        args = list(h.args)  # (_epoch's, ``held`` and ``task`` last)
         if task is not None:
             args[8] = task
         if seen:
-            args[7] = (*args[7][:1], b"".join(seens[h.tag[0]]), *args[7][2:])
+            args[7] = (args[7][0], b"".join(seens[h.tag[0]]), most)
         return sched.submit(_epoch, *args, tag=h.tag, where=h.where)
 
     try:
@@ -384,9 +382,8 @@ def _forget_everywhere(sched, key):
     """Tell each worker process of ``sched``'s slots to forget the search ``key`` (its islands'
     Seens and the task, which it would keep until four more searches ran there), without
     waiting for them."""
-    places = sched.places or range(sched.slots or 0)
-    told = []
-    for k in sorted({p: k for k, p in enumerate(places)}.values()):
+    told = []  # (one slot of each process)
+    for k in sorted({p: k for k, p in enumerate(sched.places or ())}.values()):
         with contextlib.suppress(Exception):  # (a broken pool holds nothing any more)
             told.append(sched.submit(_forget, key, where=k))
     _TOLD[:] = [h for h in _TOLD if not h.future.done()] + told

@@ -317,6 +317,7 @@ class Records(Sequence):
         self._cache = OrderedDict()
         self._spill, self._file = spill, None  # (the spill folder and file, when there are)
         self._held = 0  # bytes of packed records in memory
+        self._in_file = 0  # the first blocks, whose packed records are in the file
         self.extend(records)
 
     def __len__(self):
@@ -367,10 +368,9 @@ class Records(Sequence):
                     dir=self._spill, prefix="ndvm-records-")
             f, moved = self._file, []
             f.seek(0, os.SEEK_END)
-            for b in self._blocks:
-                if type(b.data) is bytes:
-                    moved.append((b, f.tell(), len(b.data)))
-                    f.write(b.data)
+            for b in self._blocks[self._in_file:]:
+                moved.append((b, f.tell(), len(b.data)))
+                f.write(b.data)
             f.flush()
         except OSError as e:
             warnings.warn(f"ndvm: cannot keep the search's records in a file in {self._spill} "
@@ -379,7 +379,7 @@ class Records(Sequence):
             return
         for b, offset, size in moved:  # (only once every byte is in the file)
             b.data = _Spilled(f, offset, size)
-        self._held = 0
+        self._held, self._in_file = 0, len(self._blocks)
 
     def counts(self):
         """{status: number of records} (its blocks' counts, and the newest records')."""
@@ -466,14 +466,8 @@ class Records(Sequence):
         state = dict(self.__dict__)
         state["_cache"] = OrderedDict()
         state["_spill"] = state["_file"] = None  # (spilled blocks pickle as their bytes)
-        state["_held"] = sum(len(b.data) for b in self._blocks)
+        state["_held"], state["_in_file"] = sum(len(b.data) for b in self._blocks), 0
         return state
-
-    def __setstate__(self, state):
-        state.setdefault("_spill", None)
-        state.setdefault("_file", None)
-        state.setdefault("_held", sum(len(b.data) for b in state["_blocks"]))
-        self.__dict__.update(state)
 
 
 class ById(Mapping):
