@@ -37,6 +37,7 @@ notified (no polling).
 """
 import atexit
 import multiprocessing
+import multiprocessing.connection
 import os
 import sys
 import threading
@@ -411,8 +412,25 @@ def _process_pool(workers, slot, broken=None):
                 pool.shutdown(wait=False, cancel_futures=True)
             # spawn: a fork of a process with threads running (ours, BLAS's) may deadlock
             pool = _PROCESSES[(workers, slot)] = ProcessPoolExecutor(
-                max_workers=1, mp_context=multiprocessing.get_context("spawn"))
+                max_workers=1, mp_context=multiprocessing.get_context("spawn"),
+                initializer=_watch_parent)
         return pool
+
+
+def _watch_parent():
+    """In a worker process: end it as soon as the process that started it is gone. A worker
+    otherwise outlives a coordinator that was killed (SIGKILL, the out-of-memory killer, a
+    notebook kernel's restart), idle on its task queue, since it holds that queue's writing end
+    itself and never reads its end."""
+    parent = multiprocessing.parent_process()
+    if parent is None:
+        return
+
+    def watch():
+        multiprocessing.connection.wait([parent.sentinel])
+        os._exit(1)
+
+    threading.Thread(target=watch, name="ndvm-parent-watch", daemon=True).start()
 
 
 def process_ids(workers):

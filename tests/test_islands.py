@@ -315,6 +315,51 @@ def test_a_killed_worker_process_loses_and_duplicates_nothing(inline, tmp_path):
     assert sorted(written) == [r["id"] for r in whole.records]  # each candidate once
 
 
+def _alive(pid):
+    try:
+        os.kill(pid, 0)  # (a zombie answers too: it is reaped by whoever adopted it)
+    except ProcessLookupError:
+        return False
+    with open(f"/proc/{pid}/stat") as f:
+        return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc"), reason="reads process states from /proc")
+def test_worker_processes_end_when_their_search_process_is_killed(tmp_path):
+    """A search process SIGKILLed mid-search (the out-of-memory killer, a notebook kernel's
+    restart) leaves no worker process behind: before, both stayed, idle, for good."""
+    import subprocess
+    import sys
+
+    script = tmp_path / "search.py"
+    script.write_text(
+        "import ndvm\n"
+        "from ndvm import schedule\n"
+        "if __name__ == '__main__':\n"
+        "    print(*schedule.process_ids(2), flush=True)\n"
+        "    ndvm.search('damped', islands=2, workers=2, budget=300, out='run')\n")
+    p = subprocess.Popen([sys.executable, str(script)], cwd=tmp_path, stdout=subprocess.PIPE,
+                         stderr=subprocess.DEVNULL, text=True)
+    try:
+        pids = [int(x) for x in p.stdout.readline().split()]
+        records = tmp_path / "run" / RECORD_FILE
+        deadline = time.monotonic() + 120
+        while not (records.exists() and records.stat().st_size) and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert len(pids) == 2 and records.stat().st_size  # (killed mid-search, workers busy)
+        assert all(_alive(pid) for pid in pids)
+    finally:
+        p.kill()
+        p.wait()
+    deadline = time.monotonic() + 60
+    while any(_alive(pid) for pid in pids) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    left = [pid for pid in pids if _alive(pid)]
+    for pid in left:  # (not left behind by a failing test either)
+        os.kill(pid, signal.SIGKILL)
+    assert not left
+
+
 def test_a_killed_dask_worker_loses_and_duplicates_nothing(tmp_path):
     distributed = pytest.importorskip("distributed")
     run = dict(RUN, max_candidates=576, migration_every=96)
