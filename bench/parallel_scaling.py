@@ -781,7 +781,8 @@ def coordinator_over_time(seconds, islands=4, windows=10):
     ``seconds`` of budget, writing a run folder as the CLI does; in each of ``windows`` equal
     windows the candidates made, their rate, the share in that window, what Amdahl's law
     projects from it on 16 cores, the mean size of the islands' packed states the
-    coordinator sent in it, and the coordinating process's resident memory at its end.
+    coordinator sent in it (with the digests of its Seen when it sent them: an island that
+    moved to another process), and the coordinating process's resident memory at its end.
     Each island carries the digests of every source it has met (its Seen) between epochs, so
     what the coordinator moves per epoch grows with the search: the share measured over the
     first seconds is not the share an hour in."""
@@ -791,8 +792,9 @@ def coordinator_over_time(seconds, islands=4, windows=10):
     submit, add = schedule.Scheduler.submit, isl.Records.add
 
     def submitting(self, fn, *args, **where):
-        if fn is isl._epoch and isinstance(args[1], bytes):
-            sizes.append(len(args[1]))
+        if fn is isl._epoch and isinstance(args[1], bytes):  # (the island, and the digests of
+            held = args[7] if len(args) > 7 else None  # its Seen when they are sent with it)
+            sizes.append(len(args[1]) + len(held[1] if held and held[1] is not None else b""))
         return submit(self, fn, *args, **where)
 
     def adding(self, block):
@@ -868,7 +870,7 @@ def main():
                     help="candidates per timed search (0: skip the search scaling)")
     ap.add_argument("--dask", action="store_true", help="also measure the Dask executor path")
     ap.add_argument("--islands", type=int, default=4,
-                    help="islands of the island-search scaling (0: skip it)")
+                    help="islands of the island-search scaling (0: skip it) and of --over-time")
     ap.add_argument("--island-candidates", type=int, default=8192,
                     help="candidates per timed island search")
     ap.add_argument("--only-islands", action="store_true",
@@ -891,7 +893,7 @@ def main():
         island_travel(args.travel)
         return
     if args.over_time:
-        coordinator_over_time(args.over_time)
+        coordinator_over_time(args.over_time, args.islands)
         return
     if args.only_islands:
         islands_part(args)
