@@ -191,6 +191,11 @@ class Scheduler:
         self._client = client  # (a Dask cluster's client: its event log tells of dead workers)
         self._tags = {}  # (on a cluster: each submitted task's key -> its handle's tag)
 
+    def place(self, where):
+        """The process of slot ``where`` (None: the work was not sent to a slot, or there are
+        none)."""
+        return None if where is None or self.places is None else self.places[where]
+
     @classmethod
     def threads(cls, workers=None):
         """The persistent pool of worker threads (grown to ``workers`` if smaller)."""
@@ -249,7 +254,7 @@ class Scheduler:
             options = dict(options, key=f"{getattr(h.fn, '__name__', 'work')}-{uuid.uuid4().hex}")
             self._tags[options["key"]] = h.tag
             if h.where is not None:
-                options.update(workers=[self.places[h.where]], allow_other_workers=True)
+                options.update(workers=[self.place(h.where)], allow_other_workers=True)
         try:
             h.future = ex.submit(h.fn, *h.args, **options)
         except BrokenProcessPool:  # (a worker died while idle: no future said so yet)

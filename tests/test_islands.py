@@ -147,32 +147,71 @@ def test_an_islands_seen_stays_where_its_epoch_ran_and_is_sent_again_when_not_th
     recipe = (0, 2, 1, g, 16, "dmci", None, 0, None)
     key = "test-seen-stays"
     try:
-        first = isl._epoch(key, recipe, 64, [], 4, None, False, (0, None, 2), task)
+        first = isl._epoch(key, recipe, 64, [], 4, None, False, (0, None, 2, None), task)
         kept = isl._SEENS[(key, 0)]
         assert kept[0] == 1 and len(first.seen) == 8 * len(kept[1]) > 0
         assert first.seen[:64] not in first.packed  # (its digests stay here)
-        second = isl._epoch(key, first.packed, 64, [], 4, None, False, (1, None, 2))
+        second = isl._epoch(key, first.packed, 64, [], 4, None, False, (1, None, 2, None))
         assert isl._SEENS[(key, 0)][1] is kept[1]  # (the same Seen, grown)
         digests = first.seen + second.seen
         assert ndvm._core._core.Seen.of(digests) is not kept[1]
-        stale = isl._epoch(key, first.packed, 64, [], 4, None, False, (1, None, 2))
+        stale = isl._epoch(key, first.packed, 64, [], 4, None, False, (1, None, 2, None))
         assert stale == isl.NEED_SEEN  # (the Seen kept is after 2 epochs, not after 1)
         assert (key, 0) not in isl._SEENS  # (and was dropped)
-        assert isl._epoch(key, second.packed, 64, [], 4, None, False, (2, None, 2)) == \
+        assert isl._epoch(key, second.packed, 64, [], 4, None, False, (2, None, 2, None)) == \
             isl.NEED_SEEN
-        third = isl._epoch(key, second.packed, 64, [], 4, None, False, (2, digests, 2))
+        third = isl._epoch(key, second.packed, 64, [], 4, None, False, (2, digests, 2, None))
         assert len(isl._SEENS[(key, 0)][1]) * 8 == len(digests + third.seen)
+        # back in a process that kept it after 1 epoch: sent the digests of epochs 2 and 3
+        isl._SEENS[(key, 0)] = (1, ndvm._core._core.Seen.of(first.seen))
+        assert isl._epoch(key, third.packed, 64, [], 4, None, False,
+                          (3, second.seen + third.seen, 2, 2)) == isl.NEED_SEEN  # (not after 2)
+        isl._SEENS[(key, 0)] = (1, ndvm._core._core.Seen.of(first.seen))
+        fourth = isl._epoch(key, third.packed, 64, [], 4, None, False,
+                            (3, second.seen + third.seen, 2, 1))
+        assert len(isl._SEENS[(key, 0)][1]) * 8 == len(digests + third.seen + fourth.seen)
     finally:
         isl._forget(key)
     assert not any(k[0] == key for k in isl._SEENS)
     whole = isl.Island(task, *recipe)
     outs = []
-    for _ in range(3):
+    for _ in range(4):
         whole, recs = isl.run_epoch(whole, 64, [])
         outs.append([[r.get(k) for k in FIELDS] for r in recs])
     assert outs == [[[r.get(k) for k in FIELDS] for r in o.records.records()]
-                    for o in (first, second, third)]
-    assert len(whole.state.seen) * 8 == len(digests + third.seen)
+                    for o in (first, second, third, fourth)]
+    assert len(whole.state.seen) * 8 == len(digests + third.seen + fourth.seen)
+
+
+def test_an_island_back_in_a_process_it_ran_in_is_sent_only_the_digests_since(inline,
+                                                                               monkeypatch):
+    """3 islands on 2 processes: an idle process takes an island whose home is busy, so islands
+    move. One that comes back to a process where its Seen was kept after an earlier epoch is
+    sent only the digests of the epochs since, not all of them, and the records are the same
+    as the islands run inline."""
+    made = []
+
+    def held(*args):
+        made.append(isl_held(*args))
+        return made[-1]
+
+    every = []  # (the epochs sent every digest: an island in a process for the first time)
+
+    def submit(self, fn, *args, **kw):
+        if fn is isl._epoch and args[7] is not None and args[7][1] is not None \
+                and args[7][3] is None:
+            every.append(args[7][0])
+        return schedule_submit(self, fn, *args, **kw)
+
+    isl_held, schedule_submit = isl._held, schedule.Scheduler.submit
+    monkeypatch.setattr(isl, "_held", held)
+    monkeypatch.setattr(schedule.Scheduler, "submit", submit)
+    run = dict(RUN, max_candidates=1152)  # (8 epochs an island)
+    res = ndvm.search("damped", workers=2, **run)
+    assert _rows(res) == _rows(ndvm.search("damped", workers=1, **run))
+    since = [h for h in made if h[3] is not None]
+    assert since and all(0 < h[3] < h[0] and len(h[1]) > 0 for h in since)
+    assert len(every) <= 3  # (each island at most once in the process it did not start in)
 
 
 def test_a_search_whose_islands_seens_go_missing_sends_them_again(inline, monkeypatch):

@@ -300,13 +300,26 @@ def test_a_seen_keeps_what_it_gained_since_its_mark():
     s.add("(* a x)")
     s.add("(- a x)")
     assert len(s.added()) == 16  # (two new ones; those met before are not added)
-    whole = rounds.Seen.of(before + s.added())
+    gained = s.added()
+    whole = rounds.Seen.of(before + gained)
     assert len(whole) == 3 and all(t in whole for t in ("(+ a x)", "(* a x)", "(- a x)"))
     s.mark()  # (a new mark forgets what was kept)
     assert s.added() == b"" and len(s) == 3
     assert len(rounds.Seen.of(b"")) == 0
     with pytest.raises(ValueError, match="8 bytes"):
         rounds.Seen.of(b"1234")
+    # an earlier packing brought up to date with what was added since: the same Seen
+    old = rounds.Seen.of(before)
+    old.mark()
+    old.extend(gained + before)  # (one met before: once)
+    assert len(old) == 3 and all(t in old for t in ("(+ a x)", "(* a x)", "(- a x)"))
+    assert old.added() == b""  # (what it is given is not kept as added)
+    old.extend(b"")
+    with pytest.raises(ValueError, match="8 bytes"):
+        old.extend(b"12345678" + b"1")
+    assert len(old) == 3
+    with pytest.raises(TypeError):
+        old.extend("(+ a x)")
 
 
 def _seen_bytes(seen):

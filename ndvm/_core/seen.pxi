@@ -72,6 +72,12 @@ cdef class Seen:
             memcpy(PyBytes_AS_STRING(out), self._added.data(), 8 * n)
         return out
 
+    def extend(self, bytes packed):
+        """Add the packed digests ``packed`` (as ``added()`` gives them; not kept for
+        ``added()`` themselves): the Seen of an earlier packing, extended by every ``added()``
+        since, is the Seen they came from."""
+        _unpack_into(self, packed)
+
     @staticmethod
     def of(packed):
         """The Seen of these packed digests (a Seen's pickled form, or several joined)."""
@@ -86,8 +92,13 @@ cdef class Seen:
 def _seen_from(bytes packed):
     """The Seen that pickled as ``packed`` (its digests, 8 bytes each)."""
     cdef Seen s = Seen()
+    _unpack_into(s, packed)
+    return s
+
+
+cdef int _unpack_into(Seen s, bytes packed) except -1:
     cdef Py_ssize_t size = len(packed)
     if size % 8:
         raise ValueError(f"a Seen packs 8 bytes a digest, got {size} bytes")
     s.digests.unpack(<const unsigned char*>PyBytes_AS_STRING(packed), <size_t>(size // 8))
-    return s
+    return 0

@@ -171,13 +171,22 @@ def _pack(island, key, task, without_seen=False):
 
 
 def _seen_for(key, index, held):
-    """Island ``index``'s Seen after ``held[0]`` epochs: the one this process kept, else the one
-    of the digests ``held[1]`` (when given), else None (the epoch answers NEED_SEEN)."""
-    epoch, digests, _ = held
+    """Island ``index``'s Seen after ``held[0]`` epochs: the one this process kept; else, with
+    the digests ``held[1]``, the Seen they make (every digest: ``held[3]`` None), or the one
+    kept here after ``held[3]`` epochs with the digests of the epochs since added; else None
+    (the epoch answers NEED_SEEN)."""
+    epoch, digests, _, since = held
     kept = _SEENS.pop((key, index), None)  # (kept again only once the epoch has run)
     if kept is not None and kept[0] == epoch:
         return kept[1]
-    return None if digests is None else Seen.of(digests)
+    if digests is None:
+        return None
+    if since is None:
+        return Seen.of(digests)
+    if kept is None or kept[0] != since:
+        return None
+    kept[1].extend(digests)
+    return kept[1]
 
 
 def _hold(key, index, epochs, seen, most):
@@ -210,9 +219,11 @@ def _epoch(key, state, n, migrants, k, seconds, lines, held=None, task=None):
     epoch packed it, or for its first epoch the arguments that make it (after the task). The
     task is the one this process keeps for the search ``key``, or ``task`` when given (then
     kept); without either it returns NEED_TASK (the coordinator sends the task). With ``held``
-    (the epochs the island has run, every digest of its Seen or None, how many Seens a process
-    keeps) the island's Seen stays here after the epoch and travels neither way: it is the one
-    kept here, or made of the digests given; without either it returns NEED_SEEN. Sends back
+    (the epochs the island has run, digests of its Seen or None, how many Seens a process
+    keeps, and the epochs after which the digests given start, None when they are all of them)
+    the island's Seen stays here after the epoch and travels neither way: it is the one kept
+    here, or made of the digests given, or an older one kept here brought up to date with them
+    (an island back in a process it ran in before); else it returns NEED_SEEN. Sends back
     ``k`` migrants, the records packed (with their lines for the record file when ``lines``),
     without their times: the coordinator stamps them as they arrive, and with ``held`` the
     digests the Seen gained."""
@@ -271,6 +282,8 @@ def search_islands(task, islands, seed, grammar, batch, every, migrants, max_can
     # home process: ``_epoch``'s held; on another executor it travels)
     keeps = executor is None or sched.slots is not None
     seens = [[] for _ in range(islands)]  # each island's digests, as its epochs sent them
+    # (where each island's Seen was kept, as the coordinator last knew it: place -> epochs)
+    kept_at = [{} for _ in range(islands)]
     home = [None if sched.slots is None else i % sched.slots for i in range(islands)]
     # (the Seens a process keeps: all of them in this one, else its slots' share and one more)
     most = islands if sched.slots is None else (
@@ -308,7 +321,8 @@ def search_islands(task, islands, seed, grammar, batch, every, migrants, max_can
         for i in ready:
             left = None if budget_s is None else max(0.0, budget_s - (time.perf_counter()
                                                                       - started))
-            held = (epochs[i], None, most) if keeps else None
+            held = _held(epochs[i], seens[i], most, kept_at[i], sched.place(home[i])) \
+                if keeps else None
             running.append(sched.submit(_epoch, key, states[i], quota(i), incoming(i, epochs[i]),
                                         migrants, left, sink is not None, held, None,
                                         tag=(i, epochs[i]), where=home[i]))
@@ -320,7 +334,7 @@ def search_islands(task, islands, seed, grammar, batch, every, migrants, max_can
         if task is not None:
             args[8] = task
         if seen:
-            args[7] = (args[7][0], b"".join(seens[h.tag[0]]), most)
+            args[7] = (args[7][0], b"".join(seens[h.tag[0]]), most, None)
         return sched.submit(_epoch, *args, tag=h.tag, where=h.where)
 
     try:
@@ -341,6 +355,7 @@ def search_islands(task, islands, seed, grammar, batch, every, migrants, max_can
                 states[i], block = out.packed, out.records
                 if out.seen is not None:
                     seens[i].append(out.seen)
+                    kept_at[i][sched.place(h.where)] = e + 1
                 proposed[i], stops[i], island_warnings[i] = (out.n_proposed, out.stopped,
                                                              out.warnings)
                 epochs[i] = e + 1
@@ -372,6 +387,17 @@ def search_islands(task, islands, seed, grammar, batch, every, migrants, max_can
         stopped = next(s for s in stops if s)
     records.sort_by_id()
     return records, stopped, warnings + [w for ws in island_warnings for w in ws]
+
+
+def _held(epochs, seens, most, kept_at, place):
+    """``_epoch``'s ``held`` for an island after ``epochs`` epochs (``seens``: the digests each
+    epoch added) sent to ``place``, where its Seen was kept after ``kept_at.get(place)``
+    epochs: no digests when they are there (or, as far as the coordinator knows, the island
+    was never there: it answers NEED_SEEN if it is not), else those of the epochs since."""
+    since = kept_at.get(place)
+    if since is None or since == epochs:
+        return epochs, None, most, None
+    return epochs, b"".join(seens[since:]), most, since
 
 
 _TOLD = []  # the handles of the last searches' _forget_everywhere (a Dask cluster drops work
