@@ -424,6 +424,32 @@ def test_a_killed_dask_worker_loses_and_duplicates_nothing(tmp_path):
     assert sorted(written) == [r["id"] for r in whole.records]
 
 
+def test_a_dask_cluster_that_grows_during_a_search_runs_epochs_on_its_new_workers(inline,
+                                                                                   monkeypatch):
+    """A cluster still starting its workers when the search begins (an adaptive cluster, a
+    batch system's queued jobs): a worker that joins later is a slot too. Before, the slots
+    were the workers the search started with, and one worker ran every epoch, one at a time."""
+    distributed = pytest.importorskip("distributed")
+    add, joined = isl.Records.add, []
+    with distributed.LocalCluster(n_workers=1, threads_per_worker=1, processes=False,
+                                  dashboard_address=None) as cluster, \
+            distributed.Client(cluster) as client:
+
+        def adding(self, block):  # (once the first epoch is back, a second worker joins)
+            if not joined:
+                cluster.scale(2)
+                client.wait_for_workers(2, timeout=120)
+                joined.append(True)
+            return add(self, block)
+
+        monkeypatch.setattr(isl.Records, "add", adding)
+        with distributed.get_task_stream(client) as stream:
+            res = ndvm.search("damped", executor=client.get_executor(), **RUN)
+    ran = {t["worker"] for t in stream.data if str(t["key"]).startswith("_epoch")}
+    assert joined and len(ran) == 2
+    assert _rows(res) == _rows(inline)
+
+
 def test_a_pool_that_broke_before_any_future_said_so_is_renewed(inline):
     """A worker died while no epoch was running (the pool is broken, no future failed): the next
     submit renews the pool instead of failing the search."""
