@@ -43,6 +43,7 @@ import sys
 import threading
 import time
 import uuid
+from collections import Counter
 from concurrent.futures import ALL_COMPLETED, FIRST_COMPLETED, Executor, Future, ThreadPoolExecutor
 from concurrent.futures import wait as _wait_futures
 from concurrent.futures.process import BrokenProcessPool, ProcessPoolExecutor
@@ -52,6 +53,7 @@ __all__ = ["DASK_QUIET", "RETRIES", "Handle", "Scheduler", "check_executor",
 
 RETRIES = 3  # a piece of work whose worker died is submitted again this many times, then fails
 WATCH = 0.5  # seconds between looks at a pool of worker processes for a dead worker (_stalled)
+GROW = 1.0  # seconds between asks of a Dask cluster for the workers it has now (Scheduler.live)
 
 # Dask's own monitoring turned down, for a cluster that runs a search on a few cores
 # (``dask.config.set(DASK_QUIET)`` before the cluster starts: a LocalCluster's worker processes
@@ -113,6 +115,11 @@ def _client_of(executor):
     whose submit takes ``Client.submit``'s keywords), else None."""
     client = getattr(executor, "_client", None)
     return client if client is not None and hasattr(client, "nthreads") else None
+
+
+def _threads_of(nthreads):
+    """One place for each thread of each Dask worker (address -> threads), in address order."""
+    return [a for a, n in sorted(nthreads.items()) for _ in range(max(0, n))]
 
 
 def executor_workers(executor):
@@ -181,7 +188,7 @@ class Scheduler:
     of ours (None: not ours to renew). ``places``: the process of each slot that ``submit``'s
     ``where`` sends work to (its number; on Dask its worker's address: slots of one process
     share what work leaves there), or None (the executor places the work); ``slots``: how
-    many (or None)."""
+    many (or None). On a Dask cluster the slots grow as workers join (``live``)."""
 
     def __init__(self, current, workers, renew=None, options=None, client=None, places=None):
         self.current, self.workers, self._renew = current, workers, renew
@@ -190,6 +197,8 @@ class Scheduler:
         self._options = options or {}  # (keywords every submit passes to the executor)
         self._client = client  # (a Dask cluster's client: its event log tells of dead workers)
         self._tags = {}  # (on a cluster: each submitted task's key -> its handle's tag)
+        self._asked = time.monotonic()  # (when the cluster was last asked for its workers)
+        self._there = set(places or ())  # (the workers it had then)
 
     def place(self, where):
         """The process of slot ``where`` (None: the work was not sent to a slot, or there are
@@ -224,15 +233,36 @@ class Scheduler:
         piece of work is submitted as impure: Dask then neither hashes its arguments (an
         island's state, its migrants) to name it, nor hands back the outcome of an earlier
         submission with the same arguments when work is run again after its worker died; and
-        each of the cluster's worker threads (when it starts) is a slot (``places``: their
-        workers' addresses), which ``where`` asks for (a loose restriction: Dask runs the work
-        elsewhere when that worker is gone)."""
+        each of the cluster's worker threads is a slot (``places``: their workers' addresses),
+        which ``where`` asks for (a loose restriction: Dask runs the work elsewhere when that
+        worker is gone); a worker that joins later adds its threads (``live``). A cluster
+        without a worker yet has no slots: Dask places all the work."""
         client = _client_of(executor)
         if client is None:
             return cls(lambda _: executor, executor_workers(executor))
-        places = [a for a, n in sorted(client.nthreads().items()) for _ in range(n)] or None
         return cls(lambda _: executor, executor_workers(executor), options={"pure": False},
-                   client=client, places=places)
+                   client=client, places=_threads_of(client.nthreads()) or None)
+
+    def live(self):
+        """The slots whose process is there now: on a Dask cluster (asked at most every GROW
+        seconds) the slots of the workers it has, a worker that joined since adding its
+        threads as new slots; elsewhere every slot (a dead process of ours is renewed)."""
+        if self._client is not None and time.monotonic() - self._asked >= GROW:
+            self._asked = time.monotonic()
+            try:
+                nthreads = self._client.nthreads()
+            except Exception:  # noqa: BLE001 - (the scheduler out of reach: as it was)
+                nthreads = None
+            if nthreads is not None:
+                self._there = set(nthreads)
+                have = Counter(self.places)
+                self.places += _threads_of({a: n - have[a] for a, n in nthreads.items()})
+                self.slots = len(self.places)
+        if self._client is None:
+            return list(range(self.slots or 0))
+        # (none there: every slot, and Dask holds the work until a worker comes)
+        return [k for k, a in enumerate(self.places) if a in self._there] or list(
+            range(self.slots))
 
     def submit(self, fn, *args, tag=None, where=None):
         """``fn(*args)`` on a worker (with ``slots``, the slot ``where``; without ``where``,

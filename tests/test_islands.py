@@ -443,6 +443,7 @@ def test_a_dask_cluster_that_grows_during_a_search_runs_epochs_on_its_new_worker
             return add(self, block)
 
         monkeypatch.setattr(isl.Records, "add", adding)
+        monkeypatch.setattr(schedule, "GROW", 0.0)  # (asked at every launch: a short search)
         with distributed.get_task_stream(client) as stream:
             res = ndvm.search("damped", executor=client.get_executor(), **RUN)
     ran = {t["worker"] for t in stream.data if str(t["key"]).startswith("_epoch")}

@@ -285,9 +285,7 @@ def search_islands(task, islands, seed, grammar, batch, every, migrants, max_can
     # (where each island's Seen was kept, as the coordinator last knew it: place -> epochs)
     kept_at = [{} for _ in range(islands)]
     home = [None if sched.slots is None else i % sched.slots for i in range(islands)]
-    # (the Seens a process keeps: all of them in this one, else its slots' share and one more)
-    most = islands if sched.slots is None else (
-        -(-islands * max(Counter(sched.places).values()) // sched.slots) + 1)
+    most = islands  # (the Seens a process keeps: all of them here, else _most's)
 
     def quota(i):
         n = every if share is None else min(every, share[i] - proposed[i])
@@ -304,6 +302,7 @@ def search_islands(task, islands, seed, grammar, batch, every, migrants, max_can
         return sent.get((src, min(e - 1, last)))
 
     def launch():
+        nonlocal most
         busy = {h.tag[0] for h in running}
         for i in range(islands):  # (first, so that incoming() knows every finished island)
             if not finished[i] and i not in busy and (quota(i) == 0 or stops[i] is not None):
@@ -312,7 +311,9 @@ def search_islands(task, islands, seed, grammar, batch, every, migrants, max_can
                  and incoming(i, epochs[i]) is not None]
         if sched.slots is not None:  # (an island's epoch goes to its home process when that
             # is idle, else to an idle one, which becomes its home; else it waits)
-            idle = sorted(set(range(sched.slots)) - {h.where for h in running})
+            live = sched.live()  # (on a Dask cluster, a worker that joined adds slots)
+            most = _most(islands, [sched.place(k) for k in live])
+            idle = sorted(set(live) - {h.where for h in running})
             ready = ([i for i in ready if home[i] in idle]
                      + [i for i in ready if home[i] not in idle])[:len(idle)]
             for i in ready:
@@ -387,6 +388,12 @@ def search_islands(task, islands, seed, grammar, batch, every, migrants, max_can
         stopped = next(s for s in stops if s)
     records.sort_by_id()
     return records, stopped, warnings + [w for ws in island_warnings for w in ws]
+
+
+def _most(islands, places):
+    """How many islands' Seens a process keeps, with the islands' epochs sent to ``places`` (a
+    process once for each of its slots): its slots' share of the islands and one more."""
+    return -(-islands * max(Counter(places).values()) // len(places)) + 1
 
 
 def _held(epochs, seens, most, kept_at, place):
