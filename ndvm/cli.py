@@ -2,17 +2,38 @@
 
 Errors in user input (a missing file, bad program text, a bad option value) print one line
 (file:line:col: kind: message) and exit with status 2; a search that finds no good fit exits 1;
-Ctrl-C exits 130 after writing what was done.
+Ctrl-C exits 130 after writing what was done; SIGTERM (a batch system's notice at the end of a
+job's time, ``kill``) the same, exiting 143.
 """
 import argparse
 import math
+import signal
 import sys
+import threading
 from importlib import resources
 from pathlib import Path
 
 import numpy as np
 
 __all__ = ["main"]
+
+
+class Terminated(KeyboardInterrupt):
+    """A SIGTERM, raised where it arrives so that it stops what runs as Ctrl-C does."""
+
+
+def _terminate(signum, frame):
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)  # (a second one ends the process at once)
+    _TERMINATED.append(signum)
+    raise Terminated
+
+
+_TERMINATED = []  # (a SIGTERM arrived during this command)
+
+
+def _stopped():
+    """The line and exit status of a command stopped by Ctrl-C or SIGTERM."""
+    return ("stopped by SIGTERM", 143) if _TERMINATED else ("interrupted", 130)
 
 
 class InputError(ValueError):
@@ -394,8 +415,9 @@ def cmd_search(args):
         print("wrote " + ", ".join(str(p) for p in [out / "candidates.jsonl",
                                                      out / "summary.json"] + written))
     if res.stopped == "interrupted":
-        print("ndvm: interrupted; the results above are from what was done", file=sys.stderr)
-        return 130
+        what, status = _stopped()
+        print(f"ndvm: {what}; the results above are from what was done", file=sys.stderr)
+        return status
     return 0 if (fg is not None or nll) else 1
 
 
@@ -530,7 +552,8 @@ EPILOG = """examples:
   ndvm compare model.scm --param a=1 --data x=0.5,1.0
 
 exit status: 0 done; 1 no good fit (search) or clients disagree (compare); 2 a usage or input
-error (one line saying where); 130 interrupted (a search still writes what it did)
+error (one line saying where); 130 interrupted (a search still writes what it did); 143 stopped
+by SIGTERM (the same)
 """
 
 
@@ -701,6 +724,10 @@ def main(argv=None):
 
     argv = _split_negative(sys.argv[1:] if argv is None else list(argv))
     args = build_parser().parse_args(argv)
+    _TERMINATED.clear()
+    on_term = None
+    if threading.current_thread() is threading.main_thread():
+        on_term = signal.signal(signal.SIGTERM, _terminate)
     try:
         return args.func(args)
     except ndvm.SchemeError as e:
@@ -723,8 +750,12 @@ def main(argv=None):
         print(f"ndvm: error: cannot write {where}{e.strerror or e}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
-        print("ndvm: interrupted", file=sys.stderr)
-        return 130
+        what, status = _stopped()
+        print(f"ndvm: {what}", file=sys.stderr)
+        return status
+    finally:
+        if on_term is not None:
+            signal.signal(signal.SIGTERM, on_term)
 
 
 if __name__ == "__main__":

@@ -39,6 +39,7 @@ import atexit
 import multiprocessing
 import multiprocessing.connection
 import os
+import signal
 import sys
 import threading
 import time
@@ -448,15 +449,18 @@ def _process_pool(workers, slot, broken=None):
             # spawn: a fork of a process with threads running (ours, BLAS's) may deadlock
             pool = _PROCESSES[(workers, slot)] = ProcessPoolExecutor(
                 max_workers=1, mp_context=multiprocessing.get_context("spawn"),
-                initializer=_watch_parent)
+                initializer=_worker_started)
         return pool
 
 
-def _watch_parent():
-    """In a worker process: end it as soon as the process that started it is gone. A worker
+def _worker_started():
+    """In a new worker process: Ctrl-C is left to the process that started it (a terminal sends
+    it to every process of the group: the search stops and writes what it did, and its workers
+    printed a traceback each), and the worker ends as soon as that process is gone. A worker
     otherwise outlives a coordinator that was killed (SIGKILL, the out-of-memory killer, a
     notebook kernel's restart), idle on its task queue, since it holds that queue's writing end
     itself and never reads its end."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     parent = multiprocessing.parent_process()
     if parent is None:
         return

@@ -173,6 +173,35 @@ def test_ctrl_c_writes_summary_front_and_plots(tmp_path):
     assert "Pareto front" in stdout and "interrupted" in stderr
 
 
+@pytest.mark.skipif(sys.platform == "win32", reason="process groups, SIGTERM")
+@pytest.mark.parametrize("sig, status, said", [(signal.SIGINT, 130, "interrupted"),
+                                               (signal.SIGTERM, 143, "stopped by SIGTERM")])
+def test_a_signal_to_an_island_searchs_whole_process_group_stops_it_whole(sig, status, said,
+                                                                          tmp_path):
+    """A terminal's Ctrl-C, and a batch system's SIGTERM at the end of a job's time, reach every
+    process of the group: the workers too. The search stops as after Ctrl-C, writes what it
+    did, and no worker prints a traceback. Before, SIGTERM ended the search at once (no summary,
+    no model), and Ctrl-C printed a KeyboardInterrupt traceback from each worker."""
+    out = tmp_path / "run"
+    p = subprocess.Popen([sys.executable, "-m", "ndvm", "search", "--task", "damped", "--islands",
+                          "2", "--workers", "2", "--budget", "5m", "--out", str(out)],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                         cwd=tempfile.gettempdir(), start_new_session=True,
+                         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    records = out / "candidates.jsonl"
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and not (records.exists() and records.stat().st_size > 0):
+        time.sleep(0.1)
+    os.killpg(p.pid, sig)
+    stdout, stderr = p.communicate(timeout=120)
+    assert p.returncode == status, stderr
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["stopped"] == "interrupted" and summary["candidates"] > 0
+    assert len(records.read_text().splitlines()) == summary["candidates"]
+    assert "Pareto front" in stdout and f"ndvm: {said};" in stderr
+    assert "Traceback" not in stderr
+
+
 # -- messages, exit codes, options -----------------------------------------------------------------
 
 def test_unused_bindings_are_reported():

@@ -40,6 +40,24 @@ def test_a_handler_of_the_users_gets_the_deferred_signal():
         signal.signal(signal.SIGINT, before)
 
 
+def test_a_sigterm_with_a_python_handler_is_deferred_too():
+    # (the command line's handler raises, as Ctrl-C does: a batch's records stay whole)
+    got, done = [], []
+    before = signal.signal(signal.SIGTERM, lambda *a: got.append("handled"))
+    try:
+        with uninterrupted():
+            signal.raise_signal(signal.SIGTERM)
+            signal.raise_signal(signal.SIGINT)
+            done.append("rest of the body")
+            assert got == []
+        pytest.fail("the deferred Ctrl-C was not raised")
+    except KeyboardInterrupt:
+        assert got == ["handled"] and done == ["rest of the body"]
+    finally:
+        signal.signal(signal.SIGTERM, before)
+    assert signal.getsignal(signal.SIGTERM) is before
+
+
 class _CtrlCWhileWriting:
     """The record file, with a Ctrl-C as its ``at``-th batch is written (``when``: "write",
     before its lines are; "flush", after they are)."""

@@ -103,26 +103,33 @@ def _open_run(out, resume, force):
 
 @contextmanager
 def uninterrupted():
-    """Run the body whole: a Ctrl-C (SIGINT) that arrives inside it takes effect when it ends,
-    through the handler that was there before. A search keeps a batch (its records in memory
-    and their lines in the record file) inside one, so that the file never holds a record twice
-    nor one the result lacks. Only the main thread receives Python's signals; elsewhere, and
-    where SIGINT has no Python handler to defer, the body just runs."""
+    """Run the body whole: a Ctrl-C (SIGINT), or a SIGTERM with a Python handler (the command
+    line's: ``cli.py``), that arrives inside it takes effect when it ends, through the handler
+    that was there before. A search keeps a batch (its records in memory and their lines in the
+    record file) inside one, so that the file never holds a record twice nor one the result
+    lacks. Only the main thread receives Python's signals; elsewhere, and where neither signal
+    has a Python handler to defer, the body just runs."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
-    before = signal.getsignal(signal.SIGINT)
-    if not callable(before):  # (ignored, or the default action: nothing raises in the body)
+    before = {s: signal.getsignal(s) for s in _DEFERRED}
+    before = {s: h for s, h in before.items() if callable(h)}  # (ignored, or the default
+    if not before:  # action: nothing raises in the body)
         yield
         return
     came = []
-    signal.signal(signal.SIGINT, lambda *a: came.append(a))
+    for s in before:
+        signal.signal(s, lambda signum, _: came.append(signum))
     try:
         yield
     finally:
-        signal.signal(signal.SIGINT, before)
-        if came:
-            signal.raise_signal(signal.SIGINT)  # (delivered now, to the handler restored)
+        for s, h in before.items():
+            signal.signal(s, h)
+        for s in dict.fromkeys(came):
+            signal.raise_signal(s)  # (delivered now, to the handler restored)
+
+
+_DEFERRED = (signal.SIGINT, signal.SIGTERM)
 
 
 def _iter_records(path, repair=False):
