@@ -775,6 +775,80 @@ def island_travel(epochs, every=256, at=(10, 50, 100, 200, 400)):
         isl._forget(key)
 
 
+def island_moves(seconds, counts=(3, 4, 8)):
+    """How often an island moves to another worker process, and what its Seen then costs: for
+    each number of islands in ``counts``, one damped search of ``seconds`` on 2 worker
+    processes, counting the epochs sent every digest of their island's Seen (it goes where it
+    never ran, or where its Seen is gone) and those sent only the digests of the epochs since it
+    last ran there, with their bytes. (An epoch whose island's Seen is where it runs is sent no
+    digest.)"""
+    from ndvm.cosearch import islands as isl
+
+    submit = schedule.Scheduler.submit
+
+    def counting(self, fn, *args, **where):
+        held = args[7] if fn is isl._epoch and len(args) > 7 else None
+        if held is not None:
+            seen["epochs"] += 1
+            if held[1] is not None:
+                kind = "all" if held[3] is None else "since"
+                seen[kind] += 1
+                seen[kind + " bytes"] += len(held[1])
+        return submit(self, fn, *args, **where)
+
+    print(f"islands moving between 2 worker processes (damped, {seconds:.0f} s searches):")
+    schedule.Scheduler.submit = counting
+    try:
+        for n in counts:
+            seen = dict.fromkeys(("epochs", "all", "all bytes", "since", "since bytes"), 0)
+            res = ndvm.search("damped", islands=n, workers=2, budget=seconds, seed=1)
+            print(f"  {n} islands: {len(res.records)} candidates, {seen['epochs']} epochs sent; "
+                  f"every digest {seen['all']} ({seen['all bytes'] / 1e6:.2f} MB), the digests "
+                  f"since {seen['since']} ({seen['since bytes'] / 1e6:.2f} MB)")
+    finally:
+        schedule.Scheduler.submit = submit
+
+
+def dask_growth(n=40000, islands=4, after=4.0):
+    """An island search on a Dask LocalCluster that changes while it runs: one of 1 worker
+    process grown to 2, and one of 2 with a worker retired, ``after`` seconds in (damped, ``n``
+    candidates): the epochs each worker ran from ``2 * after`` seconds on, and whether the
+    records are those of the same search run inline."""
+    from collections import Counter
+
+    from distributed import Client, LocalCluster, get_task_stream
+
+    run = dict(islands=islands, max_candidates=n, migration_every=256, budget=None, seed=3)
+    rows = [(r["id"], r["model"], r["params"]) for r in ndvm.search("damped", workers=1,
+                                                                    **run).records]
+    print(f"island search on a Dask cluster that changes {after:.0f} s in (damped, {n} "
+          f"candidates, {islands} islands):")
+    for start, to in ((1, 2), (2, 1)):
+        with (LocalCluster(n_workers=start, threads_per_worker=1, processes=True,
+                           dashboard_address=None) as cluster, Client(cluster) as client):
+            client.submit(int).result()  # (the workers up)
+
+            def change():
+                time.sleep(after)
+                if to > start:
+                    cluster.scale(to)
+                else:
+                    client.retire_workers(workers=[sorted(client.nthreads())[0]])
+
+            t = threading.Thread(target=change)
+            t0 = time.time()
+            t.start()
+            with get_task_stream(client) as stream:
+                res = ndvm.search("damped", executor=client.get_executor(), **run)
+            t.join()
+        late = Counter(x["worker"] for x in stream.data if str(x["key"]).startswith("_epoch")
+                       and x["startstops"][0]["start"] > t0 + 2 * after)
+        same = [(r["id"], r["model"], r["params"]) for r in res.records] == rows
+        print(f"  {start} -> {to} workers: {time.time() - t0:.1f} s; epochs started after "
+              f"{2 * after:.0f} s by worker: {sorted(late.values(), reverse=True)}; "
+              f"{'the same records as inline' if same else 'RECORDS DIFFER from inline'}")
+
+
 def coordinator_over_time(seconds, islands=4, windows=10):
     """The coordinating process's share of all the CPU (the serial fraction of an island search)
     window by window over one long search: damped, ``islands`` islands on 2 worker processes,
@@ -853,7 +927,7 @@ def _missing(args):
     import importlib.util
 
     needs = []
-    if args.dask:
+    if args.dask or args.dask_growth:
         needs += [("distributed", "'dask[distributed]'"), ("psutil", "psutil")]
     if args.large_data and (args.only_islands or args.islands):
         needs.append(("sympy", "sympy"))  # (bench/feynman.py's data sets)
@@ -877,6 +951,11 @@ def main():
                     help="only the island-search scaling")
     ap.add_argument("--travel", type=int, default=0, metavar="EPOCHS",
                     help="only an island's travel cost between epochs, over this many epochs")
+    ap.add_argument("--moves", type=float, default=0, metavar="SECONDS",
+                    help="only how often islands move between 2 processes, searches of this "
+                         "many seconds with 3, 4 and 8 islands")
+    ap.add_argument("--dask-growth", action="store_true",
+                    help="only an island search on a Dask cluster that grows and shrinks")
     ap.add_argument("--over-time", type=float, default=0, metavar="SECONDS",
                     help="only the coordinator's share window by window over one island search "
                          "of this many seconds")
@@ -894,6 +973,12 @@ def main():
         return
     if args.over_time:
         coordinator_over_time(args.over_time, args.islands)
+        return
+    if args.moves:
+        island_moves(args.moves)
+        return
+    if args.dask_growth:
+        dask_growth()
         return
     if args.only_islands:
         islands_part(args)

@@ -247,7 +247,10 @@ class Scheduler:
     def live(self):
         """The slots whose process is there now: on a Dask cluster (asked at most every GROW
         seconds) the slots of the workers it has, a worker that joined since adding its
-        threads as new slots; elsewhere every slot (a dead process of ours is renewed)."""
+        threads as new slots; elsewhere every slot (a dead process of ours is renewed); none
+        without slots."""
+        if self.places is None:
+            return []
         if self._client is not None and time.monotonic() - self._asked >= GROW:
             self._asked = time.monotonic()
             try:
@@ -260,7 +263,7 @@ class Scheduler:
                 self.places += _threads_of({a: n - have[a] for a, n in nthreads.items()})
                 self.slots = len(self.places)
         if self._client is None:
-            return list(range(self.slots or 0))
+            return list(range(self.slots))
         # (none there: every slot, and Dask holds the work until a worker comes)
         return [k for k, a in enumerate(self.places) if a in self._there] or list(
             range(self.slots))

@@ -280,3 +280,9 @@ def test_dask_quiet_names_settings_dask_has():
         assert type(default) is type(value)
     with dask.config.set(schedule.DASK_QUIET):
         assert dask.config.get("distributed.worker.profile.enabled") is False
+
+
+def test_slots_are_the_processes_there_now():
+    assert Scheduler.processes(1).live() == []  # (the calling thread: no slots)
+    assert Scheduler.threads(2).live() == []
+    assert Scheduler.processes(2).live() == [0, 1]  # (not started: a process of ours is renewed)
