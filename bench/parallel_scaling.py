@@ -791,7 +791,7 @@ def island_moves(seconds, counts=(3, 4, 8)):
         if held is not None:
             seen["epochs"] += 1
             if held[1] is not None:
-                kind = "all" if held[3] is None else "since"
+                kind = "all" if len(held) < 4 or held[3] is None else "since"
                 seen[kind] += 1
                 seen[kind + " bytes"] += len(held[1])
         return submit(self, fn, *args, **where)
