@@ -155,11 +155,11 @@ def _ndvm_taking_ctrl_c(*args):
     """The command that runs ``ndvm *args`` with Ctrl-C raising KeyboardInterrupt, as in a
     terminal: a child of a background job inherits SIGINT ignored, and Python then leaves it so
     (restored in the child itself: a preexec_fn is unsafe in a process with threads)."""
-    return [sys.executable, "-c",
-            "import runpy, signal, sys\n"
+    code = ("import runpy, signal, sys\n"
             "signal.signal(signal.SIGINT, signal.default_int_handler)\n"
             "sys.argv[0] = 'ndvm'\n"
-            "runpy.run_module('ndvm', run_name='__main__')\n", *args]
+            "runpy.run_module('ndvm', run_name='__main__')\n")
+    return [sys.executable, "-c", code, *args]
 
 
 @pytest.mark.skipif(sys.platform == "win32", reason="SIGINT")
