@@ -21,12 +21,15 @@ has not got it yet (once per worker process and search). The islands' scorers, e
 them derived from the task, are made again from it where they land (``score.Scorer``).
 
 An island's Seen (the digests of every source it has met, 8 bytes each) grows with the search,
-so on worker processes of ours it stays where the island's last epoch ran instead of travelling:
-each island has a home process (a slot of ``Scheduler.processes``) that keeps its Seen between
-epochs (``_SEENS``), and the epoch sends back only the digests it added. The coordinator keeps
-them all, so an epoch that lands where its island's Seen is not (its home process died, or the
-island moved to a process left idle) is answered NEED_SEEN and sent again with every digest. On
-an executor (Dask) the Seen travels inside the island, as the rest of it.
+so on worker processes of ours and on a Dask cluster's workers it stays in the processes its
+epochs ran in instead of travelling: each island has a home (a slot of the Scheduler) that keeps
+its Seen between epochs (``_SEENS``), and the epoch sends back only the digests it added. The
+coordinator keeps them all, and knows after how many epochs each process kept each island's
+Seen: an island that moves to a process left idle is sent the digests of the epochs since it
+last ran there, or every digest where it never ran (``_held``). An epoch that lands where its
+island's Seen is not as the coordinator knew it (dropped, the process renewed, or Dask ran it
+elsewhere) answers NEED_SEEN and is sent again with every digest. On any other executor the Seen
+travels inside the island, as the rest of it.
 """
 import contextlib
 import copyreg
@@ -55,8 +58,9 @@ NEED_SEEN = "ndvm: this process has not got the island's Seen"  # (an epoch's an
 _KEEP = 4  # the tasks of this many searches stay in a process that runs epochs
 _TASKS = {}  # search key -> its task, in this process
 # (search key, island) -> (the epochs the island had run, its Seen then), in this process: the
-# Seens of the islands whose last epoch ran here (at most ``held``'s bound of them, the oldest
-# used dropped first: an island that moved elsewhere is dropped in time)
+# Seens of the islands whose epochs ran here, the one of an island that moved elsewhere too (its
+# next epoch here is sent only the digests since), at most ``held``'s bound of them, the least
+# recently used dropped first
 _SEENS = {}
 _TASKS_LOCK = threading.Lock()
 
@@ -399,12 +403,12 @@ def _most(islands, places):
 def _held(epochs, seens, most, kept_at, place):
     """``_epoch``'s ``held`` for an island after ``epochs`` epochs (``seens``: the digests each
     epoch added) sent to ``place``, where its Seen was kept after ``kept_at.get(place)``
-    epochs: no digests when they are there (or, as far as the coordinator knows, the island
-    was never there: it answers NEED_SEEN if it is not), else those of the epochs since."""
+    epochs: no digests when they are there (and for a new island), those of the epochs since
+    when an older one is, every digest when the island never ran there."""
     since = kept_at.get(place)
-    if since is None or since == epochs:
+    if since == epochs or epochs == 0:
         return epochs, None, most, None
-    return epochs, b"".join(seens[since:]), most, since
+    return epochs, b"".join(seens[since or 0:]), most, since
 
 
 _TOLD = []  # the handles of the last searches' _forget_everywhere (a Dask cluster drops work
