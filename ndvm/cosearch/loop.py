@@ -332,8 +332,8 @@ def search(task="damped", proposer=None, budget=None, max_candidates=None, out=N
     # a resumed run replays its earlier sessions: the same proposals in the same order, their
     # outcomes read back from the records instead of calibrated again (and checked to score the
     # same), so it goes on exactly as an uninterrupted run of the same seed would
-    records, loaded, t_offset = (Records(spill=_spill_folder(out)),
-                                 Records(spill=_spill_folder(out)), 0.0)
+    spill = _spill_folder(out)
+    records, loaded, t_offset = Records(spill=spill), Records(spill=spill), 0.0
     record_path = None
     if out is not None:
         record_path = _open_run(out, resume, force)

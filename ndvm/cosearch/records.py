@@ -101,6 +101,9 @@ def _open_run(out, resume, force):
     return record_path
 
 
+_DEFERRED = (signal.SIGINT, signal.SIGTERM)  # (the signals uninterrupted() holds back)
+
+
 @contextmanager
 def uninterrupted():
     """Run the body whole: a Ctrl-C (SIGINT), or a SIGTERM with a Python handler (the command
@@ -127,9 +130,6 @@ def uninterrupted():
             signal.signal(s, h)
         for s in dict.fromkeys(came):
             signal.raise_signal(s)  # (delivered now, to the handler restored)
-
-
-_DEFERRED = (signal.SIGINT, signal.SIGTERM)
 
 
 def _iter_records(path, repair=False):
