@@ -140,7 +140,7 @@ class Evaluator:
         """The process's one Evaluator for these settings, made on first use: what ``ndvm.fit``
         without ``evaluator=`` and the workers of ``ndvm.fit_many`` run on, so that calls in a
         loop reuse warm native machines (one per thread: threads never share one)."""
-        name = client.name if hasattr(client, "name") else client
+        name = client if isinstance(client, str) else client.name
         key = (name, dtype, compat, tuple(sorted(limits.items())))
         ev = _SHARED.get(key)
         if ev is None:

@@ -101,7 +101,7 @@ cdef _bpositions(list out, object tree, object scope, object counters, tuple pat
     # yielded them
     _bdeeper(depth)
     if not counters or not _brefs(tree, counters, depth):  # (no counter: nothing to look for)
-        out.append((path, scope, True if counters else False))
+        out.append(_acyclic((path, scope, True if counters else False)))
     if not isinstance(tree, list) or not tree:
         return
     head = tree[0]

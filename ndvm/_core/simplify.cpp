@@ -1538,49 +1538,59 @@ struct Rules {
   };
 
   // Parameters named in order of occurrence: each occurrence its own name, or (shared) each
-  // distinct parameter its own name.
-  Renamed rename(N x, bool shared, std::map<std::string, std::string>& mapping, size_t& next) {
+  // distinct parameter its own name. The source and skeleton are written once, left to right,
+  // into the two strings (a subtree without parameters copies its memoized texts).
+  N rename(N x, bool shared, std::map<std::string, std::string>& mapping, size_t& next,
+           std::string& s, std::string& sk) {
     if (L(x)) {
-      if (!occurrences(x)) return {x, src(x), skeleton(x)};
+      if (!occurrences(x)) {
+        s += src(x);
+        sk += skeleton(x);
+        return x;
+      }
       guard();
       Ns items;
-      std::string s = "(", sk = "(";
+      s += '(';
+      sk += '(';
       for (size_t k = 0; k < x->items.size(); ++k) {
-        Renamed r = rename(x->items[k], shared, mapping, next);
-        items.push_back(r.tree);
         if (k) {
           s += ' ';
           sk += ' ';
         }
-        s += r.src;
-        sk += r.skel;
+        items.push_back(rename(x->items[k], shared, mapping, next, s, sk));
       }
       s += ')';
       sk += ')';
-      return {mk(std::move(items)), std::move(s), std::move(sk)};
+      return mk(std::move(items));
     }
     if (is_mark(x) || in_P(x)) {
-      std::string name;
+      const std::string* name;
       if (is_mark(x) || !shared) {
         if (next >= owner_.names_.size()) raise(Err::StopIteration, "");
-        name = owner_.names_[next++];
+        name = &owner_.names_[next++];
       } else {
         auto it = mapping.find(x->s);
         if (it == mapping.end()) {
           if (next >= owner_.names_.size()) raise(Err::StopIteration, "");
           it = mapping.emplace(x->s, owner_.names_[next++]).first;
         }
-        name = it->second;
+        name = &it->second;
       }
-      return {owner_.sym(name), name, "P"};
+      s += *name;
+      sk += 'P';
+      return owner_.sym(*name);
     }
-    return {x, atom_text(x), skeleton_atom(x)};
+    s += atom_text(x);
+    sk += skeleton_atom(x);
+    return x;
   }
 
   Renamed renamed(N t, bool shared) {
     std::map<std::string, std::string> mapping;
     size_t next = 0;
-    return rename(t, shared, mapping, next);
+    Renamed r;
+    r.tree = rename(t, shared, mapping, next, r.src, r.skel);
+    return r;
   }
 
   void canonical_form(N tree, N* out, std::string* source_out, int64_t* size_out,

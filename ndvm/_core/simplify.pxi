@@ -5,6 +5,20 @@ from libc.stdint cimport uint64_t
 from libcpp.unordered_map cimport unordered_map
 
 
+cdef extern from "Python.h":
+    void PyObject_GC_UnTrack(void*)
+
+
+cdef inline object _acyclic(object o):
+    # The collector walks every container it tracks, at each collection, and a search keeps
+    # hundreds of thousands of trees in its caches (canonical entries, parents' Sites): a tree's
+    # lists, and the tuples of its canonical entry and rewrite positions, hold atoms and other
+    # such containers, made once and never changed, so they can be in no cycle. Untracked, they
+    # are freed by their reference counts alone, and the collections never walk them.
+    PyObject_GC_UnTrack(<void*>o)
+    return o
+
+
 cdef extern from "simplify.hpp" namespace "ndvm::simp" nogil:
     cdef cppclass SItems "ndvm::simp::Items":
         size_t size()
@@ -210,7 +224,7 @@ cdef class Simplifier:
         if native_stack_exhausted():
             raise RecursionError(_STACK_EXHAUSTED)
         cdef size_t j
-        return [self._tree(n.items[j]) for j in range(n.items.size())]
+        return _acyclic([self._tree(n.items[j]) for j in range(n.items.size())])
 
     def canonical_form(self, tree, skeleton=False):
         """(tree, source, size) of the canonical simplified tree, and its skeleton after them
@@ -230,8 +244,8 @@ cdef class Simplifier:
         self.last_out = t
         self.last_out_node = out
         if skeleton:
-            return t, src.decode("utf-8"), size, skel.decode("utf-8")
-        return t, src.decode("utf-8"), size
+            return _acyclic((t, src.decode("utf-8"), size, skel.decode("utf-8")))
+        return _acyclic((t, src.decode("utf-8"), size))
 
     def simplify(self, tree):
         """An equivalent (up to fitted constants) and never larger tree."""
