@@ -61,11 +61,25 @@ cdef class Program:
     cdef readonly str source
     cdef readonly str name
     cdef readonly tuple free_names
-    cdef readonly dict free_positions
-    cdef readonly dict free_index        # free name -> its position in free_names
+    cdef dict _positions                 # (made on first use: a search parses thousands of
+    cdef dict _index                     # candidates a second and reads these for a few)
     cdef readonly tuple result_position  # (line, col) of the result expression
     cdef readonly dict _compiled
-    cdef object _lock
+
+    @property
+    def free_positions(self):
+        """free name -> (line, col) of its first use."""
+        if self._positions is None:
+            self._positions = {f.name.decode("utf-8"): (f.pos.line, f.pos.col)
+                               for f in deref(self._x).free_}
+        return self._positions
+
+    @property
+    def free_index(self):
+        """free name -> its position in free_names."""
+        if self._index is None:
+            self._index = {k: i for i, k in enumerate(self.free_names)}
+        return self._index
 
     def __reduce__(self):
         return (parse, (self.source, self.name))
@@ -82,12 +96,15 @@ cdef class Program:
         key = client.name
         c = self._compiled.get(key)
         if c is None:
-            with self._lock:
+            with _COMPILING:
                 c = self._compiled.get(key)
                 if c is None:
                     c = client.compile(self)
                     self._compiled[key] = c
         return c
+
+
+_COMPILING = threading.Lock()  # (a program is compiled once per client, by one thread)
 
 
 cdef bytes _utf8(str text, str name):
@@ -119,19 +136,10 @@ def parse(str text, str name="<program>"):
     p._x = x
     p.source = text
     p.name = name
-    names = []
-    positions = {}
-    for f in deref(x).free_:
-        s = f.name.decode("utf-8")
-        names.append(s)
-        positions[s] = (f.pos.line, f.pos.col)
-    p.free_names = tuple(names)
-    p.free_positions = positions
-    p.free_index = {k: i for i, k in enumerate(names)}
+    p.free_names = tuple([f.name.decode("utf-8") for f in deref(x).free_])
     rp = result_pos(deref(x))
     p.result_position = (rp.line, rp.col)
     p._compiled = {}
-    p._lock = threading.Lock()
     return p
 
 
