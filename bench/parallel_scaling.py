@@ -242,6 +242,28 @@ def held_fraction(fn):
     return 1.0 - native[0] / wall, 1.0 - native[1] / cpu
 
 
+@contextlib.contextmanager
+def collecting_seconds():
+    """Yields [seconds the garbage collector spent collecting, collections] while the block runs
+    (every generation, any thread)."""
+    import gc
+
+    total, began = [0.0, 0], []
+
+    def watch(phase, info):
+        if phase == "start":
+            began.append(time.perf_counter())
+        elif began:
+            total[0] += time.perf_counter() - began.pop()
+            total[1] += 1
+
+    gc.callbacks.append(watch)
+    try:
+        yield total
+    finally:
+        gc.callbacks.remove(watch)
+
+
 def amdahl(serial, cores):
     """The speed-up on ``cores`` of a run whose fraction ``serial`` cannot run in parallel."""
     return 1.0 / (serial + (1.0 - serial) / cores)
@@ -569,7 +591,9 @@ def island_stages(search, n, what):
     validating (of it parse, and the probe: the evaluation on the bound inputs of the
     candidate's free names), the evaluations outside the calibrations (scoring's, where a fit
     brings no values back), the native calibrations, scoring and folding a round, staging its
-    fits, and the rest of Island.run."""
+    fits, and the rest of Island.run; and the garbage collector's share of all of it (collecting
+    at the end of an epoch, when the search lets it run again, or once a round's young objects
+    are many)."""
     from ndvm.cosearch import islands as isl
     from ndvm.cosearch import proposers, rounds, score
     from ndvm.evaluator import Evaluator
@@ -583,6 +607,7 @@ def island_stages(search, n, what):
     with contextlib.ExitStack() as stack:
         t = {k: stack.enter_context(timed_calls(o, (m,))) for k, (o, m) in timers.items()}
         native = stack.enter_context(native_seconds())
+        collecting = stack.enter_context(collecting_seconds())
         search()
     us = {k: v[0] / n * 1e6 for k, v in t.items()}
     records = us["next"] - us["propose"] - us["validate"]
@@ -597,7 +622,8 @@ def island_stages(search, n, what):
           f"scoring's where a fit brought no values back); records and duplicate checks "
           f"{records:.1f}; "
           f"scoring and folding {us['finish']:.1f}; staging the fits {us['begin']:.1f}; the "
-          f"rest of the round {rest:.1f}")
+          f"rest of the round {rest:.1f}; of all of it, the garbage collector's "
+          f"{collecting[0] / n * 1e6:.1f} ({collecting[1]} collections)")
 
 
 def islands_on_large_data(eq_id, n, islands, rounds):
