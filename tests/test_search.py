@@ -145,6 +145,38 @@ def test_the_pipelined_search_proposes_the_same_on_any_number_of_workers():
     assert one.best["model"] == two.best["model"] == ex_run.best["model"]
 
 
+def test_a_proposer_bound_search_on_many_workers_is_told_to_use_islands():
+    # on a big machine a search of one population waits for its one proposing thread: the
+    # note says so, with the measured share, and only when it is so
+    from ndvm.cosearch.loop import BOUND_SECONDS, BOUND_WORKERS, proposer_bound
+
+    note = proposer_bound(9.5, 10.0, 64)
+    assert "busy 95% of the run" in note and "64 worker threads" in note
+    assert "--islands N" in note
+    assert proposer_bound(5.0, 10.0, 64) is None  # (the calibrations were the limit)
+    assert proposer_bound(9.5, 10.0, BOUND_WORKERS - 1) is None  # (too few workers to tell)
+    assert proposer_bound(0.95 * BOUND_SECONDS / 2, BOUND_SECONDS / 2, 64) is None  # (too short)
+    assert "busy 100%" in proposer_bound(10.2, 10.0, 8)  # (timers' overlap: never above 100%)
+
+
+def test_the_proposer_bound_note_reaches_the_result(monkeypatch):
+    # every threshold lowered: a search on BOUND_WORKERS threads carries the note in its
+    # warnings (summary.json's), one on a single thread or with islands does not
+    from ndvm.cosearch import loop
+
+    monkeypatch.setattr(loop, "BOUND_BUSY", 0.0)
+    monkeypatch.setattr(loop, "BOUND_SECONDS", 0.0)
+    many = ndvm.search("damped", seed=2, max_candidates=96, workers=loop.BOUND_WORKERS,
+                       budget=None)
+    one = ndvm.search("damped", seed=2, max_candidates=96, workers=1, budget=None)
+    isl = ndvm.search("damped", seed=2, max_candidates=96, workers=1, islands=2, budget=None)
+    notes = [w for w in many.warnings if "--islands N" in w]
+    assert len(notes) == 1 and f"{loop.BOUND_WORKERS} worker threads" in notes[0]
+    assert not [w for w in one.warnings + isl.warnings if "--islands N" in w]
+    # (the note is a remark on the run: the records are those of any other worker count)
+    assert [r["model"] for r in many.records] == [r["model"] for r in one.records]
+
+
 @pytest.mark.parametrize("workers", [1, 2])
 def test_a_search_cut_by_its_budget_keeps_whole_rounds_and_leaves_no_thread(workers, tmp_path):
     """A time budget cuts the search between rounds: what it keeps is exactly the first records

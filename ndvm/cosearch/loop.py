@@ -435,6 +435,12 @@ def search(task="damped", proposer=None, budget=None, max_candidates=None, out=N
         run.front = pareto_front(records)
         if run.first_good is None:
             run.first_good = next((r for r in records if _good(task, r)), None)
+    if (pipe is not None and pipe.threads is not None and executor is None
+            and getattr(prop, "name", None) == "mutate"):
+        hint = proposer_bound(run.own_seconds, time.perf_counter() - session_start,
+                              default_workers() if workers is None else int(workers))
+        if hint:
+            state.warn(hint)
     elapsed = time.perf_counter() - t0
     lowest = _leader(run.front)  # (what the progress line shows)
     bar.finish(_status(len(records), n_new / max(elapsed - t_offset, 1e-9), lowest,
@@ -442,6 +448,30 @@ def search(task="damped", proposer=None, budget=None, max_candidates=None, out=N
                key=(len(records), id(lowest), len(run.front)))
     return conclude(task, records, run.front, run.first_good, scorer.ev, elapsed,
                     getattr(prop, "name", "custom"), seed, stopped, state.warnings, out)
+
+
+# A search of one population on this many worker threads or more whose proposer thread was
+# busy at least this share of a run of at least this many seconds is told that islands would
+# use the machine better (proposer_bound)
+BOUND_WORKERS, BOUND_BUSY, BOUND_SECONDS = 4, 0.9, 5.0
+
+
+def proposer_bound(own_seconds, seconds, workers):
+    """The note for a search of one population on ``workers`` threads whose own Python steps
+    (scoring, proposing, staging: one thread, under the GIL) took ``own_seconds`` of its
+    ``seconds``: when they kept that thread busy most of the run, the calibrations were waiting
+    on them, and more workers add nothing; islands spread that work over processes. None when
+    not (or the run was too short or on too few workers to tell)."""
+    if workers < BOUND_WORKERS or seconds < BOUND_SECONDS:
+        return None
+    busy = own_seconds / seconds
+    if busy < BOUND_BUSY:
+        return None
+    return (f"the search's own Python (proposing, simplifying and scoring candidates, one "
+            f"thread under the GIL) was busy {min(busy, 1.0):.0%} of the run, so its {workers} "
+            f"worker threads mostly waited for it: a search of one population gains little "
+            f"from more of them on this task; islands (islands=N, ndvm search --islands N, "
+            f"N >= the cores) spread that work over processes (README, \"Using many cores\")")
 
 
 class _Pipeline:

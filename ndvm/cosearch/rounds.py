@@ -82,6 +82,7 @@ class _Rounds:
         self.simplifier = Simplifier(task.params)  # its memo serves every candidate of the run
         self.first_good = None
         self.front = []
+        self.own_seconds = 0.0  # advance's own steps (scoring, proposing, staging; not lent)
 
     def advance(self, done, current=None, staged=None, wake=None):
         """Score the batch ``done`` (when there is one), propose the next and begin its
@@ -91,11 +92,13 @@ class _Rounds:
         batch's, one fit at a time, until ``wake`` is set (the caller's thread, done with the
         current batch, hands this thread its next job): no thread idles while the current
         batch's last fits end."""
+        began = time.perf_counter()
         try:
             if done is not None:
                 self.finish(done)
             following = self.next()
             fits = self.begin(following) if isinstance(following, _Batch) else None
+            self.own_seconds += time.perf_counter() - began
         except BaseException as e:
             if staged is not None:
                 staged.set_exception(e.with_traceback(None))
