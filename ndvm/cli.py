@@ -654,7 +654,8 @@ def build_parser():
                    help="populations searched apart in worker processes (or on --scheduler's "
                         "cluster), passing their best members on every --migration-every "
                         "candidates; the same results for a seed and a number of islands on any "
-                        "number of workers (default 1: one population)")
+                        "number of workers (default 1: one population, whose proposing runs on "
+                        "one thread: on more than a few cores, give as many islands as cores)")
     s.add_argument("--migration-every", type=_positive_int, default=256,
                    help="candidates an island proposes between migrations (default 256)")
     s.add_argument("--scheduler", metavar="tcp://HOST:PORT", default=None,
