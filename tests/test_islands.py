@@ -258,6 +258,25 @@ def test_worker_processes_keep_the_islands_seens_until_the_search_ends(inline):
     assert held == [([], []), ([], [])]  # (each process was told to forget the search)
 
 
+def test_an_epoch_sent_again_gets_the_time_left_then_not_the_budget_it_was_first_sent_with(
+        inline):
+    # one worker runs each epoch as it is sent: every island's first epoch is sent at once,
+    # asks for the task, and is sent again. Each was sent again with the whole budget it was
+    # first sent with, so 8 islands ran 0.5 s each (4.1 s for a 0.5 s budget). Now the first
+    # epoch uses the budget, and the islands sent after it have no time left: they run no
+    # round, and the search says so
+    epochs = 4096  # (one epoch could outlast the budget: the budget ends it, at a round's end)
+    res = ndvm.search("damped", islands=4, workers=1, budget="0.4s", migration_every=epochs,
+                      seed=1)
+    assert res.stopped == "budget" and res.records
+    assert {r["island"] for r in res.records} == {0}
+    note = [w for w in res.warnings if "islands ran before the time budget ended" in w]
+    assert len(note) == 1 and note[0].startswith("only 1 of the 4 islands ran")
+    assert f"{epochs} candidates" in note[0]
+    # (a search that every island ran in, or that a candidate budget ended, says nothing)
+    assert not [w for w in inline.warnings if "islands ran before" in w]
+
+
 def test_island_settings_are_checked():
     with pytest.raises(ValueError, match="islands must be a whole number >= 1"):
         ndvm.search("damped", islands=0, max_candidates=10, budget=None)

@@ -324,18 +324,22 @@ def search_islands(task, islands, seed, grammar, batch, every, migrants, max_can
                 home[i] = home[i] if home[i] in idle else idle[0]
                 idle.remove(home[i])
         for i in ready:
-            left = None if budget_s is None else max(0.0, budget_s - (time.perf_counter()
-                                                                      - started))
             held = _held(epochs[i], seens[i], most, kept_at[i], sched.place(home[i])) \
                 if keeps else None
             running.append(sched.submit(_epoch, key, states[i], quota(i), incoming(i, epochs[i]),
-                                        migrants, left, sink is not None, held, None,
+                                        migrants, seconds_left(), sink is not None, held, None,
                                         tag=(i, epochs[i]), where=home[i]))
+
+    def seconds_left():
+        """The budget's seconds left (None without one), for an epoch about to be sent."""
+        return None if budget_s is None else max(0.0, budget_s - (time.perf_counter() - started))
 
     def again(h, task=None, seen=False):
         """Epoch ``h`` submitted again to the same process, with the task and with every digest
         of its island's Seen (the process had not got them)."""
         args = list(h.args)  # (_epoch's, ``held`` and ``task`` last)
+        args[5] = seconds_left()  # (not the budget's when it was first sent: an inline
+        # scheduler sends every island first, each then asks for the task and runs)
         if task is not None:
             args[8] = task
         if seen:
@@ -390,6 +394,13 @@ def search_islands(task, islands, seed, grammar, batch, every, migrants, max_can
                     f"again" for (i, e), w in sched.cluster_reruns())
     if stopped == "candidates" and any(stops):
         stopped = next(s for s in stops if s)
+    ran = sum(p > 0 for p in proposed)
+    if stopped == "budget" and ran < islands:
+        warnings.append(
+            f"only {ran} of the {islands} islands ran before the time budget ended (an "
+            f"island's epoch is {every} candidates, migration_every): the others searched "
+            f"nothing. Fewer islands (about the number of workers) search deeper in the same "
+            f"time")
     records.sort_by_id()
     return records, stopped, warnings + [w for ws in island_warnings for w in ws]
 
