@@ -277,6 +277,22 @@ def test_an_epoch_sent_again_gets_the_time_left_then_not_the_budget_it_was_first
     assert not [w for w in inline.warnings if "islands ran before" in w]
 
 
+def test_under_a_time_budget_every_island_advances_in_turn():
+    # the islands fewest epochs along go first: with more islands than worker processes, the
+    # first few islands used to run epoch after epoch (the lowest numbers went first) while the
+    # last ones never ran (16 islands, 2 workers, 2 s: islands 8 to 15 ran nothing)
+    import collections
+
+    # (here 12 islands of 16-candidate epochs on 2 processes: each now ends 1 epoch from the
+    # others, where the lowest-numbered first left them 6 to 9 apart)
+    res = ndvm.search("damped", islands=12, workers=2, budget="3s", migration_every=16, seed=3)
+    assert res.stopped == "budget"
+    ran = collections.Counter(r["island"] for r in res.records if r["proposer"] != "refit")
+    assert set(ran) == set(range(12)), ran
+    assert max(ran.values()) - min(ran.values()) <= 3 * 16, ran
+    assert not [w for w in res.warnings if "islands ran before" in w]
+
+
 def test_island_settings_are_checked():
     with pytest.raises(ValueError, match="islands must be a whole number >= 1"):
         ndvm.search("damped", islands=0, max_candidates=10, budget=None)

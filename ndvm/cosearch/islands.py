@@ -311,15 +311,17 @@ def search_islands(task, islands, seed, grammar, batch, every, migrants, max_can
         for i in range(islands):  # (first, so that incoming() knows every finished island)
             if not finished[i] and i not in busy and (quota(i) == 0 or stops[i] is not None):
                 finished[i] = True
-        ready = [i for i in range(islands) if not finished[i] and i not in busy
-                 and incoming(i, epochs[i]) is not None]
+        # (the islands fewest epochs along first: under a time budget each advances in turn,
+        # none left waiting while others run epoch after epoch)
+        ready = sorted((i for i in range(islands) if not finished[i] and i not in busy
+                        and incoming(i, epochs[i]) is not None), key=lambda i: (epochs[i], i))
         if sched.slots is not None:  # (an island's epoch goes to its home process when that
-            # is idle, else to an idle one, which becomes its home; else it waits)
+            # is idle, else to an idle one, which becomes its home; else it waits. Of the
+            # islands as far along, those whose home is idle go first)
             live = sched.live()  # (on a Dask cluster, a worker that joined adds slots)
             most = _most(islands, [sched.place(k) for k in live])
             idle = sorted(set(live) - {h.where for h in running})
-            ready = ([i for i in ready if home[i] in idle]
-                     + [i for i in ready if home[i] not in idle])[:len(idle)]
+            ready = sorted(ready, key=lambda i: (epochs[i], home[i] not in idle))[:len(idle)]
             for i in ready:
                 home[i] = home[i] if home[i] in idle else idle[0]
                 idle.remove(home[i])
