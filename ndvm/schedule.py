@@ -200,6 +200,7 @@ class Scheduler:
         self._tags = {}  # (on a cluster: each submitted task's key -> its handle's tag)
         self._asked = time.monotonic()  # (when the cluster was last asked for its workers)
         self._there = set(places or ())  # (the workers it had then)
+        self._threads = workers  # (without slots: how many run at once, as last known)
 
     def place(self, where):
         """The process of slot ``where`` (None: the work was not sent to a slot, or there are
@@ -267,6 +268,20 @@ class Scheduler:
         # (none there: every slot, and Dask holds the work until a worker comes)
         return [k for k, a in enumerate(self.places) if a in self._there] or list(
             range(self.slots))
+
+    def capacity(self):
+        """How many pieces of work run at once now, at least 1: the live slots; without slots
+        the executor's workers (on a Dask cluster its worker threads now, asked at most every
+        GROW seconds: it may have had none when the search began)."""
+        if self.places is not None:
+            return max(1, len(self.live()))
+        if self._client is not None and time.monotonic() - self._asked >= GROW:
+            self._asked = time.monotonic()
+            try:
+                self._threads = sum(self._client.nthreads().values())
+            except Exception:  # noqa: BLE001 - (the scheduler out of reach: as it was)
+                pass
+        return max(1, self._threads)
 
     def submit(self, fn, *args, tag=None, where=None):
         """``fn(*args)`` on a worker (with ``slots``, the slot ``where``; without ``where``,

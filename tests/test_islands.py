@@ -504,3 +504,15 @@ def test_a_pool_that_broke_before_any_future_said_so_is_renewed(inline):
     res = ndvm.search("damped", workers=2, **RUN)
     assert _rows(res) == _rows(inline)
     assert schedule._process_pool(2, 0) is not pool
+
+
+def test_an_executor_is_sent_no_more_epochs_than_it_runs_at_once():
+    # an executor without slots was sent every island's epoch at once, each with the budget's
+    # whole time left, and ran them in turn: 8 islands on a pool of 2 took 4.4 s for a 1 s
+    # budget. Now it is sent as many as it runs at once: the first two use the budget
+    with ThreadPoolExecutor(2) as ex:
+        res = ndvm.search("damped", islands=8, executor=ex, budget="0.5s",
+                          migration_every=4096, seed=3)
+    assert res.stopped == "budget"
+    assert {r["island"] for r in res.records} == {0, 1}
+    assert any(w.startswith("only 2 of the 8 islands ran") for w in res.warnings)

@@ -286,3 +286,24 @@ def test_slots_are_the_processes_there_now():
     assert Scheduler.processes(1).live() == []  # (the calling thread: no slots)
     assert Scheduler.threads(2).live() == []
     assert Scheduler.processes(2).live() == [0, 1]  # (not started: a process of ours is renewed)
+
+
+def test_capacity_is_how_many_pieces_of_work_run_at_once_now(monkeypatch):
+    from concurrent.futures import ThreadPoolExecutor
+
+    assert Scheduler.processes(1).capacity() == 1  # (each piece on the calling thread)
+    assert Scheduler.processes(2).capacity() == 2
+    with ThreadPoolExecutor(3) as ex:
+        assert Scheduler.on(ex).capacity() == 3
+    distributed = pytest.importorskip("distributed")
+    monkeypatch.setattr(schedule, "GROW", 0.0)  # (asked each time)
+    # a cluster without a worker when the search begins has no slots: it counts its threads
+    # as they join (an island search sends no more epochs than run at once)
+    with distributed.LocalCluster(n_workers=0, threads_per_worker=2, processes=False,
+                                  dashboard_address=None) as cluster, \
+            distributed.Client(cluster) as client:
+        sched = Scheduler.on(client.get_executor())
+        assert sched.slots is None and sched.capacity() >= 1
+        cluster.scale(2)
+        client.wait_for_workers(2, timeout=30)
+        assert sched.capacity() == 4

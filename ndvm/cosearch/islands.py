@@ -325,6 +325,9 @@ def search_islands(task, islands, seed, grammar, batch, every, migrants, max_can
             for i in ready:
                 home[i] = home[i] if home[i] in idle else idle[0]
                 idle.remove(home[i])
+        else:  # (no slots: no more epochs than run at once, so that none waits in the
+            # executor's queue with the budget's time left when it was sent)
+            ready = ready[:max(0, sched.capacity() - len(running))]
         for i in ready:
             held = _held(epochs[i], seens[i], most, kept_at[i], sched.place(home[i])) \
                 if keeps else None
