@@ -516,3 +516,38 @@ def test_an_executor_is_sent_no_more_epochs_than_it_runs_at_once():
     assert res.stopped == "budget"
     assert {r["island"] for r in res.records} == {0, 1}
     assert any(w.startswith("only 2 of the 8 islands ran") for w in res.warnings)
+
+
+class Vanishing(Executor):
+    """Runs the first ``n`` tasks on a thread; the ones after never start (a Dask cluster whose
+    workers all left holds its work until a worker comes, maybe never)."""
+
+    def __init__(self, n):
+        self.pool, self.n = ThreadPoolExecutor(2), n
+
+    def submit(self, fn, *args):
+        self.n -= 1
+        if self.n < 0:
+            from concurrent.futures import Future
+            return Future()  # (never done)
+        return self.pool.submit(fn, *args)
+
+    def shutdown(self, wait=True, **kw):
+        self.pool.shutdown(wait=wait)
+
+
+def test_a_search_whose_workers_are_gone_ends_after_its_budget_and_says_so(monkeypatch):
+    # its epochs out when the budget ends would never come back: it used to wait for them for
+    # good. It waits LATE seconds past the budget, then ends with what came back
+    monkeypatch.setattr(isl, "LATE", 0.5)
+    ex = Vanishing(6)  # (2 islands: the first two ask for the task, then 2 epochs each)
+    try:
+        res = ndvm.search("damped", islands=2, executor=ex, budget="1s", migration_every=64,
+                          seed=3)
+    finally:
+        ex.shutdown()
+    assert res.stopped == "budget" and res.records
+    late = [w for w in res.warnings if "had not come back 0.5 s after the time budget" in w]
+    assert len(late) == 1 and late[0].startswith("2 epoch(s), of island(s) 0, 1,")
+    ids = [r["id"] for r in res.records]
+    assert len(ids) == len(set(ids))  # (what came back is kept whole, once)
