@@ -207,11 +207,19 @@ def test_an_island_back_in_a_process_it_ran_in_is_sent_only_the_digests_since(in
     monkeypatch.setattr(isl, "_held", held)
     monkeypatch.setattr(schedule.Scheduler, "submit", submit)
     run = dict(RUN, max_candidates=1152)  # (8 epochs an island)
-    res = ndvm.search("damped", workers=2, **run)
-    assert _rows(res) == _rows(ndvm.search("damped", workers=1, **run))
-    since = [h for h in made if h[3] is not None]
-    assert since and all(0 < h[3] < h[0] and len(h[1]) > 0 for h in since)
-    assert len(every) <= 3  # (each island at most once in the process it did not start in)
+    want = _rows(ndvm.search("damped", workers=1, **run))
+    for _ in range(3):  # (islands move as the epochs' timing has it: on a loaded machine a
+        # search may see none come back; CI once did)
+        made.clear()
+        every.clear()
+        res = ndvm.search("damped", workers=2, **run)
+        assert _rows(res) == want
+        since = [h for h in made if h[3] is not None]
+        assert all(0 < h[3] < h[0] and len(h[1]) > 0 for h in since)
+        assert len(every) <= 3  # (each island at most once in the process it did not start in)
+        if since:
+            break
+    assert since
 
 
 def test_a_search_whose_islands_seens_go_missing_sends_them_again(inline, monkeypatch):
