@@ -42,7 +42,8 @@ class SymbolicRegressor(RegressorMixin, BaseEstimator):
     start_scales: each candidate's starts are drawn from normal(0, s), s cycling through these
     (None: ndvm.fit's normal(0, 0.3) for every start); islands: populations searched apart,
     passing their best members on every migration_every candidates (``ndvm.search``); with
-    islands > 1, workers counts worker processes.
+    islands > 1, workers counts worker processes. One population proposes on one thread: on
+    more than a few cores, give as many islands as workers (README, "Using many cores").
     units: the units of the inputs and of the target, a dict name -> unit string, the inputs
     under their feature names (X's column names, else x0, x1, ...) and the target's under the key
     "target", e.g. {"m": "kg", "v": "m/s", "target": "J"} (every input needs one; "1" for a
