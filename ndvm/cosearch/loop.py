@@ -281,8 +281,11 @@ def search(task="damped", proposer=None, budget=None, max_candidates=None, out=N
         ``executor`` runs the epochs as its tasks (a Dask cluster's). The records (ids
         island + k x islands, ``island`` named) are the same for a seed and a number of islands
         whatever runs them (with a candidate budget; a time budget stops each island at the
-        first round boundary after it); a worker that dies costs only a rerun of its epoch.
-        Resume is not available for island searches.
+        first round boundary after it, the islands fewest epochs along sent first, and the
+        warnings say when some never ran, or when epochs out a minute past it were given up:
+        their workers gone); a worker that dies costs only a rerun of its epoch. Resume is not
+        available for island searches. With one population on 4 or more threads whose own
+        proposing thread was the limit, the warnings say so (islands spread that work).
 
     Ctrl-C (KeyboardInterrupt) ends the search early: the result (``stopped="interrupted"``)
     and summary.json hold everything done so far.
