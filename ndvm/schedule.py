@@ -252,17 +252,12 @@ class Scheduler:
         without slots."""
         if self.places is None:
             return []
-        if self._client is not None and time.monotonic() - self._asked >= GROW:
-            self._asked = time.monotonic()
-            try:
-                nthreads = self._client.nthreads()
-            except Exception:  # noqa: BLE001 - (the scheduler out of reach: as it was)
-                nthreads = None
-            if nthreads is not None:
-                self._there = set(nthreads)
-                have = Counter(self.places)
-                self.places += _threads_of({a: n - have[a] for a, n in nthreads.items()})
-                self.slots = len(self.places)
+        nthreads = self._cluster_threads()
+        if nthreads is not None:
+            self._there = set(nthreads)
+            have = Counter(self.places)
+            self.places += _threads_of({a: n - have[a] for a, n in nthreads.items()})
+            self.slots = len(self.places)
         if self._client is None:
             return list(range(self.slots))
         # (none there: every slot, and Dask holds the work until a worker comes)
@@ -275,13 +270,21 @@ class Scheduler:
         GROW seconds: it may have had none when the search began)."""
         if self.places is not None:
             return max(1, len(self.live()))
-        if self._client is not None and time.monotonic() - self._asked >= GROW:
-            self._asked = time.monotonic()
-            try:
-                self._threads = sum(self._client.nthreads().values())
-            except Exception:  # noqa: BLE001 - (the scheduler out of reach: as it was)
-                pass
+        nthreads = self._cluster_threads()
+        if nthreads is not None:
+            self._threads = sum(nthreads.values())
         return max(1, self._threads)
+
+    def _cluster_threads(self):
+        """A Dask cluster's {worker address: threads} now, asked at most every GROW seconds;
+        None between asks, off a cluster, or when its scheduler is out of reach."""
+        if self._client is None or time.monotonic() - self._asked < GROW:
+            return None
+        self._asked = time.monotonic()
+        try:
+            return self._client.nthreads()
+        except Exception:  # noqa: BLE001 - (the scheduler out of reach: as it was)
+            return None
 
     def submit(self, fn, *args, tag=None, where=None):
         """``fn(*args)`` on a worker (with ``slots``, the slot ``where``; without ``where``,
