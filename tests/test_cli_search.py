@@ -173,3 +173,17 @@ def test_a_task_with_non_finite_data_is_refused():
     with pytest.raises(ValueError, match=r"input 'x' has a non-finite value \(inf\) at index 1 "
                                          r"\(2 in all\)"):
         Task.from_arrays("t", {"x": x2}, x)
+
+
+@pytest.mark.parametrize("quiet", [False, True])
+def test_an_island_search_shows_its_warnings_once(quiet, tmp_path):
+    # a search of one population shows each warning as it happens; an island search's were
+    # only in summary.json unless --quiet. (Here a time budget far too short for 48 islands.)
+    r = ndvm("search", "--task", "damped", "--budget", "1s", "--islands", "48", "--workers",
+             "1", "--migration-every", "4096", "--out", str(tmp_path / "run"),
+             *(["--quiet"] if quiet else []))
+    assert r.returncode == 0, r.stderr
+    shown = [line for line in r.stderr.splitlines() if line.startswith("ndvm: warning: only")]
+    assert len(shown) == 1 and "of the 48 islands ran" in shown[0]
+    summary = json.loads((tmp_path / "run" / "summary.json").read_text())
+    assert any("of the 48 islands ran" in w for w in summary["warnings"])

@@ -70,7 +70,9 @@ class SearchResult:
         any finite NLL for likelihood tasks), or None.
     elapsed: seconds; proposer: its name; seed; stopped: why the search ended ("budget",
         "candidates", "exhausted", "success", "proposer failed", "interrupted").
-    warnings: messages from the proposer (e.g. why an llm request failed), in order.
+    warnings: what the run met, in order: the proposer's (why an llm request failed), an
+        island search's (a worker that died, islands a time budget left unrun, epochs given up),
+        a note that one population's proposing thread held its workers back.
     summary(): the JSON-ready digest written to ``summary.json``.
     """
 
@@ -589,6 +591,10 @@ def _search_islands(task, islands, seed, grammar, batch, every, migrants, max_ca
     elapsed = time.perf_counter() - t0
     bar.finish(_status(len(records), len(records) / max(elapsed, 1e-9), _leader(front),
                        len(front), elapsed, budget_s, task))
+    if progress:  # (as a search of one population shows its own: SearchState.warn)
+        for w in dict.fromkeys(warnings):
+            sys.stderr.write(f"\nndvm: warning: {w}\n")
+        sys.stderr.flush()
     return conclude(task, records, front, good[0] if good else None,
                     ndvm.Evaluator(client=client), elapsed, f"mutate x {islands} islands", seed,
                     stopped, warnings, out)
