@@ -383,7 +383,6 @@ def test_a_killed_worker_process_loses_and_duplicates_nothing(inline, tmp_path):
     run = dict(RUN, max_candidates=576, migration_every=96)
     whole = ndvm.search("damped", workers=1, **run)
     schedule.process_ids(2)  # (its processes started)
-    out = tmp_path / "run"
     killed = []  # (the process killed is the home of islands: their Seens are sent again)
 
     def busy():  # (a process running an epoch: one killed between two epochs loses nothing,
@@ -391,15 +390,21 @@ def test_a_killed_worker_process_loses_and_duplicates_nothing(inline, tmp_path):
         pools = [schedule._process_pool(2, k) for k in range(2)]
         return [pid for pool in pools if pool._pending_work_items for pid in pool._processes]
 
-    t = threading.Thread(target=_kill_when_written, args=(out, busy, killed))
-    t.start()
-    res = ndvm.search("damped", workers=2, out=out, **run)
-    t.join()
-    assert killed and killed[0][1] < len(whole.records)  # killed mid-search
+    for attempt in range(3):  # (a process killed just after it sent its epoch's outcome,
+        # which its pool still lists as pending, loses nothing and no warning is due: the
+        # local suite once killed one so. The search is tried again until a kill lost an epoch)
+        out, killed[:] = tmp_path / f"run{attempt}", []
+        t = threading.Thread(target=_kill_when_written, args=(out, busy, killed))
+        t.start()
+        res = ndvm.search("damped", workers=2, out=out, **run)
+        t.join()
+        assert killed and killed[0][1] < len(whole.records)  # killed mid-search
+        assert _rows(res) == _rows(whole)
+        written = [json.loads(x)["id"] for x in (out / RECORD_FILE).read_text().splitlines()]
+        assert sorted(written) == [r["id"] for r in whole.records]  # each candidate once
+        if any("worker died" in w for w in res.warnings):
+            break
     assert any("worker died" in w for w in res.warnings)
-    assert _rows(res) == _rows(whole)
-    written = [json.loads(x)["id"] for x in (out / RECORD_FILE).read_text().splitlines()]
-    assert sorted(written) == [r["id"] for r in whole.records]  # each candidate once
 
 
 def _alive(pid):
