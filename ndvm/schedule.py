@@ -200,7 +200,6 @@ class Scheduler:
         self._tags = {}  # (on a cluster: each submitted task's key -> its handle's tag)
         self._asked = time.monotonic()  # (when the cluster was last asked for its workers)
         self._there = set(places or ())  # (the workers it had then)
-        self._threads = workers  # (without slots: how many run at once, as last known)
 
     def place(self, where):
         """The process of slot ``where`` (None: the work was not sent to a slot, or there are
@@ -266,14 +265,14 @@ class Scheduler:
 
     def capacity(self):
         """How many pieces of work run at once now, at least 1: the live slots; without slots
-        the executor's workers (on a Dask cluster its worker threads now, asked at most every
-        GROW seconds: it may have had none when the search began)."""
+        ``workers`` (on a Dask cluster, which may have had no worker when the search began, its
+        worker threads as last asked: at most every GROW seconds)."""
         if self.places is not None:
             return max(1, len(self.live()))
         nthreads = self._cluster_threads()
-        if nthreads is not None:
-            self._threads = sum(nthreads.values())
-        return max(1, self._threads)
+        if nthreads:
+            self.workers = sum(nthreads.values())
+        return max(1, self.workers)
 
     def _cluster_threads(self):
         """A Dask cluster's {worker address: threads} now, asked at most every GROW seconds;

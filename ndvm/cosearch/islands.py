@@ -315,10 +315,10 @@ def search_islands(task, islands, seed, grammar, batch, every, migrants, max_can
         for i in range(islands):  # (first, so that incoming() knows every finished island)
             if not finished[i] and i not in busy and (quota(i) == 0 or stops[i] is not None):
                 finished[i] = True
-        # (the islands fewest epochs along first: under a time budget each advances in turn,
-        # none left waiting while others run epoch after epoch)
-        ready = sorted((i for i in range(islands) if not finished[i] and i not in busy
-                        and incoming(i, epochs[i]) is not None), key=lambda i: (epochs[i], i))
+        ready = [i for i in range(islands) if not finished[i] and i not in busy
+                 and incoming(i, epochs[i]) is not None]
+        # (the islands fewest epochs along go first, in order: under a time budget each
+        # advances in turn, none left waiting while others run epoch after epoch)
         if sched.slots is not None:  # (an island's epoch goes to its home process when that
             # is idle, else to an idle one, which becomes its home; else it waits. Of the
             # islands as far along, those whose home is idle go first)
@@ -331,7 +331,8 @@ def search_islands(task, islands, seed, grammar, batch, every, migrants, max_can
                 idle.remove(home[i])
         else:  # (no slots: no more epochs than run at once, so that none waits in the
             # executor's queue with the budget's time left when it was sent)
-            ready = ready[:max(0, sched.capacity() - len(running))]
+            room = max(0, sched.capacity() - len(running))
+            ready = sorted(ready, key=epochs.__getitem__)[:room]
         for i in ready:
             held = _held(epochs[i], seens[i], most, kept_at[i], sched.place(home[i])) \
                 if keeps else None

@@ -24,7 +24,8 @@ from ndvm.cosearch.proposers import Proposer, Replay, make_proposer
 from ndvm.cosearch.records import (RECORD_FILE, SUMMARY_FILE, ById, Records, RunExistsError,
                                    _existing, _good, _iter_records, _jsonable, _lines, _load,
                                    _open_run, pareto_front, run_schema, uninterrupted)
-from ndvm.cosearch.rounds import ResumeMismatch, SearchState, _Batch, _fittest, _Rounds
+from ndvm.cosearch.rounds import (ResumeMismatch, SearchState, _Batch, _fittest, _Rounds,
+                                   show_warning)
 from ndvm.cosearch.score import Scorer
 from ndvm.cosearch.select import select
 from ndvm.cosearch.sexpr import to_tree
@@ -356,8 +357,9 @@ def search(task="damped", proposer=None, budget=None, max_candidates=None, out=N
     run = _Rounds(task, prop, state, scorer, t0, batch, max_candidates, refits=refits,
                   recorded=recorded)
     pipe = None
+    n_workers = default_workers() if workers is None else int(workers)  # (local threads)
     if getattr(prop, "pipelined", False):
-        serial = executor is None and (default_workers() if workers is None else int(workers)) == 1
+        serial = executor is None and n_workers == 1
         pipe = _Pipeline(run, None if serial else Scheduler.threads(workers))
 
     def succeeded():
@@ -442,8 +444,7 @@ def search(task="damped", proposer=None, budget=None, max_candidates=None, out=N
             run.first_good = next((r for r in records if _good(task, r)), None)
     if (pipe is not None and pipe.threads is not None and executor is None
             and getattr(prop, "name", None) == "mutate"):
-        hint = proposer_bound(run.own_seconds, time.perf_counter() - session_start,
-                              default_workers() if workers is None else int(workers))
+        hint = proposer_bound(run.own_seconds, time.perf_counter() - session_start, n_workers)
         if hint:
             state.warn(hint)
     elapsed = time.perf_counter() - t0
@@ -593,8 +594,7 @@ def _search_islands(task, islands, seed, grammar, batch, every, migrants, max_ca
                        len(front), elapsed, budget_s, task))
     if progress:  # (as a search of one population shows its own: SearchState.warn)
         for w in dict.fromkeys(warnings):
-            sys.stderr.write(f"\nndvm: warning: {w}\n")
-        sys.stderr.flush()
+            show_warning(sys.stderr, w)
     return conclude(task, records, front, good[0] if good else None,
                     ndvm.Evaluator(client=client), elapsed, f"mutate x {islands} islands", seed,
                     stopped, warnings, out)

@@ -41,9 +41,14 @@ class SearchState:
     def warn(self, message):
         """Record a proposer's warning (kept in the result and summary.json)."""
         if self.echo is not None and message not in self.warnings:
-            self.echo.write(f"\nndvm: warning: {message}\n")
-            self.echo.flush()
+            show_warning(self.echo, message)
         self.warnings.append(message)
+
+
+def show_warning(stream, message):
+    """A search's warning shown on ``stream`` as it happens (below its progress line)."""
+    stream.write(f"\nndvm: warning: {message}\n")
+    stream.flush()
 
 
 @dataclass
