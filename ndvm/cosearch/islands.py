@@ -315,8 +315,9 @@ def search_islands(task, islands, seed, grammar, batch, every, migrants, max_can
         for i in range(islands):  # (first, so that incoming() knows every finished island)
             if not finished[i] and i not in busy and (quota(i) == 0 or stops[i] is not None):
                 finished[i] = True
-        ready = [i for i in range(islands) if not finished[i] and i not in busy
-                 and incoming(i, epochs[i]) is not None]
+        came = {i: incoming(i, epochs[i]) for i in range(islands)
+                if not finished[i] and i not in busy}  # (each one's migrants: None, not yet)
+        ready = [i for i, m in came.items() if m is not None]
         # (the islands fewest epochs along go first, in order: under a time budget each
         # advances in turn, none left waiting while others run epoch after epoch)
         if sched.slots is not None:  # (an island's epoch goes to its home process when that
@@ -336,8 +337,8 @@ def search_islands(task, islands, seed, grammar, batch, every, migrants, max_can
         for i in ready:
             held = _held(epochs[i], seens[i], most, kept_at[i], sched.place(home[i])) \
                 if keeps else None
-            running.append(sched.submit(_epoch, key, states[i], quota(i), incoming(i, epochs[i]),
-                                        migrants, seconds_left(), sink is not None, held, None,
+            running.append(sched.submit(_epoch, key, states[i], quota(i), came[i], migrants,
+                                        seconds_left(), sink is not None, held, None,
                                         tag=(i, epochs[i]), where=home[i]))
 
     def seconds_left():
