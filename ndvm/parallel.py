@@ -64,6 +64,8 @@ TASKS_IN_FLIGHT = 2
 # at 16, ~32 us at 32, against ~170-210 us of native Adam fit (CPU time, 247 candidates).
 POOL_CHUNK_SIZE = 32
 _POLL_SECONDS = 0.1  # how often the caller wakes to update progress and notice Ctrl-C
+# seconds a Dask cluster may have no worker while work waits for one before the caller is told
+NO_WORKER_NOTICE = 30.0
 
 # what a candidate's own options (per_candidate) cannot change: how the candidates are evaluated
 _SHARED_ONLY = frozenset({"client", "dtype", "evaluator", "options"})
@@ -104,6 +106,11 @@ class CandidateError:
         if not hasattr(self.error, "kind"):
             text = f"{self.kind}: {text}" if text else self.kind
         return f"CandidateError({self.index}, {self.name!r}, {text})"
+
+
+class NotRun(TimeoutError):
+    """The error of a candidate that no worker of the executor had run by the caller's deadline
+    (``FitSetup.begin``'s): its workers gone, or none ever joined (a Dask cluster)."""
 
 
 class _Job:
@@ -452,14 +459,17 @@ def _run_pool(job, items, workers, chunk, progress):
     return results
 
 
-def _run_executor(executor, job, items, chunk, progress, adaptive=False):
+def _run_executor(executor, job, items, chunk, progress, adaptive=False, deadline=None):
     """Run on any concurrent.futures.Executor, one task per chunk of candidates, at most
     TASKS_IN_FLIGHT per executor worker at a time. ``adaptive``: the first chunks have ``chunk``
     candidates (or, when this executor ran a call of the same kind before, as many as its rate
     says), the later ones as many as take EXECUTOR_TASK_SECONDS at the rate measured so far
     (never fewer than ``chunk``, nor more than an even share of what is left per worker), so
     that a task's fixed cost stays a small part of its work whatever a candidate costs. A task
-    whose worker died runs again (the scheduler's)."""
+    whose worker died runs again (the scheduler's). ``deadline`` (a ``time.perf_counter()``
+    time): the candidates not run by then are given up, each a CandidateError of NotRun. A Dask
+    cluster without a worker for NO_WORKER_NOTICE seconds while work waits is told once (a
+    warning): Dask holds the work until a worker joins."""
     n = len(items)
     results = [None] * n
     sched = Scheduler.on(executor)
@@ -480,6 +490,7 @@ def _run_executor(executor, job, items, chunk, progress, adaptive=False):
         task = _Chunk(items[start:stop], (job.token, start))
         running.append(sched.submit(_run_chunk, job, task, tag=start))
 
+    waiting = None  # (since when the cluster has had no worker while work waited; -1: told)
     try:
         while state["next"] < n and len(running) < TASKS_IN_FLIGHT * workers:
             submit()
@@ -495,11 +506,44 @@ def _run_executor(executor, job, items, chunk, progress, adaptive=False):
             while state["next"] < n and len(running) < TASKS_IN_FLIGHT * workers:
                 submit()
             progress.to(state["ran"])
+            if running and deadline is not None and time.perf_counter() >= deadline:
+                sched.cancel(running)
+                return _not_run(items, results)
+            waiting = _no_worker_notice(sched, waiting, bool(done))
     except BaseException:
         sched.cancel(running)
         raise
     if adaptive and state["ran"]:
         _remember(executor, key, state["seconds"] / state["ran"])
+    return results
+
+
+def _no_worker_notice(sched, since, progressed):
+    """Tell once (a warning) that the Dask cluster of ``sched`` has had no worker for
+    NO_WORKER_NOTICE seconds while work waited (``since``: since when, None: it had one or work
+    came back, -1: told); the new ``since``."""
+    if since == -1.0:
+        return since
+    if progressed or not sched.workerless():
+        return None
+    now = time.perf_counter()
+    if since is None:
+        return now
+    if now - since < NO_WORKER_NOTICE:
+        return since
+    warnings.warn(f"ndvm: the Dask cluster has had no worker for {NO_WORKER_NOTICE:g} s: its "
+                  f"work waits until one joins (start dask workers, or stop with Ctrl-C)",
+                  stacklevel=2)
+    return -1.0
+
+
+def _not_run(items, results):
+    """``results`` with each candidate not yet run a CandidateError of NotRun."""
+    for pos, r in enumerate(results):
+        if r is None:
+            results[pos] = CandidateError(*_named(items[pos]), NotRun(
+                "not run: no worker of the executor had run it by the deadline (its workers "
+                "gone, or none ever joined)"))
     return results
 
 
@@ -579,7 +623,7 @@ def gc_paused():
                 gc.enable()
 
 
-def _run(job, items, workers, executor, chunk_size, progress, desc):
+def _run(job, items, workers, executor, chunk_size, progress, desc, deadline=None):
     n = len(items)
     if n == 0:
         return []
@@ -590,7 +634,8 @@ def _run(job, items, workers, executor, chunk_size, progress, desc):
         with gc_paused():
             if executor is not None:  # (a chunk size given is kept; the default adapts)
                 chunk = int(chunk_size or executor_chunk(n, executor))
-                return _run_executor(executor, job, items, chunk, bar, adaptive=not chunk_size)
+                return _run_executor(executor, job, items, chunk, bar, adaptive=not chunk_size,
+                                     deadline=deadline)
             workers = check_workers(workers)
             chunk = chunk_size
             if chunk is None:  # a chunk of fits is one native call; evaluations go one at a time
@@ -677,9 +722,9 @@ class Begun:
     thread lent to it runs natively, claiming one fit at a time without the GIL; or, with an
     ``executor``, sent to it in chunks by ``finish`` (nothing to lend a thread to)."""
 
-    def __init__(self, job, items, workers, executor=None):
+    def __init__(self, job, items, workers, executor=None, deadline=None):
         self._job, self._items, self._workers = job, items, workers
-        self._executor = executor
+        self._executor, self._deadline = executor, deadline
         self._results = [None] * len(items)
         self._batch = FitBatch()
         self._staged = []
@@ -704,7 +749,8 @@ class Begun:
         if self._executor is not None:
             if meanwhile is not None:
                 meanwhile()
-            return _run(self._job, self._items, None, self._executor, None, False, "fit_many")
+            return _run(self._job, self._items, None, self._executor, None, False, "fit_many",
+                        self._deadline)
         with gc_paused():
             helpers = min(self._workers - 1 - lent, len(self._staged))
             sched = Scheduler.threads(self._workers)
@@ -729,9 +775,12 @@ class FitSetup:
         self.executor = executor
         self.job = _fit_setup(data, target, dict(fit_options, options=options), after)
 
-    def begin(self, programs, per_candidate=None):
-        """``programs``' fits begun (a ``Begun``)."""
-        return Begun(self.job, _fit_items(programs, per_candidate), self.workers, self.executor)
+    def begin(self, programs, per_candidate=None, deadline=None):
+        """``programs``' fits begun (a ``Begun``). ``deadline`` (a ``time.perf_counter()``
+        time; on an executor): the fits it has not run by then are given up, each a
+        CandidateError of NotRun (local threads run every fit)."""
+        return Begun(self.job, _fit_items(programs, per_candidate), self.workers, self.executor,
+                     deadline)
 
 
 def begin_fits(programs, data=None, target=None, *, workers=None, executor=None,

@@ -274,6 +274,14 @@ class Scheduler:
             self.workers = sum(nthreads.values())
         return max(1, self.workers)
 
+    def workerless(self):
+        """Whether this Scheduler's Dask cluster had no worker when last asked (at most every
+        GROW seconds); False off a cluster."""
+        nthreads = self._cluster_threads()
+        if nthreads is not None:
+            self._there = set(nthreads)
+        return self._client is not None and not self._there
+
     def _cluster_threads(self):
         """A Dask cluster's {worker address: threads} now, asked at most every GROW seconds;
         None between asks, off a cluster, or when its scheduler is out of reach."""

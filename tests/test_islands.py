@@ -14,6 +14,7 @@ import pytest
 import ndvm
 from ndvm import schedule
 from ndvm.cosearch import islands as isl
+from ndvm.cosearch import rounds
 from ndvm.cosearch.records import RECORD_FILE, SUMMARY_FILE, _dump, _good
 from ndvm.cosearch.tasks import get_task
 
@@ -552,7 +553,7 @@ class Vanishing(Executor):
 def test_a_search_whose_workers_are_gone_ends_after_its_budget_and_says_so(monkeypatch):
     # its epochs out when the budget ends would never come back: it used to wait for them for
     # good. It waits LATE seconds past the budget, then ends with what came back
-    monkeypatch.setattr(isl, "LATE", 0.5)
+    monkeypatch.setattr(rounds, "LATE", 0.5)
     ex = Vanishing(6)  # (2 islands: the first two ask for the task, then 2 epochs each)
     try:
         res = ndvm.search("damped", islands=2, executor=ex, budget="1s", migration_every=64,

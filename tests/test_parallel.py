@@ -4,7 +4,7 @@ import pickle
 import signal
 import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 
 import numpy as np
 import pytest
@@ -802,3 +802,78 @@ def test_a_candidates_own_init_is_staged_on_the_shared_plan_and_fits_as_a_plan_o
                         **bounded)
     for p, i, r in zip(progs[:2], inits[:2], got):
         assert _fit_key(r) == _fit_key(ndvm.fit(p, init=i, **bounded))
+
+
+def test_a_search_on_a_dask_cluster_without_workers_ends_after_its_budget_and_says_so(
+        monkeypatch, tmp_path):
+    """A Dask cluster with no worker holds its work until one joins, maybe never: a search of
+    one population on it used to wait for good (its first round's calibrations never came
+    back). It now waits LATE seconds past its time budget, then gives the round's calibrations
+    up: their candidates are recorded failed, each saying why, and a warning says so."""
+    from ndvm.cosearch import rounds
+
+    distributed = pytest.importorskip("distributed")
+    monkeypatch.setattr(rounds, "LATE", 0.5)
+    with distributed.LocalCluster(n_workers=0, processes=False, dashboard_address=None) as \
+            cluster, distributed.Client(cluster) as client:
+        began = time.monotonic()
+        res = ndvm.search("damped", executor=client.get_executor(), budget="1s",
+                          out=tmp_path / "run")
+        took = time.monotonic() - began
+    assert res.stopped == "budget" and took < 30  # (never hangs; ~1.5 s here)
+    failed = [r for r in res.records if (r["error"] or "").startswith(
+        "not run: no worker of the executor had run it by the deadline")]
+    assert failed and all(r["status"] == "failed" for r in failed)
+    # (nothing was calibrated: the models without parameters need no calibration, and are
+    # scored all the same)
+    assert all(not r["params"] for r in res.records)
+    lost = [w for w in res.warnings if "were not calibrated" in w]
+    assert lost == [(f"{len(failed)} candidate(s) of a round were not calibrated: the executor "
+                     f"had not run them 0.5 s after the time budget ended (its workers gone, or "
+                     f"none ever joined: a Dask cluster without workers?); they are recorded "
+                     f"failed")]
+    lines = (tmp_path / "run" / "candidates.jsonl").read_text().splitlines()
+    assert len(lines) == len(res.records)  # (written as any other round)
+
+
+def test_fits_that_no_executor_worker_runs_by_the_deadline_are_given_up():
+    """``FitSetup.begin(deadline=)``: what the executor has not run by then comes back as a
+    CandidateError of NotRun, in its place; what it ran comes back as it is."""
+
+    class Stalls(ThreadPoolExecutor):  # (runs its first task; the later ones never start)
+        ran = 0
+
+        def submit(self, fn, *args, **kw):
+            self.ran += 1
+            return super().submit(fn, *args) if self.ran == 1 else Future()
+
+    progs = GOOD[:4]
+    with Stalls(1) as ex:
+        begun = parallel.FitSetup(workers=1, executor=ex, **FIT).begin(
+            progs, deadline=time.perf_counter() + 0.5)
+        got = begun.finish()
+    assert len(got) == len(progs)
+    ran = [r for r in got if not isinstance(r, parallel.CandidateError)]
+    lost = [r for r in got if isinstance(r, parallel.CandidateError)]
+    assert ran and lost and len(ran) + len(lost) == len(progs)
+    assert all(isinstance(r.error, parallel.NotRun) for r in lost)
+    assert [_key(r) for r in ran] == [_key(r) for r in ndvm.fit_many(progs[:len(ran)], **FIT)]
+
+
+def test_a_dask_cluster_without_workers_is_told_while_its_work_waits(monkeypatch):
+    """Work on a Dask cluster that has no worker waits until one joins (Dask's way), and the
+    caller is told so once (a warning) instead of waiting in silence."""
+    distributed = pytest.importorskip("distributed")
+    monkeypatch.setattr(parallel, "NO_WORKER_NOTICE", 0.3)
+    monkeypatch.setattr(schedule, "GROW", 0.0)
+    with distributed.LocalCluster(n_workers=0, threads_per_worker=1, processes=False,
+                                  dashboard_address=None) as cluster, \
+            distributed.Client(cluster) as client:
+        joins = threading.Timer(2.0, cluster.scale, (1,))
+        joins.start()
+        try:
+            with pytest.warns(UserWarning, match="the Dask cluster has had no worker for 0.3 s"):
+                got = ndvm.fit_many(GOOD[:2], executor=client.get_executor(), **FIT)
+        finally:
+            joins.join()
+    assert [_key(r) for r in got] == [_key(r) for r in ndvm.fit_many(GOOD[:2], **FIT)]

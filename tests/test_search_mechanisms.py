@@ -265,7 +265,7 @@ def test_a_batchs_starts_are_drawn_as_one_draw_per_parameter_in_batch_order(monk
     begun = {}
 
     class Fitting:
-        def begin(self, progs, per_candidate):
+        def begin(self, progs, per_candidate, deadline=None):
             begun["progs"], begun["per_candidate"] = progs, per_candidate
 
     monkeypatch.setattr(scorer, "fitting", Fitting)

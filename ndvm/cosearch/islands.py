@@ -44,6 +44,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ndvm._core._core import Seen
+from ndvm.cosearch import rounds as _rounds
 from ndvm.cosearch.proposers import make_proposer
 from ndvm.cosearch.records import RecordBlock, Records, uninterrupted
 from ndvm.cosearch.rounds import SearchState, _fittest, _Rounds
@@ -56,10 +57,6 @@ __all__ = ["Island", "run_epoch", "search_islands"]
 NEED_TASK = "ndvm: this process has not got the search's task"  # (an epoch's answer)
 NEED_SEEN = "ndvm: this process has not got the island's Seen"  # (an epoch's answer)
 _KEEP = 4  # the tasks of this many searches stay in a process that runs epochs
-# Seconds past the time budget that an island search waits for the epochs still out (each ends
-# at its first round's end after the budget): then it ends without them (a Dask cluster whose
-# workers all left holds them until a worker comes, maybe never)
-LATE = 60.0
 _TASKS = {}  # search key -> its task, in this process
 # (search key, island) -> (the epochs the island had run, its Seen then), in this process: the
 # Seens of the islands whose epochs ran here, the one of an island that moved elsewhere too (its
@@ -361,12 +358,13 @@ def search_islands(task, islands, seed, grammar, batch, every, migrants, max_can
         launch()
         while running:
             done = sched.wait(running, timeout=None if budget_s is None else max(
-                0.0, budget_s + LATE - (time.perf_counter() - started)))
+                0.0, budget_s + _rounds.LATE - (time.perf_counter() - started)))
             if not done:  # (LATE seconds past the budget: their workers are gone or stalled)
                 stopped = "budget"
                 warnings.append(
                     f"{len(running)} epoch(s), of island(s) "
-                    f"{', '.join(str(h.tag[0]) for h in running)}, had not come back {LATE:g} s "
+                    f"{', '.join(str(h.tag[0]) for h in running)}, had not come back "
+                    f"{_rounds.LATE:g} s "
                     f"after the time budget ended (their workers gone or stalled): the search "
                     f"ended without them, and their candidates are not in the records")
                 break

@@ -19,6 +19,7 @@ from pathlib import Path
 import numpy as np
 
 import ndvm
+from ndvm.cosearch import rounds
 from ndvm.cosearch.islands import check_islands, island_workers, search_islands
 from ndvm.cosearch.proposers import Proposer, Replay, make_proposer
 from ndvm.cosearch.records import (RECORD_FILE, SUMMARY_FILE, ById, Records, RunExistsError,
@@ -356,6 +357,8 @@ def search(task="damped", proposer=None, budget=None, max_candidates=None, out=N
     n_new, stopped = 0, "budget"
     run = _Rounds(task, prop, state, scorer, t0, batch, max_candidates, refits=refits,
                   recorded=recorded)
+    if budget_s is not None:  # (a round an executor never runs: a Dask cluster without workers)
+        run.deadline = session_start + budget_s + rounds.LATE
     pipe = None
     n_workers = default_workers() if workers is None else int(workers)  # (local threads)
     if getattr(prop, "pipelined", False):

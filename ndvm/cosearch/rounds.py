@@ -21,8 +21,14 @@ from ndvm.cosearch.select import fitness
 from ndvm.cosearch.sexpr import size, skeleton, to_source, to_tree
 from ndvm.cosearch.simplify import Simplifier, TooManyParameters
 from ndvm.cosearch.task import Task
+from ndvm.parallel import NotRun
 
 _POPULATION = 64
+# Seconds past the time budget that a search waits for the work still out (an island's epoch,
+# each ending at its first round's end after the budget; one population's round on an
+# executor): then it ends without it (a Dask cluster whose workers all left, or that never had
+# one, holds the work until a worker comes, maybe never)
+LATE = 60.0
 
 
 @dataclass
@@ -88,6 +94,9 @@ class _Rounds:
         self.first_good = None
         self.front = []
         self.own_seconds = 0.0  # advance's own steps (scoring, proposing, staging; not lent)
+        # (a perf_counter time: a round's calibrations on an executor not run by then are given
+        # up, recorded failed: the search's time budget and LATE seconds; None: wait for them)
+        self.deadline = None
 
     def advance(self, done, current=None, staged=None, wake=None):
         """Score the batch ``done`` (when there is one), propose the next and begin its
@@ -210,7 +219,7 @@ class _Rounds:
         """Begin the batch's calibrations (their starts are drawn here, one batch after the
         other); what ``calibrate`` and ``advance`` take."""
         recorded = [self.recorded[rec["id"]] for rec in b.slots] if b.replayed else None
-        return self.scorer.begin(b.items, recorded)
+        return self.scorer.begin(b.items, recorded, self.deadline)
 
     def calibrate(self, b, fits, lent=0, meanwhile=None):
         """Fit the batch's programs on the caller's thread, the pool's and ``lent`` more (the
@@ -219,6 +228,12 @@ class _Rounds:
         began = time.perf_counter()
         b.fitted = fits.finish(lent, meanwhile)
         b.after = fits.after
+        lost = sum(isinstance(p, NotRun) for p in b.fitted)
+        if lost:  # (the executor had no worker: the search's budget was over LATE s before)
+            self.state.warn(f"{lost} candidate(s) of a round were not calibrated: the executor "
+                            f"had not run them {LATE:g} s after the time budget ended (its "
+                            f"workers gone, or none ever joined: a Dask cluster without "
+                            f"workers?); they are recorded failed")
         b.fit_each = (time.perf_counter() - began) / max(1, len(b.items))
         # (a replayed batch's refits are read back, or run, when their records are made)
         b.refitted = [None if b.replayed else self._refit(rec, prog, names)

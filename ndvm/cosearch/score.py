@@ -273,19 +273,20 @@ class Scorer:
             return ValueError("no finite refit"), None
         return _outcome(r)
 
-    def begin(self, items, recorded=None):
+    def begin(self, items, recorded=None, deadline=None):
         """The calibration of the (prog, params) ``items``, begun (their starts drawn, in the
         order batches are begun): ``drain()`` lends a thread to it, ``finish(lent)`` runs it on
         the calling thread too and returns the fitted params (or the error) of each item.
         ``recorded``: the outcome of each item as an earlier session of the run wrote it (a
-        resumed run replays it): the starts are drawn all the same, nothing is fitted."""
-        return _Calibration(self, items, recorded)
+        resumed run replays it): the starts are drawn all the same, nothing is fitted.
+        ``deadline``: ``FitSetup.begin``'s (the fits an executor has not run by then fail)."""
+        return _Calibration(self, items, recorded, deadline)
 
 
 class _Calibration:
     """A batch's calibrations (``Scorer.begin``). Likelihood tasks' run in ``finish`` alone."""
 
-    def __init__(self, scorer, items, recorded=None):
+    def __init__(self, scorer, items, recorded=None, deadline=None):
         self.scorer, self.items, self.recorded = scorer, items, recorded
         self.todo = [i for i, (_, ps) in enumerate(items) if ps]
         self.fits = None
@@ -300,7 +301,8 @@ class _Calibration:
             rows = iter(scorer.draws.normal(0.0, np.tile(scales, k)).reshape(k, scales.size))
             where["per_candidate"] = [{"init": {n: next(rows) for n in ns}} for ns in names]
         if recorded is None:
-            self.fits = scorer.fitting().begin([items[i][0] for i in self.todo], **where)
+            self.fits = scorer.fitting().begin([items[i][0] for i in self.todo],
+                                               deadline=deadline, **where)
 
     def drain(self, limit=None):
         """Lend the calling thread to the calibrations until none is left to start (or ``limit``
