@@ -193,11 +193,11 @@ def scaling(progs, data, target, rounds, repeat):
 
 
 @contextlib.contextmanager
-def timed_calls(owner, names, clocks=(time.perf_counter,)):
+def timed_calls(owner, names, clocks=(time.perf_counter,), counted=False):
     """Yields a list, one total per clock, that grows by each clock's time spent in every call
     of ``owner``'s attributes ``names`` made meanwhile (in any thread), which stand wrapped in
-    their place until the block ends."""
-    totals = [0.0] * len(clocks)
+    their place until the block ends; with ``counted``, the number of calls after them."""
+    totals = [0.0] * len(clocks) + ([0] if counted else [])
     lock = threading.Lock()
     plain = {name: getattr(owner, name) for name in names}
 
@@ -211,6 +211,8 @@ def timed_calls(owner, names, clocks=(time.perf_counter,)):
                 with lock:
                     for k, dt in enumerate(spent):
                         totals[k] += dt
+                    if counted:
+                        totals[-1] += 1
         return call
 
     for name, fn in plain.items():
@@ -626,6 +628,35 @@ def island_stages(search, n, what):
           f"{collecting[0] / n * 1e6:.1f} ({collecting[1]} collections)")
 
 
+def round_costs(n, batches=(16, 64)):
+    """A round's fixed cost and a candidate's, for each step of an island's rounds (damped,
+    ``n`` candidates, 4 islands on one worker, seed 5, after a warm-up): every step timed per
+    call at two round sizes, and t = a + b x batch drawn through the two points (a: the
+    round's fixed cost, b: a candidate's). Were a round's fixed costs large, larger rounds
+    would cut the serial fraction; they are not (bench/results/one_island_floor_*.txt)."""
+    from ndvm.cosearch import proposers, rounds
+
+    steps = {"propose": (proposers.Mutate, "propose"), "prepare": (rounds._Rounds, "prepare"),
+             "finish": (rounds._Rounds, "finish"), "begin": (rounds._Rounds, "begin")}
+    per_call = {}
+    for b in batches:
+        run = dict(islands=4, budget=3600, migration_every=256, workers=1, batch=b)
+        ndvm.search("damped", max_candidates=1024, seed=0, **run)  # (warm)
+        with contextlib.ExitStack() as stack:
+            t = {k: stack.enter_context(timed_calls(o, (m,), counted=True))
+                 for k, (o, m) in steps.items()}
+            ndvm.search("damped", max_candidates=n, seed=5, **run)
+        per_call[b] = {k: v[0] / v[1] * 1e6 for k, v in t.items()}
+    (b0, b1), lines = batches, []
+    for k in steps:
+        t0, t1 = per_call[b0][k], per_call[b1][k]
+        each = (t1 - t0) / (b1 - b0)
+        lines.append(f"{k}: {t0:.1f} us a call at batch {b0}, {t1:.1f} at {b1}; fixed a round "
+                     f"{t0 - each * b0:.0f} us, a candidate {each:.1f} us")
+    print(f"a round's costs (damped, {n} candidates, 4 islands on one worker):\n  "
+          + "\n  ".join(lines))
+
+
 def islands_on_large_data(eq_id, n, islands, rounds):
     """The serial fraction of an island search on a Feynman data set (bench/feynman.py's data for
     equation ``eq_id``, seed 0: 7,500 training rows), through SymbolicRegressor(islands=...,
@@ -985,6 +1016,9 @@ def main():
     ap.add_argument("--over-time", type=float, default=0, metavar="SECONDS",
                     help="only the coordinator's share window by window over one island search "
                          "of this many seconds")
+    ap.add_argument("--round-costs", type=int, default=0, metavar="CANDIDATES",
+                    help="only a round's fixed cost and a candidate's, step by step, from "
+                         "island searches of this many candidates in rounds of 16 and of 64")
     ap.add_argument("--large-data", default="I.9.18", metavar="EQUATION",
                     help="the Feynman equation whose data set the islands' serial fraction is "
                          "also measured on ('': skip it)")
@@ -994,6 +1028,9 @@ def main():
         ap.exit(2, f"{ap.prog}: this run needs {', '.join(m for m, _ in missing)}: pip install "
                    f"{' '.join(sorted({e for _, e in missing}))} (or, in the checkout, pip install -c "
                    f"constraints.txt '.[bench]')\n")
+    if args.round_costs:
+        round_costs(args.round_costs)
+        return
     if args.travel:
         island_travel(args.travel)
         return

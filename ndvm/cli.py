@@ -418,6 +418,10 @@ def cmd_search(args):
         what, status = _stopped()
         print(f"ndvm: {what}; the results above are from what was done", file=sys.stderr)
         return status
+    if res.stopped == "executor lost":  # (its warning, shown above, says what was lost)
+        print("ndvm: the search lost its executor; the results above are from what was done",
+              file=sys.stderr)
+        return 1
     return 0 if (fg is not None or nll) else 1
 
 

@@ -49,7 +49,7 @@ from concurrent.futures import ALL_COMPLETED, FIRST_COMPLETED, Executor, Future,
 from concurrent.futures import wait as _wait_futures
 from concurrent.futures.process import BrokenProcessPool, ProcessPoolExecutor
 
-__all__ = ["DASK_QUIET", "RETRIES", "Handle", "Scheduler", "check_executor",
+__all__ = ["DASK_QUIET", "RETRIES", "ExecutorLost", "Handle", "Scheduler", "check_executor",
            "check_main_importable", "default_workers", "executor_workers", "shutdown"]
 
 RETRIES = 3  # a piece of work whose worker died is submitted again this many times, then fails
@@ -134,6 +134,12 @@ def executor_workers(executor):
     return int(n) if n else default_workers()
 
 
+class ExecutorLost(RuntimeError):
+    """The executor stopped running the caller's work: it cancelled work the caller had not
+    cancelled (a Dask cluster whose scheduler stopped, or whose connection was lost), or it
+    refuses new work (shut down)."""
+
+
 def lost_worker(exc):
     """Whether ``exc`` says the worker running a task died (the task itself did not fail)."""
     return isinstance(exc, BrokenProcessPool) or type(exc).__name__ in ("KilledWorker",
@@ -146,12 +152,13 @@ class Handle:
     it; it ran again each time). Read by the thread that submitted it (``done`` and ``result``
     are where a lost worker's work is submitted again)."""
 
-    __slots__ = ("args", "fn", "future", "lost", "on", "sched", "tag", "where")
+    __slots__ = ("args", "dropped", "fn", "future", "lost", "on", "sched", "tag", "where")
 
     def __init__(self, sched, fn, args, tag, where=None):
         self.sched, self.fn, self.args, self.tag, self.where = sched, fn, args, tag, where
         self.lost = []
         self.future = self.on = None
+        self.dropped = False  # (cancelled by the caller: Scheduler.cancel)
 
     def _settled(self):
         """Whether the current future's outcome is final (a lost worker's is not: the work is
@@ -180,6 +187,8 @@ class Handle:
             left = None if end is None else max(0.0, end - time.monotonic())
             _wait_futures([self.future], timeout=self.sched._watch(left))
             if self._settled():
+                if self.future.cancelled() and not self.dropped:
+                    raise ExecutorLost(self.sched.lost_message("cancelled work it held"))
                 return self.future.result(timeout=0)
 
 
@@ -200,6 +209,16 @@ class Scheduler:
         self._tags = {}  # (on a cluster: each submitted task's key -> its handle's tag)
         self._asked = time.monotonic()  # (when the cluster was last asked for its workers)
         self._there = set(places or ())  # (the workers it had then)
+        # (the cluster's scheduler, as the messages of a lost cluster name it)
+        self._address = getattr(getattr(client, "scheduler", None), "address", None)
+
+    def lost_message(self, what):
+        """ExecutorLost's message: the executor (a Dask cluster: its scheduler's address) did
+        ``what``."""
+        if self._client is not None:
+            return (f"lost the Dask cluster at {self._address}: it {what} (its scheduler "
+                    f"stopped, or the connection to it was lost)")
+        return f"the executor {what} (was it shut down?)"
 
     def place(self, where):
         """The process of slot ``where`` (None: the work was not sent to a slot, or there are
@@ -321,6 +340,11 @@ class Scheduler:
                 raise
             ex = self._renew(ex, h.where)
             h.future = ex.submit(h.fn, *h.args, **options)
+        except RuntimeError as e:  # (shut down, or a Dask client that lost its scheduler)
+            if self._renew is not None or isinstance(e, ExecutorLost):
+                raise
+            raise ExecutorLost(self.lost_message(
+                f"refused new work ({type(e).__name__}: {e})")) from e
         h.on = ex
 
     def _watch(self, left):
@@ -372,6 +396,7 @@ class Scheduler:
     def cancel(self, handles):
         """The work of ``handles`` not yet started never starts (the running ends first)."""
         for h in handles:
+            h.dropped = True
             h.future.cancel()
 
     def lend(self, work, helpers):

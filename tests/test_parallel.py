@@ -1,5 +1,6 @@
 """ndvm.fit_many / ndvm.evaluate_many: input order, bit-identical results for any worker count,
 chunking or executor, per-candidate error capture, Dask, stress and Ctrl-C cancellation."""
+import json
 import pickle
 import signal
 import threading
@@ -877,3 +878,34 @@ def test_a_dask_cluster_without_workers_is_told_while_its_work_waits(monkeypatch
         finally:
             joins.join()
     assert [_key(r) for r in got] == [_key(r) for r in ndvm.fit_many(GOOD[:2], **FIT)]
+
+
+@pytest.mark.parametrize("islands", [1, 2])
+def test_a_search_whose_dask_scheduler_stops_ends_with_what_came_back(islands, tmp_path):
+    """A Dask cluster closed mid-search (its scheduler gone: the client cancels every future it
+    holds) ended the search with a bare CancelledError and the CLI with its traceback, no
+    summary. The search now ends with what came back (``stopped="executor lost"``), a warning
+    that names the cluster, and a run folder whose summary and lines agree."""
+    distributed = pytest.importorskip("distributed")
+    cluster = distributed.LocalCluster(n_workers=1, threads_per_worker=1, processes=False,
+                                       dashboard_address=None)
+    client = distributed.Client(cluster)
+    address = cluster.scheduler_address
+    closing = threading.Timer(3.0, cluster.close)
+    closing.start()
+    try:
+        res = ndvm.search("damped", executor=client.get_executor(), budget="60s",
+                          islands=islands, migration_every=64, out=tmp_path / "run")
+    finally:
+        closing.join()
+        client.close()
+    assert res.stopped == "executor lost" and res.records
+    lost = [w for w in res.warnings if w.startswith(f"lost the Dask cluster at {address}: it ")]
+    assert len(lost) == 1 and "the search stopped there, with what had come back" in lost[0]
+    assert ("ndvm search --resume" in lost[0]) == (islands == 1)
+    summary = json.loads((tmp_path / "run" / "summary.json").read_text())
+    lines = (tmp_path / "run" / "candidates.jsonl").read_text().splitlines()
+    assert summary["stopped"] == "executor lost" and summary["candidates"] == len(lines)
+    assert len(lines) == len(res.records)
+    ids = [r["id"] for r in res.records]
+    assert len(ids) == len(set(ids))

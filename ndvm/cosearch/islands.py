@@ -47,10 +47,10 @@ from ndvm._core._core import Seen
 from ndvm.cosearch import rounds as _rounds
 from ndvm.cosearch.proposers import make_proposer
 from ndvm.cosearch.records import RecordBlock, Records, uninterrupted
-from ndvm.cosearch.rounds import SearchState, _fittest, _Rounds
+from ndvm.cosearch.rounds import SearchState, _fittest, _Rounds, lost_executor
 from ndvm.cosearch.score import Scorer
 from ndvm.parallel import collect_young, gc_paused
-from ndvm.schedule import Scheduler, check_main_importable, default_workers
+from ndvm.schedule import ExecutorLost, Scheduler, check_main_importable, default_workers
 
 __all__ = ["Island", "run_epoch", "search_islands"]
 
@@ -405,6 +405,9 @@ def search_islands(task, islands, seed, grammar, batch, every, migrants, max_can
             launch()
     except KeyboardInterrupt:
         stopped = "interrupted"
+    except ExecutorLost as e:
+        stopped = "executor lost"
+        warnings.append(lost_executor(e, resumable=False))
     finally:
         sched.cancel(running)
         _forget(key)  # (where this process ran epochs itself)

@@ -26,7 +26,7 @@ from ndvm.cosearch.records import (RECORD_FILE, SUMMARY_FILE, ById, Records, Run
                                    _existing, _good, _iter_records, _jsonable, _lines, _load,
                                    _open_run, pareto_front, run_schema, uninterrupted)
 from ndvm.cosearch.rounds import (ResumeMismatch, SearchState, _Batch, _fittest, _Rounds,
-                                   show_warning)
+                                   lost_executor, show_warning)
 from ndvm.cosearch.score import Scorer
 from ndvm.cosearch.select import select
 from ndvm.cosearch.sexpr import to_tree
@@ -34,7 +34,7 @@ from ndvm.cosearch.task import predict
 from ndvm.cosearch.tasks import Task, get_task
 from ndvm.parallel import (EXECUTOR_TASK_SIZE, TASKS_PER_WORKER, collect_young, executor_round,
                            gc_paused)
-from ndvm.schedule import Scheduler, default_workers
+from ndvm.schedule import ExecutorLost, Scheduler, default_workers
 
 __all__ = ["search", "SearchResult", "pareto_front", "RunExistsError", "ResumeMismatch",
            "RECORD_FILE", "SUMMARY_FILE", "run_schema"]
@@ -71,7 +71,9 @@ class SearchResult:
     first_good: the first record that is a good fit (held-out R^2 above ``task.threshold``;
         any finite NLL for likelihood tasks), or None.
     elapsed: seconds; proposer: its name; seed; stopped: why the search ended ("budget",
-        "candidates", "exhausted", "success", "proposer failed", "interrupted").
+        "candidates", "exhausted", "success", "proposer failed", "interrupted", "executor
+        lost": the executor stopped running the work, a Dask cluster whose scheduler was
+        lost; the warnings say so).
     warnings: what the run met, in order: the proposer's (why an llm request failed), an
         island search's (a worker that died, islands a time budget left unrun, epochs given up),
         a note that one population's proposing thread held its workers back.
@@ -292,7 +294,8 @@ def search(task="damped", proposer=None, budget=None, max_candidates=None, out=N
         proposing thread was the limit, the warnings say so (islands spread that work).
 
     Ctrl-C (KeyboardInterrupt) ends the search early: the result (``stopped="interrupted"``)
-    and summary.json hold everything done so far.
+    and summary.json hold everything done so far; so does losing the executor (a Dask
+    cluster's scheduler stopped: ``stopped="executor lost"``, and a warning).
     """
     task = get_task(task) if isinstance(task, str) else task
     if batch is None:  # (an island runs its rounds in one process: the local size)
@@ -423,8 +426,11 @@ def search(task="damped", proposer=None, budget=None, max_candidates=None, out=N
                 break
         if pipe is not None:
             pipe.end(emit)
-    except KeyboardInterrupt:
+    except (KeyboardInterrupt, ExecutorLost) as e:
         stopped = "interrupted"  # keep what was done: the records are already written
+        if isinstance(e, ExecutorLost):  # (the round being calibrated is not in the records)
+            stopped = "executor lost"
+            state.warn(lost_executor(e, resumable=out is not None))
         for b in pipe.interrupt() if pipe is not None else ():
             keep(b)  # (scored by the proposer thread, not yet kept)
         run.front = pareto_front(records)  # the front and best of every record kept

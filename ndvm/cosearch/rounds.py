@@ -57,6 +57,15 @@ def show_warning(stream, message):
     stream.flush()
 
 
+def lost_executor(e, resumable):
+    """The warning of a search that ``ExecutorLost`` ``e`` ended (``resumable``: a single
+    population's run folder, which ``resume`` continues)."""
+    again = ("; resume=True (ndvm search --resume) goes on from the records once it is back"
+             if resumable else "")
+    return (f"{e}: the search stopped there, with what had come back (the candidates still "
+            f"out are not in the records){again}")
+
+
 @dataclass
 class _Batch:
     """One round's candidates: their records (in proposal order), the programs to calibrate
