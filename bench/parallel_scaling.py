@@ -628,27 +628,34 @@ def island_stages(search, n, what):
           f"{collecting[0] / n * 1e6:.1f} ({collecting[1]} collections)")
 
 
-def round_costs(n, batches=(16, 64)):
-    """A round's fixed cost and a candidate's, for each step of an island's rounds (damped,
-    ``n`` candidates, 4 islands on one worker, seed 5, after a warm-up): every step timed per
-    call at two round sizes, and t = a + b x batch drawn through the two points (a: the
-    round's fixed cost, b: a candidate's). Were a round's fixed costs large, larger rounds
-    would cut the serial fraction; they are not (bench/results/one_island_floor_*.txt)."""
+def _round_calls(n, batch):
+    """Microseconds a call of each step of an island's rounds (round_costs), in this process."""
     from ndvm.cosearch import proposers, rounds
 
     steps = {"propose": (proposers.Mutate, "propose"), "prepare": (rounds._Rounds, "prepare"),
              "finish": (rounds._Rounds, "finish"), "begin": (rounds._Rounds, "begin")}
+    run = dict(islands=4, budget=3600, migration_every=256, workers=1, batch=batch)
+    ndvm.search("damped", max_candidates=1024, seed=0, **run)  # (warm)
+    with contextlib.ExitStack() as stack:
+        t = {k: stack.enter_context(timed_calls(o, (m,), counted=True))
+             for k, (o, m) in steps.items()}
+        ndvm.search("damped", max_candidates=n, seed=5, **run)
+    return {k: v[0] / v[1] * 1e6 for k, v in t.items()}
+
+
+def round_costs(n, batches=(16, 64)):
+    """A round's fixed cost and a candidate's, for each step of an island's rounds (damped,
+    ``n`` candidates, 4 islands on one worker, seed 5, after a warm-up with seed 0; each round
+    size in a new process: a run of the same seed in the same process finds the earlier run's
+    parents and canonical forms kept): every step timed per call at two round sizes, and
+    t = a + b x batch drawn through the two points (a: the round's fixed cost, b: a
+    candidate's). Large fixed costs would make larger rounds cut the serial fraction."""
     per_call = {}
     for b in batches:
-        run = dict(islands=4, budget=3600, migration_every=256, workers=1, batch=b)
-        ndvm.search("damped", max_candidates=1024, seed=0, **run)  # (warm)
-        with contextlib.ExitStack() as stack:
-            t = {k: stack.enter_context(timed_calls(o, (m,), counted=True))
-                 for k, (o, m) in steps.items()}
-            ndvm.search("damped", max_candidates=n, seed=5, **run)
-        per_call[b] = {k: v[0] / v[1] * 1e6 for k, v in t.items()}
+        with ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn")) as one:
+            per_call[b] = one.submit(_round_calls, n, b).result()
     (b0, b1), lines = batches, []
-    for k in steps:
+    for k in per_call[b0]:
         t0, t1 = per_call[b0][k], per_call[b1][k]
         each = (t1 - t0) / (b1 - b0)
         lines.append(f"{k}: {t0:.1f} us a call at batch {b0}, {t1:.1f} at {b1}; fixed a round "

@@ -36,7 +36,8 @@ from ndvm._core import FitBatch, Program, parse
 from ndvm.evaluator import Evaluator
 from ndvm.fit import EvaluateAfter, FitPlan, FitResult, _program
 from ndvm.fit_options import OPTION_NAMES, FitOptions
-from ndvm.schedule import Scheduler, check_workers, executor_workers, shutdown
+from ndvm.schedule import (Scheduler, check_workers, died_each_time, executor_workers,
+                           lost_worker, shutdown)
 
 __all__ = ["EXECUTOR_CHUNK_SIZE", "EXECUTOR_TASK_SIZE", "TASKS_PER_WORKER", "CandidateError",
            "evaluate_many", "executor_chunk", "executor_round", "fit_many", "shutdown"]
@@ -498,7 +499,16 @@ def _run_executor(executor, job, items, chunk, progress, adaptive=False, deadlin
             done = sched.wait(running, timeout=_POLL_SECONDS)
             for h in done:
                 running.remove(h)
-                packed = h.result()
+                try:
+                    packed = h.result()
+                except Exception as e:
+                    if not lost_worker(e):
+                        raise
+                    # (its worker died on every try: its candidates fail, the others go on)
+                    error, gone = died_each_time(h, e), h.args[1].items
+                    results[h.tag:h.tag + len(gone)] = [CandidateError(*_named(item), error)
+                                                        for item in gone]
+                    continue
                 out = _unpack(packed) if job.kind == "fit" else packed.items
                 results[h.tag:h.tag + len(out)] = out
                 state["seconds"] += packed.seconds

@@ -49,8 +49,9 @@ from concurrent.futures import ALL_COMPLETED, FIRST_COMPLETED, Executor, Future,
 from concurrent.futures import wait as _wait_futures
 from concurrent.futures.process import BrokenProcessPool, ProcessPoolExecutor
 
-__all__ = ["DASK_QUIET", "RETRIES", "ExecutorLost", "Handle", "Scheduler", "check_executor",
-           "check_main_importable", "default_workers", "executor_workers", "shutdown"]
+__all__ = ["DASK_QUIET", "RETRIES", "ExecutorLost", "Handle", "Scheduler", "WorkerDied",
+           "check_executor", "check_main_importable", "default_workers", "died_each_time",
+           "executor_workers", "lost_worker", "shutdown"]
 
 RETRIES = 3  # a piece of work whose worker died is submitted again this many times, then fails
 WATCH = 0.5  # seconds between looks at a pool of worker processes for a dead worker (_stalled)
@@ -138,6 +139,19 @@ class ExecutorLost(RuntimeError):
     """The executor stopped running the caller's work: it cancelled work the caller had not
     cancelled (a Dask cluster whose scheduler stopped, or whose connection was lost), or it
     refuses new work (shut down)."""
+
+
+class WorkerDied(RuntimeError):
+    """Work whose worker died on every try (RETRIES + 1): likelier the work's own doing (a
+    candidate that exhausts a worker's memory, say) than bad luck."""
+
+
+def died_each_time(h, exc):
+    """The WorkerDied of handle ``h``, whose work's worker died on every try (``h.lost``, then
+    ``exc``)."""
+    text = str(exc).splitlines()[0] if str(exc) else ""
+    return WorkerDied(f"its worker died on each of {len(h.lost) + 1} tries "
+                      f"({type(exc).__name__}{': ' + text if text else ''})")
 
 
 def lost_worker(exc):

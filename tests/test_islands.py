@@ -565,3 +565,50 @@ def test_a_search_whose_workers_are_gone_ends_after_its_budget_and_says_so(monke
     assert len(late) == 1 and late[0].startswith("2 epoch(s), of island(s) 0, 1,")
     ids = [r["id"] for r in res.records]
     assert len(ids) == len(set(ids))  # (what came back is kept whole, once)
+
+
+class KilledWorker(Exception):
+    """(named as Dask's: a task whose workers all died running it)"""
+
+
+class Dies(Executor):
+    """Runs its first ``n`` tasks on a thread; every later one fails as if its worker died."""
+
+    def __init__(self, n):
+        self.pool, self.n = ThreadPoolExecutor(1), n
+
+    def submit(self, fn, *args, **kw):
+        self.n -= 1
+        if self.n >= 0:
+            return self.pool.submit(fn, *args)
+        from concurrent.futures import Future
+        f = Future()
+        f.set_exception(KilledWorker("worker died"))
+        return f
+
+    def shutdown(self, wait=True, **kw):
+        self.pool.shutdown(wait=wait)
+
+
+def test_work_whose_worker_dies_on_every_try_is_recorded_failed_and_the_search_goes_on():
+    """A round whose worker died on each of its RETRIES + 1 tries used to end the search with
+    the worker's exception (a traceback, no summary). One population records those candidates
+    failed, says so once, and goes on to its budget; an island search stops that island (the
+    others go on), and ends "executor lost" when no island can run."""
+    with Dies(3) as ex:
+        res = ndvm.search("damped", executor=ex, budget="2s", seed=1)
+    assert res.stopped == "budget"
+    gone = [r for r in res.records if r["error"] == (
+        f"its worker died on each of {schedule.RETRIES + 1} tries (KilledWorker: worker died)")]
+    assert gone and all(r["status"] == "failed" for r in gone)
+    said = [w for w in res.warnings if "were not calibrated: its worker died" in w]
+    assert len(said) == 1
+    for n in (6, 9):  # (the islands stop at different epochs)
+        with Dies(n) as ex:
+            res = ndvm.search("damped", islands=2, executor=ex, budget="30s", seed=1,
+                              migration_every=64)
+        assert res.stopped == "executor lost" and res.records
+        stops = [w for w in res.warnings if "its worker died on each of" in w]
+        assert len(stops) == 2 and all("the island stopped there" in w for w in stops)
+        ids = [r["id"] for r in res.records]
+        assert len(ids) == len(set(ids))

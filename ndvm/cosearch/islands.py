@@ -50,7 +50,8 @@ from ndvm.cosearch.records import RecordBlock, Records, uninterrupted
 from ndvm.cosearch.rounds import SearchState, _fittest, _Rounds, lost_executor
 from ndvm.cosearch.score import Scorer
 from ndvm.parallel import collect_young, gc_paused
-from ndvm.schedule import ExecutorLost, Scheduler, check_main_importable, default_workers
+from ndvm.schedule import (ExecutorLost, Scheduler, check_main_importable, default_workers,
+                           died_each_time, lost_worker)
 
 __all__ = ["Island", "run_epoch", "search_islands"]
 
@@ -282,6 +283,7 @@ def search_islands(task, islands, seed, grammar, batch, every, migrants, max_can
     records, warnings = Records(spill=spill), []
     started = time.perf_counter()
     stopped, succeeded = "candidates", False
+    died = set()  # (the islands stopped by an epoch whose worker died on every try)
     sched = Scheduler.processes(workers) if executor is None else Scheduler.on(executor)
     # (on processes of ours and on a Dask cluster's workers, each island's Seen stays in its
     # home process: ``_epoch``'s held; on another executor it travels)
@@ -304,7 +306,11 @@ def search_islands(task, islands, seed, grammar, batch, every, migrants, max_can
         if src == i:
             return []
         last = epochs[src] - 1 if finished[src] else e - 1  # (a finished island sends its last)
-        return sent.get((src, min(e - 1, last)))
+        if last < 0:  # (it finished before its first epoch came back: it sends none)
+            return []
+        # (an island stopped by its workers' deaths may have had its last migrants dropped,
+        # kept until their receiver was past them: it then sends none)
+        return sent.get((src, min(e - 1, last)), [] if src in died else None)
 
     def launch():
         nonlocal most
@@ -371,9 +377,19 @@ def search_islands(task, islands, seed, grammar, batch, every, migrants, max_can
             for h in done:
                 running.remove(h)
                 i, e = h.tag
-                out = h.result()  # (an epoch whose worker died was run again)
                 warnings.extend(f"island {i} epoch {e}: its worker died; run again "
                                 f"({type(exc).__name__})" for exc in h.lost)
+                try:
+                    out = h.result()  # (an epoch whose worker died was run again)
+                except Exception as exc:
+                    if not lost_worker(exc):
+                        raise
+                    finished[i] = True  # (the others go on, with the migrants it sent last)
+                    died.add(i)
+                    warnings.append(f"island {i} epoch {e}: {died_each_time(h, exc)}; the "
+                                    f"island stopped there, and its epoch's candidates are not "
+                                    f"in the records")
+                    continue
                 if isinstance(out, str) and out == NEED_TASK:  # (sent once to each process)
                     running.append(again(h, task=task))
                     continue
@@ -414,6 +430,8 @@ def search_islands(task, islands, seed, grammar, batch, every, migrants, max_can
         _forget_everywhere(sched, key)
     warnings.extend(f"island {i} epoch {e}: its Dask worker {w} died; the cluster ran it "
                     f"again" for (i, e), w in sched.cluster_reruns())
+    if stopped == "candidates" and len(died) == islands:  # (no island could run)
+        stopped = "executor lost"
     if stopped == "candidates" and any(stops):
         stopped = next(s for s in stops if s)
     ran = sum(p > 0 for p in proposed)

@@ -22,6 +22,7 @@ from ndvm.cosearch.sexpr import size, skeleton, to_source, to_tree
 from ndvm.cosearch.simplify import Simplifier, TooManyParameters
 from ndvm.cosearch.task import Task
 from ndvm.parallel import NotRun
+from ndvm.schedule import WorkerDied
 
 _POPULATION = 64
 # Seconds past the time budget that a search waits for the work still out (an island's epoch,
@@ -106,6 +107,7 @@ class _Rounds:
         # (a perf_counter time: a round's calibrations on an executor not run by then are given
         # up, recorded failed: the search's time budget and LATE seconds; None: wait for them)
         self.deadline = None
+        self.died = False  # (a round's candidates lost with their workers: said once)
 
     def advance(self, done, current=None, staged=None, wake=None):
         """Score the batch ``done`` (when there is one), propose the next and begin its
@@ -243,6 +245,12 @@ class _Rounds:
                             f"had not run them {LATE:g} s after the time budget ended (its "
                             f"workers gone, or none ever joined: a Dask cluster without "
                             f"workers?); they are recorded failed")
+        died = next((p for p in b.fitted if isinstance(p, WorkerDied)), None)
+        if died is not None and not self.died:  # (said once: the records say which)
+            self.died = True
+            self.state.warn(f"candidates were not calibrated: {died}; they are recorded "
+                            f"failed with that error (a candidate that exhausts a worker's "
+                            f"memory? workers that keep dying?)")
         b.fit_each = (time.perf_counter() - began) / max(1, len(b.items))
         # (a replayed batch's refits are read back, or run, when their records are made)
         b.refitted = [None if b.replayed else self._refit(rec, prog, names)
