@@ -18,6 +18,8 @@ from ndvm.cosearch import rounds
 from ndvm.cosearch.records import RECORD_FILE, SUMMARY_FILE, _dump, _good
 from ndvm.cosearch.tasks import get_task
 
+from conftest import FailsAfter
+
 FIELDS = ("id", "island", "proposer", "proposed", "model", "status", "params", "train_error",
           "heldout_error", "r2", "size", "error")
 # (a candidate budget; the time budget only guards: damped's own, 60 s, cut the islands short
@@ -532,29 +534,12 @@ def test_an_executor_is_sent_no_more_epochs_than_it_runs_at_once():
     assert any(w.startswith("only 2 of the 8 islands ran") for w in res.warnings)
 
 
-class Vanishing(Executor):
-    """Runs the first ``n`` tasks on a thread; the ones after never start (a Dask cluster whose
-    workers all left holds its work until a worker comes, maybe never)."""
-
-    def __init__(self, n):
-        self.pool, self.n = ThreadPoolExecutor(2), n
-
-    def submit(self, fn, *args):
-        self.n -= 1
-        if self.n < 0:
-            from concurrent.futures import Future
-            return Future()  # (never done)
-        return self.pool.submit(fn, *args)
-
-    def shutdown(self, wait=True, **kw):
-        self.pool.shutdown(wait=wait)
-
-
 def test_a_search_whose_workers_are_gone_ends_after_its_budget_and_says_so(monkeypatch):
     # its epochs out when the budget ends would never come back: it used to wait for them for
     # good. It waits LATE seconds past the budget, then ends with what came back
     monkeypatch.setattr(rounds, "LATE", 0.5)
-    ex = Vanishing(6)  # (2 islands: the first two ask for the task, then 2 epochs each)
+    ex = FailsAfter(6, "hangs", threads=2)  # (2 islands: the first two ask for the task,
+    # then 2 epochs each)
     try:
         res = ndvm.search("damped", islands=2, executor=ex, budget="1s", migration_every=64,
                           seed=3)
@@ -567,35 +552,12 @@ def test_a_search_whose_workers_are_gone_ends_after_its_budget_and_says_so(monke
     assert len(ids) == len(set(ids))  # (what came back is kept whole, once)
 
 
-class KilledWorker(Exception):
-    """(named as Dask's: a task whose workers all died running it)"""
-
-
-class Dies(Executor):
-    """Runs its first ``n`` tasks on a thread; every later one fails as if its worker died."""
-
-    def __init__(self, n):
-        self.pool, self.n = ThreadPoolExecutor(1), n
-
-    def submit(self, fn, *args, **kw):
-        self.n -= 1
-        if self.n >= 0:
-            return self.pool.submit(fn, *args)
-        from concurrent.futures import Future
-        f = Future()
-        f.set_exception(KilledWorker("worker died"))
-        return f
-
-    def shutdown(self, wait=True, **kw):
-        self.pool.shutdown(wait=wait)
-
-
 def test_work_whose_worker_dies_on_every_try_is_recorded_failed_and_the_search_goes_on():
     """A round whose worker died on each of its RETRIES + 1 tries used to end the search with
     the worker's exception (a traceback, no summary). One population records those candidates
     failed, says so once, and goes on to its budget; an island search stops that island (the
     others go on), and ends "executor lost" when no island can run."""
-    with Dies(3) as ex:
+    with FailsAfter(3, "died") as ex:
         res = ndvm.search("damped", executor=ex, budget="2s", seed=1)
     assert res.stopped == "budget"
     gone = [r for r in res.records if r["error"] == (
@@ -604,7 +566,7 @@ def test_work_whose_worker_dies_on_every_try_is_recorded_failed_and_the_search_g
     said = [w for w in res.warnings if "were not calibrated: its worker died" in w]
     assert len(said) == 1
     for n in (6, 9):  # (the islands stop at different epochs)
-        with Dies(n) as ex:
+        with FailsAfter(n, "died") as ex:
             res = ndvm.search("damped", islands=2, executor=ex, budget="30s", seed=1,
                               migration_every=64)
         assert res.stopped == "executor lost" and res.records

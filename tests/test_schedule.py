@@ -13,6 +13,8 @@ import pytest
 from ndvm import schedule
 from ndvm.schedule import RETRIES, Scheduler
 
+from conftest import FailsAfter
+
 
 class KilledWorker(Exception):
     """Named as Dask's: a worker died while running the task."""
@@ -309,31 +311,11 @@ def test_capacity_is_how_many_pieces_of_work_run_at_once_now(monkeypatch):
         assert sched.capacity() == 4
 
 
-class Cancels(Executor):
-    """Runs its first ``n`` tasks on a thread; the later ones it cancels itself (a Dask client
-    whose scheduler was lost cancels every future it holds)."""
-
-    def __init__(self, n):
-        self.pool, self.n = ThreadPoolExecutor(1), n
-
-    def submit(self, fn, *args, **kw):
-        self.n -= 1
-        if self.n >= 0:
-            return self.pool.submit(fn, *args)
-        f = Future()
-        f.cancel()
-        f.set_running_or_notify_cancel()  # (as a pool notifies a cancelled future's waiters)
-        return f
-
-    def shutdown(self, wait=True, **kw):
-        self.pool.shutdown(wait=wait)
-
-
 def test_work_the_executor_cancels_or_refuses_raises_executor_lost():
     """Work cancelled by the executor, not by the caller, used to raise a bare CancelledError
     (a Dask cluster whose scheduler stopped: the CLI printed its traceback); it raises
     ExecutorLost, which says what was lost. Work the caller cancelled is its own business."""
-    with Cancels(1) as ex:
+    with FailsAfter(1, "cancelled") as ex:
         sched = Scheduler.on(ex)
         ran, lost = sched.submit(abs, -2), sched.submit(abs, -3)
         assert ran.result() == 2
