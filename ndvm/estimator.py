@@ -7,6 +7,8 @@ Columns are the inputs x0, x1, ... of the programs (``feature_names_in_`` names 
 LaTeX when X had string column names). The returned model is the search's selected one (one-SE
 rule over cross-validation, refitted on all data); ``result_`` keeps the whole front.
 """
+import warnings
+
 import numpy as np
 
 try:
@@ -52,7 +54,10 @@ class SymbolicRegressor(RegressorMixin, BaseEstimator):
     (c * M * h(pi_1, ..)). None: no units.
     fit_points: the training points each candidate is calibrated on at most (a seeded subset of
     larger data; None: all); the chosen model is refitted on every point.
-    verbose: a status line on stderr while the search runs (candidates, rate, best model).
+    verbose: a status line on stderr while the search runs (candidates, rate, best model),
+    and the search's warnings as they happen; without it, ``fit`` passes each warning of the
+    search (``result_.warnings``: islands a time budget left unrun, workers that died, a note
+    that the proposing thread held the workers back, ...) on as a ``UserWarning``.
     """
 
     def __init__(self, budget=10.0, max_candidates=None, random_state=0, workers=1,
@@ -133,6 +138,9 @@ class SymbolicRegressor(RegressorMixin, BaseEstimator):
                      seed=self.random_state or 0, workers=self.workers, grammar=g,
                      parsimony=self.parsimony, refits=self.refits, islands=self.islands,
                      migration_every=self.migration_every, progress=bool(self.verbose))
+        if not self.verbose:  # (verbose: the search showed each on stderr as it happened)
+            for w in dict.fromkeys(res.warnings):
+                warnings.warn(f"ndvm search: {w}", UserWarning, stacklevel=2)
         if res.best is None:
             raise RuntimeError("the search calibrated no model; raise the budget")
         self.result_ = res

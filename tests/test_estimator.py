@@ -176,3 +176,31 @@ def test_verbose_shows_the_search_on_stderr(capsys):
     assert capsys.readouterr().err == ""
     ndvm.SymbolicRegressor(budget=None, max_candidates=40, verbose=1).fit(X, X[:, 0] * X[:, 1])
     assert "candidates" in capsys.readouterr().err
+
+
+def test_the_searchs_warnings_reach_the_user(monkeypatch):
+    """The search's warnings (a worker that died, islands a budget left unrun, ...) were kept in
+    ``result_.warnings`` alone, which a scikit-learn user never reads: ``fit`` now passes each
+    on once as a UserWarning (unless verbose, which shows them on stderr as they happen)."""
+    import warnings
+
+    import ndvm.cosearch.loop as loop
+    real = loop.search
+    said = "island 1 epoch 3: its worker died; run again (BrokenProcessPool)"
+
+    def search(task, **kw):
+        res = real(task, **kw)
+        res.warnings += [said, said]
+        return res
+
+    monkeypatch.setattr(loop, "search", search)
+    X = np.random.default_rng(0).uniform(1, 2, (30, 2))
+    with pytest.warns(UserWarning) as got:
+        ndvm.SymbolicRegressor(budget=None, max_candidates=30).fit(X, X[:, 0] * X[:, 1])
+    ours = [w for w in got if str(w.message).startswith("ndvm search: ")]
+    assert [str(w.message) for w in ours] == [f"ndvm search: {said}"]
+    assert ours[0].filename == __file__  # (shown at the caller's fit)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        ndvm.SymbolicRegressor(budget=None, max_candidates=30, verbose=1).fit(
+            X, X[:, 0] * X[:, 1])

@@ -18,7 +18,7 @@ from ndvm.cosearch import rounds
 from ndvm.cosearch.records import RECORD_FILE, SUMMARY_FILE, _dump, _good
 from ndvm.cosearch.tasks import get_task
 
-from conftest import FailsAfter
+from fake_executors import FailsAfter
 
 FIELDS = ("id", "island", "proposer", "proposed", "model", "status", "params", "train_error",
           "heldout_error", "r2", "size", "error")

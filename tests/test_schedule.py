@@ -13,7 +13,7 @@ import pytest
 from ndvm import schedule
 from ndvm.schedule import RETRIES, Scheduler
 
-from conftest import FailsAfter
+from fake_executors import FailsAfter
 
 
 class KilledWorker(Exception):
