@@ -286,7 +286,6 @@ class Scheduler:
             return []
         nthreads = self._cluster_threads()
         if nthreads is not None:
-            self._there = set(nthreads)
             have = Counter(self.places)
             self.places += _threads_of({a: n - have[a] for a, n in nthreads.items()})
             self.slots = len(self.places)
@@ -310,21 +309,22 @@ class Scheduler:
     def workerless(self):
         """Whether this Scheduler's Dask cluster had no worker when last asked (at most every
         GROW seconds); False off a cluster."""
-        nthreads = self._cluster_threads()
-        if nthreads is not None:
-            self._there = set(nthreads)
+        self._cluster_threads()
         return self._client is not None and not self._there
 
     def _cluster_threads(self):
-        """A Dask cluster's {worker address: threads} now, asked at most every GROW seconds;
-        None between asks, off a cluster, or when its scheduler is out of reach."""
+        """A Dask cluster's {worker address: threads} now (its workers kept as ``_there``),
+        asked at most every GROW seconds; None between asks, off a cluster, or when its
+        scheduler is out of reach."""
         if self._client is None or time.monotonic() - self._asked < GROW:
             return None
         self._asked = time.monotonic()
         try:
-            return self._client.nthreads()
+            nthreads = self._client.nthreads()
         except Exception:  # noqa: BLE001 - (the scheduler out of reach: as it was)
             return None
+        self._there = set(nthreads)
+        return nthreads
 
     def submit(self, fn, *args, tag=None, where=None):
         """``fn(*args)`` on a worker (with ``slots``, the slot ``where``; without ``where``,

@@ -370,9 +370,9 @@ def search_islands(task, islands, seed, grammar, batch, every, migrants, max_can
                 warnings.append(
                     f"{len(running)} epoch(s), of island(s) "
                     f"{', '.join(str(h.tag[0]) for h in running)}, had not come back "
-                    f"{_rounds.LATE:g} s "
-                    f"after the time budget ended (their workers gone or stalled): the search "
-                    f"ended without them, and their candidates are not in the records")
+                    f"{_rounds.LATE:g} s after the time budget ended (their workers gone or "
+                    f"stalled): the search ended without them, and their candidates are not in "
+                    f"the records")
                 break
             for h in done:
                 running.remove(h)
