@@ -606,11 +606,13 @@ def island_stages(search, n, what):
               "probe": (Evaluator, "run"), "evaluate": (Evaluator, "evaluate"),
               "next": (rounds._Rounds, "next"), "begin": (rounds._Rounds, "begin"),
               "finish": (rounds._Rounds, "finish"), "calibrate": (rounds._Rounds, "calibrate")}
+    bred = _children_counts()
     with contextlib.ExitStack() as stack:
         t = {k: stack.enter_context(timed_calls(o, (m,))) for k, (o, m) in timers.items()}
         native = stack.enter_context(native_seconds())
         collecting = stack.enter_context(collecting_seconds())
         search()
+    tries, made = (b - a for a, b in zip(bred, _children_counts()))
     us = {k: v[0] / n * 1e6 for k, v in t.items()}
     records = us["next"] - us["propose"] - us["validate"]
     rest = us["run"] - us["next"] - us["begin"] - us["calibrate"] - us["finish"]
@@ -618,7 +620,8 @@ def island_stages(search, n, what):
           f"calibrating {us['calibrate']:.0f} (native calibrations in all stages "
           f"{native[0] / n * 1e6:.0f}); proposing {us['propose']:.1f} (the parents "
           f"{us['_parents']:.1f}, the building blocks {us['_blocks']:.1f}, the children and the "
-          f"library {us['propose'] - us['_parents'] - us['_blocks']:.1f}); "
+          f"library {us['propose'] - us['_parents'] - us['_blocks']:.1f}: {tries / n:.2f} children "
+          f"bred a candidate, {made / n:.2f} canonical forms computed a candidate); "
           f"validating {us['validate']:.1f} (parse {us['parse']:.1f}, the probe "
           f"{us['probe']:.1f}); evaluations outside the calibrations {us['evaluate']:.1f} (the "
           f"scoring's where a fit brought no values back); records and duplicate checks "
@@ -626,6 +629,17 @@ def island_stages(search, n, what):
           f"scoring and folding {us['finish']:.1f}; staging the fits {us['begin']:.1f}; the "
           f"rest of the round {rest:.1f}; of all of it, the garbage collector's "
           f"{collecting[0] / n * 1e6:.1f} ({collecting[1]} collections)")
+
+
+def _children_counts():
+    """(children bred, canonical entries computed) so far in this process: the Breeders' tries
+    (kept or not: a duplicate, too large or needing too many parameters) and the Simplifiers'
+    canonical forms computed (a child whose content was met before costs none)."""
+    from ndvm._core import _core
+    from ndvm.cosearch import proposers
+
+    return (sum(b.n_tries for b in _core._BREEDERS.values()),
+            sum(s.core.n_entries_made for s in proposers._SIMPLIFIERS.values()))
 
 
 def _round_calls(n, batch):

@@ -103,9 +103,13 @@ def test_the_proposers_cached_canonical_forms_equal_uncached_ones(monkeypatch):
     monkeypatch.setattr(proposers, "_SIMPLIFIERS", {})
     params = ("a", "b", "c")
     trees = _children(1, 400)
+    core = proposers._simplifier(params).core
     first = [proposers._canonical(t, params) for t in trees]
+    made = core.n_entries_made  # (the measure of canonical forms computed: one a new content)
+    assert 0 < made <= len(trees)
     again = [proposers._canonical(t, params) for t in trees]  # (cache hits)
     copies = [proposers._canonical(_copy(t), params) for t in trees]  # (new lists, same content)
+    assert core.n_entries_made == made
     for t, a, b, c in zip(trees, first, again, copies):
         expect = _fresh(t, params)
         if expect is None:
@@ -151,8 +155,9 @@ def test_the_canonical_entries_survive_the_cores_memo_resets():
 
 
 def _python_children(rng, breed, g, n, out, made, seen, parents, errors, n_front, seeds, admits,
-                     fresh=0.1, crossover=0.3, tournament=3, front_rate=0.25):
-    """The search's former Python loop over a round's children (Breeder.children replaced it)."""
+                     fresh=0.1, crossover=0.3, tournament=3, front_rate=0.25, tries=None):
+    """The search's former Python loop over a round's children (Breeder.children replaced it);
+    ``tries``: a list its number of children bred (kept or not) is appended to."""
     def pick():
         if n_front and rng.random() < front_rate:
             return parents[int(rng.integers(n_front))]
@@ -163,9 +168,11 @@ def _python_children(rng, breed, g, n, out, made, seen, parents, errors, n_front
                 best = i
         return parents[best]
 
+    bred = 0
     for _ in range(n * 20):
         if len(out) >= n:
             break
+        bred += 1
         r = rng.random()
         if not parents or r < fresh:
             if seeds and rng.random() < 0.3:
@@ -186,6 +193,8 @@ def _python_children(rng, breed, g, n, out, made, seen, parents, errors, n_front
             continue
         out.append(canon[1])
         made[canon[1]] = canon
+    if tries is not None:
+        tries.append(bred)
     return out
 
 
@@ -204,18 +213,48 @@ def test_the_native_children_are_the_python_loops_draw_for_draw():
     for settings in ({"fresh": 0.1, "crossover": 0.3}, {"fresh": 0.5, "crossover": 0.2},
                      {"fresh": 0.0, "crossover": 1.0, "tournament": 1, "front_rate": 0.6}):
         for use_seeds, use_admits, n_front in ((True, True, 2), (False, None, 0), (True, None, 4)):
-            got, want = [], []
+            got, want, tries = [], [], []
             a, b = _core.Draws(np.random.default_rng(5)), _core.Draws(np.random.default_rng(5))
             made_a, made_b = {}, {}
             for _ in range(3):
+                before = breed.n_tries
                 breed.children(a, 40 + len(got), got, made_a, seen, proposers._simplifier(g.params).core,
                                parents, errors, n_front, seeds if use_seeds else [],
                                admits=admits if use_admits else None, **settings)
                 _python_children(b, breed, g, 40 + len(want), want, made_b, seen, parents,
                                  errors, n_front, seeds if use_seeds else [],
-                                 admits if use_admits else None, **settings)
+                                 admits if use_admits else None, **settings, tries=tries)
+                assert breed.n_tries - before == tries[-1]  # (the measure counts every child)
             assert got == want and made_a == made_b and len(got) >= 40
             assert a.random() == b.random()  # (the streams moved on alike)
+
+
+def test_a_search_asks_for_its_grammars_breeder_once(monkeypatch):
+    # (grammar.breeder reads the grammar's repr, a round's fixed cost were it asked every round;
+    # a search's grammar does not change while it runs, and the next search's state asks again)
+    import pickle
+    from types import SimpleNamespace
+
+    asked = []
+    breeder = gp.breeder
+    monkeypatch.setattr(proposers.gp, "breeder", lambda g: asked.append(g) or breeder(g))
+    task = SimpleNamespace(objective="mse", inputs={"x": 0}, seeds=())
+
+    def state(g):
+        return SimpleNamespace(grammar=g, task=task, seen=set(), front=[], population=[])
+
+    m = proposers.Mutate(seed=0, small=False)
+    g, h = Grammar(params=("a", "b")), Grammar(params=("a", "b"), unary=("sin",))
+    first = state(g)
+    for _ in range(5):
+        m.propose(16, first)
+    assert asked == [g]
+    second = state(h)  # (another search: its own grammar's operators)
+    kids = {s for _ in range(5) for s in m.propose(16, second)}
+    assert asked == [g, h] and not any(op in s for s in kids for op in ("cos", "exp", "log"))
+    back = pickle.loads(pickle.dumps(m))  # (an island's next epoch: its state unpacked anew)
+    back.propose(16, pickle.loads(pickle.dumps(second)))
+    assert asked == [g, h, h]
 
 
 def test_the_native_children_refuse_wrong_inputs():

@@ -320,6 +320,7 @@ cdef class Breeder:
     cdef object lo, hi
     cdef long max_depth, max_size
     cdef list kinds_cdf  # (made at the first mutation: the rates are read as Python read them)
+    cdef readonly Py_ssize_t n_tries  # children bred by ``children``, kept or not (a measure)
 
     def __init__(self, g):
         self.grammar = g
@@ -601,6 +602,7 @@ cdef class Breeder:
                 a = <Sites?>parents[self._pick(d, n_parents, errs, n_front, front_rate,
                                                 tournament)]
                 child = self._mutate(d, a.tree, a)
+            self.n_tries += 1
             entry = canonical._entry(child)
             if entry is None or (<tuple>entry)[2] > self.max_size or (
                     admits is not None and not admits((<tuple>entry)[0])):

@@ -83,6 +83,7 @@ cdef class Simplifier:
     cdef dict symbols        # name -> its Node's address (the core shares one Node per name)
     cdef bint holding        # (while ``hold`` converts)
     cdef readonly Py_ssize_t n_resets  # how many times the core's memo was forgotten
+    cdef readonly Py_ssize_t n_entries_made  # canonical entries computed (``entry`` not kept)
     cdef list held           # the lists held (alive: their addresses stay theirs) ...
     cdef unordered_map[uintptr_t, SNode*] held_nodes  # ... by address, with their Nodes
     cdef dict entries        # content (a list's number, an atom's source) -> canonical entry
@@ -299,6 +300,7 @@ cdef class Simplifier:
         key = number if type(tree) is list else src.decode("utf-8")
         out = self.entries.get(key, False)
         if out is False:
+            self.n_entries_made += 1
             if len(self.entries) > SIMPLIFY_ENTRY_LIMIT:
                 self.entries.clear()
             try:

@@ -132,6 +132,7 @@ class Mutate(Proposer):
         self._proposed = {}  # source -> its canonical tree, for proposals not yet parents
         self._as_parents = {}  # id(record) -> (record, its Sites, its tournament error)
         self.made = {}  # source -> (tree, source, size, skeleton) of the last batch proposed
+        self._bred = None  # (the search state, its grammar's Breeder): looked up once a search
         self.parsimony = parsimony
         self.crossover = crossover
         self.fresh = fresh
@@ -201,8 +202,16 @@ class Mutate(Proposer):
         X = np.stack([inputs[x] for x in g.inputs], axis=1) if g.inputs else None
         return building_blocks(g, X, target) if X is not None else []
 
+    def _breeder(self, state):
+        """The Breeder of the search's grammar, looked up once a search (``state``: a search's
+        grammar does not change while it runs; ``grammar.breeder`` reads the grammar's repr,
+        ~24 us, a round's fixed cost were it asked every round)."""
+        if self._bred is None or self._bred[0] is not state:
+            self._bred = (state, gp.breeder(state.grammar))
+        return self._bred[1]
+
     def __getstate__(self):  # (an island between epochs: its parsed-parent caches stay behind,
-        state = {k: ({} if k in ("_proposed", "_as_parents") else v)
+        state = {k: ({} if k in ("_proposed", "_as_parents") else None if k == "_bred" else v)
                  for k, v in vars(self).items()}
         if isinstance(self._shapes, list):  # and of the shape library only how much is left)
             state["_shapes"] = len(self._shapes)
@@ -240,7 +249,7 @@ class Mutate(Proposer):
                     if island is not None:
                         island.add(src)
         if len(out) < n:  # the children of the parents (the core's operators for the grammar)
-            gp.breeder(g).children(
+            self._breeder(state).children(
                 self.rng, n, out, made, state.seen, _simplifier(g.params).core, trees, errors,
                 self.n_front, seeds, admits=None if self._units is None else self._units.admits,
                 fresh=self.fresh, crossover=self.crossover, tournament=self.tournament,
