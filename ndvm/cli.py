@@ -295,7 +295,11 @@ def _list_builtins():
 
     print("built-in tasks (ndvm search --task NAME):")
     for name, make in TASKS.items():
-        t = make()
+        try:
+            t = make()
+        except ImportError as e:  # (a task whose data needs an extra: listed, with what it needs)
+            print(f"  {name:<11} {str(e).splitlines()[0]}")
+            continue
         props = list(getattr(t, "proposers", ("mutate", "replay", "llm")))
         budget = f"{t.budget_seconds:g}s" if t.budget_seconds else "none"
         print(f"  {name:<11} {t.description}")
@@ -370,8 +374,10 @@ def cmd_search(args):
         if args.workers is not None:
             raise InputError("--workers sets local threads (processes with --islands); with "
                              "--scheduler the cluster's workers run: give one or the other")
+        from ndvm.schedule import cluster_threads
+
         cluster = _dask_client(args.scheduler)
-        threads = sum(cluster.nthreads().values())
+        threads = sum(cluster_threads(cluster).values())
         print(f"  calibrating on the Dask cluster at {args.scheduler} ({threads} worker "
               f"thread{'' if threads == 1 else 's'})")
     try:
@@ -726,6 +732,7 @@ def main(argv=None):
     """Entry point of the ``ndvm`` command."""
     import ndvm
     from ndvm.cosearch.proposers import CandidateFileError
+    from ndvm.schedule import ExecutorLost
 
     argv = _split_negative(sys.argv[1:] if argv is None else list(argv))
     args = build_parser().parse_args(argv)
@@ -750,6 +757,12 @@ def main(argv=None):
     except (ValueError, TypeError) as e:
         print(f"ndvm: error: {e}", file=sys.stderr)
         return 2
+    except ExecutorLost as e:  # (before the search had anything: it ends with what came back)
+        print(f"ndvm: error: {e}", file=sys.stderr)
+        return 1
+    except (ConnectionError, TimeoutError) as e:  # (a socket's, no file's: a cluster's, say)
+        print(f"ndvm: error: a connection was lost: {type(e).__name__}: {e}", file=sys.stderr)
+        return 1
     except OSError as e:  # an output path that cannot be written
         where = f"{e.filename}: " if e.filename else ""
         print(f"ndvm: error: cannot write {where}{e.strerror or e}", file=sys.stderr)

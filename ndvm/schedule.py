@@ -131,8 +131,28 @@ def executor_workers(executor):
     n = getattr(executor, "_max_workers", None)  # concurrent.futures' own pools
     client = _client_of(executor)
     if n is None and client is not None:
-        n = sum(client.nthreads().values())
+        n = sum(cluster_threads(client).values())
     return int(n) if n else default_workers()
+
+
+def cluster_threads(client):
+    """A Dask cluster's {worker address: threads}, or ExecutorLost when its scheduler cannot
+    be asked (it stopped, or the connection to it was lost: the socket's error is no file's)."""
+    try:
+        return client.nthreads()
+    except Exception as e:  # noqa: BLE001 - a closed comm, a reset connection, a timeout
+        text = str(e).splitlines()[0] if str(e) else ""
+        raise ExecutorLost(lost_cluster(
+            getattr(getattr(client, "scheduler", None), "address", None),
+            f"could not be asked for its workers ({type(e).__name__}"
+            f"{': ' + text if text else ''})")) from None
+
+
+def lost_cluster(address, what):
+    """ExecutorLost's message for the Dask cluster whose scheduler is at ``address``: it did
+    ``what``."""
+    return (f"lost the Dask cluster at {address}: it {what} (its scheduler stopped, or the "
+            f"connection to it was lost)")
 
 
 class ExecutorLost(RuntimeError):
@@ -230,8 +250,7 @@ class Scheduler:
         """ExecutorLost's message: the executor (a Dask cluster: its scheduler's address) did
         ``what``."""
         if self._client is not None:
-            return (f"lost the Dask cluster at {self._address}: it {what} (its scheduler "
-                    f"stopped, or the connection to it was lost)")
+            return lost_cluster(self._address, what)
         return f"the executor {what} (was it shut down?)"
 
     def place(self, where):
@@ -275,7 +294,7 @@ class Scheduler:
         if client is None:
             return cls(lambda _: executor, executor_workers(executor))
         return cls(lambda _: executor, executor_workers(executor), options={"pure": False},
-                   client=client, places=_threads_of(client.nthreads()) or None)
+                   client=client, places=_threads_of(cluster_threads(client)) or None)
 
     def live(self):
         """The slots whose process is there now: on a Dask cluster (asked at most every GROW

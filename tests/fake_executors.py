@@ -32,3 +32,32 @@ class FailsAfter(Executor):
 
     def shutdown(self, wait=True, **kw):
         self.pool.shutdown(wait=wait)
+
+
+class LosesItsScheduler(Executor):
+    """A Dask cluster's executor as the search sees one (its ``_client`` answers ``nthreads``
+    and ``get_events``), running the work on a pool of ``threads``, whose scheduler stops
+    answering after ``n`` questions: ``nthreads`` then raises ConnectionResetError, as Dask's
+    client does once the connection to a stopped scheduler is reset."""
+
+    def __init__(self, n, threads=1):
+        from types import SimpleNamespace
+
+        self.pool, self.n, self.threads = ThreadPoolExecutor(threads), n, threads
+        self._client = self
+        self.scheduler = SimpleNamespace(address="tcp://10.0.0.9:8786")
+
+    def nthreads(self):
+        self.n -= 1
+        if self.n < 0:
+            raise ConnectionResetError(104, "Connection reset by peer")
+        return {"tcp://10.0.0.9:9001": self.threads}
+
+    def get_events(self, topic):
+        return []
+
+    def submit(self, fn, *args, **kw):
+        return self.pool.submit(fn, *args)
+
+    def shutdown(self, wait=True, **kw):
+        self.pool.shutdown(wait=wait)

@@ -294,6 +294,46 @@ def test_help_version_and_list():
     assert "damped_oscillator.scm" in r.stdout and "proposals.jsonl" in r.stdout
 
 
+def test_the_task_list_names_a_task_whose_extra_is_missing(monkeypatch, capsys):
+    # (the series tasks need statsmodels, the [data] extra: --list crashed on the first of them
+    # in an install without it, and never printed the example files)
+    from ndvm import cli as cli_module
+    from ndvm.cosearch import tasks
+
+    def needs_extra():
+        raise ImportError("the enso, sunspots and co2 tasks need statsmodels: pip install x")
+
+    monkeypatch.setitem(tasks.TASKS, "enso", needs_extra)
+    assert cli_module.main(["search", "--list"]) == 0
+    out = capsys.readouterr().out
+    assert "  enso        the enso, sunspots and co2 tasks need statsmodels" in out
+    assert "  damped " in out and "damped_oscillator.scm" in out
+
+
+def test_a_lost_connection_is_not_reported_as_a_file_that_cannot_be_written(monkeypatch, capsys):
+    # (a socket's ConnectionResetError is an OSError without a file: the CLI said "cannot
+    # write <TCP (closed) ConnectionPool.ncores ...>")
+    from ndvm import cli as cli_module
+    from ndvm.cosearch import loop
+    from ndvm.schedule import ExecutorLost
+
+    def reset(*args, **kw):
+        raise ConnectionResetError(104, "Connection reset by peer")
+
+    monkeypatch.setattr(loop, "search", reset)
+    monkeypatch.setattr(ndvm, "search", reset)
+    assert cli_module.main(["search", "--budget", "1s"]) == 1
+    err = capsys.readouterr().err
+    assert "a connection was lost: ConnectionResetError" in err and "cannot write" not in err
+
+    def lost(*args, **kw):
+        raise ExecutorLost("lost the Dask cluster at tcp://h:1: it could not be asked")
+
+    monkeypatch.setattr(ndvm, "search", lost)
+    assert cli_module.main(["search", "--budget", "1s"]) == 1
+    assert capsys.readouterr().err.startswith("ndvm: error: lost the Dask cluster at tcp://h:1")
+
+
 def test_the_readme_sample_candidates_ship_and_find_a_good_fit():
     r = cli("search", "--task", "damped", "--proposer", "replay", "--candidates",
             "example:proposals.jsonl", "--quiet")

@@ -880,6 +880,27 @@ def test_a_dask_cluster_without_workers_is_told_while_its_work_waits(monkeypatch
     assert [_key(r) for r in got] == [_key(r) for r in ndvm.fit_many(GOOD[:2], **FIT)]
 
 
+def test_a_search_whose_cluster_cannot_be_asked_for_its_workers_ends_with_what_came_back(
+        tmp_path):
+    """A search of one population asks its Dask cluster for its worker threads every round.
+    When the scheduler had stopped, that question raised the client's ConnectionResetError,
+    which ended the search without its summary and which the CLI reported as a file it could
+    not write. It is now ExecutorLost, and the search ends with what came back."""
+    from fake_executors import LosesItsScheduler
+
+    with pytest.raises(schedule.ExecutorLost, match=r"lost the Dask cluster at "
+                       r"tcp://10\.0\.0\.9:8786: it could not be asked for its workers "
+                       r"\(ConnectionResetError: \[Errno 104\] Connection reset by peer\)"):
+        schedule.cluster_threads(LosesItsScheduler(0))
+    res = ndvm.search("damped", executor=LosesItsScheduler(8), budget="60s",
+                      out=tmp_path / "run")
+    assert res.stopped == "executor lost" and res.records
+    assert any("could not be asked for its workers" in w for w in res.warnings)
+    summary = json.loads((tmp_path / "run" / "summary.json").read_text())
+    lines = (tmp_path / "run" / "candidates.jsonl").read_text().splitlines()
+    assert summary["stopped"] == "executor lost" and summary["candidates"] == len(lines)
+
+
 @pytest.mark.parametrize("islands", [1, 2])
 def test_a_search_whose_dask_scheduler_stops_ends_with_what_came_back(islands, tmp_path):
     """A Dask cluster closed mid-search (its scheduler gone: the client cancels every future it
