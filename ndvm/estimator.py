@@ -141,8 +141,10 @@ class SymbolicRegressor(RegressorMixin, BaseEstimator):
         if not self.verbose:  # (verbose: the search showed each on stderr as it happened)
             for w in dict.fromkeys(res.warnings):
                 warnings.warn(f"ndvm search: {w}", UserWarning, stacklevel=2)
-        if res.best is None:
-            raise RuntimeError("the search calibrated no model; raise the budget")
+        if res.best is None:  # (why, when the search said: its workers died, its cluster was
+            # lost, its proposer failed; else the budget ended before a model was calibrated)
+            why = "its warnings say why" if res.warnings else "raise the budget"
+            raise RuntimeError(f"the search calibrated no model (stopped: {res.stopped}); {why}")
         self.result_ = res
         self.program_ = res.best["model"]
         self.params_ = dict(res.best["params"])

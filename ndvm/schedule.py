@@ -100,8 +100,11 @@ def check_executor(executor):
 def check_main_importable():
     """RuntimeError when worker processes cannot start here: a spawned process first imports
     this program's main module again, from its file, and a program read from standard input
-    (``python - < script``) has none. (A notebook's or ``python -c``'s main module is not
-    imported again: it has no file.)"""
+    (``python - < script``) has none; a script that starts them as it is imported (no ``if
+    __name__ == "__main__":`` in it) would start them again in each of them, which Python
+    refuses there (each would print its traceback, and die, and the search would find its
+    workers dead), and this is where that script is imported by a worker. (A notebook's or
+    ``python -c``'s main module is not imported again: it has no file.)"""
     main = sys.modules.get("__main__")
     path = getattr(main, "__file__", None)
     if (path is not None and getattr(main, "__spec__", None) is None
@@ -110,6 +113,43 @@ def check_main_importable():
             f"worker processes cannot start: each imports this program's main module again, "
             f"and it was read from {path!r}, not from a file; run the program from a file, or "
             f"ask for one worker (workers=1: every island on this process)")
+    if path is not None and (getattr(main, "__name__", None) == "__mp_main__"
+                             or not _guards_main(path)):
+        raise RuntimeError(
+            f"worker processes cannot start: each imports this program's main module again "
+            f"(Python's spawn start method), and {path!r} starts the search as it is imported, "
+            f"so each would start it again; put the code that runs the search under "
+            f"`if __name__ == \"__main__\":`, or ask for one worker (workers=1: every island "
+            f"on this process)")
+
+
+_GUARDED = {}  # (main module's file, its modification time) -> whether it tests __name__
+
+
+def _guards_main(path):
+    """Whether the Python file ``path`` compares ``__name__`` with "__main__" anywhere (True
+    when it cannot be read or parsed: nothing is known against it)."""
+    try:
+        key = (path, os.stat(path).st_mtime_ns)
+    except OSError:
+        return True
+    if key not in _GUARDED:
+        import ast
+
+        try:
+            with open(path, "rb") as f:
+                tree = ast.parse(f.read(), path)
+        except (OSError, SyntaxError, ValueError):
+            _GUARDED[key] = True
+        else:
+            _GUARDED[key] = any(
+                isinstance(n, ast.Compare)
+                and any(isinstance(x, ast.Name) and x.id == "__name__"
+                        for x in (n.left, *n.comparators))
+                and any(isinstance(x, ast.Constant) and x.value == "__main__"
+                        for x in (n.left, *n.comparators))
+                for n in ast.walk(tree))
+    return _GUARDED[key]
 
 
 def _client_of(executor):

@@ -204,3 +204,27 @@ def test_the_searchs_warnings_reach_the_user(monkeypatch):
         warnings.simplefilter("error")
         ndvm.SymbolicRegressor(budget=None, max_candidates=30, verbose=1).fit(
             X, X[:, 0] * X[:, 1])
+
+
+def test_a_search_that_calibrated_nothing_says_why(monkeypatch):
+    # (it said "raise the budget" when its worker processes had died, or its cluster was lost)
+    from types import SimpleNamespace
+
+    from ndvm.cosearch import loop
+
+    X, y = np.arange(8.0).reshape(-1, 1), np.arange(8.0)
+    for warned, stopped, says in ((["island 0 epoch 0: its worker died on each of 4 tries"],
+                                   "budget", "its warnings say why"),
+                                  ([], "budget", "raise the budget")):
+        monkeypatch.setattr(loop, "search", lambda *a, **k: SimpleNamespace(
+            best=None, warnings=warned, stopped=stopped))
+        with pytest.warns(UserWarning) if warned else _nothing():
+            with pytest.raises(RuntimeError, match=rf"calibrated no model \(stopped: budget\); "
+                               rf"{says}"):
+                ndvm.SymbolicRegressor(max_candidates=10).fit(X, y)
+
+
+def _nothing():
+    import contextlib
+
+    return contextlib.nullcontext()

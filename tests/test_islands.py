@@ -368,6 +368,40 @@ def test_a_program_read_from_stdin_is_told_why_worker_processes_cannot_start(tmp
     assert "RAN 32" in out.stdout
 
 
+def test_a_script_without_a_main_guard_is_told_why_worker_processes_cannot_start(tmp_path):
+    # each spawned worker imports the script again, which started the search again there: every
+    # worker printed a traceback and died, 4 tries an island (~800 lines), and the estimator
+    # then said "raise the budget"; the search now refuses before it starts a process
+    import subprocess
+    import sys
+
+    script = tmp_path / "fit_it.py"
+    script.write_text(
+        "import ndvm\n"
+        "try:\n"
+        "    ndvm.search('damped', islands=2, workers=2, max_candidates=32, budget=None)\n"
+        "except RuntimeError as e:\n"
+        "    print('REFUSED', e)\n"
+        "r = ndvm.search('damped', islands=2, workers=1, max_candidates=32, budget=None)\n"
+        "print('RAN', len(r.records))\n")
+    out = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
+                         cwd=tmp_path, timeout=300)
+    assert out.returncode == 0, out.stderr
+    assert "REFUSED worker processes cannot start" in out.stdout
+    assert "starts the search as it is imported" in out.stdout
+    assert 'if __name__ == "__main__":' in out.stdout and "RAN 32" in out.stdout
+    assert "Traceback" not in out.stderr
+    # (guarded, it runs on 2 worker processes; the test runner's own main module is guarded)
+    script.write_text("import ndvm\n"
+                      "if __name__ == '__main__':\n"
+                      "    r = ndvm.search('damped', islands=2, workers=2, max_candidates=32,\n"
+                      "                    budget=None)\n"
+                      "    print('RAN', len(r.records))\n")
+    out = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
+                         cwd=tmp_path, timeout=300)
+    assert out.returncode == 0 and "RAN 32" in out.stdout, out.stderr
+
+
 def _kill_when_written(out, pids, killed):
     """Once the first epoch's records are written, SIGKILL the first of ``pids()`` (as soon as
     it lists one)."""
