@@ -183,6 +183,43 @@ def _check_names(what, given, allowed, free_names):
                          f"{', '.join(free_names) or '(none)'}")
 
 
+def checked_data(data, target, nan_policy="raise"):
+    """(arrays, y): the data inputs ``data`` (name -> values) as float64 arrays and the target
+    (None without one) as a flat one, checked as ``ndvm.fit`` checks them: a target with
+    points, each input one value or one a point, no NaN or inf (ValueError naming the input and
+    the index), or with ``nan_policy="omit"`` the points where any is dropped."""
+    arrays = {k: _numbers(f"data input {k!r}", v) for k, v in data.items()}
+    y = None
+    if target is not None:
+        y = _numbers("target", target).reshape(-1)
+        if y.size == 0:
+            raise ValueError("target is empty")
+        for name, a in arrays.items():
+            if a.size not in (1, y.size):
+                raise ValueError(f"data input {name!r} has {a.size} points but target has "
+                                 f"{y.size}")
+        if nan_policy == "omit":
+            keep = finite_rows(y, arrays)
+            if not keep.any():
+                raise ValueError("no data point is finite in the target and every data input")
+            if not keep.all():
+                y = y[keep]
+                arrays = {k: (a.reshape(-1)[keep] if a.size > 1 else a)
+                          for k, a in arrays.items()}
+        _check_finite("target", y)
+    for name, a in arrays.items():
+        _check_finite(f"data input {name!r}", a)
+    return arrays, y
+
+
+def _numbers(what, values):
+    """``values`` as a float64 array, or a ValueError that names ``what``."""
+    try:
+        return np.asarray(values, dtype=np.float64)
+    except (TypeError, ValueError) as e:
+        raise ValueError(f"{what} is not numbers: {e}") from None
+
+
 def finite_rows(y, arrays):
     """The points nan_policy="omit" keeps: finite in the target ``y`` and in every per-point
     data array (a scalar input applies to every point and is checked on its own)."""
@@ -491,30 +528,10 @@ class FitPlan:
 
     def _data(self, free, sh):
         """The data inputs a program with free names ``free`` uses, and the target: converted
-        and checked (sizes, non-finite values or nan_policy="omit")."""
+        and checked (``checked_data``)."""
         sh.unknown = [k for k in self.data if k not in free]
-        arrays = {k: np.asarray(v, dtype=np.float64) for k, v in self.data.items() if k in free}
-        y = None
-        if self.target is not None:
-            y = np.asarray(self.target, dtype=np.float64).reshape(-1)
-            if y.size == 0:
-                raise ValueError("target is empty")
-            for name, a in arrays.items():
-                if a.size not in (1, y.size):
-                    raise ValueError(f"data input {name!r} has {a.size} points but target has "
-                                     f"{y.size}")
-            if self.options.nan_policy == "omit":
-                keep = finite_rows(y, arrays)
-                if not keep.any():
-                    raise ValueError("no data point is finite in the target and every data input")
-                if not keep.all():
-                    y = y[keep]
-                    arrays = {k: (a.reshape(-1)[keep] if a.size > 1 else a)
-                              for k, a in arrays.items()}
-            _check_finite("target", y)
-        for name, a in arrays.items():
-            _check_finite(f"data input {name!r}", a)
-        sh.data, sh.y = arrays, y
+        sh.data, sh.y = checked_data({k: v for k, v in self.data.items() if k in free},
+                                     self.target, self.options.nan_policy)
 
     def _names(self, free):
         """Everything about a program's fit that follows from its free names, checked."""

@@ -34,7 +34,7 @@ import numpy as np
 
 from ndvm._core import FitBatch, Program, parse
 from ndvm.evaluator import Evaluator
-from ndvm.fit import EvaluateAfter, FitPlan, FitResult, _program
+from ndvm.fit import EvaluateAfter, FitPlan, FitResult, _program, checked_data
 from ndvm.fit_options import OPTION_NAMES, FitOptions
 from ndvm.schedule import (Scheduler, check_workers, died_each_time, executor_workers,
                            lost_worker, shutdown)
@@ -702,6 +702,9 @@ def _fit_setup(data, target, fit_options, after):
     options = FitOptions.of(fit_options.pop("options", None), **fit_options)
     if target is None:
         raise ValueError("fit_many needs a target")
+    # (the shared data and target checked once, as ndvm.fit checks them: a wrong one is the
+    # call's error, not every candidate's)
+    checked_data({} if data is None else data, target, options.nan_policy)
     if options.seed is None:  # fresh entropy, drawn once, so results do not depend on workers
         options = options.replace(seed=np.random.SeedSequence().entropy)
     # one data dict serves many programs, each using some of its inputs: by default an input a
@@ -714,9 +717,21 @@ def _fit_setup(data, target, fit_options, after):
     return _Job("fit", config, {"fit": options, "data": data, "target": target, "after": after})
 
 
+def _program_list(programs, what, one):
+    """``programs`` as a list; TypeError for one program (a source text, a Program) given in
+    place of the list (a text read as a sequence is its characters, each a candidate)."""
+    from ndvm._core import Program
+
+    if isinstance(programs, (str, bytes, Program)):
+        kind = "source text" if isinstance(programs, (str, bytes)) else "Program"
+        raise TypeError(f"{what} takes a list of programs (source texts or ndvm.Program), got "
+                        f"one {kind}: pass [program], or call {one} for one")
+    return list(programs)
+
+
 def _fit_items(programs, per_candidate):
     """The (index, program, extra) items of fit_many's programs, per_candidate checked."""
-    programs = list(programs)
+    programs = _program_list(programs, "fit_many", "ndvm.fit")
     extras = [None] * len(programs)
     if per_candidate is not None:
         extras = _per_candidate(per_candidate, len(programs), "per_candidate")
@@ -816,7 +831,7 @@ def evaluate_many(programs, params=None, data=None, consts=None, grad=False, *, 
     candidate; data, consts, grad: as for ``Evaluator.evaluate``; workers, executor, chunk_size,
     progress: as for ``fit_many``.
     """
-    programs = list(programs)
+    programs = _program_list(programs, "evaluate_many", "Evaluator.evaluate")
     per = _per_candidate(params, len(programs), "params")
     config = _evaluator_config(evaluator, client, dtype, compat)
     job = _Job("evaluate", config, {"params": None if per is not None else params, "data": data,

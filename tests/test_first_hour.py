@@ -579,3 +579,22 @@ def test_an_unbuilt_source_tree_says_what_to_do(tmp_path):
                        capture_output=True, env=dict(os.environ, PYTHONPATH=""))
     assert r.returncode != 0
     assert "without its compiled extension" in r.stderr and "Run from another directory" in r.stderr
+
+
+def test_a_search_refuses_a_keyword_nothing_takes(tmp_path):
+    # (a misspelt keyword reached Mutate.__init__, a class the user never called, or with the
+    # replay proposer was ignored; one candidate file given as a string was read as its
+    # characters, one file each)
+    with pytest.raises(TypeError, match=r"search\(\) got an unexpected keyword argument "
+                       r"'max_candidate' \(did you mean 'max_candidates'\?\); the mutate "
+                       r"proposer's options are crossover, fresh"):
+        ndvm.search("damped", max_candidate=100)
+    with pytest.raises(TypeError, match="'foo'; the replay proposer takes no options"):
+        ndvm.search("damped", proposer="replay", candidates=["x.jsonl"], foo=1)
+    from ndvm.cosearch.proposers import Mutate
+    with pytest.raises(TypeError, match="a Proposer object takes its options where it is made"):
+        ndvm.search("damped", proposer=Mutate(), parsimony=0.1)
+    one = tmp_path / "one.jsonl"
+    one.write_text(json.dumps({"src": "(* a (cos (* b x)))"}) + "\n")
+    res = ndvm.search("damped", proposer="replay", candidates=str(one), budget=None)
+    assert [r["proposed"] for r in res.records] == ["(* a (cos (* b x)))"]

@@ -930,3 +930,26 @@ def test_a_search_whose_dask_scheduler_stops_ends_with_what_came_back(islands, t
     assert len(lines) == len(res.records)
     ids = [r["id"] for r in res.records]
     assert len(ids) == len(set(ids))
+
+
+def test_fit_many_refuses_one_program_and_checks_the_shared_data_once():
+    # one source text was read as its characters (7 candidates, 6 of them errors); a target of
+    # the wrong length or with a NaN became the same CandidateError for every candidate, so
+    # that min() over the FitResults found none
+    x = np.arange(64.0)
+    with pytest.raises(TypeError, match="fit_many takes a list of programs .* got one source "
+                       "text: pass \\[program\\], or call ndvm.fit for one"):
+        ndvm.fit_many("(* a x)", data={"x": x}, target=2 * x)
+    with pytest.raises(TypeError, match="got one Program: .*Evaluator.evaluate for one"):
+        ndvm.evaluate_many(ndvm.parse("(* a x)"), params={"a": 1.0}, data={"x": x})
+    for target, match in ((2 * x[:5], "data input 'x' has 64 points but target has 5"),
+                          (np.where(x == 3, np.nan, 2 * x),
+                           r"target has a non-finite value \(nan\) at index 3"),
+                          (np.array([]), "target is empty")):
+        with pytest.raises(ValueError, match=match):
+            ndvm.fit_many(["(* a x)", "(+ a x)"], data={"x": x}, target=target)
+    with pytest.raises(ValueError, match="data input 'x' is not numbers"):
+        ndvm.fit_many(["(* a x)"], data={"x": ["a"] * 64}, target=2 * x)
+    got = ndvm.fit_many(["(* a x)"], data={"x": x}, target=np.where(x == 3, np.nan, 2 * x),
+                        nan_policy="omit")  # (asked for: those points dropped, as ndvm.fit)
+    assert got[0].params["a"] == pytest.approx(2.0)

@@ -5,6 +5,7 @@ One population runs here, its rounds pipelined over threads (``rounds.py`` holds
 steps, ``records.py`` the records and the run folder); ``islands > 1`` runs several populations
 in worker processes or on an executor (``islands.py``). A resumed run replays its record file.
 """
+import inspect
 import json
 import math
 import sys
@@ -21,7 +22,7 @@ import numpy as np
 import ndvm
 from ndvm.cosearch import rounds
 from ndvm.cosearch.islands import check_islands, island_workers, search_islands
-from ndvm.cosearch.proposers import Proposer, Replay, make_proposer
+from ndvm.cosearch.proposers import Proposer, Replay, check_options, make_proposer
 from ndvm.cosearch.records import (RECORD_FILE, SUMMARY_FILE, ById, Records, RunExistsError,
                                    _existing, _good, _iter_records, _jsonable, _lines, _load,
                                    _open_run, pareto_front, run_schema, uninterrupted)
@@ -315,6 +316,7 @@ def search(task="damped", proposer=None, budget=None, max_candidates=None, out=N
     asked = proposer
     if proposer is None:
         proposer = applicable[0]
+    check_options(proposer, proposer_options, also=_SEARCH_KEYWORDS)
     g = (grammar or task.search_grammar()).check()
     islands, migration_every, migrants = check_islands(islands, migration_every, migrants)
     if islands > 1:
@@ -469,6 +471,11 @@ def search(task="damped", proposer=None, budget=None, max_candidates=None, out=N
 # busy at least this share of a run of at least this many seconds is told that islands would
 # use the machine better (proposer_bound)
 BOUND_WORKERS, BOUND_BUSY, BOUND_SECONDS = 4, 0.9, 5.0
+
+
+# search()'s own keywords (a misspelt one reaches the proposer's options: its "did you mean")
+_SEARCH_KEYWORDS = tuple(p for p in inspect.signature(search).parameters
+                         if p != "proposer_options")
 
 
 def proposer_bound(own_seconds, seconds, workers):

@@ -23,8 +23,8 @@ from ndvm.cosearch.select import fitness
 from ndvm.cosearch.simplify import Simplifier
 from ndvm.cosearch.units import units_of
 
-__all__ = ["Proposer", "Replay", "Mutate", "LLM", "make_proposer", "read_candidates",
-           "CandidateFileError", "LLMError"]
+__all__ = ["Proposer", "Replay", "Mutate", "LLM", "make_proposer", "check_options",
+           "read_candidates", "CandidateFileError", "LLMError"]
 
 
 class CandidateFileError(ValueError):
@@ -417,6 +417,28 @@ class LLM(Proposer):
         return out
 
 
+def check_options(proposer, options, also=()):
+    """TypeError for an option (keyword) that the proposer named ``proposer`` does not take (a
+    Proposer object takes none here: it was made with its own), with a "did you mean" among its
+    options and ``also`` (the caller's own keywords: a misspelt one lands here)."""
+    if not options:
+        return
+    import inspect
+
+    cls = {"mutate": Mutate, "llm": LLM}.get(proposer) if isinstance(proposer, str) else None
+    takes = [] if cls is None else [p for p in inspect.signature(cls.__init__).parameters
+                                    if p not in ("self", "seed")]
+    bad = [k for k in options if k not in takes]
+    if bad:
+        from ndvm.fit import did_you_mean
+
+        what = (f"the {proposer} proposer's options are {', '.join(takes)}" if takes else
+                f"the {proposer} proposer takes no options" if isinstance(proposer, str) else
+                "a Proposer object takes its options where it is made")
+        raise TypeError(f"search() got an unexpected keyword argument {bad[0]!r}"
+                        f"{did_you_mean(bad[0], [*takes, *also])}; {what}")
+
+
 def make_proposer(name, seed=0, candidates=None, **options):
     """A proposer by name: "mutate", "replay" (``candidates``: files or sources), "llm"."""
     if name == "mutate":
@@ -424,6 +446,8 @@ def make_proposer(name, seed=0, candidates=None, **options):
     if name == "replay":
         if not candidates:
             raise ValueError("the replay proposer needs candidate files (--candidates FILE)")
+        if isinstance(candidates, (str, os.PathLike)):  # (one file: not its characters)
+            candidates = [candidates]
         return Replay(*candidates)
     if name == "llm":
         return LLM(**options)
