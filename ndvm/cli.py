@@ -402,7 +402,7 @@ def cmd_search(args):
                           stop_on_success=args.stop, fit_options=fit_options,
                           executor=cluster.get_executor() if cluster else None,
                           islands=args.islands, migration_every=args.migration_every,
-                          **options)
+                          batch=args.batch, **options)
     finally:
         if cluster is not None:
             cluster.close()
@@ -684,7 +684,14 @@ def build_parser():
                    help="candidates an island proposes between migrations (default 256)")
     s.add_argument("--scheduler", metavar="tcp://HOST:PORT", default=None,
                    help="calibrate on the Dask cluster of this scheduler instead of local "
-                        "threads (needs ndvm[dask]); same results as a local run")
+                        "threads (needs ndvm[dask]); the same results as a local run of the "
+                        "same --batch")
+    s.add_argument("--batch", type=_positive_int, default=None,
+                   help="candidates proposed and calibrated a round (default 16; on "
+                        "--scheduler 512 for each worker thread of the cluster, so that Dask's "
+                        "cost a task stays small): a seed and a batch give the same candidates "
+                        "wherever they run, so give a cluster run's batch to repeat it locally, "
+                        "or to resume it on a cluster of another size")
     s.add_argument("--starts", type=_positive_int, default=None,
                    help="starts per calibration (default: the task's)")
     s.add_argument("--steps", type=_positive_int, default=None,

@@ -598,3 +598,15 @@ def test_a_search_refuses_a_keyword_nothing_takes(tmp_path):
     one.write_text(json.dumps({"src": "(* a (cos (* b x)))"}) + "\n")
     res = ndvm.search("damped", proposer="replay", candidates=str(one), budget=None)
     assert [r["proposed"] for r in res.records] == ["(* a (cos (* b x)))"]
+
+
+def test_the_cli_takes_the_round_size_a_cluster_run_was_made_with(tmp_path):
+    # (a run on a Dask cluster has rounds of 512 candidates a worker thread: its candidates are
+    # a local run's of that batch, which the CLI could not be given)
+    r = cli("search", "--task", "damped", "--batch", "32", "--max-candidates", "96", "--quiet",
+            "--out", str(tmp_path / "run"))
+    assert r.returncode == 0, r.stderr
+    lines = (tmp_path / "run" / "candidates.jsonl").read_text().splitlines()
+    here = ndvm.search("damped", batch=32, max_candidates=96, budget=None)
+    assert [json.loads(s)["proposed"] for s in lines] == [x["proposed"] for x in here.records]
+    assert cli("search", "--batch", "0").returncode == 2

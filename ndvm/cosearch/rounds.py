@@ -195,7 +195,8 @@ class _Rounds:
                 raise ResumeMismatch(
                     f"cannot resume: candidate {rec['id']} was {old['proposed']!r} in the earlier "
                     f"session and is {src!r} now (resume needs the same task, proposer, seed and "
-                    f"batch)")
+                    f"batch: batch=, ndvm search --batch; a run on a Dask cluster has rounds of "
+                    f"512 candidates for each of its worker threads)")
             if not state.seen.add_new(src):
                 rec["status"] = "duplicate"
                 continue
