@@ -8,7 +8,13 @@ native reverse sweep seeded with the real upstream gradient, so any downstream l
 Arrays are shared with numpy, not copied, wherever the dtype allows.
 """
 import numpy as np
-import torch
+
+try:
+    import torch
+except ImportError:  # (a missing module, which callers that skip on one, importorskip among
+    # them, still see as one; it names the extra to install)
+    raise ModuleNotFoundError("ndvm.torch needs PyTorch: pip install 'ndvm[torch]' (or pip "
+                              "install torch)") from None
 
 from ndvm._core import Program, parse
 from ndvm.evaluator import Evaluator
