@@ -659,7 +659,7 @@ def build_parser():
                    help="time budget, e.g. 60s, 2m or 1h (default: the task's: 60s for damped "
                         "and recurrence, 10s for kalman and nile)")
     s.add_argument("--max-candidates", dest="candidates_max", type=_positive_int, default=None,
-                   help="stop after this many candidates")
+                   metavar="N", help="stop after this many candidates")
     s.add_argument("--candidates", action="append", metavar="FILE.jsonl",
                    help="candidate file for --proposer replay (objects with a \"src\" field); "
                         "a sample ships as example:proposals.jsonl")

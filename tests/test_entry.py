@@ -68,6 +68,12 @@ def test_limit_errors_come_from_the_core():
         ev.evaluate(PROG, params={"a": np.ones(1000), "b": 1.0}, data={"x": np.ones(1000)},
                     grad=True)
     assert e.value.line == 1
+    assert "lanes need 8 MiB, more than 1 MiB" in str(e.value)
+    # (a small limit is written in the unit it is in: it read "need 0 MiB, more than 0 MiB")
+    small = ndvm.Evaluator(max_memory=1000)
+    with pytest.raises(ndvm.LimitError, match=r"lanes need 1 KiB, more than 1000 bytes \(raise"):
+        small.evaluate(PROG, params={"a": np.ones(8), "b": 1.0}, data={"x": np.ones(16)},
+                       grad=True)
 
 
 def test_import_ndvm_does_not_load_the_cosearch_package():

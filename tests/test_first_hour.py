@@ -610,3 +610,31 @@ def test_the_cli_takes_the_round_size_a_cluster_run_was_made_with(tmp_path):
     here = ndvm.search("damped", batch=32, max_candidates=96, budget=None)
     assert [json.loads(s)["proposed"] for s in lines] == [x["proposed"] for x in here.records]
     assert cli("search", "--batch", "0").returncode == 2
+
+
+def test_the_small_refusals_a_new_user_meets(tmp_path):
+    # --resume with --force (resume won, in silence); a resume of another task (it said "was the
+    # run made by another version of ndvm or with other data?"); heldout=1.5 (one point held
+    # out); an empty candidate file ("no good fit within the budget")
+    from ndvm.cosearch.proposers import CandidateFileError
+
+    run = tmp_path / "run"
+    ndvm.search("damped", max_candidates=16, budget=None, out=run)
+    with pytest.raises(ValueError, match="give one of them"):
+        ndvm.search("damped", max_candidates=32, budget=None, out=run, resume=True, force=True)
+    with pytest.raises(ValueError, match=r"cannot resume: the run in .* is a search of task "
+                       r"'damped', not 'recurrence' \(give --task damped"):
+        ndvm.search("recurrence", max_candidates=32, budget=None, out=run, resume=True)
+    r = cli("search", "--out", str(run), "--resume", "--force", "--budget", "1s")
+    assert r.returncode == 2 and "give one of them" in r.stderr
+    x = np.linspace(0, 1, 20)
+    for bad in (1.5, 0, 20, -0.2, True, "0.3"):
+        with pytest.raises(ValueError, match="heldout is the share of the points held out"):
+            ndvm.Task.from_arrays("t", {"x": x}, 2 * x, heldout=bad)
+    assert ndvm.Task.from_arrays("t", {"x": x}, 2 * x, heldout=5).heldout.size == 5
+    assert ndvm.Task.from_arrays("t", {"x": x}, 2 * x, heldout=0.3).heldout.size == 6
+    empty = tmp_path / "none.jsonl"
+    empty.write_text("\n")
+    with pytest.raises(CandidateFileError, match="none.jsonl:1:1: no candidates in the file"):
+        ndvm.search("damped", proposer="replay", candidates=[empty], budget=None)
+    assert "--max-candidates N" in cli("search", "--help").stdout

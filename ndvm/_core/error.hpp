@@ -4,6 +4,7 @@
 // ErrorInfo is the plain struct the Cython layer reads after a failed call; no exception crosses a
 // shared-object boundary.
 #pragma once
+#include <cstdio>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -41,6 +42,19 @@ class Error : public std::runtime_error {
 };
 
 // Appends one frame to a short Scheme backtrace: at most 8 entries, repeats folded into one.
+// A size in memory as the limit messages write it: bytes below 1 KiB, KiB below 1 MiB, else
+// MiB (a limit of a few hundred bytes read "0 MiB").
+inline std::string memory_text(double bytes) {
+  char out[48];
+  if (bytes < 1024.0)
+    std::snprintf(out, sizeof out, "%.0f bytes", bytes);
+  else if (bytes < 1048576.0)
+    std::snprintf(out, sizeof out, "%.0f KiB", bytes / 1024.0);
+  else
+    std::snprintf(out, sizeof out, "%.0f MiB", bytes / 1048576.0);
+  return out;
+}
+
 inline void add_backtrace(Error& e, const std::string& frame) {
   auto& bt = e.backtrace_;
   const std::string folded = frame + " (repeated)";

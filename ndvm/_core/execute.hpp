@@ -263,12 +263,11 @@ inline void check_outputs(const Expanded& x, int64_t max_memory, uint64_t S, uin
   check_lane_count(x, S, N);
   double bytes = double(S) * double(N) * 8.0 * double(arrays);
   if (bytes <= double(max_memory)) return;
-  char need[32];
-  std::snprintf(need, sizeof need, "%.0f", bytes / double(1 << 20));
   Error e(ErrorKind::Limit, "memory limit exceeded: the values and gradients of " +
                                 std::to_string(S) + " x " + std::to_string(N) + " lanes need " +
-                                need + " MiB, more than " + std::to_string(max_memory >> 20) +
-                                " MiB (raise it with Evaluator(max_memory=...))",
+                                memory_text(bytes) + ", more than " +
+                                memory_text(double(max_memory)) +
+                                " (raise it with Evaluator(max_memory=...))",
           result_pos(x));
   if (x.result_) e.file_ = x.result_->src->name_;
   throw e;

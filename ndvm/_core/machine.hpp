@@ -173,8 +173,8 @@ class Machine {
     if (bytes_in_use() + extra > size_t(limits_.max_memory))
       throw Error(ErrorKind::Limit,
                   "memory limit exceeded: the evaluation needs more than " +
-                      std::to_string(limits_.max_memory >> 20) +
-                      " MiB of lane and tape memory (raise it with Evaluator(max_memory=...))");
+                      memory_text(double(limits_.max_memory)) +
+                      " of lane and tape memory (raise it with Evaluator(max_memory=...))");
   }
   template <class V>
   void grow(V& v, size_t need) {

@@ -232,11 +232,28 @@ def check_run(task, proposer=None, out=None, resume=False, force=False):
     if isinstance(proposer, str) and proposer not in applicable:
         raise ValueError(f"the {proposer} proposer does not apply to task {task.name}; "
                          f"use {' or '.join(applicable)}")
+    if resume and force:
+        raise ValueError("resume continues the run in the out directory and force replaces it: "
+                         "give one of them (--resume or --force)")
     if out is not None:
         _existing(Path(out), resume, force)
+        if resume:
+            _same_task(Path(out), task)
     elif resume:
         raise ValueError("resume needs the out directory of the earlier run")
     return applicable
+
+
+def _same_task(out, task):
+    """ValueError when the run in ``out`` (its summary.json, when written) searched another
+    task than ``task``: its records would only be found to score otherwise, one by one."""
+    try:
+        was = json.loads((out / SUMMARY_FILE).read_text(encoding="utf-8")).get("task")
+    except (OSError, ValueError, AttributeError):
+        return  # (a run killed before its summary: the records are checked as replayed)
+    if was is not None and was != task.name:
+        raise ValueError(f"cannot resume: the run in {out} is a search of task {was!r}, not "
+                         f"{task.name!r} (give --task {was}, or a new --out folder)")
 
 
 def search(task="damped", proposer=None, budget=None, max_candidates=None, out=None,

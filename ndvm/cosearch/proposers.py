@@ -76,6 +76,9 @@ def read_candidates(path):
             raise CandidateFileError(f"{path}:{i}:1", "expected an object with a \"src\" string "
                                      "(or a search record's \"model\" or \"proposed\")")
         out.append(src)
+    if not out:  # (a replay of nothing: "no good fit" would blame the search)
+        raise CandidateFileError(f"{path}:1:1", "no candidates in the file (expected JSON lines, "
+                                 "objects with a \"src\" string)")
     return out
 
 

@@ -218,7 +218,12 @@ class Task:
         """A task whose held-out points are a seeded random fraction (or count) of the data."""
         target = np.asarray(target, dtype=np.float64).reshape(-1)
         n = target.size
-        k = int(round(heldout * n)) if heldout < 1 else int(heldout)
+        fraction = isinstance(heldout, Real) and not isinstance(heldout, bool) and 0 < heldout < 1
+        if not fraction and not (isinstance(heldout, Real) and not isinstance(heldout, bool)
+                                 and float(heldout).is_integer() and 1 <= heldout < n):
+            raise ValueError(f"heldout is the share of the points held out, between 0 and 1, or "
+                             f"their number, a whole number from 1 to {n - 1}; got {heldout!r}")
+        k = int(round(heldout * n)) if fraction else int(heldout)
         idx = np.sort(np.random.default_rng(seed).permutation(n)[:k])
         return cls(name=name, inputs=inputs, target=target, heldout=idx, **options)
 
