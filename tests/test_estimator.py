@@ -216,12 +216,12 @@ def test_a_search_that_calibrated_nothing_says_why(monkeypatch):
     for warned, stopped, says in ((["island 0 epoch 0: its worker died on each of 4 tries"],
                                    "budget", "its warnings say why"),
                                   ([], "budget", "raise the budget")):
-        monkeypatch.setattr(loop, "search", lambda *a, **k: SimpleNamespace(
-            best=None, warnings=warned, stopped=stopped))
-        with pytest.warns(UserWarning) if warned else _nothing():
-            with pytest.raises(RuntimeError, match=rf"calibrated no model \(stopped: budget\); "
-                               rf"{says}"):
-                ndvm.SymbolicRegressor(max_candidates=10).fit(X, y)
+        result = SimpleNamespace(best=None, warnings=warned, stopped=stopped)
+        monkeypatch.setattr(loop, "search", lambda *a, result=result, **k: result)
+        with (pytest.warns(UserWarning) if warned else _nothing(),
+              pytest.raises(RuntimeError, match=rf"calibrated no model \(stopped: budget\); "
+                            rf"{says}")):
+            ndvm.SymbolicRegressor(max_candidates=10).fit(X, y)
 
 
 def _nothing():

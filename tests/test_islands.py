@@ -342,26 +342,30 @@ def test_an_address_given_as_the_executor_is_refused_before_any_work(islands):
         ndvm.search("damped", islands=islands, executor=4, max_candidates=10, budget=None)
 
 
-def _from_stdin(script, tmp_path):
-    """Run ``script`` as ``python -`` reads it (no main-module file) in a fresh interpreter."""
+# a program that asks for 2 worker processes, prints why it cannot have them, and runs on one
+_TWO_THEN_ONE = ("import ndvm\n"
+                 "try:\n"
+                 "    ndvm.search('damped', islands=2, workers=2, max_candidates=32, budget=None)\n"
+                 "except RuntimeError as e:\n"
+                 "    print('REFUSED', e)\n"
+                 "r = ndvm.search('damped', islands=2, workers=1, max_candidates=32, budget=None)\n"
+                 "print('RAN', len(r.records))\n")
+
+
+def _python(tmp_path, script=None, stdin=None):
+    """Run a program in a fresh interpreter: the file ``script``, or ``stdin`` as ``python -``
+    reads it (no main-module file)."""
     import subprocess
     import sys
 
-    return subprocess.run([sys.executable, "-"], input=script, capture_output=True, text=True,
-                          cwd=tmp_path, timeout=300)
+    return subprocess.run([sys.executable, "-" if script is None else str(script)], input=stdin,
+                          capture_output=True, text=True, cwd=tmp_path, timeout=300, check=False)
 
 
 def test_a_program_read_from_stdin_is_told_why_worker_processes_cannot_start(tmp_path):
     # spawned workers import the main module again from its file: '<stdin>' is none, and the
     # pool used to break with "a process ... was terminated abruptly" after its retries
-    script = ("import ndvm\n"
-              "try:\n"
-              "    ndvm.search('damped', islands=2, workers=2, max_candidates=32, budget=None)\n"
-              "except RuntimeError as e:\n"
-              "    print('REFUSED', e)\n"
-              "r = ndvm.search('damped', islands=2, workers=1, max_candidates=32, budget=None)\n"
-              "print('RAN', len(r.records))\n")
-    out = _from_stdin(script, tmp_path)
+    out = _python(tmp_path, stdin=_TWO_THEN_ONE)
     assert out.returncode == 0, out.stderr
     assert "REFUSED worker processes cannot start" in out.stdout
     assert "'<stdin>', not from a file" in out.stdout and "workers=1" in out.stdout
@@ -372,20 +376,9 @@ def test_a_script_without_a_main_guard_is_told_why_worker_processes_cannot_start
     # each spawned worker imports the script again, which started the search again there: every
     # worker printed a traceback and died, 4 tries an island (~800 lines), and the estimator
     # then said "raise the budget"; the search now refuses before it starts a process
-    import subprocess
-    import sys
-
     script = tmp_path / "fit_it.py"
-    script.write_text(
-        "import ndvm\n"
-        "try:\n"
-        "    ndvm.search('damped', islands=2, workers=2, max_candidates=32, budget=None)\n"
-        "except RuntimeError as e:\n"
-        "    print('REFUSED', e)\n"
-        "r = ndvm.search('damped', islands=2, workers=1, max_candidates=32, budget=None)\n"
-        "print('RAN', len(r.records))\n")
-    out = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
-                         cwd=tmp_path, timeout=300)
+    script.write_text(_TWO_THEN_ONE)
+    out = _python(tmp_path, script)
     assert out.returncode == 0, out.stderr
     assert "REFUSED worker processes cannot start" in out.stdout
     assert "starts the search as it is imported" in out.stdout
@@ -397,8 +390,7 @@ def test_a_script_without_a_main_guard_is_told_why_worker_processes_cannot_start
                       "    r = ndvm.search('damped', islands=2, workers=2, max_candidates=32,\n"
                       "                    budget=None)\n"
                       "    print('RAN', len(r.records))\n")
-    out = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
-                         cwd=tmp_path, timeout=300)
+    out = _python(tmp_path, script)
     assert out.returncode == 0 and "RAN 32" in out.stdout, out.stderr
 
 
