@@ -183,11 +183,13 @@ def _check_names(what, given, allowed, free_names):
                          f"{', '.join(free_names) or '(none)'}")
 
 
-def checked_data(data, target, nan_policy="raise"):
+def checked_data(data, target, nan_policy="raise", inputs_finite=True):
     """(arrays, y): the data inputs ``data`` (name -> values) as float64 arrays and the target
     (None without one) as a flat one, checked as ``ndvm.fit`` checks them: a target with
     points, each input one value or one a point, no NaN or inf (ValueError naming the input and
-    the index), or with ``nan_policy="omit"`` the points where any is dropped."""
+    the index), or with ``nan_policy="omit"`` the points where any is dropped. Without
+    ``inputs_finite`` the inputs' values are not looked at (fit_many's shared data: a program
+    that does not read an input does not care)."""
     arrays = {k: _numbers(f"data input {k!r}", v) for k, v in data.items()}
     y = None
     if target is not None:
@@ -199,7 +201,7 @@ def checked_data(data, target, nan_policy="raise"):
                 raise ValueError(f"data input {name!r} has {a.size} points but target has "
                                  f"{y.size}")
         if nan_policy == "omit":
-            keep = finite_rows(y, arrays)
+            keep = finite_rows(y, arrays if inputs_finite else {})
             if not keep.any():
                 raise ValueError("no data point is finite in the target and every data input")
             if not keep.all():
@@ -207,7 +209,7 @@ def checked_data(data, target, nan_policy="raise"):
                 arrays = {k: (a.reshape(-1)[keep] if a.size > 1 else a)
                           for k, a in arrays.items()}
         _check_finite("target", y)
-    for name, a in arrays.items():
+    for name, a in arrays.items() if inputs_finite else ():
         _check_finite(f"data input {name!r}", a)
     return arrays, y
 

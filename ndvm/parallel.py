@@ -702,9 +702,9 @@ def _fit_setup(data, target, fit_options, after):
     options = FitOptions.of(fit_options.pop("options", None), **fit_options)
     if target is None:
         raise ValueError("fit_many needs a target")
-    # (the shared data and target checked once, as ndvm.fit checks them: a wrong one is the
-    # call's error, not every candidate's)
-    checked_data({} if data is None else data, target, options.nan_policy)
+    # (the target and the shared data's sizes checked once, as ndvm.fit checks them: a wrong
+    # one is the call's error, not every candidate's; an input's values only where it is read)
+    checked_data({} if data is None else data, target, options.nan_policy, inputs_finite=False)
     if options.seed is None:  # fresh entropy, drawn once, so results do not depend on workers
         options = options.replace(seed=np.random.SeedSequence().entropy)
     # one data dict serves many programs, each using some of its inputs: by default an input a

@@ -100,11 +100,11 @@ def check_executor(executor):
 def check_main_importable():
     """RuntimeError when worker processes cannot start here: a spawned process first imports
     this program's main module again, from its file, and a program read from standard input
-    (``python - < script``) has none; a script that starts them as it is imported (no ``if
+    (``python - < script``) has none; and a script that starts them as it is imported (no ``if
     __name__ == "__main__":`` in it) would start them again in each of them, which Python
-    refuses there (each would print its traceback, and die, and the search would find its
-    workers dead), and this is where that script is imported by a worker. (A notebook's or
-    ``python -c``'s main module is not imported again: it has no file.)"""
+    refuses there: each would print its traceback and die, and the search would find its
+    workers dead. (A notebook's or ``python -c``'s main module is not imported again: it has
+    no file.)"""
     main = sys.modules.get("__main__")
     path = getattr(main, "__file__", None)
     if (path is not None and getattr(main, "__spec__", None) is None
@@ -113,8 +113,7 @@ def check_main_importable():
             f"worker processes cannot start: each imports this program's main module again, "
             f"and it was read from {path!r}, not from a file; run the program from a file, or "
             f"ask for one worker (workers=1: every island on this process)")
-    if path is not None and (getattr(main, "__name__", None) == "__mp_main__"
-                             or not _guards_main(path)):
+    if path is not None and not _guards_main(path):
         raise RuntimeError(
             f"worker processes cannot start: each imports this program's main module again "
             f"(Python's spawn start method), and {path!r} starts the search as it is imported, "

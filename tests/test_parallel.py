@@ -953,3 +953,12 @@ def test_fit_many_refuses_one_program_and_checks_the_shared_data_once():
     got = ndvm.fit_many(["(* a x)"], data={"x": x}, target=np.where(x == 3, np.nan, 2 * x),
                         nan_policy="omit")  # (asked for: those points dropped, as ndvm.fit)
     assert got[0].params["a"] == pytest.approx(2.0)
+
+
+def test_fit_many_checks_an_inputs_values_only_where_a_program_reads_it():
+    # (one data dict serves many programs: a NaN in an input is the error of those that read it)
+    x = np.arange(64.0)
+    z = np.where(x == 5, np.nan, x)
+    got = ndvm.fit_many(["(* a x)", "(* a z)"], data={"x": x, "z": z}, target=2 * x)
+    assert got[0].params["a"] == pytest.approx(2.0)
+    assert isinstance(got[1], ndvm.CandidateError) and "data input 'z'" in str(got[1].error)

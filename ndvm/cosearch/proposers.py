@@ -208,7 +208,8 @@ class Mutate(Proposer):
     def _breeder(self, state):
         """The Breeder of the search's grammar, looked up once a search (``state``: a search's
         grammar does not change while it runs; ``grammar.breeder`` reads the grammar's repr,
-        ~24 us, a round's fixed cost were it asked every round)."""
+        4.6 us in a warm loop and ~24 inside a round, a round's fixed cost were it asked every
+        round)."""
         if self._bred is None or self._bred[0] is not state:
             self._bred = (state, gp.breeder(state.grammar))
         return self._bred[1]
