@@ -7,6 +7,7 @@ job's time, ``kill``) the same, exiting 143.
 """
 import argparse
 import math
+import os
 import signal
 import sys
 import threading
@@ -81,11 +82,15 @@ def _read_program(path):
 
     if path == "-":
         return ndvm.parse(sys.stdin.read(), name="<stdin>")
+    from ndvm.errors import utf8_text
+
     p = _resolve(path)
     try:
-        text = p.read_text()
+        text = utf8_text(p)
     except OSError as e:
         raise InputError(f"cannot read {path}: {e.strerror}") from None
+    except ValueError as e:
+        raise InputError(f"{path}: {e}") from None
     return ndvm.parse(text, name=str(path))
 
 
@@ -160,13 +165,17 @@ def read_table(path, finite=False,
     None. ``finite``: a nan or inf cell is an error (file:line:column, and ``advice``); True
     for every column, or the names of the columns that must be finite."""
     import csv
+    import io
+
+    from ndvm.errors import utf8_text
 
     try:
-        f = open(path, newline="", encoding="utf-8")
+        text = utf8_text(path)
     except OSError as e:
         raise InputError(f"cannot read {path}: {e.strerror}") from None
-    with f:
-        rows = list(csv.reader(f))
+    except ValueError as e:
+        raise InputError(f"{path}: {e}") from None
+    rows = list(csv.reader(io.StringIO(text, newline="")))
     if not rows:
         raise InputError(f"{path}:1:1: the file is empty (expected a header row of column names)")
     header = [h.strip() for h in rows[0]]
@@ -781,6 +790,12 @@ def main(argv=None):
     except ExecutorLost as e:  # (before the search had anything: it ends with what came back)
         print(f"ndvm: error: {e}", file=sys.stderr)
         return 1
+    except BrokenPipeError:  # (the reader of the output left: `| head`): quiet, as shells are
+        try:
+            sys.stdout = open(os.devnull, "w")  # (nothing more to flush into the closed pipe)
+        except OSError:
+            pass
+        return 141
     except (ConnectionError, TimeoutError) as e:  # (a socket's, no file's: a cluster's, say)
         print(f"ndvm: error: a connection was lost: {type(e).__name__}: {e}", file=sys.stderr)
         return 1

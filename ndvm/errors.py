@@ -6,7 +6,7 @@ Every error carries ``kind``, ``message``, ``line``, ``col``, ``form`` (the offe
 
 __all__ = [
     "SchemeError", "ReadError", "FormError", "UnboundError", "EvalError", "LimitError",
-    "InternalError", "error_class",
+    "InternalError", "error_class", "utf8_text",
 ]
 
 
@@ -94,3 +94,16 @@ _BY_CODE = {1: ReadError, 2: FormError, 3: UnboundError, 4: EvalError, 5: LimitE
 def error_class(code):
     """The exception class for the core's numeric error kind."""
     return _BY_CODE.get(code, InternalError)
+
+
+def utf8_text(path):
+    """The text of the file ``path``, read as UTF-8 (a leading byte-order mark, which
+    spreadsheets write, dropped); OSError when it cannot be read, ValueError naming the first
+    byte that is not UTF-8 and its offset (a binary file, another encoding)."""
+    with open(path, "rb") as f:
+        data = f.read()
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError as e:
+        raise ValueError(f"not UTF-8 text: byte 0x{data[e.start]:02x} at offset {e.start} "
+                         f"({e.reason})") from None

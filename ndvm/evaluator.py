@@ -6,6 +6,7 @@ every lane's partial derivatives; ``grad`` sums them natively over a start's lan
 keeps them (computed on demand by a second run that keeps every lane).
 """
 import threading
+from numbers import Integral
 
 import numpy as np
 
@@ -126,8 +127,9 @@ class Evaluator:
             raise ValueError(f"compat must be None or 'reference', got {compat!r}")
         for label, v in (("max_steps", max_steps), ("max_depth", max_depth),
                          ("max_memory", max_memory)):
-            if int(v) <= 0:
-                raise ValueError(f"{label} must be positive, got {v!r}")
+            if isinstance(v, bool) or not isinstance(v, Integral) or not 0 < v < 2 ** 63:
+                raise ValueError(f"{label} must be a whole number from 1 to 2**63 - 1, got "
+                                 f"{v!r}")
         self.client = _clients.get(client)
         self.dtype = dtype
         self.compat = compat

@@ -161,3 +161,36 @@ def test_fit_nan_policy_omit_leaves_the_bad_rows_out(tmp_path):
     assert f"over {n - 1} rows" in r.stdout and "1 row(s) with NaN or inf omitted" in r.stderr
     r2 = float(r.stdout.split("R2")[1].split()[0])
     assert math.isfinite(r2) and r2 > 0.99
+
+
+def test_output_piped_into_a_reader_that_leaves_ends_quietly():
+    # (`ndvm run ... | head -2`: the closed pipe was reported as "a connection was lost")
+    points = ",".join(str(i / 100) for i in range(20000))
+    p = subprocess.Popen([sys.executable, "-m", "ndvm", "run", "example:damped_oscillator.scm",
+                          "--param", "A=1", "--param", "b=0.3", "--param", "omega=2",
+                          "--data", f"t={points}"], stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True, cwd=tempfile.gettempdir())
+    assert p.stdout.readline()
+    p.stdout.close()
+    assert p.wait(timeout=120) == 141
+    assert p.stderr.read() == ""
+
+
+def test_files_that_are_not_utf8_are_named_and_a_byte_order_mark_is_dropped(tmp_path):
+    # (a binary file gave "'utf-8' codec can't decode byte 0xff in position 0", no file named;
+    # a spreadsheet's byte-order mark became part of the first name: "unbound variable '\ufeff'")
+    (tmp_path / "bin.scm").write_bytes(b"\xff\xfe(+ x 1)")
+    (tmp_path / "bom.scm").write_bytes(b"\xef\xbb\xbf(* a x)")
+    (tmp_path / "bom.csv").write_bytes(b"\xef\xbb\xbfx,y\n1,2\n2,4\n3,6\n")
+    (tmp_path / "bin.csv").write_bytes(b"x,y\n1,\xff\n")
+    (tmp_path / "bin.jsonl").write_bytes(b'{"src": "\xff"}\n')
+    for args, where in ((["run", "bin.scm"], "bin.scm"),
+                        (["fit", "bom.scm", "bin.csv", "--target", "y"], "bin.csv"),
+                        (["search", "--proposer", "replay", "--candidates", "bin.jsonl"],
+                         "bin.jsonl")):
+        r = ndvm(*[str(tmp_path / a) if a.endswith((".scm", ".csv", ".jsonl")) else a
+                   for a in args])
+        assert r.returncode == 2 and f"{where}: not UTF-8 text: byte 0xff at offset" in r.stderr
+        assert "Traceback" not in r.stderr
+    r = ndvm("fit", str(tmp_path / "bom.scm"), str(tmp_path / "bom.csv"), "--target", "y")
+    assert r.returncode == 0 and "fitted a to y over 3 rows (data: x)" in r.stdout, r.stderr

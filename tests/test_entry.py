@@ -81,3 +81,13 @@ def test_import_ndvm_does_not_load_the_cosearch_package():
             "assert ndvm.Task is ndvm.cosearch.Task and callable(ndvm.search)")
     # outside the checkout, so that the installed package is imported, not the source tree
     subprocess.run([sys.executable, "-c", code], check=True, cwd=tempfile.gettempdir())
+
+
+@pytest.mark.parametrize("bad", [10 ** 30, 2 ** 63, 1.5, True, 0, -3, "5"])
+def test_limits_are_whole_numbers_the_core_can_hold(bad):
+    # (10**30 raised the core's bare OverflowError; 1.5 was taken as 1, True as 1)
+    for name in ("max_steps", "max_depth", "max_memory"):
+        with pytest.raises(ValueError, match=f"{name} must be a whole number from 1 to "
+                           r"2\*\*63 - 1"):
+            ndvm.Evaluator(**{name: bad})
+    assert ndvm.Evaluator(max_steps=np.int64(5)).limits["max_steps"] == 5

@@ -228,3 +228,20 @@ def _nothing():
     import contextlib
 
     return contextlib.nullcontext()
+
+
+def test_the_export_knows_the_languages_pi_and_refuses_a_named_let():
+    # (pi was a free Symbol: the expression could not be evaluated; a named let, which is a loop,
+    # failed inside with "not enough values to unpack")
+    import sympy
+
+    from ndvm.cosearch.export import to_latex, to_sympy
+
+    e = to_sympy(to_tree("(* a (sin (/ (* pi x) 4)))"), {"a": 3.0})
+    assert e.free_symbols == {sympy.Symbol("x")} and e.has(sympy.pi)
+    got = float(e.subs("x", 1.0))
+    want = ndvm.Evaluator().evaluate(ndvm.parse("(* 3.0 (sin (/ (* pi x) 4)))"),
+                                     data={"x": np.array([1.0])}).value[0, 0]
+    assert got == pytest.approx(want, rel=1e-15) and "\\pi" in to_latex(to_tree("(* pi x)"))
+    with pytest.raises(ValueError, match="a named let \\(a loop\\) has no SymPy translation"):
+        to_sympy(to_tree("(let loop ((i 0)) (if (= i 3) i (loop (+ i 1))))"))

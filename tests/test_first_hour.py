@@ -638,3 +638,21 @@ def test_the_small_refusals_a_new_user_meets(tmp_path):
     with pytest.raises(CandidateFileError, match="none.jsonl:1:1: no candidates in the file"):
         ndvm.search("damped", proposer="replay", candidates=[empty], budget=None)
     assert "--max-candidates N" in cli("search", "--help").stdout
+
+
+def test_a_result_without_a_model_and_a_wrong_which_say_so(tmp_path):
+    # (sympy(), latex() and tree() of a search that found no model raised "'NoneType' object is
+    # not subscriptable"; which="best" a cryptic TypeError; max_candidates=2.5 a slice error)
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text(json.dumps({"src": "(+ x"}) + "\n")
+    res = ndvm.search("damped", proposer="replay", candidates=[bad], budget=None)
+    assert res.best is None
+    for call in (res.sympy, res.latex, res.tree, lambda: res.predict({"x": [1.0]})):
+        with pytest.raises(ValueError, match="the search found no model"):
+            call()
+    res = ndvm.search("damped", max_candidates=24, budget=None)
+    with pytest.raises(TypeError, match="which is None \\(the best\\), an index into the front"):
+        res.sympy(which="best")
+    assert res.tree(which=0) == res.tree(which=res.front[0])
+    with pytest.raises(ValueError, match="max_candidates must be a positive count; got 2.5"):
+        ndvm.search("damped", max_candidates=2.5)

@@ -15,6 +15,10 @@ NOT_EXPORTED = frozenset({
 })
 
 
+# The language's named constants, which no program binds (ndvm.parse: not free names)
+_CONSTANTS = {"pi": lambda sp: sp.pi}
+
+
 def _table(sp):
     return {
         "+": lambda *a: sp.Add(*a), "*": lambda *a: sp.Mul(*a),
@@ -51,8 +55,12 @@ def to_sympy(tree, params=None, digits=None):
                 return env[t]
             if params and t in params:
                 return num(params[t])
+            if t in _CONSTANTS:  # (the language's own: not a free name of the program)
+                return _CONSTANTS[t](sp)
             return sp.Symbol(t)
         head = t[0]
+        if head in ("let", "let*") and not isinstance(t[1], list):
+            raise ValueError(f"a named {head} (a loop) has no SymPy translation")
         if head in ("let", "let*"):
             inner = dict(env)
             for name, expr in t[1]:

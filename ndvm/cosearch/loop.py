@@ -103,11 +103,20 @@ class SearchResult:
         return self.front[-1] if self.front else None
 
     def _record(self, which):
+        """The best record (``which`` None), the front's ``which``-th, or the record given;
+        ValueError without one."""
         if which is None:
-            return self.best
-        if isinstance(which, int):
-            return self.front[which]
-        return which
+            rec = self.best
+        elif isinstance(which, Integral) and not isinstance(which, bool):
+            rec = self.front[which]
+        elif isinstance(which, dict) and "model" in which:
+            rec = which
+        else:
+            raise TypeError(f"which is None (the best), an index into the front or a record, "
+                            f"got {which!r}")
+        if rec is None:
+            raise ValueError("the search found no model")
+        return rec
 
     def tree(self, which=None):
         """The program tree of the best (or a front member: an index, or a record)."""
@@ -117,8 +126,6 @@ class SearchResult:
     def predict(self, data, which=None):
         """The best model's (or a front member's) prediction at ``data`` (name -> [N])."""
         rec = self._record(which)
-        if rec is None:
-            raise ValueError("the search found no model")
         prog = ndvm.parse(rec["model"])
         data = {k: np.asarray(v, dtype=np.float64).reshape(-1) for k, v in data.items()}
         missing = [n for n in prog.free_names if n not in data and n not in rec["params"]
@@ -152,6 +159,8 @@ class SearchResult:
             "objective": self.task.objective, "threshold_r2": self.task.threshold,
             "points": int(np.size(self.task.target)) if self.task.inputs else 0,
             "heldout_rows": [int(i) for i in np.sort(self.task.heldout)],
+            "fit_rows": ([int(i) for i in np.sort(self.task.fit_rows)]
+                         if self.task.objective == "mse" and self.task.inputs else []),
             "elapsed_seconds": round(self.elapsed, 3), "stopped": self.stopped,
             "candidates": n, "calibrated": self.n_calibrated,
             "invalid": counts.get("invalid", 0), "failed": counts.get("failed", 0),
@@ -293,7 +302,8 @@ def search(task="damped", proposer=None, budget=None, max_candidates=None, out=N
     client: the evaluator client. fit_options: options for ndvm.fit overriding the task's
         (optimizer, steps, starts, lr). refits: per round, that many of the population's
         best members not yet refitted are fitted again by LM from REFIT_STARTS (16) starts (their
-        fit and wider draws; least-squares tasks), recorded as proposer "refit".
+        fit and wider draws; least-squares tasks), recorded as proposer "refit" (records of
+        their own, beside the proposals that max_candidates counts).
         proposer_options: passed to the proposer (llm: base_url,
         model, key_env, temperature, timeout, max_calls).
     islands: populations searched apart (the mutate proposer, each island seeded from ``seed``
@@ -326,8 +336,9 @@ def search(task="damped", proposer=None, budget=None, max_candidates=None, out=N
         raise ValueError(f"workers must be a whole number of {unit}, at least 1 (or None: "
                          f"every core), got {workers!r}")
     budget_s = parse_budget(budget) if budget is not None else task.budget_seconds
-    if max_candidates is not None and max_candidates <= 0:
-        raise ValueError(f"max_candidates must be a positive count; got {max_candidates}")
+    if max_candidates is not None and (isinstance(max_candidates, bool) or not isinstance(
+            max_candidates, Integral) or max_candidates <= 0):
+        raise ValueError(f"max_candidates must be a positive count; got {max_candidates!r}")
     max_candidates = max_candidates if max_candidates is not None else task.budget_candidates
     applicable = check_run(task, proposer, out, resume, force)
     asked = proposer

@@ -22,6 +22,7 @@ from ndvm.cosearch.sexpr import canonical, size, skeleton, to_source, to_tree
 from ndvm.cosearch.select import fitness
 from ndvm.cosearch.simplify import Simplifier
 from ndvm.cosearch.units import units_of
+from ndvm.errors import utf8_text
 
 __all__ = ["Proposer", "Replay", "Mutate", "LLM", "make_proposer", "check_options",
            "read_candidates", "CandidateFileError", "LLMError"]
@@ -60,9 +61,11 @@ def read_candidates(path):
     of an earlier search (their ``model``, else ``proposed``)."""
     out = []
     try:
-        lines = open(path, encoding="utf-8").read().splitlines()
+        lines = utf8_text(path).splitlines()
     except OSError as e:
         raise CandidateFileError(str(path), f"cannot read: {e.strerror}") from None
+    except ValueError as e:
+        raise CandidateFileError(str(path), str(e)) from None
     for i, line in enumerate(lines, 1):
         if not line.strip():
             continue
