@@ -91,3 +91,10 @@ def test_limits_are_whole_numbers_the_core_can_hold(bad):
                            r"2\*\*63 - 1"):
             ndvm.Evaluator(**{name: bad})
     assert ndvm.Evaluator(max_steps=np.int64(5)).limits["max_steps"] == 5
+
+
+def test_parse_takes_text_and_says_so():
+    # (ndvm.parse(None) raised "'NoneType' object has no attribute 'encode'")
+    for args in ((None,), ("(+ 1 2)", None), (b"(+ 1 2)",)):
+        with pytest.raises(TypeError, match="has incorrect type \\(expected str"):
+            ndvm.parse(*args)

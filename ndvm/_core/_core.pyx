@@ -120,7 +120,7 @@ cdef bytes _utf8(str text, str name):
                         f"as UTF-8", line=line, col=col, file=name) from None
 
 
-def parse(str text, str name="<program>"):
+def parse(str text not None, str name not None="<program>"):
     """Read, check and expand program text. Raises ReadError or FormError."""
     cdef string t = _utf8(text, name)
     cdef string n = name.encode("utf-8", "backslashreplace")
