@@ -45,10 +45,11 @@ def _assignment(text):
     name, sep, values = text.partition("=")
     if not sep or not name:
         raise argparse.ArgumentTypeError(f"expected NAME=VALUE[,VALUE...], got {text!r}")
-    try:
-        parsed = [float(v) for v in values.split(",") if v.strip()]
+    try:  # (an empty value, as in A=1,,2, is no number: it is not dropped in silence)
+        parsed = [float(v) for v in values.split(",")] if values.strip() else []
     except ValueError:
-        raise argparse.ArgumentTypeError(f"values of {name!r} must be numbers: {values!r}") from None
+        raise argparse.ArgumentTypeError(f"values of {name!r} must be numbers separated by "
+                                         f"commas: {values!r}") from None
     if not parsed:
         raise argparse.ArgumentTypeError(f"{name!r} has no values")
     return name, parsed[0] if len(parsed) == 1 else np.array(parsed)
@@ -559,9 +560,9 @@ def _positive_int(text):
     return v
 
 
-def _program_inputs(p):
+def _program_inputs(p, param_help="a parameter: one value, or one per start (differentiable)"):
     p.add_argument("--param", action="append", type=_assignment, metavar="NAME=V[,V...]",
-                   help="a parameter: one value, or one per start (differentiable)")
+                   help=param_help)
     p.add_argument("--data", action="append", type=_assignment, metavar="NAME=V[,V...]",
                    help="a data input: one value per data point")
     p.add_argument("--const", action="append", type=_assignment, metavar="NAME=V[,V...]",
@@ -733,7 +734,8 @@ def build_parser():
 def _compare_options(p, required):
     p.add_argument("file", nargs=None if required else "?",
                    help="program file (.scm), '-' for stdin, or example:NAME")
-    _program_inputs(p)
+    _program_inputs(p, param_help="a parameter: one value (the starts of each of --starts' "
+                                  "counts are made from it)")
     p.add_argument("--starts", default="1,256",
                    help="comma-separated start counts to time (default 1,256)")
     p.add_argument("--no-baselines", action="store_true",

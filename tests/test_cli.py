@@ -194,3 +194,28 @@ def test_files_that_are_not_utf8_are_named_and_a_byte_order_mark_is_dropped(tmp_
         assert "Traceback" not in r.stderr
     r = ndvm("fit", str(tmp_path / "bom.scm"), str(tmp_path / "bom.csv"), "--target", "y")
     assert r.returncode == 0 and "fitted a to y over 3 rows (data: x)" in r.stdout, r.stderr
+
+
+def test_an_empty_value_is_refused_and_compare_says_its_param_is_one_value():
+    # (--param A=1,,2 was two starts, the empty value dropped in silence; compare's help said
+    # "one value, or one per start", and it takes one)
+    r = ndvm("run", "example:damped_oscillator.scm", "--param", "A=1,,2", "--param", "b=1",
+             "--param", "omega=1", "--data", "t=1")
+    assert r.returncode == 2
+    assert "values of 'A' must be numbers separated by commas: '1,,2'" in r.stderr
+    assert "one value (the starts of each" in ndvm("compare", "--help").stdout
+
+
+def test_a_candidate_nested_too_deeply_for_the_search_says_so(tmp_path):
+    # (it was recorded invalid with "maximum recursion depth exceeded while getting the str of
+    # an object", though the reader takes 10,000 levels)
+    import json
+
+    import ndvm as api
+
+    deep = "(* a " + "(+ 1 " * 900 + "x" + ")" * 900 + ")"
+    f = tmp_path / "deep.jsonl"
+    f.write_text(json.dumps({"src": deep}) + "\n")
+    res = api.search("damped", proposer="replay", candidates=[f], budget=None)
+    assert [r["status"] for r in res.records] == ["invalid"]
+    assert "nested too deeply for the search" in res.records[0]["error"]

@@ -4,6 +4,7 @@ A tree prints back to source that reads to the same tree. Size is the number of 
 skeleton replaces parameters by ``P`` and numeric literals by ``C`` (the candidate files' format).
 """
 import math
+import sys
 
 from ndvm._core import read
 
@@ -21,7 +22,12 @@ def to_tree(src, name="<program>"):
     data = read(src, name)
     if len(data) != 1:
         raise ValueError("a candidate must be exactly one expression")
-    return _plain(data[0])
+    try:
+        return _plain(data[0])
+    except RecursionError:  # (the reader takes 10,000 levels; the search's Python trees fewer)
+        raise ValueError(f"{name}: the program is nested too deeply for the search (its trees "
+                         f"are Python lists: about {sys.getrecursionlimit() // 2} levels at "
+                         f"most)") from None
 
 
 def _plain(d):
