@@ -1,8 +1,10 @@
 """The ``ndvm`` command line, run as a user would (a subprocess)."""
 import math
+import signal
 import subprocess
 import sys
 import tempfile
+import time
 
 import pytest
 
@@ -219,3 +221,36 @@ def test_a_candidate_nested_too_deeply_for_the_search_says_so(tmp_path):
     res = api.search("damped", proposer="replay", candidates=[f], budget=None)
     assert [r["status"] for r in res.records] == ["invalid"]
     assert "nested too deeply for the search" in res.records[0]["error"]
+
+
+@pytest.mark.parametrize("sig, status, said", [(signal.SIGINT, 130, "ndvm: interrupted"),
+                                               (signal.SIGTERM, 143, "stopped by SIGTERM")])
+def test_a_long_evaluation_stops_on_ctrl_c_and_sigterm(tmp_path, sig, status, said):
+    # (with a raised step limit an endless loop ran on through Ctrl-C and a batch system's
+    # SIGTERM: Python's handlers wait for the native call to return)
+    prog = tmp_path / "loop.scm"
+    prog.write_text("(loop ((k 0)) (recur (+ k 1)))")
+    p = subprocess.Popen([sys.executable, "-m", "ndvm", "run", str(prog), "--max-steps",
+                          "9000000000000000000"], stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True, cwd=tempfile.gettempdir())
+    time.sleep(1.5)  # (well into the loop: importing ndvm and starting it takes less)
+    p.send_signal(sig)
+    try:
+        assert p.wait(timeout=30) == status
+    finally:
+        p.kill()
+    assert said in p.stderr.read()
+
+
+def test_a_long_evaluation_raises_keyboardinterrupt_and_the_machine_runs_again(tmp_path):
+    code = ("import os, signal, threading, ndvm\n"
+            "ev = ndvm.Evaluator(max_steps=9_000_000_000_000_000_000)\n"
+            "threading.Timer(0.5, os.kill, (os.getpid(), signal.SIGINT)).start()\n"
+            "try:\n"
+            "    ev.evaluate(ndvm.parse('(loop ((k 0)) (recur (+ k 1)))'))\n"
+            "except KeyboardInterrupt:\n"
+            "    print('INTERRUPTED')\n"
+            "print(float(ev.evaluate(ndvm.parse('(+ 1 2)')).value[0, 0]))\n")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
+                       cwd=tempfile.gettempdir(), check=False)
+    assert r.returncode == 0 and r.stdout.split() == ["INTERRUPTED", "3.0"], r.stderr

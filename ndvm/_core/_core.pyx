@@ -16,14 +16,15 @@ from libcpp.vector cimport vector
 
 from ndvm._core.core cimport (
     AfterFit, AfterSegment, Binding, BindKind, ClientEntry, Datum, DatumKind, ErrorInfo, Expanded, FitLayout, FitRequest,
-    FitSlot, Machine as CMachine, Optimizer, RunRequest, Scaling, SourceData, SrcPos, best_start,
-    call_entry, SharedFits, check_outputs_guarded, expand_guarded, fit_batch, fit_shared,
-    kAfterStats, kFitSlotFields, prelude_text,
+    FitSlot, Limits, Machine as CMachine, Optimizer, RunRequest, Scaling, SourceData, SrcPos,
+    best_start, call_entry, SharedFits, check_outputs_guarded, expand_guarded, fit_batch,
+    fit_shared, interrupt_arm, interrupt_disarm, kAfterStats, kFitSlotFields, prelude_text,
     read_guarded, result_pos, reverse_guarded, shared_cancel, shared_enter, shared_leave,
     shared_quiet, shared_reset, shared_wait,
 )
 
 import threading
+from threading import get_ident
 
 import numpy as np
 
@@ -358,6 +359,15 @@ cdef void* _out_ptr(object a, int typenum, size_t n) except NULL:
     return cnp.PyArray_DATA(<cnp.ndarray>a)
 
 
+# A machine whose step limit is above this (the default) can be interrupted (Machine._call).
+INTERRUPTIBLE_STEPS = 10_000_000
+_MAIN_THREAD = threading.main_thread().ident
+
+
+cdef extern from "Python.h":
+    int PyErr_CheckSignals() except -1
+
+
 cdef class Machine:
     """The native state one evaluation runs on (lanes, arenas, tape, limits); reused across calls.
 
@@ -370,6 +380,7 @@ cdef class Machine:
     cdef readonly unsigned long long generation  # counts runs; a kept tape belongs to one
     cdef Inputs _inputs                          # the last run's inputs (for reverse())
     cdef int64_t _max_memory
+    cdef bint _interruptible  # (its step limit is above the default: long evaluations)
 
     def __cinit__(self, str dtype="float64", bint compat_reference=False,
                   int64_t max_steps=10000000, int64_t max_depth=10000,
@@ -405,6 +416,7 @@ cdef class Machine:
         if max_steps <= 0 or max_depth <= 0 or max_memory <= 0:
             raise ValueError("limits must be positive")
         self._max_memory = max_memory
+        self._interruptible = max_steps > INTERRUPTIBLE_STEPS
         if self.dtype_code == F64:
             (<CMachine[double]*>self._ptr).limits_.max_steps = max_steps
             (<CMachine[double]*>self._ptr).limits_.max_depth = max_depth
@@ -428,13 +440,25 @@ cdef class Machine:
         if not check_outputs_guarded(prog._x.get(), self._max_memory, S, N, arrays, &err):
             _raise(err)
 
+    cdef Limits* _limits(self):
+        if self.dtype_code == F64:
+            return &(<CMachine[double]*>self._ptr).limits_
+        return &(<CMachine[float]*>self._ptr).limits_
+
     cdef _call(self, Program prog, uintptr_t entry, uintptr_t compiled, RunRequest* rq):
         cdef ErrorInfo err
         cdef bool ok
+        # (a machine allowed more steps than the default runs long evaluations: on the main
+        # thread, Ctrl-C and SIGTERM stop it within 65,536 steps, interrupt.hpp)
+        cdef bint armed = self._interruptible and get_ident() == _MAIN_THREAD
         self.generation += 1
+        if armed:
+            interrupt_arm(self._limits()[0])
         with nogil:
             ok = call_entry(<ClientEntry>entry, self._ptr, self.dtype_code,
                             <const void*>prog._x.get(), <const void*>compiled, rq, &err)
+        if armed and interrupt_disarm(self._limits()[0]):
+            PyErr_CheckSignals()  # (raises what the signal's Python handler raises)
         if not ok:
             _raise(err)
 

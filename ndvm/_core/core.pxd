@@ -55,6 +55,13 @@ cdef extern from "machine.hpp" namespace "ndvm":
         int64_t max_depth
         int64_t max_memory
 
+
+cdef extern from "interrupt.hpp":
+    void interrupt_arm "ndvm::interrupt::arm"(Limits&) nogil
+    int interrupt_disarm "ndvm::interrupt::disarm"(Limits&) nogil
+
+
+cdef extern from "machine.hpp" namespace "ndvm":
     cdef cppclass Machine[T]:
         Machine()
         Limits limits_

@@ -4,6 +4,7 @@
 // only reset, so a warm evaluation of the same program allocates nothing.
 #pragma once
 #include <algorithm>
+#include <csignal>
 #include <cstdint>
 #include <cstring>
 #include <memory>
@@ -43,6 +44,9 @@ struct Limits {
   int64_t max_steps = 10000000;
   int64_t max_depth = 10000;
   int64_t max_memory = int64_t(2) << 30;  // bytes
+  // While a long evaluation may be interrupted (interrupt.hpp): nonzero once SIGINT or SIGTERM
+  // arrived; the step check reads it every 65,536 steps.
+  const volatile std::sig_atomic_t* interrupt = nullptr;
 };
 
 template <class T>
@@ -136,6 +140,8 @@ class Machine {
       throw Error(ErrorKind::Limit, "step limit exceeded: more than " +
                                         std::to_string(limits_.max_steps) +
                                         " evaluation steps (raise it with Evaluator(max_steps=...))");
+    if ((steps_ & 0xFFFF) == 0 && limits_.interrupt && *limits_.interrupt)
+      throw Error(ErrorKind::Limit, "the evaluation was interrupted by a signal");
   }
   // Called on every nested call (and branch arm): one level of the depth limit.
   void enter() {
