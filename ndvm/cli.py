@@ -593,6 +593,7 @@ by SIGTERM (the same)
 
 def build_parser():
     import ndvm
+    from ndvm.parallel import EXECUTOR_BATCH
 
     p = argparse.ArgumentParser(prog="ndvm", description=__doc__.split("\n\n")[0],
                                 epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -697,8 +698,9 @@ def build_parser():
                         "threads (needs ndvm[dask]); the same results as a local run of the "
                         "same --batch")
     s.add_argument("--batch", type=_positive_int, default=None,
-                   help="candidates proposed and calibrated a round (default 16; on "
-                        "--scheduler 512 for each worker thread of the cluster, so that Dask's "
+                   help=f"candidates proposed and calibrated a round (default 16; on "
+                        f"--scheduler {EXECUTOR_BATCH} for each worker thread of the "
+                        "cluster, so that Dask's "
                         "cost a task stays small): a seed and a batch give the same candidates "
                         "wherever they run, so give a cluster run's batch to repeat it locally, "
                         "or to resume it on a cluster of another size")

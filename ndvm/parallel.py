@@ -57,6 +57,8 @@ __all__ = ["EXECUTOR_CHUNK_SIZE", "EXECUTOR_TASK_SIZE", "TASKS_PER_WORKER", "Can
 EXECUTOR_CHUNK_SIZE = 256
 TASKS_PER_WORKER = 4
 EXECUTOR_TASK_SIZE = 128
+# (executor_round: EXECUTOR_TASK_SIZE candidates for each of TASKS_PER_WORKER tasks a worker)
+EXECUTOR_BATCH = TASKS_PER_WORKER * EXECUTOR_TASK_SIZE
 EXECUTOR_TASK_SECONDS = 0.1
 TASKS_IN_FLIGHT = 2
 # Candidates a pool worker claims at a time (at most; TASKS_PER_WORKER claims per worker at
@@ -322,14 +324,18 @@ class _Chunk:
 
 def executor_chunk(n, executor):
     """Candidates per task when ``n`` go to ``executor`` (see EXECUTOR_CHUNK_SIZE)."""
-    tasks = TASKS_PER_WORKER * executor_workers(executor)
-    return min(EXECUTOR_CHUNK_SIZE, math.ceil(n / tasks))
+    return _chunk(n, executor_workers(executor))
+
+
+def _chunk(n, workers):
+    """Candidates per task when ``n`` go to an executor of ``workers`` workers."""
+    return min(EXECUTOR_CHUNK_SIZE, math.ceil(n / (TASKS_PER_WORKER * workers)))
 
 
 def executor_round(executor):
     """Candidates a caller that chooses its batch size should hand ``fit_many`` per call on
-    ``executor``: EXECUTOR_TASK_SIZE for each of TASKS_PER_WORKER tasks per worker thread."""
-    return TASKS_PER_WORKER * EXECUTOR_TASK_SIZE * executor_workers(executor)
+    ``executor``: EXECUTOR_BATCH a worker thread."""
+    return EXECUTOR_BATCH * executor_workers(executor)
 
 
 def _run_chunk(job, chunk):
@@ -460,13 +466,14 @@ def _run_pool(job, items, workers, chunk, progress):
     return results
 
 
-def _run_executor(executor, job, items, chunk, progress, adaptive=False, deadline=None):
+def _run_executor(executor, job, items, chunk_size, progress, deadline=None):
     """Run on any concurrent.futures.Executor, one task per chunk of candidates, at most
-    TASKS_IN_FLIGHT per executor worker at a time. ``adaptive``: the first chunks have ``chunk``
-    candidates (or, when this executor ran a call of the same kind before, as many as its rate
-    says), the later ones as many as take EXECUTOR_TASK_SECONDS at the rate measured so far
-    (never fewer than ``chunk``, nor more than an even share of what is left per worker), so
-    that a task's fixed cost stays a small part of its work whatever a candidate costs. A task
+    TASKS_IN_FLIGHT per executor worker at a time: ``chunk_size`` candidates a task when given;
+    else the chunks adapt: the first have ``_chunk``'s candidates (or, when this executor ran a
+    call of the same kind before, as many as its rate says), the later ones as many as take
+    EXECUTOR_TASK_SECONDS at the rate measured so far (never fewer than the first, nor more
+    than an even share of what is left per worker), so that a task's fixed cost stays a small
+    part of its work whatever a candidate costs. A task
     whose worker died runs again (the scheduler's). ``deadline`` (a ``time.perf_counter()``
     time): the candidates not run by then are given up, each a CandidateError of NotRun. A Dask
     cluster without a worker for NO_WORKER_NOTICE seconds while work waits is told once (a
@@ -475,6 +482,8 @@ def _run_executor(executor, job, items, chunk, progress, adaptive=False, deadlin
     results = [None] * n
     sched = Scheduler.on(executor)
     workers = sched.workers
+    adaptive = not chunk_size
+    chunk = int(chunk_size or _chunk(n, workers))  # (the cluster's threads as asked just now)
     running = []
     key = _rate_key(job)
     known = _remembered(executor, key) if adaptive else None  # (this executor's last call's)
@@ -643,8 +652,7 @@ def _run(job, items, workers, executor, chunk_size, progress, desc, deadline=Non
     try:
         with gc_paused():
             if executor is not None:  # (a chunk size given is kept; the default adapts)
-                chunk = int(chunk_size or executor_chunk(n, executor))
-                return _run_executor(executor, job, items, chunk, bar, adaptive=not chunk_size,
+                return _run_executor(executor, job, items, chunk_size, bar,
                                      deadline=deadline)
             workers = check_workers(workers)
             chunk = chunk_size
@@ -720,8 +728,6 @@ def _fit_setup(data, target, fit_options, after):
 def _program_list(programs, what, one):
     """``programs`` as a list; TypeError for one program (a source text, a Program) given in
     place of the list (a text read as a sequence is its characters, each a candidate)."""
-    from ndvm._core import Program
-
     if isinstance(programs, (str, bytes, Program)):
         kind = "source text" if isinstance(programs, (str, bytes)) else "Program"
         raise TypeError(f"{what} takes a list of programs (source texts or ndvm.Program), got "

@@ -163,14 +163,15 @@ def _threads_of(nthreads):
     return [a for a, n in sorted(nthreads.items()) for _ in range(max(0, n))]
 
 
-def executor_workers(executor):
+def executor_workers(executor, nthreads=None):
     """How many tasks ``executor`` runs at once (its cores when it does not say); TypeError when
-    it is no executor (``check_executor``: every executor a call is given passes here first)."""
+    it is no executor (``check_executor``: every executor a call is given passes here first).
+    ``nthreads``: a Dask cluster's ``cluster_threads``, when the caller asked it already."""
     check_executor(executor)
     n = getattr(executor, "_max_workers", None)  # concurrent.futures' own pools
     client = _client_of(executor)
     if n is None and client is not None:
-        n = sum(cluster_threads(client).values())
+        n = sum((cluster_threads(client) if nthreads is None else nthreads).values())
     return int(n) if n else default_workers()
 
 
@@ -180,11 +181,19 @@ def cluster_threads(client):
     try:
         return client.nthreads()
     except Exception as e:  # noqa: BLE001 - a closed comm, a reset connection, a timeout
-        text = str(e).splitlines()[0] if str(e) else ""
-        raise ExecutorLost(lost_cluster(
-            getattr(getattr(client, "scheduler", None), "address", None),
-            f"could not be asked for its workers ({type(e).__name__}"
-            f"{': ' + text if text else ''})")) from None
+        raise ExecutorLost(lost_cluster(_address_of(client), f"could not be asked for its "
+                                        f"workers ({_why(e)})")) from None
+
+
+def _address_of(client):
+    """The address of a Dask client's scheduler (None for another client)."""
+    return getattr(getattr(client, "scheduler", None), "address", None)
+
+
+def _why(exc):
+    """An exception as the messages here quote it: its kind and first line."""
+    text = str(exc).splitlines()[0] if str(exc) else ""
+    return f"{type(exc).__name__}{': ' + text if text else ''}"
 
 
 def lost_cluster(address, what):
@@ -208,9 +217,7 @@ class WorkerDied(RuntimeError):
 def died_each_time(h, exc):
     """The WorkerDied of handle ``h``, whose work's worker died on every try (``h.lost``, then
     ``exc``)."""
-    text = str(exc).splitlines()[0] if str(exc) else ""
-    return WorkerDied(f"its worker died on each of {len(h.lost) + 1} tries "
-                      f"({type(exc).__name__}{': ' + text if text else ''})")
+    return WorkerDied(f"its worker died on each of {len(h.lost) + 1} tries ({_why(exc)})")
 
 
 def lost_worker(exc):
@@ -283,7 +290,7 @@ class Scheduler:
         self._asked = time.monotonic()  # (when the cluster was last asked for its workers)
         self._there = set(places or ())  # (the workers it had then)
         # (the cluster's scheduler, as the messages of a lost cluster name it)
-        self._address = getattr(getattr(client, "scheduler", None), "address", None)
+        self._address = _address_of(client)
 
     def lost_message(self, what):
         """ExecutorLost's message: the executor (a Dask cluster: its scheduler's address) did
@@ -332,8 +339,9 @@ class Scheduler:
         client = _client_of(executor)
         if client is None:
             return cls(lambda _: executor, executor_workers(executor))
-        return cls(lambda _: executor, executor_workers(executor), options={"pure": False},
-                   client=client, places=_threads_of(cluster_threads(client)) or None)
+        nthreads = cluster_threads(client)  # (asked once: a round trip to its scheduler)
+        return cls(lambda _: executor, executor_workers(executor, nthreads),
+                   options={"pure": False}, client=client, places=_threads_of(nthreads) or None)
 
     def live(self):
         """The slots whose process is there now: on a Dask cluster (asked at most every GROW

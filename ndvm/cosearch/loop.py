@@ -33,15 +33,13 @@ from ndvm.cosearch.select import select
 from ndvm.cosearch.sexpr import to_tree
 from ndvm.cosearch.task import predict
 from ndvm.cosearch.tasks import Task, get_task
-from ndvm.parallel import (EXECUTOR_TASK_SIZE, TASKS_PER_WORKER, collect_young, executor_round,
-                           gc_paused)
+from ndvm.parallel import collect_young, executor_round, gc_paused
 from ndvm.schedule import ExecutorLost, Scheduler, default_workers
 
 __all__ = ["search", "SearchResult", "pareto_front", "RunExistsError", "ResumeMismatch",
            "RECORD_FILE", "SUMMARY_FILE", "run_schema"]
 
 BATCH = 16  # candidates per round on local threads (on an executor: ndvm.parallel.executor_round)
-EXECUTOR_BATCH = TASKS_PER_WORKER * EXECUTOR_TASK_SIZE  # per executor worker thread (see there)
 
 
 @dataclass
@@ -288,8 +286,9 @@ def search(task="damped", proposer=None, budget=None, max_candidates=None, out=N
         another seed) and goes on exactly as the uninterrupted run would have, each candidate
         recorded once. Give the same task, proposer, seed and batch as the first session.
     seed: the proposer's seed. batch: candidates proposed and calibrated per round; default 16,
-        or with an ``executor`` EXECUTOR_BATCH per executor worker thread (so that each task it
-        receives carries enough work to hide its scheduling cost; see ``ndvm.fit_many``).
+        or with an ``executor`` ndvm.parallel.EXECUTOR_BATCH per executor worker thread (so that
+        each task it receives carries enough work to hide its scheduling cost; see
+        ``ndvm.fit_many``).
     workers: the threads the search runs on (default: every core): the calling thread and the
         proposer thread calibrate too, each once it has nothing else to do; 1 runs everything on
         the calling thread, one step after the other (the same candidates, the same results).

@@ -21,7 +21,7 @@ from ndvm.cosearch.select import fitness
 from ndvm.cosearch.sexpr import size, skeleton, to_source, to_tree
 from ndvm.cosearch.simplify import Simplifier, TooManyParameters
 from ndvm.cosearch.task import Task
-from ndvm.parallel import NotRun
+from ndvm.parallel import EXECUTOR_BATCH, NotRun
 from ndvm.schedule import WorkerDied
 
 _POPULATION = 64
@@ -196,7 +196,7 @@ class _Rounds:
                     f"cannot resume: candidate {rec['id']} was {old['proposed']!r} in the earlier "
                     f"session and is {src!r} now (resume needs the same task, proposer, seed and "
                     f"batch: batch=, ndvm search --batch; a run on a Dask cluster has rounds of "
-                    f"512 candidates for each of its worker threads)")
+                    f"{EXECUTOR_BATCH} candidates for each of its worker threads)")
             if not state.seen.add_new(src):
                 rec["status"] = "duplicate"
                 continue
