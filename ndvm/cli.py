@@ -471,9 +471,9 @@ def cmd_compare(args):
     params, data, consts = _bindings(args)
     for what, names in (("--param", params), ("--data", data), ("--const", consts)):
         _unused(prog, what, names)
-    starts = [int(v) for v in args.starts.split(",") if v.strip()]
     table = ndvm.compare(prog, params=params, data=data or None, consts=consts or None,
-                         starts=starts, baselines=[] if args.no_baselines else None)
+                         starts=args.starts or [1, 256],
+                         baselines=[] if args.no_baselines else None)
     if args.json:
         print(json.dumps({"program": prog.name, "reference": table.reference,
                           "agree": table.agree, "rows": table.to_dicts()}, indent=2))
@@ -488,10 +488,18 @@ def cmd_bench(args):
 
     With a program file (ndvm bench FILE.scm --param ...), the same as ndvm compare.
     """
+    import json
     import time
 
     if args.file is not None:
         return cmd_compare(args)
+    given = [flag for flag, v in (("--param", args.param), ("--data", args.data),
+                                  ("--const", args.const), ("--starts", args.starts),
+                                  ("--no-baselines", args.no_baselines)) if v]
+    if given:  # (they are a program file's: without one they would be ignored)
+        raise InputError(f"{', '.join(given)} {'is' if len(given) == 1 else 'are'} for "
+                         f"timing your own program: give its file (ndvm bench FILE.scm "
+                         f"{given[0]} ...); without a file, ndvm bench times its own programs")
 
     import ndvm
     from ndvm.cosearch.tasks import KALMAN_SRC, kalman_observations
@@ -515,7 +523,8 @@ def cmd_bench(args):
         return float(np.median(best)) * 1e6
 
     rng = np.random.default_rng(0)
-    print("warm evaluate(grad=True) from Python, float64, µs per call")
+    if not args.json:
+        print("warm evaluate(grad=True) from Python, float64, µs per call")
     rows = []
     for name, (src, params, consts) in progs.items():
         prog = ndvm.parse(src, name)
@@ -528,16 +537,25 @@ def cmd_bench(args):
                 rep = max(4, args.repeat // (40 if consts else 1))
                 times.append(per_call(lambda: ev.evaluate(prog, params=p, consts=consts,
                                                           grad=True), rep))
-            rows.append([name, client, f"{times[0]:.1f}", f"{times[1]:.1f}",
-                         f"{times[0] * 256 / times[1]:.1f}x"])
-    print(_table(["program", "client", "1 lane", "256 lanes", "per-lane gain"], rows))
+            rows.append((name, client, times[0], times[1]))
+    if not args.json:
+        print(_table(["program", "client", "1 lane", "256 lanes", "per-lane gain"],
+                     [[n, c, f"{a:.1f}", f"{b:.1f}", f"{a * 256 / b:.1f}x"]
+                      for n, c, a, b in rows]))
     x = np.linspace(0.1, 6.0, 64)
     y = np.exp(-0.3 * x) * np.cos(2 * x)
     prog = ndvm.parse("(* a (* (exp (* b x)) (cos (* c x))))")
     t = per_call(lambda: ndvm.fit(prog, data={"x": x}, target=y, starts=8, steps=50,
                                   optimizer="adam"),
                  max(4, args.repeat // 100))
-    print(f"ndvm.fit, damped candidate, 64 points, 8 starts x 50 Adam steps: {t / 1e3:.2f} ms")
+    what = "ndvm.fit, damped candidate, 64 points, 8 starts x 50 Adam steps"
+    if args.json:
+        print(json.dumps({"evaluate_grad_us": [
+            {"program": n, "client": c, "lanes_1": round(a, 3), "lanes_256": round(b, 3),
+             "per_lane_gain": round(a * 256 / b, 3)} for n, c, a, b in rows],
+            "fit": {"what": what, "ms": round(t / 1e3, 4)}}, indent=2))
+    else:
+        print(f"{what}: {t / 1e3:.2f} ms")
     return 0
 
 
@@ -548,6 +566,18 @@ def _budget(text):
         return parse_budget(text)
     except ValueError as e:
         raise argparse.ArgumentTypeError(str(e)) from None
+
+
+def _start_counts(text):
+    """--starts' comma-separated start counts, each a whole number above 0."""
+    try:
+        out = [_positive_int(v) for v in text.split(",") if v.strip()]
+    except argparse.ArgumentTypeError as e:
+        raise argparse.ArgumentTypeError(f"start counts are whole numbers above 0, as in 1,256 "
+                                         f"({e})") from None
+    if not out:
+        raise argparse.ArgumentTypeError(f"no start count in {text!r} (as in 1,256)")
+    return out
 
 
 def _positive_int(text):
@@ -738,7 +768,7 @@ def _compare_options(p, required):
                    help="program file (.scm), '-' for stdin, or example:NAME")
     _program_inputs(p, param_help="a parameter: one value (the starts of each of --starts' "
                                   "counts are made from it)")
-    p.add_argument("--starts", default="1,256",
+    p.add_argument("--starts", default=None, type=_start_counts,
                    help="comma-separated start counts to time (default 1,256)")
     p.add_argument("--no-baselines", action="store_true",
                    help="skip the eager torch baselines")

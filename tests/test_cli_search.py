@@ -108,6 +108,36 @@ def test_bench_runs():
     assert "kalman2d_T80" in r.stdout and "ndvm.fit" in r.stdout
 
 
+def test_bench_json_without_a_file():
+    # (--json was ignored without a program file: a table came out)
+    r = ndvm("bench", "--repeat", "4", "--json")
+    assert r.returncode == 0, r.stderr
+    out = json.loads(r.stdout)
+    rows = out["evaluate_grad_us"]
+    assert {row["program"] for row in rows} >= {"damped_oscillator", "kalman2d_T80"}
+    assert all(row["lanes_1"] > 0 and row["lanes_256"] > 0 for row in rows)
+    assert out["fit"]["ms"] > 0
+
+
+@pytest.mark.parametrize("args, said", [
+    (["--param", "a=1"], "--param is for timing your own program"),
+    (["--data", "x=1,2", "--no-baselines"], "--data, --no-baselines are for timing"),
+    (["--starts", "1,8"], "--starts is for timing"),
+])
+def test_bench_refuses_a_programs_options_without_its_file(args, said):
+    # (they were ignored: the built-in programs were timed as if they were not there)
+    r = ndvm("bench", "--repeat", "4", *args)
+    assert r.returncode == 2 and said in r.stderr and "FILE.scm" in r.stderr
+    assert r.stdout == ""
+
+
+@pytest.mark.parametrize("starts, said", [("1,0", "must be positive"), (",", "no start count"),
+                                          ("1,x", "whole numbers above 0")])
+def test_start_counts_are_checked_where_they_are_read(starts, said):
+    r = ndvm("compare", "prog.scm", "--starts", starts)
+    assert r.returncode == 2 and "argument --starts" in r.stderr and said in r.stderr
+
+
 def test_search_on_a_dask_scheduler(tmp_path):
     distributed = pytest.importorskip("distributed")
     with distributed.LocalCluster(n_workers=1, threads_per_worker=1, processes=True,
