@@ -6,6 +6,7 @@ Ctrl-C exits 130 after writing what was done; SIGTERM (a batch system's notice a
 job's time, ``kill``) the same, exiting 143.
 """
 import argparse
+import functools
 import math
 import os
 import signal
@@ -625,10 +626,14 @@ def build_parser():
     import ndvm
     from ndvm.parallel import EXECUTOR_BATCH
 
-    p = argparse.ArgumentParser(prog="ndvm", description=__doc__.split("\n\n")[0],
-                                epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    # (no abbreviations: ``ndvm fit --param a=1`` read as fit's --params, a name list)
+    parser = functools.partial(argparse.ArgumentParser, allow_abbrev=False)
+    p = parser(prog="ndvm", description=__doc__.split("\n\n")[0], epilog=EPILOG,
+               formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--version", action="version", version=f"ndvm {ndvm.__version__}")
-    sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND",
+                           parser_class=parser)
+    p.commands = sub.choices  # (name -> its parser: _parse's errors are its command's)
     r = sub.add_parser("run", help="evaluate a program file", description=cmd_run.__doc__)
     r.add_argument("file", help="program file (.scm), '-' for stdin, or example:NAME")
     _program_inputs(r)
@@ -775,6 +780,25 @@ def _compare_options(p, required):
     p.add_argument("--json", action="store_true", help="print the table as JSON")
 
 
+def _parse(parser, argv):
+    """``parser.parse_args(argv)``, an argument no command takes refused by its command's parser
+    with the near option named (``ndvm fit --param``: did you mean --params?)."""
+    import difflib
+
+    args, extra = parser.parse_known_args(argv)
+    if extra:
+        command = parser.commands[args.command]
+        hint = ""
+        for a in extra:
+            near = difflib.get_close_matches(a.partition("=")[0], command._option_string_actions,
+                                             n=1) if a.startswith("-") else []
+            if near:
+                hint = f" (did you mean {near[0]}?)"
+                break
+        command.error(f"unrecognized arguments: {' '.join(extra)}{hint}")
+    return args
+
+
 def _split_negative(argv):
     """``--budget -5s`` as ``--budget=-5s``, so the value reaches its check."""
     out, it = [], iter(argv)
@@ -799,7 +823,7 @@ def main(argv=None):
     from ndvm.schedule import ExecutorLost
 
     argv = _split_negative(sys.argv[1:] if argv is None else list(argv))
-    args = build_parser().parse_args(argv)
+    args = _parse(build_parser(), argv)
     _TERMINATED.clear()
     on_term = None
     if threading.current_thread() is threading.main_thread():

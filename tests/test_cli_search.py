@@ -217,3 +217,16 @@ def test_an_island_search_shows_its_warnings_once(quiet, tmp_path):
     assert len(shown) == 1 and "of the 48 islands ran" in shown[0]
     summary = json.loads((tmp_path / "run" / "summary.json").read_text())
     assert any("of the 48 islands ran" in w for w in summary["warnings"])
+
+
+@pytest.mark.parametrize("args, said", [
+    (["fit", "m.scm", "d.csv", "--target", "y", "--param", "a=1"],
+     "ndvm fit: error: unrecognized arguments: --param a=1 (did you mean --params?)"),
+    (["search", "--task", "damped", "--max-cand", "8"],
+     "ndvm search: error: unrecognized arguments: --max-cand 8 (did you mean --max-candidates?)"),
+])
+def test_an_option_is_never_taken_from_its_prefix(args, said):
+    # (argparse took --param for fit's --params, a list of names, and --max-cand for
+    # --max-candidates: a prefix of another flag, or a typo, chose an option silently)
+    r = ndvm(*args)
+    assert r.returncode == 2 and said in r.stderr and r.stdout == ""
