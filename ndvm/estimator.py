@@ -13,6 +13,7 @@ import numpy as np
 
 try:
     from sklearn.base import BaseEstimator, RegressorMixin
+    from sklearn.utils import check_random_state
     from sklearn.utils.validation import check_is_fitted, validate_data
 except ImportError:  # (a missing module: callers that skip on one, importorskip among them, do)
     raise ModuleNotFoundError("ndvm.SymbolicRegressor needs scikit-learn (1.6 or newer): "
@@ -25,12 +26,31 @@ __all__ = ["SymbolicRegressor"]
 PARAMS = ("a", "b", "c", "d", "f", "g")
 
 
+def _seed(random_state):
+    """The search's seed of ``random_state``: an int as it is (>= 0), else one drawn from the
+    RandomState scikit-learn's rule makes of it (None: numpy's global one)."""
+    if isinstance(random_state, (int, np.integer)) and not isinstance(random_state, bool):
+        if random_state < 0:
+            raise ValueError(f"random_state is a seed >= 0, None or a numpy RandomState, got "
+                             f"{random_state!r}")
+        return int(random_state)
+    try:
+        rs = check_random_state(random_state)
+    except ValueError:
+        raise ValueError(f"random_state is a seed >= 0, None or a numpy RandomState, got "
+                         f"{random_state!r}") from None
+    return int(rs.randint(np.iinfo(np.int32).max))
+
+
 class SymbolicRegressor(RegressorMixin, BaseEstimator):
     """Symbolic regression by ndvm's co-search (genetic programming + native calibration).
 
     budget: seconds of search, a number or text such as "90s" or "2m" (None: no time limit;
     then set max_candidates); max_candidates:
-    stop after that many proposals; random_state: the proposer's seed; workers: the threads the
+    stop after that many proposals; random_state: the search's seed, an int (the same data,
+    settings and seed give the same model), None (a seed drawn from numpy's global random
+    state: each fit searches afresh) or a numpy RandomState (a seed drawn from it); the seed a
+    fit used is ``random_seed_``; workers: the threads the
     search runs on (1: all on the calling thread; more: the proposer works beside the
     calibrations, which every thread shares; the same candidates either way); optimizer,
     steps, starts: the calibration of each candidate (see ndvm.fit); heldout: the fraction of
@@ -117,6 +137,7 @@ class SymbolicRegressor(RegressorMixin, BaseEstimator):
         if n < 2:
             raise ValueError(f"SymbolicRegressor needs at least 2 samples, got n_samples={n}")
         k = int(min(n - 1, max(1, round(self.heldout * n))))
+        self.random_seed_ = seed = _seed(self.random_state)
         inputs = self._inputs(X)
         fit = {"optimizer": self.optimizer, "steps": self.steps, "starts": self.starts}
         if self.start_scales:
@@ -124,7 +145,7 @@ class SymbolicRegressor(RegressorMixin, BaseEstimator):
         if self.optimizer == "adam":
             fit["lr"] = 0.05
         task = Task.from_arrays("symbolic-regression", inputs, y, heldout=k,
-                                seed=self.random_state or 0, params=PARAMS, fit=fit,
+                                seed=seed, params=PARAMS, fit=fit,
                                 loops=False, threshold=None, budget_seconds=None,
                                 data_units=self._units(X.shape[1]), fit_points=self.fit_points)
         # (a string is passed on whole, for the search's Grammar.check to refuse by name)
@@ -135,7 +156,7 @@ class SymbolicRegressor(RegressorMixin, BaseEstimator):
         # the final cross-validated selection runs after the search: keep ~10% of the budget
         budget = None if budget is None else 0.9 * budget
         res = search(task, proposer="mutate", budget=budget, max_candidates=self.max_candidates,
-                     seed=self.random_state or 0, workers=self.workers, grammar=g,
+                     seed=seed, workers=self.workers, grammar=g,
                      parsimony=self.parsimony, refits=self.refits, islands=self.islands,
                      migration_every=self.migration_every, progress=bool(self.verbose))
         if not self.verbose:  # (verbose: the search showed each on stderr as it happened)

@@ -245,3 +245,17 @@ def test_the_export_knows_the_languages_pi_and_refuses_a_named_let():
     assert got == pytest.approx(want, rel=1e-15) and "\\pi" in to_latex(to_tree("(* pi x)"))
     with pytest.raises(ValueError, match="a named let \\(a loop\\) has no SymPy translation"):
         to_sympy(to_tree("(let loop ((i 0)) (if (= i 3) i (loop (+ i 1))))"))
+
+
+def test_random_state_as_scikit_learn_reads_it():
+    # (None was seed 0, every fit the same search; a RandomState was an error deep in numpy)
+    X = np.linspace(0.5, 2.0, 20).reshape(-1, 1)
+    y = 2.0 * X[:, 0]
+    seed = lambda rs: ndvm.SymbolicRegressor(budget=None, max_candidates=8,  # noqa: E731
+                                             random_state=rs).fit(X, y).random_seed_
+    assert seed(7) == 7 and seed(np.int64(3)) == 3
+    assert seed(np.random.RandomState(5)) == seed(np.random.RandomState(5))
+    assert len({seed(None) for _ in range(3)}) > 1  # (three draws of 2**31: never all alike)
+    for bad in (-1, "seed", 1.5):
+        with pytest.raises(ValueError, match="random_state is a seed >= 0"):
+            seed(bad)
