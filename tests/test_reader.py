@@ -116,3 +116,27 @@ def test_a_special_form_name_used_as_a_variable_is_refused_at_each_use():
         ndvm.parse("(+ x if)")
     with pytest.raises(ndvm.FormError, match="'lambda' is a special form"):
         ndvm.parse("(let ((y 1)) (+ y lambda))")
+
+
+@pytest.mark.parametrize("text, col, match", [
+    ("(+ a\x00b 1)", 5, r"a control character \(U\+0000\) in a name"),
+    ("(+ a\x1b 1)", 5, r"control character \(U\+001B\)"),
+    ("(+ a\x7f 1)", 5, r"control character \(U\+007F\)"),
+    ("(+ a\u200bb 1)", 5, r"an invisible character \(U\+200B"),
+    ("(+ ab\u200d 1)", 6, r"invisible character \(U\+200D"),
+    ("(+ x\u2060 1)", 5, r"invisible character \(U\+2060"),
+    ("(+ a\ufeff 1)", 5, r"invisible character \(U\+FEFF"),
+])
+def test_a_name_with_an_invisible_or_control_character_is_refused(text, col, match):
+    # (a NUL made the name `a<NUL>b`, printed as "unbound variable 'a b'"; a zero-width space
+    # made a second `a` that no binding of `a` reached)
+    with pytest.raises(ndvm.ReadError, match=match) as e:
+        ndvm.parse(text)
+    assert (e.value.line, e.value.col) == (1, col)
+
+
+def test_visible_names_comments_and_a_leading_byte_order_mark_read_as_before():
+    assert ndvm.parse("(+ \u00e9t\u00e9 \u03b1 \u2202x)").free_names == ("\u00e9t\u00e9", "\u03b1",
+                                                                         "\u2202x")
+    assert ndvm.parse("(+ a 1) ; \x00 \u200b in a comment\n").free_names == ("a",)
+    assert ndvm.parse("\ufeff(* a x)").free_names == ("a", "x")  # (as a file's is dropped)

@@ -30,6 +30,7 @@ class Reader {
     s_.data_.reserve(t_.size() / 2 + 4);
     s_.kids_.reserve(t_.size() / 2 + 4);
     s_.symbols_.reserve(16);
+    if (t_.compare(0, 3, "\xEF\xBB\xBF") == 0) i_ = 3;  // (a byte-order mark first: as files)
     skip_space();
     while (i_ < t_.size()) {
       if (t_[i_] == ')' || t_[i_] == ']')
@@ -53,6 +54,30 @@ class Reader {
   }
   [[noreturn]] void fail_at(const std::string& msg, SrcPos p) {
     throw Error(ErrorKind::Read, msg, p);
+  }
+
+  // A control character (a NUL, say) or an invisible one (a zero-width space, a byte-order
+  // mark) inside a name is refused where it is: it would make a name that prints like another
+  // (`a<NUL>b` shows as `a b`), and is a damaged file or a paste far more often than intended.
+  void check_visible() {
+    const auto c = static_cast<unsigned char>(t_[i_]);
+    char code[16];
+    if (c < 0x20 || c == 0x7F) {
+      std::snprintf(code, sizeof code, "U+%04X", static_cast<unsigned>(c));
+      fail(std::string("a control character (") + code + ") in a name: is the file damaged?");
+    }
+    if (c != 0xE2 && c != 0xEF) return;
+    if (i_ + 2 >= t_.size()) return;
+    const auto c1 = static_cast<unsigned char>(t_[i_ + 1]);
+    const auto c2 = static_cast<unsigned char>(t_[i_ + 2]);
+    unsigned cp = 0;
+    if (c == 0xE2 && c1 == 0x80 && c2 >= 0x8B && c2 <= 0x8F) cp = 0x2000 + (c2 - 0x80);
+    else if (c == 0xE2 && c1 == 0x81 && c2 == 0xA0) cp = 0x2060;
+    else if (c == 0xEF && c1 == 0xBB && c2 == 0xBF) cp = 0xFEFF;
+    if (cp == 0) return;
+    std::snprintf(code, sizeof code, "U+%04X", cp);
+    fail(std::string("an invisible character (") + code +
+         ", a zero-width space or joiner, or a byte-order mark) in a name: retype the name");
   }
 
   void advance() {
@@ -176,7 +201,10 @@ class Reader {
     if (c == '"') fail("strings are not part of the language");
     // an atom
     size_t start = i_;
-    while (i_ < t_.size() && !is_delimiter(t_[i_])) advance();
+    while (i_ < t_.size() && !is_delimiter(t_[i_])) {
+      check_visible();
+      advance();
+    }
     std::string tok = t_.substr(start, i_ - start);
     if (tok[0] == '#') {
       Datum d;
