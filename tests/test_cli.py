@@ -242,6 +242,35 @@ def test_a_long_evaluation_stops_on_ctrl_c_and_sigterm(tmp_path, sig, status, sa
     assert said in p.stderr.read()
 
 
+@pytest.mark.parametrize("client, lanes, max_steps", [
+    ("bytecode", 1, 9_000_000_000_000_000_000),  # (its steps were counted with no check)
+    ("dmci", 1 << 16, None),  # (wide data at the default limit: hours of steps, unarmed)
+    ("bytecode", 1 << 16, None),
+])
+def test_every_long_evaluation_stops_on_ctrl_c(client, lanes, max_steps):
+    code = ("import os, signal, threading, time, numpy as np, ndvm\n"
+            f"ev = ndvm.Evaluator(client={client!r}"
+            + ("" if max_steps is None else f", max_steps={max_steps}") + ")\n"
+            f"x = np.linspace(0.0, 1.0, {lanes})\n"
+            "prog = ndvm.parse('(loop ((k 0) (s x)) (if (= k 4000000000) s "
+            "(recur (+ k 1) (* s 1.0000001))))')\n"
+            "sent = []\n"
+            "def send():\n"
+            "    sent.append(time.perf_counter())\n"
+            "    os.kill(os.getpid(), signal.SIGINT)\n"
+            "threading.Timer(0.5, send).start()\n"
+            "try:\n"
+            "    ev.evaluate(prog, data={'x': x})\n"
+            "except KeyboardInterrupt:\n"
+            "    print('INTERRUPTED', time.perf_counter() - sent[0])\n"
+            "print(float(ev.evaluate(ndvm.parse('(+ 1 2)')).value[0, 0]))\n")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                       cwd=tempfile.gettempdir(), check=False)
+    out = r.stdout.split()
+    # (unarmed, the loop runs to its step limit, minutes to hours away, and the timeout fails it)
+    assert r.returncode == 0 and out[0] == "INTERRUPTED" and out[2] == "3.0", r.stderr
+
+
 def test_a_long_evaluation_raises_keyboardinterrupt_and_the_machine_runs_again(tmp_path):
     code = ("import os, signal, threading, ndvm\n"
             "ev = ndvm.Evaluator(max_steps=9_000_000_000_000_000_000)\n"

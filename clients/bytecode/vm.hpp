@@ -150,11 +150,21 @@ class Vm {
   // Counts n steps for the instruction at pc; past the limit, the error names the node (of those
   // the instruction starts) whose step exceeded it, as dmci's would.
   void ticks(const Instr* pc, uint32_t n) {
+    size_t at;
     if (m_.steps_ + n <= m_.limits_.max_steps) {
       m_.steps_ += n;
-      return;
+      // (an interruptible evaluation: the signal's flag read at every instruction, as cheap
+      // as dmci's check every 65,536 steps beside the instruction's own work)
+      if (!m_.limits_.interrupt || !*m_.limits_.interrupt || n == 0) return;
+      at = c_.tick_at[size_t(pc - code_)];
+      try {
+        Machine<T>::interrupted();
+      } catch (Error& e) {
+        locate(e, c_.tick_nodes[at]);
+        throw;
+      }
     }
-    size_t at = c_.tick_at[size_t(pc - code_)];
+    at = c_.tick_at[size_t(pc - code_)];
     for (uint32_t k = 0; k < n; ++k) {
       try {
         m_.tick();

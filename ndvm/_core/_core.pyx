@@ -7,7 +7,7 @@ N sized; Machine.run and FitBatch.run allocate the outputs the requests ask for,
 around the native call and raise ndvm errors (limit errors are the core's own).
 """
 from cython.operator cimport dereference as deref
-from libc.stdint cimport SIZE_MAX, int64_t, uint32_t, uintptr_t
+from libc.stdint cimport SIZE_MAX, int64_t, uint32_t, uint64_t, uintptr_t
 from libc.string cimport memcpy
 from libcpp cimport bool
 from libcpp.memory cimport shared_ptr
@@ -359,8 +359,13 @@ cdef void* _out_ptr(object a, int typenum, size_t n) except NULL:
     return cnp.PyArray_DATA(<cnp.ndarray>a)
 
 
-# A machine whose step limit is above this (the default) can be interrupted (Machine._call).
+# A machine whose step limit is above this (the default) can be interrupted (Machine._call) ...
 INTERRUPTIBLE_STEPS = 10_000_000
+# ... and so can an evaluation of at least this many lanes (S x N) at any limit: each of its
+# steps works on every lane, so the default limit's 10 million steps can take hours on large
+# data, and arming (four sigaction calls, ~2 us) is then a small part of even one step.
+INTERRUPTIBLE_LANES = 1 << 16
+cdef uint64_t _INTERRUPTIBLE_LANES = INTERRUPTIBLE_LANES
 _MAIN_THREAD = threading.main_thread().ident
 
 
@@ -448,12 +453,14 @@ cdef class Machine:
     cdef _call(self, Program prog, uintptr_t entry, uintptr_t compiled, RunRequest* rq):
         cdef ErrorInfo err
         cdef bool ok
-        # (a machine allowed more steps than the default runs long evaluations: on the main
-        # thread, Ctrl-C and SIGTERM stop it within 65,536 steps, interrupt.hpp)
-        cdef bint armed = self._interruptible and get_ident() == _MAIN_THREAD
+        # (a machine allowed more steps than the default, or an evaluation of many lanes, runs
+        # long: on the main thread, Ctrl-C and SIGTERM stop it within 65,536 steps,
+        # interrupt.hpp)
+        cdef bint wide = <uint64_t>rq.S * rq.N >= _INTERRUPTIBLE_LANES
+        cdef bint armed = (self._interruptible or wide) and get_ident() == _MAIN_THREAD
         self.generation += 1
         if armed:
-            interrupt_arm(self._limits()[0])
+            interrupt_arm(self._limits()[0], wide)
         with nogil:
             ok = call_entry(<ClientEntry>entry, self._ptr, self.dtype_code,
                             <const void*>prog._x.get(), <const void*>compiled, rq, &err)

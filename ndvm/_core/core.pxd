@@ -57,7 +57,7 @@ cdef extern from "machine.hpp" namespace "ndvm":
 
 
 cdef extern from "interrupt.hpp":
-    void interrupt_arm "ndvm::interrupt::arm"(Limits&) nogil
+    void interrupt_arm "ndvm::interrupt::arm"(Limits&, bool) nogil
     int interrupt_disarm "ndvm::interrupt::disarm"(Limits&) nogil
 
 

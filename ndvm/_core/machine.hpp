@@ -45,8 +45,10 @@ struct Limits {
   int64_t max_depth = 10000;
   int64_t max_memory = int64_t(2) << 30;  // bytes
   // While a long evaluation may be interrupted (interrupt.hpp): nonzero once SIGINT or SIGTERM
-  // arrived; the step check reads it every 65,536 steps.
+  // arrived; the step check reads it when the step count & interrupt_mask is 0 (every 65,536
+  // steps, or every step when each works on many lanes: interrupt::arm).
   const volatile std::sig_atomic_t* interrupt = nullptr;
+  int64_t interrupt_mask = 0xFFFF;
 };
 
 template <class T>
@@ -140,8 +142,11 @@ class Machine {
       throw Error(ErrorKind::Limit, "step limit exceeded: more than " +
                                         std::to_string(limits_.max_steps) +
                                         " evaluation steps (raise it with Evaluator(max_steps=...))");
-    if ((steps_ & 0xFFFF) == 0 && limits_.interrupt && *limits_.interrupt)
-      throw Error(ErrorKind::Limit, "the evaluation was interrupted by a signal");
+    if ((steps_ & limits_.interrupt_mask) == 0 && limits_.interrupt && *limits_.interrupt)
+      interrupted();
+  }
+  [[noreturn]] static void interrupted() {
+    throw Error(ErrorKind::Limit, "the evaluation was interrupted by a signal");
   }
   // Called on every nested call (and branch arm): one level of the depth limit.
   void enter() {
