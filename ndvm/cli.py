@@ -744,7 +744,8 @@ def build_parser():
     s.add_argument("--steps", type=_positive_int, default=None,
                    help="optimizer steps per calibration (default: the task's)")
     s.add_argument("--optimizer", default=None, choices=["adam", "lbfgs", "lm"],
-                   help="calibration optimizer (default: the task's, adam for damped)")
+                   help="calibration optimizer (default: the task's: lm for --csv, adam "
+                        "for damped, the paper's protocol)")
     s.add_argument("--llm-url", default=None,
                    help="chat-completions base URL (default $NDVM_LLM_URL, else "
                         "https://api.openai.com/v1)")

@@ -19,7 +19,7 @@ except ImportError:  # (a missing module: callers that skip on one, importorskip
     raise ModuleNotFoundError("ndvm.SymbolicRegressor needs scikit-learn (1.6 or newer): "
                               "pip install 'ndvm[sr]'", name="sklearn") from None
 
-from ndvm.cosearch.task import FIT_POINTS  # noqa: E402
+from ndvm.cosearch.task import DATA_FIT, FIT_POINTS  # noqa: E402
 
 __all__ = ["SymbolicRegressor"]
 
@@ -81,8 +81,9 @@ class SymbolicRegressor(RegressorMixin, BaseEstimator):
     """
 
     def __init__(self, budget=10.0, max_candidates=None, random_state=0, workers=1,
-                 optimizer="lm", steps=30, starts=4, heldout=0.3, max_size=25, unary=None,
-                 binary=None, parsimony=0.05, refits=1, start_scales=(0.3, 1.0, 3.0),
+                 optimizer=DATA_FIT["optimizer"], steps=DATA_FIT["steps"],
+                 starts=DATA_FIT["starts"], heldout=0.3, max_size=25, unary=None, binary=None,
+                 parsimony=0.05, refits=1, start_scales=DATA_FIT["start_scales"],
                  islands=1, migration_every=256, units=None, fit_points=FIT_POINTS,
                  verbose=False):
         self.budget = budget

@@ -230,3 +230,22 @@ def test_an_option_is_never_taken_from_its_prefix(args, said):
     # --max-candidates: a prefix of another flag, or a typo, chose an option silently)
     r = ndvm(*args)
     assert r.returncode == 2 and said in r.stderr and r.stdout == ""
+
+
+def test_a_csv_search_calibrates_as_the_estimator_does(tmp_path):
+    # (a CSV task had the paper's 50 Adam steps from starts near 0: a target near 1000 was
+    # never reached, every one of 2,000 candidates recorded failed with "a pole between the
+    # data points"; and a right exponential structure was left at a = 1.8, b = -0.64)
+    from ndvm.cli import csv_task
+    from ndvm.cosearch.task import DATA_FIT
+    from ndvm.estimator import SymbolicRegressor
+
+    x = np.linspace(0.0, 1.0, 60)
+    data = _csv(tmp_path / "big.csv", zip(x, 1000 + 50 * x))
+    r = ndvm("search", "--csv", data, "--max-candidates", "64", "--quiet", "--seed", "0")
+    assert r.returncode == 0, r.stderr
+    assert "first good fit: " in r.stdout and "model: (+ 1000.0 (* 50.0 x))" in r.stdout
+    assert csv_task(data).fit == DATA_FIT
+    est = SymbolicRegressor()
+    assert (est.optimizer, est.steps, est.starts, est.start_scales) == (
+        DATA_FIT["optimizer"], DATA_FIT["steps"], DATA_FIT["starts"], DATA_FIT["start_scales"])

@@ -12,13 +12,21 @@ import numpy as np
 from ndvm.cosearch.grammar import Grammar
 from ndvm.fit_options import FitOptions
 
-__all__ = ["Task", "DEFAULT_PARAMS", "SEARCH_OPTIMIZER", "SEARCH_LM_SCALING", "named_in",
+__all__ = ["Task", "DEFAULT_PARAMS", "SEARCH_OPTIMIZER", "SEARCH_LM_SCALING", "PAPER_FIT",
+           "DATA_FIT", "named_in",
            "predict", "r_squared"]
 
 DEFAULT_PARAMS = ("a", "b", "c", "d")
 # the co-search's calibration (the paper's protocol: 50 Adam steps at lr 0.05, 8 starts); a task
 # whose fit options name no optimizer uses it, whatever ndvm.fit's own default is
 SEARCH_OPTIMIZER = "adam"
+PAPER_FIT = {"optimizer": SEARCH_OPTIMIZER, "steps": 50, "starts": 8, "lr": 0.05}
+# ... and the calibration of a search of one's own data (Task.from_arrays, ndvm search --csv,
+# SymbolicRegressor): Levenberg-Marquardt, 30 steps, 4 starts drawn at three scales (a rate or
+# shift far from the first start's basin is reached); Adam's 50 steps leave the constants of a
+# right structure short of their values (a * x1 * exp(b * x2 / x3) at a = 1.8, b = -0.64 for
+# 2.5 and -1), and the search drops it
+DATA_FIT = {"optimizer": "lm", "steps": 30, "starts": 4, "start_scales": (0.3, 1.0, 3.0)}
 # the search's LM fits (calibrations with optimizer "lm", refits, selection): MINPACK's trust
 # region alone, not ndvm.fit's default of both regions as two lanes (twice the work per fit; the
 # search already runs many starts and candidates)
@@ -93,7 +101,8 @@ class Task:
     inputs: name -> [N] data inputs; target: [N]; heldout: indices scored but never fitted;
     params: the parameter names a candidate may use (default a b c d, skipping any name an input
     or a constant uses; names given that collide with one are an error); consts: shared constants (vectors, matrices);
-    fit: options for ndvm.fit (optimizer, steps, starts, lr; a fit dict that names no optimizer
+    fit: options for ndvm.fit (optimizer, steps, starts, lr; default PAPER_FIT, the paper's
+    protocol; ``from_arrays`` gives DATA_FIT; a fit dict that names no optimizer
     keeps the co-search's, SEARCH_OPTIMIZER, not ndvm.fit's own default; "start_scales": see
     ``fit_options``), checked when the task is made; threshold: a held-out
     R^2 above it is a good fit; budget: seconds and/or candidates; objective: "mse" (fit the
@@ -115,8 +124,7 @@ class Task:
     heldout: np.ndarray
     params: tuple = None
     consts: dict = field(default_factory=dict)
-    fit: dict = field(default_factory=lambda: {"optimizer": SEARCH_OPTIMIZER, "steps": 50,
-                                               "starts": 8, "lr": 0.05})
+    fit: dict = field(default_factory=lambda: dict(PAPER_FIT))
     threshold: float = 0.9
     budget_seconds: float = 60.0
     budget_candidates: int = None
@@ -215,7 +223,10 @@ class Task:
 
     @classmethod
     def from_arrays(cls, name, inputs, target, heldout=0.3, seed=0, **options):
-        """A task whose held-out points are a seeded random fraction (or count) of the data."""
+        """A task whose held-out points are a seeded random fraction (or count) of the data,
+        calibrated as a search of one's own data is (``fit``: DATA_FIT unless given; a Task made
+        directly keeps the paper's protocol, PAPER_FIT)."""
+        options.setdefault("fit", dict(DATA_FIT))
         target = np.asarray(target, dtype=np.float64).reshape(-1)
         n = target.size
         fraction = isinstance(heldout, Real) and not isinstance(heldout, bool) and 0 < heldout < 1

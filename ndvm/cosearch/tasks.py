@@ -10,7 +10,8 @@ from importlib import resources
 
 import numpy as np
 
-from ndvm.cosearch.task import DEFAULT_PARAMS, SEARCH_LM_SCALING, SEARCH_OPTIMIZER, Task
+from ndvm.cosearch.task import (DEFAULT_PARAMS, PAPER_FIT, SEARCH_LM_SCALING,
+                               SEARCH_OPTIMIZER, Task)
 
 __all__ = ["Task", "TASKS", "get_task", "NILE", "KALMAN_SRC", "NILE_SRC", "DEFAULT_PARAMS",
            "SEARCH_OPTIMIZER", "SEARCH_LM_SCALING"]
@@ -21,7 +22,7 @@ def _paper_task(name, truth, seeds, description):
     x = np.linspace(0.1, 6.0, 64)
     y = truth(x) + 0.02 * np.random.default_rng(0).standard_normal(64)
     return Task.from_arrays(name, {"x": x}, y, heldout=20, seed=1, seeds=seeds,
-                            description=description)
+                            description=description, fit=dict(PAPER_FIT))
 
 
 def damped():
