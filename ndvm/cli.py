@@ -707,8 +707,9 @@ def build_parser():
     s.add_argument("--max-candidates", dest="candidates_max", type=_positive_int, default=None,
                    metavar="N", help="stop after this many candidates")
     s.add_argument("--candidates", action="append", metavar="FILE.jsonl",
-                   help="candidate file for --proposer replay (objects with a \"src\" field); "
-                        "a sample ships as example:proposals.jsonl")
+                   help="candidate file for --proposer replay (objects with a \"src\" field; "
+                        "given, the proposer is replay unless another is named, an error); a "
+                        "sample ships as example:proposals.jsonl")
     s.add_argument("--out", metavar="DIR", help="write candidates.jsonl, summary.json and plots")
     s.add_argument("--resume", action="store_true", help="continue the run recorded in --out")
     s.add_argument("--force", action="store_true",

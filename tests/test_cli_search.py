@@ -249,3 +249,21 @@ def test_a_csv_search_calibrates_as_the_estimator_does(tmp_path):
     est = SymbolicRegressor()
     assert (est.optimizer, est.steps, est.starts, est.start_scales) == (
         DATA_FIT["optimizer"], DATA_FIT["steps"], DATA_FIT["starts"], DATA_FIT["start_scales"])
+
+
+def test_candidates_name_the_replay_proposer_and_no_other(tmp_path):
+    # (--candidates without --proposer replay was ignored, a missing file too: the task's
+    # default mutate search ran, exit 0)
+    import ndvm as api
+
+    f = tmp_path / "c.jsonl"
+    f.write_text('{"src": "(* a x)"}\n')
+    r = ndvm("search", "--candidates", str(f), "--quiet")
+    assert r.returncode in (0, 1) and "1 candidate (" in r.stdout, r.stderr
+    r = ndvm("search", "--candidates", str(tmp_path / "none.jsonl"), "--quiet")
+    assert r.returncode == 2 and "none.jsonl" in r.stderr and "No such file" in r.stderr
+    r = ndvm("search", "--proposer", "mutate", "--candidates", str(f), "--quiet")
+    assert r.returncode == 2 and "read by the replay proposer, not 'mutate'" in r.stderr
+    assert [x["proposed"] for x in api.search("damped", candidates=str(f)).records] == ["(* a x)"]
+    with pytest.raises(ValueError, match="read by the replay proposer, not 'mutate'"):
+        api.search("damped", proposer="mutate", candidates=[f], max_candidates=4)

@@ -296,8 +296,9 @@ def search(task="damped", proposer=None, budget=None, max_candidates=None, out=N
         that runs the calibrations instead (e.g. a Dask ``Client(...).get_executor()`` for a
         cluster; see ``ndvm.fit_many``); proposing and scoring stay in this process, and the
         result is the same as on local threads. progress: a live status line on stderr.
-    stop_on_success: stop at the first good held-out fit. candidates: JSON-lines files for the
-        replay proposer. grammar: a Grammar for mutate (default: the task's inputs and params).
+    stop_on_success: stop at the first good held-out fit. candidates: JSON-lines files (or one
+        file) for the replay proposer, the proposer when none is named (another named is an
+        error: it would not read them). grammar: a Grammar for mutate (default: the task's inputs and params).
     client: the evaluator client. fit_options: options for ndvm.fit overriding the task's
         (optimizer, steps, starts, lr). refits: per round, that many of the population's
         best members not yet refitted are fitted again by LM from REFIT_STARTS (16) starts (their
@@ -341,8 +342,14 @@ def search(task="damped", proposer=None, budget=None, max_candidates=None, out=N
     max_candidates = max_candidates if max_candidates is not None else task.budget_candidates
     applicable = check_run(task, proposer, out, resume, force)
     asked = proposer
-    if proposer is None:
-        proposer = applicable[0]
+    if proposer is None:  # (candidates are the replay proposer's: given, they name it)
+        replays = candidates is not None and "replay" in applicable
+        proposer = "replay" if replays else applicable[0]
+    if candidates is not None and proposer != "replay" and not isinstance(proposer, Proposer):
+        raise ValueError(f"candidates are read by the replay proposer, not {proposer!r}: name "
+                         f"proposer='replay' (--proposer replay), or give no candidates"
+                         if asked else f"candidates are read by the replay proposer, which task "
+                         f"{task.name} does not use (its proposers: {', '.join(applicable)})")
     check_options(proposer, proposer_options, also=_SEARCH_KEYWORDS)
     g = (grammar or task.search_grammar()).check()
     islands, migration_every, migrants = check_islands(islands, migration_every, migrants)
