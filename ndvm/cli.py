@@ -183,6 +183,10 @@ def read_table(path, finite=False,
     header = [h.strip() for h in rows[0]]
     if any(not h for h in header):
         raise InputError(f"{path}:1:1: every column needs a name in the header row")
+    for k, h in enumerate(header):  # (two columns of one name were read as one, twice as long)
+        if h in header[:k]:
+            raise InputError(f"{path}:1:1: two columns are named {h!r} (columns "
+                             f"{header.index(h) + 1} and {k + 1}): rename one")
     units, first = None, 1
     if len(rows) > 1 and rows[1] and rows[1][0].strip().startswith(UNITS_MARK):
         row = [rows[1][0].strip()[len(UNITS_MARK):].lstrip(":").strip()] + rows[1][1:]

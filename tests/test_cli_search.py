@@ -267,3 +267,14 @@ def test_candidates_name_the_replay_proposer_and_no_other(tmp_path):
     assert [x["proposed"] for x in api.search("damped", candidates=str(f)).records] == ["(* a x)"]
     with pytest.raises(ValueError, match="read by the replay proposer, not 'mutate'"):
         api.search("damped", proposer="mutate", candidates=[f], max_candidates=4)
+
+
+def test_two_csv_columns_of_one_name_are_refused(tmp_path):
+    # (they were read as one column twice as long: "input 'q1' has 40 points but the target
+    # has 20")
+    data = _csv(tmp_path / "dup.csv", [(1, 2, 3), (2, 3, 5)], header="q1,q1,y")
+    for args in (["search", "--csv", data, "--quiet"],
+                 ["fit", str(tmp_path / "m.scm"), data, "--target", "y"]):
+        (tmp_path / "m.scm").write_text("(* a q1)")
+        r = ndvm(*args)
+        assert r.returncode == 2 and "two columns are named 'q1' (columns 1 and 2)" in r.stderr
