@@ -573,6 +573,16 @@ def _budget(text):
         raise argparse.ArgumentTypeError(str(e)) from None
 
 
+def _plot_file(text):
+    """--plot's file: .png added when the name has no extension (matplotlib adds it, and
+    "wrote fit" named a file that was not there); a folder is refused."""
+    path = Path(text)
+    if path.is_dir():
+        raise argparse.ArgumentTypeError(f"{text} is a folder: give a file name, as in "
+                                         f"{path / 'fit.png'}")
+    return str(path) if path.suffix else str(path) + ".png"
+
+
 def _start_counts(text):
     """--starts' comma-separated start counts, each a whole number above 0."""
     try:
@@ -679,7 +689,9 @@ def build_parser():
                    help="rows with NaN or inf in a used column: an error (raise, default) or "
                         "left out of the fit (omit)")
     _client_option(f)
-    f.add_argument("--plot", metavar="PNG", help="write the data, the fit and its residuals")
+    f.add_argument("--plot", metavar="PNG", type=_plot_file,
+                   help="write the data, the fit and its residuals (a file name; .png when it "
+                        "has no extension)")
     f.set_defaults(func=cmd_fit)
     from ndvm.cosearch.tasks import TASKS
 

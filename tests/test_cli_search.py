@@ -278,3 +278,16 @@ def test_two_csv_columns_of_one_name_are_refused(tmp_path):
         (tmp_path / "m.scm").write_text("(* a q1)")
         r = ndvm(*args)
         assert r.returncode == 2 and "two columns are named 'q1' (columns 1 and 2)" in r.stderr
+
+
+def test_the_plot_written_is_the_one_named(tmp_path):
+    # (--plot fit wrote fit.png and said "wrote fit"; --plot DIR wrote DIR.png)
+    pytest.importorskip("matplotlib")
+    (tmp_path / "m.scm").write_text("(* a x)")
+    data = _csv(tmp_path / "d.csv", [(1, 2), (2, 4.1), (3, 5.9)])
+    r = ndvm("fit", str(tmp_path / "m.scm"), data, "--target", "y", "--plot",
+             str(tmp_path / "fit"))
+    assert r.returncode == 0 and f"wrote {tmp_path / 'fit.png'}" in r.stdout
+    assert (tmp_path / "fit.png").is_file()
+    r = ndvm("fit", str(tmp_path / "m.scm"), data, "--target", "y", "--plot", str(tmp_path))
+    assert r.returncode == 2 and "is a folder: give a file name" in r.stderr
