@@ -451,7 +451,11 @@ def cmd_search(args):
                                                      out / "summary.json"] + written))
     if res.stopped == "interrupted":
         what, status = _stopped()
-        print(f"ndvm: {what}; the results above are from what was done", file=sys.stderr)
+        again = ""
+        if args.out:
+            again = (f"; an island search cannot be resumed: run it anew (--force)"
+                     if args.islands > 1 else f"; --resume continues it from {args.out}")
+        print(f"ndvm: {what}; the results above are from what was done{again}", file=sys.stderr)
         return status
     if res.stopped == "executor lost":  # (its warning, shown above, says what was lost)
         print("ndvm: the search lost its executor; the results above are from what was done",
@@ -727,7 +731,9 @@ def build_parser():
                         "given, the proposer is replay unless another is named, an error); a "
                         "sample ships as example:proposals.jsonl")
     s.add_argument("--out", metavar="DIR", help="write candidates.jsonl, summary.json and plots")
-    s.add_argument("--resume", action="store_true", help="continue the run recorded in --out")
+    s.add_argument("--resume", action="store_true",
+                   help="continue the run recorded in --out (a single population's: an island "
+                        "search cannot be resumed)")
     s.add_argument("--force", action="store_true",
                    help="replace the run already recorded in --out")
     s.add_argument("--seed", type=int, default=0,
