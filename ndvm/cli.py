@@ -453,7 +453,7 @@ def cmd_search(args):
         what, status = _stopped()
         again = ""
         if args.out:
-            again = (f"; an island search cannot be resumed: run it anew (--force)"
+            again = ("; an island search cannot be resumed: run it anew (--force)"
                      if args.islands > 1 else f"; --resume continues it from {args.out}")
         print(f"ndvm: {what}; the results above are from what was done{again}", file=sys.stderr)
         return status
