@@ -42,6 +42,27 @@ def _seed(random_state):
     return int(rs.randint(np.iinfo(np.int32).max))
 
 
+# A column is searched as it is when its largest magnitude is in [1e-3, 1e4): else divided by
+# the power of ten at or below it (values in [1, 10)).
+_ORDINARY = (-3, 3)
+
+
+def _decade(v):
+    """The power of ten a column is divided by before the search: 1.0 for a column of ordinary
+    size (or all zeros), else 10**k with its largest magnitude in [1, 10) once divided."""
+    most = float(np.max(np.abs(v))) if v.size else 0.0
+    if most == 0.0 or not np.isfinite(most):
+        return 1.0
+    k = int(np.floor(np.log10(most)))
+    return 1.0 if _ORDINARY[0] <= k <= _ORDINARY[1] else float(10.0 ** k)
+
+
+def _power(scale):
+    """A column's scale as a SymPy number (a float: 2.0e+12*x, not 13 digits of an integer)."""
+    import sympy
+    return sympy.Float(scale)
+
+
 class SymbolicRegressor(RegressorMixin, BaseEstimator):
     """Symbolic regression by ndvm's co-search (genetic programming + native calibration).
 
@@ -74,6 +95,11 @@ class SymbolicRegressor(RegressorMixin, BaseEstimator):
     (c * M * h(pi_1, ..)). None: no units.
     fit_points: the training points each candidate is calibrated on at most (a seeded subset of
     larger data; None: all); the chosen model is refitted on every point.
+    target_scale_, input_scales_: a column whose largest magnitude is outside [1e-3, 1e4) is
+    searched divided by the power of ten at or below it (values near 1, for which the search's
+    starts and literals are made): ``program_``, ``predict``, ``sympy`` and ``latex`` multiply
+    it out again; ``result_`` (its records, front and errors) is the search of the divided
+    columns (1.0: a column searched as it is).
     verbose: a status line on stderr while the search runs (candidates, rate, best model),
     and the search's warnings as they happen; without it, ``fit`` passes each warning of the
     search (``result_.warnings``: islands a time budget left unrun, workers that died, a note
@@ -139,7 +165,14 @@ class SymbolicRegressor(RegressorMixin, BaseEstimator):
             raise ValueError(f"SymbolicRegressor needs at least 2 samples, got n_samples={n}")
         k = int(min(n - 1, max(1, round(self.heldout * n))))
         self.random_seed_ = seed = _seed(self.random_state)
-        inputs = self._inputs(X)
+        # a column of extreme size is searched divided by a power of ten (the model handed back
+        # multiplies it out again): the search's starts, literals and off-domain test are made
+        # for values near 1, and a target near 1e12 came back a polynomial, near 1e100 a
+        # constant with R^2 -3.7
+        self.input_scales_ = np.array([_decade(X[:, i]) for i in range(X.shape[1])])
+        self.target_scale_ = _decade(y)
+        inputs = self._inputs(X / self.input_scales_)
+        y = y / self.target_scale_
         fit = {"optimizer": self.optimizer, "steps": self.steps, "starts": self.starts}
         if self.start_scales:
             fit["start_scales"] = tuple(self.start_scales)
@@ -168,7 +201,7 @@ class SymbolicRegressor(RegressorMixin, BaseEstimator):
             why = "its warnings say why" if res.warnings else "raise the budget"
             raise RuntimeError(f"the search calibrated no model (stopped: {res.stopped}); {why}")
         self.result_ = res
-        self.program_ = res.best["model"]
+        self.program_ = self._unscaled(res.best["model"])
         self.params_ = dict(res.best["params"])
         self.size_ = int(res.best["size"])
         return self
@@ -177,7 +210,30 @@ class SymbolicRegressor(RegressorMixin, BaseEstimator):
         """The selected model's prediction for every row of X."""
         check_is_fitted(self, "result_")
         X = validate_data(self, X, reset=False, dtype=np.float64)
-        return self.result_.predict(self._inputs(X))
+        return self.result_.predict(self._inputs(X / self.input_scales_)) * self.target_scale_
+
+    def _scaled(self):
+        """Whether the search ran on columns divided by a power of ten (``_decade``)."""
+        return self.target_scale_ != 1.0 or bool(np.any(self.input_scales_ != 1.0))
+
+    def _unscaled(self, model):
+        """``model`` (a source over the searched columns) as a program of the data's own: each
+        scaled input x as (/ x s), the whole times the target's scale."""
+        if not self._scaled():
+            return model
+        from ndvm.cosearch.sexpr import to_source, to_tree
+
+        scales = {f"x{i}": float(s) for i, s in enumerate(self.input_scales_) if s != 1.0}
+
+        def put(t):
+            if isinstance(t, list):
+                return [put(x) for x in t]
+            return ["/", t, scales[t]] if isinstance(t, str) and t in scales else t
+
+        tree = put(to_tree(model))
+        if self.target_scale_ != 1.0:
+            tree = ["*", float(self.target_scale_), tree]
+        return to_source(tree)
 
     def _symbols(self):
         import sympy
@@ -188,8 +244,14 @@ class SymbolicRegressor(RegressorMixin, BaseEstimator):
 
     def sympy(self, which=None, digits=None):
         """The selected model (or a front member) as a SymPy expression."""
+        import sympy
         check_is_fitted(self, "result_")
-        return self.result_.sympy(which, digits=digits).xreplace(self._symbols())
+        e = self.result_.sympy(which, digits=digits)
+        if self._scaled():  # (the searched columns divided by powers of ten: multiplied out)
+            e = e.xreplace({sympy.Symbol(f"x{i}"): sympy.Symbol(f"x{i}") / _power(s)
+                            for i, s in enumerate(self.input_scales_) if s != 1.0})
+            e = _power(self.target_scale_) * e
+        return e.xreplace(self._symbols())
 
     def latex(self, which=None, digits=6):
         """The selected model (or a front member) as LaTeX."""

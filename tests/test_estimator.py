@@ -259,3 +259,33 @@ def test_random_state_as_scikit_learn_reads_it():
     for bad in (-1, "seed", 1.5):
         with pytest.raises(ValueError, match="random_state is a seed >= 0"):
             seed(bad)
+
+
+@pytest.mark.parametrize("y_scale, x_scale", [(1e12, 1.0), (1e100, 1.0), (1e-30, 1.0),
+                                              (1.0, 1e-30), (1e20, 1e10)])
+def test_columns_of_extreme_size_are_searched_near_one(y_scale, x_scale):
+    # (a target near 1e12 came back a 6-term polynomial, near 1e100 the constant -0.09 with
+    # R^2 -3.7; an input near 1e-30 an exp(1.1e59 x^2))
+    rng = np.random.default_rng(0)
+    X = rng.uniform(1, 3, (120, 2))
+    X[:, 0] *= x_scale
+    y = y_scale * 2.0 * (X[:, 0] / x_scale) / X[:, 1]
+    m = ndvm.SymbolicRegressor(budget=None, max_candidates=300).fit(X, y)
+    assert m.target_scale_ == (1.0 if y_scale == 1.0 else y_scale)
+    assert m.input_scales_[1] == 1.0 and m.input_scales_[0] == x_scale
+    assert np.allclose(m.predict(X), y, rtol=1e-9)
+    # the program handed back is the data's own: evaluated on the raw columns, it predicts
+    prog = ndvm.parse(m.program_)
+    data = {k: X[:, int(k[1:])] for k in prog.free_names if k in ("x0", "x1")}
+    v = ndvm.Evaluator().evaluate(prog, params=m.params_ or None, data=data).value[0]
+    assert np.allclose(v, y, rtol=1e-9)
+    import sympy
+    f = sympy.lambdify(sorted(m.sympy().free_symbols, key=str), m.sympy())
+    assert np.allclose(f(X[:, 0], X[:, 1]), y, rtol=1e-9)
+
+
+def test_columns_of_ordinary_size_are_searched_as_they_are():
+    X = np.linspace(0.5, 2.0, 30).reshape(-1, 1) * [1.0, 900.0]
+    m = ndvm.SymbolicRegressor(budget=None, max_candidates=16).fit(X, 4000.0 * X[:, 0])
+    assert m.target_scale_ == 1.0 and list(m.input_scales_) == [1.0, 1.0]
+    assert "e+" not in m.program_ and m.program_ == m.result_.best["model"]
