@@ -599,6 +599,17 @@ def _start_counts(text):
     return out
 
 
+def _seed_arg(text):
+    """--seed: a whole number >= 0 (numpy's seeds)."""
+    try:
+        v = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+    if v < 0:
+        raise argparse.ArgumentTypeError(f"a seed is a whole number >= 0, got {v}")
+    return v
+
+
 def _positive_int(text):
     try:
         v = int(text)
@@ -688,7 +699,7 @@ def build_parser():
                         "the fitted parameters); adam: the number of steps (default 50)")
     f.add_argument("--starts", type=_positive_int, default=8, help="multi-start count (default 8)")
     f.add_argument("--lr", type=float, default=0.05, help="Adam learning rate (default 0.05)")
-    f.add_argument("--seed", type=int, default=0, help="seed of the random starts (default 0)")
+    f.add_argument("--seed", type=_seed_arg, default=0, help="seed of the random starts (default 0)")
     f.add_argument("--nan-policy", default="raise", choices=["raise", "omit"],
                    help="rows with NaN or inf in a used column: an error (raise, default) or "
                         "left out of the fit (omit)")
@@ -736,7 +747,7 @@ def build_parser():
                         "search cannot be resumed)")
     s.add_argument("--force", action="store_true",
                    help="replace the run already recorded in --out")
-    s.add_argument("--seed", type=int, default=0,
+    s.add_argument("--seed", type=_seed_arg, default=0,
                    help="seed of the proposer (same seed, same candidates; default 0)")
     s.add_argument("--stop", action="store_true", help="stop at the first good held-out fit")
     s.add_argument("--workers", type=_positive_int, default=None,

@@ -12,6 +12,8 @@ import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+import numpy as np
+
 __all__ = ["DEFAULT_TOLS", "FitOptions", "LOSSES", "OPTIMIZERS", "OPTION_NAMES", "SCALINGS",
            "default_optimizer", "default_steps"]
 
@@ -135,19 +137,17 @@ def _check(d):
     if d["unused_data"] is not None and d["unused_data"] not in _UNUSED_DATA:
         raise ValueError(f"unused_data must be 'typo', 'error' or 'ignore', "
                          f"got {d['unused_data']!r}")
-    starts = int(d["starts"])
-    if starts < 1:
-        raise ValueError(f"starts must be at least 1, got {d['starts']}")
-    d["starts"] = starts
+    d["starts"] = _whole("starts", d["starts"])
+    seed = d["seed"]
+    if isinstance(seed, (bool, float)) or (isinstance(seed, (int, np.integer)) and seed < 0):
+        raise ValueError(f"seed is a whole number >= 0 or a numpy Generator, got {seed!r}")
     if not (d["lr"] > 0):
         raise ValueError(f"lr must be positive, got {d['lr']}")
     d["lr"] = float(d["lr"])
     for name, meaning in _BUDGETS:
         v = d[name]
         if v is not None:
-            v = d[name] = int(v)
-            if v < 1:
-                raise ValueError(f"steps must be at least 1, got {v} ({name}: {meaning})")
+            d[name] = _whole("steps", v, f" ({name}: {meaning})")
     f0, x0, g0 = DEFAULT_TOLS[solver]
     ftol, xtol, gtol = d["ftol"], d["xtol"], d["gtol"]
     tols = (f0 if ftol is None else float(ftol), x0 if xtol is None else float(xtol),
@@ -167,6 +167,16 @@ def _check(d):
     d["optimizer_code"] = OPTIMIZERS[solver]
     d["loss_code"] = LOSSES[loss]
     d["scaling_code"] = SCALINGS[d["scaling"]]
+
+
+def _whole(name, v, what=""):
+    """A count option as an int >= 1 (1.5 was taken as 1, True as 1)."""
+    if isinstance(v, bool) or not isinstance(v, (int, np.integer, float, np.floating)) or (
+            isinstance(v, (float, np.floating)) and not float(v).is_integer()):
+        raise TypeError(f"{name} must be a whole number, got {v!r}{what}")
+    if v < 1:
+        raise ValueError(f"{name} must be at least 1, got {v!r}{what}")
+    return int(v)
 
 
 _BUDGETS = (("adam_steps", "Adam's steps"), ("max_evals", "the budget of batched evaluations"))

@@ -290,3 +290,51 @@ def test_symbolic_regressor_without_scikit_learn_says_what_to_install(tmp_path):
                          cwd=tmp_path)  # (not a checkout, whose ndvm/ would shadow the install)
     assert out.returncode == 0, out.stderr
     assert out.stdout.startswith("sklearn |") and "pip install 'ndvm[sr]'" in out.stdout
+
+
+@pytest.mark.parametrize("value, said", [
+    (None, "got NoneType"), ("1", "got str"), (b"1", "got bytes"), (1j, "got complex"),
+    ([1.0, None], "got a list holding NoneType, float"), (np.array(["1"]), "got ndarray"),
+])
+def test_an_input_that_is_not_a_number_is_refused(value, said):
+    # (None was read as nan, "1" as 1.0, 1j as 1.0 without its imaginary part: silently)
+    with pytest.raises(TypeError, match=f"parameter 'a' must be numeric, {said}"):
+        ndvm.Evaluator().evaluate(ndvm.parse("(* a x)"), params={"a": value},
+                                  data={"x": np.ones(2)})
+
+
+def test_numbers_of_other_types_are_still_read():
+    from decimal import Decimal
+    from fractions import Fraction
+    ev, prog = ndvm.Evaluator(), ndvm.parse("(* a x)")
+    for a, want in ((Fraction(1, 2), [[0.5]]), ([Decimal("1.5"), 2], [[1.5], [2.0]]),
+                    (True, [[1.0]]), (np.float32(2), [[2.0]])):
+        assert ev.evaluate(prog, params={"a": a}, data={"x": 1.0}).value.tolist() == want
+
+
+def test_params_that_are_not_a_mapping_are_named():
+    with pytest.raises(TypeError, match="params is a dict of name -> value, got list"):
+        ndvm.Evaluator().evaluate(ndvm.parse("(* a x)"), params=[1, 2], data={"x": 1.0})
+
+
+@pytest.mark.parametrize("kw, error, said", [
+    ({"seed": -1}, ValueError, "seed is a whole number >= 0 or a numpy Generator, got -1"),
+    ({"seed": 1.5}, ValueError, "seed is a whole number >= 0"),
+    ({"starts": 1.5}, TypeError, "starts must be a whole number, got 1.5"),
+    ({"starts": True}, TypeError, "starts must be a whole number, got True"),
+    ({"steps": 2.5}, TypeError, "steps must be a whole number, got 2.5"),
+    ({"starts": 0}, ValueError, "starts must be at least 1, got 0"),
+])
+def test_fit_counts_and_seeds_are_checked(kw, error, said):
+    # (starts=1.5 was one start, True one, seed=-1 numpy's "expected non-negative integer")
+    x = np.linspace(0.0, 1.0, 8)
+    with pytest.raises(error, match=said):
+        ndvm.fit("(* a x)", data={"x": x}, target=2 * x, **kw)
+
+
+@pytest.mark.parametrize("kw, said", [({"seed": -1}, "seed is a whole number >= 0, got -1"),
+                                      ({"seed": 2.5}, "seed is a whole number >= 0"),
+                                      ({"refits": -1}, "refits is a whole number >= 0")])
+def test_search_seeds_and_refits_are_checked(kw, said):
+    with pytest.raises(ValueError, match=said):
+        ndvm.search("damped", max_candidates=4, **kw)

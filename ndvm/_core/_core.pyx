@@ -158,12 +158,25 @@ cdef object _aligned(object a):
 _PARAM, _DATA, _CONST = 0, 1, 2
 
 
+cdef bint _reals(object a):
+    """Whether an object array holds real numbers alone (Fraction, Decimal: not None or str)."""
+    from decimal import Decimal
+    from numbers import Real
+    return all(isinstance(v, (Real, Decimal)) for v in a.ravel())
+
+
 cdef object _as_array(str name, object value, str what, int max_ndim):
     """`value` as a C-contiguous, aligned float64 array with at most max_ndim dimensions."""
     try:
-        a = np.asarray(value, dtype=np.float64)
+        a = value if isinstance(value, np.ndarray) else np.asarray(value)
+        if a.dtype.kind not in "biuf" and not (a.dtype.kind == "O" and _reals(a)):
+            raise TypeError  # (None was read as nan, "1" as 1.0, 1j lost its imaginary part)
+        a = np.asarray(a, dtype=np.float64)
     except (TypeError, ValueError):
-        raise TypeError(f"{what} {name!r} must be numeric, got {type(value).__name__}") from None
+        got = type(value).__name__ if not isinstance(value, (list, tuple)) else (
+            f"a {type(value).__name__} holding "
+            f"{', '.join(sorted({type(v).__name__ for v in np.ravel(np.asarray(value, dtype=object))}))}")
+        raise TypeError(f"{what} {name!r} must be numeric, got {got}") from None
     if a.ndim > max_ndim:
         raise ValueError(f"{what} {name!r} must have at most {max_ndim} dimension(s), "
                          f"got shape {a.shape}")
@@ -244,7 +257,11 @@ cdef dict _mapping(object d, str group, dict a, str a_name, dict b, str b_name):
     """`d` as a dict whose keys are names not given in the earlier groups a and b."""
     if d is None:
         return _EMPTY
-    cdef dict m = d if type(d) is dict else dict(d)
+    cdef dict m
+    try:
+        m = d if type(d) is dict else dict(d)
+    except (TypeError, ValueError):
+        raise TypeError(f"{group} is a dict of name -> value, got {type(d).__name__}") from None
     for k in m:
         if not isinstance(k, str):
             raise TypeError(f"{group} keys must be names (str), got {k!r}")

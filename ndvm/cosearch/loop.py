@@ -339,6 +339,11 @@ def search(task="damped", proposer=None, budget=None, max_candidates=None, out=N
     if max_candidates is not None and (isinstance(max_candidates, bool) or not isinstance(
             max_candidates, Integral) or max_candidates <= 0):
         raise ValueError(f"max_candidates must be a positive count; got {max_candidates!r}")
+    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
+        raise ValueError(f"seed is a whole number >= 0, got {seed!r}")
+    if isinstance(refits, bool) or not isinstance(refits, (int, np.integer)) or refits < 0:
+        raise ValueError(f"refits is a whole number >= 0 (the members refitted a round), got "
+                         f"{refits!r}")
     max_candidates = max_candidates if max_candidates is not None else task.budget_candidates
     applicable = check_run(task, proposer, out, resume, force)
     asked = proposer
