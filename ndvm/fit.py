@@ -369,7 +369,7 @@ _FIT_ARGS = ("params", "starts", "init", "optimizer", "steps", "lr", "loss", "bo
              "client", "consts", "dtype", "tol", "ftol", "xtol", "gtol", "positive",
              "uncertainty", "nan_policy", "unused_data", "scaling")
 _SEED = _FIT_ARGS.index("seed")
-_MADE = {}  # the FitOptions of recent arguments (with the seed's type: 0 and 0.0 are equal keys)
+_MADE = {}  # the FitOptions of recent arguments (with the seed's type: 0 and numpy's int64 0 are equal keys)
 _MADE_KEPT = 256
 
 

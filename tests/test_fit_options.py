@@ -117,7 +117,7 @@ def test_the_output_layout_pickles_as_named_fields():
 
 def test_ndvm_fit_checks_the_same_arguments_once():
     """ndvm.fit in a loop builds its FitOptions once per distinct (hashable) arguments; equal
-    arguments of another type (seed 0 and 0.0) and unhashable ones (an init dict) are not
+    arguments of another type (seed 0 and numpy's 0) and unhashable ones (an init dict) are not
     mistaken for them."""
     fit_mod = __import__("sys").modules["ndvm.fit"]
     args = dict(zip(fit_mod._FIT_ARGS, [None] * len(fit_mod._FIT_ARGS)))
@@ -125,8 +125,8 @@ def test_ndvm_fit_checks_the_same_arguments_once():
                 positive=(), nan_policy="raise", unused_data="typo", scaling="both", steps=9)
     a = tuple(args.values())
     assert fit_mod._options(a) is fit_mod._options(a)
-    as_float = tuple(dict(args, seed=0.0).values())
-    assert fit_mod._options(as_float) is not fit_mod._options(a)
+    as_numpy = tuple(dict(args, seed=__import__("numpy").int64(0)).values())
+    assert fit_mod._options(as_numpy) is not fit_mod._options(a)
     with_init = tuple(dict(args, init={"a": 1.0}).values())
     assert fit_mod._options(with_init) is not fit_mod._options(with_init)
     assert fit_mod._options(with_init).init == {"a": 1.0} and fit_mod._options(a).max_evals == 9
