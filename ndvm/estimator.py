@@ -3,8 +3,9 @@
     m = ndvm.SymbolicRegressor(budget=10).fit(X, y)     # X [N, k], y [N]
     m.predict(X2); m.score(X2, y2); m.program_; m.sympy(); m.latex()
 
-Columns are the inputs x0, x1, ... of the programs (``feature_names_in_`` names them in SymPy and
-LaTeX when X had string column names). The returned model is the search's selected one (one-SE
+Columns are the inputs x0, x1, ... of the search's programs; when X had string column names
+(``feature_names_in_``), ``program_`` reads them by those names (when each can be a program's
+variable and none is a parameter's name) and SymPy and LaTeX show them. The returned model is the search's selected one (one-SE
 rule over cross-validation, refitted on all data); ``result_`` keeps the whole front.
 """
 import warnings
@@ -201,7 +202,7 @@ class SymbolicRegressor(RegressorMixin, BaseEstimator):
             why = "its warnings say why" if res.warnings else "raise the budget"
             raise RuntimeError(f"the search calibrated no model (stopped: {res.stopped}); {why}")
         self.result_ = res
-        self.program_ = self._unscaled(res.best["model"])
+        self.program_ = self._as_data(res.best["model"])
         self.params_ = dict(res.best["params"])
         self.size_ = int(res.best["size"])
         return self
@@ -216,21 +217,41 @@ class SymbolicRegressor(RegressorMixin, BaseEstimator):
         """Whether the search ran on columns divided by a power of ten (``_decade``)."""
         return self.target_scale_ != 1.0 or bool(np.any(self.input_scales_ != 1.0))
 
-    def _unscaled(self, model):
-        """``model`` (a source over the searched columns) as a program of the data's own: each
-        scaled input x as (/ x s), the whole times the target's scale."""
-        if not self._scaled():
+    def _names(self):
+        """The feature names the programs handed back use for x0, x1, ...: X's column names when
+        each can be a program's variable and none is a parameter's name (``(* a x0)`` of
+        columns named x1, x2, ... read x0 as the column x1), else None (x0, x1, ...)."""
+        from ndvm.cosearch.task import _check_names
+        names = getattr(self, "feature_names_in_", None)
+        if names is None:
+            return None
+        names = [str(n) for n in names]
+        try:
+            _check_names("input", names)
+        except ValueError:
+            return None
+        return None if set(names) & set(PARAMS) else names
+
+    def _as_data(self, model):
+        """``model`` (a source over the searched columns x0, x1, ...) as a program of the data's
+        own: each input under its feature name (``_names``), divided by its scale when it was
+        scaled, and the whole times the target's scale."""
+        names = self._names()
+        if not self._scaled() and names is None:
             return model
         from ndvm.cosearch.sexpr import to_source, to_tree
 
-        scales = {f"x{i}": float(s) for i, s in enumerate(self.input_scales_) if s != 1.0}
+        put = {}
+        for i, s in enumerate(self.input_scales_):
+            name = f"x{i}" if names is None else names[i]
+            put[f"x{i}"] = name if s == 1.0 else ["/", name, float(s)]
 
-        def put(t):
+        def rename(t):
             if isinstance(t, list):
-                return [put(x) for x in t]
-            return ["/", t, scales[t]] if isinstance(t, str) and t in scales else t
+                return [rename(x) for x in t]
+            return put.get(t, t) if isinstance(t, str) else t
 
-        tree = put(to_tree(model))
+        tree = rename(to_tree(model))
         if self.target_scale_ != 1.0:
             tree = ["*", float(self.target_scale_), tree]
         return to_source(tree)

@@ -289,3 +289,23 @@ def test_columns_of_ordinary_size_are_searched_as_they_are():
     m = ndvm.SymbolicRegressor(budget=None, max_candidates=16).fit(X, 4000.0 * X[:, 0])
     assert m.target_scale_ == 1.0 and list(m.input_scales_) == [1.0, 1.0]
     assert "e+" not in m.program_ and m.program_ == m.result_.best["model"]
+
+
+def test_the_program_handed_back_reads_the_columns_by_their_names():
+    # (columns x1, x2, x3 came back as (* (/ a (exp (/ x1 x2))) x0): x0 the column "x1", x1
+    # the column "x2", each name one off)
+    pd = pytest.importorskip("pandas")
+    rng = np.random.default_rng(0)
+    df = pd.DataFrame({"x1": rng.uniform(1, 3, 80), "x2": rng.uniform(1, 3, 80),
+                       "x3": rng.uniform(1, 3, 80)})
+    y = 2.5 * df["x1"].to_numpy() / df["x3"].to_numpy()
+    m = ndvm.SymbolicRegressor(budget=None, max_candidates=200).fit(df, y)
+    prog = ndvm.parse(m.program_)
+    assert set(prog.free_names) - set(m.params_) == {"x1", "x3"}, m.program_
+    v = ndvm.Evaluator().evaluate(prog, params=m.params_ or None,
+                                  data={k: df[k].to_numpy() for k in ("x1", "x3")}).value[0]
+    assert np.allclose(v, m.predict(df))
+    # names that cannot be a program's variables keep x0, x1, ... (sympy still names them)
+    bad = pd.DataFrame({"mass kg": df["x1"], "a": df["x3"]})
+    m = ndvm.SymbolicRegressor(budget=None, max_candidates=64).fit(bad, y)
+    assert set(ndvm.parse(m.program_).free_names) - set(m.params_) <= {"x0", "x1"}
