@@ -249,9 +249,10 @@ def test_estimator_predict_equals_its_sympy_expression(seed, names):
     want = np.broadcast_to(np.asarray(f(Xa[:, 0], Xa[:, 1]), dtype=np.float64), y.shape)
     got = m.predict(X)
     np.testing.assert_allclose(got, want, rtol=1e-9, atol=1e-12 * float(np.max(np.abs(y))))
-    # and the estimator's program with its params is that same function
+    # and the estimator's program with its params is that same function (reading the columns
+    # by their names when X had them)
     prog = ndvm.parse(m.program_)
-    data = {f"x{i}": Xa[:, i] for i in range(2) if f"x{i}" in prog.free_names}
+    data = {c: Xa[:, i] for i, c in enumerate(cols) if c in prog.free_names}
     v = ndvm.Evaluator().evaluate(prog, params=m.params_ or None, data=data).value[0]
     np.testing.assert_allclose(np.broadcast_to(v, y.shape), got, rtol=0, atol=0)
 

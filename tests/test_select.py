@@ -307,3 +307,28 @@ def test_a_search_among_many_programs_does_not_hand_back_the_one_that_fit_the_no
     assert chosen["selection"]["optimism"] == pytest.approx(0.788, abs=1e-3)
     assert ("the search's optimism (79%, wider than one standard error: the least of 20427 "
             "programs' errors on 64 points" in chosen["selection"]["explanation"])
+
+
+def test_a_constant_the_data_pin_down_off_a_simple_number_keeps_its_value():
+    # (2.04 +- 0.005 on 2,000 noisy points, 8.7 standard errors from 2, was set to 2 within
+    # the CV standard error of the MSE, the decay constant refitted 2% off its value)
+    from ndvm.cosearch.select import simple_constants
+    rng = np.random.default_rng(0)
+    X = rng.uniform(1, 3, (2000, 3))
+    clean = 2.04 * X[:, 0] * np.exp(-X[:, 1] / X[:, 2])
+    y = clean * (1 + 0.1 * rng.standard_normal(2000))
+    inputs = {"x0": X[:, 0], "x1": X[:, 1], "x2": X[:, 2]}
+    src = "(* a (exp (* b (/ x1 x2))) x0)"
+    fit = ndvm.fit(src, data=inputs, target=y, params=("a", "b"), optimizer="lm", starts=4)
+    assert abs(fit.params["a"] - 2.0) < 0.04 * 2  # (within SIMPLE_RTOL of 2: a candidate)
+    loose = 0.05 * fit.loss  # (a CV standard error of the MSE as wide as the old rule's)
+    model, _, params, _, fixed = simple_constants(src, dict(fit.params), inputs, y, fit.loss,
+                                                  ndvm.Evaluator(), slack=loose)
+    # (b = -1, the law's, is set: the data cannot tell the fit's b from it)
+    assert "a" not in fixed and abs(params["a"] - 2.04) < 0.015, (model, params)
+    # the same law with a = 2 exactly: the data cannot tell the fit's a from 2, and it is set
+    y = 2.0 * X[:, 0] * np.exp(-X[:, 1] / X[:, 2]) * (1 + 0.1 * rng.standard_normal(2000))
+    fit = ndvm.fit(src, data=inputs, target=y, params=("a", "b"), optimizer="lm", starts=4)
+    _, _, _, _, fixed = simple_constants(src, dict(fit.params), inputs, y, fit.loss,
+                                         ndvm.Evaluator(), slack=loose)
+    assert fixed.get("a") == 2.0
