@@ -209,11 +209,13 @@ class Evaluator:
             return None
         return m.reverse(seed, _REDUCE[reduce])
 
-    def calibrate(self, batch):
+    def calibrate(self, batch, interruptible=False):
         """Run the calibrations staged in ``batch`` (an ``ndvm._core.FitBatch``: the core of
         ``ndvm.fit`` and ``ndvm.fit_many``, see ``ndvm.fit.FitPlan``) on this thread's machine,
-        in one native call that releases the GIL."""
-        batch.run(self._machine())
+        in one native call that releases the GIL; ``interruptible`` (ndvm.fit's, on the main
+        thread): Ctrl-C and SIGTERM stop it (KeyboardInterrupt, or what SIGTERM's handler
+        raises)."""
+        batch.run(self._machine(), interruptible)
 
     def drain(self, batch, limit=None):
         """Run fits of an opened ``FitBatch`` that several threads share (``batch.open()``) on

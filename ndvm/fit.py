@@ -408,7 +408,7 @@ def fit_with(prog, options, data=None, target=None, evaluator=None):
     plan = FitPlan(options, data, target, evaluator)
     batch = FitBatch()
     staged = plan.stage(batch, prog)
-    plan.evaluator.calibrate(batch)
+    plan.evaluator.calibrate(batch, interruptible=True)  # (a long fit stops on Ctrl-C)
     return plan.result(staged, batch)
 
 

@@ -271,6 +271,27 @@ def test_every_long_evaluation_stops_on_ctrl_c(client, lanes, max_steps):
     assert r.returncode == 0 and out[0] == "INTERRUPTED" and out[2] == "3.0", r.stderr
 
 
+def test_a_long_fit_stops_on_ctrl_c():
+    # (ndvm.fit's native calibrations ran on through Ctrl-C to their end: minutes on a model
+    # of many parameters or a long loop)
+    code = ("import os, signal, threading, numpy as np, ndvm\n"
+            "x = np.linspace(0.0, 1.0, 2000)\n"
+            "prog = ndvm.parse('(loop ((k 0) (s 0.0)) (if (= k 3000) (* a (/ s 3000.0)) "
+            "(recur (+ k 1) (+ s (* b x)))))')\n"
+            "threading.Timer(0.5, os.kill, (os.getpid(), signal.SIGINT)).start()\n"
+            "try:\n"
+            "    ndvm.fit(prog, data={'x': x}, target=np.sin(10 * x), optimizer='adam',\n"
+            "             starts=8, steps=100000, tol=0)\n"
+            "except KeyboardInterrupt:\n"
+            "    print('INTERRUPTED')\n"
+            "print(ndvm.fit('(* a x)', data={'x': x}, target=3 * x).params['a'])\n")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                       cwd=tempfile.gettempdir(), check=False)
+    # (unarmed, 100,000 Adam steps of that loop, ~0.2 s each, run for hours: the timeout fails
+    # it; a signal seen only once the fit returned would print INTERRUPTED that late)
+    assert r.returncode == 0 and r.stdout.split() == ["INTERRUPTED", "3.0"], r.stderr
+
+
 def test_a_long_evaluation_raises_keyboardinterrupt_and_the_machine_runs_again(tmp_path):
     code = ("import os, signal, threading, ndvm\n"
             "ev = ndvm.Evaluator(max_steps=9_000_000_000_000_000_000)\n"

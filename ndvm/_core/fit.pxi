@@ -352,13 +352,21 @@ cdef class FitBatch:
         self.size = k + 1
         return k
 
-    def run(self, Machine machine):
-        """Run every staged fit on ``machine``, back to back, in one call without the GIL."""
+    def run(self, Machine machine, bint interruptible=False):
+        """Run every staged fit on ``machine``, back to back, in one call without the GIL.
+        ``interruptible`` (on the main thread): Ctrl-C and SIGTERM stop the fits at their next
+        evaluation step, and what the signal's Python handler raises is raised (the fits'
+        results are not read; interrupt.hpp)."""
         self._prepare()
         machine.generation += 1
+        cdef bint armed = interruptible and get_ident() == _MAIN_THREAD
+        if armed:
+            interrupt_arm(machine._limits()[0], True)
         with nogil:
             fit_batch(self._rq.data(), self.size, machine._ptr, machine.dtype_code,
                       self._err.data(), self._ok.data())
+        if armed and interrupt_disarm(machine._limits()[0]):
+            PyErr_CheckSignals()  # (raises what the signal's Python handler raises)
         self._finish()
 
     def open(self):
