@@ -368,16 +368,15 @@ def fit(prog, data=None, target=None, params=None, starts=1, init=None, optimize
 _FIT_ARGS = ("params", "starts", "init", "optimizer", "steps", "lr", "loss", "bounds", "seed",
              "client", "consts", "dtype", "tol", "ftol", "xtol", "gtol", "positive",
              "uncertainty", "nan_policy", "unused_data", "scaling")
-_SEED = _FIT_ARGS.index("seed")
-_MADE = {}  # the FitOptions of recent arguments (with the seed's type: 0 and numpy's int64 0 are equal keys)
-_MADE_KEPT = 256
+_MADE = {}  # the FitOptions of recent arguments, with their types (equal keys of other types,
+_MADE_KEPT = 256  # starts=True and 1, seed 0 and numpy's 0, are checked on their own)
 
 
 def _options(args):
     """The FitOptions of ndvm.fit's arguments (``_FIT_ARGS``), made once for the same hashable
     arguments: a fit called in a loop checks its options once."""
     try:
-        key = (args, type(args[_SEED]))
+        key = (args, tuple(map(type, args)))
         made = _MADE.get(key)
     except TypeError:  # (an unhashable argument: a dict of init values, bounds, a list, ...)
         key = made = None
