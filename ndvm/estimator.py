@@ -96,6 +96,8 @@ class SymbolicRegressor(RegressorMixin, BaseEstimator):
     (c * M * h(pi_1, ..)). None: no units.
     fit_points: the training points each candidate is calibrated on at most (a seeded subset of
     larger data; None: all); the chosen model is refitted on every point.
+    stderr_: the standard errors of ``params_`` (as scipy's curve_fit gives them; None where
+    the data cannot determine a parameter).
     target_scale_, input_scales_: a column whose largest magnitude is outside [1e-3, 1e4) is
     searched divided by the power of ten at or below it (values near 1, for which the search's
     starts and literals are made): ``program_``, ``predict``, ``sympy`` and ``latex`` multiply
@@ -204,6 +206,7 @@ class SymbolicRegressor(RegressorMixin, BaseEstimator):
         self.result_ = res
         self.program_ = self._as_data(res.best["model"])
         self.params_ = dict(res.best["params"])
+        self.stderr_ = dict(res.best.get("stderr") or dict.fromkeys(self.params_))
         self.size_ = int(res.best["size"])
         return self
 

@@ -309,3 +309,24 @@ def test_the_program_handed_back_reads_the_columns_by_their_names():
     bad = pd.DataFrame({"mass kg": df["x1"], "a": df["x3"]})
     m = ndvm.SymbolicRegressor(budget=None, max_candidates=64).fit(bad, y)
     assert set(ndvm.parse(m.program_).free_names) - set(m.params_) <= {"x0", "x1"}
+
+
+def test_the_selected_parameters_come_with_their_standard_errors():
+    # (a search handed back parameters without the uncertainties ndvm fit prints: a scientist
+    # refitted the model to get them)
+    so = pytest.importorskip("scipy.optimize")
+    rng = np.random.default_rng(0)
+    x = np.linspace(0.2, 3.0, 80)
+    y = 1.7 * np.exp(-0.63 * x) + 0.02 * rng.standard_normal(80)
+    m = ndvm.SymbolicRegressor(budget=None, max_candidates=300).fit(x.reshape(-1, 1), y)
+    assert set(m.stderr_) == set(m.params_) and m.stderr_ == m.result_.best["stderr"]
+    prog = ndvm.parse(m.program_)
+    names = list(m.params_)
+
+    def f(_, *p):
+        return ndvm.Evaluator().evaluate(prog, params=dict(zip(names, p)),
+                                         data={"x0": x}).value[0]
+
+    _, cov = so.curve_fit(f, x, y, p0=[m.params_[k] for k in names])
+    for k, se in zip(names, np.sqrt(np.diag(cov))):
+        assert m.stderr_[k] == pytest.approx(se, rel=1e-3), (m.program_, k)

@@ -91,8 +91,42 @@ class Oracle:
         if "mse_all" in rec:
             _close(every, rec["mse_all"], self.scale, what + ": mse_all")
             _close(r2_all, rec["r2_all"], 1.0, what + ": r2_all")
+        if "stderr" in rec:
+            want = self.standard_errors(rec["model"], rec["params"])
+            assert set(want) == set(rec["stderr"]), what
+            for k, se in want.items():
+                got = rec["stderr"][k]
+                assert (got is None) == (se is None), f"{what}: stderr {k} {got} != {se}"
+                if se is not None:
+                    assert got == pytest.approx(se, rel=1e-4), f"{what}: stderr {k}"
         if "front_member" in rec:
             self.check(rec["front_member"], where + " front_member")
+
+    def standard_errors(self, model, params):
+        """curve_fit's standard errors of (model, params) on every point, from a Jacobian of
+        central differences (not the core's derivatives): sqrt(diag(s^2 (J^T J)^-1)), None for
+        every parameter when J's condition number is beyond 1e10 (the record's: where the data
+        cannot determine one) or there are no more points than parameters."""
+        prog = ndvm.parse(model)
+        names = [k for k in params if k in prog.free_names]
+        data = {k: v for k, v in self.task.inputs.items() if k in prog.free_names}
+        y = np.asarray(self.task.target, dtype=np.float64)
+
+        def f(p):
+            return np.broadcast_to(self.ev.evaluate(prog, params=p, data=data).value[0], y.shape)
+
+        p0 = {k: float(params[k]) for k in names}
+        cols = []
+        for k in names:
+            h = 1e-6 * max(1.0, abs(p0[k]))
+            cols.append((f({**p0, k: p0[k] + h}) - f({**p0, k: p0[k] - h})) / (2 * h))
+        J = np.stack(cols, axis=1)
+        if y.size <= len(names) or np.linalg.cond(J) > 1e10:
+            return dict.fromkeys(params)
+        s2 = float(np.sum((f(p0) - y) ** 2)) / (y.size - len(names))
+        cov = s2 * np.linalg.inv(J.T @ J)
+        at = {k: j for j, k in enumerate(names)}
+        return {k: (float(np.sqrt(cov[at[k], at[k]])) if k in at else None) for k in params}
 
 
 def check_run(task, out, client):

@@ -174,7 +174,7 @@ class SearchResult:
 # a record's fields in summary.json (its best, first_good and front)
 _SUMMARY_FIELDS = ("id", "proposer", "island", "proposed", "model", "params", "train_error",
                    "heldout_error", "r2", "size", "time", "refit_of", "mse_all", "r2_all",
-                   "front_member", "selection")
+                   "stderr", "front_member", "selection")
 
 
 class _Progress:

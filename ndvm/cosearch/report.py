@@ -123,7 +123,11 @@ def selection_text(result):
     lines = [f"chosen by the {sel['rule']}:", "  " + sel["explanation"],
              "  model: " + one_line(best["model"])]
     if best["params"]:
-        lines.append("  with " + ", ".join(f"{k}={v:.6g}" for k, v in best["params"].items()))
+        se = best.get("stderr") or {}
+        lines.append("  with " + ", ".join(
+            f"{k}={v:.6g}" + ("" if k not in se else f" +- {se[k]:.2g}" if se[k] is not None
+                              else " (undetermined)")
+            for k, v in best["params"].items()) + (" (standard errors)" if se else ""))
     if best.get("r2_all") is not None:
         lines.append(f"  R2 on all {result.task.target.size} points: {best['r2_all']:.6f}")
     return "\n".join(lines)

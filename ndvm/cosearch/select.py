@@ -39,7 +39,7 @@ from ndvm.cosearch.simplify import PARAM_MARK, simplify
 from ndvm.cosearch.task import SEARCH_LM_SCALING, named_in, predict, r_squared, subset_rows
 
 __all__ = ["cross_validate", "fitness", "refit", "search_optimism", "select", "snap",
-           "starts_around", "unidentifiable"]
+           "standard_errors", "starts_around", "unidentifiable"]
 
 RULE = "one-standard-error rule over K-fold cross-validation, widened by the search's optimism"
 EXACT = 1e-12
@@ -123,6 +123,48 @@ def unidentifiable(model, params, inputs, target, ev, consts=None):
     except Exception:  # noqa: BLE001 - a check that cannot run flags nothing
         return []
     return list(r.undetermined)
+
+
+def standard_errors(model, params, inputs, target, ev, consts=None):
+    """name -> the standard error of each parameter of the fitted (``model``, ``params``) on
+    (``inputs``, ``target``), as scipy.optimize.curve_fit's pcov and ndvm.fit's ``stderr`` give
+    it: the square root of the diagonal of s^2 (J^T J)^-1, J the [N, P] Jacobian of the model's
+    values at the N points in its P parameters, s^2 = RSS / (N - P); computed from the SVD of J
+    with each column scaled to norm 1. None for a parameter the data cannot determine (J
+    rank-deficient in it: a null direction of J, singular values up to N eps times the largest,
+    has a component above 1e-6 on it) and for every parameter when N <= P or the fit has no
+    finite error."""
+    prog = ndvm.parse(model)
+    names = [n for n in params if n in prog.free_names]
+    out = dict.fromkeys(params)
+    n = int(np.size(target))
+    if not names or n <= len(names):
+        return out
+    try:
+        with np.errstate(all="ignore"):
+            r = ev.evaluate(prog, params={k: float(params[k]) for k in names},
+                            data=named_in(inputs, prog),
+                            consts=named_in(consts, prog) if consts else None, grad=True)
+            value = np.broadcast_to(r.value[0], (n,))
+            jac = r.jacobian()
+            J = np.stack([np.broadcast_to(jac[k][0], (n,)) for k in names], axis=1)
+            rss = float(np.sum((value - target) ** 2))
+    except Exception:  # noqa: BLE001 - a model that cannot run here has no standard errors
+        return out
+    if not (math.isfinite(rss) and np.isfinite(J).all()):
+        return out
+    norms = np.linalg.norm(J, axis=0)
+    scale = np.where(norms > 0, norms, 1.0)
+    _, sv, vt = np.linalg.svd(J / scale, full_matrices=True)
+    sv = np.concatenate([sv, np.zeros(len(names) - sv.size)])
+    floor = sv.max() * np.finfo(float).eps * max(n, len(names)) if sv.size else 0.0
+    good = sv > floor
+    bad = (norms == 0) | (np.abs(vt[~good]) > 1e-6).any(axis=0)
+    s2 = rss / (n - len(names))
+    var = (vt[good] ** 2 / sv[good, None] ** 2).sum(axis=0) * s2 / scale ** 2
+    for j, k in enumerate(names):
+        out[k] = None if bad[j] else float(np.sqrt(var[j]))
+    return out
 
 
 def cross_validate(prog, names, inputs, target, init, ev, k=5, seed=0, consts=None):
@@ -236,6 +278,7 @@ def select(task, front, ev=None, k=5, structures=1):
                 f"within one standard error, and the data unable to tell the value from the "
                 f"fit's at 95%), the rest refitted: {model} (size {size})")
     chosen = _scored(task, rec, model, size, params, ev)
+    chosen["stderr"] = standard_errors(model, params, inputs, target, ev, consts)
     chosen["selection"] = {"rule": RULE, "folds": max(2, min(k, target.size)),
                            "cv_mse": pick["cv_mse"], "cv_se": pick["cv_se"],
                            "structures": structures, "optimism": optimism,
