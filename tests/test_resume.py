@@ -181,3 +181,11 @@ def test_a_resumed_run_that_stops_sooner_keeps_the_earlier_sessions_records(tmp_
     assert (out / RECORD_FILE).read_text() == lines  # (nothing new to write)
     assert sorted(r["id"] for r in shorter.records) == [r["id"] for r in whole.records]
     assert shorter.front == ndvm.cosearch.pareto_front(whole.records)
+
+
+def test_a_resume_of_a_folder_without_a_run_says_so(tmp_path):
+    # (a mistyped --out with --resume silently began a new run)
+    res = ndvm.search("damped", max_candidates=16, out=tmp_path / "none", resume=True)
+    assert any("holds no run to continue" in w for w in res.warnings)
+    again = ndvm.search("damped", max_candidates=32, out=tmp_path / "none", resume=True)
+    assert not any("holds no run" in w for w in again.warnings)

@@ -388,6 +388,9 @@ def search(task="damped", proposer=None, budget=None, max_candidates=None, out=N
     record_path = None
     if out is not None:
         record_path = _open_run(out, resume, force)
+        if resume and not record_path.exists():  # (a mistyped folder: said, not silent)
+            state.warn(f"resume: {out} holds no run to continue (no {RECORD_FILE}); a new run "
+                       f"was started there")
         if resume and record_path.exists():
             for r in _iter_records(record_path, repair=True):  # (packed as they are read)
                 r = _load(r)
