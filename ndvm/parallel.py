@@ -688,7 +688,10 @@ def fit_many(programs, data=None, target=None, *, workers=None, executor=None, c
     independent random starts: ``{"seed": s} for s in np.random.SeedSequence(0).spawn(n)``);
     progress: a tqdm bar. Every candidate uses the same ``seed`` as ``ndvm.fit`` would, so a
     program's fit does not depend on the batch it is in. ``unused_data`` defaults to "ignore"
-    here: the shared ``data`` may hold inputs that some programs do not use. options: an
+    here: the shared ``data`` may hold inputs that some programs do not use; so a program that
+    misspells an input (``xx`` for ``x``) is fitted with it as one more parameter, where
+    ``ndvm.fit`` refuses: name the parameters (``params=``) to have it refused as unbound
+    (a CandidateError of its UnboundError). options: an
     ``ndvm.FitOptions`` the ``fit_options`` given (``ndvm.fit``'s names) are applied to.
     after: an ``ndvm.fit.EvaluateAfter``: each fitted model is also evaluated at its points and
     reduced there in the fit's native call (the result's ``after``).
