@@ -5,8 +5,9 @@
 
 Columns are the inputs x0, x1, ... of the search's programs; when X had string column names
 (``feature_names_in_``), ``program_`` reads them by those names (when each can be a program's
-variable and none is a parameter's name) and SymPy and LaTeX show them. The returned model is the search's selected one (one-SE
-rule over cross-validation, refitted on all data); ``result_`` keeps the whole front.
+variable and none is a parameter's name) and SymPy and LaTeX show them. The returned model is
+the search's selected one (one-SE rule over cross-validation, refitted on all data);
+``result_`` keeps the whole front.
 """
 import warnings
 

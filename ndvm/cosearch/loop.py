@@ -298,7 +298,8 @@ def search(task="damped", proposer=None, budget=None, max_candidates=None, out=N
         result is the same as on local threads. progress: a live status line on stderr.
     stop_on_success: stop at the first good held-out fit. candidates: JSON-lines files (or one
         file) for the replay proposer, the proposer when none is named (another named is an
-        error: it would not read them). grammar: a Grammar for mutate (default: the task's inputs and params).
+        error: it would not read them). grammar: a Grammar for mutate (default: the task's
+        inputs and params).
     client: the evaluator client. fit_options: options for ndvm.fit overriding the task's
         (optimizer, steps, starts, lr). refits: per round, that many of the population's
         best members not yet refitted are fitted again by LM from REFIT_STARTS (16) starts (their
