@@ -599,25 +599,25 @@ def _start_counts(text):
     return out
 
 
-def _seed_arg(text):
-    """--seed: a whole number >= 0 (numpy's seeds)."""
+def _whole_number(text, least, below):
+    """An option's whole number of at least ``least`` (``below``: the message of one less,
+    formatted with the value as ``v``)."""
     try:
         v = int(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
-    if v < 0:
-        raise argparse.ArgumentTypeError(f"a seed is a whole number >= 0, got {v}")
+    if v < least:
+        raise argparse.ArgumentTypeError(below.format(v=v))
     return v
+
+
+def _seed_arg(text):
+    """--seed: a whole number >= 0 (numpy's seeds)."""
+    return _whole_number(text, 0, "a seed is a whole number >= 0, got {v}")
 
 
 def _positive_int(text):
-    try:
-        v = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
-    if v <= 0:
-        raise argparse.ArgumentTypeError(f"must be positive, got {v}")
-    return v
+    return _whole_number(text, 1, "must be positive, got {v}")
 
 
 def _program_inputs(p, param_help="a parameter: one value, or one per start (differentiable)"):

@@ -242,65 +242,46 @@ def test_a_long_evaluation_stops_on_ctrl_c_and_sigterm(tmp_path, sig, status, sa
     assert said in p.stderr.read()
 
 
+def _stops_on_ctrl_c(setup, long_call, then):
+    """Run ``setup``, then ``long_call`` with a SIGINT sent 0.5 s into it, then ``then`` (each a
+    line of Python, in a fresh interpreter): assert KeyboardInterrupt came out of the long call
+    and ``then`` printed 3.0 after it. (Unarmed, each long call here runs for minutes to hours:
+    the timeout fails it; no timing is asserted.)"""
+    code = (f"import os, signal, threading, numpy as np, ndvm\n{setup}\n"
+            "threading.Timer(0.5, os.kill, (os.getpid(), signal.SIGINT)).start()\n"
+            f"try:\n    {long_call}\nexcept KeyboardInterrupt:\n    print('INTERRUPTED')\n"
+            f"print({then})\n")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                       cwd=tempfile.gettempdir(), check=False)
+    assert r.returncode == 0 and r.stdout.split() == ["INTERRUPTED", "3.0"], r.stderr
+
+
 @pytest.mark.parametrize("client, lanes, max_steps", [
     ("bytecode", 1, 9_000_000_000_000_000_000),  # (its steps were counted with no check)
     ("dmci", 1 << 16, None),  # (wide data at the default limit: hours of steps, unarmed)
     ("bytecode", 1 << 16, None),
 ])
 def test_every_long_evaluation_stops_on_ctrl_c(client, lanes, max_steps):
-    code = ("import os, signal, threading, time, numpy as np, ndvm\n"
-            f"ev = ndvm.Evaluator(client={client!r}"
-            + ("" if max_steps is None else f", max_steps={max_steps}") + ")\n"
-            f"x = np.linspace(0.0, 1.0, {lanes})\n"
-            "prog = ndvm.parse('(loop ((k 0) (s x)) (if (= k 4000000000) s "
-            "(recur (+ k 1) (* s 1.0000001))))')\n"
-            "sent = []\n"
-            "def send():\n"
-            "    sent.append(time.perf_counter())\n"
-            "    os.kill(os.getpid(), signal.SIGINT)\n"
-            "threading.Timer(0.5, send).start()\n"
-            "try:\n"
-            "    ev.evaluate(prog, data={'x': x})\n"
-            "except KeyboardInterrupt:\n"
-            "    print('INTERRUPTED', time.perf_counter() - sent[0])\n"
-            "print(float(ev.evaluate(ndvm.parse('(+ 1 2)')).value[0, 0]))\n")
-    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
-                       cwd=tempfile.gettempdir(), check=False)
-    out = r.stdout.split()
-    # (unarmed, the loop runs to its step limit, minutes to hours away, and the timeout fails it)
-    assert r.returncode == 0 and out[0] == "INTERRUPTED" and out[2] == "3.0", r.stderr
+    limit = "" if max_steps is None else f", max_steps={max_steps}"
+    _stops_on_ctrl_c(
+        f"ev = ndvm.Evaluator(client={client!r}{limit}); x = np.linspace(0.0, 1.0, {lanes})",
+        "ev.evaluate(ndvm.parse('(loop ((k 0) (s x)) (if (= k 4000000000) s "
+        "(recur (+ k 1) (* s 1.0000001))))'), data={'x': x})",
+        "float(ev.evaluate(ndvm.parse('(+ 1 2)')).value[0, 0])")
 
 
 def test_a_long_fit_stops_on_ctrl_c():
     # (ndvm.fit's native calibrations ran on through Ctrl-C to their end: minutes on a model
-    # of many parameters or a long loop)
-    code = ("import os, signal, threading, numpy as np, ndvm\n"
-            "x = np.linspace(0.0, 1.0, 2000)\n"
-            "prog = ndvm.parse('(loop ((k 0) (s 0.0)) (if (= k 3000) (* a (/ s 3000.0)) "
-            "(recur (+ k 1) (+ s (* b x)))))')\n"
-            "threading.Timer(0.5, os.kill, (os.getpid(), signal.SIGINT)).start()\n"
-            "try:\n"
-            "    ndvm.fit(prog, data={'x': x}, target=np.sin(10 * x), optimizer='adam',\n"
-            "             starts=8, steps=100000, tol=0)\n"
-            "except KeyboardInterrupt:\n"
-            "    print('INTERRUPTED')\n"
-            "print(ndvm.fit('(* a x)', data={'x': x}, target=3 * x).params['a'])\n")
-    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
-                       cwd=tempfile.gettempdir(), check=False)
-    # (unarmed, 100,000 Adam steps of that loop, ~0.2 s each, run for hours: the timeout fails
-    # it; a signal seen only once the fit returned would print INTERRUPTED that late)
-    assert r.returncode == 0 and r.stdout.split() == ["INTERRUPTED", "3.0"], r.stderr
+    # of many parameters or a long loop; here 100,000 Adam steps of ~0.2 s)
+    _stops_on_ctrl_c(
+        "x = np.linspace(0.0, 1.0, 2000)",
+        "ndvm.fit('(loop ((k 0) (s 0.0)) (if (= k 3000) (* a (/ s 3000.0)) (recur (+ k 1) "
+        "(+ s (* b x)))))', data={'x': x}, target=np.sin(10 * x), optimizer='adam', starts=8, "
+        "steps=100000, tol=0)",
+        "ndvm.fit('(* a x)', data={'x': x}, target=3 * x).params['a']")
 
 
-def test_a_long_evaluation_raises_keyboardinterrupt_and_the_machine_runs_again(tmp_path):
-    code = ("import os, signal, threading, ndvm\n"
-            "ev = ndvm.Evaluator(max_steps=9_000_000_000_000_000_000)\n"
-            "threading.Timer(0.5, os.kill, (os.getpid(), signal.SIGINT)).start()\n"
-            "try:\n"
-            "    ev.evaluate(ndvm.parse('(loop ((k 0)) (recur (+ k 1)))'))\n"
-            "except KeyboardInterrupt:\n"
-            "    print('INTERRUPTED')\n"
-            "print(float(ev.evaluate(ndvm.parse('(+ 1 2)')).value[0, 0]))\n")
-    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
-                       cwd=tempfile.gettempdir(), check=False)
-    assert r.returncode == 0 and r.stdout.split() == ["INTERRUPTED", "3.0"], r.stderr
+def test_a_long_evaluation_raises_keyboardinterrupt_and_the_machine_runs_again():
+    _stops_on_ctrl_c("ev = ndvm.Evaluator(max_steps=9_000_000_000_000_000_000)",
+                     "ev.evaluate(ndvm.parse('(loop ((k 0)) (recur (+ k 1)))'))",
+                     "float(ev.evaluate(ndvm.parse('(+ 1 2)')).value[0, 0])")
