@@ -1,9 +1,5 @@
 """``ndvm fit``, ``ndvm search`` and ``ndvm bench`` run as a user would (a subprocess)."""
 import json
-import signal
-import subprocess
-import sys
-import time
 
 import numpy as np
 import pytest
@@ -295,25 +291,3 @@ def test_the_plot_written_is_the_one_named(tmp_path):
     assert (tmp_path / "fit.png").is_file()
     r = ndvm("fit", str(tmp_path / "m.scm"), data, "--target", "y", "--plot", str(tmp_path))
     assert r.returncode == 2 and "is a folder: give a file name" in r.stderr
-
-
-@pytest.mark.parametrize("islands, said", [
-    ("1", "--resume continues it from "),
-    ("2", "an island search cannot be resumed: run it anew (--force)"),
-])
-def test_an_interrupted_search_says_whether_it_can_be_resumed(tmp_path, islands, said):
-    out = tmp_path / "run"
-    p = subprocess.Popen([sys.executable, "-m", "ndvm", "search", "--task", "damped", "--budget",
-                          "60s", "--islands", islands, "--workers", "1", "--quiet", "--out",
-                          str(out)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                         start_new_session=True)
-    try:
-        deadline = time.time() + 60
-        while not (out / "candidates.jsonl").exists() and time.time() < deadline:
-            time.sleep(0.2)
-        time.sleep(1.0)
-        p.send_signal(signal.SIGINT)
-        assert p.wait(timeout=60) == 130
-    finally:
-        p.kill()
-    assert said in p.stderr.read()

@@ -180,6 +180,7 @@ def test_ctrl_c_writes_summary_front_and_plots(tmp_path):
     assert len(records.read_text().splitlines()) == summary["candidates"]
     assert (out / "front.png").exists() and (out / "fits.png").exists()
     assert "Pareto front" in stdout and "interrupted" in stderr
+    assert f"--resume continues it from {out}" in stderr  # (said what the folder is good for)
 
 
 @pytest.mark.skipif(sys.platform == "win32", reason="process groups, SIGTERM")
@@ -208,6 +209,7 @@ def test_a_signal_to_an_island_searchs_whole_process_group_stops_it_whole(sig, s
     assert summary["stopped"] == "interrupted" and summary["candidates"] > 0
     assert len(records.read_text().splitlines()) == summary["candidates"]
     assert "Pareto front" in stdout and f"ndvm: {said};" in stderr
+    assert "an island search cannot be resumed: run it anew (--force)" in stderr
     assert "Traceback" not in stderr
 
 
