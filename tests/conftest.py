@@ -83,6 +83,18 @@ def pytest_collection_modifyitems(config, items):
                 break
 
 
+def ndvm_taking_ctrl_c(*args):
+    """The command that runs ``ndvm *args`` with Ctrl-C raising KeyboardInterrupt, as in a
+    terminal: a child of a background job inherits SIGINT ignored, and Python then leaves it so
+    (restored in the child itself: a preexec_fn is unsafe in a process with threads)."""
+    import sys
+    code = ("import runpy, signal, sys\n"
+            "signal.signal(signal.SIGINT, signal.default_int_handler)\n"
+            "sys.argv[0] = 'ndvm'\n"
+            "runpy.run_module('ndvm', run_name='__main__')\n")
+    return [sys.executable, "-c", code, *args]
+
+
 def run_with_stack(work, size):
     """Run ``work()`` on a new thread whose stack is ``size`` bytes, until it ends (what a
     program or a tree does when the native stack is small)."""

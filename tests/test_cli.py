@@ -8,6 +8,8 @@ import time
 
 import pytest
 
+from conftest import ndvm_taking_ctrl_c
+
 
 def ndvm(*args, stdin=None):
     # run outside the checkout so that the installed package is imported, not the source tree
@@ -230,8 +232,8 @@ def test_a_long_evaluation_stops_on_ctrl_c_and_sigterm(tmp_path, sig, status, sa
     # SIGTERM: Python's handlers wait for the native call to return)
     prog = tmp_path / "loop.scm"
     prog.write_text("(loop ((k 0)) (recur (+ k 1)))")
-    p = subprocess.Popen([sys.executable, "-m", "ndvm", "run", str(prog), "--max-steps",
-                          "9000000000000000000"], stdout=subprocess.PIPE,
+    p = subprocess.Popen(ndvm_taking_ctrl_c("run", str(prog), "--max-steps",
+                                            "9000000000000000000"), stdout=subprocess.PIPE,
                          stderr=subprocess.PIPE, text=True, cwd=tempfile.gettempdir())
     time.sleep(1.5)  # (well into the loop: importing ndvm and starting it takes less)
     p.send_signal(sig)
@@ -247,7 +249,9 @@ def _stops_on_ctrl_c(setup, long_call, then):
     line of Python, in a fresh interpreter): assert KeyboardInterrupt came out of the long call
     and ``then`` printed 3.0 after it. (Unarmed, each long call here runs for minutes to hours:
     the timeout fails it; no timing is asserted.)"""
-    code = (f"import os, signal, threading, numpy as np, ndvm\n{setup}\n"
+    code = ("import os, signal, threading, numpy as np, ndvm\n"
+            # (a child of a background job inherits SIGINT ignored: restored, as in a terminal)
+            f"signal.signal(signal.SIGINT, signal.default_int_handler)\n{setup}\n"
             "threading.Timer(0.5, os.kill, (os.getpid(), signal.SIGINT)).start()\n"
             f"try:\n    {long_call}\nexcept KeyboardInterrupt:\n    print('INTERRUPTED')\n"
             f"print({then})\n")

@@ -18,7 +18,7 @@ import ndvm
 from ndvm.cosearch import report
 from ndvm.cosearch.loop import RunExistsError, SearchResult
 from ndvm.cosearch.tasks import TASKS, get_task
-from conftest import local_http
+from conftest import local_http, ndvm_taking_ctrl_c
 from test_cli import ndvm as cli
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -151,21 +151,10 @@ def test_output_paths_are_printed_cleanly(tmp_path):
     assert "//" not in r.stdout and str(tmp_path / "run" / "candidates.jsonl") in r.stdout
 
 
-def _ndvm_taking_ctrl_c(*args):
-    """The command that runs ``ndvm *args`` with Ctrl-C raising KeyboardInterrupt, as in a
-    terminal: a child of a background job inherits SIGINT ignored, and Python then leaves it so
-    (restored in the child itself: a preexec_fn is unsafe in a process with threads)."""
-    code = ("import runpy, signal, sys\n"
-            "signal.signal(signal.SIGINT, signal.default_int_handler)\n"
-            "sys.argv[0] = 'ndvm'\n"
-            "runpy.run_module('ndvm', run_name='__main__')\n")
-    return [sys.executable, "-c", code, *args]
-
-
 @pytest.mark.skipif(sys.platform == "win32", reason="SIGINT")
 def test_ctrl_c_writes_summary_front_and_plots(tmp_path):
     out = tmp_path / "run"
-    p = subprocess.Popen(_ndvm_taking_ctrl_c("search", "--task", "damped", "--budget", "5m",
+    p = subprocess.Popen(ndvm_taking_ctrl_c("search", "--task", "damped", "--budget", "5m",
                                              "--out", str(out)), stdout=subprocess.PIPE,
                          stderr=subprocess.PIPE, text=True, cwd=tempfile.gettempdir())
     records = out / "candidates.jsonl"
@@ -193,7 +182,7 @@ def test_a_signal_to_an_island_searchs_whole_process_group_stops_it_whole(sig, s
     did, and no worker prints a traceback. Before, SIGTERM ended the search at once (no summary,
     no model), and Ctrl-C printed a KeyboardInterrupt traceback from each worker."""
     out = tmp_path / "run"
-    p = subprocess.Popen(_ndvm_taking_ctrl_c("search", "--task", "damped", "--islands", "2",
+    p = subprocess.Popen(ndvm_taking_ctrl_c("search", "--task", "damped", "--islands", "2",
                                              "--workers", "2", "--budget", "5m", "--out",
                                              str(out)),
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
