@@ -192,3 +192,13 @@ def test_a_fit_gives_the_same_numbers_after_a_bigger_fit_on_its_thread(options):
     on_a_fresh_thread("after", ("(+ (* a (sin (* b x))) (* c x) d (* e x x))", big),
                       (model, small))
     assert _fit_digest(out["after"]) == _fit_digest(out["fresh"])
+
+
+@pytest.mark.parametrize("scale", [1e11, 1e13, 1e15])
+def test_lm_reaches_a_large_parameter_from_a_start_near_zero(scale):
+    # (MINPACK's ftol test met at the first step, which the trust region cut short: its relative
+    # reduction, 3.8 / 2e11 of the loss, is below ftol though the linear model predicted it
+    # exactly; the fit stopped, "no further progress possible", a = 3.8)
+    x = np.linspace(1.0, 3.0, 100)
+    r = ndvm.fit("(* a x)", data={"x": x}, target=2.0 * scale * x, seed=0)
+    assert r.converged[r.best_start] and r.params["a"] == pytest.approx(2.0 * scale, rel=1e-9)

@@ -332,12 +332,19 @@ class LmFit final : public FitDriver {
       keep_best(s, u_, loss_[s]);
     }
     int8_t why = 0;
-    if (std::fabs(actred) <= rq_.ftol && m.prered <= rq_.ftol && 0.5 * ratio <= 1.0) why = kFtol;
+    // A step the trust region cut short (par > 0) that the linear model predicted well is
+    // progress however small its relative reduction: the region doubles for the next one. So it
+    // meets no ftol and no machine-precision stop: a target near 1e11 (a * x fitted to 2e11 x)
+    // stopped after one such step from a start near 0, "no progress", a = 3.8.
+    const bool cut_short = m.par > 0.0 && ratio >= 0.75 && !bad;
+    if (!cut_short && std::fabs(actred) <= rq_.ftol && m.prered <= rq_.ftol && 0.5 * ratio <= 1.0)
+      why = kFtol;
     if (m.delta <= rq_.tol * m.xnorm) why = why == kFtol ? kFtolXtol : kXtol;
     if (why == kXtol && bad) why = kNonFinite;
     if (why == kFtol && !false_ftol_check(s, m)) why = kNoProgress;
-    if (!why && ((std::fabs(actred) <= lm::kEps && m.prered <= lm::kEps && 0.5 * ratio <= 1.0) ||
-                 m.delta <= lm::kEps * m.xnorm || m.gnorm <= lm::kEps))
+    if (!why && !cut_short &&
+        ((std::fabs(actred) <= lm::kEps && m.prered <= lm::kEps && 0.5 * ratio <= 1.0) ||
+         m.delta <= lm::kEps * m.xnorm || m.gnorm <= lm::kEps))
       why = kNoProgress;
     if (why && why != kGtol && start_plateau_probe(s, m, why)) return;
     if (why) stop(s, why);
