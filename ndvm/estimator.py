@@ -21,7 +21,7 @@ except ImportError:  # (a missing module: callers that skip on one, importorskip
     raise ModuleNotFoundError("ndvm.SymbolicRegressor needs scikit-learn (1.6 or newer): "
                               "pip install 'ndvm[sr]'", name="sklearn") from None
 
-from ndvm.cosearch.task import DATA_FIT, FIT_POINTS  # noqa: E402
+from ndvm.cosearch.task import DATA_FIT, FIT_POINTS, decade  # noqa: E402
 
 __all__ = ["SymbolicRegressor"]
 
@@ -42,21 +42,6 @@ def _seed(random_state):
         raise ValueError(f"random_state is a seed >= 0, None or a numpy RandomState, got "
                          f"{random_state!r}") from None
     return int(rs.randint(np.iinfo(np.int32).max))
-
-
-# A column is searched as it is when its largest magnitude is in [1e-3, 1e4): else divided by
-# the power of ten at or below it (values in [1, 10)).
-_ORDINARY = (-3, 3)
-
-
-def _decade(v):
-    """The power of ten a column is divided by before the search: 1.0 for a column of ordinary
-    size (or all zeros), else 10**k with its largest magnitude in [1, 10) once divided."""
-    most = float(np.max(np.abs(v))) if v.size else 0.0
-    if most == 0.0 or not np.isfinite(most):
-        return 1.0
-    k = int(np.floor(np.log10(most)))
-    return 1.0 if _ORDINARY[0] <= k <= _ORDINARY[1] else float(10.0 ** k)
 
 
 def _power(scale):
@@ -173,8 +158,8 @@ class SymbolicRegressor(RegressorMixin, BaseEstimator):
         # multiplies it out again): the search's starts, literals and off-domain test are made
         # for values near 1, and a target near 1e12 came back a polynomial, near 1e100 a
         # constant with R^2 -3.7
-        self.input_scales_ = np.array([_decade(X[:, i]) for i in range(X.shape[1])])
-        self.target_scale_ = _decade(y)
+        self.input_scales_ = np.array([decade(X[:, i]) for i in range(X.shape[1])])
+        self.target_scale_ = decade(y)
         inputs = self._inputs(X / self.input_scales_)
         y = y / self.target_scale_
         fit = {"optimizer": self.optimizer, "steps": self.steps, "starts": self.starts}
@@ -218,7 +203,7 @@ class SymbolicRegressor(RegressorMixin, BaseEstimator):
         return self.result_.predict(self._inputs(X / self.input_scales_)) * self.target_scale_
 
     def _scaled(self):
-        """Whether the search ran on columns divided by a power of ten (``_decade``)."""
+        """Whether the search ran on columns divided by a power of ten (``task.decade``)."""
         return self.target_scale_ != 1.0 or bool(np.any(self.input_scales_ != 1.0))
 
     def _names(self):

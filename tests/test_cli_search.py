@@ -291,3 +291,24 @@ def test_the_plot_written_is_the_one_named(tmp_path):
     assert (tmp_path / "fit.png").is_file()
     r = ndvm("fit", str(tmp_path / "m.scm"), data, "--target", "y", "--plot", str(tmp_path))
     assert r.returncode == 2 and "is a folder: give a file name" in r.stderr
+
+
+def test_a_search_of_a_column_of_extreme_size_warns(tmp_path):
+    # (a target near 1e12 searched as given came back a polynomial with R2 0.998, where divided
+    # by 1e12 the law is found; SymbolicRegressor divides itself, ndvm search said nothing)
+    import ndvm as api
+    from ndvm.cosearch.task import Task, decade
+
+    assert [decade(v) for v in ([1e-3, 5.0], [9999.0], [2e12], [-3e-7], [0.0])] == [
+        1.0, 1.0, 1e12, 1e-7, 1.0]
+    x = np.linspace(1.0, 3.0, 40)
+    data = _csv(tmp_path / "big.csv", zip(x, 2e12 * x))
+    r = ndvm("search", "--csv", data, "--max-candidates", "32", "--quiet")
+    assert "the target reaches 6e+12" in r.stderr and "divide it by 1e+12" in r.stderr
+    task = Task.from_arrays("t", {"x": x * 1e-9}, 2.0 * x)
+    for islands in (1, 2):
+        res = api.search(task, max_candidates=32, islands=islands, workers=1)
+        said = [w for w in res.warnings if "reaches" in w]
+        assert len(said) == 1 and said[0].startswith("input 'x' reaches 3e-09") and (
+            "divide it by 1e-09" in said[0])
+    assert not api.search("damped", max_candidates=16).warnings

@@ -379,6 +379,8 @@ def search(task="damped", proposer=None, budget=None, max_candidates=None, out=N
         prop = make_proposer(proposer, seed=seed, candidates=candidates, **proposer_options)
         prop = task.proposer(prop) if proposer == "mutate" else prop
     state = SearchState(task=task, grammar=g, echo=sys.stderr if progress else None)
+    for w in task.size_warnings():
+        state.warn(w)
     scorer = Scorer(task, client=client, workers=workers, fit_options=fit_options,
                     executor=executor)
     # a resumed run replays its earlier sessions: the same proposals in the same order, their
@@ -651,6 +653,7 @@ def _search_islands(task, islands, seed, grammar, batch, every, migrants, max_ca
     elapsed = time.perf_counter() - t0
     bar.finish(_status(len(records), len(records) / max(elapsed, 1e-9), _leader(front),
                        len(front), elapsed, budget_s, task))
+    warnings = task.size_warnings() + warnings
     if progress:  # (as a search of one population shows its own: SearchState.warn)
         for w in dict.fromkeys(warnings):
             show_warning(sys.stderr, w)

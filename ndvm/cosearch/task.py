@@ -60,6 +60,24 @@ def r_squared(mse, var):
     return 1.0 if mse == 0 else 0.0
 
 
+# A column of data is of ordinary size when its largest magnitude is in [1e-3, 1e4): the
+# search's starts (normal(0, 0.3 | 1 | 3)), its grammar's literals and its off-domain test are
+# made for values near 1 (a target near 1e12 came back a polynomial, near 1e100 a constant)
+ORDINARY_DECADES = (-3, 3)
+
+
+def decade(v):
+    """The power of ten a column of data is best divided by before a search: 1.0 for a column
+    of ordinary size (ORDINARY_DECADES) or of zeros, else 10**k, its largest magnitude then in
+    [1, 10) (SymbolicRegressor divides by it, and multiplies the model back)."""
+    v = np.asarray(v, dtype=np.float64)
+    most = float(np.max(np.abs(v))) if v.size else 0.0
+    if most == 0.0 or not np.isfinite(most):
+        return 1.0
+    k = int(np.floor(np.log10(most)))
+    return 1.0 if ORDINARY_DECADES[0] <= k <= ORDINARY_DECADES[1] else float(10.0 ** k)
+
+
 def _check_names(kind, names):
     """Raise ValueError unless each name reads as one free variable of a program: not a number,
     not two tokens, not a special form, and not a procedure the language already binds (a data
@@ -265,6 +283,22 @@ class Task:
     def fit_rows(self):
         """The training rows of ``split("fit")``, in order."""
         return self.train[subset_rows(self.train.size, self.fit_points, self.train.size)]
+
+    def size_warnings(self):
+        """A search's warnings for the columns of extreme size (``decade``) of a least-squares
+        task: it searches them as given, and may miss the law on them."""
+        if self.objective != "mse" or not self.inputs:
+            return []
+        out = []
+        for what, v in [("the target", self.target)] + [(f"input {k!r}", v)
+                                                         for k, v in self.inputs.items()]:
+            scale = decade(v)
+            if scale != 1.0:
+                out.append(f"{what} reaches {float(np.max(np.abs(v))):.3g}: the search's starts, "
+                           f"literals and off-domain test are made for values near 1, and it "
+                           f"may miss the law on such values; divide it by {scale:g} (as "
+                           f"ndvm.SymbolicRegressor does itself)")
+        return out
 
     @property
     def allowed_names(self):
