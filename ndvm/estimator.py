@@ -22,6 +22,7 @@ except ImportError:  # (a missing module: callers that skip on one, importorskip
                               "pip install 'ndvm[sr]'", name="sklearn") from None
 
 from ndvm.cosearch.task import DATA_FIT, FIT_POINTS, decade  # noqa: E402
+from ndvm.fit_options import whole_number  # noqa: E402
 
 __all__ = ["SymbolicRegressor"]
 
@@ -31,7 +32,7 @@ PARAMS = ("a", "b", "c", "d", "f", "g")
 def _seed(random_state):
     """The search's seed of ``random_state``: an int as it is (>= 0), else one drawn from the
     RandomState scikit-learn's rule makes of it (None: numpy's global one)."""
-    if isinstance(random_state, (int, np.integer)) and not isinstance(random_state, bool):
+    if whole_number(random_state):
         if random_state < 0:
             raise ValueError(f"random_state is a seed >= 0, None or a numpy RandomState, got "
                              f"{random_state!r}")

@@ -6,12 +6,12 @@ every lane's partial derivatives; ``grad`` sums them natively over a start's lan
 keeps them (computed on demand by a second run that keeps every lane).
 """
 import threading
-from numbers import Integral
 
 import numpy as np
 
 from ndvm import clients as _clients
 from ndvm._core import REDUCE_LANE, REDUCE_NONE, REDUCE_START, Machine, Program, bind, parse
+from ndvm.fit_options import whole_number
 
 __all__ = ["Evaluator", "Result", "bind_inputs"]
 
@@ -127,7 +127,7 @@ class Evaluator:
             raise ValueError(f"compat must be None or 'reference', got {compat!r}")
         for label, v in (("max_steps", max_steps), ("max_depth", max_depth),
                          ("max_memory", max_memory)):
-            if isinstance(v, bool) or not isinstance(v, Integral) or not 0 < v < 2 ** 63:
+            if not whole_number(v) or not 0 < v < 2 ** 63:
                 raise ValueError(f"{label} must be a whole number from 1 to 2**63 - 1, got "
                                  f"{v!r}")
         self.client = _clients.get(client)

@@ -10,6 +10,7 @@ evaluations, every trial point counted); the loss history has one row per unit o
 """
 import dataclasses
 from collections.abc import Mapping
+from numbers import Integral
 from dataclasses import dataclass
 
 import numpy as np
@@ -139,7 +140,7 @@ def _check(d):
                          f"got {d['unused_data']!r}")
     d["starts"] = _whole("starts", d["starts"])
     seed = d["seed"]
-    if isinstance(seed, (bool, float)) or (isinstance(seed, (int, np.integer)) and seed < 0):
+    if isinstance(seed, (bool, float)) or (whole_number(seed) and seed < 0):
         raise ValueError(f"seed is a whole number >= 0 or a numpy Generator, got {seed!r}")
     if not (d["lr"] > 0):
         raise ValueError(f"lr must be positive, got {d['lr']}")
@@ -167,6 +168,12 @@ def _check(d):
     d["optimizer_code"] = OPTIMIZERS[solver]
     d["loss_code"] = LOSSES[loss]
     d["scaling_code"] = SCALINGS[d["scaling"]]
+
+
+def whole_number(v):
+    """Whether ``v`` is an integer, Python's or numpy's, and not a bool (True is no count): the
+    one test of the whole-number options (counts, seeds, limits) wherever they are checked."""
+    return isinstance(v, Integral) and not isinstance(v, bool)
 
 
 def _whole(name, v, what=""):

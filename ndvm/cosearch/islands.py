@@ -48,6 +48,7 @@ from ndvm.cosearch import rounds as _rounds
 from ndvm.cosearch.proposers import make_proposer
 from ndvm.cosearch.records import RecordBlock, Records, uninterrupted
 from ndvm.cosearch.rounds import SearchState, _fittest, _Rounds, lost_executor
+from ndvm.fit_options import whole_number
 from ndvm.cosearch.score import Scorer
 from ndvm.parallel import collect_young, gc_paused
 from ndvm.schedule import (ExecutorLost, Scheduler, check_main_importable, default_workers,
@@ -497,6 +498,6 @@ def check_islands(islands, every, migrants):
     """ValueError for island settings that cannot run."""
     for name, v, low in (("islands", islands, 1), ("migration_every", every, 1),
                          ("migrants", migrants, 0)):
-        if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < low:
+        if not whole_number(v) or v < low:
             raise ValueError(f"{name} must be a whole number >= {low}, got {v!r}")
     return int(islands), int(every), int(migrants)

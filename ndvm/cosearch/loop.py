@@ -14,7 +14,6 @@ import threading
 import time
 from concurrent.futures import Future
 from dataclasses import dataclass, field
-from numbers import Integral
 from pathlib import Path
 
 import numpy as np
@@ -33,6 +32,7 @@ from ndvm.cosearch.select import select
 from ndvm.cosearch.sexpr import to_tree
 from ndvm.cosearch.task import predict
 from ndvm.cosearch.tasks import Task, get_task
+from ndvm.fit_options import whole_number
 from ndvm.parallel import collect_young, executor_round, gc_paused
 from ndvm.schedule import ExecutorLost, Scheduler, default_workers
 
@@ -105,7 +105,7 @@ class SearchResult:
         ValueError without one."""
         if which is None:
             rec = self.best
-        elif isinstance(which, Integral) and not isinstance(which, bool):
+        elif whole_number(which):
             rec = self.front[which]
         elif isinstance(which, dict) and "model" in which:
             rec = which
@@ -331,18 +331,16 @@ def search(task="damped", proposer=None, budget=None, max_candidates=None, out=N
         batch = BATCH if executor is None or islands != 1 else executor_round(executor)
     elif int(batch) < 1:
         raise ValueError(f"batch must be at least 1, got {batch}")
-    if workers is not None and (isinstance(workers, bool) or not isinstance(workers, Integral)
-                                or workers < 1):
+    if workers is not None and (not whole_number(workers) or workers < 1):
         unit = "threads" if islands == 1 else "worker processes (one island each at a time)"
         raise ValueError(f"workers must be a whole number of {unit}, at least 1 (or None: "
                          f"every core), got {workers!r}")
     budget_s = parse_budget(budget) if budget is not None else task.budget_seconds
-    if max_candidates is not None and (isinstance(max_candidates, bool) or not isinstance(
-            max_candidates, Integral) or max_candidates <= 0):
+    if max_candidates is not None and (not whole_number(max_candidates) or max_candidates <= 0):
         raise ValueError(f"max_candidates must be a positive count; got {max_candidates!r}")
-    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
+    if not whole_number(seed) or seed < 0:
         raise ValueError(f"seed is a whole number >= 0, got {seed!r}")
-    if isinstance(refits, bool) or not isinstance(refits, (int, np.integer)) or refits < 0:
+    if not whole_number(refits) or refits < 0:
         raise ValueError(f"refits is a whole number >= 0 (the members refitted a round), got "
                          f"{refits!r}")
     max_candidates = max_candidates if max_candidates is not None else task.budget_candidates
