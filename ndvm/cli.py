@@ -385,7 +385,7 @@ def cmd_search(args):
                                      ("optimizer", args.optimizer)) if v is not None}
     candidates = [str(_resolve(c)) for c in args.candidates] if args.candidates else None
     nll = task.objective == "nll"
-    check_run(task, args.proposer, args.out, args.resume, args.force)  # refuse before printing
+    check_run(task, args.proposer, args.out, args.resume, args.force, args.islands)  # refuse before printing
     print(f"task {task.name}: {task.description}")
     if nll:
         print(f"  a likelihood task: each candidate's parameters ({', '.join(task.params)}) are "
@@ -453,8 +453,7 @@ def cmd_search(args):
         what, status = _stopped()
         again = ""
         if args.out:
-            again = ("; an island search cannot be resumed: run it anew (--force)"
-                     if args.islands > 1 else f"; --resume continues it from {args.out}")
+            again = f"; --resume continues it from {args.out}"
         print(f"ndvm: {what}; the results above are from what was done{again}", file=sys.stderr)
         return status
     if res.stopped == "executor lost":  # (its warning, shown above, says what was lost)
@@ -743,8 +742,9 @@ def build_parser():
                         "sample ships as example:proposals.jsonl")
     s.add_argument("--out", metavar="DIR", help="write candidates.jsonl, summary.json and plots")
     s.add_argument("--resume", action="store_true",
-                   help="continue the run recorded in --out (a single population's: an island "
-                        "search cannot be resumed)")
+                   help="continue the run recorded in --out (with the same task, seed and "
+                        "batch; an island search's with the same --islands, --migration-every "
+                        "and --migrants)")
     s.add_argument("--force", action="store_true",
                    help="replace the run already recorded in --out")
     s.add_argument("--seed", type=_seed_arg, default=0,

@@ -198,7 +198,7 @@ def test_a_signal_to_an_island_searchs_whole_process_group_stops_it_whole(sig, s
     assert summary["stopped"] == "interrupted" and summary["candidates"] > 0
     assert len(records.read_text().splitlines()) == summary["candidates"]
     assert "Pareto front" in stdout and f"ndvm: {said};" in stderr
-    assert "an island search cannot be resumed: run it anew (--force)" in stderr
+    assert f"--resume continues it from {out}" in stderr
     assert "Traceback" not in stderr
 
 

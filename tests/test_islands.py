@@ -313,9 +313,6 @@ def test_island_settings_are_checked():
         ndvm.search("damped", islands=2, proposer="replay", max_candidates=10, budget=None)
     with pytest.raises(ValueError, match="task kalman does not use it"):
         ndvm.search("kalman", islands=2, max_candidates=10, budget=None)
-    with pytest.raises(ValueError, match="resume is not available for an island search"):
-        ndvm.search("damped", islands=2, max_candidates=10, budget=None, out="unused",
-                    resume=True)
     with pytest.raises(ValueError, match="whole number of worker processes"):
         ndvm.search("damped", islands=2, workers=0, max_candidates=10, budget=None)
     with pytest.raises(ValueError, match="whole number of threads"):

@@ -923,7 +923,7 @@ def test_a_search_whose_dask_scheduler_stops_ends_with_what_came_back(islands, t
     assert res.stopped == "executor lost" and res.records
     lost = [w for w in res.warnings if w.startswith(f"lost the Dask cluster at {address}: it ")]
     assert len(lost) == 1 and "the search stopped there, with what had come back" in lost[0]
-    assert ("ndvm search --resume" in lost[0]) == (islands == 1)
+    assert "ndvm search --resume" in lost[0]
     summary = json.loads((tmp_path / "run" / "summary.json").read_text())
     lines = (tmp_path / "run" / "candidates.jsonl").read_text().splitlines()
     assert summary["stopped"] == "executor lost" and summary["candidates"] == len(lines)

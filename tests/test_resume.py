@@ -36,6 +36,11 @@ CHILD = textwrap.dedent("""
     ndvm.search("damped", seed=%d, max_candidates=%d, budget=None, out=sys.argv[1],
                 workers=2, refits=1)
 """ % (SEED, BUDGET))
+# the same for an island search, its epochs run on the search's own thread (workers=1), where
+# the delay reaches them
+ISLANDS = {"islands": 2, "migration_every": 64, "refits": 1}
+CHILD_ISLANDS = CHILD.replace("workers=2, refits=1)",
+                              "workers=1, islands=2, migration_every=64, refits=1)")
 
 
 def _lines(path):
@@ -45,10 +50,11 @@ def _lines(path):
         return 0
 
 
-def _kill_after(out, n_lines, tmp_path):
-    """Start the search in a process and SIGKILL it once ``n_lines`` records are written."""
+def _kill_after(out, n_lines, tmp_path, child=CHILD):
+    """Start the search (``child``) in a process and SIGKILL it once ``n_lines`` records are
+    written."""
     script = tmp_path / "child.py"
-    script.write_text(CHILD)
+    script.write_text(child)
     env = dict(os.environ, PYTHONUNBUFFERED="1")
     p = subprocess.Popen([sys.executable, str(script), str(out)], env=env,
                          stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
@@ -127,16 +133,26 @@ def test_resume_refuses_records_that_score_otherwise(tmp_path):
                     workers=1)
 
 
-def test_a_finished_run_extends_to_a_larger_budget(tmp_path):
+@pytest.mark.parametrize("refits", [0, 1])
+def test_a_finished_run_extends_to_a_larger_budget(refits, tmp_path):
     """A run of n candidates is the first n of a longer run: resuming with a larger budget
-    gives exactly the longer run (rounds cut by the budget are proposed whole all the same)."""
+    gives exactly the longer run (rounds cut by the budget are proposed whole all the same).
+    With refits, a round's refit records were numbered when the round after it had been
+    proposed, and a run's last round cut short numbered them before proposals the longer run
+    makes: resuming it raised ResumeMismatch. They are numbered after their round's proposals
+    now, and a round cut short has none."""
     out = tmp_path / "run"
-    ndvm.search("damped", seed=2, max_candidates=40, budget=None, out=out, workers=1)
+    ndvm.search("damped", seed=2, max_candidates=40, budget=None, out=out, workers=1,
+                refits=refits)
     res = ndvm.search("damped", seed=2, max_candidates=72, budget=None, out=out, resume=True,
-                      workers=1)
-    longer = ndvm.search("damped", seed=2, max_candidates=72, budget=None, workers=1)
+                      workers=1, refits=refits)
+    longer = ndvm.search("damped", seed=2, max_candidates=72, budget=None, workers=1,
+                         refits=refits)
     assert [[r[k] for k in FIELDS] for r in res.records] == [[r[k] for k in FIELDS]
                                                              for r in longer.records]
+    assert (sum(r["proposer"] == "refit" for r in longer.records) > 0) == (refits > 0)
+    ids = [r["id"] for r in longer.records]
+    assert ids == list(range(len(ids)))
 
 
 def test_a_record_file_is_read_a_line_at_a_time_and_its_cut_last_line_repaired(tmp_path):
@@ -189,3 +205,88 @@ def test_a_resume_of_a_folder_without_a_run_says_so(tmp_path):
     assert any("holds no run to continue" in w for w in res.warnings)
     again = ndvm.search("damped", max_candidates=32, out=tmp_path / "none", resume=True)
     assert not any("holds no run" in w for w in again.warnings)
+
+
+# -- island searches ----------------------------------------------------------------------------
+
+
+def _outcomes(records):
+    return {r["id"]: [r[k] for k in FIELDS] for r in map(_load, records)}
+
+
+@pytest.fixture(scope="module")
+def whole_islands():
+    """The uninterrupted island search."""
+    return ndvm.search("damped", seed=SEED, max_candidates=BUDGET, budget=None, workers=1,
+                       **ISLANDS)
+
+
+@pytest.mark.parametrize("kill_at,tear", [(1, False), (300, True)])
+def test_a_killed_island_search_resumes_to_the_uninterrupted_run(kill_at, tear, whole_islands,
+                                                                 tmp_path):
+    """An island search could not be resumed: a run killed after an hour was run anew. Its
+    islands now replay their records from the start (each epoch sent those it may meet), on
+    any number of workers, and go on as the uninterrupted run, each candidate once."""
+    out = tmp_path / "run"
+    written = _kill_after(out, kill_at, tmp_path, CHILD_ISLANDS)
+    assert 0 < written < len(whole_islands.records)
+    path = out / loop.RECORD_FILE
+    if tear:
+        path.write_text(path.read_text()[:-25])
+    res = ndvm.search("damped", seed=SEED, max_candidates=BUDGET, budget=None, out=out,
+                      resume=True, workers=2, **ISLANDS)
+    records = [json.loads(x) for x in path.read_text().splitlines()]
+    ids = [r["id"] for r in records]
+    assert len(ids) == len(set(ids)) == len(whole_islands.records)  # each candidate once
+    assert _outcomes(records) == _outcomes(whole_islands.records)
+    assert _outcomes(res.records) == _outcomes(whole_islands.records)
+    assert all(r["island"] == r["id"] % 2 for r in records)
+    assert [r["id"] for r in res.front] == [r["id"] for r in whole_islands.front]
+    assert res.best["model"] == whole_islands.best["model"]
+    assert res.best["params"] == whole_islands.best["params"]
+    summary = json.loads((out / loop.SUMMARY_FILE).read_text())
+    assert summary["candidates"] == len(whole_islands.records)
+
+
+def test_an_island_search_stopped_by_its_budget_extends_to_the_longer_run(tmp_path):
+    """A time budget ends each island at a round inside an epoch; a resumed run with a
+    candidate budget replays those rounds and gives exactly the run of that budget, here on
+    another number of workers."""
+    out = tmp_path / "run"
+    first = ndvm.search("damped", seed=5, max_candidates=100_000, budget=0.3, out=out,
+                        workers=2, **ISLANDS)
+    assert first.stopped == "budget"
+    n = len(first.records) + 150
+    res = ndvm.search("damped", seed=5, max_candidates=n, budget=None, out=out, resume=True,
+                      workers=1, **ISLANDS)
+    longer = ndvm.search("damped", seed=5, max_candidates=n, budget=None, workers=2, **ISLANDS)
+    assert _outcomes(res.records) == _outcomes(longer.records)
+    lines = (out / loop.RECORD_FILE).read_text().splitlines()
+    assert _outcomes(json.loads(x) for x in lines) == _outcomes(longer.records)
+    times = [json.loads(x)["time"] for x in lines]  # (the new ones after the earlier session's)
+    assert times[len(first.records):] and min(times[len(first.records):]) >= max(
+        r["time"] for r in first.records)
+
+
+def test_resume_refuses_another_number_of_islands_or_their_settings(tmp_path):
+    islands, single = tmp_path / "islands", tmp_path / "single"
+    ndvm.search("damped", seed=1, max_candidates=64, budget=None, out=islands, workers=1,
+                islands=2, migration_every=16)
+    ndvm.search("damped", seed=1, max_candidates=32, budget=None, out=single, workers=1)
+    for out, n, said, give in ((islands, 1, "an island search of 2 islands",
+                                "--islands 2 \\(islands=2\\)"),
+                               (islands, 3, "an island search of 2 islands", "--islands 2"),
+                               (single, 2, "a search of one population", "no --islands")):
+        with pytest.raises(ValueError, match=f"cannot resume: the run in .* is {said}, not "
+                                             f".*give {give}"):
+            ndvm.search("damped", seed=1, max_candidates=96, budget=None, out=out,
+                        resume=True, workers=1, islands=n, migration_every=16)
+    (islands / loop.SUMMARY_FILE).unlink()  # (killed before its summary: its records tell)
+    with pytest.raises(ValueError, match="is an island search of another number of islands, "
+                                         "not an island search of 3 islands"):
+        ndvm.search("damped", seed=1, max_candidates=96, budget=None, out=islands,
+                    resume=True, workers=1, islands=3, migration_every=16)
+    with pytest.raises(rounds.ResumeMismatch, match="the same islands, migration_every and "
+                                                    "migrants"):
+        ndvm.search("damped", seed=1, max_candidates=96, budget=None, out=islands,
+                    resume=True, workers=1, islands=2, migration_every=8)

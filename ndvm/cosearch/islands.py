@@ -219,9 +219,10 @@ class _Outcome:
     stopped: object
     warnings: list
     seen: bytes = None  # the digests its Seen gained in the epoch (when it stays: ``held``)
+    next_id: int = 0  # the id of its next record
 
 
-def _epoch(key, state, n, migrants, k, seconds, lines, held=None, task=None):
+def _epoch(key, state, n, migrants, k, seconds, lines, held=None, task=None, recorded=None):
     """One epoch of an island, in whatever process runs it: ``state`` is the island as its last
     epoch packed it, or for its first epoch the arguments that make it (after the task). The
     task is the one this process keeps for the search ``key``, or ``task`` when given (then
@@ -233,7 +234,9 @@ def _epoch(key, state, n, migrants, k, seconds, lines, held=None, task=None):
     (an island back in a process it ran in before); else it returns NEED_SEEN. Sends back
     ``k`` migrants, the records packed (with their lines for the record file when ``lines``),
     without their times: the coordinator stamps them as they arrive, and with ``held`` the
-    digests the Seen gained."""
+    digests the Seen gained. ``recorded``: {id: record} of an earlier session of the run (a
+    resumed one) that the epoch may meet: their candidates are replayed (checked, not
+    calibrated again) and their records not sent back (the coordinator has them)."""
     if task is not None:
         _keep(key, task)
     task = _TASKS.get(key)
@@ -246,7 +249,11 @@ def _epoch(key, state, n, migrants, k, seconds, lines, held=None, task=None):
             if island.state.seen is None:
                 return NEED_SEEN
         island.state.seen.mark()
+    island.rounds.recorded = recorded or {}
     island, records = run_epoch(island, n, migrants, seconds)
+    if recorded:
+        records = [r for r in records if r["id"] not in recorded]
+        island.rounds.recorded = {}  # (not packed with the island)
     for r in records:
         del r["time"]
     added = None
@@ -255,18 +262,25 @@ def _epoch(key, state, n, migrants, k, seconds, lines, held=None, task=None):
         _hold(key, island.index, held[0] + 1, island.state.seen, held[2])
     return _Outcome(_pack(island, key, task, held is not None),
                     RecordBlock(records, task, lines), island.best(k), island.n_proposed,
-                    island.stopped, list(island.state.warnings), added)
+                    island.stopped, list(island.state.warnings), added,
+                    island.rounds.next_id)
 
 
 def search_islands(task, islands, seed, grammar, batch, every, migrants, max_candidates, budget_s,
                    workers, executor, client, fit_options, refits, proposer_options, sink,
-                   on_records, stop_on_success, spill=None):
+                   on_records, stop_on_success, spill=None, recorded=(), t_offset=0.0,
+                   resumable=False):
     """Run ``islands`` islands to ``max_candidates`` (split evenly) or ``budget_s`` seconds;
     returns (records in id order, as Records, why it stopped, warnings). ``sink(block)`` writes
-    each epoch's records (a RecordBlock, stamped with their ``time`` and ``island``) as they
-    arrive, or is None; ``on_records(all so far, the epoch's block)`` reports progress.
+    each epoch's new records (a RecordBlock, stamped with their ``time`` and ``island``) as
+    they arrive, or is None; ``on_records(all so far, the epoch's block)`` reports progress.
     ``workers``: as ``island_workers`` resolved it (None with ``executor``); ``spill``: the
-    folder the records go to past records.SPILL_BYTES (None: all kept in memory)."""
+    folder the records go to past records.SPILL_BYTES (None: all kept in memory).
+    ``recorded``: an earlier session's records of this run (a resumed run; each of island
+    id % islands), which the islands replay (their outcomes checked and reused, not calibrated
+    again: each epoch is sent those it may meet) and which are among the records returned;
+    the new records' times go on from ``t_offset``. ``resumable``: a lost executor's warning
+    says the run can be resumed."""
     share = None
     if max_candidates is not None:
         share = [max_candidates // islands + (i < max_candidates % islands)
@@ -281,7 +295,9 @@ def search_islands(task, islands, seed, grammar, batch, every, migrants, max_can
     sent = {}  # (island, epoch) -> the migrants it sends after that epoch (until read for good)
     finished = [False] * islands
     running = []  # the Handles of the epochs running (tag: island, epoch)
-    records, warnings = Records(spill=spill), []
+    records, warnings = Records(recorded, spill=spill), []
+    replays = _replays(recorded, islands)  # (each island's earlier records: ids, positions)
+    next_ids = list(range(islands))  # the id of each island's next record
     started = time.perf_counter()
     stopped, succeeded = "candidates", False
     died = set()  # (the islands stopped by an epoch whose worker died on every try)
@@ -341,8 +357,11 @@ def search_islands(task, islands, seed, grammar, batch, every, migrants, max_can
         for i in ready:
             held = _held(epochs[i], seens[i], most, kept_at[i], sched.place(home[i])) \
                 if keeps else None
+            # (an epoch of n candidates makes at most n (1 + refits) records: a round proposes
+            # one or more, and refits at most that many population members)
+            replay = _replay(recorded, replays[i], next_ids[i], quota(i) * (1 + refits), islands)
             running.append(sched.submit(_epoch, key, states[i], quota(i), came[i], migrants,
-                                        seconds_left(), sink is not None, held, None,
+                                        seconds_left(), sink is not None, held, None, replay,
                                         tag=(i, epochs[i]), where=home[i]))
 
     def seconds_left():
@@ -403,11 +422,12 @@ def search_islands(task, islands, seed, grammar, batch, every, migrants, max_can
                     kept_at[i][sched.place(h.where)] = e + 1
                 proposed[i], stops[i], island_warnings[i] = (out.n_proposed, out.stopped,
                                                              out.warnings)
+                next_ids[i] = out.next_id
                 epochs[i] = e + 1
                 sent[(i, e)] = out.best
                 for j, d in [k for k in sent if k[1] < epochs[(k[0] + 1) % islands] - 1]:
                     del sent[(j, d)]  # (its receiver has begun a later epoch: never read again)
-                block.stamp(time=round(time.perf_counter() - started, 4), island=i)
+                block.stamp(time=round(time.perf_counter() - started + t_offset, 4), island=i)
                 with uninterrupted():  # (memory and file keep the same records)
                     records.add(block)
                     if sink is not None:
@@ -424,7 +444,7 @@ def search_islands(task, islands, seed, grammar, batch, every, migrants, max_can
         stopped = "interrupted"
     except ExecutorLost as e:
         stopped = "executor lost"
-        warnings.append(lost_executor(e, resumable=False))
+        warnings.append(lost_executor(e, resumable=resumable))
     finally:
         sched.cancel(running)
         _forget(key)  # (where this process ran epochs itself)
@@ -444,6 +464,27 @@ def search_islands(task, islands, seed, grammar, batch, every, migrants, max_can
             f"time")
     records.sort_by_id()
     return records, stopped, warnings + [w for ws in island_warnings for w in ws]
+
+
+def _replays(recorded, islands):
+    """Each island's records in ``recorded`` (an earlier session's): (their ids in order, their
+    positions in ``recorded``), as numpy arrays."""
+    ids = recorded.ids() if isinstance(recorded, Records) else np.array(
+        [r["id"] for r in recorded], dtype=np.int64)
+    out = []
+    for i in range(islands):
+        where = np.flatnonzero(ids % islands == i)
+        order = np.argsort(ids[where], kind="stable")
+        out.append((ids[where][order], where[order]))
+    return out
+
+
+def _replay(recorded, replays, first, most, islands):
+    """{id: record} of an island's earlier records that an epoch of at most ``most`` records
+    from id ``first`` may meet (ids first + k islands, k < most)."""
+    ids, where = replays
+    lo, hi = np.searchsorted(ids, [first, first + most * islands])
+    return {int(ids[k]): recorded[int(where[k])] for k in range(lo, hi)}
 
 
 def _most(islands, places):

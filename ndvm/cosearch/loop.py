@@ -233,7 +233,7 @@ def parse_budget(budget):
     return seconds
 
 
-def check_run(task, proposer=None, out=None, resume=False, force=False):
+def check_run(task, proposer=None, out=None, resume=False, force=False, islands=1):
     """Raise ValueError (RunExistsError) for what ``search`` would refuse, before any work."""
     applicable = tuple(getattr(task, "proposers", ()) or ("mutate", "replay", "llm"))
     if isinstance(proposer, str) and proposer not in applicable:
@@ -246,9 +246,32 @@ def check_run(task, proposer=None, out=None, resume=False, force=False):
         _existing(Path(out), resume, force)
         if resume:
             _same_task(Path(out), task)
+            _same_islands(Path(out), islands)
     elif resume:
         raise ValueError("resume needs the out directory of the earlier run")
     return applicable
+
+
+def _same_islands(out, islands, most=1000):
+    """ValueError when the run in ``out`` is not a search of as many ``islands``, as its
+    summary.json says, else as its first ``most`` records tell (``_earlier_session`` checks
+    every record as it reads them)."""
+    if not whole_number(islands) or islands < 1:
+        return  # (check_islands says why)
+    was = _summary_islands(out)
+    if was is not None and was != islands:
+        raise ValueError(_other_islands(out, None, islands))
+    try:
+        with open(out / RECORD_FILE, "rb") as f:
+            first = [json.loads(line) for _, line in zip(range(most), f)]
+    except (OSError, ValueError):
+        first = []  # (a line cut short: the records are checked as they are read)
+    for r in first:
+        if not (isinstance(r, dict) and whole_number(r.get("id"))):
+            return  # (not a record of ours: said as they are read)
+        island = r.get("island")
+        if (island is not None) if islands == 1 else island != r["id"] % islands:
+            raise ValueError(_other_islands(out, island, islands))
 
 
 def _same_task(out, task):
@@ -318,8 +341,9 @@ def search(task="damped", proposer=None, budget=None, max_candidates=None, out=N
         whatever runs them (with a candidate budget; a time budget stops each island at the
         first round boundary after it, the islands fewest epochs along sent first, and the
         warnings say when some never ran, or when epochs out a minute past it were given up:
-        their workers gone); a worker that dies costs only a rerun of its epoch. Resume is not
-        available for island searches. With one population on 4 or more threads whose own
+        their workers gone); a worker that dies costs only a rerun of its epoch. A resumed island
+        search replays each island from its start (give the same islands, migration_every,
+        migrants, seed and batch; any workers). With one population on 4 or more threads whose own
         proposing thread was the limit, the warnings say so (islands spread that work).
 
     Ctrl-C (KeyboardInterrupt) ends the search early: the result (``stopped="interrupted"``)
@@ -344,7 +368,7 @@ def search(task="damped", proposer=None, budget=None, max_candidates=None, out=N
         raise ValueError(f"refits is a whole number >= 0 (the members refitted a round), got "
                          f"{refits!r}")
     max_candidates = max_candidates if max_candidates is not None else task.budget_candidates
-    applicable = check_run(task, proposer, out, resume, force)
+    applicable = check_run(task, proposer, out, resume, force, islands)
     asked = proposer
     if proposer is None:  # (candidates are the replay proposer's: given, they name it)
         replays = candidates is not None and "replay" in applicable
@@ -362,13 +386,10 @@ def search(task="damped", proposer=None, budget=None, max_candidates=None, out=N
             raise ValueError(f"islands run the mutate proposer, not {proposer!r}" if asked else
                              f"islands run the mutate proposer, and task {task.name} does not "
                              f"use it (its proposers: {', '.join(applicable)})")
-        if resume:
-            raise ValueError("resume is not available for an island search; start it anew "
-                             "(force=True / --force) or resume a single population")
         return _search_islands(task, islands, seed, g, batch, migration_every, migrants,
                                max_candidates, budget_s, workers, executor, client,
                                fit_options, refits, proposer_options, out, force, progress,
-                               stop_on_success)
+                               stop_on_success, resume)
     if isinstance(proposer, Proposer):
         prop = proposer
     elif proposer == "replay" and not candidates:
@@ -384,19 +405,9 @@ def search(task="damped", proposer=None, budget=None, max_candidates=None, out=N
     # a resumed run replays its earlier sessions: the same proposals in the same order, their
     # outcomes read back from the records instead of calibrated again (and checked to score the
     # same), so it goes on exactly as an uninterrupted run of the same seed would
-    spill = _spill_folder(out)
-    records, loaded, t_offset = Records(spill=spill), Records(spill=spill), 0.0
-    record_path = None
-    if out is not None:
-        record_path = _open_run(out, resume, force)
-        if resume and not record_path.exists():  # (a mistyped folder: said, not silent)
-            state.warn(f"resume: {out} holds no run to continue (no {RECORD_FILE}); a new run "
-                       f"was started there")
-        if resume and record_path.exists():
-            for r in _iter_records(record_path, repair=True):  # (packed as they are read)
-                r = _load(r)
-                t_offset = max(t_offset, r.get("time") or 0.0)
-                loaded.extend((r,))
+    records = Records(spill=_spill_folder(out))
+    record_path = _open_run(out, resume, force) if out is not None else None
+    loaded, t_offset = _earlier_session(out, record_path, resume, 1, state.warn)
     recorded = ById(loaded)  # (their lines are in the record file)
     bar = _Progress(progress)
     sink = open(record_path, "a", encoding="utf-8") if record_path else None
@@ -616,12 +627,14 @@ class _Pipeline:
 
 def _search_islands(task, islands, seed, grammar, batch, every, migrants, max_candidates,
                     budget_s, workers, executor, client, fit_options, refits, proposer_options,
-                    out, force, progress, stop_on_success):
+                    out, force, progress, stop_on_success, resume):
     """``search`` with islands > 1 (see there)."""
     if budget_s is None and max_candidates is None:
         raise ValueError("an island search needs a time budget or max_candidates")
     workers = island_workers(islands, workers, executor)  # (checked before the run folder)
-    record_path = _open_run(out, False, force) if out is not None else None
+    record_path = _open_run(out, resume, force) if out is not None else None
+    said = []
+    loaded, t_offset = _earlier_session(out, record_path, resume, islands, said.append)
     sink = open(record_path, "a", encoding="utf-8") if record_path else None
     bar = _Progress(progress)
     t0 = time.perf_counter()
@@ -630,34 +643,91 @@ def _search_islands(task, islands, seed, grammar, batch, every, migrants, max_ca
         sink.write(block.text())  # (its lines, made in the process that ran the epoch)
         sink.flush()
 
-    front, good = [], []  # (kept as the epochs' blocks arrive: the records are not unpacked)
+    # (kept as the epochs' blocks arrive: the records are not unpacked; a resumed run's start
+    # from the earlier sessions')
+    front = pareto_front([r for r in loaded if r["status"] == "ok"])
+    good = [r for r in (next((r for r in loaded if _good(task, r)), None),) if r is not None]
 
     def show(records, block):
         front[:] = pareto_front(front + block.front)  # (the front of their fronts is theirs)
         if block.good is not None and (not good or block.good["id"] < good[0]["id"]):
             good[:] = [block.good]
         el = time.perf_counter() - t0
-        bar.update(_status(len(records), len(records) / el if el > 0 else 0.0, _leader(front),
+        new = len(records) - len(loaded)
+        bar.update(_status(len(records), new / el if el > 0 else 0.0, _leader(front),
                            len(front), el, budget_s, task))
 
     try:
         records, stopped, warnings = search_islands(
             task, islands, seed, grammar, batch, every, migrants, max_candidates, budget_s,
             workers, executor, client, fit_options, refits, proposer_options,
-            write if sink else None, show, stop_on_success, spill=_spill_folder(out))
+            write if sink else None, show, stop_on_success, spill=_spill_folder(out),
+            recorded=loaded, t_offset=t_offset, resumable=out is not None)
     finally:
         if sink:
             sink.close()
     elapsed = time.perf_counter() - t0
-    bar.finish(_status(len(records), len(records) / max(elapsed, 1e-9), _leader(front),
-                       len(front), elapsed, budget_s, task))
-    warnings = task.size_warnings() + warnings
+    bar.finish(_status(len(records), (len(records) - len(loaded)) / max(elapsed, 1e-9),
+                       _leader(front), len(front), elapsed, budget_s, task))
+    warnings = said + task.size_warnings() + warnings
     if progress:  # (as a search of one population shows its own: SearchState.warn)
         for w in dict.fromkeys(warnings):
             show_warning(sys.stderr, w)
     return conclude(task, records, front, good[0] if good else None,
                     ndvm.Evaluator(client=client), elapsed, f"mutate x {islands} islands", seed,
                     stopped, warnings, out)
+
+
+def _earlier_session(out, record_path, resume, islands, warn):
+    """(the records of the run in ``out``, packed, and the time of its last) when ``resume``
+    (else none, and 0): what a resumed run replays. A folder holding no run is warned of
+    (``warn(message)``); a run searched with another number of ``islands`` (1: one
+    population) raises ValueError: its records would only be found to differ, one by one."""
+    loaded, t_offset = Records(spill=_spill_folder(out)), 0.0
+    if not resume:
+        return loaded, t_offset
+    if not record_path.exists():  # (a mistyped folder: said, not silent)
+        warn(f"resume: {out} holds no run to continue (no {RECORD_FILE}); a new run was started "
+             f"there")
+        return loaded, t_offset
+    for r in _iter_records(record_path, repair=True):  # (packed as they are read)
+        r = _load(r)
+        island = r.get("island")
+        if (island is not None) if islands == 1 else island != r["id"] % islands:
+            raise ValueError(_other_islands(out, island, islands))
+        t_offset = max(t_offset, r.get("time") or 0.0)
+        loaded.extend((r,))
+    return loaded, t_offset
+
+
+def _as_islands(n):
+    return "a search of one population" if n == 1 else f"an island search of {n} islands"
+
+
+def _summary_islands(out):
+    """The number of islands of the run in ``out`` as its summary.json's proposer says
+    ("mutate x N islands"; 1 for any other), or None without one."""
+    try:
+        proposer = json.loads((Path(out) / SUMMARY_FILE).read_text(encoding="utf-8"))["proposer"]
+        return int(proposer.split(" x ")[1].split()[0]) if " x " in proposer else 1
+    except (OSError, ValueError, KeyError, IndexError, TypeError, AttributeError):
+        return None
+
+
+def _other_islands(out, island, islands):
+    """Why a run in ``out`` of which a record was of island ``island`` (None: one population)
+    cannot be resumed with ``islands``: what it was, as its summary.json says or else as the
+    record tells, and what to give."""
+    was = _summary_islands(out)
+    if was is None and island is None:
+        was = 1
+    if was is None or was == islands:  # (the summary of another run than its records?)
+        what, give = "an island search of another number of islands", "the --islands it had"
+    else:
+        what = _as_islands(was)
+        give = f"--islands {was} (islands={was})" if was > 1 else "no --islands (islands=1)"
+    return (f"cannot resume: the run in {out} is {what}, not {_as_islands(islands)} (give "
+            f"{give}, or a new --out folder)")
 
 
 def _spill_folder(out):

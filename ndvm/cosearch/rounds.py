@@ -150,12 +150,21 @@ class _Rounds:
             return "proposer failed"
         if not srcs:
             return "exhausted"
+        whole = True
         if self.max_candidates is not None:  # (a whole round is proposed all the same: a run
             # of n candidates is the first n of a longer one, which a resumed run can extend)
+            whole = len(srcs) <= self.max_candidates - self.n_proposed
             srcs = srcs[:self.max_candidates - self.n_proposed]
         self.n_proposed += len(srcs)
         b = self.prepare(srcs)
-        b.refits = self.leaders()
+        # (a round's refits are numbered after its proposals, when it is proposed: a run's ids
+        # do not depend on when its rounds are scored, and a run of n candidates is the first
+        # records of a longer one. A round cut short has none: the longer run's whole round
+        # numbers its refits after proposals this one does not make)
+        b.refits = []
+        for rec, prog, names in self.leaders() if whole else ():
+            b.refits.append((rec, prog, names, self.next_id))
+            self.next_id += self.id_step
         return b
 
     def leaders(self):
@@ -196,7 +205,8 @@ class _Rounds:
                     f"cannot resume: candidate {rec['id']} was {old['proposed']!r} in the earlier "
                     f"session and is {src!r} now (resume needs the same task, proposer, seed and "
                     f"batch: batch=, ndvm search --batch; a run on a Dask cluster has rounds of "
-                    f"{EXECUTOR_BATCH} candidates for each of its worker threads)")
+                    f"{EXECUTOR_BATCH} candidates for each of its worker threads; an island "
+                    f"search, the same islands, migration_every and migrants)")
             if not state.seen.add_new(src):
                 rec["status"] = "duplicate"
                 continue
@@ -255,7 +265,7 @@ class _Rounds:
         b.fit_each = (time.perf_counter() - began) / max(1, len(b.items))
         # (a replayed batch's refits are read back, or run, when their records are made)
         b.refitted = [None if b.replayed else self._refit(rec, prog, names)
-                      for rec, prog, names in b.refits]
+                      for rec, prog, names, _ in b.refits]
 
     def _refit(self, rec, prog, names):
         return self.scorer.refit(prog, names, rec["params"], seed=rec["id"])
@@ -277,12 +287,12 @@ class _Rounds:
             rec["time"] = round(time.perf_counter() - self.t0, 4)
             if self.first_good is None and _good(task, rec):
                 self.first_good = rec
-        for (old, prog, names), done in zip(b.refits, b.refitted or []):
+        for (old, prog, names, rid), done in zip(b.refits, b.refitted or []):
             if done is None:  # replayed: as recorded, or run now if the record was never written
-                again = self.recorded.get(self.next_id)
+                again = self.recorded.get(rid)
                 done = ((_recorded_fit(again), None) if again is not None
                         else self._refit(old, prog, names))
-            b.records.append(self.refit_record(old, prog, *done))
+            b.records.append(self.refit_record(old, prog, rid, *done))
         stamp = round(time.perf_counter() - self.t0, 4)
         for rec in b.records:
             rec.setdefault("time", stamp)
@@ -299,17 +309,16 @@ class _Rounds:
         state.front = self.front
         b.finished = True
 
-    def refit_record(self, old, prog, p, after=None):
-        """The record of a refit of ``old`` (proposer "refit") to params ``p`` (or the error
-        that stopped it; ``after``: its fit's evaluation after it, as ``Scorer.refit`` gives):
-        ok when it scores, else failed."""
+    def refit_record(self, old, prog, rid, p, after=None):
+        """The record ``rid`` of a refit of ``old`` (proposer "refit") to params ``p`` (or the
+        error that stopped it; ``after``: its fit's evaluation after it, as ``Scorer.refit``
+        gives): ok when it scores, else failed."""
         model = old["model"]
-        rec = {"id": self.next_id, "proposer": "refit", "proposed": model, "model": model,
+        rec = {"id": rid, "proposer": "refit", "proposed": model, "model": model,
                "refit_of": old["id"], "status": "failed", "params": {},
                "train_error": math.inf, "heldout_error": math.inf, "r2": None,
                "size": old["size"], "skeleton": old.get("skeleton"), "error": None,
                "time": round(time.perf_counter() - self.t0, 4)}
-        self.next_id += self.id_step
         why, scores = self.scorer.assess(prog, p, after) if isinstance(p, dict) else (None, None)
         if isinstance(p, dict) and why is None:
             tr, ho, r2 = scores
