@@ -68,7 +68,7 @@ class LbfgsFit final : public FitDriver {
       for (size_t p = 0; p < P_; ++p) b.g[p] = grad_[p * S_ + s];
       record(0, s, b.f);
       keep_best(s, u_, b.f);
-      if (gradient_small(s, u_, b.g.data(), 1, b.f)) stop(s, kGtol);
+      if (at_minimum(s, b)) stop(s, kGtol);
       else begin_search(s, b, ut);
     }
     for (int k = 1;; ++k) {
@@ -118,6 +118,35 @@ class LbfgsFit final : public FitDriver {
       for (size_t p = 0; p < P_; ++p) q[p] += si[p] * (b.al[i] - be);
     }
     for (size_t p = 0; p < P_; ++p) q[p] = -q[p];
+  }
+
+  // The decrease of the loss the quasi-Newton model of start s predicts along its direction,
+  // -g^T H g / 2 (b.d = -H g; held components left out); infinite without curvature pairs.
+  double predicted_decrease(uint32_t s, LbfgsState& b) {
+    if (b.count == 0) return kInf;
+    two_loop(b);  // (begin_search makes it again when the search goes on)
+    double pred = 0;
+    for (size_t p = 0; p < P_; ++p) {
+      double up = u_[p * S_ + s], dp = b.d[p];
+      if ((dp < 0 && up <= lo_[p]) || (dp > 0 && up >= hi_[p])) continue;
+      pred -= b.g[p] * dp;
+    }
+    return 0.5 * pred;
+  }
+
+  // Whether start s has no more to gain: the stop tests, relative to the loss, are met far from
+  // a minimum where the loss is huge. A parameter near 1e15 from a start near 1 makes a loss
+  // ~1e30 whose gradient, ~1e15, is below gtol = 1e-10 of it, and whose first steps reduce it
+  // by less than ftol of it: L-BFGS claimed convergence there. So with curvature pairs the
+  // quasi-Newton model must also predict no decrease above ftol of the loss (else the search
+  // goes on, and ends at the budget if it cannot descend); without any, gtol is met by the
+  // gradient alone, absolutely (ftol as before).
+  bool model_flat(uint32_t s, LbfgsState& b) {
+    return predicted_decrease(s, b) <= std::max(rq_.ftol, lm::kEps) * std::max(1.0, std::fabs(b.f));
+  }
+  bool at_minimum(uint32_t s, LbfgsState& b) {
+    if (!gradient_small(s, u_, b.g.data(), 1, b.f)) return false;
+    return b.count == 0 ? gradient_small(s, u_, b.g.data(), 1, 0.0) : model_flat(s, b);
   }
 
   // A new direction from the current point and the first trial of its line search (into ut).
@@ -226,9 +255,10 @@ class LbfgsFit final : public FitDriver {
     }
     b.f = fnew;
     keep_best(s, u_, fnew);
-    if (gradient_small(s, u_, b.g.data(), 1, b.f)) {
+    if (at_minimum(s, b)) {
       stop(s, kGtol);
-    } else if (fold - fnew <= rq_.ftol * std::max(std::fabs(fold), std::fabs(fnew))) {
+    } else if (fold - fnew <= rq_.ftol * std::max(std::fabs(fold), std::fabs(fnew)) &&
+               (b.count == 0 || model_flat(s, b))) {
       stop(s, kFtol);
     } else {
       begin_search(s, b, ut);
