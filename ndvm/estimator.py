@@ -265,7 +265,8 @@ class SymbolicRegressor(RegressorMixin, BaseEstimator):
         return e.xreplace(self._symbols())
 
     def latex(self, which=None, digits=6):
-        """The selected model (or a front member) as LaTeX."""
-        import sympy
+        """The selected model (or a front member) as LaTeX (a column name that is not one
+        symbol, such as ``mass kg``, set as text)."""
+        from ndvm.cosearch.export import latex
         check_is_fitted(self, "result_")
-        return sympy.latex(self.sympy(which, digits=digits))
+        return latex(self.sympy(which, digits=digits))

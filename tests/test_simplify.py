@@ -158,6 +158,19 @@ def test_sympy_and_latex_export():
     assert math.isclose(float(to_sympy(to_tree("(* a 2)"), {"a": 1.25})), 2.5)
 
 
+def test_latex_sets_a_column_name_that_is_not_one_symbol_as_text():
+    # (a CSV's column "mass kg" was typeset "0.5 mass kg v^{2}": the product of m, a, s, s, k
+    # and g for a reader; "a&b%" broke the document)
+    import sympy
+
+    from ndvm.cosearch.export import latex
+    m, v, odd = sympy.Symbol("mass kg"), sympy.Symbol("v_rel"), sympy.Symbol("a&b%~^\\")
+    assert latex(0.5 * m * v ** 2) == r"0.5 \text{mass kg} v_{rel}^{2}"
+    assert latex(odd * sympy.Symbol("alpha")) == (r"\text{a\&b\%\textasciitilde{}"
+                                                  r"\textasciicircum{}\textbackslash{}} \alpha")
+    assert latex(sympy.Symbol("x_1") ** 2) == sympy.latex(sympy.Symbol("x_1") ** 2)
+
+
 def _search_like_trees(seed, n=400):
     """Trees as a genetic search makes them: children share every subtree off one path with
     their parents, crossovers graft a parent's subtree, and parents are children again."""

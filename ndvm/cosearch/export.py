@@ -4,8 +4,9 @@ Arithmetic programs (and ``let``) translate; a ``loop`` has no closed form and r
 Fitted parameters are substituted when given, else they stay symbols.
 """
 import math
+import re
 
-__all__ = ["to_sympy", "to_latex", "NOT_EXPORTED"]
+__all__ = ["to_sympy", "to_latex", "latex", "NOT_EXPORTED"]
 
 # The core's numeric primitives (ndvm._core.primitives()) that have no SymPy form here
 # (tests/test_primitives.py checks that _table and this set cover the core's list).
@@ -76,5 +77,20 @@ def to_sympy(tree, params=None, digits=None):
 
 def to_latex(tree, params=None, digits=6):
     """LaTeX of a program tree (parameters substituted, ``digits`` significant digits)."""
+    return latex(to_sympy(tree, params, digits=digits))
+
+
+_PLAIN = re.compile(r"[A-Za-z][A-Za-z0-9]*(_[A-Za-z0-9]+)?\Z")  # (SymPy's own: x, x_1, alpha)
+_TEX_SPECIAL = {c: "\\" + c for c in "&%$#_{}"}
+_TEX_SPECIAL.update({"\\": r"\textbackslash{}", "~": r"\textasciitilde{}",
+                     "^": r"\textasciicircum{}"})
+
+
+def latex(expr):
+    r"""LaTeX of a SymPy expression whose symbols may be any column names: a name SymPy would
+    not typeset as one symbol (``mass kg`` read as the product mass k g, ``v-rel``) is set
+    upright as text, \text{mass kg}."""
     import sympy as sp
-    return sp.latex(to_sympy(tree, params, digits=digits))
+    names = {s: r"\text{" + "".join(_TEX_SPECIAL.get(c, c) for c in s.name) + "}"
+             for s in expr.free_symbols if isinstance(s, sp.Symbol) and not _PLAIN.match(s.name)}
+    return sp.latex(expr, symbol_names=names) if names else sp.latex(expr)
