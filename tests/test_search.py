@@ -413,11 +413,17 @@ def test_resume_continues_the_recorded_run(tmp_path):
     assert ids == {r["id"] for r in second.front}
     assert second.front[-1]["heldout_error"] <= first.front[-1]["heldout_error"]
     # a fresh run over the same directory is refused (it would lose the record) unless forced
-    with pytest.raises(ndvm.cosearch.loop.RunExistsError, match="--resume.*--force"):
+    with pytest.raises(ndvm.cosearch.loop.RunExistsError,
+                       match="holds a search \\(64 candidates in candidates.jsonl\\).*--resume.*--force"):
         ndvm.search("damped", seed=1, max_candidates=8, out=out, budget=None)
     assert len((out / "candidates.jsonl").read_text().splitlines()) == 64
     ndvm.search("damped", seed=1, max_candidates=8, out=out, budget=None, force=True)
     assert len((out / "candidates.jsonl").read_text().splitlines()) == 8
+    # (a folder left with only its summary was said to hold "0 candidates in candidates.jsonl")
+    (out / "candidates.jsonl").unlink()
+    with pytest.raises(ndvm.cosearch.loop.RunExistsError,
+                       match="holds a search \\(its summary.json, no candidates.jsonl\\)"):
+        ndvm.search("damped", seed=1, max_candidates=8, out=out, budget=None)
 
 
 class _StubLLM(BaseHTTPRequestHandler):

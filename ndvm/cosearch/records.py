@@ -78,14 +78,13 @@ def _existing(out, resume, force):
         raise ValueError(f"{out} exists and is not a directory; choose another out folder")
     held = [p for p in (record_path, out / SUMMARY_FILE) if p.exists()]
     if held and not resume and not force:
-        n = 0
+        what = f"its {SUMMARY_FILE}, no {RECORD_FILE}"  # (a run whose records were removed)
         if record_path.exists():
             with open(record_path, encoding="utf-8") as f:
-                n = sum(1 for line in f if line.strip())
+                what = f"{sum(1 for line in f if line.strip())} candidates in {RECORD_FILE}"
         raise RunExistsError(
-            f"{out} already holds a search ({n} candidates in {RECORD_FILE}); continue it with "
-            f"--resume (resume=True), replace it with --force (force=True), or choose a new "
-            f"--out folder")
+            f"{out} already holds a search ({what}); continue it with --resume (resume=True), "
+            f"replace it with --force (force=True), or choose a new --out folder")
     return held
 
 
