@@ -417,7 +417,7 @@ def cmd_search(args):
                           stop_on_success=args.stop, fit_options=fit_options,
                           executor=cluster.get_executor() if cluster else None,
                           islands=args.islands, migration_every=args.migration_every,
-                          batch=args.batch, **options)
+                          migrants=args.migrants, batch=args.batch, **options)
     finally:
         if cluster is not None:
             cluster.close()
@@ -457,8 +457,9 @@ def cmd_search(args):
         print(f"ndvm: {what}; the results above are from what was done{again}", file=sys.stderr)
         return status
     if res.stopped == "executor lost":  # (its warning, shown above, says what was lost)
-        print("ndvm: the search lost its executor; the results above are from what was done",
-              file=sys.stderr)
+        again = f"; --resume continues it from {args.out} once it is back" if args.out else ""
+        print(f"ndvm: the search lost its executor; the results above are from what was "
+              f"done{again}", file=sys.stderr)
         return 1
     return 0 if (fg is not None or nll) else 1
 
@@ -615,6 +616,10 @@ def _seed_arg(text):
     return _whole_number(text, 0, "a seed is a whole number >= 0, got {v}")
 
 
+def _count_arg(text):
+    return _whole_number(text, 0, "must be a whole number >= 0, got {v}")
+
+
 def _positive_int(text):
     return _whole_number(text, 1, "must be positive, got {v}")
 
@@ -762,17 +767,20 @@ def build_parser():
                         "one thread: on more than a few cores, give as many islands as cores)")
     s.add_argument("--migration-every", type=_positive_int, default=256,
                    help="candidates an island proposes between migrations (default 256)")
+    s.add_argument("--migrants", type=_count_arg, default=4,
+                   help="best members an island passes on at each migration (default 4; 0: "
+                        "islands searched wholly apart)")
     s.add_argument("--scheduler", metavar="tcp://HOST:PORT", default=None,
                    help="calibrate on the Dask cluster of this scheduler instead of local "
                         "threads (needs ndvm[dask]); the same results as a local run of the "
                         "same --batch")
     s.add_argument("--batch", type=_positive_int, default=None,
-                   help=f"candidates proposed and calibrated a round (default 16; on "
-                        f"--scheduler {EXECUTOR_BATCH} for each worker thread of the "
-                        "cluster, so that Dask's "
-                        "cost a task stays small): a seed and a batch give the same candidates "
-                        "wherever they run, so give a cluster run's batch to repeat it locally, "
-                        "or to resume it on a cluster of another size")
+                   help=f"candidates proposed and calibrated a round (default 16; a single "
+                        f"population's on --scheduler: {EXECUTOR_BATCH} for each worker thread "
+                        "of the cluster, so that Dask's cost a task stays small): a seed and a "
+                        "batch give the same candidates wherever they run, so give a cluster "
+                        "run's batch to repeat it locally, or to resume it on a cluster of "
+                        "another size (summary.json's settings say it)")
     s.add_argument("--starts", type=_positive_int, default=None,
                    help="starts per calibration (default: the task's)")
     s.add_argument("--steps", type=_positive_int, default=None,

@@ -219,6 +219,29 @@ def test_an_island_search_shows_its_warnings_once(quiet, tmp_path):
     assert any("of the 48 islands ran" in w for w in summary["warnings"])
 
 
+def test_an_island_search_takes_its_migrants_and_resumes_from_the_command_line(tmp_path):
+    # (--migrants, which resume needs given again, was the Python API's alone; an interrupted
+    # island search could not be resumed)
+    out = str(tmp_path / "run")
+    common = ["search", "--task", "damped", "--islands", "2", "--workers", "1",
+              "--migration-every", "32", "--migrants", "2", "--quiet", "--out", out]
+    r = ndvm(*common, "--max-candidates", "64")
+    assert r.returncode in (0, 1), r.stderr
+    settings = json.loads((tmp_path / "run" / "summary.json").read_text())["settings"]
+    assert settings["migrants"] == 2 and settings["islands"] == 2
+    r = ndvm(*common, "--max-candidates", "128", "--resume")
+    assert r.returncode in (0, 1) and "Traceback" not in r.stderr, r.stderr
+    ids = [json.loads(x)["id"] for x in (tmp_path / "run" / "candidates.jsonl").read_text()
+           .splitlines()]
+    assert sorted(ids) == sorted(set(ids)) and len(ids) >= 128
+    r = ndvm(*[a if a != "2" or i != common.index("--migrants") + 1 else "3"
+               for i, a in enumerate(common)], "--max-candidates", "192", "--resume")
+    assert r.returncode == 2 and "was searched with migrants=2, and this session has " \
+        "migrants=3" in r.stderr and "Traceback" not in r.stderr
+    r = ndvm("search", "--task", "damped", "--migrants", "-1")
+    assert r.returncode == 2 and "--migrants: must be a whole number >= 0, got -1" in r.stderr
+
+
 @pytest.mark.parametrize("args, said", [
     (["fit", "m.scm", "d.csv", "--target", "y", "--param", "a=1"],
      "ndvm fit: error: unrecognized arguments: --param a=1 (did you mean --params?)"),

@@ -9,7 +9,7 @@ import sys
 import pytest
 
 import ndvm
-from ndvm.cosearch import loop
+from ndvm.cosearch import records
 from ndvm.cosearch.records import RECORD_FILE, SUMMARY_FILE, uninterrupted
 
 pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="SIGINT")
@@ -80,8 +80,8 @@ class _CtrlCWhileWriting:
     def flush(self):
         self._call("flush")
 
-    def close(self):
-        self.f.close()
+    def __getattr__(self, name):  # (the rest as the file's: fileno for its lock, truncate)
+        return getattr(self.f, name)
 
 
 @pytest.mark.parametrize("islands", [1, 2])
@@ -89,7 +89,7 @@ class _CtrlCWhileWriting:
 @pytest.mark.parametrize("at", [1, 3])
 def test_ctrl_c_while_writing_keeps_each_candidate_once(islands, when, at, tmp_path, monkeypatch):
     real_open = open
-    monkeypatch.setattr(loop, "open",
+    monkeypatch.setattr(records, "open",  # (the run folder's record file: records._open_run)
                         lambda *a, **k: _CtrlCWhileWriting(real_open(*a, **k), when, at),
                         raising=False)
     out = tmp_path / "run"

@@ -114,7 +114,19 @@ def test_a_killed_search_resumes_to_the_uninterrupted_run(kill_at, tear, whole, 
 def test_resume_refuses_another_seed(tmp_path):
     out = tmp_path / "run"
     ndvm.search("damped", seed=1, max_candidates=64, budget=None, out=out, workers=1)
-    # (the first 50 proposals are the grammar's small models, the same for every seed)
+    lines = (out / RECORD_FILE).read_text()
+    # (the summary's settings, before any work: the first 50 proposals are the grammar's small
+    # models, the same for every seed, and a resume of 10 candidates of another seed was taken
+    # for the run, its summary rewritten with the other seed)
+    for n in (10, 96):
+        with pytest.raises(rounds.ResumeMismatch, match=r"was searched with seed=1, and this "
+                                                        r"session has seed=2"):
+            ndvm.search("damped", seed=2, max_candidates=n, budget=None, out=out, resume=True,
+                        workers=1)
+    assert (out / RECORD_FILE).read_text() == lines
+    assert json.loads((out / loop.SUMMARY_FILE).read_text())["settings"]["seed"] == 1
+    # a run killed before its summary: its replay finds the first candidate that differs
+    (out / loop.SUMMARY_FILE).unlink()
     with pytest.raises(rounds.ResumeMismatch, match=r"candidate 50 was .* in the earlier session"):
         ndvm.search("damped", seed=2, max_candidates=96, budget=None, out=out, resume=True,
                     workers=1)
@@ -277,16 +289,86 @@ def test_resume_refuses_another_number_of_islands_or_their_settings(tmp_path):
                                 "--islands 2 \\(islands=2\\)"),
                                (islands, 3, "an island search of 2 islands", "--islands 2"),
                                (single, 2, "a search of one population", "no --islands")):
-        with pytest.raises(ValueError, match=f"cannot resume: the run in .* is {said}, not "
-                                             f".*give {give}"):
+        with pytest.raises(rounds.ResumeMismatch, match=f"cannot resume: the run in .* is "
+                                                        f"{said}, not .*give {give}"):
             ndvm.search("damped", seed=1, max_candidates=96, budget=None, out=out,
                         resume=True, workers=1, islands=n, migration_every=16)
+    for kw, (key, was, now) in (({"migration_every": 8}, ("migration_every", 16, 8)),
+                                ({"migration_every": 16, "migrants": 2}, ("migrants", 4, 2)),
+                                ({"migration_every": 16, "batch": 8}, ("batch", 16, 8))):
+        with pytest.raises(rounds.ResumeMismatch, match=f"was searched with {key}={was}, and "
+                                                        f"this session has {key}={now}"):
+            ndvm.search("damped", seed=1, max_candidates=96, budget=None, out=islands,
+                        resume=True, workers=1, islands=2, **kw)
     (islands / loop.SUMMARY_FILE).unlink()  # (killed before its summary: its records tell)
-    with pytest.raises(ValueError, match="is an island search of another number of islands, "
-                                         "not an island search of 3 islands"):
+    with pytest.raises(rounds.ResumeMismatch, match="is an island search of 2 islands, not an "
+                                                    "island search of 3 islands .give --islands 2"):
         ndvm.search("damped", seed=1, max_candidates=96, budget=None, out=islands,
                     resume=True, workers=1, islands=3, migration_every=16)
     with pytest.raises(rounds.ResumeMismatch, match="the same islands, migration_every and "
-                                                    "migrants"):
+                                                    "migrants"):  # (found replaying)
         ndvm.search("damped", seed=1, max_candidates=96, budget=None, out=islands,
                     resume=True, workers=1, islands=2, migration_every=8)
+
+
+def test_a_run_folder_takes_one_search_at_a_time(tmp_path):
+    """Two searches writing one folder at once (a second terminal's --resume) recorded 3,136
+    candidates twice; the folder's record file is locked while a search runs, and released
+    when it ends, even killed outright (the system drops the lock with the process)."""
+    import threading
+
+    out = tmp_path / "run"
+    ndvm.search("damped", seed=1, max_candidates=32, budget=None, out=out, workers=1)
+    started, release = threading.Event(), threading.Event()
+    slow = rounds._Rounds.next
+
+    def next_round(self):  # (the first search holds the folder until told to go on)
+        started.set()
+        release.wait(60)
+        return slow(self)
+
+    rounds._Rounds.next = next_round
+    try:
+        first = threading.Thread(target=ndvm.search, args=("damped",), kwargs={
+            "seed": 1, "max_candidates": 64, "budget": None, "out": out, "workers": 1,
+            "resume": True})
+        first.start()
+        assert started.wait(60)
+        rounds._Rounds.next = slow
+        for kw in ({"resume": True}, {"force": True}):
+            with pytest.raises(loop.RunExistsError, match="is in use: another search is "
+                                                          "writing its candidates.jsonl"):
+                ndvm.search("damped", seed=1, max_candidates=64, budget=None, out=out,
+                            workers=1, **kw)
+    finally:
+        rounds._Rounds.next = slow
+        release.set()
+        first.join(60)
+    lines = (out / RECORD_FILE).read_text().splitlines()
+    assert sorted(json.loads(x)["id"] for x in lines) == list(range(64))
+    # (a process killed outright holds no lock: the killed run resumes)
+    written = _kill_after(tmp_path / "killed", 1, tmp_path)
+    assert written > 0
+    res = ndvm.search("damped", seed=SEED, max_candidates=BUDGET, budget=None,
+                      out=tmp_path / "killed", resume=True, refits=1)
+    assert res.stopped == "candidates"
+
+
+def test_resume_refuses_a_record_file_that_lost_or_doubled_its_records(tmp_path):
+    out = tmp_path / "run"
+    ndvm.search("damped", seed=1, max_candidates=32, budget=None, out=out, workers=1)
+    path = out / RECORD_FILE
+    lines = path.read_text().splitlines(keepends=True)
+    path.write_text("".join(lines[:10] + [lines[7]] + lines[10:]))  # (a line copied)
+    with pytest.raises(ValueError, match="holds the record of candidate 7 twice"):
+        ndvm.search("damped", seed=1, max_candidates=64, budget=None, out=out, resume=True)
+    summary = (out / loop.SUMMARY_FILE).read_text()
+    path.write_text("")  # (its records removed, the summary kept)
+    with pytest.raises(ValueError, match="candidates.jsonl is empty, and its summary.json is "
+                                         "of 32 candidates"):
+        ndvm.search("damped", seed=1, max_candidates=64, budget=None, out=out, resume=True)
+    path.unlink()
+    with pytest.raises(loop.RunExistsError, match="holds a summary.json but no candidates.jsonl"):
+        ndvm.search("damped", seed=1, max_candidates=64, budget=None, out=out, resume=True)
+    assert (out / loop.SUMMARY_FILE).read_text() == summary  # (nothing replaced)
+    assert not path.exists()

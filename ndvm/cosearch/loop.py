@@ -76,6 +76,9 @@ class SearchResult:
     warnings: what the run met, in order: the proposer's (why an llm request failed), an
         island search's (a worker that died, islands a time budget left unrun, epochs given up),
         a note that one population's proposing thread held its workers back.
+    settings: what, beside the task and the proposer, makes the run's candidates (seed, batch,
+        refits, islands, migration_every, migrants, fit_options, proposer_options): a resumed
+        run must give the same (``resume``).
     summary(): the JSON-ready digest written to ``summary.json``.
     """
 
@@ -90,6 +93,7 @@ class SearchResult:
     stopped: str
     warnings: list = field(default_factory=list)
     selection: list = field(default_factory=list)
+    settings: dict = field(default_factory=dict)
 
     def __post_init__(self):
         if not isinstance(self.records, Records):
@@ -166,7 +170,7 @@ class SearchResult:
             "first_good": slim(self.first_good), "best": slim(self.best),
             "selection": (self.best or {}).get("selection", {}).get("explanation"),
             "front": [slim(r) for r in self.front], "front_scores": self.selection,
-            "warnings": list(self.warnings),
+            "warnings": list(self.warnings), "settings": _jsonable(self.settings),
             **self.task.extra_summary(self),
         }
 
@@ -233,6 +237,9 @@ def parse_budget(budget):
     return seconds
 
 
+_SAMPLE = 1000  # the records whose islands tell how many a run folder's search had
+
+
 def check_run(task, proposer=None, out=None, resume=False, force=False, islands=1):
     """Raise ValueError (RunExistsError) for what ``search`` would refuse, before any work."""
     applicable = tuple(getattr(task, "proposers", ()) or ("mutate", "replay", "llm"))
@@ -252,26 +259,49 @@ def check_run(task, proposer=None, out=None, resume=False, force=False, islands=
     return applicable
 
 
-def _same_islands(out, islands, most=1000):
-    """ValueError when the run in ``out`` is not a search of as many ``islands``, as its
+def _same_islands(out, islands, most=_SAMPLE):
+    """ResumeMismatch when the run in ``out`` is not a search of as many ``islands``, as its
     summary.json says, else as its first ``most`` records tell (``_earlier_session`` checks
     every record as it reads them)."""
     if not whole_number(islands) or islands < 1:
         return  # (check_islands says why)
     was = _summary_islands(out)
     if was is not None and was != islands:
-        raise ValueError(_other_islands(out, None, islands))
+        raise ResumeMismatch(_other_islands(out, None, islands))
     try:
         with open(out / RECORD_FILE, "rb") as f:
             first = [json.loads(line) for _, line in zip(range(most), f)]
     except (OSError, ValueError):
         first = []  # (a line cut short: the records are checked as they are read)
-    for r in first:
-        if not (isinstance(r, dict) and whole_number(r.get("id"))):
-            return  # (not a record of ours: said as they are read)
-        island = r.get("island")
-        if (island is not None) if islands == 1 else island != r["id"] % islands:
-            raise ValueError(_other_islands(out, island, islands))
+    if not all(isinstance(r, dict) and whole_number(r.get("id")) for r in first):
+        return  # (not records of ours: said as they are read)
+    seen = [(r["id"], r.get("island")) for r in first]
+    for i, island in seen:
+        if (island is not None) if islands == 1 else island != i % islands:
+            raise ResumeMismatch(_other_islands(out, island, islands, seen))
+
+
+def _same_settings(out, settings):
+    """ResumeMismatch when the run in ``out`` (its summary.json, when written: a run killed
+    outright has none, and its replay finds the first candidate that differs) was searched
+    with other ``settings`` (SearchResult.settings): a resumed run must make the same
+    candidates. Another seed made the same first fifty (the grammar's small models), so a
+    short resume of a run of another seed was taken for it."""
+    try:
+        was = json.loads((out / SUMMARY_FILE).read_text(encoding="utf-8")).get("settings")
+    except (OSError, ValueError, AttributeError):
+        return
+    if not isinstance(was, dict):  # (an older ndvm's summary)
+        return
+    now = json.loads(json.dumps(_jsonable(settings)))  # (as summary.json holds them)
+    differ = [k for k in now if k in was and was[k] != now[k]]
+    if differ:
+        raise ResumeMismatch(
+            f"cannot resume: the run in {out} was searched with "
+            f"{', '.join(f'{k}={was[k]!r}' for k in differ)}, and this session has "
+            f"{', '.join(f'{k}={now[k]!r}' for k in differ)} (a resumed run makes the same "
+            f"candidates as the earlier sessions: give the same settings, or a new --out "
+            f"folder)")
 
 
 def _same_task(out, task):
@@ -381,6 +411,12 @@ def search(task="damped", proposer=None, budget=None, max_candidates=None, out=N
     check_options(proposer, proposer_options, also=_SEARCH_KEYWORDS)
     g = (grammar or task.search_grammar()).check()
     islands, migration_every, migrants = check_islands(islands, migration_every, migrants)
+    settings = {"seed": int(seed), "batch": int(batch), "refits": int(refits),
+                "islands": islands, "migration_every": migration_every if islands > 1 else None,
+                "migrants": migrants if islands > 1 else None,
+                "fit_options": dict(fit_options or {}), "proposer_options": proposer_options}
+    if resume and out is not None:
+        _same_settings(Path(out), settings)
     if islands > 1:
         if proposer != "mutate":
             raise ValueError(f"islands run the mutate proposer, not {proposer!r}" if asked else
@@ -389,7 +425,7 @@ def search(task="damped", proposer=None, budget=None, max_candidates=None, out=N
         return _search_islands(task, islands, seed, g, batch, migration_every, migrants,
                                max_candidates, budget_s, workers, executor, client,
                                fit_options, refits, proposer_options, out, force, progress,
-                               stop_on_success, resume)
+                               stop_on_success, resume, settings)
     if isinstance(proposer, Proposer):
         prop = proposer
     elif proposer == "replay" and not candidates:
@@ -406,23 +442,28 @@ def search(task="damped", proposer=None, budget=None, max_candidates=None, out=N
     # outcomes read back from the records instead of calibrated again (and checked to score the
     # same), so it goes on exactly as an uninterrupted run of the same seed would
     records = Records(spill=_spill_folder(out))
-    record_path = _open_run(out, resume, force) if out is not None else None
-    loaded, t_offset = _earlier_session(out, record_path, resume, 1, state.warn)
-    recorded = ById(loaded)  # (their lines are in the record file)
-    bar = _Progress(progress)
-    sink = open(record_path, "a", encoding="utf-8") if record_path else None
-    t0 = time.perf_counter() - t_offset
-    session_start = time.perf_counter()
-    n_new, stopped = 0, "budget"
-    run = _Rounds(task, prop, state, scorer, t0, batch, max_candidates, refits=refits,
-                  recorded=recorded)
-    if budget_s is not None:  # (a round an executor never runs: a Dask cluster without workers)
-        run.deadline = session_start + budget_s + rounds.LATE
-    pipe = None
-    n_workers = default_workers() if workers is None else int(workers)  # (local threads)
-    if getattr(prop, "pipelined", False):
-        serial = executor is None and n_workers == 1
-        pipe = _Pipeline(run, None if serial else Scheduler.threads(workers))
+    # (the record file, locked while the search runs: closed, and so unlocked, at its end)
+    sink, existed = _open_run(out, resume, force) if out is not None else (None, False)
+    try:
+        loaded, t_offset = _earlier_session(out, existed, resume, 1, state.warn)
+        recorded = ById(loaded)  # (their lines are in the record file)
+        bar = _Progress(progress)
+        t0 = time.perf_counter() - t_offset
+        session_start = time.perf_counter()
+        n_new, stopped = 0, "budget"
+        run = _Rounds(task, prop, state, scorer, t0, batch, max_candidates, refits=refits,
+                      recorded=recorded)
+        if budget_s is not None:  # (a round an executor never runs: a cluster without workers)
+            run.deadline = session_start + budget_s + rounds.LATE
+        pipe = None
+        n_workers = default_workers() if workers is None else int(workers)  # (local threads)
+        if getattr(prop, "pipelined", False):
+            serial = executor is None and n_workers == 1
+            pipe = _Pipeline(run, None if serial else Scheduler.threads(workers))
+    except BaseException:
+        if sink:
+            sink.close()
+        raise
 
     def succeeded():
         """A good fit found, with stop_on_success (a resumed run goes on past an earlier
@@ -518,7 +559,8 @@ def search(task="damped", proposer=None, budget=None, max_candidates=None, out=N
                        len(run.front), elapsed - t_offset, budget_s, task),
                key=(len(records), id(lowest), len(run.front)))
     return conclude(task, records, run.front, run.first_good, scorer.ev, elapsed,
-                    getattr(prop, "name", "custom"), seed, stopped, state.warnings, out)
+                    getattr(prop, "name", "custom"), seed, stopped, state.warnings, out,
+                    settings)
 
 
 # A search of one population on this many worker threads or more whose proposer thread was
@@ -627,15 +669,20 @@ class _Pipeline:
 
 def _search_islands(task, islands, seed, grammar, batch, every, migrants, max_candidates,
                     budget_s, workers, executor, client, fit_options, refits, proposer_options,
-                    out, force, progress, stop_on_success, resume):
+                    out, force, progress, stop_on_success, resume, settings):
     """``search`` with islands > 1 (see there)."""
     if budget_s is None and max_candidates is None:
         raise ValueError("an island search needs a time budget or max_candidates")
     workers = island_workers(islands, workers, executor)  # (checked before the run folder)
-    record_path = _open_run(out, resume, force) if out is not None else None
+    # (the record file, locked while the search runs: closed, and so unlocked, at its end)
+    sink, existed = _open_run(out, resume, force) if out is not None else (None, False)
     said = []
-    loaded, t_offset = _earlier_session(out, record_path, resume, islands, said.append)
-    sink = open(record_path, "a", encoding="utf-8") if record_path else None
+    try:
+        loaded, t_offset = _earlier_session(out, existed, resume, islands, said.append)
+    except BaseException:
+        if sink:
+            sink.close()
+        raise
     bar = _Progress(progress)
     t0 = time.perf_counter()
 
@@ -675,28 +722,51 @@ def _search_islands(task, islands, seed, grammar, batch, every, migrants, max_ca
             show_warning(sys.stderr, w)
     return conclude(task, records, front, good[0] if good else None,
                     ndvm.Evaluator(client=client), elapsed, f"mutate x {islands} islands", seed,
-                    stopped, warnings, out)
+                    stopped, warnings, out, settings)
 
 
-def _earlier_session(out, record_path, resume, islands, warn):
+def _earlier_session(out, existed, resume, islands, warn):
     """(the records of the run in ``out``, packed, and the time of its last) when ``resume``
-    (else none, and 0): what a resumed run replays. A folder holding no run is warned of
-    (``warn(message)``); a run searched with another number of ``islands`` (1: one
-    population) raises ValueError: its records would only be found to differ, one by one."""
+    (else none, and 0): what a resumed run replays (``existed``: its record file was there
+    before this session opened it). A folder holding no run is warned of (``warn(message)``).
+    Raises ResumeMismatch for a run searched with another number of ``islands`` (1: one
+    population), whose records would only be found to differ one by one, and ValueError for a
+    record file that holds a record twice (each candidate is recorded once: an edited file)
+    or none beside a summary of candidates (records removed: nothing to continue)."""
     loaded, t_offset = Records(spill=_spill_folder(out)), 0.0
     if not resume:
         return loaded, t_offset
-    if not record_path.exists():  # (a mistyped folder: said, not silent)
+    if not existed:  # (a mistyped folder: said, not silent)
         warn(f"resume: {out} holds no run to continue (no {RECORD_FILE}); a new run was started "
              f"there")
         return loaded, t_offset
-    for r in _iter_records(record_path, repair=True):  # (packed as they are read)
+    seen = []  # (id, island) of the first records, to tell how many islands the run had
+    for r in _iter_records(Path(out) / RECORD_FILE, repair=True):  # (packed as they are read)
         r = _load(r)
         island = r.get("island")
+        if len(seen) < _SAMPLE:
+            seen.append((r.get("id"), island))
         if (island is not None) if islands == 1 else island != r["id"] % islands:
-            raise ValueError(_other_islands(out, island, islands))
+            raise ResumeMismatch(_other_islands(out, island, islands, seen + [(r["id"], island)]))
         t_offset = max(t_offset, r.get("time") or 0.0)
         loaded.extend((r,))
+    ids = np.sort(loaded.ids())
+    twice = ids[1:][ids[1:] == ids[:-1]]
+    if twice.size:
+        raise ValueError(f"cannot resume: {out}/{RECORD_FILE} holds the record of candidate "
+                         f"{int(twice[0])} twice ({twice.size} record(s) in all are a second "
+                         f"copy): a run records each candidate once (was the file edited, or "
+                         f"written by two searches at once?)")
+    if not len(loaded):
+        try:
+            had = json.loads((Path(out) / SUMMARY_FILE).read_text(encoding="utf-8"))["candidates"]
+        except (OSError, ValueError, KeyError, TypeError):
+            had = 0
+        if isinstance(had, int) and had > 0:
+            raise ValueError(f"cannot resume: {out}/{RECORD_FILE} is empty, and its "
+                             f"{SUMMARY_FILE} is of {had} candidates (its records removed?): "
+                             f"there is nothing to continue; replace it with --force "
+                             f"(force=True), or choose a new --out folder")
     return loaded, t_offset
 
 
@@ -705,24 +775,49 @@ def _as_islands(n):
 
 
 def _summary_islands(out):
-    """The number of islands of the run in ``out`` as its summary.json's proposer says
-    ("mutate x N islands"; 1 for any other), or None without one."""
+    """The number of islands of the run in ``out`` as its summary.json says (its settings, or
+    its proposer: "mutate x N islands"; 1 for any other), or None without one."""
     try:
-        proposer = json.loads((Path(out) / SUMMARY_FILE).read_text(encoding="utf-8"))["proposer"]
+        s = json.loads((Path(out) / SUMMARY_FILE).read_text(encoding="utf-8"))
+        n = (s.get("settings") or {}).get("islands")
+        if isinstance(n, int) and n >= 1:
+            return n
+        proposer = s["proposer"]
         return int(proposer.split(" x ")[1].split()[0]) if " x " in proposer else 1
     except (OSError, ValueError, KeyError, IndexError, TypeError, AttributeError):
         return None
 
 
-def _other_islands(out, island, islands):
+def _records_islands(seen):
+    """How many islands the search of records ``seen`` ((id, island) pairs) had: (n, exact),
+    n the least number of islands whose ids they fit (id % n = island), exact when records of
+    every one of its islands are among them; None for one population's, or records that fit
+    none up to 1024."""
+    isl = [(i, k) for i, k in seen if isinstance(i, int) and isinstance(k, int) and k >= 0]
+    if not isl or len(isl) < len(seen):
+        return None
+    least = max(k for _, k in isl) + 1
+    for n in range(max(2, least), 1025):
+        if all(i % n == k for i, k in isl):
+            return n, len({k for _, k in isl}) == n
+    return None
+
+
+def _other_islands(out, island, islands, seen=()):
     """Why a run in ``out`` of which a record was of island ``island`` (None: one population)
-    cannot be resumed with ``islands``: what it was, as its summary.json says or else as the
-    record tells, and what to give."""
-    was = _summary_islands(out)
-    if was is None and island is None:
-        was = 1
-    if was is None or was == islands:  # (the summary of another run than its records?)
+    cannot be resumed with ``islands``: what it was, as its summary.json says or else as its
+    records ``seen`` ((id, island) pairs) tell, and what to give."""
+    was, exact = _summary_islands(out), True
+    if was is None:
+        if island is None:
+            was = 1
+        else:
+            known = _records_islands(seen)
+            was, exact = known if known is not None else (None, False)
+    if was is None or was == islands:  # (a summary of another run than its records?)
         what, give = "an island search of another number of islands", "the --islands it had"
+    elif not exact:
+        what, give = f"an island search of at least {was} islands", "the --islands it had"
     else:
         what = _as_islands(was)
         give = f"--islands {was} (islands={was})" if was > 1 else "no --islands (islands=1)"
@@ -737,14 +832,15 @@ def _spill_folder(out):
 
 
 def conclude(task, records, front, first_good, ev, elapsed, proposer, seed, stopped, warnings,
-             out):
+             out, settings=None):
     """The SearchResult of a search's records (the front's model selected on ``ev``), its
     summary.json written into ``out`` (when given)."""
     structures = len({r.get("skeleton") or r["model"] for r in records if r["status"] == "ok"})
     best, scores = select(task, front, ev, structures=structures)
     result = SearchResult(task=task, records=records, front=front, best=best,
                           first_good=first_good, elapsed=elapsed, proposer=proposer, seed=seed,
-                          stopped=stopped, warnings=list(warnings), selection=scores)
+                          stopped=stopped, warnings=list(warnings), selection=scores,
+                          settings=dict(settings or {}))
     if out is not None:
         (Path(out) / SUMMARY_FILE).write_text(json.dumps(_jsonable(result.summary()), indent=2))
     return result

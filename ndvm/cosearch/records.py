@@ -89,15 +89,52 @@ def _existing(out, resume, force):
 
 
 def _open_run(out, resume, force):
-    """The record file of the run directory ``out``, after checking resume/force."""
+    """The record file of the run folder ``out``, opened to append and locked for this search
+    (closing it unlocks it; a search killed outright leaves no lock), after checking
+    resume/force: a new run empties it and removes the summary. RunExistsError when another
+    search holds the folder (two writing one record file would record candidates twice), and
+    when resuming a folder whose summary is left without its records (nothing to continue; a
+    new run would replace the summary). Returns (the file, whether it existed before)."""
     out = Path(out)
     record_path = out / RECORD_FILE
     held = _existing(out, resume, force)
+    existed = record_path.exists()
+    if resume and not existed and (out / SUMMARY_FILE).exists():
+        raise RunExistsError(
+            f"cannot resume: {out} holds a {SUMMARY_FILE} but no {RECORD_FILE} (its records "
+            f"removed?): there is nothing to continue; replace it with --force (force=True), "
+            f"or choose a new --out folder")
     out.mkdir(parents=True, exist_ok=True)
-    if not resume:
-        for p in held:
-            p.unlink()
-    return record_path
+    sink = open(record_path, "a", encoding="utf-8")  # noqa: SIM115 - the caller closes it
+    try:
+        if not _lock(sink):
+            raise RunExistsError(
+                f"{out} is in use: another search is writing its {RECORD_FILE} (a run folder "
+                f"takes one search at a time); wait for it to end, or choose another --out "
+                f"folder")
+        if not resume:
+            sink.truncate(0)
+            for p in held:
+                if p != record_path:
+                    p.unlink()
+    except BaseException:
+        sink.close()
+        raise
+    return sink, existed
+
+
+def _lock(f):
+    """Take an exclusive lock on the open file ``f`` without waiting: False when another
+    process holds it (True where the system has no such locks)."""
+    try:
+        import fcntl
+    except ImportError:  # (Windows: no advisory locks here)
+        return True
+    try:
+        fcntl.flock(f.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return False
+    return True
 
 
 _DEFERRED = (signal.SIGINT, signal.SIGTERM)  # (the signals uninterrupted() holds back)
