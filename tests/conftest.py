@@ -106,3 +106,9 @@ def run_with_stack(work, size):
         t.join()
     finally:
         threading.stack_size(old)
+
+
+def as_recorded(front):
+    """A search's front as its records are (each front member also carries its parameters'
+    standard errors, ``stderr``)."""
+    return [{k: v for k, v in r.items() if k != "stderr"} for r in front]

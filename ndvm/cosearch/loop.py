@@ -28,7 +28,7 @@ from ndvm.cosearch.records import (RECORD_FILE, SUMMARY_FILE, ById, Records, Run
 from ndvm.cosearch.rounds import (ResumeMismatch, SearchState, _Batch, _fittest, _Rounds,
                                    lost_executor, show_warning)
 from ndvm.cosearch.score import Scorer
-from ndvm.cosearch.select import select
+from ndvm.cosearch.select import front_stderr, select
 from ndvm.cosearch.sexpr import to_tree
 from ndvm.cosearch.task import predict
 from ndvm.cosearch.tasks import Task, get_task
@@ -59,7 +59,9 @@ class SearchResult:
         ``r2`` (held-out R^2, None for likelihood tasks), ``size`` (atoms), ``skeleton``,
         ``error`` (why it is invalid or failed) and ``time`` (seconds since the search began).
         A refit of an earlier record (``refits``) has proposer "refit" and ``refit_of`` its id.
-    front: the ok records not dominated in (held-out error, size), by increasing size.
+    front: the ok records not dominated in (held-out error, size), by increasing size; for
+        least-squares tasks copies of them, each with ``stderr``, its parameters' standard
+        errors on the points its calibration used (``select.front_stderr``).
     best: the selected model (None when none was calibrated): for least-squares tasks the
         smallest front member within one standard error of the lowest cross-validated error
         (or within the search's optimism, when wider: ``select.search_optimism``), refitted on
@@ -837,6 +839,7 @@ def conclude(task, records, front, first_good, ev, elapsed, proposer, seed, stop
     summary.json written into ``out`` (when given)."""
     structures = len({r.get("skeleton") or r["model"] for r in records if r["status"] == "ok"})
     best, scores = select(task, front, ev, structures=structures)
+    front = front_stderr(task, front, ev)
     result = SearchResult(task=task, records=records, front=front, best=best,
                           first_good=first_good, elapsed=elapsed, proposer=proposer, seed=seed,
                           stopped=stopped, warnings=list(warnings), selection=scores,

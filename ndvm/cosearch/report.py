@@ -86,7 +86,9 @@ def front_table(result, limit=20):
     for i, r in enumerate(front):
         if i not in keep:
             continue
-        ps = ", ".join(f"{k}={v:.5g}" for k, v in r["params"].items())
+        se = r.get("stderr") or {}
+        ps = ", ".join(f"{k}={v:.5g}" + (f" +- {se[k]:.2g}" if se.get(k) is not None else "")
+                       for k, v in r["params"].items())
         rows.append([str(r["size"]), _fmt(r["heldout_error"], ".6g" if nll else ".4g"),
                      "" if nll else _fmt(r["r2"], ".4f"), f"{r['time']:.2f}s",
                      ", ".join(marks.get(r["id"], [])), one_line(r["model"])])

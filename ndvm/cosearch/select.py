@@ -202,6 +202,18 @@ def search_optimism(structures, n):
     return 2.0 * math.sqrt(math.log(structures) / n)
 
 
+def front_stderr(task, front, ev=None):
+    """Copies of the ``front``'s records, each with ``stderr``: its parameters' standard errors
+    (``standard_errors``) on the points they were fitted on, the search's calibration points
+    (``task.split("fit")``); least-squares tasks only (the front as it is otherwise)."""
+    if task.objective != "mse" or not task.inputs:
+        return list(front)
+    ev = ev or ndvm.Evaluator()
+    inputs, target = task.split("fit")
+    return [dict(r, stderr=standard_errors(r["model"], r["params"], inputs, target, ev,
+                                           task.consts)) for r in front]
+
+
 def select(task, front, ev=None, k=5, structures=1):
     """(chosen record, table of every candidate's CV score): see the module docstring.
     ``structures``: how many distinct programs the search scored (its selection's optimism).
