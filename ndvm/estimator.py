@@ -4,8 +4,9 @@
     m.predict(X2); m.score(X2, y2); m.program_; m.sympy(); m.latex()
 
 Columns are the inputs x0, x1, ... of the search's programs; when X had string column names
-(``feature_names_in_``), ``program_`` reads them by those names (when each can be a program's
-variable and none is a parameter's name) and SymPy and LaTeX show them. The returned model is
+(``feature_names_in_``), ``program_`` reads them by those names (a name that cannot be a
+program's variable, or is a parameter's, by one of its position that no column has) and SymPy
+and LaTeX show them. The returned model is
 the search's selected one (one-SE rule over cross-validation, refitted on all data);
 ``result_`` keeps the whole front.
 """
@@ -208,19 +209,37 @@ class SymbolicRegressor(RegressorMixin, BaseEstimator):
         return self.target_scale_ != 1.0 or bool(np.any(self.input_scales_ != 1.0))
 
     def _names(self):
-        """The feature names the programs handed back use for x0, x1, ...: X's column names when
-        each can be a program's variable and none is a parameter's name (``(* a x0)`` of
-        columns named x1, x2, ... read x0 as the column x1), else None (x0, x1, ...)."""
+        """The names the programs handed back use for x0, x1, ...: each column's own name (X's,
+        ``feature_names_in_``) where it can be a program's variable and is no parameter's name,
+        else one of its position (x<i>, x_<i>, col<i>: the first that no column and no
+        parameter is named), so that no name in the program is another column's (``(* a x0)``
+        of columns x1, x2, ... read x0 as the column x1; and all of them fell back to x0, x1,
+        ... for one column named c, x1 then naming the column x2). None without column names
+        (x0, x1, ...)."""
         from ndvm.cosearch.task import _check_names
         names = getattr(self, "feature_names_in_", None)
         if names is None:
             return None
         names = [str(n) for n in names]
-        try:
-            _check_names("input", names)
-        except ValueError:
-            return None
-        return None if set(names) & set(PARAMS) else names
+
+        def usable(n):
+            try:
+                _check_names("input", [n])
+            except ValueError:
+                return False
+            return n not in PARAMS
+
+        own = [usable(n) for n in names]
+        taken = {n for n, ok in zip(names, own) if ok} | set(PARAMS)
+        out = []
+        for i, (n, ok) in enumerate(zip(names, own)):
+            if not ok:
+                n = next(c for c in (f"x{i}", f"x_{i}", f"col{i}", *(f"col{i}_{k}" for k in
+                                                                      range(len(taken) + 1)))
+                         if c not in taken)
+                taken.add(n)
+            out.append(n)
+        return out
 
     def _as_data(self, model):
         """``model`` (a source over the searched columns x0, x1, ...) as a program of the data's

@@ -309,6 +309,17 @@ def test_the_program_handed_back_reads_the_columns_by_their_names():
     bad = pd.DataFrame({"mass kg": df["x1"], "a": df["x3"]})
     m = ndvm.SymbolicRegressor(budget=None, max_candidates=64).fit(bad, y)
     assert set(ndvm.parse(m.program_).free_names) - set(m.params_) <= {"x0", "x1"}
+    # (one column named c, a parameter's name, sent every column back to x0, x1, ...: x1 then
+    # named the column "x2". Only that column takes a name of its place, one no column has)
+    odd = df.assign(c=3.0)
+    m = ndvm.SymbolicRegressor(budget=None, max_candidates=200).fit(odd, y)
+    assert m._names() == ["x1", "x2", "x3", "x_3"]
+    prog = ndvm.parse(m.program_)
+    assert set(prog.free_names) - set(m.params_) <= {"x1", "x2", "x3", "x_3"}, m.program_
+    v = ndvm.Evaluator().evaluate(prog, params=m.params_ or None, data={
+        k: (odd["c"] if k == "x_3" else odd[k]).to_numpy()
+        for k in set(prog.free_names) - set(m.params_)}).value[0]
+    assert np.allclose(v, m.predict(odd))
 
 
 def test_the_selected_parameters_come_with_their_standard_errors():
