@@ -1,7 +1,8 @@
 """The ndvm command line: run, fit, search, compare, bench and disasm.
 
 Errors in user input (a missing file, bad program text, a bad option value) print one line
-(file:line:col: kind: message) and exit with status 2; a search that finds no good fit exits 1;
+(file:line:col: kind: message) and exit with status 2; a search that finds no good fit, and a
+fit whose loss is not finite, exit 1;
 Ctrl-C exits 130 after writing what was done; SIGTERM (a batch system's notice at the end of a
 job's time, ``kill``) the same, exiting 143.
 """
@@ -157,15 +158,17 @@ def read_csv(path):
 
 
 UNITS_MARK = "#units"
+MISSING = ("", "NA")  # cells read as a missing value (NaN): pandas' empty cell, R's NA
 
 
 def read_table(path, finite=False,
                advice="a search needs finite data: remove or fill the row"):
-    """(columns, units) of a CSV file with a header row: columns name -> float array; units
-    name -> unit string from the optional units row, the line right under the header whose
-    first cell starts with ``#units`` (then the first column's unit: ``#units kg,m/s,J``), else
-    None. ``finite``: a nan or inf cell is an error (file:line:column, and ``advice``); True
-    for every column, or the names of the columns that must be finite."""
+    """(columns, units) of a CSV file with a header row: columns name -> float array (an empty
+    cell or NA is a missing value, NaN); units name -> unit string from the optional units
+    row, the line right under the header whose first cell starts with ``#units`` (then the
+    first column's unit: ``#units kg,m/s,J``), else None. ``finite``: a missing, nan or inf
+    cell is an error (file:line:column, and ``advice``); True for every column, or the names
+    of the columns that must be finite."""
     import csv
     import io
 
@@ -202,15 +205,17 @@ def read_table(path, finite=False,
             raise InputError(f"{path}:{i}:1: expected {len(header)} fields, got {len(row)}")
         col = 1
         for h, cell in zip(header, row):
+            missing = cell.strip() in MISSING  # (pandas writes NaN as an empty cell, R as NA)
             try:
-                cols[h].append(float(cell))
+                cols[h].append(math.nan if missing else float(cell))
             except ValueError:
                 raise InputError(f"{path}:{i}:{col}: column {h!r}: expected a number, "
                                  f"got {cell.strip()!r}") from None
             if (finite and (finite is True or h in finite)
                     and not math.isfinite(cols[h][-1])):
-                raise InputError(f"{path}:{i}:{col}: column {h!r}: {cell.strip()} is not a "
-                                 f"finite number ({advice})")
+                what = (f"a missing value ({cell.strip()!r})" if missing
+                        else f"{cell.strip()} is not a finite number")
+                raise InputError(f"{path}:{i}:{col}: column {h!r}: {what} ({advice})")
             col += len(cell) + 1
     if not cols[header[0]]:
         raise InputError(f"{path}:{first + 1}:1: no data rows")
@@ -290,7 +295,9 @@ def cmd_fit(args):
         y = y[rows_ok]
         print(f"ndvm: {int((~rows_ok).sum())} row(s) with NaN or inf omitted", file=sys.stderr)
     pred = ndvm.Evaluator(client=args.client).evaluate(prog, params=res.params, data=data).value[0]
-    r2 = 1.0 - float(np.mean((pred - y) ** 2)) / float(np.var(y)) if np.var(y) > 0 else float("nan")
+    with np.errstate(all="ignore"):  # (a fit that failed: its loss says so, below)
+        r2 = (1.0 - float(np.mean((pred - y) ** 2)) / float(np.var(y)) if np.var(y) > 0
+              else float("nan"))
     stderr = getattr(res, "stderr", None)  # standard errors, when ndvm.fit provides them
     print(f"{prog.name}: fitted {', '.join(res.names)} to {args.target} over {y.size} rows "
           f"(data: {', '.join(data) or 'none'}); {args.optimizer}, {args.starts} start(s), "
@@ -316,7 +323,7 @@ def cmd_fit(args):
             fig.savefig(args.plot, dpi=110)
             plt.close(fig)
             print(f"wrote {args.plot}")
-    return 0
+    return 0 if math.isfinite(res.loss) else 1  # (no finite loss: the fit failed)
 
 
 def _list_builtins():
@@ -649,9 +656,9 @@ EPILOG = """examples:
   ndvm search --task damped --proposer replay --candidates example:proposals.jsonl
   ndvm compare model.scm --param a=1 --data x=0.5,1.0
 
-exit status: 0 done; 1 no good fit (search) or clients disagree (compare); 2 a usage or input
-error (one line saying where); 130 interrupted (a search still writes what it did); 143 stopped
-by SIGTERM (the same)
+exit status: 0 done; 1 no good fit (search), no finite loss (fit) or clients disagree
+(compare); 2 a usage or input error (one line saying where); 130 interrupted (a search still
+writes what it did); 143 stopped by SIGTERM (the same)
 """
 
 

@@ -167,6 +167,36 @@ def test_fit_nan_policy_omit_leaves_the_bad_rows_out(tmp_path):
     assert math.isfinite(r2) and r2 > 0.99
 
 
+@pytest.mark.parametrize("cell", ["", "NA"])
+def test_an_empty_or_na_cell_is_a_missing_value(cell, tmp_path):
+    # (pandas writes NaN as an empty cell, R as NA: --nan-policy omit refused the file with
+    # "expected a number, got ''")
+    m, d = _write_fit_files(tmp_path, "(* A (exp (- 0 (* b x))))")
+    lines = (tmp_path / "d.csv").read_text().splitlines()
+    n = len(lines) - 1
+    lines[5] = cell + "," + lines[5].split(",")[1]
+    (tmp_path / "d.csv").write_text("\n".join(lines))
+    r = ndvm("fit", m, d, "--target", "y")
+    assert r.returncode == 2 and (f"{d}:6:1: column 'x': a missing value ({cell!r}) (remove or "
+                                  f"fill the row, or drop such rows: --nan-policy omit)"
+                                  ) in r.stderr, r.stderr
+    r = ndvm("fit", m, d, "--target", "y", "--nan-policy", "omit")
+    assert r.returncode == 0, r.stderr
+    assert f"over {n - 1} rows" in r.stdout and "1 row(s) with NaN or inf omitted" in r.stderr
+    r = ndvm("search", "--csv", d, "--target", "y", "--max-candidates", "8")
+    assert r.returncode == 2 and "column 'x': a missing value" in r.stderr, r.stderr
+
+
+def test_a_fit_that_overflows_fails_without_numpy_noise(tmp_path):
+    # (it printed numpy's "RuntimeWarning: overflow encountered in square" from cli.py and
+    # exited 0 with a loss of inf)
+    m, d = _write_fit_files(tmp_path, "(* A (exp (* b x x x)))")
+    r = ndvm("fit", m, d, "--target", "y", "--init", "b=500", "--init", "A=1")
+    assert r.returncode == 1, (r.stdout, r.stderr)
+    assert "loss (MSE) inf" in r.stdout and "NOT converged" in r.stdout
+    assert "RuntimeWarning" not in r.stderr and "Traceback" not in r.stderr, r.stderr
+
+
 def test_output_piped_into_a_reader_that_leaves_ends_quietly():
     # (`ndvm run ... | head -2`: the closed pipe was reported as "a connection was lost")
     points = ",".join(str(i / 100) for i in range(20000))

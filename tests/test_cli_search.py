@@ -335,3 +335,20 @@ def test_a_search_of_a_column_of_extreme_size_warns(tmp_path):
         assert len(said) == 1 and said[0].startswith("input 'x' reaches 3e-09") and (
             "divide it by 1e-09" in said[0])
     assert not api.search("damped", max_candidates=16).warnings
+
+
+def test_a_search_of_few_points_says_they_are_few(tmp_path):
+    # (5 rows of a 3-input law chose a size-22 program, "R2 on all 5 points: 0.999999", and
+    # said nothing)
+    import ndvm as api
+    from ndvm.cosearch.task import FEW_POINTS
+
+    rng = np.random.default_rng(0)
+    x1, x2, x3 = rng.uniform(1, 2, (3, 5))
+    data = _csv(tmp_path / "few.csv", zip(x1, x2, x3, 2.5 * x1 * x2 / x3), "x1,x2,x3,y")
+    r = ndvm("search", "--csv", data, "--max-candidates", "32", "--quiet")
+    assert "ndvm: warning: only 5 data points (3 training, 2 held out)" in r.stderr, r.stderr
+    x = np.linspace(1.0, 2.0, FEW_POINTS)
+    for n, warned in ((FEW_POINTS - 1, True), (FEW_POINTS, False)):
+        res = api.search(api.Task.from_arrays("t", {"x": x[:n]}, 2.0 * x[:n]), max_candidates=16)
+        assert any(w.startswith(f"only {n} data points") for w in res.warnings) == warned

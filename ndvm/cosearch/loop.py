@@ -314,8 +314,11 @@ def _same_task(out, task):
     except (OSError, ValueError, AttributeError):
         return  # (a run killed before its summary: the records are checked as replayed)
     if was is not None and was != task.name:
+        from ndvm.cosearch.tasks import TASKS
+        give = (f"--task {was}" if was in TASKS else
+                f"the data it searched: a --csv file named {was}.csv, or a Task named {was!r}")
         raise ValueError(f"cannot resume: the run in {out} is a search of task {was!r}, not "
-                         f"{task.name!r} (give --task {was}, or a new --out folder)")
+                         f"{task.name!r} (give {give}, or a new --out folder)")
 
 
 def search(task="damped", proposer=None, budget=None, max_candidates=None, out=None,

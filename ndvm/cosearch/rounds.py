@@ -203,10 +203,11 @@ class _Rounds:
             if old is not None and old["proposed"] != src:
                 raise ResumeMismatch(
                     f"cannot resume: candidate {rec['id']} was {old['proposed']!r} in the earlier "
-                    f"session and is {src!r} now (resume needs the same task, proposer, seed and "
-                    f"batch: batch=, ndvm search --batch; a run on a Dask cluster has rounds of "
-                    f"{EXECUTOR_BATCH} candidates for each of its worker threads; an island "
-                    f"search, the same islands, migration_every and migrants)")
+                    f"session and is {src!r} now (resume needs the same task and data, a --csv "
+                    f"file's columns and --target among them, proposer, seed and batch: batch=, "
+                    f"ndvm search --batch; a single population's run on a Dask cluster has "
+                    f"rounds of {EXECUTOR_BATCH} candidates for each of its worker threads; an "
+                    f"island search, the same islands, migration_every and migrants)")
             if not state.seen.add_new(src):
                 rec["status"] = "duplicate"
                 continue

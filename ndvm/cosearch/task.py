@@ -97,6 +97,9 @@ def _check_names(kind, names):
                                  c if c.isalnum() else "_" for c in name))
 
 
+# A least-squares search of fewer data points says that they are too few (Task.size_warnings)
+FEW_POINTS = 20
+
 # Training points a candidate is calibrated on at most: a seeded subset of larger data (the
 # calibrations' cost grows with the points, and 2,000 pin a few constants down well enough to
 # rank candidates; the chosen model is refitted on every point by the selection, select.py).
@@ -285,11 +288,19 @@ class Task:
         return self.train[subset_rows(self.train.size, self.fit_points, self.train.size)]
 
     def size_warnings(self):
-        """A search's warnings for the columns of extreme size (``decade``) of a least-squares
-        task: it searches them as given, and may miss the law on them."""
+        """A search's warnings for the data of a least-squares task: too few points to tell a
+        law from a fit of them (fewer than FEW_POINTS), and the columns of extreme size
+        (``decade``), which it searches as given and may miss the law on."""
         if self.objective != "mse" or not self.inputs:
             return []
         out = []
+        n = int(np.size(self.target))
+        if n < FEW_POINTS:
+            out.append(f"only {n} data points ({self.train.size} training, {self.heldout.size} "
+                       f"held out): among thousands of programs some fit so few points closely "
+                       f"by chance, and the selected model may be one of them; give more data "
+                       f"(at least {FEW_POINTS} points), or fit a model you choose (ndvm fit, "
+                       f"ndvm.fit)")
         for what, v in [("the target", self.target)] + [(f"input {k!r}", v)
                                                          for k, v in self.inputs.items()]:
             scale = decade(v)
