@@ -371,3 +371,17 @@ def test_resume_refuses_a_record_file_that_lost_or_doubled_its_records(tmp_path)
         ndvm.search("damped", seed=1, max_candidates=64, budget=None, out=out, resume=True)
     assert (out / loop.SUMMARY_FILE).read_text() == summary  # (nothing replaced)
     assert not path.exists()
+
+
+def test_resuming_another_data_set_names_the_data_not_a_task(tmp_path):
+    # (a --csv run resumed with another file was told "give --task law", which --task refuses)
+    import numpy as np
+
+    x = np.linspace(1.0, 2.0, 30)
+    out = tmp_path / "run"
+    ndvm.search(ndvm.Task.from_arrays("law", {"x": x}, 2 * x), max_candidates=16, out=out)
+    with pytest.raises(ValueError, match="is a search of task 'law', not 'other' .give the data "
+                                         "it searched: a --csv file named law.csv, or a Task "
+                                         "named 'law'"):
+        ndvm.search(ndvm.Task.from_arrays("other", {"x": x}, 3 * x), max_candidates=32, out=out,
+                    resume=True)
