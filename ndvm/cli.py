@@ -238,7 +238,7 @@ def csv_task(path, target=None):
         units = {**{k: units[k] for k in inputs}, "target": units[target]}
     try:
         return Task.from_arrays(Path(path).stem, inputs, cols[target], heldout=0.3, seed=0,
-                                loops=False, data_units=units,
+                                loops=False, data_units=units, target_name=target,
                                 description=f"{target} as a function of {', '.join(inputs)} "
                                             f"({path})")
     except ValueError as e:

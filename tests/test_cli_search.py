@@ -337,6 +337,18 @@ def test_a_search_of_a_column_of_extreme_size_warns(tmp_path):
     assert not api.search("damped", max_candidates=16).warnings
 
 
+def test_no_parameter_takes_the_target_columns_name(tmp_path):
+    # (inputs a, b, c and a target d gave parameters d, p0, p1, p2: "d = 2.5 set" then read as
+    # the target)
+    from ndvm.cli import csv_task
+
+    rng = np.random.default_rng(0)
+    a, b, c = rng.uniform(1, 2, (3, 30))
+    task = csv_task(_csv(tmp_path / "abcd.csv", zip(a, b, c, a * b / c), "a,b,c,d"), "d")
+    assert task.params == ("p0", "p1", "p2", "p3") and task.target_name == "d"
+    assert csv_task(_csv(tmp_path / "xy.csv", zip(a, a)), "y").params == ("a", "b", "c", "d")
+
+
 def test_a_search_of_few_points_says_they_are_few(tmp_path):
     # (5 rows of a 3-input law chose a size-22 program, "R2 on all 5 points: 0.999999", and
     # said nothing)

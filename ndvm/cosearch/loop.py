@@ -279,8 +279,14 @@ def _same_islands(out, islands, most=_SAMPLE):
         return  # (not records of ours: said as they are read)
     seen = [(r["id"], r.get("island")) for r in first]
     for i, island in seen:
-        if (island is not None) if islands == 1 else island != i % islands:
+        if _not_of(islands, i, island):
             raise ResumeMismatch(_other_islands(out, island, islands, seen))
+
+
+def _not_of(islands, rid, island):
+    """Whether record ``rid`` of island ``island`` (None: one population's) is not one a
+    search of ``islands`` makes (its ids are island + k islands)."""
+    return (island is not None) if islands == 1 else island != rid % islands
 
 
 def _same_settings(out, settings):
@@ -751,7 +757,7 @@ def _earlier_session(out, existed, resume, islands, warn):
         island = r.get("island")
         if len(seen) < _SAMPLE:
             seen.append((r.get("id"), island))
-        if (island is not None) if islands == 1 else island != r["id"] % islands:
+        if _not_of(islands, r["id"], island):
             raise ResumeMismatch(_other_islands(out, island, islands, seen + [(r["id"], island)]))
         t_offset = max(t_offset, r.get("time") or 0.0)
         loaded.extend((r,))

@@ -120,8 +120,9 @@ class Task:
     """What a search fits, and how it judges a fit.
 
     inputs: name -> [N] data inputs; target: [N]; heldout: indices scored but never fitted;
-    params: the parameter names a candidate may use (default a b c d, skipping any name an input
-    or a constant uses; names given that collide with one are an error); consts: shared constants (vectors, matrices);
+    params: the parameter names a candidate may use (default a b c d, skipping any name an input,
+    a constant or the target uses; names given that collide with an input or a constant are an
+    error); consts: shared constants (vectors, matrices);
     fit: options for ndvm.fit (optimizer, steps, starts, lr; default PAPER_FIT, the paper's
     protocol; ``from_arrays`` gives DATA_FIT; a fit dict that names no optimizer
     keeps the co-search's, SEARCH_OPTIMIZER, not ndvm.fit's own default; "start_scales": see
@@ -136,7 +137,8 @@ class Task:
     made, held as a units.Units): the mutate proposer then proposes only dimensionally
     consistent candidates and starts from the Buckingham Pi models (units.py); fit_points: the
     training points each candidate is calibrated and scored on at most (``split("fit")``: a
-    seeded subset when there are more; None: all of them).
+    seeded subset when there are more; None: all of them); target_name: the target's own name
+    (a CSV column's), which no default parameter takes.
     """
 
     name: str
@@ -160,6 +162,7 @@ class Task:
     grammar: object = None  # a Grammar for this task (default: one built from inputs and params)
     data_units: object = None  # (SeriesTask's ``units`` is its series' unit label)
     fit_points: int = FIT_POINTS
+    target_name: str = None
 
     def search_grammar(self):
         """The grammar a search of this task grows programs from: ``grammar``, else one over
@@ -228,7 +231,7 @@ class Task:
     def _name_parameters(self):
         """Parameters never share a name with an input or a constant: default names that would
         are replaced by free ones; names the caller chose that collide are an error."""
-        taken = set(self.inputs) | set(self.consts)
+        taken = set(self.inputs) | set(self.consts) | {self.target_name}
         if self.params is None:
             pool = list(DEFAULT_PARAMS) + [f"p{i}" for i in range(64)]
             free = [n for n in pool if n not in taken]
