@@ -385,3 +385,17 @@ def test_resuming_another_data_set_names_the_data_not_a_task(tmp_path):
                                          "named 'law'"):
         ndvm.search(ndvm.Task.from_arrays("other", {"x": x}, 3 * x), max_candidates=32, out=out,
                     resume=True)
+
+
+def test_a_file_system_without_locks_runs_unlocked(tmp_path, monkeypatch):
+    # (flock on an NFS mount without its lock service raises ENOLCK: a search there must run,
+    # as it did before run folders were locked)
+    import errno
+    import fcntl
+
+    def no_locks(fd, op):
+        raise OSError(errno.ENOLCK, "No locks available")
+
+    monkeypatch.setattr(fcntl, "flock", no_locks)
+    res = ndvm.search("damped", seed=1, max_candidates=16, budget=None, out=tmp_path / "run")
+    assert len((tmp_path / "run" / RECORD_FILE).read_text().splitlines()) == len(res.records)

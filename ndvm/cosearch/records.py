@@ -125,15 +125,18 @@ def _open_run(out, resume, force):
 
 def _lock(f):
     """Take an exclusive lock on the open file ``f`` without waiting: False when another
-    process holds it (True where the system has no such locks)."""
+    process holds it (True where the system or the file system has no such locks: Windows
+    here, an NFS mount without its lock service)."""
     try:
         import fcntl
-    except ImportError:  # (Windows: no advisory locks here)
+    except ImportError:
         return True
     try:
         fcntl.flock(f.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
         return False
+    except OSError:  # (ENOLCK, EOPNOTSUPP: the folder is used unlocked, as before)
+        return True
     return True
 
 
