@@ -392,7 +392,8 @@ def cmd_search(args):
                                      ("optimizer", args.optimizer)) if v is not None}
     candidates = [str(_resolve(c)) for c in args.candidates] if args.candidates else None
     nll = task.objective == "nll"
-    check_run(task, args.proposer, args.out, args.resume, args.force, args.islands)  # refuse before printing
+    # (refused before printing)
+    check_run(task, args.proposer, args.out, args.resume, args.force, args.islands)
     print(f"task {task.name}: {task.description}")
     if nll:
         print(f"  a likelihood task: each candidate's parameters ({', '.join(task.params)}) are "

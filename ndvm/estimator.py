@@ -10,6 +10,7 @@ and LaTeX show them. The returned model is
 the search's selected one (one-SE rule over cross-validation, refitted on all data);
 ``result_`` keeps the whole front.
 """
+import itertools
 import warnings
 
 import numpy as np
@@ -234,8 +235,8 @@ class SymbolicRegressor(RegressorMixin, BaseEstimator):
         out = []
         for i, (n, ok) in enumerate(zip(names, own)):
             if not ok:
-                n = next(c for c in (f"x{i}", f"x_{i}", f"col{i}", *(f"col{i}_{k}" for k in
-                                                                      range(len(taken) + 1)))
+                n = next(c for c in itertools.chain((f"x{i}", f"x_{i}", f"col{i}"),
+                                                    (f"col{i}_{k}" for k in itertools.count()))
                          if c not in taken)
                 taken.add(n)
             out.append(n)

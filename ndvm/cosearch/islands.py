@@ -278,7 +278,8 @@ def search_islands(task, islands, seed, grammar, batch, every, migrants, max_can
     folder the records go to past records.SPILL_BYTES (None: all kept in memory).
     ``recorded``: an earlier session's records of this run (a resumed run; each of island
     id % islands), which the islands replay (their outcomes checked and reused, not calibrated
-    again: each epoch is sent those it may meet) and which are among the records returned;
+    again: each epoch is sent those it may meet) and which are among the records returned (a
+    Records is returned itself, the new records added to it, not copied);
     the new records' times go on from ``t_offset``. ``resumable``: a lost executor's warning
     says the run can be resumed."""
     share = None
@@ -295,7 +296,8 @@ def search_islands(task, islands, seed, grammar, batch, every, migrants, max_can
     sent = {}  # (island, epoch) -> the migrants it sends after that epoch (until read for good)
     finished = [False] * islands
     running = []  # the Handles of the epochs running (tag: island, epoch)
-    records, warnings = Records(recorded, spill=spill), []
+    records = recorded if isinstance(recorded, Records) else Records(recorded, spill=spill)
+    warnings = []
     replays = _replays(recorded, islands)  # (each island's earlier records: ids, positions)
     next_ids = list(range(islands))  # the id of each island's next record
     started = time.perf_counter()

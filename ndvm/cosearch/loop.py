@@ -295,11 +295,8 @@ def _same_settings(out, settings):
     with other ``settings`` (SearchResult.settings): a resumed run must make the same
     candidates. Another seed made the same first fifty (the grammar's small models), so a
     short resume of a run of another seed was taken for it."""
-    try:
-        was = json.loads((out / SUMMARY_FILE).read_text(encoding="utf-8")).get("settings")
-    except (OSError, ValueError, AttributeError):
-        return
-    if not isinstance(was, dict):  # (an older ndvm's summary)
+    was = _earlier_summary(out).get("settings")
+    if not isinstance(was, dict):  # (no summary, or an older ndvm's)
         return
     now = json.loads(json.dumps(_jsonable(settings)))  # (as summary.json holds them)
     differ = [k for k in now if k in was and was[k] != now[k]]
@@ -312,14 +309,21 @@ def _same_settings(out, settings):
             f"folder)")
 
 
+def _earlier_summary(out):
+    """The summary.json of the run in ``out`` as a dict, or {} (none written: a run killed
+    before it; or not a summary of ours): what a resume checks before any work."""
+    try:
+        s = json.loads((Path(out) / SUMMARY_FILE).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return s if isinstance(s, dict) else {}
+
+
 def _same_task(out, task):
     """ValueError when the run in ``out`` (its summary.json, when written) searched another
     task than ``task``: its records would only be found to score otherwise, one by one."""
-    try:
-        was = json.loads((out / SUMMARY_FILE).read_text(encoding="utf-8")).get("task")
-    except (OSError, ValueError, AttributeError):
-        return  # (a run killed before its summary: the records are checked as replayed)
-    if was is not None and was != task.name:
+    was = _earlier_summary(out).get("task")  # (a run killed before its summary has none: its
+    if was is not None and was != task.name:  # records are checked as they are replayed)
         from ndvm.cosearch.tasks import TASKS
         give = (f"--task {was}" if was in TASKS else
                 f"the data it searched: a --csv file named {was}.csv, or a Task named {was!r}")
@@ -705,13 +709,14 @@ def _search_islands(task, islands, seed, grammar, batch, every, migrants, max_ca
     # from the earlier sessions')
     front = pareto_front([r for r in loaded if r["status"] == "ok"])
     good = [r for r in (next((r for r in loaded if _good(task, r)), None),) if r is not None]
+    n_loaded = len(loaded)  # (the search's records go on from these, in the same Records)
 
     def show(records, block):
         front[:] = pareto_front(front + block.front)  # (the front of their fronts is theirs)
         if block.good is not None and (not good or block.good["id"] < good[0]["id"]):
             good[:] = [block.good]
         el = time.perf_counter() - t0
-        new = len(records) - len(loaded)
+        new = len(records) - n_loaded
         bar.update(_status(len(records), new / el if el > 0 else 0.0, _leader(front),
                            len(front), el, budget_s, task))
 
@@ -725,7 +730,7 @@ def _search_islands(task, islands, seed, grammar, batch, every, migrants, max_ca
         if sink:
             sink.close()
     elapsed = time.perf_counter() - t0
-    bar.finish(_status(len(records), (len(records) - len(loaded)) / max(elapsed, 1e-9),
+    bar.finish(_status(len(records), (len(records) - n_loaded) / max(elapsed, 1e-9),
                        _leader(front), len(front), elapsed, budget_s, task))
     warnings = said + task.size_warnings() + warnings
     if progress:  # (as a search of one population shows its own: SearchState.warn)
@@ -769,10 +774,7 @@ def _earlier_session(out, existed, resume, islands, warn):
                          f"copy): a run records each candidate once (was the file edited, or "
                          f"written by two searches at once?)")
     if not len(loaded):
-        try:
-            had = json.loads((Path(out) / SUMMARY_FILE).read_text(encoding="utf-8"))["candidates"]
-        except (OSError, ValueError, KeyError, TypeError):
-            had = 0
+        had = _earlier_summary(out).get("candidates")
         if isinstance(had, int) and had > 0:
             raise ValueError(f"cannot resume: {out}/{RECORD_FILE} is empty, and its "
                              f"{SUMMARY_FILE} is of {had} candidates (its records removed?): "
@@ -788,14 +790,17 @@ def _as_islands(n):
 def _summary_islands(out):
     """The number of islands of the run in ``out`` as its summary.json says (its settings, or
     its proposer: "mutate x N islands"; 1 for any other), or None without one."""
+    s = _earlier_summary(out)
+    settings = s.get("settings")
+    n = settings.get("islands") if isinstance(settings, dict) else None
+    if isinstance(n, int) and n >= 1:
+        return n
+    proposer = s.get("proposer")
+    if not isinstance(proposer, str):
+        return None
     try:
-        s = json.loads((Path(out) / SUMMARY_FILE).read_text(encoding="utf-8"))
-        n = (s.get("settings") or {}).get("islands")
-        if isinstance(n, int) and n >= 1:
-            return n
-        proposer = s["proposer"]
         return int(proposer.split(" x ")[1].split()[0]) if " x " in proposer else 1
-    except (OSError, ValueError, KeyError, IndexError, TypeError, AttributeError):
+    except (IndexError, ValueError):
         return None
 
 
