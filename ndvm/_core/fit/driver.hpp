@@ -32,6 +32,7 @@ struct FitScratch {
   std::vector<int8_t> status;
   std::vector<double> J, r, cov, se;  // covariance at the best point
   std::vector<unsigned char> cov_flags;
+  std::vector<uint32_t> evaluated;  // the starts of the last batched evaluation
 
   static FitScratch& here() {
     thread_local FitScratch s;
@@ -79,7 +80,9 @@ class FitDriver {
     status_.assign(S_, kBudget);
     flags_.assign(P_ * S_, 0);
     for (size_t k = 0; k < size_t(rq_.budget) * S_; ++k) rq_.history[k] = std::nan("");
+    packing_ = true;  // (the iterations evaluate the live starts alone)
     optimize();
+    packing_ = false;
     if (rq_.optimizer != Optimizer::LM && rq_.uncertainty && mse()) uncertainty_at_best();
     for (size_t i = 0; i < P_ * S_; ++i) rq_.params[i] = external(i / S_, best_u_[i]);
     for (uint32_t s = 0; s < S_; ++s) {
@@ -124,6 +127,7 @@ class FitDriver {
   std::vector<double*>&jac_ptrs_, &grad_ptrs_;
   std::vector<uint8_t>&retired_, &done_, &flags_;
   std::vector<int8_t>& status_;
+  bool packing_ = false;  // evaluate() packs the live starts (while optimize() runs)
   bool uncertainty_done_ = false;  // cov and stderr were written for every start not retired
 
   bool mse() const { return rq_.loss == int(LossKind::MSE); }
@@ -148,9 +152,19 @@ class FitDriver {
 
   // One batched evaluation at internal coordinates u. kLoss: loss_ only; kGrad: loss_ and grad_
   // (d loss / d u) from the MSE mode's seeded sweep (MSE) or from summed Jacobian rows (value);
-  // kJac: value_, loss_ and jac_ (d value / d x per lane, external coordinates).
+  // kJac: value_, loss_ and jac_ (d value / d x per lane, external coordinates). While the
+  // optimizer iterates (packing_), only the live starts are evaluated: packed as the batch's
+  // first starts, their outputs then moved to their own places (a start that stopped is never
+  // read again; 64 starts of which 2 run on to the budget were 64 starts' work at every step).
   void evaluate(const std::vector<double>& u, Need need) {
-    for (size_t i = 0; i < P_ * S_; ++i) xe_[i] = external(i / S_, u[i]);
+    std::vector<uint32_t>& of = sc_.evaluated;  // the starts evaluated, in order
+    of.clear();
+    for (uint32_t s = 0; s < S_; ++s)
+      if (!packing_ || live(s)) of.push_back(s);
+    if (of.empty()) return;  // (no start left to evaluate)
+    const uint32_t S = uint32_t(of.size());
+    for (size_t p = 0; p < P_; ++p)
+      for (uint32_t j = 0; j < S; ++j) xe_[p * S + j] = external(p, u[p * S_ + of[j]]);
     bool jac = need == kJac || (need == kGrad && !mse());
     if (jac) {
       if (jac_.size() < P_) jac_.resize(P_);
@@ -158,23 +172,25 @@ class FitDriver {
     }
     for (size_t p = 0; p < P_; ++p) {
       Binding& b = rq_.bindings[rq_.param_binding[p]];
-      b.values = xe_.data() + p * S_;
-      b.rows = S_;
+      b.values = xe_.data() + p * S;
+      b.rows = S;
       if (jac) jac_ptrs_[rq_.param_binding[p]] = jac_[p].data();
     }
     RunRequest run;
     run.bindings = rq_.bindings.data();
     run.nbind = rq_.bindings.size();
-    run.S = S_;
+    run.S = S;
     run.N = N_;
     run.grad = need != kLoss;
     run.value_out = value_.data();
+    bool reduced = false;  // loss_ (and grad_) reduced by the core
     if (jac) {
       run.jac_out = jac_ptrs_.data();
     } else if (mse()) {  // the core reduces to per-start loss and gradient
       run.target = rq_.target;
       run.loss_out = loss_.data();
       run.grad_out = need == kGrad ? grad_ptrs_.data() : nullptr;
+      reduced = true;
     }
     ErrorInfo err;
     if (!rq_.entry(rq_.machine, rq_.dtype, rq_.expanded, rq_.compiled, &run, &err)) {
@@ -183,8 +199,9 @@ class FitDriver {
       throw e;
     }
     ++rq_.n_evals;
+    if (S < S_) unpack(S, jac, reduced, run.grad_out != nullptr);
     if (jac || !mse()) {
-      for (uint32_t s = 0; s < S_; ++s) {
+      for (uint32_t s : of) {
         const double* v = value_.data() + size_t(s) * N_;
         double acc = 0.0;
         if (mse()) {
@@ -198,15 +215,34 @@ class FitDriver {
     }
     if (need == kGrad && !mse())
       for (size_t p = 0; p < P_; ++p)
-        for (uint32_t s = 0; s < S_; ++s) {
+        for (uint32_t s : of) {
           const double* j = jac_[p].data() + size_t(s) * N_;
           double acc = 0.0;
           for (uint32_t n = 0; n < N_; ++n) acc += j[n];
           grad_[p * S_ + s] = acc;
         }
     if (need == kGrad && rq_.positive)  // chain rule: d/du = x d/dx for x = exp(u)
-      for (size_t i = 0; i < P_ * S_; ++i)
-        if (is_log(i / S_)) grad_[i] *= xe_[i];
+      for (size_t p = 0; p < P_; ++p)
+        if (is_log(p))
+          for (uint32_t s : of) grad_[p * S_ + s] *= external(p, u[p * S_ + s]);
+  }
+
+  // Moves the outputs of the S packed starts (the first S of each buffer) to their starts' own
+  // places, last first (a start's place is never before its packed one, so none is overwritten
+  // before it has moved).
+  void unpack(uint32_t S, bool jac, bool reduced, bool grad) {
+    const std::vector<uint32_t>& of = sc_.evaluated;
+    for (uint32_t j = S; j-- > 0;) {
+      uint32_t s = of[j];
+      if (s == j) continue;
+      std::copy_n(value_.begin() + size_t(j) * N_, N_, value_.begin() + size_t(s) * N_);
+      if (jac)
+        for (size_t p = 0; p < P_; ++p)
+          std::copy_n(jac_[p].begin() + size_t(j) * N_, N_, jac_[p].begin() + size_t(s) * N_);
+      if (reduced) loss_[s] = loss_[j];
+      if (grad)
+        for (size_t p = 0; p < P_; ++p) grad_[p * S_ + s] = grad_[p * S_ + j];
+    }
   }
 
   bool finite_grad(uint32_t s) const {
