@@ -186,7 +186,7 @@ def _check_names(what, given, allowed, free_names):
 def checked_data(data, target, nan_policy="raise", inputs_finite=True):
     """(arrays, y): the data inputs ``data`` (name -> values) as float64 arrays and the target
     (None without one) as a flat one, checked as ``ndvm.fit`` checks them: a target with
-    points, each input one value or one a point, no NaN or inf (ValueError naming the input and
+    points, each input a number or an array of one value a point, no NaN or inf (ValueError naming the input and
     the index), or with ``nan_policy="omit"`` the points where any is dropped. Without
     ``inputs_finite`` the inputs' values are not looked at (fit_many's shared data: a program
     that does not read an input does not care)."""
@@ -197,9 +197,11 @@ def checked_data(data, target, nan_policy="raise", inputs_finite=True):
         if y.size == 0:
             raise ValueError("target is empty")
         for name, a in arrays.items():
-            if a.size not in (1, y.size):
-                raise ValueError(f"data input {name!r} has {a.size} points but target has "
-                                 f"{y.size}")
+            if a.size != y.size and a.ndim:  # (a number, not an array, is every point's value)
+                raise ValueError(f"data input {name!r} has {a.size} point{'s' * (a.size != 1)} "
+                                 f"but target has {y.size}" + (
+                                     " (a value shared by every point is given as a number, "
+                                     "not an array of one)" if a.size == 1 else ""))
         if nan_policy == "omit":
             keep = finite_rows(y, arrays if inputs_finite else {})
             if not keep.any():
@@ -313,7 +315,8 @@ def fit(prog, data=None, target=None, params=None, starts=1, init=None, optimize
         positive=(), uncertainty=None, nan_policy="raise", unused_data="typo", scaling="both"):
     """Calibrate ``prog``'s parameters over ``starts`` starts, natively; returns a FitResult.
 
-    prog: an ndvm.Program or source text. data: name -> [N] inputs (one value per data point);
+    prog: an ndvm.Program or source text. data: name -> [N] inputs (one value per data point; a
+    number is every point's value), or a pandas DataFrame of such columns;
     target: [N] values to match (loss="mse"). consts: name -> number, vector or matrix shared
     by all lanes. params: names to fit (default: every free name not in data or consts).
     starts: number of starts S, run together as lanes. init: name -> scalar or [S] starting
@@ -389,10 +392,33 @@ def _options(args):
     return made
 
 
+def _columns(data, target):
+    """``data`` as a dict of its inputs (a pandas DataFrame: its columns). pandas matches rows
+    by index and ndvm by position: a target or input whose index differs from the others' (a
+    shuffled Series) is a ValueError, not a fit of mismatched rows."""
+    if data is None:
+        return None
+    data = dict(data)
+    indexed = [(k, v.index) for k, v in data.items() if hasattr(v, "index")
+               and hasattr(v.index, "equals")]
+    if hasattr(target, "index") and hasattr(target.index, "equals"):
+        indexed.append(("the target", target.index))
+    def named(k):
+        return k if k == "the target" else f"data input {k!r}"
+
+    for k, index in indexed[1:]:
+        if not index.equals(indexed[0][1]):
+            raise ValueError(f"{named(k)} and {named(indexed[0][0])} have different indexes: "
+                             f"ndvm matches points by position, not by index (align them, e.g. "
+                             f"target.loc[data.index], or pass .to_numpy() arrays)")
+    return data
+
+
 def fit_with(prog, options, data=None, target=None, evaluator=None):
     """``ndvm.fit`` with its options as one ``FitOptions`` (built by the caller, e.g. the CLI)."""
     prog = _program(prog)
     free = prog.free_names
+    data = _columns(data, target)
     if (data and options.params is None and options.unused_data in (None, "typo")
             and not any(k in free or did_you_mean(k, free) for k in data)):
         # (one program, and none of the data in it: a fit of constants to the target, the

@@ -204,14 +204,64 @@ def test_lm_reaches_a_large_parameter_from_a_start_near_zero(scale):
     assert r.converged[r.best_start] and r.params["a"] == pytest.approx(2.0 * scale, rel=1e-9)
 
 
-@pytest.mark.parametrize("scale", [1e6, 1e11, 1e15])
+@pytest.mark.parametrize("optimizer", ["lm", "lbfgs"])
+@pytest.mark.parametrize("scaling", ["both", "jac", "none"])
+def test_a_fit_whose_loss_overflows_everywhere_it_went_is_non_finite_not_converged(optimizer,
+                                                                                   scaling):
+    # (finite residuals near 1e160, or of exp(50 t) at t = 10, whose squares overflow: LM's
+    # norms do not overflow, it took its frozen steps for "xtol met", converged, loss inf)
+    t = np.linspace(0.0, 10.0, 60)
+    y = 5.0 * np.exp(-0.7 * t)
+    r = ndvm.fit("(* A (exp (- 0 (* k t))))", data={"t": t}, target=y,
+                 init={"A": 1e6, "k": -50.0}, optimizer=optimizer, scaling=scaling)
+    assert not np.isfinite(r.loss) and not r.converged.any() and not r.success
+    assert (r.status == -2).all() and "non-finite" in r.message
+    x = np.linspace(1.0, 10.0, 50)
+    r = ndvm.fit("(* a x)", data={"x": x}, target=np.full(50, 1e160), init={"a": 0.0},
+                 optimizer=optimizer, scaling=scaling)
+    assert not r.converged.any() and (r.status == -2).all()
+
+
+@pytest.mark.parametrize("scale", [1e6, 1e11, 1e15, 1e17, 1e20, 1e30])
 def test_lbfgs_reaches_a_large_parameter_and_never_claims_convergence_short_of_it(scale):
     # (its gradient test is relative to the loss: from a start near 1 for a = 2e15 the loss is
     # ~1e31 and its gradient ~1e16, below gtol = 1e-10 of it, and L-BFGS said "gtol met" at
     # a = 0.038 after 2 evaluations. It now also asks its quasi-Newton model, which predicts
-    # nearly the whole loss away)
+    # nearly the whole loss away. From 1e17 on, the first steepest-descent trials, a change of
+    # 1 in a, change the loss by less than its rounding: the line search took the tie for a
+    # bracket and L-BFGS said "ftol met" at the start, after 4 evaluations)
     x = np.linspace(1.0, 2.0, 30)
     r = ndvm.fit("(* a x)", data={"x": x}, target=2.0 * scale * x, optimizer="lbfgs", seed=0)
     assert r.converged[r.best_start] and r.params["a"] == pytest.approx(2.0 * scale, rel=1e-9)
     for s in range(len(r.converged)):  # (and no start that stopped elsewhere says it converged)
         assert not r.converged[s] or r.all_losses[s] <= 1e-12 * (2.0 * scale) ** 2, r.message
+
+
+def test_a_data_input_of_one_point_against_many_is_refused_and_a_number_is_every_points():
+    # (an array of one value was broadcast to every point: x[:1] for x fitted a = -0.18, with
+    # standard errors and "gtol met", where a = 2; a number is still every point's value)
+    x = np.linspace(1.0, 5.0, 50)
+    z = np.linspace(1.0, 2.0, 50) ** 2
+    with pytest.raises(ValueError, match=r"'x' has 1 point but target has 50 \(a value shared"):
+        ndvm.fit("(+ (* a x) (* b z))", data={"x": x[:1], "z": z}, target=2 * x + z)
+    with pytest.raises(ValueError, match="'x' has 1 point"):
+        ndvm.fit_many(["(+ (* a x) (* b z))"], data={"x": [1.0], "z": z}, target=2 * x + z,
+                      workers=1)
+    r = ndvm.fit("(+ (* a x) (* b z))", data={"x": 3.0, "z": z}, target=6.0 + 2.0 * z)
+    assert r.params["a"] == pytest.approx(2.0) and r.params["b"] == pytest.approx(2.0)
+
+
+def test_a_dataframe_is_data_and_pandas_rows_out_of_order_are_refused():
+    pd = pytest.importorskip("pandas")
+    x = np.linspace(1.0, 5.0, 50)
+    df = pd.DataFrame({"x": x, "y": 2.0 * x})
+    # (a DataFrame raised pandas' "truth value of a DataFrame is ambiguous")
+    assert ndvm.fit("(* a x)", data=df[["x"]], target=df.y).params["a"] == pytest.approx(2.0)
+    # (a shuffled Series was fitted by position: loss 11.6 instead of 0)
+    shuffled = df.y.sample(frac=1, random_state=0)
+    with pytest.raises(ValueError, match="the target and data input 'x' have different indexes"):
+        ndvm.fit("(* a x)", data=df[["x"]], target=shuffled)
+    with pytest.raises(ValueError, match="different indexes"):
+        ndvm.fit("(* a x z)", data={"x": df.x, "z": shuffled}, target=df.y.to_numpy())
+    r = ndvm.fit("(* a x)", data=df[["x"]], target=shuffled.loc[df.index])
+    assert r.params["a"] == pytest.approx(2.0)

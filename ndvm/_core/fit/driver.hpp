@@ -86,7 +86,9 @@ class FitDriver {
     if (rq_.optimizer != Optimizer::LM && rq_.uncertainty && mse()) uncertainty_at_best();
     for (size_t i = 0; i < P_ * S_; ++i) rq_.params[i] = external(i / S_, best_u_[i]);
     for (uint32_t s = 0; s < S_; ++s) {
-      if (retired_[s]) status_[s] = kNonFinite;
+      // (a start retired, or whose loss was never finite: a sum of squares of finite residuals
+      // near 1e160 overflows, and LM's norms, which do not, took its frozen steps for xtol)
+      if (retired_[s] || !std::isfinite(best_[s])) status_[s] = kNonFinite;
       rq_.losses[s] = best_[s];
       rq_.converged[s] = status_[s] > 0;
       if (rq_.status) rq_.status[s] = status_[s];

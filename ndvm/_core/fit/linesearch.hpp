@@ -53,7 +53,15 @@ class WolfeSearch {
     ++trials_;
     bool armijo = f <= f0_ + c1 * a * d0_;
     if (!zoom_) {
-      if (!armijo || (trials_ > 1 && f >= fprev_)) return begin_zoom(prev_, fprev_, dprev_, a, f, d);
+      // A tie with the last trial where the slope is still as steep: the step changed phi by
+      // less than its rounding, which says nothing of a minimum (a parameter that must reach
+      // 3e17 moves by 1 at the first trial of a steepest descent from near 0: L-BFGS took the
+      // tie for a bracket, and then a step of no visible gain for convergence, ftol met at the
+      // start): extrapolate on until phi shows the descent.
+      bool rounding_tie = f == fprev_ && d < 0 && d <= 0.5 * dprev_ &&
+                          (a - prev_) * std::fabs(d) <= 10.0 * kEpsilon * std::fabs(f);
+      if (!armijo || (trials_ > 1 && f >= fprev_ && !rounding_tie))
+        return begin_zoom(prev_, fprev_, dprev_, a, f, d);
       took_lo = true;
       lo_ = a;
       flo_ = f;
