@@ -235,13 +235,13 @@ def finite_rows(y, arrays):
     return keep
 
 
-def _check_finite(what, a):
+def _check_finite(what, a, advice=None):
     total = float(np.add.reduce(a, axis=None))  # one pass; NaN or inf unless every value is finite
     if total - total != 0.0 and not np.isfinite(a).all():
         i = int(np.flatnonzero(~np.isfinite(a.reshape(-1)))[0])
         raise ValueError(f"{what} has a non-finite value ({a.reshape(-1)[i]}) at index {i}; "
-                         f"remove it, or pass nan_policy='omit' (ndvm fit: --nan-policy omit) "
-                         f"to drop such points")
+                         + (advice or "remove it, or pass nan_policy='omit' (ndvm fit: "
+                            "--nan-policy omit) to drop such points"))
 
 
 def _initial_values(names, S, init, bounds, seed):
@@ -260,7 +260,8 @@ def _initial_values(names, S, init, bounds, seed):
                 raise ValueError(f"init[{name!r}] must be a scalar or have {S} values, "
                                  f"got shape {v.shape}")
             out[i] = v.reshape(-1) if v.ndim == 1 and v.size == S else float(v.reshape(-1)[0])
-            _check_finite(f"init[{name!r}]", out[i])
+            _check_finite(f"init[{name!r}]", out[i], "a start is a finite number (nan_policy "
+                          "drops data points, not starts)")
             continue
         if rng is None:
             rng = np.random.default_rng(seed)
@@ -302,6 +303,10 @@ def _message(status, optimizer, names, flags, steps, tols):
     }[int(status)]
     vanished = ", ".join(n for n, f in zip(names, flags) if f & 2) or "a parameter"
     msg = text.format(steps=steps, ftol=ftol, xtol=xtol, gtol=gtol, vanished=vanished)
+    held = [n for n, f in zip(names, flags) if f & 4]
+    if held:  # (flag 4, set natively: fit/driver.hpp)
+        msg += (f"; {', '.join(held)} ended at a bound (the stop tests leave out a parameter "
+                f"held there, and a standard error treats it as free)")
     unident = _undetermined(names, flags)
     if unident:
         msg += (f"; {', '.join(unident)} cannot be determined from the data (the Jacobian is "

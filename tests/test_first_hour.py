@@ -8,6 +8,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import warnings
 from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 
@@ -17,6 +18,7 @@ import pytest
 import ndvm
 from ndvm.cosearch import report
 from ndvm.cosearch.loop import RunExistsError, SearchResult
+from ndvm.cosearch.task import Task
 from ndvm.cosearch.tasks import TASKS, get_task
 from conftest import local_http, ndvm_taking_ctrl_c
 from test_cli import ndvm as cli
@@ -431,6 +433,42 @@ def test_fits_plot_shows_the_best_and_the_simplest_good_with_readable_labels():
     assert any(np.allclose(c, res.predict({name: grid}), rtol=1e-12) for c in curves)
     legend = fig.axes[0].get_legend()
     assert min(t.get_fontsize() for t in legend.get_texts()) >= 8
+    fig.clf()
+
+
+def test_fits_plot_of_several_inputs_draws_each_rows_prediction_against_its_data(tmp_path):
+    # (fits.png, promised for every search, was written for one-input tasks only)
+    pytest.importorskip("matplotlib")
+    rng = np.random.default_rng(1)
+    m1, m2, r = rng.uniform(1, 5, 120), rng.uniform(1, 5, 120), rng.uniform(0.5, 2, 120)
+    task = Task.from_arrays("grav", {"m1": m1, "m2": m2, "r": r}, 6.674 * m1 * m2 / r ** 2)
+    res = ndvm.search(task, seed=0, max_candidates=300, budget=None)
+    fig = report.fits_figure(res)
+    text = _texts(fig)
+    assert "on 120 rows of 3 inputs" in text and "predicted" in text and "residual" in text
+    assert "hollow: held out" in text and "chosen" in text
+    # the chosen member's points are res.best's predictions at every row, against the target
+    pred = res.predict({"m1": m1, "m2": m2, "r": r})
+    drawn = [c.get_offsets() for c in fig.axes[0].collections
+             if len(c.get_offsets()) == len(task.train)]
+    assert any(np.allclose(d, np.c_[task.target[task.train], pred[task.train]]) for d in drawn)
+    fig.clf()
+    assert {p.name for p in report.write_plots(res, tmp_path)} == {"front.png", "fits.png"}
+
+
+def test_front_plot_of_exact_fits_and_a_constant_target_warns_of_nothing():
+    # (a held-out MSE of exactly 0 on the log axis, and a constant target's variance 0 as its
+    # scale: matplotlib's "Data has no positive values" and "non-positive ylim" warnings)
+    pytest.importorskip("matplotlib")
+    x = np.linspace(0.0, 1.0, 25)
+    task = Task.from_arrays("const", {"x": x, "z": x ** 2}, np.full(25, 3.0))
+    res = ndvm.search(task, seed=0, max_candidates=120, budget=None)
+    assert any(r["status"] == "ok" and r["heldout_error"] == 0 for r in res.records)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        fig = report.front_figure(res)
+        fig.canvas.draw()
+    assert "(exact) drawn at the bottom edge" in _texts(fig)
     fig.clf()
 
 

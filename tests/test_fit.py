@@ -265,3 +265,25 @@ def test_a_dataframe_is_data_and_pandas_rows_out_of_order_are_refused():
         ndvm.fit("(* a x z)", data={"x": df.x, "z": shuffled}, target=df.y.to_numpy())
     r = ndvm.fit("(* a x)", data=df[["x"]], target=shuffled.loc[df.index])
     assert r.params["a"] == pytest.approx(2.0)
+
+
+@pytest.mark.parametrize("optimizer", ["lm", "lbfgs", "adam"])
+def test_a_parameter_that_ends_at_a_bound_is_named_in_the_message(optimizer):
+    # (LM said only "gtol met: the cosine between the residuals and every Jacobian column is
+    # below it" where k's column, held at its bound, has a cosine of 0.73)
+    t = np.linspace(0.0, 10.0, 60)
+    y = 5.0 * np.exp(-0.7 * t) + 0.02 * np.random.default_rng(0).standard_normal(60)
+    src = "(* A (exp (- 0 (* k t))))"
+    r = ndvm.fit(src, data={"t": t}, target=y, bounds={"k": (0.8, 2.0)}, optimizer=optimizer)
+    assert r.params["k"] == 0.8 and "k ended at a bound" in r.message and "A ended" not in r.message
+    r = ndvm.fit(src, data={"t": t}, target=y, bounds={"k": (0.1, 2.0)}, optimizer=optimizer,
+                 init={"A": 5.0, "k": 0.5})
+    assert "bound" not in r.message
+
+
+def test_a_non_finite_start_is_refused_without_advice_about_data_points():
+    t = np.linspace(0.0, 1.0, 10)
+    with pytest.raises(ValueError, match=r"init\['k'\] has a non-finite value \(nan\).*a start "
+                                         r"is a finite number"):
+        ndvm.fit("(* A (exp (* k t)))", data={"t": t}, target=t, init={"k": float("nan")},
+                 nan_policy="omit")

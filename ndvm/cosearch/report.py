@@ -164,9 +164,14 @@ def front_figure(result):
         return _likelihood_figure(plt, result, ids, errors)
     fig, ax = plt.subplots(figsize=(6.4, 4.2))
     var = float(np.var(task.split("heldout")[1]))
-    top = 10 * var  # errors beyond 10x the held-out variance are drawn at the top edge
-    low = max(min(errors.min(initial=var), var) / 2, 1e-12)
+    # (a constant held-out target, one held-out point: the largest error sets the scale)
+    scale = var if var > 0 else float(np.max(errors, initial=0.0)) or 1.0
+    top = 10 * scale  # errors beyond 10x the held-out variance are drawn at the top edge
+    positive = errors[errors > 0]
+    low = max(min(positive.min(initial=scale), scale) / 2, 1e-16 * scale)
     clipped = int(np.sum(errors > top))
+    exact = int(np.sum(errors < low))  # (0 on a log axis: drawn at the bottom edge)
+    errors = np.maximum(errors, low)
     n_cal = result.n_calibrated
     if errors.size:
         label = f"calibrated candidates ({errors.size} of {n}"
@@ -175,23 +180,26 @@ def front_figure(result):
         label += ")"
         if clipped:
             label += f"\n{clipped} with MSE > {top:.3g} drawn at the top edge"
+        if exact:
+            label += f"\n{exact} with MSE < {low:.3g} (exact) drawn at the bottom edge"
         ax.scatter(sizes, np.minimum(errors, top), s=6, c="0.75", label=label)
     if result.front:
         ax.step([r["size"] for r in result.front],
-                [min(r["heldout_error"], top) for r in result.front],
+                [min(max(r["heldout_error"], low), top) for r in result.front],
                 where="post", c="C3", marker="o", label=f"Pareto front ({len(result.front)})")
     member = (result.best or {}).get("front_member")
     if member is not None and np.isfinite(member.get("heldout_error", np.inf)):
-        ax.scatter([member["size"]], [min(member["heldout_error"], top)], s=180, marker="*",
-                   c="gold", edgecolors="k", linewidths=0.8, zorder=4,
+        ax.scatter([member["size"]], [min(max(member["heldout_error"], low), top)], s=180,
+                   marker="*", c="gold", edgecolors="k", linewidths=0.8, zorder=4,
                    label=f"chosen by cross-validation (size {member['size']})")
     for i, ref in enumerate(task.references()):
-        ax.axhline(min(ref["heldout_error"], top), ls=":", c=f"C{i}", lw=1.2, label=ref["label"])
+        ax.axhline(min(max(ref["heldout_error"], low), top), ls=":", c=f"C{i}", lw=1.2,
+                   label=ref["label"])
     ax.set_xlabel("program size (atoms)")
     ax.set_ylabel("held-out MSE")
     ax.set_yscale("log")
     ax.set_ylim(low, top * 1.5)
-    if task.threshold is not None:
+    if task.threshold is not None and var > 0:
         ax.axhline((1 - task.threshold) * var, ls="--", c="0.4", lw=1,
                    label=f"R² = {task.threshold:.4g} (a good fit is below)")
     ax.set_title(f"{task.name}: {result.proposer}, {n} candidates, {n_cal} calibrated")
@@ -231,19 +239,22 @@ def _likelihood_figure(plt, result, ids, errors):
     return fig
 
 
-def _curve(r, name, grid, consts):
+def _predicted(r, inputs, consts):
+    """Record ``r``'s model at its params on the rows of ``inputs``."""
     prog = ndvm.parse(r["model"])  # (the simplified model its params belong to)
     with np.errstate(all="ignore"):
-        return predict(ndvm.Evaluator(), prog, r["params"], {name: grid}, consts)
+        return predict(ndvm.Evaluator(), prog, r["params"], inputs, consts)
 
 
 def fits_figure(result):
-    """The data with the highlighted front members (numbered; sources in the caption), or None.
-    The chosen one is drawn as the search hands it over (``result.best``: its model as simplified
-    after selection and its parameters refitted on every point), not as the search's training
-    split fitted it."""
+    """The data with the highlighted front members (numbered; sources in the caption), or None
+    (a likelihood task, a task without inputs or an empty front): with one input, the data and
+    each member's curve over it; with more, each member's prediction against the observed
+    target at every row (train filled, held out hollow) and its residuals. The chosen one is
+    drawn as the search hands it over (``result.best``: its model as simplified after selection
+    and its parameters refitted on every point), not as the search's training split fitted it."""
     task = result.task
-    if task.objective != "mse" or len(task.inputs) != 1 or not result.front:
+    if task.objective != "mse" or not task.inputs or not result.front:
         return None
     plt = _pyplot()
     marks = highlights(result)
@@ -254,26 +265,54 @@ def fits_figure(result):
                for i, r in enumerate(chosen, 1)]
     wrapped = [textwrap.fill(c, 110, subsequent_indent="      ") for c in caption]
     n_lines = sum(w.count("\n") + 1 for w in wrapped)
-    height = 4.2 + 0.17 * n_lines
-    fig, ax = plt.subplots(figsize=(7.5, height))
-    (name, x), = task.inputs.items()
-    grid = np.linspace(x.min(), x.max(), 400)
-    ax.scatter(x[task.train], task.target[task.train], s=12, c="k", label="train")
-    ax.scatter(x[task.heldout], task.target[task.heldout], s=18, facecolors="none",
-               edgecolors="C0", label="held out")
-    for i, r in enumerate(chosen, 1):
-        ax.plot(grid, _curve(r, name, grid, task.consts), c=f"C{i}",
-                lw=2.2 if "best" in marks[r["id"]] else 1.4,
-                ls="-" if i == 1 else ("--" if i == 2 else ":"),
-                label=f"[{i}] {', '.join(marks[r['id']])}: size {r['size']}, R² {r['r2']:.3f}"
-                      + (" (refitted)" if r is result.best else ""))
-    ax.set_xlabel(name)
-    ax.set_ylabel("y")
-    lo, hi = task.target.min(), task.target.max()
-    pad = 0.3 * (hi - lo)
-    ax.set_ylim(lo - pad, hi + pad)
-    ax.set_title(f"{task.name}: the best and the simplest good program")
-    ax.legend(fontsize=9, loc="best")
+    target = task.target_name or "y"
+
+    def label(i, r):
+        return (f"[{i}] {', '.join(marks[r['id']])}: size {r['size']}, R² {r['r2']:.3f}"
+                + (" (refitted)" if r is result.best else ""))
+
+    if len(task.inputs) == 1:
+        height = 4.2 + 0.17 * n_lines
+        fig, ax = plt.subplots(figsize=(7.5, height))
+        (name, x), = task.inputs.items()
+        grid = np.linspace(x.min(), x.max(), 400)
+        ax.scatter(x[task.train], task.target[task.train], s=12, c="k", label="train")
+        ax.scatter(x[task.heldout], task.target[task.heldout], s=18, facecolors="none",
+                   edgecolors="C0", label="held out")
+        for i, r in enumerate(chosen, 1):
+            ax.plot(grid, _predicted(r, {name: grid}, task.consts), c=f"C{i}",
+                    lw=2.2 if "best" in marks[r["id"]] else 1.4,
+                    ls="-" if i == 1 else ("--" if i == 2 else ":"), label=label(i, r))
+        ax.set_xlabel(name)
+        ax.set_ylabel(target)
+        lo, hi = task.target.min(), task.target.max()
+        pad = 0.3 * (hi - lo)
+        ax.set_ylim(lo - pad, hi + pad)
+        ax.set_title(f"{task.name}: the best and the simplest good program")
+        ax.legend(fontsize=9, loc="best")
+    else:  # (several inputs: no curve to draw; each row's prediction against its data)
+        height = 6.0 + 0.17 * n_lines
+        fig, (ax, res_ax) = plt.subplots(2, 1, figsize=(7.5, height), sharex=True,
+                                         gridspec_kw={"height_ratios": [3, 1]})
+        y = task.target
+        lo, hi = float(y.min()), float(y.max())
+        ax.plot([lo, hi], [lo, hi], c="0.4", lw=1, label="predicted = observed")
+        for i, r in enumerate(chosen, 1):
+            pred = _predicted(r, task.inputs, task.consts)
+            c = f"C{i}"
+            ax.scatter(y[task.train], pred[task.train], s=10, color=c, alpha=0.7,
+                       label=label(i, r))
+            ax.scatter(y[task.heldout], pred[task.heldout], s=22, facecolors="none",
+                       edgecolors=c)
+            res_ax.scatter(y, y - pred, s=8, color=c, alpha=0.7)
+        ax.scatter([], [], s=22, facecolors="none", edgecolors="k", label="hollow: held out")
+        ax.set_ylabel(f"predicted {target}")
+        ax.set_title(f"{task.name}: the best and the simplest good program, on "
+                     f"{y.size} rows of {len(task.inputs)} inputs")
+        ax.legend(fontsize=8, loc="upper left")
+        res_ax.axhline(0.0, c="0.4", lw=1)
+        res_ax.set_xlabel(f"observed {target}")
+        res_ax.set_ylabel("residual")
     bottom = (0.17 * n_lines + 0.25) / height
     fig.text(0.01, 0.01, "\n".join(wrapped), fontsize=8, family="monospace", va="bottom")
     fig.tight_layout(rect=(0, bottom, 1, 1))
@@ -323,7 +362,7 @@ def fit_figure(prog, params, data, y, target, r2, stderr=None, client="dmci"):
 
 
 def write_plots(result, out):
-    """Write front.png and (one-input mse tasks) fits.png into ``out``; the paths written."""
+    """Write front.png and (mse tasks with inputs) fits.png into ``out``; the paths written."""
     plt = _pyplot()
     if plt is None:
         return []

@@ -85,6 +85,9 @@ class FitDriver {
     packing_ = false;
     if (rq_.optimizer != Optimizer::LM && rq_.uncertainty && mse()) uncertainty_at_best();
     for (size_t i = 0; i < P_ * S_; ++i) rq_.params[i] = external(i / S_, best_u_[i]);
+    if (bounded())  // flag 4: the parameter ends on a bound of its box (a constrained optimum)
+      for (size_t i = 0; i < P_ * S_; ++i)
+        if (best_u_[i] <= lo_[i / S_] || best_u_[i] >= hi_[i / S_]) flags_[i] |= 4;
     for (uint32_t s = 0; s < S_; ++s) {
       // (a start retired, or whose loss was never finite: a sum of squares of finite residuals
       // near 1e160 overflows, and LM's norms, which do not, took its frozen steps for xtol)
