@@ -425,7 +425,8 @@ def cmd_search(args):
                           stop_on_success=args.stop, fit_options=fit_options,
                           executor=cluster.get_executor() if cluster else None,
                           islands=args.islands, migration_every=args.migration_every,
-                          migrants=args.migrants, batch=args.batch, **options)
+                          migrants=args.migrants, batch=args.batch,
+                          simple_constants=not args.fitted_constants, **options)
     finally:
         if cluster is not None:
             cluster.close()
@@ -778,6 +779,10 @@ def build_parser():
     s.add_argument("--migrants", type=_count_arg, default=4,
                    help="best members an island passes on at each migration (default 4; 0: "
                         "islands searched wholly apart)")
+    s.add_argument("--fitted-constants", action="store_true",
+                   help="keep the chosen model's constants as fitted (by default one within "
+                        "the data's uncertainty of a small integer or a half is written as it, "
+                        "and the model refitted: docs/search.md, the model selection)")
     s.add_argument("--scheduler", metavar="tcp://HOST:PORT", default=None,
                    help="calibrate on the Dask cluster of this scheduler instead of local "
                         "threads (needs ndvm[dask]); the same results as a local run of the "

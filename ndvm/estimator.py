@@ -85,6 +85,12 @@ class SymbolicRegressor(RegressorMixin, BaseEstimator):
     (c * M * h(pi_1, ..)). None: no units.
     fit_points: the training points each candidate is calibrated on at most (a seeded subset of
     larger data; None: all); the chosen model is refitted on every point.
+    simple_constants: True (the default): a chosen constant within the data's uncertainty of a
+    small integer or a half (|c| <= 5: a fitted 5.07 +- 0.07 for g/2) is written as that number
+    and the rest refitted, when the error grows by less than the cross-validation's standard
+    error and the data cannot tell the two apart at 95% (``result_.best["selection"]`` says
+    which were set; ``result_.best["front_member"]`` is the model as the search fitted it);
+    False: the constants as fitted, each with its standard error in ``stderr_``.
     stderr_: the standard errors of ``params_`` (as scipy's curve_fit gives them; None where
     the data cannot determine a parameter).
     target_scale_, input_scales_: a column whose largest magnitude is outside [1e-3, 1e4) is
@@ -103,7 +109,7 @@ class SymbolicRegressor(RegressorMixin, BaseEstimator):
                  starts=DATA_FIT["starts"], heldout=0.3, max_size=25, unary=None, binary=None,
                  parsimony=0.05, refits=1, start_scales=DATA_FIT["start_scales"],
                  islands=1, migration_every=256, units=None, fit_points=FIT_POINTS,
-                 verbose=False):
+                 simple_constants=True, verbose=False):
         self.budget = budget
         self.max_candidates = max_candidates
         self.random_state = random_state
@@ -118,6 +124,7 @@ class SymbolicRegressor(RegressorMixin, BaseEstimator):
         self.parsimony = parsimony
         self.refits = refits
         self.start_scales = start_scales
+        self.simple_constants = simple_constants
         self.islands = islands
         self.migration_every = migration_every
         self.units = units
@@ -184,7 +191,8 @@ class SymbolicRegressor(RegressorMixin, BaseEstimator):
         res = search(task, proposer="mutate", budget=budget, max_candidates=self.max_candidates,
                      seed=seed, workers=self.workers, grammar=g,
                      parsimony=self.parsimony, refits=self.refits, islands=self.islands,
-                     migration_every=self.migration_every, progress=bool(self.verbose))
+                     migration_every=self.migration_every, progress=bool(self.verbose),
+                     simple_constants=self.simple_constants)
         if not self.verbose:  # (verbose: the search showed each on stderr as it happened)
             for w in dict.fromkeys(res.warnings):
                 warnings.warn(f"ndvm search: {w}", UserWarning, stacklevel=2)

@@ -332,3 +332,48 @@ def test_a_constant_the_data_pin_down_off_a_simple_number_keeps_its_value():
     _, _, _, _, fixed = simple_constants(src, dict(fit.params), inputs, y, fit.loss,
                                          ndvm.Evaluator(), slack=loose)
     assert fixed.get("a") == 2.0
+
+
+def test_simple_constants_off_keeps_the_chosen_constants_as_fitted(tmp_path):
+    # (a fitted 5.06 +- 0.05 for g/2 was handed over as "exactly 5", its standard error gone,
+    # with no way to keep it)
+    rng = np.random.default_rng(0)
+    t = np.linspace(0.2, 2.0, 40)
+    task = Task.from_arrays("fall", {"t": t}, 5.0 * t ** 2 * (1 + 0.08 * rng.standard_normal(40)))
+    rounded = ndvm.search(task, max_candidates=300, seed=0)
+    fitted = ndvm.search(task, max_candidates=300, seed=0, simple_constants=False,
+                         out=tmp_path / "run")
+    assert rounded.best["model"] == "(* 5.0 (square t))" and rounded.best["params"] == {}
+    assert "a = 5 set" in rounded.best["selection"]["explanation"]
+    assert fitted.best["model"] == "(* a (square t))" and "set" not in fitted.best["selection"][
+        "explanation"]
+    assert fitted.best["params"]["a"] == pytest.approx(5.0632, abs=1e-4)
+    assert fitted.best["stderr"]["a"] == pytest.approx(0.0465, abs=1e-4)
+    assert [r["id"] for r in fitted.records] == [r["id"] for r in rounded.records]
+    assert fitted.settings["simple_constants"] is False
+    # (it chooses among the records and does not make them: a resume may change it)
+    again = ndvm.search(task, max_candidates=400, seed=0, out=tmp_path / "run", resume=True)
+    assert again.best["params"] == {} and again.settings["simple_constants"] is True
+    with pytest.raises(ValueError, match="simple_constants is True or False"):
+        ndvm.search(task, max_candidates=10, simple_constants="no")
+
+
+def test_the_estimator_and_the_cli_keep_fitted_constants_when_asked(tmp_path):
+    pytest.importorskip("sklearn")
+    from test_cli import ndvm as cli
+
+    rng = np.random.default_rng(0)
+    t = np.linspace(0.2, 2.0, 40)
+    y = 5.0 * t ** 2 * (1 + 0.08 * rng.standard_normal(40))
+    m = ndvm.SymbolicRegressor(max_candidates=300, budget=None, simple_constants=False)
+    m.fit(t[:, None], y)
+    assert m.get_params()["simple_constants"] is False
+    assert set(m.params_) == {"a"} and m.stderr_["a"] > 0
+    csv = tmp_path / "fall.csv"
+    csv.write_text("t,y\n" + "".join(f"{a:.17g},{b:.17g}\n" for a, b in zip(t, y)))
+    r = cli("search", "--csv", str(csv), "--target", "y", "--max-candidates", "300",
+            "--budget", "600s", "--fitted-constants", "--out", str(tmp_path / "cli"), "--quiet")
+    assert r.returncode == 0, r.stderr
+    import json
+    summary = json.loads((tmp_path / "cli" / "summary.json").read_text())
+    assert summary["settings"]["simple_constants"] is False and summary["best"]["params"]

@@ -289,6 +289,10 @@ def _not_of(islands, rid, island):
     return (island is not None) if islands == 1 else island != rid % islands
 
 
+# settings that choose among a run's records and do not make them (a resume may change them)
+_CHOOSING = ("simple_constants",)
+
+
 def _same_settings(out, settings):
     """ResumeMismatch when the run in ``out`` (its summary.json, when written: a run killed
     outright has none, and its replay finds the first candidate that differs) was searched
@@ -299,7 +303,7 @@ def _same_settings(out, settings):
     if not isinstance(was, dict):  # (no summary, or an older ndvm's)
         return
     now = json.loads(json.dumps(_jsonable(settings)))  # (as summary.json holds them)
-    differ = [k for k in now if k in was and was[k] != now[k]]
+    differ = [k for k in now if k in was and was[k] != now[k] and k not in _CHOOSING]
     if differ:
         raise ResumeMismatch(
             f"cannot resume: the run in {out} was searched with "
@@ -335,7 +339,7 @@ def search(task="damped", proposer=None, budget=None, max_candidates=None, out=N
            resume=False, seed=0, batch=None, workers=None, progress=False, stop_on_success=False,
            candidates=None, grammar=None, client="dmci", fit_options=None, force=False,
            executor=None, refits=0, islands=1, migration_every=256, migrants=4,
-           **proposer_options):
+           simple_constants=True, **proposer_options):
     """Search program structures for ``task``; returns a SearchResult (see its docstring).
 
     task: a Task or a built-in name (``ndvm search --list``).
@@ -409,6 +413,8 @@ def search(task="damped", proposer=None, budget=None, max_candidates=None, out=N
         raise ValueError(f"max_candidates must be a positive count; got {max_candidates!r}")
     if not whole_number(seed) or seed < 0:
         raise ValueError(f"seed is a whole number >= 0, got {seed!r}")
+    if not isinstance(simple_constants, (bool, np.bool_)):
+        raise ValueError(f"simple_constants is True or False, got {simple_constants!r}")
     if not whole_number(refits) or refits < 0:
         raise ValueError(f"refits is a whole number >= 0 (the members refitted a round), got "
                          f"{refits!r}")
@@ -429,7 +435,8 @@ def search(task="damped", proposer=None, budget=None, max_candidates=None, out=N
     settings = {"seed": int(seed), "batch": int(batch), "refits": int(refits),
                 "islands": islands, "migration_every": migration_every if islands > 1 else None,
                 "migrants": migrants if islands > 1 else None,
-                "fit_options": dict(fit_options or {}), "proposer_options": proposer_options}
+                "fit_options": dict(fit_options or {}), "proposer_options": proposer_options,
+                "simple_constants": bool(simple_constants)}
     if resume and out is not None:
         _same_settings(Path(out), settings)
     if islands > 1:
@@ -852,7 +859,8 @@ def conclude(task, records, front, first_good, ev, elapsed, proposer, seed, stop
     """The SearchResult of a search's records (the front's model selected on ``ev``), its
     summary.json written into ``out`` (when given)."""
     structures = len({r.get("skeleton") or r["model"] for r in records if r["status"] == "ok"})
-    best, scores = select(task, front, ev, structures=structures)
+    best, scores = select(task, front, ev, structures=structures,
+                          simple=(settings or {}).get("simple_constants", True))
     front = front_stderr(task, front, ev)
     result = SearchResult(task=task, records=records, front=front, best=best,
                           first_good=first_good, elapsed=elapsed, proposer=proposer, seed=seed,

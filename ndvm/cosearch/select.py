@@ -22,6 +22,8 @@ error grows by less than the chosen member's CV standard error (``simple_constan
 with fewer free constants that the data cannot tell apart, by the same rule that chose it) and
 by less than the likelihood-ratio test of the constraint allows (chi-square's 95% quantile times
 the noise variance: a constant the data pin down away from the simple number keeps its value).
+Neither happens with ``simple=False`` (``ndvm.search(simple_constants=False)``, ``ndvm search
+--fitted-constants``, ``SymbolicRegressor(simple_constants=False)``): the constants as fitted.
 A choice whose final fit cannot tell some of its parameters apart (``unidentifiable``: the
 Jacobian in them rank-deficient to machine precision, e.g. sqrt(x + a) sqrt(y + b) - c with a
 and b run off to 1e7, where it is a plane) is passed over and the rule applied to the rest.
@@ -214,9 +216,11 @@ def front_stderr(task, front, ev=None):
                                            task.consts)) for r in front]
 
 
-def select(task, front, ev=None, k=5, structures=1):
+def select(task, front, ev=None, k=5, structures=1, simple=True):
     """(chosen record, table of every candidate's CV score): see the module docstring.
     ``structures``: how many distinct programs the search scored (its selection's optimism).
+    ``simple``: False keeps the chosen model's parameters as fitted (no ``snap``, no
+    ``simple_constants``).
 
     The chosen record holds one program and its parameters: ``model`` (the front member's,
     with parameters at integers snapped) and ``params`` refitted on all the data; its
@@ -259,11 +263,14 @@ def select(task, front, ev=None, k=5, structures=1):
         prog = ndvm.parse(rec["model"])
         params, mse = refit(prog, tuple(rec["params"]), inputs, target, rec["params"], ev,
                             steps=100, consts=consts)
-        snapped, size, params, mse = snap(rec["model"], params, inputs, target, mse, ev,
-                                          tol=EXACT * var, consts=consts)
-        model, size, params, mse, simple = simple_constants(snapped, params, inputs, target,
-                                                            mse, ev, slack=pick["cv_se"],
-                                                            consts=consts)
+        if simple:
+            snapped, size, params, mse = snap(rec["model"], params, inputs, target, mse, ev,
+                                              tol=EXACT * var, consts=consts)
+            model, size, params, mse, set_to = simple_constants(
+                snapped, params, inputs, target, mse, ev, slack=pick["cv_se"], consts=consts)
+        else:
+            snapped = model = rec["model"]
+            size, set_to = tree_size(to_tree(model)), {}
         lost = unidentifiable(model, params, inputs, target, ev, consts)
         if not lost or len(finite) == 1:
             break
@@ -285,8 +292,8 @@ def select(task, front, ev=None, k=5, structures=1):
         why += f"; its own fit cannot tell {', '.join(lost)} apart (no other member is left)"
     if snapped != rec["model"]:
         why += f"; parameters at integers snapped: {snapped}"
-    if simple:
-        why += (f"; {', '.join(f'{n} = {v:g}' for n, v in simple.items())} set (the error "
+    if set_to:
+        why += (f"; {', '.join(f'{n} = {v:g}' for n, v in set_to.items())} set (the error "
                 f"within one standard error, and the data unable to tell the value from the "
                 f"fit's at 95%), the rest refitted: {model} (size {size})")
     chosen = _scored(task, rec, model, size, params, ev)
