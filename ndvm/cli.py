@@ -242,7 +242,24 @@ def csv_task(path, target=None):
                                 description=f"{target} as a function of {', '.join(inputs)} "
                                             f"({path})")
     except ValueError as e:
-        raise InputError(f"{path}:{2 if units else 1}:1: {e}") from None
+        raise InputError(f"{path}:{2 if units else 1}:{_header_column(path, cols, e)}: "
+                         f"{e}") from None
+
+
+def _header_column(path, cols, error):
+    """The column (1-based character) of the header's name that ``error`` names, else 1."""
+    named = [k for k, h in enumerate(cols) if repr(h) in str(error)]
+    if not named:
+        return 1
+    from ndvm.errors import utf8_text
+
+    line = utf8_text(path).lstrip("\ufeff").split("\n", 1)[0]
+    col = 1
+    for k, field in enumerate(line.split(",")):  # (the header as written: quotes counted)
+        if k == named[0]:
+            return col + len(field) - len(field.lstrip())
+        col += len(field) + 1
+    return 1
 
 
 def _table(header, rows):
@@ -260,6 +277,11 @@ def cmd_fit(args):
         raise InputError(f"{args.csv}:1:1: no column {args.target!r} "
                          f"(columns: {', '.join(cols)})")
     y = cols[args.target]
+    if args.target in prog.free_names and (not args.params or args.target not in
+                                           args.params.split(",")):
+        raise InputError(f"{args.file}: the program reads {args.target!r}, the target column: a "
+                         f"model of {args.target} cannot take it as an input (name the program's "
+                         f"inputs after the other columns: {', '.join(c for c in cols if c != args.target)})")
     data = {k: v for k, v in cols.items() if k in prog.free_names and k != args.target}
     if args.nan_policy != "omit" and not all(np.isfinite(v).all() for v in (y, *data.values())):
         read_table(args.csv, finite={args.target, *data},  # (raises, naming the line and cell)

@@ -113,6 +113,15 @@ def _write_fit_files(tmp_path, src, header="x,y"):
     return str(tmp_path / "m.scm"), str(tmp_path / "d.csv")
 
 
+def test_fit_of_a_program_that_reads_the_target_column_says_so(tmp_path):
+    # (it said the program "reads none of the columns (m1, m2, r, junk)" and to "name a column
+    # as the program names its input", though F is a column: the target)
+    m, d = _write_fit_files(tmp_path, "(* a F)", header="m1,F")
+    r = ndvm("fit", m, d, "--target", "F")
+    assert r.returncode == 2 and "reads none" not in r.stderr
+    assert f"{m}: the program reads 'F', the target column" in r.stderr and "m1" in r.stderr
+
+
 def test_fit_reports_a_name_without_a_column_as_a_parameter_and_warns_on_a_near_miss(tmp_path):
     """`time` is not a column (the CSV has `tme`): it is fitted as a parameter, the output lists
     it, and a warning names the column it probably meant. A program that reads no column at

@@ -165,6 +165,13 @@ def test_a_column_named_like_a_procedure_is_refused_at_load(tmp_path):
     assert r.returncode == 2
     assert "d.csv:1:1: the input name 'length' cannot be a variable" in r.stderr
     assert "x_length" in r.stderr
+    # (the header's column of the name, and a rename that reads: 'x_mass_1__kg_' was offered)
+    data = _csv(tmp_path / "e.csv", [(i, i + 1, 2 * i + 1) for i in range(8)],
+                header="F,mass 1 [kg],y")
+    r = ndvm("search", "--csv", data, "--max-candidates", "4", "--quiet")
+    assert r.returncode == 2
+    assert "e.csv:1:3: the input name 'mass 1 [kg]' cannot be a variable" in r.stderr
+    assert "rename it, e.g. to mass_1_kg" in r.stderr
 
 
 @pytest.mark.parametrize("name", ["length", "pi", "lambda", "1.5", "a b", "(x)"])

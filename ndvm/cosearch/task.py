@@ -4,6 +4,7 @@
 time-series tasks (a Task subclass) in series.py.
 """
 import math
+import re
 from dataclasses import dataclass, field
 from numbers import Real
 
@@ -83,18 +84,23 @@ def _check_names(kind, names):
     not two tokens, not a special form, and not a procedure the language already binds (a data
     column named ``length`` or ``exp`` would be read as the procedure, and every candidate using
     it would fail)."""
+    for name in names:
+        if not _a_variable(name):
+            plain = re.sub(r"[^0-9A-Za-z]+", "_", name).strip("_")
+            rename = plain if plain and _a_variable(plain) else f"x_{plain}"
+            raise ValueError(f"the {kind} name {name!r} cannot be a variable of a program (it "
+                             f"is a built-in procedure, a special form, a number or not one "
+                             f"symbol); rename it, e.g. to {rename}")
+
+
+def _a_variable(name):
+    """Whether ``name`` reads as one free variable of a program."""
     from ndvm import parse
 
-    for name in names:
-        try:
-            free = parse(name, name="<name>").free_names
-        except Exception:  # noqa: BLE001 - a special form, an unbalanced bracket, ...
-            free = ()
-        if free != (name,):
-            raise ValueError(f"the {kind} name {name!r} cannot be a variable of a program (it "
-                             "is a built-in procedure, a special form, a number or not one "
-                             "symbol); rename it, e.g. to x_" + "".join(
-                                 c if c.isalnum() else "_" for c in name))
+    try:
+        return parse(name, name="<name>").free_names == (name,)
+    except Exception:  # noqa: BLE001 - a special form, an unbalanced bracket, ...
+        return False
 
 
 # A least-squares search of fewer data points says that they are too few (Task.size_warnings)
