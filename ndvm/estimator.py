@@ -59,7 +59,8 @@ class SymbolicRegressor(RegressorMixin, BaseEstimator):
     budget: seconds of search, a number or text such as "90s" or "2m" (None: no time limit;
     then set max_candidates); max_candidates:
     stop after that many proposals; random_state: the search's seed, an int (the same data,
-    settings and seed give the same model), None (a seed drawn from numpy's global random
+    settings and seed give the same model when the search ends at max_candidates; a time
+    budget ends it after as many candidates as the machine made in that time), None (a seed drawn from numpy's global random
     state: each fit searches afresh) or a numpy RandomState (a seed drawn from it); the seed a
     fit used is ``random_seed_``; workers: the threads the
     search runs on (1: all on the calling thread; more: the proposer works beside the
@@ -282,7 +283,8 @@ class SymbolicRegressor(RegressorMixin, BaseEstimator):
         return {sympy.Symbol(f"x{i}"): sympy.Symbol(str(n)) for i, n in enumerate(names)}
 
     def sympy(self, which=None, digits=None):
-        """The selected model (or a front member) as a SymPy expression."""
+        """The selected model (``which`` None), or the front member ``result_.front[which]``
+        (an index into the front, smallest first: not a record id), as a SymPy expression."""
         import sympy
         check_is_fitted(self, "result_")
         e = self.result_.sympy(which, digits=digits)

@@ -217,7 +217,11 @@ def checked_data(data, target, nan_policy="raise", inputs_finite=True):
 
 
 def _numbers(what, values):
-    """``values`` as a float64 array, or a ValueError that names ``what``."""
+    """``values`` as a float64 array, or a ValueError that names ``what`` (complex values too:
+    their imaginary parts were dropped with only numpy's ComplexWarning)."""
+    if np.iscomplexobj(values):
+        raise ValueError(f"{what} is complex: ndvm fits real numbers (give the real part, "
+                         f"the modulus, or the two parts as two inputs)")
     try:
         return np.asarray(values, dtype=np.float64)
     except (TypeError, ValueError) as e:

@@ -391,7 +391,7 @@ def test_a_long_front_says_what_it_leaves_out_and_keeps_the_best_and_simplest_go
     good = next(r for r in front if r["r2"] > task.threshold)
     table = report.front_table(_result(task, front), limit=10)
     assert "front rows not shown" in table and "of 40" in table
-    assert "(+ a 39)" in table and "best" in table  # the best (the largest, lowest error)
+    assert "(+ a 39)" in table and "lowest error" in table  # (the largest, lowest error)
     assert good["proposed"] in table.split("simplest good")[1].splitlines()[0]
     short = report.front_table(_result(task, front[:5]))
     assert "not shown" not in short and all(r["proposed"] in short for r in front[:5])
@@ -417,7 +417,7 @@ def test_fits_plot_shows_the_best_and_the_simplest_good_with_readable_labels():
     fig = report.fits_figure(res)
     text = _texts(fig)
     marks = report.highlights(res)
-    assert "best" in text and "simplest good" in text
+    assert "lowest error" in text and "simplest good" in text
     for rid in marks:
         # the whole (simplified) model its parameters belong to, in the caption: the chosen one
         # as the search hands it over (res.best, refitted on every point)

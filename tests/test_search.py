@@ -661,3 +661,25 @@ def test_candidates_are_calibrated_on_a_seeded_subset_of_large_data():
     assert seen and set(seen) == {2000}
     assert res.best["params"]["b"] == pytest.approx(2.3, rel=1e-9)
     assert "refitted on all 5000 points" in res.best["selection"]["explanation"]
+
+
+def test_task_data_of_the_wrong_shape_or_kind_and_a_float_count_are_refused():
+    # (a 2-column input was flattened into 200 "points"; complex data lost its imaginary part
+    # with only numpy's ComplexWarning; heldout=1.0 was taken for one point held out)
+    from ndvm.cosearch.task import Task
+
+    x = np.linspace(0.0, 1.0, 100)
+    with pytest.raises(ValueError, match=r"input 'x' has shape \(100, 2\): one value a point"):
+        Task.from_arrays("t", {"x": np.c_[x, x]}, 2 * x)
+    with pytest.raises(ValueError, match="input 'x' is complex"):
+        Task.from_arrays("t", {"x": x + 0j}, 2 * x)
+    with pytest.raises(ValueError, match="the target is complex"):
+        Task.from_arrays("t", {"x": x}, 2 * x + 1j)
+    with pytest.raises(ValueError, match=r"data input 'x' is complex"):
+        ndvm.fit("(* a x)", data={"x": x + 1j}, target=2 * x)
+    with pytest.raises(ValueError, match=r"heldout is the share .* an int from 1 to 99; got 1.0"):
+        Task.from_arrays("t", {"x": x}, 2 * x, heldout=1.0)
+    assert Task.from_arrays("t", {"x": x[:, None]}, 2 * x, heldout=1).heldout.size == 1
+    r = ndvm.search(Task.from_arrays("t", {"x": x}, 2 * x), max_candidates=50)
+    with pytest.raises(IndexError, match="an index into the front .* not a record id; got 99"):
+        r.sympy(99)

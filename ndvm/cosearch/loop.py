@@ -112,6 +112,9 @@ class SearchResult:
         if which is None:
             rec = self.best
         elif whole_number(which):
+            if not -len(self.front) <= which < len(self.front):
+                raise IndexError(f"which is an index into the front (0 to {len(self.front) - 1}: "
+                                 f"smallest first), not a record id; got {which}")
             rec = self.front[which]
         elif isinstance(which, dict) and "model" in which:
             rec = which
@@ -139,7 +142,9 @@ class SearchResult:
         return np.array(predict(ndvm.Evaluator(), prog, rec["params"], data, self.task.consts))
 
     def sympy(self, which=None, digits=None):
-        """The best model (or a front member) as a SymPy expression, parameters substituted."""
+        """The best model (or a front member) as a SymPy expression, parameters substituted.
+        ``which``: None (the selected model), an index into ``front`` (0: its smallest) or a
+        record."""
         from ndvm.cosearch.export import to_sympy
         return to_sympy(self.tree(which), self._record(which)["params"], digits=digits)
 

@@ -27,15 +27,21 @@ def _is_good(task, r):
     return r.get("r2") is not None and r["r2"] > task.threshold
 
 
+# the label of the front member of lowest held-out error (not "best": the model handed over is
+# the one the selection chose, "chosen", which a reader of "best" took it for)
+LOWEST = "lowest error"
+
+
 def highlights(result):
-    """{record id: [labels]} for the front's best (lowest held-out error), chosen (by the model
-    selection, see ``ndvm.cosearch.select``), simplest good and knee members."""
+    """{record id: [labels]} for the front's member of lowest held-out error (LOWEST), the one
+    the model selection chose ("chosen", see ``ndvm.cosearch.select``), and its simplest good
+    and knee members."""
     front = result.front
     marks = {}
     if not front:
         return marks
     best = min(front, key=lambda r: (r["heldout_error"], r["size"]))
-    marks.setdefault(best["id"], []).append("best")
+    marks.setdefault(best["id"], []).append(LOWEST)
     if result.best is not None and result.best.get("selection", {}).get("explanation"):
         marks.setdefault(result.best["id"], []).append("chosen")  # the model selection's pick
     good = next((r for r in front if _is_good(result.task, r)), None)
@@ -65,8 +71,8 @@ def one_line(src, width=160):
 def front_table(result, limit=20):
     """The front (by size) as a text table with each member's fitted parameters.
 
-    Fronts longer than ``limit`` rows are thinned, always keeping the best, the simplest good
-    and the knee; a line says how many rows are left out.
+    Fronts longer than ``limit`` rows are thinned, always keeping the highlighted members
+    (``highlights``); a line says how many rows are left out.
     """
     nll = result.task.objective == "nll"
     marks = highlights(result)
@@ -281,14 +287,14 @@ def fits_figure(result):
                    edgecolors="C0", label="held out")
         for i, r in enumerate(chosen, 1):
             ax.plot(grid, _predicted(r, {name: grid}, task.consts), c=f"C{i}",
-                    lw=2.2 if "best" in marks[r["id"]] else 1.4,
+                    lw=2.2 if "chosen" in marks[r["id"]] else 1.4,
                     ls="-" if i == 1 else ("--" if i == 2 else ":"), label=label(i, r))
         ax.set_xlabel(name)
         ax.set_ylabel(target)
         lo, hi = task.target.min(), task.target.max()
         pad = 0.3 * (hi - lo)
         ax.set_ylim(lo - pad, hi + pad)
-        ax.set_title(f"{task.name}: the best and the simplest good program")
+        ax.set_title(f"{task.name}: the chosen model and the front's highlights")
         ax.legend(fontsize=9, loc="best")
     else:  # (several inputs: no curve to draw; each row's prediction against its data)
         height = 6.0 + 0.17 * n_lines
@@ -307,7 +313,7 @@ def fits_figure(result):
             res_ax.scatter(y, y - pred, s=8, color=c, alpha=0.7)
         ax.scatter([], [], s=22, facecolors="none", edgecolors="k", label="hollow: held out")
         ax.set_ylabel(f"predicted {target}")
-        ax.set_title(f"{task.name}: the best and the simplest good program, on "
+        ax.set_title(f"{task.name}: the chosen model and the front's highlights, on "
                      f"{y.size} rows of {len(task.inputs)} inputs")
         ax.legend(fontsize=8, loc="upper left")
         res_ax.axhline(0.0, c="0.4", lw=1)

@@ -39,6 +39,19 @@ def named_in(values, prog):
     return {k: v for k, v in values.items() if k in prog.free_names}
 
 
+def _points(what, values):
+    """``values`` as a flat float64 array of one value a point: a column ([N] or [N, 1]), or a
+    ValueError naming ``what`` (a table of several columns was flattened into one input of
+    their N x k values)."""
+    from ndvm.fit import _numbers
+
+    a = _numbers(what, values)
+    if a.ndim > 1 and a.size != a.shape[0]:
+        raise ValueError(f"{what} has shape {a.shape}: one value a point is an [N] array (give "
+                         f"each column its own name)")
+    return a.reshape(-1)
+
+
 def predict(ev, prog, params, inputs, consts=None):
     """The values of ``prog`` at ``params`` on the rows of ``inputs`` (name -> [n] arrays), with
     the shared constants ``consts`` (a task's): an [n] array, a model that uses no input
@@ -180,8 +193,8 @@ class Task:
         _check_names("input", self.inputs)
         _check_names("constant", self.consts)
         self._name_parameters()
-        self.target = np.asarray(self.target, dtype=np.float64).reshape(-1)
-        self.inputs = {k: np.asarray(v, dtype=np.float64).reshape(-1) for k, v in self.inputs.items()}
+        self.target = _points("the target", self.target)
+        self.inputs = {k: _points(f"input {k!r}", v) for k, v in self.inputs.items()}
         for k, v in self.inputs.items():
             if v.size != self.target.size:
                 raise ValueError(f"input {k!r} has {v.size} points but the target has "
@@ -257,13 +270,15 @@ class Task:
         calibrated as a search of one's own data is (``fit``: DATA_FIT unless given; a Task made
         directly keeps the paper's protocol, PAPER_FIT)."""
         options.setdefault("fit", dict(DATA_FIT))
-        target = np.asarray(target, dtype=np.float64).reshape(-1)
+        target = _points("the target", target)
         n = target.size
         fraction = isinstance(heldout, Real) and not isinstance(heldout, bool) and 0 < heldout < 1
-        if not fraction and not (isinstance(heldout, Real) and not isinstance(heldout, bool)
-                                 and float(heldout).is_integer() and 1 <= heldout < n):
-            raise ValueError(f"heldout is the share of the points held out, between 0 and 1, or "
-                             f"their number, a whole number from 1 to {n - 1}; got {heldout!r}")
+        # (a count is an int: 1.0 was taken for one point held out, not for a share)
+        if not fraction and not (isinstance(heldout, (int, np.integer))
+                                 and not isinstance(heldout, bool) and 1 <= heldout < n):
+            raise ValueError(f"heldout is the share of the points held out, a number between 0 "
+                             f"and 1 (exclusive), or their number, an int from 1 to {n - 1}; "
+                             f"got {heldout!r}")
         k = int(round(heldout * n)) if fraction else int(heldout)
         idx = np.sort(np.random.default_rng(seed).permutation(n)[:k])
         return cls(name=name, inputs=inputs, target=target, heldout=idx, **options)
