@@ -287,3 +287,30 @@ def test_a_non_finite_start_is_refused_without_advice_about_data_points():
                                          r"is a finite number"):
         ndvm.fit("(* A (exp (* k t)))", data={"t": t}, target=t, init={"k": float("nan")},
                  nan_policy="omit")
+
+
+@pytest.mark.parametrize("optimizer", ["lm", "lbfgs", "adam"])
+@pytest.mark.parametrize("n", [200, 203])
+def test_each_start_of_a_fit_is_that_start_fitted_alone(optimizer, n):
+    # (a batched evaluation takes only the starts still running, packed as its first lanes: a
+    # start's path must not depend on which of the others have stopped; here they stop after
+    # 7 to 21 evaluations)
+    rng = np.random.default_rng(0)
+    x = np.linspace(0.1, 3.0, n)
+    y = 2.0 * np.exp(-0.7 * x) * np.cos(3 * x) + 0.01 * rng.standard_normal(n)
+    src = "(* a (exp (* b x)) (cos (* c x)))"
+    S = 12
+    init = {"a": rng.normal(1, 1, S), "b": rng.normal(-0.5, 0.5, S), "c": rng.normal(3, 0.8, S)}
+    r = ndvm.fit(src, data={"x": x}, target=y, starts=S, init=init, optimizer=optimizer)
+    evals = set()
+    for s in range(S):
+        one = ndvm.fit(src, data={"x": x}, target=y, init={k: v[s] for k, v in init.items()},
+                       optimizer=optimizer)
+        evals.add(one.n_evals)
+        assert one.status[0] == r.status[s]
+        for k in init:
+            assert one.all_params[k][0] == pytest.approx(r.all_params[k][s], rel=1e-12, abs=1e-14)
+        assert one.all_losses[0] == pytest.approx(r.all_losses[s], rel=1e-12, abs=1e-300)
+        if optimizer != "adam":
+            assert one.all_stderr[0] == pytest.approx(r.all_stderr[s], rel=1e-9)
+    assert len(evals) > 1 or optimizer == "adam"  # (the starts stopped at different times)
