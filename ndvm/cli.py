@@ -279,16 +279,17 @@ def cmd_fit(args):
     y = cols[args.target]
     if args.target in prog.free_names and (not args.params or args.target not in
                                            args.params.split(",")):
+        others = ", ".join(c for c in cols if c != args.target)
         raise InputError(f"{args.file}: the program reads {args.target!r}, the target column: a "
                          f"model of {args.target} cannot take it as an input (name the program's "
-                         f"inputs after the other columns: {', '.join(c for c in cols if c != args.target)})")
+                         f"inputs after the other columns: {others})")
     data = {k: v for k, v in cols.items() if k in prog.free_names and k != args.target}
     if args.nan_policy != "omit" and not all(np.isfinite(v).all() for v in (y, *data.values())):
         read_table(args.csv, finite={args.target, *data},  # (raises, naming the line and cell)
                    advice="remove or fill the row, or drop such rows: --nan-policy omit")
     params = args.params.split(",") if args.params else None
     init = dict(args.init or [])
-    from ndvm.fit import FitOptions, did_you_mean, finite_rows, fit_with
+    from ndvm.fit import FitOptions, did_you_mean, finite_rows, fit_with, missing_inputs
 
     unused = [c for c in cols if c not in data]  # columns the program does not read
     others = [c for c in unused if c != args.target]
@@ -300,6 +301,7 @@ def cmd_fit(args):
                          f"{', '.join(prog.free_names) or '(none)'}: every one would be fitted "
                          f"as a constant{near}; name a column as the program names its input "
                          f"(or give --params to fit constants on purpose)")
+    left_out = dict(missing_inputs(prog.free_names, data)) if params is None else {}
     for name in prog.free_names:
         if name in data or (params is not None and name not in params):
             continue
@@ -307,10 +309,14 @@ def cmd_fit(args):
         if hint:  # a free name with no column of its own, close to a column's name: a typo?
             print(f"ndvm: warning: {name!r} matches no CSV column and is fitted as a parameter"
                   f"{hint.replace('(did you mean', '(did you mean column')}", file=sys.stderr)
+        elif name in left_out:  # (x3 beside columns x1, x2)
+            print(f"ndvm: warning: {name!r} matches no CSV column and is fitted as a parameter "
+                  f"(the program reads {', '.join(left_out[name])}; give --params to fit it on "
+                  f"purpose)", file=sys.stderr)
     options = FitOptions.of(params=params, starts=args.starts, init=init or None,
                             optimizer=args.optimizer, steps=args.steps, lr=args.lr,
                             seed=args.seed, client=args.client, nan_policy=args.nan_policy)
-    res = fit_with(prog, options, data, y)
+    res = fit_with(prog, options, data, y, quiet_inputs=True)
     rows_ok = finite_rows(y, data)  # with --nan-policy omit: the rows the fit used
     if not rows_ok.all():
         data = {k: v[rows_ok] for k, v in data.items()}

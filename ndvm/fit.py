@@ -9,6 +9,8 @@ one place the data and target are checked and a FitResult is built: ``fit`` is a
 ``ndvm.fit_many`` stages a chunk of programs and fits them in one native call.
 """
 import functools
+import re
+import warnings
 from dataclasses import MISSING, dataclass, field, fields
 
 import numpy as np
@@ -423,8 +425,10 @@ def _columns(data, target):
     return data
 
 
-def fit_with(prog, options, data=None, target=None, evaluator=None):
-    """``ndvm.fit`` with its options as one ``FitOptions`` (built by the caller, e.g. the CLI)."""
+def fit_with(prog, options, data=None, target=None, evaluator=None, quiet_inputs=False):
+    """``ndvm.fit`` with its options as one ``FitOptions`` (built by the caller, e.g. the CLI).
+    A free name fitted as a parameter that looks like a data input left out (``missing_inputs``)
+    is a UserWarning, unless ``quiet_inputs`` (a caller that says so itself)."""
     prog = _program(prog)
     free = prog.free_names
     data = _columns(data, target)
@@ -439,11 +443,32 @@ def fit_with(prog, options, data=None, target=None, evaluator=None):
                          f"the fit would use no data and fit every free name as a constant; "
                          f"name the data as the program names its inputs, or pass "
                          f"unused_data='ignore'")
+    if data and options.params is None and not quiet_inputs:
+        for name, siblings in missing_inputs(free, data, options.consts or {}):
+            warnings.warn(f"{name!r} is fitted as a parameter: the data has "
+                          f"{', '.join(siblings)} but no {name} (give data[{name!r}], or "
+                          f"params= to fit it on purpose)", UserWarning, stacklevel=3)
     plan = FitPlan(options, data, target, evaluator)
     batch = FitBatch()
     staged = plan.stage(batch, prog)
     plan.evaluator.calibrate(batch, interruptible=True)  # (a long fit stops on Ctrl-C)
     return plan.result(staged, batch)
+
+
+def missing_inputs(free, data, consts=()):
+    """[(name, [data names])]: the free names a fit would take for parameters (in neither
+    ``data`` nor ``consts``) that look like data inputs left out: a stem and a number, as
+    data names of the same stem are (x3 beside data x1, x2; not b1 beside x1)."""
+    out = []
+    for name in free:
+        m = re.fullmatch(r"(.*?[^0-9])([0-9]+)", name)
+        if name in data or name in consts or m is None:
+            continue
+        siblings = [k for k in data if isinstance(k, str)
+                    and re.fullmatch(re.escape(m.group(1)) + r"[0-9]+", k)]
+        if siblings:
+            out.append((name, siblings))
+    return out
 
 
 def _program(prog, name="<program>"):

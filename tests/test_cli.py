@@ -113,6 +113,17 @@ def _write_fit_files(tmp_path, src, header="x,y"):
     return str(tmp_path / "m.scm"), str(tmp_path / "d.csv")
 
 
+def test_fit_warns_of_a_numbered_name_without_its_column(tmp_path):
+    (tmp_path / "d.csv").write_text("x1,x2,y\n" + "".join(
+        f"{a},{a * a},{3 * a + a * a}\n" for a in (0.1, 0.5, 1.0, 1.5, 2.0, 2.5)))
+    (tmp_path / "m.scm").write_text("(+ (* a x1) x2 x3)")
+    r = ndvm("fit", str(tmp_path / "m.scm"), str(tmp_path / "d.csv"), "--target", "y")
+    assert r.returncode == 0, r.stderr
+    assert ("ndvm: warning: 'x3' matches no CSV column and is fitted as a parameter (the "
+            "program reads x1, x2; give --params to fit it on purpose)") in r.stderr
+    assert "UserWarning" not in r.stderr
+
+
 def test_fit_of_a_program_that_reads_the_target_column_says_so(tmp_path):
     # (it said the program "reads none of the columns (m1, m2, r, junk)" and to "name a column
     # as the program names its input", though F is a column: the target)

@@ -1,4 +1,6 @@
 """ndvm.fit: native multi-start calibration with Adam, L-BFGS and Levenberg-Marquardt."""
+import warnings
+
 import numpy as np
 import pytest
 
@@ -314,3 +316,17 @@ def test_each_start_of_a_fit_is_that_start_fitted_alone(optimizer, n):
         if optimizer != "adam":
             assert one.all_stderr[0] == pytest.approx(r.all_stderr[s], rel=1e-9)
     assert len(evals) > 1 or optimizer == "adam"  # (the starts stopped at different times)
+
+
+def test_a_numbered_name_left_out_of_the_data_is_fitted_as_a_parameter_with_a_warning():
+    # (x3 with data x1, x2 was fitted as a constant without a word)
+    x1 = np.linspace(1.0, 2.0, 30)
+    x2 = x1 ** 2
+    with pytest.warns(UserWarning, match=r"'x3' is fitted as a parameter: the data has x1, x2 "
+                                         r"but no x3"):
+        r = ndvm.fit("(+ (* a x1) (* b x2) x3)", data={"x1": x1, "x2": x2}, target=x1 + x2)
+    assert set(r.params) == {"a", "b", "x3"}
+    with warnings.catch_warnings():  # (parameters named like inputs of another stem, or named)
+        warnings.simplefilter("error")
+        ndvm.fit("(+ (* b1 x1) (* b2 x2))", data={"x1": x1, "x2": x2}, target=x1 + x2)
+        ndvm.fit("(+ (* a x1) x3)", data={"x1": x1}, target=x1, params=["a", "x3"])

@@ -354,7 +354,7 @@ def test_simple_constants_off_keeps_the_chosen_constants_as_fitted(tmp_path):
     # (it chooses among the records and does not make them: a resume may change it)
     again = ndvm.search(task, max_candidates=400, seed=0, out=tmp_path / "run", resume=True)
     assert again.best["params"] == {} and again.settings["simple_constants"] is True
-    with pytest.raises(ValueError, match="simple_constants is True or False"):
+    with pytest.raises(TypeError, match="simple_constants is True or False"):
         ndvm.search(task, max_candidates=10, simple_constants="no")
 
 

@@ -419,7 +419,7 @@ def search(task="damped", proposer=None, budget=None, max_candidates=None, out=N
     if not whole_number(seed) or seed < 0:
         raise ValueError(f"seed is a whole number >= 0, got {seed!r}")
     if not isinstance(simple_constants, (bool, np.bool_)):
-        raise ValueError(f"simple_constants is True or False, got {simple_constants!r}")
+        raise TypeError(f"simple_constants is True or False, got {simple_constants!r}")
     if not whole_number(refits) or refits < 0:
         raise ValueError(f"refits is a whole number >= 0 (the members refitted a round), got "
                          f"{refits!r}")
