@@ -196,13 +196,16 @@ def test_a_fit_gives_the_same_numbers_after_a_bigger_fit_on_its_thread(options):
     assert _fit_digest(out["after"]) == _fit_digest(out["fresh"])
 
 
-@pytest.mark.parametrize("scale", [1e11, 1e13, 1e15])
-def test_lm_reaches_a_large_parameter_from_a_start_near_zero(scale):
+@pytest.mark.parametrize("scale", [1e11, 1e13, 1e15, 1e17, 1e20, 1e30])
+@pytest.mark.parametrize("scaling", ["both", "none"])
+def test_lm_reaches_a_large_parameter_from_a_start_near_zero(scale, scaling):
     # (MINPACK's ftol test met at the first step, which the trust region cut short: its relative
     # reduction, 3.8 / 2e11 of the loss, is below ftol though the linear model predicted it
-    # exactly; the fit stopped, "no further progress possible", a = 3.8)
+    # exactly; the fit stopped, "no further progress possible", a = 3.8. From 1e17 on, the
+    # first steps change the residuals' norm by less than its rounding, and the region shrank
+    # after each: "no further progress possible" at a = 0.04 after 2 evaluations)
     x = np.linspace(1.0, 3.0, 100)
-    r = ndvm.fit("(* a x)", data={"x": x}, target=2.0 * scale * x, seed=0)
+    r = ndvm.fit("(* a x)", data={"x": x}, target=2.0 * scale * x, seed=0, scaling=scaling)
     assert r.converged[r.best_start] and r.params["a"] == pytest.approx(2.0 * scale, rel=1e-9)
 
 

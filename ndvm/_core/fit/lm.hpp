@@ -35,6 +35,7 @@ class LmFit final : public FitDriver {
   // are accelerated), Beale 100 x0 not solved, 60% more evaluations; it is not used.
   // At most this many trials per plateau probe, and this many probes per start (see below).
   static constexpr int kPlateauTrials = 8, kPlateauProbes = 4;
+  static constexpr int kUnseenGrowths = 40;  // (a region 1e40 times its first size at most)
   struct LmState {
     lm::Factor F;
     std::vector<double> D, z, J, r, cn, col0, acn, A, p, dp, w;  // cn: J's column norms
@@ -43,6 +44,7 @@ class LmFit final : public FitDriver {
     double delta = 0, par = 0, fnorm = 0, xnorm = 0, gnorm = 0, pnorm = 0, prered = 0,
            dirder = 0;
     int probe = 0, probes_left = kPlateauProbes;  // probe: the current trial's index (1..), or 0
+    int unseen = 0;  // trust regions grown after steps too short for the loss to show (judge)
     int8_t why = kBudget;  // the stop reason that a plateau probe holds back
     bool factored = false, first = true, scaled = false;
     bool unscaled = false;  // the lane without column scaling (see lm())
@@ -300,6 +302,19 @@ class LmFit final : public FitDriver {
     if (blamed) {
       m.F.svd(m.D.data());
       m.xnorm = scaled_norm(s, m, u_);
+      m.par = 0.0;
+      return;
+    }
+    if (!bad && std::fabs(fnorm1 - m.fnorm) <= 100.0 * lm::kEps * m.fnorm && m.par > 0.0 &&
+        m.prered > 0.0 && m.prered <= 100.0 * lm::kEps && m.unseen < kUnseenGrowths) {
+      // A step the trust region cut short whose predicted relative reduction is below the
+      // rounding of the residuals' norm, and that left it exactly as it was: the region was too
+      // small to see anything, not the step wrong (a * x fitted to 3e17 x from a start near 0:
+      // the norm ~1e18 does not change in its last bit for a step of 4 in a, and the shrunk
+      // region gave "no further progress"). The region grows tenfold instead, nothing else
+      // changes, until the loss can show the model's prediction.
+      ++m.unseen;
+      m.delta = 10.0 * std::max(m.delta, m.pnorm);
       m.par = 0.0;
       return;
     }
