@@ -203,7 +203,8 @@ class Evaluator:
     def sweep(self, token, seed, reduce="start"):
         """Sweep the kept tape of ``token`` (from ``tape``) seeded with ``seed`` [S, N]:
         gradients [P, S] (or [P, S, N] per "lane"), or None when this thread's machine has run
-        something else since (run again with grad=True, reduce=None, then sweep)."""
+        something else since (run again with grad=True, reduce=None, then sweep). ValueError
+        when that run kept no tape (it had no grad, a reduce, or failed)."""
         m = self._machine()
         if token != (m, m.generation):
             return None

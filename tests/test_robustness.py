@@ -108,3 +108,48 @@ def test_read_of_deep_data_never_crashes():
 
     run_with_stack(work, 512 * 1024)
     assert results in (["ok"], ["ReadError"])
+
+
+@pytest.mark.parametrize("client", ["dmci", "bytecode"])
+def test_none_and_a_fresh_machines_tape_are_errors_not_segfaults(client):
+    # (each of these was a segfault, exit 139)
+    e = ndvm.Evaluator(client=client)
+    with pytest.raises(ValueError, match="no kept tape to sweep"):
+        e.sweep(e.tape(), np.ones((1, 1)))
+    with pytest.raises(TypeError, match="'inputs' has incorrect type"):
+        e.run(ndvm.parse("1"), None)
+    with pytest.raises(TypeError, match="'prog' has incorrect type"):
+        e.bind(None)
+    with pytest.raises(TypeError, match="'prog' has incorrect type"):
+        ndvm._core.bind(None)
+    p = ndvm.parse("(* a x)")
+    inputs = e.bind(p, {"a": [1.0, 2.0]}, {"x": [1.0, 2.0, 3.0]})
+    e.run(p, inputs)  # (no tape kept: a sweep after it says so, not InternalError)
+    with pytest.raises(ValueError, match="no kept tape"):
+        e.sweep(e.tape(), np.ones((2, 3)))
+    e.run(p, inputs, grad=True, reduce=None)
+    token = e.tape()
+    assert np.array_equal(e.sweep(token, np.ones((2, 3))), [[6.0, 6.0]])
+    ndvm.fit(p, data={"x": [1.0, 2.0, 3.0]}, target=[1.0, 2.0, 3.0], evaluator=e)
+    assert e.sweep(token, np.ones((2, 3))) is None  # (the machine ran something else since)
+    with pytest.raises(ValueError, match="no kept tape"):  # (the fit overwrote the tape)
+        e.sweep(e.tape(), np.ones((2, 3)))
+
+
+def test_inputs_bound_for_one_program_are_refused_by_another_and_a_seed_keeps_the_loss():
+    e = ndvm.Evaluator()
+    a, b = ndvm.parse("(- a x)"), ndvm.parse("(- x a)")
+    inputs = e.bind(a, {"a": 10.0}, {"x": [1.0, 2.0]})
+    # (bound by position: (- x a) ran on them gave [9, 8], (- a x)'s values, gradient misnamed)
+    with pytest.raises(ValueError, match="bound for a program whose free names are a, x, and "
+                                         "this one's are x, a"):
+        e.run(b, inputs)
+    assert np.array_equal(e.run(ndvm.parse("(- a (* 1 x))"), inputs)[0], [[9.0, 8.0]])
+    p = ndvm.parse("(* a x)")
+    inputs = e.bind(p, {"a": [1.0, 2.0]}, {"x": [1.0, 2.0, 3.0]})
+    want = e.run(p, inputs, target=np.ones(3))[2]
+    assert np.allclose(want, [5 / 3, 35 / 3])
+    # (with a seed of the caller's too the loss was [0, 0])
+    for grad in (False, True):
+        got = e.run(p, inputs, grad=grad, seed=np.ones((2, 3)), target=np.ones(3))
+        assert np.array_equal(got[2], want)

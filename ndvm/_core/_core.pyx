@@ -208,6 +208,7 @@ cdef class Inputs:
     cdef readonly Py_ssize_t N
     cdef readonly tuple params         # parameter names, in the caller's order
     cdef readonly tuple param_binding  # per parameter: its binding index, -1 if the program has none
+    cdef readonly tuple names          # the free names bound, in order (a program's free_names)
 
     def bindings(self):
         """Per free name (kind, flat float64 array, rows, cols): kind 0 a parameter, 1 a data
@@ -238,6 +239,7 @@ cdef class Inputs:
             else:
                 c._bs[i].values = <const double*>cnp.PyArray_DATA(<cnp.ndarray>v)
         c.S, c.N, c.params, c.param_binding = self.S, self.N, self.params, self.param_binding
+        c.names = self.names
         return c
 
 
@@ -297,7 +299,7 @@ cdef object _count(dict group, dict converted, str what, str unit):
     return n
 
 
-def bind(Program prog, params=None, data=None, consts=None, points=None):
+def bind(Program prog not None, params=None, data=None, consts=None, points=None):
     """Check inputs against the program's free names and bind them; returns Inputs.
 
     params: name -> scalar or [S]; data: name -> scalar or [N]; consts: name -> number, vector or
@@ -360,6 +362,7 @@ def bind(Program prog, params=None, data=None, consts=None, points=None):
             b._bs[i].rows = 0 if n == 1 else n
         b._values.append(v)
     cdef dict index = prog.free_index
+    b.names = names
     b.params = tuple(P)
     b.param_binding = tuple([index.get(k, -1) for k in b.params])
     return b
@@ -401,6 +404,7 @@ cdef class Machine:
     cdef readonly str dtype
     cdef readonly unsigned long long generation  # counts runs; a kept tape belongs to one
     cdef Inputs _inputs                          # the last run's inputs (for reverse())
+    cdef bint _kept                              # the last run kept its tape (reverse() may run)
     cdef int64_t _max_memory
     cdef bint _interruptible  # (its step limit is above the default: long evaluations)
 
@@ -486,8 +490,9 @@ cdef class Machine:
         if not ok:
             _raise(err)
 
-    def run(self, Program prog, uintptr_t entry, uintptr_t compiled, Inputs inputs,
-            bint grad=False, int reduce=REDUCE_START, seed=None, target=None):
+    def run(self, Program prog not None, uintptr_t entry, uintptr_t compiled,
+            Inputs inputs not None, bint grad=False, int reduce=REDUCE_START, seed=None,
+            target=None):
         """The one native entry: run a client's entry point on bound inputs.
 
         With grad, one reverse sweep seeded with ones, with `seed` [S, N] (d / d value), or, with
@@ -503,6 +508,11 @@ cdef class Machine:
         cdef const double[::1] tv
         cdef cnp.ndarray value, out = None, loss = None
         cdef Py_ssize_t lanes_each = 0
+        if inputs.names is not prog.free_names and inputs.names != prog.free_names:
+            # (bound by position: a program's inputs run by another were its values, misnamed)
+            raise ValueError(f"the inputs were bound for a program whose free names are "
+                             f"{', '.join(inputs.names) or '(none)'}, and this one's are "
+                             f"{', '.join(prog.free_names) or '(none)'}: bind them for it")
         sweep = grad and reduce != REDUCE_NONE
         if sweep:
             lanes_each = N if reduce == REDUCE_LANE else 1
@@ -544,13 +554,19 @@ cdef class Machine:
         rq.grad = grad
         rq.value_out = <double*>cnp.PyArray_DATA(value)
         self._inputs = inputs
+        self._kept = False
         self._call(prog, entry, compiled, &rq)
+        self._kept = grad and reduce == REDUCE_NONE
         return value, out, loss
 
     def reverse(self, seed, int reduce=REDUCE_START):
         """Sweep the last run's kept tape seeded with `seed` [S, N]: gradients [P, S] (per start)
         or [P, S, N] (per lane) in that run's inputs.params order. Only valid right after
         run(grad=True, reduce=REDUCE_NONE) on this machine (check `generation`)."""
+        if not self._kept:  # (a fresh machine's, or after a run that failed or kept none)
+            raise ValueError("no kept tape to sweep: the last run on this machine did not keep "
+                             "one (run with grad=True and reduce=None first, and it must "
+                             "succeed)")
         cdef Inputs inputs = self._inputs
         cdef Py_ssize_t S = inputs.S, N = inputs.N, P = len(inputs.params), j, i
         cdef const double[::1] sv = _aligned(np.ascontiguousarray(seed, dtype=np.float64)

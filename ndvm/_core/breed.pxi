@@ -561,8 +561,9 @@ cdef class Breeder:
         cdef double[::1] errs = _berrors(errors, n_front, tournament)
         return self._pick(_bdraws(rng), errs.shape[0], errs, n_front, front_rate, tournament)
 
-    def children(self, rng, Py_ssize_t n, list out, dict made, seen, Simplifier canonical,
-                 list parents, errors, Py_ssize_t n_front, list seeds, admits=None,
+    def children(self, rng, Py_ssize_t n, list out not None, dict made not None, seen,
+                 Simplifier canonical not None, list parents not None, errors,
+                 Py_ssize_t n_front, list seeds not None, admits=None,
                  double fresh=0.1, double crossover=0.3, long tournament=3,
                  double front_rate=0.25):
         """Breed children until ``out`` holds ``n`` sources (at most 20 n tries): each child is

@@ -151,18 +151,17 @@ void reduce_adjoints(Machine<T>& m, Reduce how, double** out, size_t nbind, uint
   }
 }
 
-// The seed of one lane block's sweep into `seed` (left empty for ones). With a target, also adds
-// each lane's squared residual / N to its start's loss.
+// The seed of one lane block's sweep into `seed` (left empty for ones): the caller's, else with a
+// target the mean squared error's. With a target, also adds each lane's squared residual / N to
+// its start's loss (with a seed of the caller's too: the loss was left at 0).
 template <class T>
 void block_seed(Machine<T>& m, const RunRequest& rq, uint32_t l0, std::vector<T>& seed) {
   const uint32_t L = m.L_, N = m.N_;
   seed.clear();
-  if (rq.seed) {
-    seed.assign(rq.seed + l0, rq.seed + l0 + L);
-    return;
-  }
+  if (rq.seed) seed.assign(rq.seed + l0, rq.seed + l0 + L);
   if (!rq.target) return;
-  seed.resize(L);
+  const bool own = !rq.seed;
+  if (own) seed.resize(L);
   const double inv_n = 1.0 / N;
   for_start_runs(l0, L, N, [&](uint32_t l, uint32_t st, uint32_t n, uint32_t run) {
     const double* v = rq.value_out + l0 + l;
@@ -172,7 +171,7 @@ void block_seed(Machine<T>& m, const RunRequest& rq, uint32_t l0, std::vector<T>
     for (uint32_t k = 0; k < run; ++k) {
       double r = v[k] - y[k];
       acc += r * r;
-      sd[k] = T(2.0 * r * inv_n);
+      if (own) sd[k] = T(2.0 * r * inv_n);
     }
     rq.loss_out[st] += acc * inv_n;
   });

@@ -45,7 +45,7 @@ cdef class FitSpec:
     cdef AfterFit _after
     cdef list _keep  # the Python objects the request points into
 
-    def __init__(self, uintptr_t entry, Inputs inputs, fitted, target, init, lower, upper,
+    def __init__(self, uintptr_t entry, Inputs inputs not None, fitted, target, init, lower, upper,
                  positive, options, int budget, Inputs after=None, segments=()):
         """fitted: binding indices optimized; target: [N] (None for loss "value"); init: [P, S]
         starting values; lower, upper: [P] or None; positive: [P] uint8 or None (optimized as
@@ -327,7 +327,8 @@ cdef class FitBatch:
             self._err.reserve(n)
             self._ok.reserve(n)
 
-    def add_spec(self, Program prog, uintptr_t compiled, FitSpec spec, x0=None):
+    def add_spec(self, Program prog not None, uintptr_t compiled, FitSpec spec not None,
+                 x0=None):
         """Stage the calibration ``spec`` describes of ``prog`` (whose free names are those
         ``spec``'s inputs were bound for), compiled as ``compiled``; returns its index. x0:
         [P, S] starting values in place of the spec's."""
@@ -352,13 +353,14 @@ cdef class FitBatch:
         self.size = k + 1
         return k
 
-    def run(self, Machine machine, bint interruptible=False):
+    def run(self, Machine machine not None, bint interruptible=False):
         """Run every staged fit on ``machine``, back to back, in one call without the GIL.
         ``interruptible`` (on the main thread): Ctrl-C and SIGTERM stop the fits at their next
         evaluation step, and what the signal's Python handler raises is raised (the fits'
         results are not read; interrupt.hpp)."""
         self._prepare()
         machine.generation += 1
+        machine._kept = False  # (the fits overwrite its tape)
         cdef bint armed = interruptible and get_ident() == _MAIN_THREAD
         if armed:
             interrupt_arm(machine._limits()[0], True)
@@ -375,7 +377,7 @@ cdef class FitBatch:
         shared_reset(self._claims)
         self._open = True
 
-    def drain(self, Machine machine, limit=None):
+    def drain(self, Machine machine not None, limit=None):
         """Run fits of the opened batch on ``machine`` (this thread's), claiming one at a time
         without the GIL, until every fit is claimed (another thread's last one may still run) or
         ``limit`` fits are run. Returns how many this call ran; nothing happens on a batch that is
@@ -385,6 +387,7 @@ cdef class FitBatch:
         if not self._open:
             return 0
         machine.generation += 1
+        machine._kept = False  # (the fits overwrite its tape)
         shared_enter(self._claims)  # (under the GIL, with the check above: reset waits for it)
         try:
             with nogil:
