@@ -1,4 +1,6 @@
 """The reader: data, positions, clear ReadErrors, and a fuzzer that must never crash it."""
+import re
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -140,3 +142,18 @@ def test_visible_names_comments_and_a_leading_byte_order_mark_read_as_before():
                                                                          "\u2202x")
     assert ndvm.parse("(+ a 1) ; \x00 \u200b in a comment\n").free_names == ("a",)
     assert ndvm.parse("\ufeff(* a x)").free_names == ("a", "x")  # (as a file's is dropped)
+
+
+@pytest.mark.parametrize("src, message", [
+    ("(+ 1/3 x)", "'1/3' is not a number of the language (no rationals"),
+    ("(* 1.5.2 x)", "malformed number '1.5.2'"),
+    ("(* 1e-5e x)", "malformed number '1e-5e'"),
+    ("(+ -2.5e3.1 2)", "malformed number '-2.5e3.1'"),
+])
+def test_a_malformed_number_is_a_read_error_not_a_free_name(src, message):
+    # (they were read as symbols: ndvm.fit("(* 1.5.2 x)", ...) fitted a parameter named 1.5.2)
+    with pytest.raises(ndvm.ReadError, match=re.escape(message)) as e:
+        ndvm.parse(src)
+    assert (e.value.line, e.value.col) == (1, 4)
+    for fine in ("(+ .5 x)", "(+ -.5 x)", "(+ +2 x)", "(+ 1e5 x)", "(- x)", "(let ((->x 1)) ->x)"):
+        ndvm.parse(fine)

@@ -153,3 +153,16 @@ def test_inputs_bound_for_one_program_are_refused_by_another_and_a_seed_keeps_th
     for grad in (False, True):
         got = e.run(p, inputs, grad=grad, seed=np.ones((2, 3)), target=np.ones(3))
         assert np.array_equal(got[2], want)
+
+
+@pytest.mark.parametrize("client", ["dmci", "bytecode"])
+def test_map_over_several_lists_uses_every_list(client):
+    # (the prelude's map read only the first two lists: (map + l1 l2 l3) summed to 33, not 333)
+    ev = ndvm.Evaluator(client=client)
+    lists = "(list 1 2) (list 10 20) (list 100 200)"
+    assert ev.evaluate(f"(fold-left + 0 (map + {lists}))").value[0, 0] == 333.0
+    assert ev.evaluate(f"(fold-left + 0 (map (lambda (a b c) (+ a b c)) {lists}))").value[0, 0] == 333
+    assert ev.evaluate(f"(fold-left + 0 (map + {lists} (list 1000 2000)))").value[0, 0] == 3333
+    assert ev.evaluate("(fold-left + 0 (map * (list 1 2 3) (list 4 5)))").value[0, 0] == 14
+    with pytest.raises(ndvm.EvalError, match="map-takes-at-most-four-lists"):
+        ev.evaluate(f"(fold-left + 0 (map + {lists} (list 1 2) (list 1 2)))")

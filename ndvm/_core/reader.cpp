@@ -230,7 +230,31 @@ class Reader {
       d.pos = pos;
       return push(d);
     }
+    if (number_like(tok)) {  // (1.5.2 and 1/3 were read as symbols: free names a fit fitted)
+      if (tok.find('/') != std::string::npos)
+        fail_at("'" + tok + "' is not a number of the language (no rationals: write a decimal, "
+                "or (/ 1 3))", pos);
+      fail_at("malformed number '" + tok + "'", pos);
+    }
     return make_symbol(tok, pos);
+  }
+
+  // Whether a token is made as a number is ([+-], then a digit or '.' and a digit, then only
+  // digits, '.', '/' and exponents: 1.5.2, 1e-5e, 1/3): such a token that is not a number is a
+  // malformed one, never a symbol (1+ and 1x stay symbols).
+  static bool number_like(const std::string& tok) {
+    size_t k = 0, n = tok.size();
+    if (k < n && (tok[k] == '+' || tok[k] == '-')) ++k;
+    size_t first = k < n && tok[k] == '.' ? k + 1 : k;
+    if (first >= n || !std::isdigit(static_cast<unsigned char>(tok[first]))) return false;
+    for (; k < n; ++k) {
+      char c = tok[k];
+      bool exp_sign = (c == '+' || c == '-') && (tok[k - 1] == 'e' || tok[k - 1] == 'E');
+      if (!std::isdigit(static_cast<unsigned char>(c)) && c != '.' && c != '/' && c != 'e' &&
+          c != 'E' && !exp_sign)
+        return false;
+    }
+    return true;
   }
 
   // A number is [+-] digits [. digits] [e [+-] digits], with at least one digit in the mantissa.
