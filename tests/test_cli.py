@@ -339,3 +339,11 @@ def test_a_long_evaluation_raises_keyboardinterrupt_and_the_machine_runs_again()
     _stops_on_ctrl_c("ev = ndvm.Evaluator(max_steps=9_000_000_000_000_000_000)",
                      "ev.evaluate(ndvm.parse('(loop ((k 0)) (recur (+ k 1)))'))",
                      "float(ev.evaluate(ndvm.parse('(+ 1 2)')).value[0, 0])")
+
+
+def test_compare_counts_identical_nans_as_agreeing(tmp_path):
+    # (every row said "agrees NO" with max |delta| 0, exit 1, for (log a) at a = -1)
+    (tmp_path / "lg.scm").write_text("(log a)")
+    r = ndvm("compare", str(tmp_path / "lg.scm"), "--param", "a=-1", "--no-baselines")
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert " NO" not in r.stdout and "yes" in r.stdout and "Warning" not in r.stderr

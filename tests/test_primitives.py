@@ -3,6 +3,7 @@ the baselines' table, the simplifier's arithmetic, the SymPy export, the grammar
 A copy that leaves a numeric primitive out does so in a named exclusion set of its module."""
 import math
 
+import numpy as np
 import pytest
 
 import ndvm
@@ -140,3 +141,30 @@ def test_the_sympy_export_of_each_primitive_agrees_with_the_core(name):
             assert got.imag == 0 and got.real == pytest.approx(want, rel=1e-12, abs=1e-12), params
             checked += 1
     assert checked >= 2
+
+
+@pytest.mark.parametrize("client", ["dmci", "bytecode"])
+def test_logdet_does_not_overflow_where_det_does(client):
+    # (logdet was log(det): 10 I of 400 x 400 gave inf, 1e-120 I of 3 x 3 -inf, and a float32
+    # 2 x 2 of 1e20 on its diagonal inf, with a gradient of 0 where det overflowed)
+    ev = ndvm.Evaluator(client=client)
+    assert ev.evaluate("(logdet (scale 10 (eye 400)))").value[0, 0] == pytest.approx(
+        400 * np.log(10.0), rel=1e-12)
+    assert ev.evaluate("(logdet (scale 1e-120 (eye 3)))").value[0, 0] == pytest.approx(
+        3 * np.log(1e-120), rel=1e-12)
+    assert np.isnan(ev.evaluate("(logdet (mat [1 2] [3 4]))").value[0, 0])  # (det -2)
+    assert np.isnan(ev.evaluate("(logdet (mat [0 1 0] [1 0 0] [0 0 3]))").value[0, 0])
+    assert ev.evaluate("(logdet (mat [1 2 3] [2 4 6] [1 0 1]))").value[0, 0] == -np.inf
+    r = ev.evaluate("(logdet (mat [a 0] [0 x]))", params={"a": [2.0, 1e200]},
+                    data={"x": [1e200, 3.0]}, grad=True)
+    assert np.allclose(r.value, [[np.log(2.0) + 200 * np.log(10.0), np.log(6.0)],
+                                 [400 * np.log(10.0), np.log(3.0) + 200 * np.log(10.0)]])
+    assert r.grad["a"] == pytest.approx([1.0, 2e-200], rel=1e-12)
+    r = ev.evaluate("(logdet (mat [a b] [1 3]))", params={"a": [2.0, 4.0], "b": [0.5, 1.5]},
+                    grad=True)
+    assert r.grad["a"] == pytest.approx([3 / 5.5, 3 / 10.5]) and r.grad["b"] == pytest.approx(
+        [-1 / 5.5, -1 / 10.5])
+    r = ndvm.Evaluator(client=client, dtype="float32").evaluate(
+        "(logdet (mat [a 0] [0 1e20]))", params={"a": 1e20}, grad=True)
+    assert r.value[0, 0] == pytest.approx(40 * np.log(10.0), rel=1e-6)
+    assert r.grad["a"] == pytest.approx([1e-20], rel=1e-5)

@@ -5,6 +5,7 @@
 #pragma once
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <vector>
 
 #include "numeric.hpp"
@@ -40,6 +41,35 @@ T det_dense(const T* a, uint32_t n, T* work) {
     }
   }
   return det;
+}
+
+// log(det a) as the sum of the pivots' log magnitudes (partial pivoting), so that it neither
+// overflows nor underflows where det does (10 I of 400 x 400: det 1e400, inf; logdet 921.03):
+// NaN for a negative determinant (the log of one), -inf for a singular matrix. Any T, in double.
+template <class T>
+T logdet_dense(const T* a, uint32_t n, double* work) {
+  std::copy(a, a + n * n, work);
+  double sum = 0.0;
+  bool negative = false;
+  for (uint32_t c = 0; c < n; ++c) {
+    uint32_t p = c;
+    for (uint32_t r = c + 1; r < n; ++r)
+      if (std::fabs(work[r * n + c]) > std::fabs(work[p * n + c])) p = r;
+    if (p != c) {
+      for (uint32_t j = 0; j < n; ++j) std::swap(work[c * n + j], work[p * n + j]);
+      negative = !negative;
+    }
+    double piv = work[c * n + c];
+    if (piv == 0.0) return -std::numeric_limits<T>::infinity();
+    if (!(piv == piv)) return std::numeric_limits<T>::quiet_NaN();
+    negative = negative != (piv < 0.0);
+    sum += std::log(std::fabs(piv));
+    for (uint32_t r = c + 1; r < n; ++r) {
+      double f = work[r * n + c] / piv;
+      for (uint32_t j = c; j < n; ++j) work[r * n + j] -= f * work[c * n + j];
+    }
+  }
+  return negative ? std::numeric_limits<T>::quiet_NaN() : T(sum);
 }
 
 // y = inverse of the n x n matrix a (Gauss-Jordan with partial pivoting). work: 2 n^2.
@@ -148,11 +178,25 @@ void sweep_det2(const NodeView<T>& v) {
     if ((v.live && !v.live[l]) || v.g[l] == T(0)) continue;
     T a = P[0].p[l * P[0].stride], b = P[1].p[l * P[1].stride];
     T c = P[2].p[l * P[2].stride], d = P[3].p[l * P[3].stride];
-    T w = v.nd.op == Op::Det ? v.g[l] : v.g[l] / (a * d - b * c);
-    add(0, l, w * d);
-    add(1, l, -w * c);
-    add(2, l, -w * b);
-    add(3, l, w * a);
+    if (v.nd.op == Op::Det) {
+      T w = v.g[l];
+      add(0, l, w * d);
+      add(1, l, -w * c);
+      add(2, l, -w * b);
+      add(3, l, w * a);
+      continue;
+    }
+    // logdet: g A^-T, in double on the matrix scaled by its largest entry (a determinant of
+    // 1e400, or of 1e40 in float32, is inf: the gradient was 0)
+    double sc = std::max({std::fabs(double(a)), std::fabs(double(b)), std::fabs(double(c)),
+                          std::fabs(double(d))});
+    if (!(sc > 0.0) || !std::isfinite(sc)) sc = 1.0;
+    double as = a / sc, bs = b / sc, cs = c / sc, ds = d / sc;
+    double w = double(v.g[l]) / ((as * ds - bs * cs) * sc);
+    add(0, l, T(w * ds));
+    add(1, l, T(-w * cs));
+    add(2, l, T(-w * bs));
+    add(3, l, T(w * as));
   }
 }
 
@@ -267,11 +311,22 @@ void Machine<T>::linalg(Op op, const Value* a, uint32_t n, const Value* b, uint3
         y2[l] = -c / det;
         y3[l] = a / det;
       }
-    } else {
+    } else if (op == Op::Det) {
       T* y = pay(first);
       for (uint32_t l = 0; l < L_; ++l)
         y[l] = A0[l * s0] * A3[l * s3] - A1[l * s1] * A2[l * s2];
-      if (op == Op::LogDet) vmath::log_lanes(y, y, L_);
+    } else {  // (logdet: the determinant in double, and a finite log where it overflows)
+      T* y = pay(first);
+      for (uint32_t l = 0; l < L_; ++l) {
+        double a = A0[l * s0], b = A1[l * s1], c = A2[l * s2], d = A3[l * s3];
+        double det = a * d - b * c;
+        if (std::isfinite(det) && det != 0.0 && std::fabs(det) > 1e-300) {
+          y[l] = T(std::log(det));
+        } else {
+          double m[4] = {a, b, c, d}, w[4];
+          y[l] = detail::logdet_dense(m, 2, w);
+        }
+      }
     }
     for (uint32_t i = 0; i < nout; ++i) out[i] = Value::payload(first + i, act);
     if (act) detail::Recorder<T>{*this}.record(op, ins.data(), nin, first, nout, n, k);
@@ -285,7 +340,12 @@ void Machine<T>::linalg(Op op, const Value* a, uint32_t n, const Value* b, uint3
     switch (op) {
       case Op::Inv: detail::inv_dense(A.data(), n, Y.data(), W.data()); break;
       case Op::Det: Y[0] = detail::det_dense(A.data(), n, W.data()); break;
-      case Op::LogDet: Y[0] = vmath::one(vmath::Fn::Log, detail::det_dense(A.data(), n, W.data())); break;
+      case Op::LogDet: {
+        std::vector<double>& D = logdet_work_;
+        D.resize(size_t(n) * n);
+        Y[0] = detail::logdet_dense(A.data(), n, D.data());
+        break;
+      }
       case Op::Solve: {
         T* Ai = W.data() + n * n;
         detail::inv_dense(A.data(), n, Ai, W.data());

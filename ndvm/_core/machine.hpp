@@ -80,6 +80,7 @@ class Machine {
   std::vector<uint8_t> touched_;   // per payload: its adjoint holds this sweep's value (sweep.hpp)
   std::vector<T> scratch_;         // lane buffers of the reverse sweep (partials, 2x2 rows)
   std::vector<T> seed_;            // one lane block's reverse-sweep seed (kept across runs)
+  std::vector<double> logdet_work_;  // logdet's elimination, in double (kept across runs)
   std::vector<T> linalg_work_;     // one lane's matrices in the dense linear-algebra sweep
   std::vector<Value> stack_;        // clients' value stack (arguments)
   std::vector<Value> free_vals_;    // one per free name, in the program's order
