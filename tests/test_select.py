@@ -377,3 +377,22 @@ def test_the_estimator_and_the_cli_keep_fitted_constants_when_asked(tmp_path):
     import json
     summary = json.loads((tmp_path / "cli" / "summary.json").read_text())
     assert summary["settings"]["simple_constants"] is False and summary["best"]["params"]
+
+
+def test_the_selection_says_when_the_data_hardly_determine_a_parameter_and_keeps_large_ones():
+    # (c = 12.25 +- 118 was handed over without a word; and every constant past ~5e5 is within
+    # 1e-6 relative of an integer, so a fitted 769475.3 was "snapped" and lost its error)
+    from ndvm.cosearch.select import snap
+
+    rng = np.random.default_rng(0)
+    x = np.linspace(0.0, 1.0, 60)
+    task = Task.from_arrays("lin", {"x": x}, 2.3 * x + 0.1 * rng.standard_normal(60))
+    rec = {"id": 0, "size": 7, "model": "(+ (* a x) (* b (square x)))", "status": "ok",
+           "params": {"a": 2.3, "b": 0.0}, "heldout_error": 0.01, "train_error": 0.01, "r2": 0.9}
+    best, _ = select(task, [rec], simple=False)
+    assert best["stderr"]["b"] > abs(best["params"]["b"])
+    assert best["selection"]["explanation"].endswith(
+        "the data hardly determine b (a standard error above the value)")
+    ev = ndvm.Evaluator()
+    assert snap("(* a x)", {"a": 769475.3}, {"x": x}, 769475.3 * x, 0.0, ev)[2] == {"a": 769475.3}
+    assert snap("(* a x)", {"a": 1.0000000002}, {"x": x}, x, 0.0, ev)[:3] == ("x", 1, {})

@@ -298,6 +298,11 @@ def select(task, front, ev=None, k=5, structures=1, simple=True):
                 f"fit's at 95%), the rest refitted: {model} (size {size})")
     chosen = _scored(task, rec, model, size, params, ev)
     chosen["stderr"] = standard_errors(model, params, inputs, target, ev, consts)
+    loose = [n for n, se in chosen["stderr"].items()
+             if se is not None and math.isfinite(params[n]) and se > abs(params[n])]
+    if loose:  # (e.g. c = 12.25 +- 118: the data hardly tell those parameters' values)
+        why += (f"; the data hardly determine {', '.join(loose)} (a standard error above the "
+                f"value)")
     chosen["selection"] = {"rule": RULE, "folds": max(2, min(k, target.size)),
                            "cv_mse": pick["cv_mse"], "cv_se": pick["cv_se"],
                            "structures": structures, "optimism": optimism,
@@ -338,10 +343,13 @@ def _mse(prog, params, inputs, target, ev, consts):
 
 
 def snap(src, params, inputs, target, mse, ev, tol=0.0, consts=None):
-    """(model, size, params, mse) with parameters within 1e-6 of an integer written as that
-    integer and the model simplified, kept only if its error stays within 1e-6 relative (+tol)."""
+    """(model, size, params, mse) with parameters within 1e-6 (absolute) of an integer written
+    as that integer and the model simplified, kept only if its error stays within 1e-6 relative
+    (+tol)."""
+    # (absolute: past ~5e5 every double is within 1e-6 relative of an integer, and a fitted
+    # 769475.3 or 9.17e13 lost its standard error as a literal)
     near = {n: float(round(v)) for n, v in params.items()
-            if abs(v - round(v)) <= 1e-6 * max(1.0, abs(v))}
+            if math.isfinite(v) and abs(v - round(v)) <= 1e-6}
     if not near:
         return src, tree_size(to_tree(src)), params, mse
     names = frozenset(params)
