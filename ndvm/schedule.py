@@ -116,22 +116,40 @@ def check_main_importable():
     if path is not None and not _guards_main(path):
         raise RuntimeError(
             f"worker processes cannot start: each imports this program's main module again "
-            f"(Python's spawn start method), and {path!r} starts the search as it is imported, "
-            f"so each would start it again; put the code that runs the search under "
+            f"(Python's spawn start method), and {path!r} starts the search as it is imported "
+            f"(not from under its `if __name__ == \"__main__\":`), so each would start it "
+            f"again; put the code that runs the search under "
             f"`if __name__ == \"__main__\":`, or ask for one worker (workers=1: every island "
             f"on this process)")
 
 
-_GUARDED = {}  # (main module's file, its modification time) -> whether it tests __name__
+_GUARDED = {}  # (main module's file, its modification time) -> its guards' line spans
 
 
 def _guards_main(path):
-    """Whether the Python file ``path`` compares ``__name__`` with "__main__" anywhere (True
-    when it cannot be read or parsed: nothing is known against it)."""
+    """Whether the search was started, in the main module ``path``, from under its ``if
+    __name__ == "__main__":`` (the line its top-level code is running is in such a block's
+    body); True when that cannot be known (no top-level frame of the main module on the stack:
+    a call from a thread, say; a file that cannot be read or parsed). A guard elsewhere in the
+    file does not count: a search above it starts again in every worker."""
+    main = sys.modules.get("__main__")
+    frame = sys._getframe(1)
+    while frame is not None and not (frame.f_code.co_name == "<module>"
+                                     and frame.f_globals is getattr(main, "__dict__", None)):
+        frame = frame.f_back
+    if frame is None:
+        return True
+    spans = _guard_spans(path)
+    return spans is None or any(a <= frame.f_lineno <= b for a, b in spans)
+
+
+def _guard_spans(path):
+    """The line spans of the bodies of ``if __name__ == "__main__":`` blocks in the Python file
+    ``path`` (cached by its modification time), or None when it cannot be read or parsed."""
     try:
         key = (path, os.stat(path).st_mtime_ns)
     except OSError:
-        return True
+        return None
     if key not in _GUARDED:
         import ast
 
@@ -139,15 +157,17 @@ def _guards_main(path):
             with open(path, "rb") as f:
                 tree = ast.parse(f.read(), path)
         except (OSError, SyntaxError, ValueError):
-            _GUARDED[key] = True
+            _GUARDED[key] = None
         else:
-            _GUARDED[key] = any(
-                isinstance(n, ast.Compare)
-                and any(isinstance(x, ast.Name) and x.id == "__name__"
-                        for x in (n.left, *n.comparators))
-                and any(isinstance(x, ast.Constant) and x.value == "__main__"
-                        for x in (n.left, *n.comparators))
-                for n in ast.walk(tree))
+            def main_test(t):
+                return (isinstance(t, ast.Compare)
+                        and any(isinstance(x, ast.Name) and x.id == "__name__"
+                                for x in (t.left, *t.comparators))
+                        and any(isinstance(x, ast.Constant) and x.value == "__main__"
+                                for x in (t.left, *t.comparators)))
+
+            _GUARDED[key] = [(n.body[0].lineno, n.body[-1].end_lineno) for n in ast.walk(tree)
+                             if isinstance(n, ast.If) and main_test(n.test)]
     return _GUARDED[key]
 
 

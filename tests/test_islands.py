@@ -384,6 +384,13 @@ def test_a_script_without_a_main_guard_is_told_why_worker_processes_cannot_start
     assert "starts the search as it is imported" in out.stdout
     assert 'if __name__ == "__main__":' in out.stdout and "RAN 32" in out.stdout
     assert "Traceback" not in out.stderr
+    # (a guard elsewhere in the file does not count: the search above it started again in each
+    # worker, ~10 tracebacks, and the result said "executor lost")
+    script.write_text(_TWO_THEN_ONE + "if __name__ == '__main__':\n    print('done')\n")
+    out = _python(tmp_path, script)
+    assert out.returncode == 0, out.stderr
+    assert "REFUSED worker processes cannot start" in out.stdout and "RAN 32" in out.stdout
+    assert "Traceback" not in out.stderr
     # (guarded, it runs on 2 worker processes; the test runner's own main module is guarded)
     script.write_text("import ndvm\n"
                       "if __name__ == '__main__':\n"
