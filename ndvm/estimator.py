@@ -99,6 +99,8 @@ class SymbolicRegressor(RegressorMixin, BaseEstimator):
     starts and literals are made): ``program_``, ``predict``, ``sympy`` and ``latex`` multiply
     it out again; ``result_`` (its records, front and errors) is the search of the divided
     columns (1.0: a column searched as it is).
+    Ctrl-C ends the search early: ``fit`` returns the best model of the candidates made, with a
+    UserWarning that says so (``result_.stopped == "interrupted"``).
     verbose: a status line on stderr while the search runs (candidates, rate, best model),
     and the search's warnings as they happen; without it, ``fit`` passes each warning of the
     search (``result_.warnings``: islands a time budget left unrun, workers that died, a note
@@ -197,6 +199,11 @@ class SymbolicRegressor(RegressorMixin, BaseEstimator):
         if not self.verbose:  # (verbose: the search showed each on stderr as it happened)
             for w in dict.fromkeys(res.warnings):
                 warnings.warn(f"ndvm search: {w}", UserWarning, stacklevel=2)
+        if res.stopped == "interrupted":  # (Ctrl-C ends the search, not the program: say so)
+            warnings.warn(f"ndvm search: interrupted (Ctrl-C) after {len(res.records)} "
+                          f"candidates: the model is the best of those; a loop of fits goes on "
+                          f"to its next one (press Ctrl-C again to stop it there)", UserWarning,
+                          stacklevel=2)
         if res.best is None:  # (why, when the search said: its workers died, its cluster was
             # lost, its proposer failed; else the budget ended before a model was calibrated)
             why = "its warnings say why" if res.warnings else "raise the budget"

@@ -341,3 +341,23 @@ def test_the_selected_parameters_come_with_their_standard_errors():
     _, cov = so.curve_fit(f, x, y, p0=[m.params_[k] for k in names])
     for k, se in zip(names, np.sqrt(np.diag(cov))):
         assert m.stderr_[k] == pytest.approx(se, rel=1e-3), (m.program_, k)
+
+
+def test_an_interrupted_fit_says_so(monkeypatch):
+    # (Ctrl-C ended the search and fit returned its best so far without a word: a loop of fits
+    # went on to the next one, and the user could not tell)
+    from ndvm.cosearch import loop
+
+    real = loop.search
+
+    def interrupted(*args, **kwargs):
+        res = real(*args, **kwargs)
+        res.stopped = "interrupted"
+        return res
+
+    monkeypatch.setattr(loop, "search", interrupted)
+    x = np.linspace(0.0, 1.0, 40)
+    with pytest.warns(UserWarning, match=r"interrupted \(Ctrl-C\) after \d+ candidates: the "
+                                         r"model is the best of those"):
+        m = ndvm.SymbolicRegressor(max_candidates=64, budget=None).fit(x[:, None], 2 * x)
+    assert m.result_.stopped == "interrupted"

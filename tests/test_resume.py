@@ -399,3 +399,14 @@ def test_a_file_system_without_locks_runs_unlocked(tmp_path, monkeypatch):
     monkeypatch.setattr(fcntl, "flock", no_locks)
     res = ndvm.search("damped", seed=1, max_candidates=16, budget=None, out=tmp_path / "run")
     assert len((tmp_path / "run" / RECORD_FILE).read_text().splitlines()) == len(res.records)
+
+
+@pytest.mark.parametrize("islands", [1, 2])
+def test_a_resume_whose_budget_ends_in_the_replay_says_it_made_nothing(tmp_path, islands):
+    # (a 3 s resume of a 30,944-candidate run added no candidate, and said nothing)
+    out = tmp_path / "run"
+    ndvm.search("damped", max_candidates=6000, budget=None, out=out, workers=1, islands=islands)
+    r = ndvm.search("damped", budget=0.01, out=out, resume=True, workers=1, islands=islands)
+    assert len(r.records) == 6000 and r.stopped == "budget"
+    assert any("this session made no new candidate: its time budget (0.01 s) ended while it "
+               "replayed the earlier sessions' 6000 candidates" in w for w in r.warnings)

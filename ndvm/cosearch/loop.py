@@ -580,6 +580,9 @@ def search(task="damped", proposer=None, budget=None, max_candidates=None, out=N
         hint = proposer_bound(run.own_seconds, time.perf_counter() - session_start, n_workers)
         if hint:
             state.warn(hint)
+    idle = _replayed_only(len(loaded), n_new, stopped, budget_s)
+    if idle:
+        state.warn(idle)
     elapsed = time.perf_counter() - t0
     lowest = _leader(run.front)  # (what the progress line shows)
     bar.finish(_status(len(records), n_new / max(elapsed - t_offset, 1e-9), lowest,
@@ -744,7 +747,8 @@ def _search_islands(task, islands, seed, grammar, batch, every, migrants, max_ca
     elapsed = time.perf_counter() - t0
     bar.finish(_status(len(records), (len(records) - n_loaded) / max(elapsed, 1e-9),
                        _leader(front), len(front), elapsed, budget_s, task))
-    warnings = said + task.size_warnings() + warnings
+    idle = _replayed_only(n_loaded, len(records) - n_loaded, stopped, budget_s)
+    warnings = said + task.size_warnings() + warnings + ([idle] if idle else [])
     if progress:  # (as a search of one population shows its own: SearchState.warn)
         for w in dict.fromkeys(warnings):
             show_warning(sys.stderr, w)
@@ -851,6 +855,16 @@ def _other_islands(out, island, islands, seen=()):
         give = f"--islands {was} (islands={was})" if was > 1 else "no --islands (islands=1)"
     return (f"cannot resume: the run in {out} is {what}, not {_as_islands(islands)} (give "
             f"{give}, or a new --out folder)")
+
+
+def _replayed_only(n_loaded, n_new, stopped, budget_s):
+    """The warning of a resumed session whose time budget ended before it made a candidate of
+    its own (it replays the earlier sessions' first), else None."""
+    if n_loaded and not n_new and stopped == "budget" and budget_s is not None:
+        return (f"this session made no new candidate: its time budget ({budget_s:g} s) ended "
+                f"while it replayed the earlier sessions' {n_loaded} candidates (checked, not "
+                f"calibrated again); give a longer budget to go on")
+    return None
 
 
 def _spill_folder(out):
