@@ -106,3 +106,24 @@ def test_deep_recursion_backtrace_is_short(client):
         ndvm.Evaluator(client=client).evaluate(src)
     assert len(info.value.backtrace.splitlines()) <= 8
     assert "(repeated)" in info.value.backtrace
+
+
+@pytest.mark.parametrize("client", ["dmci", "bytecode"])
+def test_arithmetic_names_the_argument_that_is_not_a_number(client):
+    # ((+ 1 1 1 'a) said "argument 2", (+ 'a 1) no argument at all)
+    ev = ndvm.Evaluator(client=client)
+    for src, k in [("(+ 1 1 1 'a)", 4), ("(+ 'a 1)", 1), ("(* 1 2 'a)", 3), ("(/ 'a)", 1),
+                   ("(- 1 'a)", 2)]:
+        with pytest.raises(ndvm.EvalError, match=rf"expected a number, vector or matrix "
+                                                 rf"\(argument {k}\), got a symbol"):
+            ev.evaluate(src)
+
+
+def test_a_program_is_made_by_parse_not_by_its_class():
+    # (ndvm.Program('(+ 1 2)') built an empty program; evaluating it said "object of type
+    # 'NoneType' has no len()")
+    with pytest.raises(TypeError, match=r"made by ndvm.parse\(source"):
+        ndvm.Program("(+ 1 2)")
+    import pickle
+    p = ndvm.parse("(+ a 2)", name="p.scm")
+    assert pickle.loads(pickle.dumps(p)).free_names == ("a",)

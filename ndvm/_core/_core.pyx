@@ -82,6 +82,10 @@ cdef class Program:
             self._index = {k: i for i, k in enumerate(self.free_names)}
         return self._index
 
+    def __init__(self, *args, **kwargs):  # (the core makes them with Program.__new__)
+        raise TypeError("a Program is made by ndvm.parse(source, name=...), not Program(...): "
+                        "Program('(+ 1 2)') was an empty program")
+
     def __reduce__(self):
         return (parse, (self.source, self.name))
 

@@ -265,12 +265,18 @@ class Prims {
   Value solve(const Value* a);
   Value filled(int id, const Value* a, int n);
 
-  // Elementwise arithmetic with scalar broadcasting on either side.
-  Value arith(Op op, const Value& a, const Value& b, const char* who) {
+  // Elementwise arithmetic with scalar broadcasting on either side; ia and ib: the form's
+  // argument indices of a and b, for an error (-1: not an argument, the sum so far).
+  Value arith(Op op, const Value& a, const Value& b, const char* who, int ia = -1, int ib = 1) {
     if (a.tag == Tag::Num && b.tag == Tag::Num) return m.binary(op, a, b);
     bool aa = a.tag == Tag::Vec || a.tag == Tag::Mat, ba = b.tag == Tag::Vec || b.tag == Tag::Mat;
-    if (!aa && a.tag != Tag::Num) throw type_error(who, "a number, vector or matrix", a);
-    if (!ba && b.tag != Tag::Num) throw type_error(who, "a number, vector or matrix", b, 1);
+    auto bad = [&](const Value& v, int i) {
+      std::string pos = i < 0 ? "" : " (argument " + std::to_string(i + 1) + ")";
+      return Error(ErrorKind::Eval, std::string(who) + ": expected a number, vector or matrix" +
+                                        pos + ", got " + value_desc(v));
+    };
+    if (!aa && a.tag != Tag::Num) throw bad(a, ia);
+    if (!ba && b.tag != Tag::Num) throw bad(b, ib);
     if (aa && ba && (a.tag != b.tag || a.rows != b.rows || a.cols != b.cols)) shape_error(who, a, b);
     const Value& shape = aa ? a : b;
     uint32_t cnt = shape.size();
@@ -306,15 +312,15 @@ class Prims {
   Value call_arith(int id, const Value* a, int n, Op op) {
     const char* who = prim_info(id).name;
     if (n == 1 && op == Op::Sub) return arith_unary(Op::Neg, a[0], who);
-    if (n == 1 && op == Op::Div) return arith(Op::Div, Value::number(1.0), a[0], who);
+    if (n == 1 && op == Op::Div) return arith(Op::Div, Value::number(1.0), a[0], who, -1, 0);
     if (n == 0) return Value::number(op == Op::Mul ? 1.0 : 0.0);  // (+), (*); - and / need one
     if (n == 1) {
       if (a[0].tag != Tag::Num && a[0].tag != Tag::Vec && a[0].tag != Tag::Mat)
         throw type_error(who, "a number, vector or matrix", a[0]);
       return a[0];
     }
-    Value acc = arith(op, a[0], a[1], who);
-    for (int i = 2; i < n; ++i) acc = arith(op, acc, a[i], who);
+    Value acc = arith(op, a[0], a[1], who, 0, 1);
+    for (int i = 2; i < n; ++i) acc = arith(op, acc, a[i], who, -1, i);
     return acc;
   }
   Value call_compare(int id, const Value* a, int n, int cmp) {
