@@ -13,6 +13,7 @@ import os
 import signal
 import sys
 import threading
+import warnings
 from importlib import resources
 from pathlib import Path
 
@@ -912,6 +913,8 @@ def main(argv=None):
     on_term = None
     if threading.current_thread() is threading.main_thread():
         on_term = signal.signal(signal.SIGTERM, _terminate)
+    shown = warnings.showwarning
+    warnings.showwarning = _show_warning
     try:
         return args.func(args)
     except ndvm.SchemeError as e:
@@ -950,8 +953,17 @@ def main(argv=None):
         print(f"ndvm: {what}", file=sys.stderr)
         return status
     finally:
+        warnings.showwarning = shown
         if on_term is not None:
             signal.signal(signal.SIGTERM, on_term)
+
+
+def _show_warning(message, category, filename, lineno, file=None, line=None):
+    """A warning on the command line: one "ndvm: warning:" line, as the command's own, not
+    Python's file:line and source line (a UserWarning of the library while a command runs)."""
+    text = str(message)
+    text = text[len("ndvm: "):] if text.startswith("ndvm: ") else text
+    print(f"ndvm: warning: {text}", file=file or sys.stderr)
 
 
 if __name__ == "__main__":

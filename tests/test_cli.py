@@ -347,3 +347,22 @@ def test_compare_counts_identical_nans_as_agreeing(tmp_path):
     r = ndvm("compare", str(tmp_path / "lg.scm"), "--param", "a=-1", "--no-baselines")
     assert r.returncode == 0, r.stdout + r.stderr
     assert " NO" not in r.stdout and "yes" in r.stdout and "Warning" not in r.stderr
+
+
+def test_a_library_warning_on_the_command_line_is_one_ndvm_line(monkeypatch, capsys):
+    # (the Dask no-worker notice printed ".../ndvm/parallel.py:553: UserWarning: ndvm: ..." and
+    # its source line)
+    import warnings as w
+
+    from ndvm import cli as c
+
+    def warns(args):
+        w.warn("ndvm: the Dask cluster has had no worker for 30 s", stacklevel=2)
+        return 0
+
+    monkeypatch.setattr(c, "cmd_run", warns)
+    with w.catch_warnings():
+        w.simplefilter("always")
+        assert c.main(["run", "-"]) == 0
+    err = capsys.readouterr().err
+    assert err == "ndvm: warning: the Dask cluster has had no worker for 30 s\n"
