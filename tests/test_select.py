@@ -396,3 +396,21 @@ def test_the_selection_says_when_the_data_hardly_determine_a_parameter_and_keeps
     ev = ndvm.Evaluator()
     assert snap("(* a x)", {"a": 769475.3}, {"x": x}, 769475.3 * x, 0.0, ev)[2] == {"a": 769475.3}
     assert snap("(* a x)", {"a": 1.0000000002}, {"x": x}, x, 0.0, ev)[:3] == ("x", 1, {})
+
+
+def test_a_choice_by_exactness_says_so():
+    # (the explanation read "CV MSE 8.105e+14 ... within the search's optimism (44%) of the
+    # lowest CV MSE (2.069e+08)": the bar was exactness, 1e-12 of a variance of ~1e27)
+    x = np.linspace(1.0, 2.0, 40)
+    task = Task.from_arrays("big", {"x": x}, 1e13 * np.exp(x) + 3e13 * x)
+    recs = [{"id": 0, "size": 3, "model": "(* a x)", "params": {"a": 1e14},
+             "heldout_error": 1.0, "train_error": 1.0, "status": "ok", "r2": 0.9},
+            {"id": 1, "size": 8, "model": "(+ (* a (exp x)) (* b x))",
+             "params": {"a": 1e13, "b": 3e13}, "heldout_error": 0.0, "train_error": 0.0,
+             "status": "ok", "r2": 1.0}]
+    best, rows = select(task, recs, simple=False)
+    text = best["selection"]["explanation"]
+    low = min(r["cv_mse"] for r in rows)
+    assert best["id"] == 1 and low < 1e-12 * np.var(task.target) < rows[0]["cv_mse"]
+    assert "is the smallest front member whose CV MSE is below 1e-12 of the target's " \
+           "variance" in text and "count as exact" in text and "within" not in text

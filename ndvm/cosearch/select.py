@@ -281,10 +281,16 @@ def select(task, front, ev=None, k=5, structures=1, simple=True):
               f"the search's optimism ({optimism:.0%}, wider than one standard error: the "
               f"least of {structures} programs' errors on {cv_target.size} points sits about "
               f"that far below its expectation)")
-    why = (f"id {rec['id']} (size {rec['size']}, CV MSE {pick['cv_mse']:.4g}) is the smallest "
-           f"front member within {within} of the lowest CV MSE "
-           f"({low['cv_mse']:.4g}, id {low['id']}, size {low['size']}); refitted on all "
-           f"{target.size} points")
+    if EXACT * var > max(by_se, by_search):  # (the bar is exactness, not the lowest's error)
+        why = (f"id {rec['id']} (size {rec['size']}, CV MSE {pick['cv_mse']:.4g}) is the "
+               f"smallest front member whose CV MSE is below {EXACT:g} of the target's variance "
+               f"({EXACT * var:.4g}: such fits count as exact; the lowest is {low['cv_mse']:.4g}, "
+               f"id {low['id']}, size {low['size']}); refitted on all {target.size} points")
+    else:
+        why = (f"id {rec['id']} (size {rec['size']}, CV MSE {pick['cv_mse']:.4g}) is the "
+               f"smallest front member within {within} of the lowest CV MSE "
+               f"({low['cv_mse']:.4g}, id {low['id']}, size {low['size']}); refitted on all "
+               f"{target.size} points")
     if degenerate:
         why += "; passed over, their fit unable to tell parameters apart: " + ", ".join(
             f"id {i} ({', '.join(names)})" for i, names in degenerate)
