@@ -115,9 +115,7 @@ def cmd_run(args):
     import ndvm
 
     prog = _read_program(args.file)
-    params = dict(args.param or [])
-    data = dict(args.data or [])
-    consts = dict(args.const or [])
+    params, data, consts = _bindings(args)
     for what, names in (("--param", params), ("--data", data), ("--const", consts)):
         _unused(prog, what, names)
     ev = ndvm.Evaluator(client=args.client, dtype=args.dtype, compat=args.compat,
@@ -289,7 +287,7 @@ def cmd_fit(args):
         read_table(args.csv, finite={args.target, *data},  # (raises, naming the line and cell)
                    advice="remove or fill the row, or drop such rows: --nan-policy omit")
     params = args.params.split(",") if args.params else None
-    init = dict(args.init or [])
+    init = _named(args.init, "--init")
     from ndvm.fit import FitOptions, did_you_mean, finite_rows, fit_with, missing_inputs
 
     unused = [c for c in cols if c not in data]  # columns the program does not read
@@ -503,7 +501,19 @@ def cmd_search(args):
 
 
 def _bindings(args):
-    return dict(args.param or []), dict(args.data or []), dict(args.const or [])
+    return (_named(args.param, "--param"), _named(args.data, "--data"),
+            _named(args.const, "--const"))
+
+
+def _named(pairs, flag):
+    """The NAME=VALUE pairs of a repeated flag as a dict; InputError for a name given twice (the
+    last one was taken without a word)."""
+    out = {}
+    for name, value in pairs or []:
+        if name in out:
+            raise InputError(f"{flag} {name}= is given twice: give each name once")
+        out[name] = value
+    return out
 
 
 def cmd_compare(args):

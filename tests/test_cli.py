@@ -366,3 +366,20 @@ def test_a_library_warning_on_the_command_line_is_one_ndvm_line(monkeypatch, cap
         assert c.main(["run", "-"]) == 0
     err = capsys.readouterr().err
     assert err == "ndvm: warning: the Dask cluster has had no worker for 30 s\n"
+
+
+def test_a_name_given_twice_to_a_repeated_flag_is_refused(tmp_path):
+    # (--data x=1 --data x=2 ran with x = 2 without a word)
+    (tmp_path / "ax.scm").write_text("(* a x)")
+    r = ndvm("run", str(tmp_path / "ax.scm"), "--param", "a=1", "--data", "x=1", "--data", "x=2")
+    assert r.returncode == 2 and "--data x= is given twice" in r.stderr
+
+
+def test_an_index_that_depends_on_a_parameter_says_so_on_one_lane():
+    # ("index must be the same in every lane" on one lane, S = N = 1)
+    import ndvm as nd
+
+    with pytest.raises(nd.EvalError, match="index must not depend on data or parameters"):
+        nd.Evaluator().evaluate("(ref (vec 10 20 30) a)", params={"a": 1.0})
+    with pytest.raises(nd.EvalError, match=r"size 100000000 out of range \(0 to 65535\)"):
+        nd.Evaluator().evaluate("(zeros 100000000)")

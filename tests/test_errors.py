@@ -50,7 +50,7 @@ CATALOGUE = [
     ('(length (cons 1 2))', 'EvalError', 1, 1, 'length: expected a proper list, got a pair'),
     ('(list-ref (list 1 2) 2)', 'EvalError', 1, 1, 'list-ref: index 2 out of range for length 2'),
     ('(cross (vec 1 2) (vec 1 2))', 'EvalError', 1, 1, 'cross: expects two vectors of length 3, got lengths 2 and 2'),
-    ('(eye -1)', 'EvalError', 1, 1, 'eye: size -1 out of range'),
+    ('(eye -1)', 'EvalError', 1, 1, 'eye: size -1 out of range (0 to 65535)'),
     ('(zeros 1.5)', 'EvalError', 1, 1, 'zeros: size must be an integer, got 1.5'),
     ("(sqrt (vec 1 'a))", 'EvalError', 1, 7, 'vec: expected numbers (or vectors, for the rows of a matrix) (argument 2), got a symbol'),
     ('(vlen 3)', 'EvalError', 1, 1, 'vlen: expected a vector or a matrix, got a number'),

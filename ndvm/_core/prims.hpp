@@ -220,7 +220,8 @@ class Prims {
     if (v.tag != Tag::Num) throw type_error(who, size ? "a size" : "an index", v, size ? 0 : 1);
     if (v.varying())
       throw Error(ErrorKind::Eval, std::string(who) + ": " + (size ? "size" : "index") +
-                                       " must be the same in every lane (it depends on data or parameters)");
+                                       " must not depend on data or parameters (it must be the "
+                                       "same in every lane, however many there are)");
     double x = v.num;
     if (x != std::floor(x) || std::isnan(x))
       throw Error(ErrorKind::Eval, std::string(who) + ": " + (size ? "size" : "index") +
@@ -229,7 +230,8 @@ class Prims {
       throw Error(ErrorKind::Eval, std::string(who) + ": " + (size ? "size " : "index ") +
                                        (std::fabs(x) < 1e15 ? std::to_string(int64_t(x)) : format_number(x)) +
                                        " out of range" +
-                                       (size ? "" : " for length " + std::to_string(bound)));
+                                       (size ? " (0 to " + std::to_string(bound - 1) + ")"
+                                             : " for length " + std::to_string(bound)));
     return int64_t(x);
   }
 

@@ -351,8 +351,8 @@ class SplitModel:
         if not self.is_num(v):
             raise self.type_error(who, "a size" if size else "an index", v, 0 if size else 1)
         if type(v) is Tensor:
-            raise EvalError(f"{who}: {what} must be the same in every lane "
-                            "(it depends on data or parameters)")
+            raise EvalError(f"{who}: {what} must not depend on data or parameters (it must "
+                            "be the same in every lane, however many there are)")
         return self.check_index(v, who, bound, size)
 
     @staticmethod
