@@ -19,6 +19,14 @@ _DTYPES = ("float64", "float32")
 _REDUCE = {"lane": REDUCE_LANE, "start": REDUCE_START, None: REDUCE_NONE}
 
 
+def _reduction(reduce):
+    """The core's code of ``reduce`` ("lane", "start" or None), or ValueError (a KeyError)."""
+    try:
+        return _REDUCE[reduce]
+    except (KeyError, TypeError):
+        raise ValueError(f"reduce is \"lane\", \"start\" or None, got {reduce!r}") from None
+
+
 class Result:
     """The outcome of one evaluation.
 
@@ -193,7 +201,7 @@ class Evaluator:
         loss [S] with a target or None).
         """
         return self._machine().run(prog, self.client.entry, prog.compiled(self.client), inputs,
-                                   bool(grad), _REDUCE[reduce], seed, target)
+                                   bool(grad), _reduction(reduce), seed, target)
 
     def tape(self):
         """A token for the tape this thread's last ``run(grad=True, reduce=None)`` kept."""
@@ -208,7 +216,7 @@ class Evaluator:
         m = self._machine()
         if token != (m, m.generation):
             return None
-        return m.reverse(seed, _REDUCE[reduce])
+        return m.reverse(seed, _reduction(reduce))
 
     def calibrate(self, batch, interruptible=False):
         """Run the calibrations staged in ``batch`` (an ``ndvm._core.FitBatch``: the core of

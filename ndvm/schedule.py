@@ -78,11 +78,17 @@ def default_workers():
 
 
 def check_workers(workers):
-    """The worker count a call asked for (None: every core), checked."""
-    workers = default_workers() if workers is None else int(workers)
+    """The worker count a call asked for (None: every core), checked (1.5 was taken for 1)."""
+    if workers is None:
+        return default_workers()
+    from ndvm.fit_options import whole_number
+
+    if not whole_number(workers):
+        raise ValueError(f"workers must be a whole number of threads, at least 1 (or None: "
+                         f"every core), got {workers!r}")
     if workers < 1:
         raise ValueError(f"workers must be at least 1, got {workers}")
-    return workers
+    return int(workers)
 
 
 def check_executor(executor):

@@ -962,3 +962,16 @@ def test_fit_many_checks_an_inputs_values_only_where_a_program_reads_it():
     got = ndvm.fit_many(["(* a x)", "(* a z)"], data={"x": x, "z": z}, target=2 * x)
     assert got[0].params["a"] == pytest.approx(2.0)
     assert isinstance(got[1], ndvm.CandidateError) and "data input 'z'" in str(got[1].error)
+
+
+def test_a_worker_count_or_a_reduction_of_the_wrong_kind_is_refused():
+    # (workers=1.5 ran on one thread; reduce="bogus" was a KeyError)
+    x = np.ones(3)
+    for workers in (1.5, True, "2"):
+        with pytest.raises(ValueError, match="workers must be a whole number"):
+            ndvm.fit_many(["(* a x)"], data={"x": x}, target=x, workers=workers)
+    assert len(ndvm.fit_many(["(* a x)"], data={"x": x}, target=x, workers=np.int64(2))) == 1
+    e = ndvm.Evaluator()
+    p = ndvm.parse("(* a x)")
+    with pytest.raises(ValueError, match='reduce is "lane", "start" or None'):
+        e.run(p, e.bind(p, {"a": 1.0}, {"x": [1.0]}), grad=True, reduce="bogus")
