@@ -971,9 +971,7 @@ def main(argv=None):
 def _show_warning(message, category, filename, lineno, file=None, line=None):
     """A warning on the command line: one "ndvm: warning:" line, as the command's own, not
     Python's file:line and source line (a UserWarning of the library while a command runs)."""
-    text = str(message)
-    text = text[len("ndvm: "):] if text.startswith("ndvm: ") else text
-    print(f"ndvm: warning: {text}", file=file or sys.stderr)
+    print(f"ndvm: warning: {str(message).removeprefix('ndvm: ')}", file=file or sys.stderr)
 
 
 if __name__ == "__main__":

@@ -14,6 +14,26 @@ namespace ndvm {
 
 namespace detail {
 
+// Gaussian elimination with partial pivoting of the row-major n x n matrix w, in place:
+// visit(pivot, swapped) for each column's pivot in turn (swapped: its row was exchanged), until
+// it returns false.
+template <class W, class Visit>
+void eliminate(W* w, uint32_t n, Visit&& visit) {
+  for (uint32_t c = 0; c < n; ++c) {
+    uint32_t p = c;
+    for (uint32_t r = c + 1; r < n; ++r)
+      if (std::fabs(w[r * n + c]) > std::fabs(w[p * n + c])) p = r;
+    if (p != c)
+      for (uint32_t j = 0; j < n; ++j) std::swap(w[c * n + j], w[p * n + j]);
+    W piv = w[c * n + c];
+    if (!visit(piv, p != c)) return;
+    for (uint32_t r = c + 1; r < n; ++r) {
+      W f = w[r * n + c] / piv;
+      for (uint32_t j = c; j < n; ++j) w[r * n + j] -= f * w[c * n + j];
+    }
+  }
+}
+
 // Dense per-lane linear algebra on a row-major n x n matrix (partial pivoting).
 template <class T>
 T det_dense(const T* a, uint32_t n, T* work) {
@@ -24,52 +44,34 @@ T det_dense(const T* a, uint32_t n, T* work) {
            a[2] * (a[3] * a[7] - a[4] * a[6]);
   std::copy(a, a + n * n, work);
   T det = T(1);
-  for (uint32_t c = 0; c < n; ++c) {
-    uint32_t p = c;
-    for (uint32_t r = c + 1; r < n; ++r)
-      if (std::fabs(work[r * n + c]) > std::fabs(work[p * n + c])) p = r;
-    if (p != c) {
-      for (uint32_t j = 0; j < n; ++j) std::swap(work[c * n + j], work[p * n + j]);
-      det = -det;
-    }
-    T piv = work[c * n + c];
+  eliminate(work, n, [&](T piv, bool swapped) {
+    if (swapped) det = -det;
     det *= piv;
-    if (piv == T(0)) return det;
-    for (uint32_t r = c + 1; r < n; ++r) {
-      T f = work[r * n + c] / piv;
-      for (uint32_t j = c; j < n; ++j) work[r * n + j] -= f * work[c * n + j];
-    }
-  }
+    return piv != T(0);
+  });
   return det;
 }
 
-// log(det a) as the sum of the pivots' log magnitudes (partial pivoting), so that it neither
-// overflows nor underflows where det does (10 I of 400 x 400: det 1e400, inf; logdet 921.03):
-// NaN for a negative determinant (the log of one), -inf for a singular matrix. Any T, in double.
+// log(det a) as the sum of the pivots' log magnitudes, so that it neither overflows nor
+// underflows where det does (10 I of 400 x 400: det 1e400, inf; logdet 921.03): NaN for a
+// negative determinant (the log of one), -inf for a singular matrix. Any T, in double.
 template <class T>
 T logdet_dense(const T* a, uint32_t n, double* work) {
   std::copy(a, a + n * n, work);
   double sum = 0.0;
   bool negative = false;
-  for (uint32_t c = 0; c < n; ++c) {
-    uint32_t p = c;
-    for (uint32_t r = c + 1; r < n; ++r)
-      if (std::fabs(work[r * n + c]) > std::fabs(work[p * n + c])) p = r;
-    if (p != c) {
-      for (uint32_t j = 0; j < n; ++j) std::swap(work[c * n + j], work[p * n + j]);
-      negative = !negative;
+  eliminate(work, n, [&](double piv, bool swapped) {
+    negative = negative != swapped;
+    if (piv == 0.0 || !(piv == piv)) {
+      sum = piv == 0.0 ? -std::numeric_limits<double>::infinity() : piv;
+      return false;
     }
-    double piv = work[c * n + c];
-    if (piv == 0.0) return -std::numeric_limits<T>::infinity();
-    if (!(piv == piv)) return std::numeric_limits<T>::quiet_NaN();
     negative = negative != (piv < 0.0);
     sum += std::log(std::fabs(piv));
-    for (uint32_t r = c + 1; r < n; ++r) {
-      double f = work[r * n + c] / piv;
-      for (uint32_t j = c; j < n; ++j) work[r * n + j] -= f * work[c * n + j];
-    }
-  }
-  return negative ? std::numeric_limits<T>::quiet_NaN() : T(sum);
+    return true;
+  });
+  if (std::isinf(sum) && sum < 0) return -std::numeric_limits<T>::infinity();
+  return negative || !(sum == sum) ? std::numeric_limits<T>::quiet_NaN() : T(sum);
 }
 
 // y = inverse of the n x n matrix a (Gauss-Jordan with partial pivoting). work: 2 n^2.
