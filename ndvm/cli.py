@@ -252,12 +252,15 @@ def _header_column(path, cols, error):
         return 1
     from ndvm.errors import utf8_text
 
+    import csv
+
     line = utf8_text(path).lstrip("\ufeff").split("\n", 1)[0]
-    col = 1
-    for k, field in enumerate(line.split(",")):  # (the header as written: quotes counted)
+    at = 0  # (each field found in the line as written, after the last: quotes and all)
+    for k, field in enumerate(next(csv.reader([line]), [])):
+        at = max(line.find(field.strip(), at), at) if field.strip() else at
         if k == named[0]:
-            return col + len(field) - len(field.lstrip())
-        col += len(field) + 1
+            return at + 1
+        at += len(field.strip())
     return 1
 
 

@@ -60,9 +60,9 @@ class SymbolicRegressor(RegressorMixin, BaseEstimator):
     then set max_candidates); max_candidates:
     stop after that many proposals; random_state: the search's seed, an int (the same data,
     settings and seed give the same model when the search ends at max_candidates; a time
-    budget ends it after as many candidates as the machine made in that time), None (a seed drawn from numpy's global random
-    state: each fit searches afresh) or a numpy RandomState (a seed drawn from it); the seed a
-    fit used is ``random_seed_``; workers: the threads the
+    budget ends it after as many candidates as the machine made in that time), None (a seed
+    drawn from numpy's global random state: each fit searches afresh) or a numpy RandomState
+    (a seed drawn from it); the seed a fit used is ``random_seed_``; workers: the threads the
     search runs on (1: all on the calling thread; more: the proposer works beside the
     calibrations, which every thread shares; the same candidates either way); optimizer,
     steps, starts: the calibration of each candidate (see ndvm.fit); heldout: the fraction of

@@ -188,11 +188,13 @@ def _check_names(what, given, allowed, free_names):
 def checked_data(data, target, nan_policy="raise", inputs_finite=True):
     """(arrays, y): the data inputs ``data`` (name -> values) as float64 arrays and the target
     (None without one) as a flat one, checked as ``ndvm.fit`` checks them: a target with
-    points, each input a number or an array of one value a point, no NaN or inf (ValueError naming the input and
-    the index), or with ``nan_policy="omit"`` the points where any is dropped. Without
+    points, each input a number or an array of one value a point, no NaN or inf (ValueError
+    naming the input and the index), or with ``nan_policy="omit"`` the points where any is
+    dropped. Without
     ``inputs_finite`` the inputs' values are not looked at (fit_many's shared data: a program
-    that does not read an input does not care)."""
-    arrays = {k: _numbers(f"data input {k!r}", v) for k, v in data.items()}
+    that does not read an input does not care). A DataFrame is its columns; pandas objects of
+    different indexes are refused (``_columns``)."""
+    arrays = {k: _numbers(f"data input {k!r}", v) for k, v in _columns(data, target).items()}
     y = None
     if target is not None:
         y = _numbers("target", target).reshape(-1)

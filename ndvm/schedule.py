@@ -77,17 +77,16 @@ def default_workers():
         return os.cpu_count() or 1
 
 
-def check_workers(workers):
-    """The worker count a call asked for (None: every core), checked (1.5 was taken for 1)."""
+def check_workers(workers, unit="threads"):
+    """The worker count a call asked for (None: every core), checked (1.5 was taken for 1);
+    ``unit``: what a worker is, for the message."""
     if workers is None:
         return default_workers()
     from ndvm.fit_options import whole_number
 
-    if not whole_number(workers):
-        raise ValueError(f"workers must be a whole number of threads, at least 1 (or None: "
+    if not whole_number(workers) or workers < 1:
+        raise ValueError(f"workers must be a whole number of {unit}, at least 1 (or None: "
                          f"every core), got {workers!r}")
-    if workers < 1:
-        raise ValueError(f"workers must be at least 1, got {workers}")
     return int(workers)
 
 
@@ -172,8 +171,10 @@ def _guard_spans(path):
                         and any(isinstance(x, ast.Constant) and x.value == "__main__"
                                 for x in (t.left, *t.comparators)))
 
+            # (a compound test counts: if __name__ == "__main__" and not dry_run:)
             _GUARDED[key] = [(n.body[0].lineno, n.body[-1].end_lineno) for n in ast.walk(tree)
-                             if isinstance(n, ast.If) and main_test(n.test)]
+                             if isinstance(n, ast.If)
+                             and any(main_test(t) for t in ast.walk(n.test))]
     return _GUARDED[key]
 
 

@@ -607,3 +607,17 @@ def test_work_whose_worker_dies_on_every_try_is_recorded_failed_and_the_search_g
         assert len(stops) == 2 and all("the island stopped there" in w for w in stops)
         ids = [r["id"] for r in res.records]
         assert len(ids) == len(set(ids))
+
+
+def test_a_compound_main_guard_counts(tmp_path):
+    # (if __name__ == "__main__" and ...: the guard's test is a BoolOp, and the check of the
+    # line the search starts from found no guard around it)
+    script = tmp_path / "compound.py"
+    script.write_text("import ndvm\n"
+                      "DRY = False\n"
+                      "if __name__ == '__main__' and not DRY:\n"
+                      "    r = ndvm.search('damped', islands=2, workers=2, max_candidates=32,\n"
+                      "                    budget=None)\n"
+                      "    print('RAN', len(r.records))\n")
+    out = _python(tmp_path, script)
+    assert out.returncode == 0 and "RAN 32" in out.stdout, out.stderr

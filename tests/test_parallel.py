@@ -195,7 +195,7 @@ def test_begun_fits_run_on_lent_threads_and_equal_single_fits_bit_for_bit():
     assert begun.drain(1) == 1 and begun.drain(2) == 2
     begun.cancel()
     assert begun.drain() == 0
-    with pytest.raises(ValueError, match="workers must be at least 1"):
+    with pytest.raises(ValueError, match="workers must be a whole number of threads, at least 1"):
         parallel.begin_fits(progs, workers=0, **opts)
     with pytest.raises(TypeError, match="unknown fit option"):
         parallel.begin_fits(progs, workers=1, stepz=3, **opts)
@@ -975,3 +975,16 @@ def test_a_worker_count_or_a_reduction_of_the_wrong_kind_is_refused():
     p = ndvm.parse("(* a x)")
     with pytest.raises(ValueError, match='reduce is "lane", "start" or None'):
         e.run(p, e.bind(p, {"a": 1.0}, {"x": [1.0]}), grad=True, reduce="bogus")
+
+
+def test_fit_many_takes_a_dataframe_and_refuses_pandas_rows_out_of_order():
+    # (the row-alignment check was ndvm.fit's alone: fit_many fitted a shuffled Series by
+    # position)
+    pd = pytest.importorskip("pandas")
+    x = np.linspace(1.0, 5.0, 50)
+    df = pd.DataFrame({"x": x, "y": 2.0 * x})
+    (r,) = ndvm.fit_many(["(* a x)"], data=df[["x"]], target=df.y, workers=1)
+    assert r.params["a"] == pytest.approx(2.0)
+    with pytest.raises(ValueError, match="different indexes"):
+        ndvm.fit_many(["(* a x)"], data={"x": df.x}, target=df.y.sample(frac=1, random_state=0),
+                      workers=1)

@@ -161,8 +161,26 @@ def test_map_over_several_lists_uses_every_list(client):
     ev = ndvm.Evaluator(client=client)
     lists = "(list 1 2) (list 10 20) (list 100 200)"
     assert ev.evaluate(f"(fold-left + 0 (map + {lists}))").value[0, 0] == 333.0
-    assert ev.evaluate(f"(fold-left + 0 (map (lambda (a b c) (+ a b c)) {lists}))").value[0, 0] == 333
+    by_lambda = f"(fold-left + 0 (map (lambda (a b c) (+ a b c)) {lists}))"
+    assert ev.evaluate(by_lambda).value[0, 0] == 333
     assert ev.evaluate(f"(fold-left + 0 (map + {lists} (list 1000 2000)))").value[0, 0] == 3333
     assert ev.evaluate("(fold-left + 0 (map * (list 1 2 3) (list 4 5)))").value[0, 0] == 14
     with pytest.raises(ndvm.EvalError, match="map-takes-at-most-four-lists"):
         ev.evaluate(f"(fold-left + 0 (map + {lists} (list 1 2) (list 1 2)))")
+
+
+def test_a_fit_spec_bound_for_other_free_names_is_refused():
+    # (FitBatch.add_spec took a spec bound for another program's free names: the program read
+    # its values by position, past them when it had more)
+    from ndvm._core import FitBatch
+    from ndvm.fit import FitOptions, FitPlan
+
+    plan = FitPlan(FitOptions.of(), {"x": np.linspace(0, 1, 5)}, np.ones(5))
+    prog = ndvm.parse("(* a x)")
+    plan.stage(FitBatch(), prog)
+    spec = plan._shared[prog.free_names].spec
+    other = ndvm.parse("(+ (* a x) (* b z) c)")
+    with pytest.raises(ValueError, match="bound for a program whose free names are a, x, and "
+                                         "this one's are a, x, b, z, c"):
+        FitBatch().add_spec(other, other.compiled(ndvm.Evaluator().client), spec)
+    FitBatch().add_spec(ndvm.parse("(+ (* a x) 1)"), prog.compiled(ndvm.Evaluator().client), spec)

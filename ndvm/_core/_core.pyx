@@ -372,6 +372,16 @@ def bind(Program prog not None, params=None, data=None, consts=None, points=None
     return b
 
 
+cdef int _same_names(Inputs inputs, Program prog) except -1:
+    # Inputs bind by position, one binding a free name in the program's order: a program run on
+    # another's (or fitted with its FitSpec) read its values under other names, or past them
+    if inputs.names is not prog.free_names and inputs.names != prog.free_names:
+        raise ValueError(f"the inputs were bound for a program whose free names are "
+                         f"{', '.join(inputs.names) or '(none)'}, and this one's are "
+                         f"{', '.join(prog.free_names) or '(none)'}: bind them for it")
+    return 0
+
+
 cdef void* _out_ptr(object a, int typenum, size_t n) except NULL:
     """The data of `a`, an output array that must be C-contiguous, writable, of type `typenum`
     and with n elements."""
@@ -512,11 +522,7 @@ cdef class Machine:
         cdef const double[::1] tv
         cdef cnp.ndarray value, out = None, loss = None
         cdef Py_ssize_t lanes_each = 0
-        if inputs.names is not prog.free_names and inputs.names != prog.free_names:
-            # (bound by position: a program's inputs run by another were its values, misnamed)
-            raise ValueError(f"the inputs were bound for a program whose free names are "
-                             f"{', '.join(inputs.names) or '(none)'}, and this one's are "
-                             f"{', '.join(prog.free_names) or '(none)'}: bind them for it")
+        _same_names(inputs, prog)
         sweep = grad and reduce != REDUCE_NONE
         if sweep:
             lanes_each = N if reduce == REDUCE_LANE else 1

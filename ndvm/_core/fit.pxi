@@ -334,6 +334,7 @@ cdef class FitBatch:
         [P, S] starting values in place of the spec's."""
         if self._ran:
             raise RuntimeError("this FitBatch has run: reset() it before staging more fits")
+        _same_names(<Inputs>spec._keep[0], prog)
         cdef cnp.ndarray start
         cdef const double* at = spec._x0.data()
         if x0 is not None:

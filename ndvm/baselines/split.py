@@ -361,7 +361,7 @@ class SplitModel:
         if not math.isfinite(x) or x != math.floor(x):
             raise EvalError(f"{who}: {what} must be an integer, got {x}")
         if x < 0 or x >= bound:
-            extra = "" if size else f" for length {bound}"
+            extra = f" (0 to {bound - 1})" if size else f" for length {bound}"
             raise EvalError(f"{who}: {what} {x:g} out of range{extra}")
         return int(x)
 
@@ -390,15 +390,18 @@ class SplitModel:
             return _BINARY[name][1](a, b)
         return _BINARY[name][1](self.tens(a), self.tens(b))
 
-    def arith(self, name, a, b):
+    def arith(self, name, a, b, ia=None, ib=1):
+        """a (name) b elementwise; ia, ib: the form's argument indices of a and b, for an
+        error (None: not an argument, the value so far), as the core names them."""
         an, bn = self.is_num(a), self.is_num(b)
         if an and bn:
             return self.binary(name, a, b)
         aa, ba = type(a) is Arr, type(b) is Arr
-        if not (an or aa):
-            raise self.type_error(name, "a number, vector or matrix", a)
-        if not (bn or ba):
-            raise self.type_error(name, "a number, vector or matrix", b, 1)
+        for v, ok, i in ((a, an or aa, ia), (b, bn or ba, ib)):
+            if not ok:
+                pos = "" if i is None else f" (argument {i + 1})"
+                raise EvalError(f"{name}: expected a number, vector or matrix{pos}, got "
+                                f"{self.describe(v)}")
         if aa and ba:
             if a.mat != b.mat or a.shape != b.shape:
                 raise self.shape_error(name, a, b)
@@ -419,8 +422,8 @@ class SplitModel:
         acc = args[0]
         if len(args) == 1 and not (self.is_num(acc) or type(acc) is Arr):
             raise self.type_error(name, "a number, vector or matrix", acc)
-        for b in args[1:]:
-            acc = self.arith(name, acc, b)
+        for i, b in enumerate(args[1:], 1):
+            acc = self.arith(name, acc, b, 0 if i == 1 else None, i)
         return acc
 
     def p_add(self, name, a):
@@ -436,7 +439,7 @@ class SplitModel:
 
     def p_div(self, name, a):
         if len(a) == 1:
-            return self.arith("/", 1.0, a[0])
+            return self.arith("/", 1.0, a[0], None, 0)
         return self.fold("/", a, 1.0)
 
     def p_unary(self, name, a):
@@ -734,7 +737,9 @@ class SplitModel:
         return self.scalar_out(torch.linalg.det(self.square_mat(a[0], name).t))
 
     def p_logdet(self, name, a):
-        return self.scalar_out(torch.log(torch.linalg.det(self.square_mat(a[0], name).t)))
+        # (as the core's: log|det| from the factorization, NaN for a negative determinant)
+        sign, log_abs = torch.linalg.slogdet(self.square_mat(a[0], name).t)
+        return self.scalar_out(torch.where(sign < 0, torch.nan, log_abs))
 
     def p_inv(self, name, a):
         return Arr(torch.linalg.inv(self.square_mat(a[0], name).t), True)

@@ -43,8 +43,9 @@ class _Kernels(SplitModel):
             raise self.type_error(who, "a size" if size else "an index", v, 0 if size else 1)
         x = float(v[0])
         if self.L > 1 and not bool((v == x).all()):
-            raise EvalError(f"{who}: {'size' if size else 'index'} must be the same in every lane "
-                            "(it depends on data or parameters)")
+            raise EvalError(f"{who}: {'size' if size else 'index'} must not depend on data or "
+                            "parameters (it must be the same in every lane, however many there "
+                            "are)")
         return self.check_index(x, who, bound, size)
 
 

@@ -34,7 +34,7 @@ from ndvm.cosearch.task import predict
 from ndvm.cosearch.tasks import Task, get_task
 from ndvm.fit_options import whole_number
 from ndvm.parallel import collect_young, executor_round, gc_paused
-from ndvm.schedule import ExecutorLost, Scheduler, default_workers
+from ndvm.schedule import ExecutorLost, Scheduler, check_workers, default_workers
 
 __all__ = ["search", "SearchResult", "pareto_front", "RunExistsError", "ResumeMismatch",
            "RECORD_FILE", "SUMMARY_FILE", "run_schema"]
@@ -409,10 +409,9 @@ def search(task="damped", proposer=None, budget=None, max_candidates=None, out=N
         batch = BATCH if executor is None or islands != 1 else executor_round(executor)
     elif int(batch) < 1:
         raise ValueError(f"batch must be at least 1, got {batch}")
-    if workers is not None and (not whole_number(workers) or workers < 1):
-        unit = "threads" if islands == 1 else "worker processes (one island each at a time)"
-        raise ValueError(f"workers must be a whole number of {unit}, at least 1 (or None: "
-                         f"every core), got {workers!r}")
+    if workers is not None:
+        check_workers(workers, "threads" if islands == 1 else
+                      "worker processes (one island each at a time)")
     budget_s = parse_budget(budget) if budget is not None else task.budget_seconds
     if max_candidates is not None and (not whole_number(max_candidates) or max_candidates <= 0):
         raise ValueError(f"max_candidates must be a positive count; got {max_candidates!r}")

@@ -281,7 +281,7 @@ def select(task, front, ev=None, k=5, structures=1, simple=True):
               f"the search's optimism ({optimism:.0%}, wider than one standard error: the "
               f"least of {structures} programs' errors on {cv_target.size} points sits about "
               f"that far below its expectation)")
-    if EXACT * var > max(by_se, by_search):  # (the bar is exactness, not the lowest's error)
+    if bar > max(by_se, by_search):  # (the bar is exactness, not the lowest's error)
         why = (f"id {rec['id']} (size {rec['size']}, CV MSE {pick['cv_mse']:.4g}) is the "
                f"smallest front member whose CV MSE is below {EXACT:g} of the target's variance "
                f"({EXACT * var:.4g}: such fits count as exact; the lowest is {low['cv_mse']:.4g}, "

@@ -11,7 +11,7 @@ from numbers import Real
 import numpy as np
 
 from ndvm.cosearch.grammar import Grammar
-from ndvm.fit_options import FitOptions
+from ndvm.fit_options import FitOptions, whole_number
 
 __all__ = ["Task", "DEFAULT_PARAMS", "SEARCH_OPTIMIZER", "SEARCH_LM_SCALING", "PAPER_FIT",
            "DATA_FIT", "named_in",
@@ -274,8 +274,7 @@ class Task:
         n = target.size
         fraction = isinstance(heldout, Real) and not isinstance(heldout, bool) and 0 < heldout < 1
         # (a count is an int: 1.0 was taken for one point held out, not for a share)
-        if not fraction and not (isinstance(heldout, (int, np.integer))
-                                 and not isinstance(heldout, bool) and 1 <= heldout < n):
+        if not fraction and not (whole_number(heldout) and 1 <= heldout < n):
             raise ValueError(f"heldout is the share of the points held out, a number between 0 "
                              f"and 1 (exclusive), or their number, an int from 1 to {n - 1}; "
                              f"got {heldout!r}")

@@ -53,8 +53,8 @@ class WolfeSearch {
     ++trials_;
     bool armijo = f <= f0_ + c1 * a * d0_;
     if (!zoom_) {
-      // A tie with the last trial where the slope is still as steep: the step changed phi by
-      // less than its rounding, which says nothing of a minimum (a parameter that must reach
+      // A tie with the last trial where the slope is at least half as steep: the step changed
+      // phi by less than its rounding, which says nothing of a minimum (a parameter that must reach
       // 3e17 moves by 1 at the first trial of a steepest descent from near 0: L-BFGS took the
       // tie for a bracket, and then a step of no visible gain for convergence, ftol met at the
       // start): extrapolate on until phi shows the descent.

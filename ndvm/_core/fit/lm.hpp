@@ -35,7 +35,7 @@ class LmFit final : public FitDriver {
   // are accelerated), Beale 100 x0 not solved, 60% more evaluations; it is not used.
   // At most this many trials per plateau probe, and this many probes per start (see below).
   static constexpr int kPlateauTrials = 8, kPlateauProbes = 4;
-  static constexpr int kUnseenGrowths = 40;  // (a region 1e40 times its first size at most)
+  static constexpr int kUnseenGrowths = 40;  // (a start's region grown 1e40-fold at most)
   struct LmState {
     lm::Factor F;
     std::vector<double> D, z, J, r, cn, col0, acn, A, p, dp, w;  // cn: J's column norms
@@ -308,10 +308,10 @@ class LmFit final : public FitDriver {
     if (!bad && std::fabs(fnorm1 - m.fnorm) <= 100.0 * lm::kEps * m.fnorm && m.par > 0.0 &&
         m.prered > 0.0 && m.prered <= 100.0 * lm::kEps && m.unseen < kUnseenGrowths) {
       // A step the trust region cut short whose predicted relative reduction is below the
-      // rounding of the residuals' norm, and that left it exactly as it was: the region was too
-      // small to see anything, not the step wrong (a * x fitted to 3e17 x from a start near 0:
-      // the norm ~1e18 does not change in its last bit for a step of 4 in a, and the shrunk
-      // region gave "no further progress"). The region grows tenfold instead, nothing else
+      // rounding of the residuals' norm, and that left it as it was within that rounding (100
+      // eps): the region was too small to see anything, not the step wrong (a * x fitted to
+      // 3e17 x from a start near 0: the norm ~1e18 does not change in its last bit for a step of
+      // 4 in a, and the shrunk region gave "no further progress"). The region grows tenfold instead, nothing else
       // changes, until the loss can show the model's prediction.
       ++m.unseen;
       m.delta = 10.0 * std::max(m.delta, m.pnorm);

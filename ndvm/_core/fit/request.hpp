@@ -79,7 +79,8 @@ struct FitRequest {
   int8_t* status = nullptr;         // out [S] or null: FitStatus
   double* cov = nullptr;            // out [S][P][P] or null
   double* stderr_ = nullptr;        // out [S][P] or null
-  uint8_t* flags = nullptr;         // out [S][P] or null: 1 not identifiable, 2 column vanished
+  uint8_t* flags = nullptr;         // out [S][P] or null: 1 not identifiable, 2 column vanished,
+                                    // 4 ended on a bound
   int64_t n_evals = 0;              // out
   const AfterFit* after = nullptr;  // or null: nothing is evaluated after the fit
   double* after_out = nullptr;      // out [after_size(after)]
