@@ -157,3 +157,12 @@ def test_a_malformed_number_is_a_read_error_not_a_free_name(src, message):
     assert (e.value.line, e.value.col) == (1, 4)
     for fine in ("(+ .5 x)", "(+ -.5 x)", "(+ +2 x)", "(+ 1e5 x)", "(- x)", "(let ((->x 1)) ->x)"):
         ndvm.parse(fine)
+
+
+@pytest.mark.parametrize("space, code", [("\u00a0", "U+00A0"), ("\u2009", "U+2009"),
+                                         ("\u3000", "U+3000"), ("\u202f", "U+202F")])
+def test_a_unicode_space_in_a_name_is_a_read_error(space, code):
+    # (a no-break space pasted from a document became part of a name: "unbound variable")
+    with pytest.raises(ndvm.ReadError, match=re.escape(code)):
+        ndvm.parse(f"(+ x{space} 1)")
+    assert ndvm.parse("(+ café π 1)").free_names == ("café", "π")

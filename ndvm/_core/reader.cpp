@@ -66,10 +66,21 @@ class Reader {
       std::snprintf(code, sizeof code, "U+%04X", static_cast<unsigned>(c));
       fail(std::string("a control character (") + code + ") in a name: is the file damaged?");
     }
-    if (c != 0xE2 && c != 0xEF) return;
+    if (c == 0xC2 && i_ + 1 < t_.size() && static_cast<unsigned char>(t_[i_ + 1]) == 0xA0)
+      fail("a no-break space (U+00A0) in a name: a space pasted from a document? type a plain "
+           "space");
+    if (c != 0xE2 && c != 0xE3 && c != 0xEF) return;
     if (i_ + 2 >= t_.size()) return;
     const auto c1 = static_cast<unsigned char>(t_[i_ + 1]);
     const auto c2 = static_cast<unsigned char>(t_[i_ + 2]);
+    unsigned space = 0;  // (U+2000..U+200A, U+202F, U+205F, U+3000: spaces that are not ' ')
+    if (c == 0xE2 && c1 == 0x80 && (c2 <= 0x8A || c2 == 0xAF)) space = 0x2000 + (c2 - 0x80);
+    else if (c == 0xE2 && c1 == 0x81 && c2 == 0x9F) space = 0x205F;
+    else if (c == 0xE3 && c1 == 0x80 && c2 == 0x80) space = 0x3000;
+    if (space) {
+      std::snprintf(code, sizeof code, "U+%04X", space);
+      fail(std::string("a Unicode space (") + code + ") in a name: type a plain space");
+    }
     unsigned cp = 0;
     if (c == 0xE2 && c1 == 0x80 && c2 >= 0x8B && c2 <= 0x8F) cp = 0x2000 + (c2 - 0x80);
     else if (c == 0xE2 && c1 == 0x81 && c2 == 0xA0) cp = 0x2060;
