@@ -352,6 +352,17 @@ _TWO_THEN_ONE = ("import ndvm\n"
                  "print('RAN', len(r.records))\n")
 
 
+def _guarded(test):
+    """A program that runs an island search on 2 worker processes under ``if <test>:`` (DRY is
+    False) and prints how many records it made."""
+    return ("import ndvm\n"
+            "DRY = False\n"
+            f"if {test}:\n"
+            "    r = ndvm.search('damped', islands=2, workers=2, max_candidates=32,\n"
+            "                    budget=None)\n"
+            "    print('RAN', len(r.records))\n")
+
+
 def _python(tmp_path, script=None, stdin=None):
     """Run a program in a fresh interpreter: the file ``script``, or ``stdin`` as ``python -``
     reads it (no main-module file)."""
@@ -392,11 +403,7 @@ def test_a_script_without_a_main_guard_is_told_why_worker_processes_cannot_start
     assert "REFUSED worker processes cannot start" in out.stdout and "RAN 32" in out.stdout
     assert "Traceback" not in out.stderr
     # (guarded, it runs on 2 worker processes; the test runner's own main module is guarded)
-    script.write_text("import ndvm\n"
-                      "if __name__ == '__main__':\n"
-                      "    r = ndvm.search('damped', islands=2, workers=2, max_candidates=32,\n"
-                      "                    budget=None)\n"
-                      "    print('RAN', len(r.records))\n")
+    script.write_text(_guarded("__name__ == '__main__'"))
     out = _python(tmp_path, script)
     assert out.returncode == 0 and "RAN 32" in out.stdout, out.stderr
 
@@ -613,11 +620,6 @@ def test_a_compound_main_guard_counts(tmp_path):
     # (if __name__ == "__main__" and ...: the guard's test is a BoolOp, and the check of the
     # line the search starts from found no guard around it)
     script = tmp_path / "compound.py"
-    script.write_text("import ndvm\n"
-                      "DRY = False\n"
-                      "if __name__ == '__main__' and not DRY:\n"
-                      "    r = ndvm.search('damped', islands=2, workers=2, max_candidates=32,\n"
-                      "                    budget=None)\n"
-                      "    print('RAN', len(r.records))\n")
+    script.write_text(_guarded("__name__ == '__main__' and not DRY"))
     out = _python(tmp_path, script)
     assert out.returncode == 0 and "RAN 32" in out.stdout, out.stderr

@@ -169,8 +169,13 @@ class Prims {
     if (v.tag == Tag::Mat) return "a " + std::to_string(v.rows) + "x" + std::to_string(v.cols) + " matrix";
     return tag_name(v.tag);
   }
+  // i: the argument's index, 0 naming none (a primitive's first or only argument)
   static Error type_error(const char* who, const char* want, const Value& got, int i = 0) {
-    std::string pos = i == 0 ? "" : " (argument " + std::to_string(i + 1) + ")";
+    return type_error_at(who, want, got, i == 0 ? -1 : i);
+  }
+  // at: the argument's index, -1 naming none
+  static Error type_error_at(const char* who, const char* want, const Value& got, int at) {
+    std::string pos = at < 0 ? "" : " (argument " + std::to_string(at + 1) + ")";
     return Error(ErrorKind::Eval, std::string(who) + ": expected " + want + pos + ", got " + value_desc(got));
   }
   [[noreturn]] static void shape_error(const char* who, const Value& a, const Value& b) {
@@ -272,13 +277,8 @@ class Prims {
   Value arith(Op op, const Value& a, const Value& b, const char* who, int ia = -1, int ib = 1) {
     if (a.tag == Tag::Num && b.tag == Tag::Num) return m.binary(op, a, b);
     bool aa = a.tag == Tag::Vec || a.tag == Tag::Mat, ba = b.tag == Tag::Vec || b.tag == Tag::Mat;
-    auto bad = [&](const Value& v, int i) {
-      std::string pos = i < 0 ? "" : " (argument " + std::to_string(i + 1) + ")";
-      return Error(ErrorKind::Eval, std::string(who) + ": expected a number, vector or matrix" +
-                                        pos + ", got " + value_desc(v));
-    };
-    if (!aa && a.tag != Tag::Num) throw bad(a, ia);
-    if (!ba && b.tag != Tag::Num) throw bad(b, ib);
+    if (!aa && a.tag != Tag::Num) throw type_error_at(who, "a number, vector or matrix", a, ia);
+    if (!ba && b.tag != Tag::Num) throw type_error_at(who, "a number, vector or matrix", b, ib);
     if (aa && ba && (a.tag != b.tag || a.rows != b.rows || a.cols != b.cols)) shape_error(who, a, b);
     const Value& shape = aa ? a : b;
     uint32_t cnt = shape.size();

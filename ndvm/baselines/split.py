@@ -325,7 +325,12 @@ class SplitModel:
         return "an unspecified value"
 
     def type_error(self, who, want, v, i=0):
-        pos = f" (argument {i + 1})" if i else ""
+        """The core's message: argument i + 1 named, except the first (i = 0 names none)."""
+        return self.type_error_at(who, want, v, i or None)
+
+    def type_error_at(self, who, want, v, at):
+        """The core's message naming argument ``at`` + 1 (None: none)."""
+        pos = "" if at is None else f" (argument {at + 1})"
         return EvalError(f"{who}: expected {want}{pos}, got {self.describe(v)}")
 
     def num(self, v, who, i=0):
@@ -399,9 +404,7 @@ class SplitModel:
         aa, ba = type(a) is Arr, type(b) is Arr
         for v, ok, i in ((a, an or aa, ia), (b, bn or ba, ib)):
             if not ok:
-                pos = "" if i is None else f" (argument {i + 1})"
-                raise EvalError(f"{name}: expected a number, vector or matrix{pos}, got "
-                                f"{self.describe(v)}")
+                raise self.type_error_at(name, "a number, vector or matrix", v, i)
         if aa and ba:
             if a.mat != b.mat or a.shape != b.shape:
                 raise self.shape_error(name, a, b)
