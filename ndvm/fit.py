@@ -256,6 +256,12 @@ def _initial_values(names, S, init, bounds, seed):
     if not init and not bounds and isinstance(seed, (int, np.integer)):
         # every start drawn from normal(0, 0.3): the same stream as the general path below
         return 0.0 + 0.3 * _standard_normals(int(seed), len(names) * S).reshape(len(names), S)
+    if init and not bounds and _given_rows(names, S, init):  # (the co-search's per-candidate
+        # starts: a row of S drawn values a name, stacked and checked at once)
+        out = np.array([init[n] for n in names], dtype=np.float64)
+        total = float(np.add.reduce(out, axis=None))
+        if total - total == 0.0:
+            return out
     # (a generator is made only when a draw is needed, where the seed is a valid number: a
     # candidate whose every start is given, as the co-search stages them, makes none)
     lazy = isinstance(seed, (int, np.integer)) and seed >= 0
@@ -280,6 +286,17 @@ def _initial_values(names, S, init, bounds, seed):
         else:
             out[i] = rng.normal(0.0, 0.3, S)  # the paper's protocol
     return out
+
+
+def _given_rows(names, S, init):
+    """Whether ``init`` gives every name of ``names`` a float64 row of its S starts (then
+    ``_initial_values`` stacks them; a non-finite one takes the general path, which names
+    it)."""
+    for n in names:
+        v = init.get(n)
+        if type(v) is not np.ndarray or v.dtype != np.float64 or v.shape != (S,):
+            return False
+    return True
 
 
 def _undetermined(names, flags):
@@ -579,6 +596,7 @@ class FitPlan:
         # or None draws anew for every program)
         self._same_starts = isinstance(o.seed, (int, np.integer))
         self._shared = {}  # free names -> _Shared
+        self._checked = {}  # the data inputs a program uses (in data order) -> checked_data's
         self._ev = evaluator
 
     @property
@@ -593,8 +611,15 @@ class FitPlan:
         """The data inputs a program with free names ``free`` uses, and the target: converted
         and checked (``checked_data``)."""
         sh.unknown = [k for k in self.data if k not in free]
-        sh.data, sh.y = checked_data({k: v for k, v in self.data.items() if k in free},
-                                     self.target, self.options.nan_policy)
+        used = tuple(k for k in self.data if k in free)
+        checked = self._checked.get(used)
+        if checked is None:  # (programs of other free names use the same inputs: a search's
+            # candidates meet a few sets of them, and each check reads every point)
+            checked = checked_data({k: self.data[k] for k in used}, self.target,
+                                   self.options.nan_policy)
+            if len(self._checked) < 64:
+                self._checked[used] = checked
+        sh.data, sh.y = checked
 
     def _names(self, free):
         """Everything about a program's fit that follows from its free names, checked."""

@@ -82,6 +82,8 @@ def check_workers(workers, unit="threads"):
     ``unit``: what a worker is, for the message."""
     if workers is None:
         return default_workers()
+    if type(workers) is int and workers >= 1:  # (the common case, asked once a round)
+        return workers
     from ndvm.fit_options import whole_number
 
     if not whole_number(workers) or workers < 1:

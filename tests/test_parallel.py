@@ -13,7 +13,7 @@ import pytest
 import ndvm
 from ndvm import parallel, schedule
 from ndvm._core import FitBatch
-from ndvm.fit import FitOptions, FitPlan
+from ndvm.fit import FitOptions, FitPlan, _initial_values
 
 from conftest import CLIENTS, shared_json
 
@@ -962,6 +962,45 @@ def test_fit_many_checks_an_inputs_values_only_where_a_program_reads_it():
     got = ndvm.fit_many(["(* a x)", "(* a z)"], data={"x": x, "z": z}, target=2 * x)
     assert got[0].params["a"] == pytest.approx(2.0)
     assert isinstance(got[1], ndvm.CandidateError) and "data input 'z'" in str(got[1].error)
+
+
+def test_inputs_checked_once_for_programs_of_other_free_names_drop_their_own_points():
+    # (a plan keeps each set of inputs' checked data for the programs of other names and orders
+    # that read the same inputs: with nan_policy="omit" each set drops its own points)
+    rng = np.random.default_rng(4)
+    x, z = rng.uniform(1, 2, 40), rng.uniform(1, 2, 40)
+    y = 2 * x + 3 * z
+    x[3], z[5], y[7] = np.nan, np.nan, np.nan
+    progs = ["(* a x)", "(+ (* b z) (* a x))", "(* a z)", "(+ (* a x) (* b z))", "(* x a)",
+             "(* b x)"]
+    got = ndvm.fit_many(progs, data={"x": x, "z": z}, target=y, nan_policy="omit", workers=1)
+    for prog, r in zip(progs, got):
+        alone = ndvm.fit(prog, data={"x": x, "z": z}, target=y, nan_policy="omit",
+                         unused_data="ignore")
+        assert r.params == alone.params and r.loss == alone.loss, prog
+    assert max(got[1].loss, got[3].loss) < 1e-20  # (both inputs: rows 3, 5 and 7 dropped)
+    with pytest.raises(ValueError, match="data input 'z' has a non-finite value"):
+        ndvm.fit("(* a z)", data={"x": x, "z": z}, target=np.where(np.isnan(y), 0, y))
+
+
+def test_per_candidate_start_rows_are_the_starts_and_a_non_finite_one_is_named():
+    # (the co-search gives each candidate a float64 row of starts a parameter: stacked at once;
+    # a NaN among them is refused naming it, as a start given any other way)
+    x = np.linspace(0, 1, 30)
+    rows = {"a": np.array([0.5, 1.5, -1.0]), "b": np.array([2.0, 0.1, 0.2])}
+    setup = ndvm.parallel.FitSetup({"x": x}, 2 * x + 1, workers=1, starts=3, optimizer="lm")
+    as_rows = setup.begin(["(+ (* a x) b)"], per_candidate=[{"init": rows}]).finish()[0]
+    as_lists = setup.begin(["(+ (* a x) b)"], per_candidate=[
+        {"init": {k: list(v) for k, v in rows.items()}}]).finish()[0]
+    assert as_rows.all_params.keys() == as_lists.all_params.keys() == rows.keys()
+    assert all(np.array_equal(as_rows.all_params[k], as_lists.all_params[k]) for k in rows)
+    assert np.array_equal(as_rows.all_losses, as_lists.all_losses)
+    assert np.array_equal(_initial_values(("b", "a"), 3, rows, None, 0),
+                          np.stack([rows["b"], rows["a"]]))
+    bad = {"a": rows["a"], "b": np.array([2.0, np.nan, 0.2])}
+    got = setup.begin(["(+ (* a x) b)"], per_candidate=[{"init": bad}]).finish()[0]
+    assert isinstance(got, ndvm.CandidateError)
+    assert "init['b'] has a non-finite value (nan) at index 1" in str(got.error)
 
 
 def test_a_worker_count_or_a_reduction_of_the_wrong_kind_is_refused():

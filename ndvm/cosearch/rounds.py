@@ -80,6 +80,7 @@ class _Batch:
     fit_each: float = 0.0
     finished: bool = False
     refits: list = field(default_factory=list)  # (record to refit, its prog, param names)
+    refits_begun: list = None  # their calibrations begun with the batch's (Scorer.begin_refit)
     refitted: list = None
     emitted: bool = False  # its records kept (search's emit)
     replayed: bool = False  # its candidates' outcomes read back from a resumed run's records
@@ -242,7 +243,13 @@ class _Rounds:
         """Begin the batch's calibrations (their starts are drawn here, one batch after the
         other); what ``calibrate`` and ``advance`` take."""
         recorded = [self.recorded[rec["id"]] for rec in b.slots] if b.replayed else None
-        return self.scorer.begin(b.items, recorded, self.deadline)
+        fits = self.scorer.begin(b.items, recorded, self.deadline)
+        # (the refits' starts drawn and their fits staged here too, with the batch's: after the
+        # batch's calibrations this thread's caches hold their data, not the search's Python)
+        b.refits_begun = None if b.replayed else [
+            self.scorer.begin_refit(prog, names, rec["params"], rec["id"])
+            for rec, prog, names, _ in b.refits]
+        return fits
 
     def calibrate(self, b, fits, lent=0, meanwhile=None):
         """Fit the batch's programs on the caller's thread, the pool's and ``lent`` more (the
@@ -265,8 +272,8 @@ class _Rounds:
                             f"memory? workers that keep dying?)")
         b.fit_each = (time.perf_counter() - began) / max(1, len(b.items))
         # (a replayed batch's refits are read back, or run, when their records are made)
-        b.refitted = [None if b.replayed else self._refit(rec, prog, names)
-                      for rec, prog, names, _ in b.refits]
+        b.refitted = ([None] * len(b.refits) if b.replayed else
+                      [self.scorer.finish_refit(begun) for begun in b.refits_begun])
 
     def _refit(self, rec, prog, names):
         return self.scorer.refit(prog, names, rec["params"], seed=rec["id"])

@@ -267,8 +267,18 @@ class Scorer:
         and rates far from the default start's reach are found. Returns (fitted params, the
         fit's ``EvaluateAfter.read``, for ``assess``), or (the exception, None) when it
         failed."""
+        return self.finish_refit(self.begin_refit(prog, names, params, seed))
+
+    def begin_refit(self, prog, names, params, seed):
+        """``refit``'s calibration begun (its starts drawn, its fit staged), for
+        ``finish_refit``."""
         init = starts_around(params, names, REFIT_STARTS, seed)
-        r = self.refitting().begin([prog], per_candidate=[{"init": init}]).finish()[0]
+        return self.refitting().begin([prog], per_candidate=[{"init": init}])
+
+    @staticmethod
+    def finish_refit(begun):
+        """What ``refit`` returns, of a calibration ``begin_refit`` began."""
+        r = begun.finish()[0]
         if succeeded(r) and not math.isfinite(r.loss):
             return ValueError("no finite refit"), None
         return _outcome(r)
