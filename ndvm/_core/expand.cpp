@@ -91,6 +91,7 @@ std::shared_ptr<const Expanded> expand_program(const std::string& text, const st
   auto x = std::make_shared<Expanded>();
   x->src_ = read_source(text, name);
   x->prelude_ = expander::prelude_source();
+  x->reserve_nodes(x->src_->data_.size() + 4);  // (+4: the root, the result, ...)
   expander::Expander(*x).run();
   return x;
 }

@@ -34,10 +34,12 @@ const Node* Expander::expand(int32_t d, const Ctx& c) {
       e.file_ = cur_->name_;
       throw;
     }
+    n->kids.reserve(size_t(x.count - 1));  // (one allocation for the kids, not one per doubling)
     for (int i = 1; i < x.count; ++i) n->kids.push_back(expand(kid(d, i), a));
     return n;
   }
   Node* n = make(NodeKind::Call, d);
+  n->kids.reserve(size_t(x.count));
   n->kids.push_back(op);
   for (int i = 1; i < x.count; ++i) n->kids.push_back(expand(kid(d, i), a));
   return n;
@@ -53,6 +55,7 @@ const Node* Expander::special(int32_t d, const std::string& f, const Ctx& c) {
   if (f == "if") {
     if (n != 3 && n != 4) form_error(d, "if: expected (if test then) or (if test then else)");
     Node* r = make(NodeKind::If, d);
+    r->kids.reserve(size_t(n - 1));
     r->kids.push_back(expand(kid(d, 1), nt));
     r->kids.push_back(expand(kid(d, 2), c));
     if (n == 4) r->kids.push_back(expand(kid(d, 3), c));
@@ -145,7 +148,9 @@ const Node* Expander::loop(int32_t d, const Ctx& c) {
   auto bs = bindings(d, kid(d, 1), "loop");
   no_duplicates(bs, "loop");
   Node* r = make(NodeKind::Loop, d);
+  r->kids.reserve(bs.size() + 1);
   Scope* s = new_scope(c.scope);
+  s->names.reserve(bs.size());
   for (int32_t b : bs) {
     r->kids.push_back(expand(kid(b, 1), nt));
     s->names.push_back(sym(kid(b, 0)));
@@ -173,6 +178,7 @@ const Node* Expander::recur(int32_t d, const Ctx& c) {
   for (Scope* s = c.scope; s != c.loop_scope; s = s->parent) ++depth;
   r->depth = depth;
   r->loop = c.loop;
+  r->kids.reserve(size_t(n - 1));
   for (int i = 1; i < n; ++i) r->kids.push_back(expand(kid(d, i), nt));
   return r;
 }
