@@ -16,19 +16,27 @@ namespace {
 
 constexpr int kMaxNesting = 10000;
 
-bool is_delimiter(char c) {
-  return c == '(' || c == ')' || c == '[' || c == ']' || c == '\'' || c == ';' || c == '"' ||
-         c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v';
-}
+// The characters that end an atom, as a table: the reader asks for every character of every atom.
+struct Delimiters {
+  bool is[256] = {};
+  constexpr Delimiters() {
+    for (unsigned char c : "()[]';\" \t\n\r\f\v") is[c] = true;
+    is[0] = false;  // (the string literal's terminator; a NUL is no delimiter)
+  }
+};
+constexpr Delimiters kDelimiters;
+
+bool is_delimiter(char c) { return kDelimiters.is[static_cast<unsigned char>(c)]; }
 
 class Reader {
  public:
-  Reader(Source& src) : s_(src), t_(src.text_) {}
+  Reader(Source& src) : s_(src), t_(src.text_), stack_limit_(native_stack_limit()) {}
 
   void read_all() {
     // (a datum takes at least one character: room for all of them, allocated once)
     s_.data_.reserve(t_.size() / 2 + 4);
     s_.kids_.reserve(t_.size() / 2 + 4);
+    items_.reserve(t_.size() / 2 + 4);
     s_.symbols_.reserve(16);
     if (t_.compare(0, 3, "\xEF\xBB\xBF") == 0) i_ = 3;  // (a byte-order mark first: as files)
     skip_space();
@@ -48,6 +56,7 @@ class Reader {
   size_t i_ = 0;
   int line_ = 1, col_ = 1;
   std::vector<int32_t> items_;  // the items of the lists being read, innermost last
+  const char* stack_limit_;     // (native_stack_limit(), looked up once: it is thread-local)
 
   [[noreturn]] void fail(const std::string& msg) {
     throw Error(ErrorKind::Read, msg, SrcPos{line_, col_});
@@ -151,7 +160,7 @@ class Reader {
     return push(d);
   }
 
-  int32_t make_symbol(const std::string& name, SrcPos pos) {
+  int32_t make_symbol(std::string_view name, SrcPos pos) {
     Datum d;
     d.kind = DatumKind::Sym;
     d.sym = s_.intern(name);
@@ -162,7 +171,8 @@ class Reader {
   int32_t read_datum(int depth) {
     if (depth > kMaxNesting)
       fail("nesting deeper than " + std::to_string(kMaxNesting) + " levels");
-    if (native_stack_exhausted()) fail("nesting too deep for the native stack");
+    char here;  // (native_stack_exhausted(), with the limit looked up once)
+    if (&here < stack_limit_) fail("nesting too deep for the native stack");
     skip_space();
     if (i_ >= t_.size()) fail("unexpected end of input: expected an expression");
     SrcPos pos{line_, col_};
@@ -210,13 +220,16 @@ class Reader {
       return make_list(mark, pos, false);
     }
     if (c == '"') fail("strings are not part of the language");
-    // an atom
-    size_t start = i_;
+    // an atom (no newline in it: it stays on its line)
+    const size_t start = i_;
     while (i_ < t_.size() && !is_delimiter(t_[i_])) {
-      check_visible();
-      advance();
+      const auto b = static_cast<unsigned char>(t_[i_]);
+      if (b < 0x20 || b >= 0x7F) check_visible();  // (printable ASCII needs no check)
+      ++i_;
+      ++col_;
     }
-    std::string tok = t_.substr(start, i_ - start);
+    // (a view into the text: no copy of the token, which is made a symbol's name once)
+    const std::string_view tok(t_.data() + start, i_ - start);
     if (tok[0] == '#') {
       Datum d;
       d.kind = DatumKind::Bool;
@@ -226,14 +239,14 @@ class Reader {
       } else if (tok == "#f" || tok == "#false") {
         d.num = 0.0;
       } else {
-        fail_at("bad '#' syntax '" + tok + "' (only #t and #f are supported)", pos);
+        fail_at("bad '#' syntax '" + std::string(tok) + "' (only #t and #f are supported)", pos);
       }
       return push(d);
     }
     if (tok == ".") fail_at("unexpected '.'", pos);
     double value;
     bool is_int;
-    if (parse_number(tok, value, is_int)) {
+    if (parse_number(tok, t_.c_str() + start, value, is_int)) {
       Datum d;
       d.kind = DatumKind::Num;
       d.num = value;
@@ -242,10 +255,10 @@ class Reader {
       return push(d);
     }
     if (number_like(tok)) {  // (1.5.2 and 1/3 were read as symbols: free names a fit fitted)
-      if (tok.find('/') != std::string::npos)
-        fail_at("'" + tok + "' is not a number of the language (no rationals: write a decimal, "
-                "or (/ 1 3))", pos);
-      fail_at("malformed number '" + tok + "'", pos);
+      if (tok.find('/') != std::string_view::npos)
+        fail_at("'" + std::string(tok) + "' is not a number of the language (no rationals: write "
+                "a decimal, or (/ 1 3))", pos);
+      fail_at("malformed number '" + std::string(tok) + "'", pos);
     }
     return make_symbol(tok, pos);
   }
@@ -253,7 +266,7 @@ class Reader {
   // Whether a token is made as a number is ([+-], then a digit or '.' and a digit, then only
   // digits, '.', '/' and exponents: 1.5.2, 1e-5e, 1/3): such a token that is not a number is a
   // malformed one, never a symbol (1+ and 1x stay symbols).
-  static bool number_like(const std::string& tok) {
+  static bool number_like(std::string_view tok) {
     size_t k = 0, n = tok.size();
     if (k < n && (tok[k] == '+' || tok[k] == '-')) ++k;
     size_t first = k < n && tok[k] == '.' ? k + 1 : k;
@@ -269,7 +282,8 @@ class Reader {
   }
 
   // A number is [+-] digits [. digits] [e [+-] digits], with at least one digit in the mantissa.
-  static bool parse_number(const std::string& tok, double& value, bool& is_int) {
+  // `at` is the token in the NUL-terminated text: strtod stops at the delimiter after it.
+  static bool parse_number(std::string_view tok, const char* at, double& value, bool& is_int) {
     size_t k = 0, n = tok.size();
     if (k < n && (tok[k] == '+' || tok[k] == '-')) ++k;
     size_t digits = 0;
@@ -290,7 +304,7 @@ class Reader {
       if (ed == 0) return false;
     }
     if (k != n) return false;
-    value = std::strtod(tok.c_str(), nullptr);  // overflow gives +-inf, as IEEE reals do
+    value = std::strtod(at, nullptr);  // overflow gives +-inf, as IEEE reals do
     is_int = !frac && !expo;
     return true;
   }
@@ -302,13 +316,13 @@ class Reader {
 // and by the hash table (filled then) from there on.
 constexpr size_t kLinearSymbols = 32;
 
-int32_t Source::intern(const std::string& s) {
+int32_t Source::intern(std::string_view s) {
   int32_t id = find_symbol(s);
   if (id >= 0) return id;
   id = static_cast<int32_t>(symbols_.size());
-  symbols_.push_back(s);
+  symbols_.emplace_back(s);
   if (!symtab_.empty()) {
-    symtab_.emplace(s, id);
+    symtab_.emplace(symbols_.back(), id);
   } else if (symbols_.size() >= kLinearSymbols) {
     symtab_.reserve(2 * kLinearSymbols);
     for (size_t k = 0; k < symbols_.size(); ++k) symtab_.emplace(symbols_[k], int32_t(k));
@@ -316,13 +330,18 @@ int32_t Source::intern(const std::string& s) {
   return id;
 }
 
-int32_t Source::find_symbol(const std::string& s) const {
+int32_t Source::find_symbol(std::string_view s) const {
   if (symtab_.empty()) {
-    for (size_t k = 0; k < symbols_.size(); ++k)
-      if (symbols_[k] == s) return static_cast<int32_t>(k);
+    // (most names are a letter or two: their first characters differ before a memcmp is due)
+    for (size_t k = 0; k < symbols_.size(); ++k) {
+      const std::string& t = symbols_[k];
+      if (t.size() == s.size() && (s.empty() || t[0] == s[0]) &&
+          std::memcmp(t.data(), s.data(), s.size()) == 0)
+        return static_cast<int32_t>(k);
+    }
     return -1;
   }
-  auto it = symtab_.find(s);
+  auto it = symtab_.find(std::string(s));
   return it == symtab_.end() ? -1 : it->second;
 }
 

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <unordered_map>
 #include <vector>
 
@@ -35,8 +36,8 @@ class Source {
   std::vector<std::string> symbols_;
   std::unordered_map<std::string, int32_t> symtab_;  // (filled once there are many symbols)
 
-  int32_t intern(const std::string& s);
-  int32_t find_symbol(const std::string& s) const;
+  int32_t intern(std::string_view s);
+  int32_t find_symbol(std::string_view s) const;
   const Datum& at(int32_t i) const { return data_[i]; }
   int32_t kid(const Datum& d, int i) const { return kids_[d.first + i]; }
   bool is_sym(int32_t i, int32_t sym) const {
