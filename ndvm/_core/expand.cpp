@@ -27,12 +27,28 @@ const std::unordered_map<std::string, int32_t>& prelude_definitions() {
   return index;
 }
 
-const std::unordered_set<std::string>& special_forms() {
-  static const std::unordered_set<std::string> s = {
-      "quote", "if", "cond", "case", "and", "or", "when", "unless", "begin", "let", "let*",
-      "letrec", "letrec*", "lambda", "define", "loop", "recur", "set!", "quasiquote",
-      "define-syntax"};
-  return s;
+// The special forms' names, in the order of Form.
+constexpr const char* kFormNames[] = {
+    "quote", "if", "cond", "case", "and", "or", "when", "unless", "begin", "let", "let*",
+    "letrec", "letrec*", "lambda", "define", "loop", "recur", "set!", "quasiquote",
+    "define-syntax"};
+static_assert(sizeof kFormNames / sizeof *kFormNames == size_t(Form::DefineSyntax) + 1,
+              "one name a Form");
+
+const Builtin* builtin(std::string_view name) {
+  // (the keys view text that lives as long as the table: the literals above, the primitives'
+  // names and the keys of prelude_definitions)
+  static const std::unordered_map<std::string_view, Builtin> table = [] {
+    std::unordered_map<std::string_view, Builtin> m;
+    for (size_t f = 0; f < sizeof kFormNames / sizeof *kFormNames; ++f)
+      m[kFormNames[f]].form = int8_t(f);
+    m["pi"].pi = true;
+    for (int i = P_COUNT - 1; i >= 0; --i) m[prim_info(i).name].prim = i;  // (the first of a name)
+    for (const auto& [nm, d] : prelude_definitions()) m[nm].prelude = d;
+    return m;
+  }();
+  auto it = table.find(name);
+  return it == table.end() ? nullptr : &it->second;
 }
 
 void Expander::run() {
