@@ -417,11 +417,21 @@ class Expander {
     return out;
   }
 
+  // The first binding whose name an earlier one has is an error. (Names compared as symbol ids:
+  // one Source has one id a name. A few bindings are compared pairwise, without a set.)
   void no_duplicates(const std::vector<int32_t>& bs, const char* who) {
-    std::unordered_set<std::string> seen;
+    auto duplicate = [&](int32_t x) {
+      form_error(x, std::string(who) + ": duplicate binding of '" + sym(kid(x, 0)) + "'");
+    };
+    if (bs.size() <= 16) {
+      for (size_t i = 1; i < bs.size(); ++i)
+        for (size_t j = 0; j < i; ++j)
+          if (D(kid(bs[i], 0)).sym == D(kid(bs[j], 0)).sym) duplicate(bs[i]);
+      return;
+    }
+    std::unordered_set<int32_t> seen;
     for (int32_t x : bs)
-      if (!seen.insert(sym(kid(x, 0))).second)
-        form_error(x, std::string(who) + ": duplicate binding of '" + sym(kid(x, 0)) + "'");
+      if (!seen.insert(D(kid(x, 0)).sym).second) duplicate(x);
   }
 
   // ---- the expander proper (expand_forms.cpp) -------------------------------------------------
