@@ -2,6 +2,7 @@
 // and resolves every name once: lexical variables to (depth, slot), primitives to ids, prelude
 // functions to root slots (only those the program uses), everything else to a free name.
 #include "expander.hpp"
+#include "hash.hpp"
 
 namespace ndvm {
 
@@ -49,13 +50,13 @@ class BuiltinTable {
     slots_.resize(n);
     mask_ = n - 1;
     for (const auto& [name, b] : entries) {
-      size_t i = hash(name) & mask_;
+      size_t i = name_hash(name) & mask_;
       while (slots_[i].used) i = (i + 1) & mask_;
       slots_[i] = Slot{true, name, b};
     }
   }
   const Builtin* find(std::string_view name) const {
-    for (size_t i = hash(name) & mask_;; i = (i + 1) & mask_) {
+    for (size_t i = name_hash(name) & mask_;; i = (i + 1) & mask_) {
       const Slot& s = slots_[i];
       if (!s.used) return nullptr;
       if (s.name == name) return &s.value;
@@ -70,11 +71,6 @@ class BuiltinTable {
   };
   std::vector<Slot> slots_;
   size_t mask_ = 0;
-  static size_t hash(std::string_view s) {
-    uint64_t h = 0xcbf29ce484222325ULL;
-    for (char c : s) h = (h ^ static_cast<unsigned char>(c)) * 0x100000001b3ULL;
-    return size_t(h ^ (h >> 32));
-  }
 };
 
 }  // namespace

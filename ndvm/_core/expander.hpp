@@ -49,7 +49,7 @@ struct Ctx {
 
 class Expander {
  public:
-  Expander(Expanded& x) : X(x) {}
+  Expander(Expanded& x) : X(x), pre_(x.prelude_.get()), stack_limit_(native_stack_limit()) {}
 
   // Expands the whole program (user definitions, prelude functions it uses, its expressions).
   void run();
@@ -57,6 +57,8 @@ class Expander {
 
  private:
   Expanded& X;
+  const Source* const pre_;        // the prelude's Source (X.prelude_)
+  const char* const stack_limit_;  // (native_stack_limit(), looked up once: it is thread-local)
   const Source* cur_ = nullptr;
   Node* root_ = nullptr;
   Scope root_scope_;
@@ -67,11 +69,11 @@ class Expander {
   // found once per symbol: its name decides it (the prelude's and free names' slots, once
   // given, stay theirs)
   enum class Global : uint8_t { Unknown, Special, Pi, Prim, Prelude, Free };
-  static constexpr int8_t kNotLooked = -2;
   struct Resolved {
     Global kind = Global::Unknown;
-    int8_t form = kNotLooked;  // the special form the name is (a Form), or -1 (kNotLooked: not
-    uint32_t slot = 0;         // looked up yet)
+    bool looked = false;               // whether `builtin` is looked up yet
+    const Builtin* builtin = nullptr;  // the name's entry in the built-in names, or null
+    uint32_t slot = 0;
   };
   // By symbol, one vector a Source: the user's program's and (when it uses a prelude function)
   // the prelude's
@@ -93,6 +95,10 @@ class Expander {
             D(d).pos, cur_->show(d));
     e.file_ = cur_->name_;
     throw e;
+  }
+  bool native_stack_exhausted() const {  // (stack.hpp's, with the limit looked up once)
+    char here;
+    return &here < stack_limit_;
   }
   bool is_sym(int32_t d) const { return D(d).kind == DatumKind::Sym; }
   const std::string& sym(int32_t d) const { return cur_->sym_name(d); }
@@ -124,18 +130,24 @@ class Expander {
   bool shadowed(std::string_view name, Scope* s) const {
     uint32_t a, b;
     if (lookup_local(name, s, a, b)) return true;
-    return !user_slots_.empty() && cur_ != prelude_source().get() &&
+    return !user_slots_.empty() && cur_ != pre_ &&
            user_slots_.count(std::string(name));
+  }
+
+  // The built-in meaning of the symbol d's name (null: none), looked up once a symbol.
+  const Builtin* builtin_of(int32_t d) {
+    Resolved& g = resolved(d);
+    if (!g.looked) {
+      g.builtin = builtin(sym(d));
+      g.looked = true;
+    }
+    return g.builtin;
   }
 
   // The special form the symbol d names (when nothing binds it), or -1.
   int special_form(int32_t d) {
-    Resolved& g = resolved(d);
-    if (g.form == kNotLooked) {
-      const Builtin* b = builtin(sym(d));
-      g.form = b ? b->form : -1;
-    }
-    return g.form;
+    const Builtin* b = builtin_of(d);
+    return b ? b->form : -1;
   }
 
   Resolved& resolved(int32_t d) {  // (the symbol d's entry in its Source's vector)
@@ -154,7 +166,6 @@ class Expander {
       Resolved found = resolve_global(d);  // (it may expand a prelude function: g stays put)
       g.kind = found.kind;
       g.slot = found.slot;
-      g.form = found.form;
     }
     return g;
   }
@@ -162,12 +173,10 @@ class Expander {
   Resolved resolve_global(int32_t d) {
     const std::string& name = sym(d);
     Resolved g;
-    g.form = -1;
     int64_t ps = -1;
-    const Builtin* b = builtin(name);
+    const Builtin* b = builtin_of(d);
     if (b && b->form >= 0) {
       g.kind = Global::Special;
-      g.form = b->form;
     } else if (b && b->pi) {  // the one built-in constant; a let, a parameter or a define
       g.kind = Global::Pi;    // shadows it
     } else if (b && b->prim >= 0) {
@@ -177,7 +186,7 @@ class Expander {
       g.kind = Global::Prelude;
       g.slot = uint32_t(ps);
     } else {
-      if (cur_ == prelude_source().get())
+      if (cur_ == pre_)
         form_error(d, "internal: unbound name in the prelude: " + name);
       g.kind = Global::Free;  // (numbered once: global() resolves each of the program's
       g.slot = uint32_t(X.free_.size());  // symbols, one per name, once)
@@ -191,12 +200,11 @@ class Expander {
   int64_t prelude_slot(const std::string& name, int32_t found) {
     auto it = prelude_slots_.find(name);
     if (it != prelude_slots_.end()) return it->second;
-    const Source* pre = prelude_source().get();
     uint32_t slot = uint32_t(root_scope_.names.size());
     root_scope_.names.push_back(" prelude " + name);  // not visible to user lookups
     prelude_slots_[name] = slot;
     const Source* saved = cur_;
-    cur_ = pre;
+    cur_ = pre_;
     Ctx c{&root_scope_, nullptr, nullptr, false};
     const Node* init = define_value(found, name, c);
     cur_ = saved;
@@ -212,7 +220,7 @@ class Expander {
       n->slot = slot;
       return n;
     }
-    bool in_prelude = cur_ == prelude_source().get();
+    bool in_prelude = cur_ == pre_;
     if (!in_prelude && !user_slots_.empty()) {
       auto it = user_slots_.find(name);
       if (it != user_slots_.end()) {

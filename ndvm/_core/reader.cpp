@@ -1,6 +1,7 @@
 // The reader. A hand-written recursive-descent scanner over the text; nesting is bounded
 // (kMaxNesting) so a pathological input raises ReadError instead of exhausting the native stack.
 #include "reader.hpp"
+#include "hash.hpp"
 #include "stack.hpp"
 
 #include <cctype>
@@ -16,17 +17,21 @@ namespace {
 
 constexpr int kMaxNesting = 10000;
 
-// The characters that end an atom, as a table: the reader asks for every character of every atom.
-struct Delimiters {
-  bool is[256] = {};
-  constexpr Delimiters() {
-    for (unsigned char c : "()[]';\" \t\n\r\f\v") is[c] = true;
-    is[0] = false;  // (the string literal's terminator; a NUL is no delimiter)
+// The characters that end an atom, and the spaces among them, as tables: the reader asks about
+// every character of the text.
+struct CharClasses {
+  bool delimiter[256] = {};
+  bool space[256] = {};
+  constexpr CharClasses() {
+    for (unsigned char c : "()[]';\"") delimiter[c] = true;
+    for (unsigned char c : " \t\n\r\f\v") delimiter[c] = space[c] = true;
+    delimiter[0] = space[0] = false;  // (the string literals' terminator; a NUL is neither)
   }
 };
-constexpr Delimiters kDelimiters;
+constexpr CharClasses kChars;
 
-bool is_delimiter(char c) { return kDelimiters.is[static_cast<unsigned char>(c)]; }
+bool is_delimiter(char c) { return kChars.delimiter[static_cast<unsigned char>(c)]; }
+bool is_space(char c) { return kChars.space[static_cast<unsigned char>(c)]; }
 
 class Reader {
  public:
@@ -113,7 +118,9 @@ class Reader {
   void skip_space() {
     while (i_ < t_.size()) {
       char c = t_[i_];
-      if (c == ';') {
+      if (is_space(c)) {  // (first: the common case, one table lookup)
+        advance();
+      } else if (c == ';') {
         while (i_ < t_.size() && t_[i_] != '\n') advance();
       } else if (c == '#' && i_ + 1 < t_.size() && t_[i_ + 1] == '|') {
         SrcPos start{line_, col_};
@@ -134,8 +141,6 @@ class Reader {
             advance();
           }
         }
-      } else if (c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v') {
-        advance();
       } else {
         break;
       }
@@ -312,37 +317,31 @@ class Reader {
 
 }  // namespace
 
-// A program names a few symbols: they are looked up in order until there are kLinearSymbols,
-// and by the hash table (filled then) from there on.
-constexpr size_t kLinearSymbols = 32;
+size_t Source::symbol_slot(std::string_view s) const {
+  const size_t mask = symindex_.size() - 1;
+  size_t i = name_hash(s) & mask;
+  while (symindex_[i] >= 0 && symbols_[size_t(symindex_[i])] != s) i = (i + 1) & mask;
+  return i;
+}
+
+void Source::reindex(size_t slots) {
+  symindex_.assign(slots, -1);
+  for (size_t k = 0; k < symbols_.size(); ++k) symindex_[symbol_slot(symbols_[k])] = int32_t(k);
+}
 
 int32_t Source::intern(std::string_view s) {
-  int32_t id = find_symbol(s);
-  if (id >= 0) return id;
-  id = static_cast<int32_t>(symbols_.size());
+  if (symindex_.empty()) reindex(32);
+  const size_t i = symbol_slot(s);
+  if (symindex_[i] >= 0) return symindex_[i];
+  const auto id = static_cast<int32_t>(symbols_.size());
   symbols_.emplace_back(s);
-  if (!symtab_.empty()) {
-    symtab_.emplace(symbols_.back(), id);
-  } else if (symbols_.size() >= kLinearSymbols) {
-    symtab_.reserve(2 * kLinearSymbols);
-    for (size_t k = 0; k < symbols_.size(); ++k) symtab_.emplace(symbols_[k], int32_t(k));
-  }
+  symindex_[i] = id;
+  if (2 * symbols_.size() > symindex_.size()) reindex(2 * symindex_.size());
   return id;
 }
 
 int32_t Source::find_symbol(std::string_view s) const {
-  if (symtab_.empty()) {
-    // (most names are a letter or two: their first characters differ before a memcmp is due)
-    for (size_t k = 0; k < symbols_.size(); ++k) {
-      const std::string& t = symbols_[k];
-      if (t.size() == s.size() && (s.empty() || t[0] == s[0]) &&
-          std::memcmp(t.data(), s.data(), s.size()) == 0)
-        return static_cast<int32_t>(k);
-    }
-    return -1;
-  }
-  auto it = symtab_.find(std::string(s));
-  return it == symtab_.end() ? -1 : it->second;
+  return symindex_.empty() ? -1 : symindex_[symbol_slot(s)];
 }
 
 std::string format_number(double x) {
