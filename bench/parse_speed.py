@@ -90,6 +90,8 @@ def main():
     sets = []
     if a.corpus and Path(a.corpus).exists():
         sets.append(("candidates", list(pickle.load(open(a.corpus, "rb"))), a.rounds))
+    elif a.corpus:
+        print(f"(no corpus at {a.corpus}: skipped)")
     progs = sorted((ROOT / "tests" / "programs").glob("*.scm")) + sorted(
         (ROOT / "bench" / "programs").glob("*.scm"))
     if progs:
