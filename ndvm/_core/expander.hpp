@@ -28,11 +28,11 @@ enum class Form : int8_t {
 struct Builtin {
   int8_t form = -1;      // a Form, or -1
   bool pi = false;
-  int prim = -1;         // the primitive's id (the first of the name, as prim_lookup), or -1
+  int prim = -1;         // the primitive's id (the first of the name), or -1
   int32_t prelude = -1;  // the prelude's top-level definition of the name (its datum), or -1
 };
 // A name's entry, or null when it is none of these: one lookup of a view (no std::string made),
-// where resolving a name looked in up to four tables.
+// where resolving a name looked in up to four tables (the primitives' name index among them).
 const Builtin* builtin(std::string_view name);
 
 struct Scope {
@@ -130,8 +130,7 @@ class Expander {
   bool shadowed(std::string_view name, Scope* s) const {
     uint32_t a, b;
     if (lookup_local(name, s, a, b)) return true;
-    return !user_slots_.empty() && cur_ != pre_ &&
-           user_slots_.count(std::string(name));
+    return !user_slots_.empty() && cur_ != pre_ && user_slots_.count(std::string(name));
   }
 
   // The built-in meaning of the symbol d's name (null: none), looked up once a symbol.

@@ -330,7 +330,7 @@ void Source::reindex(size_t slots) {
 }
 
 int32_t Source::intern(std::string_view s) {
-  if (symindex_.empty()) reindex(32);
+  if (symindex_.empty()) reindex(32);  // (room for a candidate's names without a regrowth)
   const size_t i = symbol_slot(s);
   if (symindex_[i] >= 0) return symindex_[i];
   const auto id = static_cast<int32_t>(symbols_.size());
