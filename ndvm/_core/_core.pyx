@@ -141,7 +141,10 @@ def parse(str text not None, str name not None="<program>"):
     p._x = x
     p.source = text
     p.name = name
-    p.free_names = tuple([f.name.decode("utf-8") for f in deref(x).free_])
+    # (by index: `for f in deref(x).free_` copied the vector and each name; a search parses every
+    # candidate)
+    p.free_names = tuple([deref(x).free_[k].name.decode("utf-8")
+                          for k in range(deref(x).free_.size())])
     rp = result_pos(deref(x))
     p.result_position = (rp.line, rp.col)
     p._compiled = {}

@@ -3,7 +3,8 @@
 // ids, free names). Both clients start from this tree: dmci walks it, bytecode compiles it. It is
 // built once per program, immutable afterwards, and shared read-only across threads.
 #pragma once
-#include <deque>
+#include <algorithm>
+#include <new>
 #include <memory>
 #include <string>
 #include <vector>
@@ -32,7 +33,73 @@ enum class NodeKind : uint8_t {
   Recur,     // kids: new values of the loop variables; `depth` frames up to the loop frame
 };
 
+// Storage for the nodes' kid lists: chunks owned by the program's Expanded and freed with it, so a
+// candidate's dozen short lists are not a dozen malloc/free pairs. What a list outgrows stays in
+// its chunk until then (lists are short, built once, and reserved to their size where it is known).
+class KidArena {
+ public:
+  KidArena() = default;
+  KidArena(const KidArena&) = delete;
+  KidArena& operator=(const KidArena&) = delete;
+  ~KidArena() {
+    while (head_) {
+      Chunk* next = head_->next;
+      ::operator delete(head_);
+      head_ = next;
+    }
+  }
+  // Sizes the first chunk (before any allocation).
+  void reserve(size_t bytes) {
+    if (!head_) next_size_ = std::max(bytes + sizeof(Chunk), kMinChunk);
+  }
+  void* alloc(size_t bytes) {
+    bytes = (bytes + 7) & ~size_t(7);
+    if (size_t(end_ - pos_) < bytes) {
+      const size_t size = std::max(next_size_, bytes + sizeof(Chunk));
+      head_ = new (::operator new(size)) Chunk{head_};
+      pos_ = reinterpret_cast<char*>(head_) + sizeof(Chunk);
+      end_ = reinterpret_cast<char*>(head_) + size;
+      next_size_ = 2 * size;
+    }
+    void* p = pos_;
+    pos_ += bytes;
+    return p;
+  }
+
+ private:
+  struct Chunk {
+    Chunk* next;  // (the one made before; the storage follows this header)
+  };
+  static constexpr size_t kMinChunk = 256;
+  Chunk* head_ = nullptr;
+  char* pos_ = nullptr;
+  char* end_ = nullptr;
+  size_t next_size_ = kMinChunk;
+};
+
+// A kid list's allocator: from a KidArena, whose chunks free the storage at once (deallocate does
+// nothing), or the heap without one (a Node made otherwise than by Expanded::make).
+template <class T>
+struct KidAllocator {
+  using value_type = T;
+  KidArena* arena = nullptr;
+  KidAllocator() = default;
+  explicit KidAllocator(KidArena* a) : arena(a) {}
+  template <class U>
+  KidAllocator(const KidAllocator<U>& o) : arena(o.arena) {}
+  T* allocate(size_t n) {
+    return arena ? static_cast<T*>(arena->alloc(n * sizeof(T))) : std::allocator<T>().allocate(n);
+  }
+  void deallocate(T* p, size_t n) {
+    if (!arena) std::allocator<T>().deallocate(p, n);
+  }
+  friend bool operator==(const KidAllocator& a, const KidAllocator& b) { return a.arena == b.arena; }
+  friend bool operator!=(const KidAllocator& a, const KidAllocator& b) { return a.arena != b.arena; }
+};
+
 struct Node {
+  Node() = default;
+  explicit Node(KidArena* kids_arena) : kids(KidAllocator<const Node*>(kids_arena)) {}
   NodeKind kind = NodeKind::Const;
   bool rest = false;        // Lambda: takes a rest argument
   bool captures = false;    // Loop: a lambda inside the body may capture the loop frame
@@ -44,7 +111,7 @@ struct Node {
   int32_t datum = -1;       // the datum this node came from (positions, error text, Quote)
   const Source* src = nullptr;
   const Node* loop = nullptr;  // Recur: its loop
-  std::vector<const Node*> kids;
+  std::vector<const Node*, KidAllocator<const Node*>> kids;
   std::vector<uint32_t> slots;  // Letrec: slot assigned by each init
   std::string name;             // Lambda: its name for messages ("lambda" when anonymous)
   SrcPos pos() const { return src->at(datum).pos; }
@@ -79,14 +146,32 @@ class Expanded {
   const Node* root_ = nullptr;   // a Letrec holding the top-level defines, whose body is the program
   std::vector<FreeName> free_;   // in first-occurrence order
   const Node* result_ = nullptr; // the last top-level expression (for result errors)
-  std::deque<Node> nodes_;
+  // Sizes the first block of nodes: a program makes about one node per datum, so its nodes
+  // usually take one allocation (a std::deque took one per three nodes of this size).
+  // (about as many kids as nodes: every node but the root is one kid)
+  void reserve_nodes(size_t n) {
+    if (blocks_.empty()) new_block(n);
+    kids_.reserve(n * sizeof(const Node*));
+  }
   Node* make(NodeKind k, const Source* s, int32_t datum) {
-    nodes_.emplace_back();
-    Node* n = &nodes_.back();
+    if (blocks_.empty() || blocks_.back().size() == blocks_.back().capacity())
+      new_block(blocks_.empty() ? kMinBlock : 2 * blocks_.back().capacity());
+    Node* n = &blocks_.back().emplace_back(&kids_);
     n->kind = k;
     n->src = s;
     n->datum = datum;
     return n;
+  }
+
+ private:
+  // Nodes point at each other, so they never move: a block is filled up to its capacity, never
+  // past it (no reallocation), and a full one is followed by a new, larger block.
+  static constexpr size_t kMinBlock = 32;
+  KidArena kids_;  // (declared first: destroyed after the nodes whose kids it holds)
+  std::vector<std::vector<Node>> blocks_;
+  void new_block(size_t n) {
+    blocks_.emplace_back();
+    blocks_.back().reserve(std::max(n, kMinBlock));
   }
 };
 

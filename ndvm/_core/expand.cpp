@@ -2,6 +2,7 @@
 // and resolves every name once: lexical variables to (depth, slot), primitives to ids, prelude
 // functions to root slots (only those the program uses), everything else to a free name.
 #include "expander.hpp"
+#include "hash.hpp"
 
 namespace ndvm {
 
@@ -27,12 +28,66 @@ const std::unordered_map<std::string, int32_t>& prelude_definitions() {
   return index;
 }
 
-const std::unordered_set<std::string>& special_forms() {
-  static const std::unordered_set<std::string> s = {
-      "quote", "if", "cond", "case", "and", "or", "when", "unless", "begin", "let", "let*",
-      "letrec", "letrec*", "lambda", "define", "loop", "recur", "set!", "quasiquote",
-      "define-syntax"};
-  return s;
+// The special forms' names, in the order of Form.
+constexpr const char* kFormNames[] = {
+    "quote", "if", "cond", "case", "and", "or", "when", "unless", "begin", "let", "let*",
+    "letrec", "letrec*", "lambda", "define", "loop", "recur", "set!", "quasiquote",
+    "define-syntax"};
+static_assert(sizeof kFormNames / sizeof *kFormNames == size_t(Form::DefineSyntax) + 1,
+              "one name a Form");
+
+namespace {
+
+// The built-in names frozen into open addressing over a power-of-two array, at most a quarter
+// full, hashed by FNV-1a: every distinct symbol of a program is looked up once, most of them not
+// found (its free names), and std::unordered_map's hash call and prime modulo cost more than the
+// rest of such a lookup.
+class BuiltinTable {
+ public:
+  explicit BuiltinTable(const std::unordered_map<std::string_view, Builtin>& entries) {
+    size_t n = 16;
+    while (n < 4 * entries.size()) n *= 2;
+    slots_.resize(n);
+    mask_ = n - 1;
+    for (const auto& [name, b] : entries) {
+      size_t i = name_hash(name) & mask_;
+      while (slots_[i].used) i = (i + 1) & mask_;
+      slots_[i] = Slot{true, name, b};
+    }
+  }
+  const Builtin* find(std::string_view name) const {
+    for (size_t i = name_hash(name) & mask_;; i = (i + 1) & mask_) {
+      const Slot& s = slots_[i];
+      if (!s.used) return nullptr;
+      if (s.name == name) return &s.value;
+    }
+  }
+
+ private:
+  struct Slot {
+    bool used = false;
+    std::string_view name;
+    Builtin value;
+  };
+  std::vector<Slot> slots_;
+  size_t mask_ = 0;
+};
+
+}  // namespace
+
+const Builtin* builtin(std::string_view name) {
+  // (the keys view text that lives as long as the table: the literals above, the primitives'
+  // names and the keys of prelude_definitions)
+  static const BuiltinTable table([] {
+    std::unordered_map<std::string_view, Builtin> m;
+    for (size_t f = 0; f < sizeof kFormNames / sizeof *kFormNames; ++f)
+      m[kFormNames[f]].form = int8_t(f);
+    m["pi"].pi = true;
+    for (int i = P_COUNT - 1; i >= 0; --i) m[prim_info(i).name].prim = i;  // (the first of a name)
+    for (const auto& [nm, d] : prelude_definitions()) m[nm].prelude = d;
+    return m;
+  }());
+  return table.find(name);
 }
 
 void Expander::run() {
@@ -91,6 +146,8 @@ std::shared_ptr<const Expanded> expand_program(const std::string& text, const st
   auto x = std::make_shared<Expanded>();
   x->src_ = read_source(text, name);
   x->prelude_ = expander::prelude_source();
+  x->reserve_nodes(x->src_->data_.size() + 4);  // (+4: the root, the result, ...)
+  x->free_.reserve(x->src_->symbols_.size());    // (a free name is one of the symbols)
   expander::Expander(*x).run();
   return x;
 }

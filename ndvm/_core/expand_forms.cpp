@@ -17,8 +17,10 @@ const Node* Expander::expand(int32_t d, const Ctx& c) {
   if (x.count == 0) form_error(d, "() is not an expression; write '() for the empty list");
   if (x.dotted) form_error(d, "a dotted list is not an expression");
   int32_t head = kid(d, 0);
-  if (is_sym(head) && special_name(head) && !shadowed(sym(head), c.scope))
-    return special(d, sym(head), c);
+  if (is_sym(head)) {
+    const int form = special_form(head);
+    if (form >= 0 && !shadowed(sym(head), c.scope)) return special(d, Form(form), sym(head), c);
+  }
   // an application
   const Node* op = D(head).kind == DatumKind::Sym ? variable(head, sym(head), c, true)
                                                   : expand(head, nontail(c));
@@ -34,70 +36,80 @@ const Node* Expander::expand(int32_t d, const Ctx& c) {
       e.file_ = cur_->name_;
       throw;
     }
+    n->kids.reserve(size_t(x.count - 1));  // (one allocation for the kids, not one per doubling)
     for (int i = 1; i < x.count; ++i) n->kids.push_back(expand(kid(d, i), a));
     return n;
   }
   Node* n = make(NodeKind::Call, d);
+  n->kids.reserve(size_t(x.count));
   n->kids.push_back(op);
   for (int i = 1; i < x.count; ++i) n->kids.push_back(expand(kid(d, i), a));
   return n;
 }
 
-const Node* Expander::special(int32_t d, const std::string& f, const Ctx& c) {
+// The special form `form` (spelt f, for messages) at datum d.
+const Node* Expander::special(int32_t d, Form form, const std::string& f, const Ctx& c) {
   int n = count(d);
   Ctx nt = nontail(c);
-  if (f == "quote") {
-    if (n != 2) form_error(d, "quote: expected exactly one datum");
-    return quote(d, kid(d, 1));
-  }
-  if (f == "if") {
-    if (n != 3 && n != 4) form_error(d, "if: expected (if test then) or (if test then else)");
-    Node* r = make(NodeKind::If, d);
-    r->kids.push_back(expand(kid(d, 1), nt));
-    r->kids.push_back(expand(kid(d, 2), c));
-    if (n == 4) r->kids.push_back(expand(kid(d, 3), c));
-    return r;
-  }
-  if (f == "when" || f == "unless") {
-    if (n < 3) form_error(d, f + ": expected (" + f + " test body...)");
-    Node* r = make(NodeKind::If, d);
-    const Node* test = expand(kid(d, 1), nt);
-    if (f == "unless") {
-      Node* neg = make(NodeKind::PrimCall, kid(d, 1));
-      neg->slot = P_NOT;
-      neg->kids.push_back(test);
-      test = neg;
+  switch (form) {
+    case Form::Quote:
+      if (n != 2) form_error(d, "quote: expected exactly one datum");
+      return quote(d, kid(d, 1));
+    case Form::If: {
+      if (n != 3 && n != 4) form_error(d, "if: expected (if test then) or (if test then else)");
+      Node* r = make(NodeKind::If, d);
+      r->kids.reserve(size_t(n - 1));
+      r->kids.push_back(expand(kid(d, 1), nt));
+      r->kids.push_back(expand(kid(d, 2), c));
+      if (n == 4) r->kids.push_back(expand(kid(d, 3), c));
+      return r;
     }
-    r->kids.push_back(test);
-    r->kids.push_back(sequence(d, 2, c));
-    return r;
+    case Form::When:
+    case Form::Unless: {
+      if (n < 3) form_error(d, f + ": expected (" + f + " test body...)");
+      Node* r = make(NodeKind::If, d);
+      const Node* test = expand(kid(d, 1), nt);
+      if (form == Form::Unless) {
+        Node* neg = make(NodeKind::PrimCall, kid(d, 1));
+        neg->slot = P_NOT;
+        neg->kids.push_back(test);
+        test = neg;
+      }
+      r->kids.push_back(test);
+      r->kids.push_back(sequence(d, 2, c));
+      return r;
+    }
+    case Form::Begin:
+      if (n < 2) form_error(d, "begin: expected at least one expression");
+      return sequence(d, 1, c);
+    case Form::And:
+    case Form::Or: {
+      bool is_and = form == Form::And;
+      if (n == 1) return constant(d, Value::boolean(is_and));
+      return logic(d, 1, is_and, c);
+    }
+    case Form::Cond: return cond(d, 1, c);
+    case Form::Case: return case_(d, c);
+    case Form::Let: return let_(d, c);
+    case Form::LetStar: {
+      if (n < 3) form_error(d, "let*: expected (let* ((name value) ...) body...)");
+      auto bs = bindings(d, kid(d, 1), "let*");
+      return let_star(d, bs, 0, c);
+    }
+    case Form::Letrec:
+    case Form::LetrecStar: return letrec(d, f, c);
+    case Form::Lambda:
+      if (n < 3) form_error(d, "lambda: expected (lambda (params...) body...)");
+      return lambda(d, kid(d, 1), 0, d, 2, "", c);
+    case Form::Loop: return loop(d, c);
+    case Form::Recur: return recur(d, c);
+    case Form::Define:
+      form_error(d, "define: only allowed at the top level or at the start of a body");
+    case Form::Set:
+      form_error(d, "set!: not supported: ndvm programs are immutable (use let or loop)");
+    case Form::Quasiquote:
+    case Form::DefineSyntax: break;
   }
-  if (f == "begin") {
-    if (n < 2) form_error(d, "begin: expected at least one expression");
-    return sequence(d, 1, c);
-  }
-  if (f == "and" || f == "or") {
-    bool is_and = f == "and";
-    if (n == 1) return constant(d, Value::boolean(is_and));
-    return logic(d, 1, is_and, c);
-  }
-  if (f == "cond") return cond(d, 1, c);
-  if (f == "case") return case_(d, c);
-  if (f == "let") return let_(d, c);
-  if (f == "let*") {
-    if (n < 3) form_error(d, "let*: expected (let* ((name value) ...) body...)");
-    auto bs = bindings(d, kid(d, 1), "let*");
-    return let_star(d, bs, 0, c);
-  }
-  if (f == "letrec" || f == "letrec*") return letrec(d, f, c);
-  if (f == "lambda") {
-    if (n < 3) form_error(d, "lambda: expected (lambda (params...) body...)");
-    return lambda(d, kid(d, 1), 0, d, 2, "", c);
-  }
-  if (f == "loop") return loop(d, c);
-  if (f == "recur") return recur(d, c);
-  if (f == "define") form_error(d, "define: only allowed at the top level or at the start of a body");
-  if (f == "set!") form_error(d, "set!: not supported: ndvm programs are immutable (use let or loop)");
   form_error(d, f + ": not supported by ndvm");
 }
 
@@ -145,7 +157,9 @@ const Node* Expander::loop(int32_t d, const Ctx& c) {
   auto bs = bindings(d, kid(d, 1), "loop");
   no_duplicates(bs, "loop");
   Node* r = make(NodeKind::Loop, d);
+  r->kids.reserve(bs.size() + 1);
   Scope* s = new_scope(c.scope);
+  s->names.reserve(bs.size());
   for (int32_t b : bs) {
     r->kids.push_back(expand(kid(b, 1), nt));
     s->names.push_back(sym(kid(b, 0)));
@@ -173,6 +187,7 @@ const Node* Expander::recur(int32_t d, const Ctx& c) {
   for (Scope* s = c.scope; s != c.loop_scope; s = s->parent) ++depth;
   r->depth = depth;
   r->loop = c.loop;
+  r->kids.reserve(size_t(n - 1));
   for (int i = 1; i < n; ++i) r->kids.push_back(expand(kid(d, i), nt));
   return r;
 }

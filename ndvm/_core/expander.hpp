@@ -3,6 +3,7 @@
 // forms). Internal to the core: only expand_program (ast.hpp) is its interface.
 #pragma once
 #include <mutex>
+#include <string_view>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -13,9 +14,26 @@
 namespace ndvm::expander {
 
 const std::shared_ptr<Source>& prelude_source();
-const std::unordered_set<std::string>& special_forms();
 // The prelude's top-level definitions by name (the last of a name), made once.
 const std::unordered_map<std::string, int32_t>& prelude_definitions();
+
+// The special forms (kFormNames in expand.cpp spells them, in this order).
+enum class Form : int8_t {
+  Quote, If, Cond, Case, And, Or, When, Unless, Begin, Let, LetStar, Letrec, LetrecStar, Lambda,
+  Define, Loop, Recur, Set, Quasiquote, DefineSyntax
+};
+
+// What a name means where nothing of the program binds it, as far as the name alone decides: a
+// special form, pi, a primitive, a prelude definition (the expander takes them in this order).
+struct Builtin {
+  int8_t form = -1;      // a Form, or -1
+  bool pi = false;
+  int prim = -1;         // the primitive's id (the first of the name), or -1
+  int32_t prelude = -1;  // the prelude's top-level definition of the name (its datum), or -1
+};
+// A name's entry, or null when it is none of these: one lookup of a view (no std::string made),
+// where resolving a name looked in up to four tables (the primitives' name index among them).
+const Builtin* builtin(std::string_view name);
 
 struct Scope {
   std::vector<std::string> names;
@@ -31,7 +49,7 @@ struct Ctx {
 
 class Expander {
  public:
-  Expander(Expanded& x) : X(x) {}
+  Expander(Expanded& x) : X(x), pre_(x.prelude_.get()), stack_limit_(native_stack_limit()) {}
 
   // Expands the whole program (user definitions, prelude functions it uses, its expressions).
   void run();
@@ -39,6 +57,8 @@ class Expander {
 
  private:
   Expanded& X;
+  const Source* const pre_;        // the prelude's Source (X.prelude_)
+  const char* const stack_limit_;  // (native_stack_limit(), looked up once: it is thread-local)
   const Source* cur_ = nullptr;
   Node* root_ = nullptr;
   Scope root_scope_;
@@ -51,10 +71,13 @@ class Expander {
   enum class Global : uint8_t { Unknown, Special, Pi, Prim, Prelude, Free };
   struct Resolved {
     Global kind = Global::Unknown;
-    int8_t special = -1;  // whether the name is a special form's (-1: not looked up yet)
+    bool looked = false;               // whether `builtin` is looked up yet
+    const Builtin* builtin = nullptr;  // the name's entry in the built-in names, or null
     uint32_t slot = 0;
   };
-  std::vector<Resolved> globals_;  // by symbol of the user's Source
+  // By symbol, one vector a Source: the user's program's and (when it uses a prelude function)
+  // the prelude's
+  std::vector<Resolved> globals_, prelude_globals_;
 
   // ---- helpers --------------------------------------------------------------------------------
   const Datum& D(int32_t d) const { return cur_->at(d); }
@@ -73,17 +96,21 @@ class Expander {
     e.file_ = cur_->name_;
     throw e;
   }
+  bool native_stack_exhausted() const {  // (stack.hpp's, with the limit looked up once)
+    char here;
+    return &here < stack_limit_;
+  }
   bool is_sym(int32_t d) const { return D(d).kind == DatumKind::Sym; }
   const std::string& sym(int32_t d) const { return cur_->sym_name(d); }
   bool is_list(int32_t d) const { return D(d).kind == DatumKind::List && !D(d).dotted; }
-  bool is_form(int32_t d, const char* name) const {
+  bool is_form(int32_t d, std::string_view name) const {
     return D(d).kind == DatumKind::List && D(d).count > 0 && is_sym(kid(d, 0)) &&
            sym(kid(d, 0)) == name;
   }
   Node* make(NodeKind k, int32_t d) { return X.make(k, cur_, d); }
 
   // (depth, slot) of a lexically bound name, or false.
-  bool lookup_local(const std::string& name, Scope* s, uint32_t& depth, uint32_t& slot) const {
+  bool lookup_local(std::string_view name, Scope* s, uint32_t& depth, uint32_t& slot) const {
     uint32_t dd = 0;
     for (; s && s != &root_scope_; s = s->parent, ++dd) {
       for (size_t i = s->names.size(); i-- > 0;)
@@ -100,37 +127,44 @@ class Expander {
     for (; s && s != &root_scope_; s = s->parent) ++dd;
     return dd;
   }
-  bool shadowed(const std::string& name, Scope* s) const {
+  bool shadowed(std::string_view name, Scope* s) const {
     uint32_t a, b;
     if (lookup_local(name, s, a, b)) return true;
-    return !user_slots_.empty() && cur_ != prelude_source().get() && user_slots_.count(name);
+    return !user_slots_.empty() && cur_ != pre_ && user_slots_.count(std::string(name));
   }
 
-  // Whether the symbol d names a special form (when nothing binds it).
-  bool special_name(int32_t d) {
-    if (cur_ != X.src_.get()) return special_forms().count(sym(d)) > 0;
+  // The built-in meaning of the symbol d's name (null: none), looked up once a symbol.
+  const Builtin* builtin_of(int32_t d) {
     Resolved& g = resolved(d);
-    if (g.special < 0) g.special = special_forms().count(sym(d)) ? 1 : 0;
-    return g.special != 0;
+    if (!g.looked) {
+      g.builtin = builtin(sym(d));
+      g.looked = true;
+    }
+    return g.builtin;
   }
 
-  Resolved& resolved(int32_t d) {  // (the user's symbol d's entry in globals_)
+  // The special form the symbol d names (when nothing binds it), or -1.
+  int special_form(int32_t d) {
+    const Builtin* b = builtin_of(d);
+    return b ? b->form : -1;
+  }
+
+  Resolved& resolved(int32_t d) {  // (the symbol d's entry in its Source's vector)
+    auto& v = cur_ == X.src_.get() ? globals_ : prelude_globals_;
     size_t k = size_t(D(d).sym);
-    if (k >= globals_.size()) globals_.resize(cur_->symbols_.size());
-    return globals_[k];
+    if (k >= v.size()) v.resize(cur_->symbols_.size());  // (once: then entries stay put)
+    return v[k];
   }
 
   // What the symbol d names where no local or definition of the program binds it: a special
   // form, pi, a primitive, a prelude function (expanded the first time) or a free name
-  // (numbered the first time). Found once per symbol of the user's program.
+  // (numbered the first time). Found once per symbol of the program (and of the prelude).
   Resolved global(int32_t d) {
-    if (cur_ != X.src_.get()) return resolve_global(d);
     Resolved& g = resolved(d);
     if (g.kind == Global::Unknown) {
       Resolved found = resolve_global(d);  // (it may expand a prelude function: g stays put)
       g.kind = found.kind;
       g.slot = found.slot;
-      g.special = found.kind == Global::Special;
     }
     return g;
   }
@@ -138,20 +172,20 @@ class Expander {
   Resolved resolve_global(int32_t d) {
     const std::string& name = sym(d);
     Resolved g;
-    int p = -1;
     int64_t ps = -1;
-    if (special_forms().count(name)) {
+    const Builtin* b = builtin_of(d);
+    if (b && b->form >= 0) {
       g.kind = Global::Special;
-    } else if (name == "pi") {  // the one built-in constant; a let, a parameter or a define
-      g.kind = Global::Pi;      // shadows it
-    } else if ((p = prim_lookup(name)) >= 0) {
+    } else if (b && b->pi) {  // the one built-in constant; a let, a parameter or a define
+      g.kind = Global::Pi;    // shadows it
+    } else if (b && b->prim >= 0) {
       g.kind = Global::Prim;
-      g.slot = uint32_t(p);
-    } else if ((ps = prelude_slot(name)) >= 0) {
+      g.slot = uint32_t(b->prim);
+    } else if (b && b->prelude >= 0 && (ps = prelude_slot(name, b->prelude)) >= 0) {
       g.kind = Global::Prelude;
       g.slot = uint32_t(ps);
     } else {
-      if (cur_ == prelude_source().get())
+      if (cur_ == pre_)
         form_error(d, "internal: unbound name in the prelude: " + name);
       g.kind = Global::Free;  // (numbered once: global() resolves each of the program's
       g.slot = uint32_t(X.free_.size());  // symbols, one per name, once)
@@ -160,19 +194,16 @@ class Expander {
     return g;
   }
 
-  // Root slot of a prelude function, expanding its definition the first time it is used.
-  int64_t prelude_slot(const std::string& name) {
+  // Root slot of the prelude function `name` (defined by the prelude's datum `found`),
+  // expanding its definition the first time it is used.
+  int64_t prelude_slot(const std::string& name, int32_t found) {
     auto it = prelude_slots_.find(name);
     if (it != prelude_slots_.end()) return it->second;
-    const Source* pre = prelude_source().get();
-    auto def = prelude_definitions().find(name);
-    if (def == prelude_definitions().end()) return -1;
-    int32_t found = def->second;
     uint32_t slot = uint32_t(root_scope_.names.size());
     root_scope_.names.push_back(" prelude " + name);  // not visible to user lookups
     prelude_slots_[name] = slot;
     const Source* saved = cur_;
-    cur_ = pre;
+    cur_ = pre_;
     Ctx c{&root_scope_, nullptr, nullptr, false};
     const Node* init = define_value(found, name, c);
     cur_ = saved;
@@ -188,7 +219,7 @@ class Expander {
       n->slot = slot;
       return n;
     }
-    bool in_prelude = cur_ == prelude_source().get();
+    bool in_prelude = cur_ == pre_;
     if (!in_prelude && !user_slots_.empty()) {
       auto it = user_slots_.find(name);
       if (it != user_slots_.end()) {
@@ -393,16 +424,26 @@ class Expander {
     return out;
   }
 
+  // The first binding whose name an earlier one has is an error. (Names compared as symbol ids:
+  // one Source has one id a name. A few bindings are compared pairwise, without a set.)
   void no_duplicates(const std::vector<int32_t>& bs, const char* who) {
-    std::unordered_set<std::string> seen;
+    auto duplicate = [&](int32_t x) {
+      form_error(x, std::string(who) + ": duplicate binding of '" + sym(kid(x, 0)) + "'");
+    };
+    if (bs.size() <= 16) {
+      for (size_t i = 1; i < bs.size(); ++i)
+        for (size_t j = 0; j < i; ++j)
+          if (D(kid(bs[i], 0)).sym == D(kid(bs[j], 0)).sym) duplicate(bs[i]);
+      return;
+    }
+    std::unordered_set<int32_t> seen;
     for (int32_t x : bs)
-      if (!seen.insert(sym(kid(x, 0))).second)
-        form_error(x, std::string(who) + ": duplicate binding of '" + sym(kid(x, 0)) + "'");
+      if (!seen.insert(D(kid(x, 0)).sym).second) duplicate(x);
   }
 
   // ---- the expander proper (expand_forms.cpp) -------------------------------------------------
   const Node* expand(int32_t d, const Ctx& c);
-  const Node* special(int32_t d, const std::string& f, const Ctx& c);
+  const Node* special(int32_t d, Form form, const std::string& f, const Ctx& c);
   Ctx scoped(const Ctx& c, Scope* s) const;
   const Node* sequence(int32_t d, int from, const Ctx& c);
   const Node* logic(int32_t d, int from, bool is_and, const Ctx& c);

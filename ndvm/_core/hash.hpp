@@ -1,7 +1,10 @@
 // splitmix64's finalizer: a bijection of 64-bit words that spreads every input bit over the
-// output (the search's source digests, seen.hpp, and the simplifier's content hashes).
+// output (the search's source digests, seen.hpp, and the simplifier's content hashes); FNV-1a for
+// the short names of the reader's and the expander's tables.
 #pragma once
+#include <cstddef>
 #include <cstdint>
+#include <string_view>
 
 namespace ndvm {
 
@@ -11,6 +14,14 @@ inline uint64_t splitmix64_finalize(uint64_t h) {
   h ^= h >> 27;
   h *= 0x94d049bb133111ebULL;
   return h ^ (h >> 31);
+}
+
+// FNV-1a of a name, folded to a size_t (tables mask its low bits). A name is a few characters:
+// one multiply a character is cheaper than a general-purpose hash's setup.
+inline size_t name_hash(std::string_view s) {
+  uint64_t h = 0xcbf29ce484222325ULL;
+  for (char c : s) h = (h ^ static_cast<unsigned char>(c)) * 0x100000001b3ULL;
+  return size_t(h ^ (h >> 32));
 }
 
 }  // namespace ndvm

@@ -5,7 +5,6 @@
 #pragma once
 #include <cmath>
 #include <string>
-#include <unordered_map>
 
 #include "linalg.hpp"
 
@@ -58,18 +57,6 @@ inline const PrimInfo& prim_info(int id) {
 #undef NDVM_DATA_INFO
   };
   return table[id];
-}
-
-// -1 when the name is not a primitive (the expander asks for every name it meets: one lookup in
-// an index of the table, made once).
-inline int prim_lookup(const std::string& name) {
-  static const std::unordered_map<std::string, int> index = [] {
-    std::unordered_map<std::string, int> m;
-    for (int i = P_COUNT - 1; i >= 0; --i) m[prim_info(i).name] = i;  // (the first of a name)
-    return m;
-  }();
-  auto it = index.find(name);
-  return it == index.end() ? -1 : it->second;
 }
 
 inline std::string arity_text(int n) {

@@ -1,6 +1,7 @@
 // The reader. A hand-written recursive-descent scanner over the text; nesting is bounded
 // (kMaxNesting) so a pathological input raises ReadError instead of exhausting the native stack.
 #include "reader.hpp"
+#include "hash.hpp"
 #include "stack.hpp"
 
 #include <cctype>
@@ -16,19 +17,31 @@ namespace {
 
 constexpr int kMaxNesting = 10000;
 
-bool is_delimiter(char c) {
-  return c == '(' || c == ')' || c == '[' || c == ']' || c == '\'' || c == ';' || c == '"' ||
-         c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v';
-}
+// The characters that end an atom, and the spaces among them, as tables: the reader asks about
+// every character of the text.
+struct CharClasses {
+  bool delimiter[256] = {};
+  bool space[256] = {};
+  constexpr CharClasses() {
+    for (unsigned char c : "()[]';\"") delimiter[c] = true;
+    for (unsigned char c : " \t\n\r\f\v") delimiter[c] = space[c] = true;
+    delimiter[0] = space[0] = false;  // (the string literals' terminator; a NUL is neither)
+  }
+};
+constexpr CharClasses kChars;
+
+bool is_delimiter(char c) { return kChars.delimiter[static_cast<unsigned char>(c)]; }
+bool is_space(char c) { return kChars.space[static_cast<unsigned char>(c)]; }
 
 class Reader {
  public:
-  Reader(Source& src) : s_(src), t_(src.text_) {}
+  Reader(Source& src) : s_(src), t_(src.text_), stack_limit_(native_stack_limit()) {}
 
   void read_all() {
     // (a datum takes at least one character: room for all of them, allocated once)
     s_.data_.reserve(t_.size() / 2 + 4);
     s_.kids_.reserve(t_.size() / 2 + 4);
+    items_.reserve(t_.size() / 2 + 4);
     s_.symbols_.reserve(16);
     if (t_.compare(0, 3, "\xEF\xBB\xBF") == 0) i_ = 3;  // (a byte-order mark first: as files)
     skip_space();
@@ -48,6 +61,7 @@ class Reader {
   size_t i_ = 0;
   int line_ = 1, col_ = 1;
   std::vector<int32_t> items_;  // the items of the lists being read, innermost last
+  const char* stack_limit_;     // (native_stack_limit(), looked up once: it is thread-local)
 
   [[noreturn]] void fail(const std::string& msg) {
     throw Error(ErrorKind::Read, msg, SrcPos{line_, col_});
@@ -104,7 +118,9 @@ class Reader {
   void skip_space() {
     while (i_ < t_.size()) {
       char c = t_[i_];
-      if (c == ';') {
+      if (is_space(c)) {  // (first: the common case, one table lookup)
+        advance();
+      } else if (c == ';') {
         while (i_ < t_.size() && t_[i_] != '\n') advance();
       } else if (c == '#' && i_ + 1 < t_.size() && t_[i_ + 1] == '|') {
         SrcPos start{line_, col_};
@@ -125,8 +141,6 @@ class Reader {
             advance();
           }
         }
-      } else if (c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v') {
-        advance();
       } else {
         break;
       }
@@ -151,7 +165,7 @@ class Reader {
     return push(d);
   }
 
-  int32_t make_symbol(const std::string& name, SrcPos pos) {
+  int32_t make_symbol(std::string_view name, SrcPos pos) {
     Datum d;
     d.kind = DatumKind::Sym;
     d.sym = s_.intern(name);
@@ -162,7 +176,8 @@ class Reader {
   int32_t read_datum(int depth) {
     if (depth > kMaxNesting)
       fail("nesting deeper than " + std::to_string(kMaxNesting) + " levels");
-    if (native_stack_exhausted()) fail("nesting too deep for the native stack");
+    char here;  // (native_stack_exhausted(), with the limit looked up once)
+    if (&here < stack_limit_) fail("nesting too deep for the native stack");
     skip_space();
     if (i_ >= t_.size()) fail("unexpected end of input: expected an expression");
     SrcPos pos{line_, col_};
@@ -210,13 +225,16 @@ class Reader {
       return make_list(mark, pos, false);
     }
     if (c == '"') fail("strings are not part of the language");
-    // an atom
-    size_t start = i_;
+    // an atom (no newline in it: it stays on its line)
+    const size_t start = i_;
     while (i_ < t_.size() && !is_delimiter(t_[i_])) {
-      check_visible();
-      advance();
+      const auto b = static_cast<unsigned char>(t_[i_]);
+      if (b < 0x20 || b >= 0x7F) check_visible();  // (printable ASCII needs no check)
+      ++i_;
+      ++col_;
     }
-    std::string tok = t_.substr(start, i_ - start);
+    // (a view into the text: no copy of the token, which is made a symbol's name once)
+    const std::string_view tok(t_.data() + start, i_ - start);
     if (tok[0] == '#') {
       Datum d;
       d.kind = DatumKind::Bool;
@@ -226,14 +244,14 @@ class Reader {
       } else if (tok == "#f" || tok == "#false") {
         d.num = 0.0;
       } else {
-        fail_at("bad '#' syntax '" + tok + "' (only #t and #f are supported)", pos);
+        fail_at("bad '#' syntax '" + std::string(tok) + "' (only #t and #f are supported)", pos);
       }
       return push(d);
     }
     if (tok == ".") fail_at("unexpected '.'", pos);
     double value;
     bool is_int;
-    if (parse_number(tok, value, is_int)) {
+    if (parse_number(tok, t_.c_str() + start, value, is_int)) {
       Datum d;
       d.kind = DatumKind::Num;
       d.num = value;
@@ -242,10 +260,10 @@ class Reader {
       return push(d);
     }
     if (number_like(tok)) {  // (1.5.2 and 1/3 were read as symbols: free names a fit fitted)
-      if (tok.find('/') != std::string::npos)
-        fail_at("'" + tok + "' is not a number of the language (no rationals: write a decimal, "
-                "or (/ 1 3))", pos);
-      fail_at("malformed number '" + tok + "'", pos);
+      if (tok.find('/') != std::string_view::npos)
+        fail_at("'" + std::string(tok) + "' is not a number of the language (no rationals: write "
+                "a decimal, or (/ 1 3))", pos);
+      fail_at("malformed number '" + std::string(tok) + "'", pos);
     }
     return make_symbol(tok, pos);
   }
@@ -253,7 +271,7 @@ class Reader {
   // Whether a token is made as a number is ([+-], then a digit or '.' and a digit, then only
   // digits, '.', '/' and exponents: 1.5.2, 1e-5e, 1/3): such a token that is not a number is a
   // malformed one, never a symbol (1+ and 1x stay symbols).
-  static bool number_like(const std::string& tok) {
+  static bool number_like(std::string_view tok) {
     size_t k = 0, n = tok.size();
     if (k < n && (tok[k] == '+' || tok[k] == '-')) ++k;
     size_t first = k < n && tok[k] == '.' ? k + 1 : k;
@@ -269,7 +287,8 @@ class Reader {
   }
 
   // A number is [+-] digits [. digits] [e [+-] digits], with at least one digit in the mantissa.
-  static bool parse_number(const std::string& tok, double& value, bool& is_int) {
+  // `at` is the token in the NUL-terminated text: strtod stops at the delimiter after it.
+  static bool parse_number(std::string_view tok, const char* at, double& value, bool& is_int) {
     size_t k = 0, n = tok.size();
     if (k < n && (tok[k] == '+' || tok[k] == '-')) ++k;
     size_t digits = 0;
@@ -290,7 +309,7 @@ class Reader {
       if (ed == 0) return false;
     }
     if (k != n) return false;
-    value = std::strtod(tok.c_str(), nullptr);  // overflow gives +-inf, as IEEE reals do
+    value = std::strtod(at, nullptr);  // overflow gives +-inf, as IEEE reals do
     is_int = !frac && !expo;
     return true;
   }
@@ -298,32 +317,31 @@ class Reader {
 
 }  // namespace
 
-// A program names a few symbols: they are looked up in order until there are kLinearSymbols,
-// and by the hash table (filled then) from there on.
-constexpr size_t kLinearSymbols = 32;
+size_t Source::symbol_slot(std::string_view s) const {
+  const size_t mask = symindex_.size() - 1;
+  size_t i = name_hash(s) & mask;
+  while (symindex_[i] >= 0 && symbols_[size_t(symindex_[i])] != s) i = (i + 1) & mask;
+  return i;
+}
 
-int32_t Source::intern(const std::string& s) {
-  int32_t id = find_symbol(s);
-  if (id >= 0) return id;
-  id = static_cast<int32_t>(symbols_.size());
-  symbols_.push_back(s);
-  if (!symtab_.empty()) {
-    symtab_.emplace(s, id);
-  } else if (symbols_.size() >= kLinearSymbols) {
-    symtab_.reserve(2 * kLinearSymbols);
-    for (size_t k = 0; k < symbols_.size(); ++k) symtab_.emplace(symbols_[k], int32_t(k));
-  }
+void Source::reindex(size_t slots) {
+  symindex_.assign(slots, -1);
+  for (size_t k = 0; k < symbols_.size(); ++k) symindex_[symbol_slot(symbols_[k])] = int32_t(k);
+}
+
+int32_t Source::intern(std::string_view s) {
+  if (symindex_.empty()) reindex(32);  // (room for a candidate's names without a regrowth)
+  const size_t i = symbol_slot(s);
+  if (symindex_[i] >= 0) return symindex_[i];
+  const auto id = static_cast<int32_t>(symbols_.size());
+  symbols_.emplace_back(s);
+  symindex_[i] = id;
+  if (2 * symbols_.size() > symindex_.size()) reindex(2 * symindex_.size());
   return id;
 }
 
-int32_t Source::find_symbol(const std::string& s) const {
-  if (symtab_.empty()) {
-    for (size_t k = 0; k < symbols_.size(); ++k)
-      if (symbols_[k] == s) return static_cast<int32_t>(k);
-    return -1;
-  }
-  auto it = symtab_.find(s);
-  return it == symtab_.end() ? -1 : it->second;
+int32_t Source::find_symbol(std::string_view s) const {
+  return symindex_.empty() ? -1 : symindex_[symbol_slot(s)];
 }
 
 std::string format_number(double x) {

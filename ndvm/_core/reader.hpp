@@ -5,7 +5,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
-#include <unordered_map>
+#include <string_view>
 #include <vector>
 
 #include "error.hpp"
@@ -33,10 +33,13 @@ class Source {
   std::vector<int32_t> kids_;
   std::vector<int32_t> top_;  // top-level datums in order
   std::vector<std::string> symbols_;
-  std::unordered_map<std::string, int32_t> symtab_;  // (filled once there are many symbols)
+  // Symbol ids by name: open addressing over a power-of-two table (-1: empty), at most half full.
+  // (Every name token is looked up: a hash of its few characters and a probe or two cost less
+  // than scanning the names, or a std::unordered_map's node walk.)
+  std::vector<int32_t> symindex_;
 
-  int32_t intern(const std::string& s);
-  int32_t find_symbol(const std::string& s) const;
+  int32_t intern(std::string_view s);
+  int32_t find_symbol(std::string_view s) const;
   const Datum& at(int32_t i) const { return data_[i]; }
   int32_t kid(const Datum& d, int i) const { return kids_[d.first + i]; }
   bool is_sym(int32_t i, int32_t sym) const {
@@ -48,6 +51,8 @@ class Source {
 
  private:
   void show_into(int32_t i, std::string& out, size_t max_len) const;
+  size_t symbol_slot(std::string_view s) const;  // (s's slot in symindex_, or the empty one)
+  void reindex(size_t slots);
 };
 
 // Reads text into a new Source. Throws Error(ReadError) with the position of the problem.
