@@ -274,7 +274,10 @@ struct Num {
 
 struct Rules {
   Simplifier& owner_;
-  explicit Rules(Simplifier& owner) : owner_(owner) {}
+  // (this thread's stack limit, looked up once a call: guard runs dozens of times a canonical
+  // form, and reading the thread_local from this shared library is a __tls_get_addr call)
+  char* const stack_limit_;
+  explicit Rules(Simplifier& owner) : owner_(owner), stack_limit_(native_stack_limit()) {}
 
   // -- atoms and Python's operations on them -------------------------------------------------
 
@@ -289,8 +292,9 @@ struct Rules {
   static bool num_eq(N t, double k) { return num(t) && val(t) == k; }
   static size_t len(N t) { return t->items.size(); }
 
-  static void guard() {
-    if (native_stack_exhausted())
+  void guard() const {
+    char here;
+    if (&here < stack_limit_)
       raise(Err::Recursion,
             "maximum recursion depth exceeded in the simplifier (the tree is nested too deeply "
             "for this thread's native stack)");
@@ -330,7 +334,7 @@ struct Rules {
   bool head_is(N t, const char* s) { return is(at(t, 0), s); }
 
   // Python's == between two trees (numbers by value, 1 == 1.0 == True; lists item by item)
-  static bool eq(N a, N b) {
+  bool eq(N a, N b) const {
     if (a == b) return true;
     bool an = a->kind == Kind::Int || a->kind == Kind::Float || a->kind == Kind::Bool;
     bool bn = b->kind == Kind::Int || b->kind == Kind::Float || b->kind == Kind::Bool;
@@ -659,7 +663,7 @@ struct Rules {
 
   static bool pair(N b) { return L(b) && b->items.size() == 2; }
 
-  static bool mentions(N t, N name) {
+  bool mentions(N t, N name) const {
     if (L(t)) {
       guard();
       for (N x : t->items)
@@ -1593,7 +1597,9 @@ struct Rules {
     return r;
   }
 
-  void canonical_form(N tree, N* out, std::string* source_out, int64_t* size_out,
+  // (false when the model needs more parameters than there are names: the search meets such
+  // children often, and a C++ exception costs more than the rest of a small canonical form)
+  bool canonical_form(N tree, N* out, std::string* source_out, int64_t* size_out,
                       std::string* skeleton_out) {
     int64_t n = static_cast<int64_t>(owner_.names_.size());
     N t = simp(tree);
@@ -1614,9 +1620,7 @@ struct Rules {
     } else {
       std::set<std::string> names;
       named(t, names);
-      if (static_cast<int64_t>(names.size()) + marks(t) > n)
-        raise(Err::TooManyParameters,
-              "the simplified model needs more than " + std::to_string(n) + " parameters");
+      if (static_cast<int64_t>(names.size()) + marks(t) > n) return false;
       r = renamed(t, true);
       sized = t;
     }
@@ -1624,6 +1628,7 @@ struct Rules {
     *source_out = std::move(r.src);
     *size_out = size(sized);
     if (skeleton_out) *skeleton_out = std::move(r.skel);
+    return true;
   }
 };
 
@@ -1730,8 +1735,14 @@ static int guarded(Failure& failure, Body body) {
 
 int Simplifier::canonical_form(Node* tree, Node** out, std::string* source, int64_t* size,
                                std::string* skeleton) {
-  return guarded(failure_,
-                 [&] { Rules(*this).canonical_form(tree, out, source, size, skeleton); });
+  bool fits = true;
+  int code = guarded(failure_, [&] {
+    fits = Rules(*this).canonical_form(tree, out, source, size, skeleton);
+  });
+  if (code || fits) return code;
+  failure_ = Failure{Err::TooManyParameters, "the simplified model needs more than " +
+                                                 std::to_string(names_.size()) + " parameters"};
+  return static_cast<int>(Err::TooManyParameters);
 }
 int Simplifier::simplify(Node* tree, Node** out) {
   return guarded(failure_, [&] { *out = Rules(*this).simp(tree); });

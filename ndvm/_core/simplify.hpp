@@ -47,6 +47,21 @@ struct Node {
   bool text_known = false;
   Items items;                // a list's items
   Facts* facts = nullptr;     // a list's content facts, found once
+
+  // As made (a Pool's reused Node: clearing the strings keeps their buffers, where assigning a
+  // new Node constructs, moves and destroys two strings, for each of the many Nodes a canonical
+  // form makes).
+  void renew() {
+    kind = Kind::Sym;
+    b = false;
+    i = 0;
+    f = 0.0;
+    s.clear();
+    text.clear();
+    text_known = false;
+    items = Items{};
+    facts = nullptr;
+  }
 };
 
 // What is known of one list content (each field computed when first asked).
@@ -61,6 +76,21 @@ struct Facts {
   Node* pull_rest = nullptr;
   Node* rep = nullptr;         // the first list met with this content
   Facts* same_hash = nullptr;  // the next content whose items hash alike
+
+  // As made (a Pool's reused Facts; see Node::renew).
+  void renew() {
+    id = 0;
+    simp = lift = nullptr;
+    src.reset();
+    key.reset();
+    skel.reset();
+    occ = size = marks = -1;
+    pull_known = false;
+    pull_group = 0;
+    pull_rest = nullptr;
+    rep = nullptr;
+    same_hash = nullptr;
+  }
 };
 
 // The exceptions the rules raise, as the Python rules raised them.
@@ -80,8 +110,8 @@ inline int node_kind(const Node* n) { return static_cast<int>(n->kind); }
 const std::vector<std::string>& arithmetic_heads();
 
 // Objects made one at a time and forgotten all at once: blocks of kBlock, kept across a
-// clear (a reused object is reset when it is made again), so a Simplifier's steady state
-// allocates nothing for its Nodes and Facts.
+// clear (a reused object is renewed, T::renew, when it is made again), so a Simplifier's steady
+// state allocates nothing for its Nodes and Facts.
 template <class T>
 class Pool {
  public:
@@ -92,7 +122,7 @@ class Pool {
       used_ = 0;
     }
     T* out = &blocks_[block_][used_++];
-    *out = T();
+    out->renew();
     ++count_;
     return out;
   }

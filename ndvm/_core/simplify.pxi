@@ -233,13 +233,17 @@ cdef class Simplifier:
         are names."""
         return self._canonical_form(tree, skeleton)
 
-    cdef object _canonical_form(self, object tree, bint skeleton):
+    cdef object _canonical_form(self, object tree, bint skeleton, bint none_if_too_many=False):
+        # (``none_if_too_many``: None for a model that needs too many parameters, ``entry``'s
+        # answer, without raising and catching ``too_many`` for each such child)
         cdef SNode* out = NULL
         cdef string src, skel
         cdef int64_t size = 0
         cdef SNode* n = self._node(tree)
         cdef int code = self.c.canonical_form(n, &out, &src, &size, &skel if skeleton else NULL)
         if code:
+            if code == 1 and none_if_too_many:
+                return None
             self._fail(code)
         t = self._tree(out)
         self.last_out = t
@@ -304,7 +308,7 @@ cdef class Simplifier:
             if len(self.entries) > SIMPLIFY_ENTRY_LIMIT:
                 self.entries.clear()
             try:
-                out = self._canonical_form(tree, True)
+                out = self._canonical_form(tree, True, True)
             except self.too_many:
                 out = None
             except Exception:  # noqa: BLE001 - a tree outside the forms: the caller's rule

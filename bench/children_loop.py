@@ -1,0 +1,143 @@
+"""The search's children loop (``Breeder.children`` with the canonical entries it asks of the
+core's Simplifier), replayed: the arguments of every ``children`` call of a damped island search
+are captured once, then the calls are replayed in order against a fresh Simplifier (its memo
+empty, the parents held as the search held them), timed, and their results checked against the
+captured ones (the same children kept, the same entries).
+
+    python bench/children_loop.py capture /tmp/calls.pickle   # (a damped search: ~1 minute)
+    python bench/children_loop.py replay /tmp/calls.pickle 7  # us per kept and per bred child
+
+``replay`` prints the median of its runs (each run replays every call once, in a fresh
+Simplifier): microseconds per child kept and per child bred, and the total. The answers of the
+search's Seen are captured per query (a set of the sources it held), so a replay costs the same
+set lookups under any build: compare builds by running ``replay`` of one capture under each,
+alternated (the machine is noisy). The capture pickles trees, not Sites (made again at load).
+"""
+import pickle
+import statistics
+import sys
+import time
+
+import numpy as np
+
+import ndvm
+from ndvm._core._core import Breeder, Draws, Sites
+from ndvm.cosearch import proposers
+from ndvm.cosearch.simplify import Simplifier
+
+
+class _SeenAnswers:
+    """The search's Seen, its answers recorded (``in``: the only question children asks)."""
+
+    def __init__(self, seen):
+        self.seen, self.held = seen, set()
+
+    def __contains__(self, src):
+        if src in self.seen:
+            self.held.add(src)
+            return True
+        return False
+
+
+class _Recorder:
+    """A Breeder that records each ``children`` call's arguments and results, calling through."""
+
+    def __init__(self, breeder, params, calls):
+        self.breeder, self.params, self.calls = breeder, params, calls
+
+    def children(self, rng, n, out, made, seen, canonical, parents, errors, n_front, seeds,
+                 admits=None, **options):
+        call = dict(grammar=self.breeder.grammar, params=self.params,
+                    state=rng.rng.bit_generator.state, n=n, out=list(out), made=dict(made),
+                    parents=[s.tree for s in parents], errors=list(errors), n_front=n_front,
+                    seeds=[s.tree for s in seeds], admits=admits is not None, options=options)
+        answers = _SeenAnswers(seen)
+        got = self.breeder.children(rng, n, out, made, answers, canonical, parents, errors,
+                                    n_front, seeds, admits=admits, **options)
+        call.update(seen=answers.held, result=list(got), entries=dict(made))
+        self.calls.append(call)
+        return got
+
+
+def capture(path, n=4096, islands=4, seed=1):
+    """Captures every ``children`` call of a damped search into ``path``; returns their number."""
+    calls = []
+    real = proposers.Mutate._breeder
+
+    def breeder(self, state):
+        return _Recorder(real(self, state), tuple(state.grammar.params), calls)
+
+    proposers.Mutate._breeder = breeder
+    try:
+        ndvm.search("damped", islands=islands, workers=1, max_candidates=n, seed=seed,
+                    budget=3600)
+    finally:
+        proposers.Mutate._breeder = real
+    if any(c["admits"] for c in calls):
+        raise SystemExit("a capture with units (admits) is not replayed here")
+    with open(path, "wb") as f:
+        pickle.dump(calls, f, protocol=pickle.HIGHEST_PROTOCOL)
+    return len(calls)
+
+
+def _load(path):
+    with open(path, "rb") as f:
+        calls = pickle.load(f)
+    sites = {}  # (a parent's Sites once, as the search lists it once)
+    for c in calls:
+        c["parents"] = [sites.setdefault(id(t), Sites(t)) for t in c["parents"]]
+        c["seeds"] = [sites.setdefault(id(t), Sites(t)) for t in c["seeds"]]
+    return calls, list(sites.values())
+
+
+def replay_once(calls, keep):
+    """One replay of ``calls`` in a fresh Simplifier: (seconds in ``children``, children kept,
+    children bred, canonical entries computed); raises AssertionError at the first result unlike the captured one."""
+    simps, breeders = {}, {}
+    spent, kept, bred = 0.0, 0, 0
+    for c in calls:
+        simp = simps.get(c["params"])
+        if simp is None:
+            simp = simps[c["params"]] = Simplifier(c["params"])
+            params = c["params"]
+            simp.core.fallback = lambda tree, params=params: proposers._as_grown(tree, params)
+        key = repr(c["grammar"])
+        br = breeders.get(key)
+        if br is None:
+            br = breeders[key] = Breeder(c["grammar"])
+        for s in c["parents"]:
+            if type(s.tree) is list:
+                simp.hold(s.tree)
+        rng = np.random.default_rng()
+        rng.bit_generator.state = c["state"]
+        d, out, made = Draws(rng), list(c["out"]), dict(c["made"])
+        before, tries = len(out), br.n_tries
+        t0 = time.perf_counter()
+        br.children(d, c["n"], out, made, c["seen"], simp.core, c["parents"], c["errors"],
+                    c["n_front"], c["seeds"], **c["options"])
+        spent += time.perf_counter() - t0
+        kept += len(out) - before
+        bred += br.n_tries - tries
+        if keep:
+            assert out == c["result"], "other children kept"
+            assert made == c["entries"], "other entries"
+    return spent, kept, bred, sum(s.core.n_entries_made for s in simps.values())
+
+
+def replay(path, runs=7):
+    calls, _ = _load(path)
+    results = [replay_once(calls, keep=(i == 0)) for i in range(runs)]
+    spent = statistics.median(r[0] for r in results)
+    kept, bred, computed = results[0][1:]
+    print(f"{len(calls)} calls, {kept} children kept of {bred} bred ({computed} canonical "
+          f"forms computed); median of {runs} runs: "
+          f"{spent * 1e6 / kept:.2f} us per kept, {spent * 1e6 / bred:.2f} us per bred, "
+          f"{spent * 1e3:.1f} ms in all (runs: "
+          f"{', '.join(f'{r[0] * 1e3:.1f}' for r in results)} ms)")
+
+
+if __name__ == "__main__":
+    if sys.argv[1] == "capture":
+        print(capture(sys.argv[2]), "calls captured")
+    else:
+        replay(sys.argv[2], int(sys.argv[3]) if len(sys.argv) > 3 else 7)
