@@ -8,7 +8,8 @@ captured ones (the same children kept, the same entries).
     python bench/children_loop.py replay /tmp/calls.pickle 7  # us per kept and per bred child
 
 ``replay`` prints the median of its runs (each run replays every call once, in a fresh
-Simplifier): microseconds per child kept and per child bred, and the total. The answers of the
+Simplifier): microseconds per child kept and per child bred, and the total; then the same
+medians of the thread's CPU time (steadier than the wall clock on a shared machine). The answers of the
 search's Seen are captured per query (a set of the sources it held), so a replay costs the same
 set lookups under any build: compare builds by running ``replay`` of one capture under each,
 alternated (the machine is noisy). The capture pickles trees, not Sites (made again at load).
@@ -92,9 +93,9 @@ def _load(path):
 
 def replay_once(calls, keep):
     """One replay of ``calls`` in a fresh Simplifier: (seconds in ``children``, children kept,
-    children bred, canonical entries computed); raises AssertionError at the first result unlike the captured one."""
+    children bred, canonical entries computed, the thread's CPU seconds in ``children``); raises AssertionError at the first result unlike the captured one."""
     simps, breeders = {}, {}
-    spent, kept, bred = 0.0, 0, 0
+    spent, cpu, kept, bred = 0.0, 0.0, 0, 0
     for c in calls:
         simp = simps.get(c["params"])
         if simp is None:
@@ -112,28 +113,31 @@ def replay_once(calls, keep):
         rng.bit_generator.state = c["state"]
         d, out, made = Draws(rng), list(c["out"]), dict(c["made"])
         before, tries = len(out), br.n_tries
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.thread_time()
         br.children(d, c["n"], out, made, c["seen"], simp.core, c["parents"], c["errors"],
                     c["n_front"], c["seeds"], **c["options"])
         spent += time.perf_counter() - t0
+        cpu += time.thread_time() - c0
         kept += len(out) - before
         bred += br.n_tries - tries
         if keep:
             assert out == c["result"], "other children kept"
             assert made == c["entries"], "other entries"
-    return spent, kept, bred, sum(s.core.n_entries_made for s in simps.values())
+    return spent, kept, bred, sum(s.core.n_entries_made for s in simps.values()), cpu
 
 
 def replay(path, runs=7):
     calls, _ = _load(path)
     results = [replay_once(calls, keep=(i == 0)) for i in range(runs)]
     spent = statistics.median(r[0] for r in results)
-    kept, bred, computed = results[0][1:]
+    cpu = statistics.median(r[4] for r in results)
+    kept, bred, computed = results[0][1:4]
     print(f"{len(calls)} calls, {kept} children kept of {bred} bred ({computed} canonical "
           f"forms computed); median of {runs} runs: "
           f"{spent * 1e6 / kept:.2f} us per kept, {spent * 1e6 / bred:.2f} us per bred, "
           f"{spent * 1e3:.1f} ms in all (runs: "
-          f"{', '.join(f'{r[0] * 1e3:.1f}' for r in results)} ms)")
+          f"{', '.join(f'{r[0] * 1e3:.1f}' for r in results)} ms); CPU time: "
+          f"{cpu * 1e6 / kept:.2f} us per kept, {cpu * 1e6 / bred:.2f} us per bred")
 
 
 if __name__ == "__main__":

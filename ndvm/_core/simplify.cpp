@@ -490,7 +490,7 @@ struct Rules {
     for (N x : t->items) h = mix(h, item_word(x));
     Facts*& head = owner_.content_slot(h);
     for (Facts* f = head; f; f = f->same_hash) {
-      if (same_content(t, f->rep)) {
+      if (same_content(t->items, f->items)) {
         t->facts = f;
         return f;
       }
@@ -498,6 +498,7 @@ struct Rules {
     Facts* f = owner_.facts_.make();
     f->id = owner_.next_id_++;
     f->rep = t;
+    f->items = t->items;
     f->same_hash = head;
     head = f;
     t->facts = f;
@@ -526,11 +527,11 @@ struct Rules {
     return std::isnan(f) ? 0x7ff8000000000000ULL : bits;
   }
 
-  // do two lists whose items' Facts are known have the same content?
-  static bool same_content(N a, N b) {
-    if (a->items.size() != b->items.size()) return false;
-    for (size_t k = 0; k < a->items.size(); ++k) {
-      N x = a->items[k], y = b->items[k];
+  // do two lists whose items' Facts are known have the same content (their items given)?
+  static bool same_content(const Items& a, const Items& b) {
+    if (a.size() != b.size()) return false;
+    for (size_t k = 0; k < a.size(); ++k) {
+      N x = a[k], y = b[k];
       if (x == y) continue;
       if (x->kind != y->kind) return false;
       switch (x->kind) {

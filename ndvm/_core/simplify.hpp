@@ -37,16 +37,18 @@ enum SymbolFlag : int64_t {
   kParamName = 1, kMark = 2, kArithHead = 4, kFoldHead = 8, kSpecialHead = 16,
 };
 
-struct Node {
+// (one cache line holds what the rules read of a list or a number, its first 48 bytes: the
+// canonical form of a child is bound by the memory it reads, each Node a line apart)
+struct alignas(64) Node {
   Kind kind = Kind::Sym;
   bool b = false;
+  bool text_known = false;
   int64_t i = 0;              // an integer's value; a symbol's SymbolFlags
+  Items items;                // a list's items
+  Facts* facts = nullptr;     // a list's content facts, found once
   double f = 0.0;
   std::string s;              // a symbol's name
   std::string text;           // a number's source, once written
-  bool text_known = false;
-  Items items;                // a list's items
-  Facts* facts = nullptr;     // a list's content facts, found once
 
   // As made (a Pool's reused Node: clearing the strings keeps their buffers, where assigning a
   // new Node constructs, moves and destroys two strings, for each of the many Nodes a canonical
@@ -65,20 +67,25 @@ struct Node {
 };
 
 // What is known of one list content (each field computed when first asked).
-struct Facts {
+// (the fields a lookup and the memo read first, in the first cache line)
+struct alignas(64) Facts {
+  Facts* same_hash = nullptr;  // the next content whose items hash alike
+  Items items;                 // the items of rep, the content (read without rep's Node)
   uint64_t id = 0;  // unique for the Simplifier's whole life (never reused after a reset)
   Node* simp = nullptr;
   Node* lift = nullptr;
-  std::optional<std::string> src, key, skel;
-  int64_t occ = -1, size = -1, marks = -1;
+  int64_t size = -1;
+  int64_t occ = -1, marks = -1;
   bool pull_known = false;
   char pull_group = 0;      // '*' or '+', 0 for none
   Node* pull_rest = nullptr;
   Node* rep = nullptr;         // the first list met with this content
-  Facts* same_hash = nullptr;  // the next content whose items hash alike
+  std::optional<std::string> src, key, skel;
 
   // As made (a Pool's reused Facts; see Node::renew).
   void renew() {
+    same_hash = nullptr;
+    items = Items{};
     id = 0;
     simp = lift = nullptr;
     src.reset();
@@ -89,7 +96,6 @@ struct Facts {
     pull_group = 0;
     pull_rest = nullptr;
     rep = nullptr;
-    same_hash = nullptr;
   }
 };
 

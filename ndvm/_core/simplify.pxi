@@ -1,5 +1,7 @@
 # The canonical form's bindings (included by _core.pyx): a tree of nested lists crosses into the
 # core's Simplifier (simplify.hpp) as Nodes and comes back as nested lists.
+from cpython.list cimport PyList_New, PyList_SET_ITEM
+from cpython.ref cimport PyObject, Py_INCREF
 from cpython.unicode cimport PyUnicode_AsUTF8AndSize, PyUnicode_DecodeUTF8
 from libc.stdint cimport uint64_t
 from libcpp.unordered_map cimport unordered_map
@@ -7,6 +9,19 @@ from libcpp.unordered_map cimport unordered_map
 
 cdef extern from "Python.h":
     void PyObject_GC_UnTrack(void*)
+    Py_ssize_t PyList_GET_SIZE(object)
+    PyObject* PyList_GET_ITEM(object, Py_ssize_t)
+
+
+cdef extern from "stack.hpp" namespace "ndvm":
+    char* native_stack_limit() nogil
+
+
+cdef inline bint _below_limit(char* limit) noexcept nogil:
+    # native_stack_exhausted() against a limit looked up once a tree (each lookup of the
+    # thread's limit is a call through the thread-local storage of this shared library)
+    cdef char here = 0
+    return &here < limit
 
 
 cdef inline object _acyclic(object o):
@@ -41,6 +56,7 @@ cdef extern from "simplify.hpp" namespace "ndvm::simp" nogil:
         SNode* real(double) except +
         SNode* boolean(bool) except +
         SNode* list(vector[SNode*]) except +
+        SNode* list(SNode**, size_t) except +
         bool maybe_reset()
         int canonical_form(SNode*, SNode**, string*, int64_t*, string*) except +
         int simplify(SNode*, SNode**) except +
@@ -81,6 +97,8 @@ cdef class Simplifier:
     cdef object last_out     # the last canonical tree returned, with its Node
     cdef SNode* last_out_node
     cdef dict symbols        # name -> its Node's address (the core shares one Node per name)
+    cdef list names          # the str of each symbol Node met by ``_tree`` ...
+    cdef unordered_map[uintptr_t, PyObject*] name_of  # ... by the Node's address (borrowed)
     cdef bint holding        # (while ``hold`` converts)
     cdef readonly Py_ssize_t n_resets  # how many times the core's memo was forgotten
     cdef readonly Py_ssize_t n_entries_made  # canonical entries computed (``entry`` not kept)
@@ -96,6 +114,7 @@ cdef class Simplifier:
         self.c = new CSimplifier(names)
         self.too_many = too_many
         self.symbols = {}
+        self.names = []
         self.holding = False
         self.held = []
         self.entries = {}
@@ -128,14 +147,17 @@ cdef class Simplifier:
         if t is self.last_out:
             return self.last_out_node
         self._reset_if_due()
-        cdef SNode* n = self._convert(t, 0)
+        cdef SNode* n = self._convert(t, 0, native_stack_limit())
         self.last_in = t
         self.last_in_node = n
         return n
 
-    cdef SNode* _convert(self, object t, int depth) except NULL:
+    cdef SNode* _convert(self, object t, int depth, char* limit) except NULL:
+        # (``limit``: this thread's native stack limit, native_stack_limit())
         cdef vector[SNode*] items
-        cdef Py_ssize_t n
+        cdef SNode* few[8]  # (a list's items, most lists: no vector allocated)
+        cdef SNode** at
+        cdef Py_ssize_t n, k
         cdef const char* p
         cdef SNode* node
         cdef unordered_map[uintptr_t, SNode*].iterator found
@@ -154,12 +176,25 @@ cdef class Simplifier:
                     return deref(found).second
             if depth >= _MAX_DEPTH:
                 raise RecursionError(f"the tree is nested more than {_MAX_DEPTH} levels deep")
-            if native_stack_exhausted():  # (datum.pxi's guard)
+            if _below_limit(limit):  # (datum.pxi's guard, native_stack_exhausted)
                 raise RecursionError(_STACK_EXHAUSTED)
-            items.reserve(len(t))
-            for x in t:
-                items.push_back(self._convert(x, depth + 1))
-            node = self.c.list(items)
+            if type(t) is list:  # (a list's own items, by index: its length cannot change here)
+                n = PyList_GET_SIZE(t)
+                if n <= 8:
+                    at = few
+                else:
+                    items.resize(n)
+                    at = items.data()
+                for k in range(n):
+                    if k >= PyList_GET_SIZE(t):  # (an atom's comparison emptied it: no read past)
+                        raise RuntimeError("a list of the tree changed while it was converted")
+                    at[k] = self._convert(<object>PyList_GET_ITEM(t, k), depth + 1, limit)
+                node = self.c.list(at, n)
+            else:  # (a subclass's, as it iterates)
+                items.reserve(len(t))
+                for x in t:
+                    items.push_back(self._convert(x, depth + 1, limit))
+                node = self.c.list(items)
             if self.holding:
                 if len(self.held) >= SIMPLIFY_HOLD_LIMIT:
                     self._forget_held()
@@ -188,7 +223,7 @@ cdef class Simplifier:
         self._reset_if_due()
         self.holding = True
         try:
-            self._convert(tree, 0)
+            self._convert(tree, 0, native_stack_limit())
         finally:
             self.holding = False
 
@@ -203,6 +238,8 @@ cdef class Simplifier:
             self.n_resets += 1
             self.last_in = self.last_out = None
             self.symbols.clear()
+            self.name_of.clear()
+            self.names = []
             self._forget_held()
             # (an entry kept by a list's content number cannot be met again: no number comes
             # back; an atom's, kept by its source, can)
@@ -212,20 +249,35 @@ cdef class Simplifier:
         self.held_nodes.clear()
         self.held = []
 
-    cdef object _tree(self, SNode* n):
+    cdef object _tree(self, SNode* n, char* limit):
+        # (``limit``: this thread's native stack limit, native_stack_limit())
         cdef int k = node_kind(n)
-        if k == 0:
-            return PyUnicode_DecodeUTF8(n.s.data(), n.s.size(), NULL)
+        cdef unordered_map[uintptr_t, PyObject*].iterator found
+        if k == 0:  # (one str per name, decoded once: the core shares one Node per name)
+            found = self.name_of.find(<uintptr_t>n)
+            if found != self.name_of.end():
+                return <object>deref(found).second
+            name = PyUnicode_DecodeUTF8(n.s.data(), n.s.size(), NULL)
+            self.names.append(name)
+            self.name_of[<uintptr_t>n] = <PyObject*>name
+            return name
         if k == 1:
             return n.i
         if k == 2:
             return n.f
         if k == 3:
             return n.b
-        if native_stack_exhausted():
+        if _below_limit(limit):
             raise RecursionError(_STACK_EXHAUSTED)
-        cdef size_t j
-        return _acyclic([self._tree(n.items[j]) for j in range(n.items.size())])
+        cdef size_t j, m = n.items.size()
+        # (made at its length and filled: the items not yet set are NULL, which a list freed
+        # midway, at an error, skips)
+        out = PyList_New(m)
+        for j in range(m):
+            x = self._tree(n.items[j], limit)
+            Py_INCREF(x)
+            PyList_SET_ITEM(out, j, x)
+        return _acyclic(out)
 
     def canonical_form(self, tree, skeleton=False):
         """(tree, source, size) of the canonical simplified tree, and its skeleton after them
@@ -245,7 +297,7 @@ cdef class Simplifier:
             if code == 1 and none_if_too_many:
                 return None
             self._fail(code)
-        t = self._tree(out)
+        t = self._tree(out, native_stack_limit())
         self.last_out = t
         self.last_out_node = out
         if skeleton:
@@ -259,7 +311,7 @@ cdef class Simplifier:
         cdef int code = self.c.simplify(n, &out)
         if code:
             self._fail(code)
-        return self._tree(out)
+        return self._tree(out, native_stack_limit())
 
     def source(self, t):
         """``sexpr.to_source(t)``, memoized per subtree content."""
