@@ -996,15 +996,34 @@ struct Rules {
       const std::string* key;
       N item;
     };
-    std::vector<Keyed> keyed;
-    keyed.reserve(rest.size());
-    for (N a : rest) keyed.push_back({!pl(a), &key(a), a});
-    std::stable_sort(keyed.begin(), keyed.end(), [](const Keyed& a, const Keyed& b) {
+    auto less = [](const Keyed& a, const Keyed& b) {
       return a.variable != b.variable ? a.variable < b.variable : *a.key < *b.key;
-    });
+    };
+    // (the few arguments of a sum or product sorted on the stack, by insertion: stable, as
+    // stable_sort, which allocates a buffer each call)
+    constexpr size_t kFew = 16;
+    size_t n = rest.size();
+    Keyed few[kFew];
+    std::vector<Keyed> many;
+    Keyed* keyed = few;
+    if (n > kFew) {
+      many.resize(n);
+      keyed = many.data();
+    }
+    for (size_t k = 0; k < n; ++k) keyed[k] = Keyed{!pl(rest[k]), &key(rest[k]), rest[k]};
+    if (n > kFew) {
+      std::stable_sort(keyed, keyed + n, less);
+    } else {
+      for (size_t i = 1; i < n; ++i) {
+        Keyed x = keyed[i];
+        size_t j = i;
+        for (; j > 0 && less(x, keyed[j - 1]); --j) keyed[j] = keyed[j - 1];
+        keyed[j] = x;
+      }
+    }
     Ns out;
-    out.reserve(rest.size());
-    for (auto& e : keyed) out.push_back(e.item);
+    out.reserve(n);
+    for (size_t k = 0; k < n; ++k) out.push_back(keyed[k].item);
     return out;
   }
 
@@ -1540,17 +1559,19 @@ struct Rules {
   struct Renamed {
     N tree;
     std::string src, skel;
+    int64_t size = 0;  // (sexpr.size of the tree renamed, and of the renamed tree)
   };
 
   // Parameters named in order of occurrence: each occurrence its own name, or (shared) each
   // distinct parameter its own name. The source and skeleton are written once, left to right,
   // into the two strings (a subtree without parameters copies its memoized texts).
   N rename(N x, bool shared, std::map<std::string, std::string>& mapping, size_t& next,
-           std::string& s, std::string& sk) {
+           std::string& s, std::string& sk, int64_t& atoms) {
     if (L(x)) {
       if (!occurrences(x)) {
         s += src(x);
         sk += skeleton(x);
+        atoms += size(x);
         return x;
       }
       guard();
@@ -1562,12 +1583,13 @@ struct Rules {
           s += ' ';
           sk += ' ';
         }
-        items.push_back(rename(x->items[k], shared, mapping, next, s, sk));
+        items.push_back(rename(x->items[k], shared, mapping, next, s, sk, atoms));
       }
       s += ')';
       sk += ')';
       return mk(std::move(items));
     }
+    ++atoms;
     if (is_mark(x) || in_P(x)) {
       const std::string* name;
       if (is_mark(x) || !shared) {
@@ -1594,7 +1616,9 @@ struct Rules {
     std::map<std::string, std::string> mapping;
     size_t next = 0;
     Renamed r;
-    r.tree = rename(t, shared, mapping, next, r.src, r.skel);
+    r.src.reserve(128);  // (most sources fit: one allocation each, not one a doubling)
+    r.skel.reserve(128);
+    r.tree = rename(t, shared, mapping, next, r.src, r.skel, r.size);
     return r;
   }
 
@@ -1611,23 +1635,19 @@ struct Rules {
       lifted = again;
     }
     Renamed r;
-    N sized;
     if (occurrences(lifted) <= n) {
       r = renamed(lifted, false);
-      sized = lifted;
     } else if (occurrences(t) <= n) {
       r = renamed(t, false);
-      sized = t;
     } else {
       std::set<std::string> names;
       named(t, names);
       if (static_cast<int64_t>(names.size()) + marks(t) > n) return false;
       r = renamed(t, true);
-      sized = t;
     }
     *out = r.tree;
     *source_out = std::move(r.src);
-    *size_out = size(sized);
+    *size_out = r.size;  // (rename met every atom of the tree it renamed)
     if (skeleton_out) *skeleton_out = std::move(r.skel);
     return true;
   }

@@ -3,6 +3,7 @@
 // per list content (Facts), and where a rule asks whether two arguments are the same object
 // (Python's `is`) it compares Node pointers, the memo handing back one Node per content.
 #pragma once
+#include <algorithm>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -139,6 +140,64 @@ class Pool {
   static constexpr size_t kBlock = 4096;
   std::vector<std::unique_ptr<T[]>> blocks_;
   size_t block_ = 0, used_ = 0, count_ = 0;
+};
+
+// An object's address -> its Node (the bindings' held lists): open addressing in a power-of-two
+// table of (address, Node) slots, an empty slot's address 0. A lookup reads one slot where a
+// std::unordered_map reads a bucket and then a node elsewhere: a child's every list is looked
+// up, most of them missing.
+class AddressMap {
+ public:
+  Node* find(uintptr_t key) const {
+    if (slots_.empty()) return nullptr;
+    for (size_t k = spot(key);; k = (k + 1) & mask_) {
+      const Slot& s = slots_[k];
+      if (s.key == key) return s.node;
+      if (!s.key) return nullptr;
+    }
+  }
+  void insert(uintptr_t key, Node* node) {  // (key not 0)
+    if (2 * (n_ + 1) > slots_.size()) grow();
+    for (size_t k = spot(key);; k = (k + 1) & mask_) {
+      Slot& s = slots_[k];
+      if (s.key == key) {
+        s.node = node;
+        return;
+      }
+      if (!s.key) {
+        s = Slot{key, node};
+        ++n_;
+        return;
+      }
+    }
+  }
+  void clear() {
+    std::fill(slots_.begin(), slots_.end(), Slot{});
+    n_ = 0;
+  }
+  size_t size() const { return n_; }
+
+ private:
+  struct Slot {
+    uintptr_t key = 0;
+    Node* node = nullptr;
+  };
+  size_t spot(uintptr_t key) const {  // (Fibonacci hashing of the address's high bits)
+    return static_cast<size_t>(((key >> 4) * 0x9e3779b97f4a7c15ULL) >> shift_) & mask_;
+  }
+  void grow() {
+    std::vector<Slot> old(slots_.empty() ? 1024 : slots_.size() * 2);
+    old.swap(slots_);
+    mask_ = slots_.size() - 1;
+    shift_ = 64;
+    for (size_t m = slots_.size(); m > 1; m >>= 1) --shift_;
+    n_ = 0;
+    for (const Slot& s : old)
+      if (s.key) insert(s.key, s.node);
+  }
+  std::vector<Slot> slots_;
+  size_t mask_ = 0, n_ = 0;
+  int shift_ = 64;
 };
 
 class Simplifier {

@@ -49,6 +49,11 @@ cdef extern from "simplify.hpp" namespace "ndvm::simp" nogil:
     int node_kind(const SNode*)
     const vector[string]& arithmetic_heads()
 
+    cdef cppclass AddressMap "ndvm::simp::AddressMap":
+        SNode* find(uintptr_t)
+        void insert(uintptr_t, SNode*) except +
+        void clear()
+
     cdef cppclass CSimplifier "ndvm::simp::Simplifier":
         CSimplifier(vector[string]) except +
         SNode* sym(const string&) except +
@@ -103,7 +108,7 @@ cdef class Simplifier:
     cdef readonly Py_ssize_t n_resets  # how many times the core's memo was forgotten
     cdef readonly Py_ssize_t n_entries_made  # canonical entries computed (``entry`` not kept)
     cdef list held           # the lists held (alive: their addresses stay theirs) ...
-    cdef unordered_map[uintptr_t, SNode*] held_nodes  # ... by address, with their Nodes
+    cdef AddressMap held_nodes  # ... by address, with their Nodes
     cdef dict entries        # content (a list's number, an atom's source) -> canonical entry
     cdef public object fallback  # tree -> the entry of a tree outside the forms (``entry``)
 
@@ -160,7 +165,6 @@ cdef class Simplifier:
         cdef Py_ssize_t n, k
         cdef const char* p
         cdef SNode* node
-        cdef unordered_map[uintptr_t, SNode*].iterator found
         if type(t) is str:
             hit = self.symbols.get(t)
             if hit is not None:
@@ -171,9 +175,9 @@ cdef class Simplifier:
             return node
         if isinstance(t, list):
             if self.held:
-                found = self.held_nodes.find(<uintptr_t><void*>t)
-                if found != self.held_nodes.end():
-                    return deref(found).second
+                node = self.held_nodes.find(<uintptr_t><void*>t)
+                if node != NULL:
+                    return node
             if depth >= _MAX_DEPTH:
                 raise RecursionError(f"the tree is nested more than {_MAX_DEPTH} levels deep")
             if _below_limit(limit):  # (datum.pxi's guard, native_stack_exhausted)
@@ -199,7 +203,7 @@ cdef class Simplifier:
                 if len(self.held) >= SIMPLIFY_HOLD_LIMIT:
                     self._forget_held()
                 self.held.append(t)
-                self.held_nodes[<uintptr_t><void*>t] = node
+                self.held_nodes.insert(<uintptr_t><void*>t, node)
             return node
         if isinstance(t, float):
             return self.c.real(t)
