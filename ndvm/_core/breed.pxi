@@ -604,7 +604,19 @@ cdef class Breeder:
                                                 tournament)]
                 child = self._mutate(d, a.tree, a)
             self.n_tries += 1
-            entry = canonical._entry(child)
+            entry = canonical._entry(child, True)
+            if type(entry) is _Made:  # (computed now: its tree is made only if it is kept)
+                m = <_Made>entry
+                if m.size > self.max_size:
+                    continue
+                if admits is None and (m.src in made or m.src in seen):
+                    continue
+                entry = canonical._complete(m, child)
+                if admits is None and entry is not None and (<tuple>entry)[1] is m.src:
+                    src = m.src  # (tested above)
+                    out.append(src)
+                    made[src] = entry
+                    continue
             if entry is None or (<tuple>entry)[2] > self.max_size or (
                     admits is not None and not admits((<tuple>entry)[0])):
                 continue

@@ -90,6 +90,22 @@ def simplify_arithmetic_heads():
     return frozenset(h.decode("utf-8") for h in arithmetic_heads())
 
 
+cdef class _Made:
+    """A canonical form ``Simplifier._entry`` computed for Breeder.children, its Python tree
+    not made: its source, size and skeleton, and the canonical Node, kept by the tree's content
+    number among the entries. The children a round breeds and does not keep (their source
+    proposed before, their size too large) are most of the canonical forms computed; only a
+    kept child's entry, ``Simplifier._complete``, makes the tree. The Node stays valid until
+    the core's next reset, which forgets every entry kept by a content number."""
+
+    cdef object key     # the content number it is kept by
+    cdef object src     # the canonical source (str)
+    cdef int64_t size
+    cdef string skel    # the skeleton (UTF-8)
+    cdef SNode* node    # the canonical tree
+    cdef Py_ssize_t resets  # Simplifier.n_resets when it was made
+
+
 cdef class Simplifier:
     """The core's canonical form for one set of parameter names, memoized per subtree content
     (the Python face is ndvm.cosearch.simplify.Simplifier). ``too_many`` is the exception class
@@ -349,7 +365,9 @@ cdef class Simplifier:
         and again."""
         return self._entry(tree)
 
-    cdef object _entry(self, object tree):
+    cdef object _entry(self, object tree, bint lazy=False):
+        # (``lazy``, Breeder.children's: the entry of a list computed now comes back as a
+        # _Made, without its Python tree, and ``_complete`` makes the entry of a kept one)
         cdef uint64_t number = 0
         cdef string src
         cdef SNode* n = self._node(tree)
@@ -364,7 +382,10 @@ cdef class Simplifier:
             if len(self.entries) > SIMPLIFY_ENTRY_LIMIT:
                 self.entries.clear()
             try:
-                out = self._canonical_form(tree, True, True)
+                if lazy and type(tree) is list:
+                    out = self._made(tree, key)
+                else:
+                    out = self._canonical_form(tree, True, True)
             except self.too_many:
                 out = None
             except Exception:  # noqa: BLE001 - a tree outside the forms: the caller's rule
@@ -372,6 +393,44 @@ cdef class Simplifier:
                     raise
                 out = self.fallback(tree)
             self.entries[key] = out
+        elif not lazy and type(out) is _Made:
+            out = self._complete(<_Made>out, tree)
+        return out
+
+    cdef object _made(self, object tree, object key):
+        # The canonical form of list ``tree`` (its Node the last converted) as a _Made, or None
+        # when it needs too many parameters; raises as ``_canonical_form``.
+        cdef SNode* out = NULL
+        cdef string src
+        cdef _Made m = _Made.__new__(_Made)
+        cdef int code = self.c.canonical_form(self._node(tree), &out, &src, &m.size, &m.skel)
+        if code:
+            if code == 1:
+                return None
+            self._fail(code)
+        m.src = src.decode("utf-8")
+        m.key = key
+        m.node = out
+        m.resets = self.n_resets
+        return m
+
+    cdef tuple _complete(self, _Made m, object tree):
+        # The entry of the canonical form ``m`` (of a tree with ``tree``'s content), kept in
+        # its place among the entries; a tree the Python tree cannot be made of (too deep for
+        # this thread's native stack) has ``fallback``'s entry, as ``_entry`` gives it.
+        if m.resets != self.n_resets:  # (its Node was forgotten: never, see _Made)
+            raise RuntimeError("a canonical form outlived the simplifier's memo")
+        try:
+            t = self._tree(m.node, native_stack_limit())
+            self.last_out = t
+            self.last_out_node = m.node
+            out = _acyclic((t, m.src, m.size, m.skel.decode("utf-8")))
+        except Exception:  # noqa: BLE001 - as _entry's
+            if self.fallback is None:
+                raise
+            out = self.fallback(tree)
+        if self.entries.get(m.key) is m:
+            self.entries[m.key] = out
         return out
 
     def content(self, list t):
