@@ -1,7 +1,7 @@
 """The search's children loop (``Breeder.children`` with the canonical entries it asks of the
 core's Simplifier), replayed: the arguments of every ``children`` call of a damped island search
 are captured once, then the calls are replayed in order against a fresh Simplifier (its memo
-empty, the parents held as the search held them), timed, and their results checked against the
+empty, each parent held once, when first met, as the search holds a parent it parses), timed, and their results checked against the
 captured ones (the same children kept, the same entries).
 
     python bench/children_loop.py capture /tmp/calls.pickle   # (a damped search: ~1 minute)
@@ -94,7 +94,7 @@ def _load(path):
 def replay_once(calls, keep):
     """One replay of ``calls`` in a fresh Simplifier: (seconds in ``children``, children kept,
     children bred, canonical entries computed, the thread's CPU seconds in ``children``); raises AssertionError at the first result unlike the captured one."""
-    simps, breeders = {}, {}
+    simps, breeders, parsed = {}, {}, set()
     spent, cpu, kept, bred = 0.0, 0.0, 0, 0
     for c in calls:
         simp = simps.get(c["params"])
@@ -106,8 +106,9 @@ def replay_once(calls, keep):
         br = breeders.get(key)
         if br is None:
             br = breeders[key] = Breeder(c["grammar"])
-        for s in c["parents"]:
-            if type(s.tree) is list:
+        for s in c["parents"] + c["seeds"]:  # (held once, when the search parsed it)
+            if type(s.tree) is list and id(s) not in parsed:
+                parsed.add(id(s))
                 simp.hold(s.tree)
         rng = np.random.default_rng()
         rng.bit_generator.state = c["state"]

@@ -587,9 +587,12 @@ cdef class Breeder:
             if len(out) >= n:
                 break
             r = d._random()
+            # (a parent is held by the canonical form's Simplifier, again after its resets: its
+            # child's lists off the rewritten path are then met by identity, not converted)
             if not n_parents or r < fresh:
                 if seeds and d._random() < 0.3:
                     a = <Sites?>seeds[d._below(len(seeds))]
+                    canonical._hold_parent(a.tree)
                     child = self._mutate(d, a.tree, a)
                 else:
                     child = self._grow(d, self.max_depth, frozenset(), False, 0)
@@ -598,10 +601,13 @@ cdef class Breeder:
                                                 tournament)]
                 b = <Sites?>parents[self._pick(d, n_parents, errs, n_front, front_rate,
                                                 tournament)]
+                canonical._hold_parent(a.tree)
+                canonical._hold_parent(b.tree)
                 child = self._crossover(d, a.tree, b.tree, a, b)
             else:
                 a = <Sites?>parents[self._pick(d, n_parents, errs, n_front, front_rate,
                                                 tournament)]
+                canonical._hold_parent(a.tree)
                 child = self._mutate(d, a.tree, a)
             self.n_tries += 1
             entry = canonical._entry(child, True)

@@ -247,6 +247,25 @@ cdef class Simplifier:
         finally:
             self.holding = False
 
+    cdef int _hold_parent(self, object tree) except -1:
+        # ``hold(tree)`` for a genetic operator's parent, unless it is held already (one look
+        # up): a parent held when it was parsed is forgotten at the core's next reset, and its
+        # children, converted and hashed whole since, share its lists again. A tree the core
+        # cannot take is not held (its children say why, as Mutate._tree's parents).
+        if type(tree) is not list:
+            return 0
+        self._reset_if_due()
+        if self.held and self.held_nodes.find(<uintptr_t><void*>tree) != NULL:
+            return 0
+        self.holding = True
+        try:
+            self._convert(tree, 0, native_stack_limit())
+        except (TypeError, OverflowError, RecursionError):
+            pass
+        finally:
+            self.holding = False
+        return 0
+
     @property
     def n_held(self):
         """How many lists the Simplifier holds now (``hold``)."""
