@@ -831,8 +831,13 @@ struct Rules {
       N oc = outer_constant(head, args);
       out = (oc && truthy(oc)) ? oc : node;
     }
-    // never larger: a rewrite that would grow the tree leaves the node as it is
-    return (out == node || size(out) <= size(node)) ? out : node;
+    // never larger: a rewrite that would grow the tree leaves the node as it is (the node's
+    // size, its head's atom and its arguments', counted without the Facts of a node that the
+    // rewrite most often drops)
+    if (out == node) return out;
+    int64_t node_size = 1;
+    for (N a : args) node_size += size(a);
+    return size(out) <= node_size ? out : node;
   }
 
   bool is_pow(N u) { return is(at(u, 0), "pow") || is(at(u, 0), "expt"); }
@@ -1667,9 +1672,11 @@ Node* Simplifier::make(Kind kind) {
   return n;
 }
 Node* Simplifier::sym(const std::string& name) {
+  Node*& seen = recent_syms_[recent_slot(name)];
+  if (seen && seen->s == name) return seen;
   auto it = symbols_.find(name);
-  if (it != symbols_.end()) return it->second;
-  Node* n = make(Kind::Sym);
+  if (it != symbols_.end()) return seen = it->second;
+  Node* n = seen = make(Kind::Sym);
   n->s = name;
   n->i = (params_.count(name) ? kParamName : 0) | (name == "?" ? kMark : 0) |
          (among(name, kArith) ? kArithHead : 0) | (among(name, kFold) ? kFoldHead : 0) |
@@ -1734,6 +1741,7 @@ bool Simplifier::maybe_reset() {
   std::fill(contents_.begin(), contents_.end(), std::pair<uint64_t, Facts*>{0, nullptr});
   n_contents_ = 0;
   symbols_.clear();
+  std::fill(std::begin(recent_syms_), std::end(recent_syms_), nullptr);
   facts_.clear();
   nodes_.clear();
   items_.reset();

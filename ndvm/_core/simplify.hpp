@@ -249,6 +249,14 @@ class Simplifier {
   size_t n_contents_ = 0;
   Arena items_;  // the lists' items (Items), forgotten at a reset with the Nodes
   std::unordered_map<std::string, Node*> symbols_;
+  // the Nodes of the names met last, a slot a name's length and first letters pick (the rules
+  // make their heads by name, `+` and `*` again and again: a hit compares, never hashes, one)
+  Node* recent_syms_[64] = {};
+  static size_t recent_slot(const std::string& name) {
+    size_t n = name.size();
+    return (n * 31 + (n ? static_cast<unsigned char>(name[0]) : 0) +
+            (n > 1 ? 7 * static_cast<unsigned char>(name[1]) : 0)) & 63;
+  }
   uint64_t next_id_ = 1;
   Failure failure_{Err::None, ""};
   Node* param_ = nullptr;  // the mark of a parameter still to be named
