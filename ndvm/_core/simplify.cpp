@@ -1633,6 +1633,37 @@ struct Rules {
                       std::string* skeleton_out) {
     int64_t n = static_cast<int64_t>(owner_.names_.size());
     N t = simp(tree);
+    Facts* known = L(t) ? facts(t) : nullptr;  // (what follows reads t's content alone)
+    if (known && known->canonical >= 0) {
+      const Simplifier::Canonical& c = owner_.canonicals_[known->canonical];
+      if (!c.fits) return false;
+      *out = c.tree;
+      *source_out = c.source;
+      *size_out = c.size;
+      if (skeleton_out) *skeleton_out = c.skeleton;
+      return true;
+    }
+    std::string skeleton;
+    bool fits = canonical_of(t, n, out, source_out, size_out, &skeleton);
+    if (known) {
+      Simplifier::Canonical c;
+      c.fits = fits;
+      if (fits) {
+        c.tree = *out;
+        c.source = *source_out;
+        c.size = *size_out;
+        c.skeleton = skeleton;
+      }
+      known->canonical = static_cast<int64_t>(owner_.canonicals_.size());
+      owner_.canonicals_.push_back(std::move(c));
+    }
+    if (fits && skeleton_out) *skeleton_out = std::move(skeleton);
+    return fits;
+  }
+
+  // canonical_form's steps after the first simplification, of t
+  bool canonical_of(N t, int64_t n, N* out, std::string* source_out, int64_t* size_out,
+                    std::string* skeleton_out) {
     N lifted = simp(lift(t));
     for (int k = 0; k < 4; ++k) {  // until lifting and simplifying again changes nothing
       N again = simp(lift(lifted));
@@ -1743,6 +1774,7 @@ bool Simplifier::maybe_reset() {
   symbols_.clear();
   std::fill(std::begin(recent_syms_), std::end(recent_syms_), nullptr);
   facts_.clear();
+  canonicals_.clear();
   nodes_.clear();
   items_.reset();
   param_ = sym("?");

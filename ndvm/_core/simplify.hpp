@@ -77,6 +77,7 @@ struct alignas(64) Facts {
   Node* lift = nullptr;
   int64_t size = -1;
   int64_t occ = -1, marks = -1;
+  int64_t canonical = -1;   // the canonical form of this (simplified) content, in canonicals_
   bool pull_known = false;
   char pull_group = 0;      // '*' or '+', 0 for none
   Node* pull_rest = nullptr;
@@ -92,7 +93,7 @@ struct alignas(64) Facts {
     src.reset();
     key.reset();
     skel.reset();
-    occ = size = marks = -1;
+    occ = size = marks = canonical = -1;
     pull_known = false;
     pull_group = 0;
     pull_rest = nullptr;
@@ -243,6 +244,17 @@ class Simplifier {
   std::unordered_set<std::string> params_;
   Pool<Node> nodes_;
   Pool<Facts> facts_;
+  // The canonical forms met, by the content their input simplified to (Facts::canonical): the
+  // lifting, simplifying and renaming after the first simplification read that content alone,
+  // and a search's children simplify again and again to a content met before (fits false: it
+  // needed too many parameters). Forgotten at a reset, with the Nodes.
+  struct Canonical {
+    Node* tree = nullptr;
+    std::string source, skeleton;
+    int64_t size = 0;
+    bool fits = false;
+  };
+  std::vector<Canonical> canonicals_;
   // items' hash -> its contents (a chain of Facts): open addressing, a power-of-two table of
   // (hash, chain) slots, an empty slot's chain null
   std::vector<std::pair<uint64_t, Facts*>> contents_;
