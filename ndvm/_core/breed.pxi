@@ -153,10 +153,33 @@ cdef object _bget_at(object tree, object path):
 
 cdef object _breplace_at(object tree, object path, object new):
     # a copy of the lists on ``path`` (top down, as the Python recursion made them), the rest shared
-    cdef Py_ssize_t k, n = len(path)
+    cdef Py_ssize_t k, n = len(path), i = 0, at = 0
     if n == 0:
         return new
-    cdef list copies = []
+    cdef list top = None, above = None, copy
+    cdef object t = tree
+    if type(path) is tuple:  # (the operators' paths: lists and indices in range, read directly)
+        for k in range(n):
+            ix = <object>PyTuple_GET_ITEM(path, k)
+            if type(t) is not list or type(ix) is not int:
+                break
+            try:
+                i = ix
+            except OverflowError:
+                break
+            if not 0 <= i < PyList_GET_SIZE(t):
+                break
+            copy = PyList_GetSlice(t, 0, PyList_GET_SIZE(t))
+            if above is None:
+                top = copy
+            else:
+                above[at] = copy
+            above, at = copy, i
+            t = <object>PyList_GET_ITEM(t, i)
+        else:
+            above[at] = new
+            return top
+    cdef list copies = []  # (any other path or tree: as Python indexes them)
     for k in range(n):
         copies.append(list(tree))
         tree = tree[path[k]]

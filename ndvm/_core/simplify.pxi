@@ -1,7 +1,8 @@
 # The canonical form's bindings (included by _core.pyx): a tree of nested lists crosses into the
 # core's Simplifier (simplify.hpp) as Nodes and comes back as nested lists.
 from cpython.float cimport PyFloat_AS_DOUBLE
-from cpython.list cimport PyList_New, PyList_SET_ITEM
+from cpython.list cimport PyList_GetSlice, PyList_New, PyList_SET_ITEM
+from cpython.tuple cimport PyTuple_GET_ITEM
 from cpython.ref cimport PyObject, Py_INCREF
 from cpython.unicode cimport PyUnicode_AsUTF8AndSize, PyUnicode_DecodeUTF8
 from libc.stdint cimport uint64_t
