@@ -1,18 +1,19 @@
 """The search's children loop (``Breeder.children`` with the canonical entries it asks of the
 core's Simplifier), replayed: the arguments of every ``children`` call of a damped island search
 are captured once, then the calls are replayed in order against a fresh Simplifier (its memo
-empty, each parent held once, when first met, as the search holds a parent it parses), timed, and their results checked against the
-captured ones (the same children kept, the same entries).
+empty; each parent held once, when first met, as the search holds a parent it parses), timed,
+and their results checked against the captured ones (the same children kept, the same entries).
 
     python bench/children_loop.py capture /tmp/calls.pickle   # (a damped search: ~1 minute)
     python bench/children_loop.py replay /tmp/calls.pickle 7  # us per kept and per bred child
 
 ``replay`` prints the median of its runs (each run replays every call once, in a fresh
 Simplifier): microseconds per child kept and per child bred, and the total; then the same
-medians of the thread's CPU time (steadier than the wall clock on a shared machine). The answers of the
-search's Seen are captured per query (a set of the sources it held), so a replay costs the same
-set lookups under any build: compare builds by running ``replay`` of one capture under each,
-alternated (the machine is noisy). The capture pickles trees, not Sites (made again at load).
+medians of the thread's CPU time (steadier than the wall clock on a shared machine). The
+answers of the search's Seen are captured per query (a set of the sources it held), so a replay
+costs the same set lookups under any build: compare builds by running ``replay`` of one capture
+under each, alternated (the machine is noisy). The capture pickles trees, not Sites (made again
+at load).
 """
 import pickle
 import statistics
@@ -93,7 +94,8 @@ def _load(path):
 
 def replay_once(calls, keep):
     """One replay of ``calls`` in a fresh Simplifier: (seconds in ``children``, children kept,
-    children bred, canonical entries computed, the thread's CPU seconds in ``children``); raises AssertionError at the first result unlike the captured one."""
+    children bred, canonical entries computed, the thread's CPU seconds in ``children``); raises
+    AssertionError at the first result unlike the captured one (``keep``: checks them)."""
     simps, breeders, parsed = {}, {}, set()
     spent, cpu, kept, bred = 0.0, 0.0, 0, 0
     for c in calls:
@@ -128,6 +130,8 @@ def replay_once(calls, keep):
 
 
 def replay(path, runs=7):
+    """Prints the medians of ``runs`` replays of the calls captured in ``path`` (the first run
+    checks every result against the captured one)."""
     calls, _ = _load(path)
     results = [replay_once(calls, keep=(i == 0)) for i in range(runs)]
     spent = statistics.median(r[0] for r in results)

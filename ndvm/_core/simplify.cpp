@@ -1569,29 +1569,35 @@ struct Rules {
 
   // Parameters named in order of occurrence: each occurrence its own name, or (shared) each
   // distinct parameter its own name. The source and skeleton are written once, left to right,
-  // into the two strings (a subtree without parameters copies its memoized texts).
+  // into the two buffers (a subtree without parameters copies its memoized texts; a vector's
+  // push_back is inlined, a std::string's a call for each parenthesis and space).
+  using Buffer = std::vector<char>;
+  static void put(Buffer& b, const std::string& text) {
+    b.insert(b.end(), text.begin(), text.end());
+  }
+
   N rename(N x, bool shared, std::map<std::string, std::string>& mapping, size_t& next,
-           std::string& s, std::string& sk, int64_t& atoms) {
+           Buffer& s, Buffer& sk, int64_t& atoms) {
     if (L(x)) {
       if (!occurrences(x)) {
-        s += src(x);
-        sk += skeleton(x);
+        put(s, src(x));
+        put(sk, skeleton(x));
         atoms += size(x);
         return x;
       }
       guard();
       Ns items;
-      s += '(';
-      sk += '(';
+      s.push_back('(');
+      sk.push_back('(');
       for (size_t k = 0; k < x->items.size(); ++k) {
         if (k) {
-          s += ' ';
-          sk += ' ';
+          s.push_back(' ');
+          sk.push_back(' ');
         }
         items.push_back(rename(x->items[k], shared, mapping, next, s, sk, atoms));
       }
-      s += ')';
-      sk += ')';
+      s.push_back(')');
+      sk.push_back(')');
       return mk(std::move(items));
     }
     ++atoms;
@@ -1608,12 +1614,12 @@ struct Rules {
         }
         name = &it->second;
       }
-      s += *name;
-      sk += 'P';
+      put(s, *name);
+      sk.push_back('P');
       return owner_.sym(*name);
     }
-    s += atom_text(x);
-    sk += skeleton_atom(x);
+    put(s, atom_text(x));
+    put(sk, skeleton_atom(x));
     return x;
   }
 
@@ -1621,9 +1627,12 @@ struct Rules {
     std::map<std::string, std::string> mapping;
     size_t next = 0;
     Renamed r;
-    r.src.reserve(128);  // (most sources fit: one allocation each, not one a doubling)
-    r.skel.reserve(128);
-    r.tree = rename(t, shared, mapping, next, r.src, r.skel, r.size);
+    Buffer s, sk;
+    s.reserve(256);  // (most sources fit: one allocation each, not one a doubling)
+    sk.reserve(256);
+    r.tree = rename(t, shared, mapping, next, s, sk, r.size);
+    r.src.assign(s.data(), s.size());
+    r.skel.assign(sk.data(), sk.size());
     return r;
   }
 
