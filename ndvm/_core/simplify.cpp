@@ -486,9 +486,14 @@ struct Rules {
     guard();
     // one list content, one Facts: found by a hash of its items (a list item by its own Facts,
     // a symbol by its Node, the one of its name), then compared item by item
-    uint64_t h = mix(0x243f6a8885a308d3ULL, t->items.size());
-    for (N x : t->items) h = mix(h, item_word(x));
-    Facts*& head = owner_.content_slot(h);
+    // (each item folded in by a multiply, the whole finalized once: the table's slot is the
+    // hash's low bits; equal hashes only share a chain, the contents are compared)
+    uint64_t h = 0x243f6a8885a308d3ULL ^ t->items.size();
+    for (N x : t->items) {
+      h = (h ^ item_word(x)) * 0x9e3779b97f4a7c15ULL;
+      h ^= h >> 29;
+    }
+    Facts*& head = owner_.content_slot(splitmix64_finalize(h));
     for (Facts* f = head; f; f = f->same_hash) {
       if (same_content(t->items, f->items)) {
         t->facts = f;
@@ -505,17 +510,17 @@ struct Rules {
     return f;
   }
 
-  static uint64_t mix(uint64_t h, uint64_t v) {  // (a hash combine, then splitmix64's finalizer)
-    return splitmix64_finalize(h ^ (v + 0x9e3779b97f4a7c15ULL + (h << 6) + (h >> 2)));
+  static uint64_t tagged(uint64_t v, uint64_t kind) {  // (every bit kept, the kind in the low)
+    return ((v << 3) | (v >> 61)) ^ kind;
   }
 
   // an item's word in its list's content hash
   uint64_t item_word(N x) {
     switch (x->kind) {
-      case Kind::List: return mix(1, facts(x)->id);
-      case Kind::Sym: return mix(2, reinterpret_cast<uintptr_t>(x));
-      case Kind::Int: return mix(3, static_cast<uint64_t>(x->i));
-      case Kind::Float: return mix(4, float_bits(x->f));
+      case Kind::List: return tagged(facts(x)->id, 1);
+      case Kind::Sym: return tagged(reinterpret_cast<uintptr_t>(x), 2);
+      case Kind::Int: return tagged(static_cast<uint64_t>(x->i), 3);
+      case Kind::Float: return tagged(float_bits(x->f), 4);
       case Kind::Bool: return x->b ? 5 : 6;
     }
     return 0;
