@@ -435,7 +435,7 @@ cdef class Simplifier:
         m.resets = self.n_resets
         return m
 
-    cdef tuple _complete(self, _Made m, object tree):
+    cdef object _complete(self, _Made m, object tree):
         # The entry of the canonical form ``m`` (of a tree with ``tree``'s content), kept in
         # its place among the entries; a tree the Python tree cannot be made of (too deep for
         # this thread's native stack) has ``fallback``'s entry, as ``_entry`` gives it.
