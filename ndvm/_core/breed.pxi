@@ -153,10 +153,33 @@ cdef object _bget_at(object tree, object path):
 
 cdef object _breplace_at(object tree, object path, object new):
     # a copy of the lists on ``path`` (top down, as the Python recursion made them), the rest shared
-    cdef Py_ssize_t k, n = len(path)
+    cdef Py_ssize_t k, n = len(path), i = 0, at = 0
     if n == 0:
         return new
-    cdef list copies = []
+    cdef list top = None, above = None, copy
+    cdef object t = tree
+    if type(path) is tuple:  # (the operators' paths: lists and indices in range, read directly)
+        for k in range(n):
+            ix = <object>PyTuple_GET_ITEM(path, k)
+            if type(t) is not list or type(ix) is not int:
+                break
+            try:
+                i = ix
+            except OverflowError:
+                break
+            if not 0 <= i < PyList_GET_SIZE(t):
+                break
+            copy = PyList_GetSlice(t, 0, PyList_GET_SIZE(t))
+            if above is None:
+                top = copy
+            else:
+                above[at] = copy
+            above, at = copy, i
+            t = <object>PyList_GET_ITEM(t, i)
+        else:
+            above[at] = new
+            return top
+    cdef list copies = []  # (any other path or tree: as Python indexes them)
     for k in range(n):
         copies.append(list(tree))
         tree = tree[path[k]]
@@ -540,7 +563,7 @@ cdef class Breeder:
 
     # -- a round's children --
 
-    cdef Py_ssize_t _pick(self, Draws d, Py_ssize_t n, double[::1] errors, Py_ssize_t n_front,
+    cdef Py_ssize_t _pick(self, Draws d, Py_ssize_t n, const double* errors, Py_ssize_t n_front,
                           double front_rate, long tournament) except -1:
         # a share of the parents is drawn uniformly from the front (the first n_front entries):
         # its small members, which lose every tournament on error, keep being extended; the
@@ -558,8 +581,10 @@ cdef class Breeder:
     def pick(self, rng, errors, Py_ssize_t n_front=0, double front_rate=0.25, long tournament=3):
         """The index of one parent drawn as ``children`` draws them, from parents with these
         tournament ``errors`` (the first ``n_front`` of them on the front)."""
-        cdef double[::1] errs = _berrors(errors, n_front, tournament)
-        return self._pick(_bdraws(rng), errs.shape[0], errs, n_front, front_rate, tournament)
+        cdef vector[double] errs
+        _berrors(errors, n_front, tournament, errs)
+        return self._pick(_bdraws(rng), errs.size(), errs.data(), n_front, front_rate,
+                          tournament)
 
     def children(self, rng, Py_ssize_t n, list out not None, dict made not None, seen,
                  Simplifier canonical not None, list parents not None, errors,
@@ -577,19 +602,24 @@ cdef class Breeder:
         neither in ``made`` nor in ``seen``: its source is appended to ``out`` and ``made`` maps
         it to the entry. Draws from ``rng`` as the search's Python loop did, draw for draw."""
         cdef Draws d = _bdraws(rng)
-        cdef double[::1] errs = _berrors(errors, n_front, tournament)
+        cdef vector[double] errv
+        _berrors(errors, n_front, tournament, errv)
+        cdef const double* errs = errv.data()
         cdef Py_ssize_t tries, n_parents = len(parents)
         cdef double r
         cdef Sites a, b
-        if errs.shape[0] != n_parents:
-            raise ValueError(f"one error per parent: {n_parents} parents, {errs.shape[0]} errors")
+        if <Py_ssize_t>errv.size() != n_parents:
+            raise ValueError(f"one error per parent: {n_parents} parents, {errv.size()} errors")
         for tries in range(n * 20):
             if len(out) >= n:
                 break
             r = d._random()
+            # (a parent is held by the canonical form's Simplifier, again after its resets: its
+            # child's lists off the rewritten path are then met by identity, not converted)
             if not n_parents or r < fresh:
                 if seeds and d._random() < 0.3:
                     a = <Sites?>seeds[d._below(len(seeds))]
+                    canonical._hold_parent(a.tree)
                     child = self._mutate(d, a.tree, a)
                 else:
                     child = self._grow(d, self.max_depth, frozenset(), False, 0)
@@ -598,13 +628,28 @@ cdef class Breeder:
                                                 tournament)]
                 b = <Sites?>parents[self._pick(d, n_parents, errs, n_front, front_rate,
                                                 tournament)]
+                canonical._hold_parent(a.tree)
+                canonical._hold_parent(b.tree)
                 child = self._crossover(d, a.tree, b.tree, a, b)
             else:
                 a = <Sites?>parents[self._pick(d, n_parents, errs, n_front, front_rate,
                                                 tournament)]
+                canonical._hold_parent(a.tree)
                 child = self._mutate(d, a.tree, a)
             self.n_tries += 1
-            entry = canonical._entry(child)
+            entry = canonical._entry(child, True)
+            if type(entry) is _Made:  # (computed now: its tree is made only if it is kept)
+                m = <_Made>entry
+                if m.size > self.max_size:
+                    continue
+                if admits is None and (m.src in made or m.src in seen):
+                    continue
+                entry = canonical._complete(m, child)
+                if admits is None and entry is not None and (<tuple>entry)[1] is m.src:
+                    src = m.src  # (tested above)
+                    out.append(src)
+                    made[src] = entry
+                    continue
             if entry is None or (<tuple>entry)[2] > self.max_size or (
                     admits is not None and not admits((<tuple>entry)[0])):
                 continue
@@ -616,14 +661,34 @@ cdef class Breeder:
         return out
 
 
-cdef double[::1] _berrors(object errors, Py_ssize_t n_front, long tournament):
-    # the parents' tournament errors as C doubles, with the selection's settings checked
-    cdef double[::1] errs = np.ascontiguousarray(errors, dtype=np.float64).reshape(-1)
-    if not 0 <= n_front <= errs.shape[0]:
-        raise ValueError(f"n_front is 0 to the number of parents ({errs.shape[0]}), got {n_front}")
+cdef int _berrors(object errors, Py_ssize_t n_front, long tournament,
+                  vector[double]& out) except -1:
+    # the parents' tournament errors as C doubles into ``out``, with the selection's settings
+    # checked: a list of floats (the search's) read as it is, anything else as numpy reads it
+    # (the same doubles; a numpy array and its memoryview cost microseconds a call)
+    cdef Py_ssize_t i, n
+    cdef double[::1] errs
+    cdef bint floats = False
+    if type(errors) is list:
+        n = PyList_GET_SIZE(errors)
+        out.resize(n)
+        floats = True
+        for i in range(n):
+            x = <object>PyList_GET_ITEM(errors, i)
+            if type(x) is not float:
+                floats = False
+                break
+            out[i] = PyFloat_AS_DOUBLE(x)
+    if not floats:
+        errs = np.ascontiguousarray(errors, dtype=np.float64).reshape(-1)
+        out.resize(errs.shape[0])
+        for i in range(errs.shape[0]):
+            out[i] = errs[i]
+    if not 0 <= n_front <= <Py_ssize_t>out.size():
+        raise ValueError(f"n_front is 0 to the number of parents ({out.size()}), got {n_front}")
     if tournament < 1:
         raise ValueError(f"tournament must be at least 1 (got {tournament})")
-    return errs
+    return 0
 
 
 _BREEDERS = {}  # repr(grammar) -> its Breeder, for the whole process (a few grammars a search)

@@ -274,7 +274,10 @@ struct Num {
 
 struct Rules {
   Simplifier& owner_;
-  explicit Rules(Simplifier& owner) : owner_(owner) {}
+  // (this thread's stack limit, looked up once a call: guard runs dozens of times a canonical
+  // form, and reading the thread_local from this shared library is a __tls_get_addr call)
+  char* const stack_limit_;
+  explicit Rules(Simplifier& owner) : owner_(owner), stack_limit_(native_stack_limit()) {}
 
   // -- atoms and Python's operations on them -------------------------------------------------
 
@@ -289,8 +292,9 @@ struct Rules {
   static bool num_eq(N t, double k) { return num(t) && val(t) == k; }
   static size_t len(N t) { return t->items.size(); }
 
-  static void guard() {
-    if (native_stack_exhausted())
+  void guard() const {
+    char here;
+    if (&here < stack_limit_)
       raise(Err::Recursion,
             "maximum recursion depth exceeded in the simplifier (the tree is nested too deeply "
             "for this thread's native stack)");
@@ -330,7 +334,7 @@ struct Rules {
   bool head_is(N t, const char* s) { return is(at(t, 0), s); }
 
   // Python's == between two trees (numbers by value, 1 == 1.0 == True; lists item by item)
-  static bool eq(N a, N b) {
+  bool eq(N a, N b) const {
     if (a == b) return true;
     bool an = a->kind == Kind::Int || a->kind == Kind::Float || a->kind == Kind::Bool;
     bool bn = b->kind == Kind::Int || b->kind == Kind::Float || b->kind == Kind::Bool;
@@ -482,11 +486,16 @@ struct Rules {
     guard();
     // one list content, one Facts: found by a hash of its items (a list item by its own Facts,
     // a symbol by its Node, the one of its name), then compared item by item
-    uint64_t h = mix(0x243f6a8885a308d3ULL, t->items.size());
-    for (N x : t->items) h = mix(h, item_word(x));
-    Facts*& head = owner_.content_slot(h);
+    // (each item folded in by a multiply, the whole finalized once: the table's slot is the
+    // hash's low bits; equal hashes only share a chain, the contents are compared)
+    uint64_t h = 0x243f6a8885a308d3ULL ^ t->items.size();
+    for (N x : t->items) {
+      h = (h ^ item_word(x)) * 0x9e3779b97f4a7c15ULL;
+      h ^= h >> 29;
+    }
+    Facts*& head = owner_.content_slot(splitmix64_finalize(h));
     for (Facts* f = head; f; f = f->same_hash) {
-      if (same_content(t, f->rep)) {
+      if (same_content(t->items, f->items)) {
         t->facts = f;
         return f;
       }
@@ -494,23 +503,24 @@ struct Rules {
     Facts* f = owner_.facts_.make();
     f->id = owner_.next_id_++;
     f->rep = t;
+    f->items = t->items;
     f->same_hash = head;
     head = f;
     t->facts = f;
     return f;
   }
 
-  static uint64_t mix(uint64_t h, uint64_t v) {  // (a hash combine, then splitmix64's finalizer)
-    return splitmix64_finalize(h ^ (v + 0x9e3779b97f4a7c15ULL + (h << 6) + (h >> 2)));
+  static uint64_t tagged(uint64_t v, uint64_t kind) {  // (every bit kept, the kind in the low)
+    return ((v << 3) | (v >> 61)) ^ kind;
   }
 
   // an item's word in its list's content hash
   uint64_t item_word(N x) {
     switch (x->kind) {
-      case Kind::List: return mix(1, facts(x)->id);
-      case Kind::Sym: return mix(2, reinterpret_cast<uintptr_t>(x));
-      case Kind::Int: return mix(3, static_cast<uint64_t>(x->i));
-      case Kind::Float: return mix(4, float_bits(x->f));
+      case Kind::List: return tagged(facts(x)->id, 1);
+      case Kind::Sym: return tagged(reinterpret_cast<uintptr_t>(x), 2);
+      case Kind::Int: return tagged(static_cast<uint64_t>(x->i), 3);
+      case Kind::Float: return tagged(float_bits(x->f), 4);
       case Kind::Bool: return x->b ? 5 : 6;
     }
     return 0;
@@ -522,11 +532,11 @@ struct Rules {
     return std::isnan(f) ? 0x7ff8000000000000ULL : bits;
   }
 
-  // do two lists whose items' Facts are known have the same content?
-  static bool same_content(N a, N b) {
-    if (a->items.size() != b->items.size()) return false;
-    for (size_t k = 0; k < a->items.size(); ++k) {
-      N x = a->items[k], y = b->items[k];
+  // do two lists whose items' Facts are known have the same content (their items given)?
+  static bool same_content(const Items& a, const Items& b) {
+    if (a.size() != b.size()) return false;
+    for (size_t k = 0; k < a.size(); ++k) {
+      N x = a[k], y = b[k];
       if (x == y) continue;
       if (x->kind != y->kind) return false;
       switch (x->kind) {
@@ -659,7 +669,7 @@ struct Rules {
 
   static bool pair(N b) { return L(b) && b->items.size() == 2; }
 
-  static bool mentions(N t, N name) {
+  bool mentions(N t, N name) const {
     if (L(t)) {
       guard();
       for (N x : t->items)
@@ -826,8 +836,13 @@ struct Rules {
       N oc = outer_constant(head, args);
       out = (oc && truthy(oc)) ? oc : node;
     }
-    // never larger: a rewrite that would grow the tree leaves the node as it is
-    return (out == node || size(out) <= size(node)) ? out : node;
+    // never larger: a rewrite that would grow the tree leaves the node as it is (the node's
+    // size, its head's atom and its arguments', counted without the Facts of a node that the
+    // rewrite most often drops)
+    if (out == node) return out;
+    int64_t node_size = 1;
+    for (N a : args) node_size += size(a);
+    return size(out) <= node_size ? out : node;
   }
 
   bool is_pow(N u) { return is(at(u, 0), "pow") || is(at(u, 0), "expt"); }
@@ -991,15 +1006,34 @@ struct Rules {
       const std::string* key;
       N item;
     };
-    std::vector<Keyed> keyed;
-    keyed.reserve(rest.size());
-    for (N a : rest) keyed.push_back({!pl(a), &key(a), a});
-    std::stable_sort(keyed.begin(), keyed.end(), [](const Keyed& a, const Keyed& b) {
+    auto less = [](const Keyed& a, const Keyed& b) {
       return a.variable != b.variable ? a.variable < b.variable : *a.key < *b.key;
-    });
+    };
+    // (the few arguments of a sum or product sorted on the stack, by insertion: stable, as
+    // stable_sort, which allocates a buffer each call)
+    constexpr size_t kFew = 16;
+    size_t n = rest.size();
+    Keyed few[kFew];
+    std::vector<Keyed> many;
+    Keyed* keyed = few;
+    if (n > kFew) {
+      many.resize(n);
+      keyed = many.data();
+    }
+    for (size_t k = 0; k < n; ++k) keyed[k] = Keyed{!pl(rest[k]), &key(rest[k]), rest[k]};
+    if (n > kFew) {
+      std::stable_sort(keyed, keyed + n, less);
+    } else {
+      for (size_t i = 1; i < n; ++i) {
+        Keyed x = keyed[i];
+        size_t j = i;
+        for (; j > 0 && less(x, keyed[j - 1]); --j) keyed[j] = keyed[j - 1];
+        keyed[j] = x;
+      }
+    }
     Ns out;
-    out.reserve(rest.size());
-    for (auto& e : keyed) out.push_back(e.item);
+    out.reserve(n);
+    for (size_t k = 0; k < n; ++k) out.push_back(keyed[k].item);
     return out;
   }
 
@@ -1535,34 +1569,43 @@ struct Rules {
   struct Renamed {
     N tree;
     std::string src, skel;
+    int64_t size = 0;  // (sexpr.size of the tree renamed, and of the renamed tree)
   };
 
   // Parameters named in order of occurrence: each occurrence its own name, or (shared) each
   // distinct parameter its own name. The source and skeleton are written once, left to right,
-  // into the two strings (a subtree without parameters copies its memoized texts).
+  // into the two buffers (a subtree without parameters copies its memoized texts; a vector's
+  // push_back is inlined, a std::string's a call for each parenthesis and space).
+  using Buffer = std::vector<char>;
+  static void put(Buffer& b, const std::string& text) {
+    b.insert(b.end(), text.begin(), text.end());
+  }
+
   N rename(N x, bool shared, std::map<std::string, std::string>& mapping, size_t& next,
-           std::string& s, std::string& sk) {
+           Buffer& s, Buffer& sk, int64_t& atoms) {
     if (L(x)) {
       if (!occurrences(x)) {
-        s += src(x);
-        sk += skeleton(x);
+        put(s, src(x));
+        put(sk, skeleton(x));
+        atoms += size(x);
         return x;
       }
       guard();
       Ns items;
-      s += '(';
-      sk += '(';
+      s.push_back('(');
+      sk.push_back('(');
       for (size_t k = 0; k < x->items.size(); ++k) {
         if (k) {
-          s += ' ';
-          sk += ' ';
+          s.push_back(' ');
+          sk.push_back(' ');
         }
-        items.push_back(rename(x->items[k], shared, mapping, next, s, sk));
+        items.push_back(rename(x->items[k], shared, mapping, next, s, sk, atoms));
       }
-      s += ')';
-      sk += ')';
+      s.push_back(')');
+      sk.push_back(')');
       return mk(std::move(items));
     }
+    ++atoms;
     if (is_mark(x) || in_P(x)) {
       const std::string* name;
       if (is_mark(x) || !shared) {
@@ -1576,12 +1619,12 @@ struct Rules {
         }
         name = &it->second;
       }
-      s += *name;
-      sk += 'P';
+      put(s, *name);
+      sk.push_back('P');
       return owner_.sym(*name);
     }
-    s += atom_text(x);
-    sk += skeleton_atom(x);
+    put(s, atom_text(x));
+    put(sk, skeleton_atom(x));
     return x;
   }
 
@@ -1589,14 +1632,52 @@ struct Rules {
     std::map<std::string, std::string> mapping;
     size_t next = 0;
     Renamed r;
-    r.tree = rename(t, shared, mapping, next, r.src, r.skel);
+    Buffer s, sk;
+    s.reserve(256);  // (most sources fit: one allocation each, not one a doubling)
+    sk.reserve(256);
+    r.tree = rename(t, shared, mapping, next, s, sk, r.size);
+    r.src.assign(s.data(), s.size());
+    r.skel.assign(sk.data(), sk.size());
     return r;
   }
 
-  void canonical_form(N tree, N* out, std::string* source_out, int64_t* size_out,
+  // (false when the model needs more parameters than there are names: the search meets such
+  // children often, and a C++ exception costs more than the rest of a small canonical form)
+  bool canonical_form(N tree, N* out, std::string* source_out, int64_t* size_out,
                       std::string* skeleton_out) {
     int64_t n = static_cast<int64_t>(owner_.names_.size());
     N t = simp(tree);
+    Facts* known = L(t) ? facts(t) : nullptr;  // (what follows reads t's content alone)
+    if (known && known->canonical >= 0) {
+      const Simplifier::Canonical& c = owner_.canonicals_[known->canonical];
+      if (!c.fits) return false;
+      *out = c.tree;
+      *source_out = c.source;
+      *size_out = c.size;
+      if (skeleton_out) *skeleton_out = c.skeleton;
+      return true;
+    }
+    std::string skeleton;
+    bool fits = canonical_of(t, n, out, source_out, size_out, &skeleton);
+    if (known) {
+      Simplifier::Canonical c;
+      c.fits = fits;
+      if (fits) {
+        c.tree = *out;
+        c.source = *source_out;
+        c.size = *size_out;
+        c.skeleton = skeleton;
+      }
+      known->canonical = static_cast<int64_t>(owner_.canonicals_.size());
+      owner_.canonicals_.push_back(std::move(c));
+    }
+    if (fits && skeleton_out) *skeleton_out = std::move(skeleton);
+    return fits;
+  }
+
+  // canonical_form's steps after the first simplification, of t
+  bool canonical_of(N t, int64_t n, N* out, std::string* source_out, int64_t* size_out,
+                    std::string* skeleton_out) {
     N lifted = simp(lift(t));
     for (int k = 0; k < 4; ++k) {  // until lifting and simplifying again changes nothing
       N again = simp(lift(lifted));
@@ -1604,26 +1685,21 @@ struct Rules {
       lifted = again;
     }
     Renamed r;
-    N sized;
     if (occurrences(lifted) <= n) {
       r = renamed(lifted, false);
-      sized = lifted;
     } else if (occurrences(t) <= n) {
       r = renamed(t, false);
-      sized = t;
     } else {
       std::set<std::string> names;
       named(t, names);
-      if (static_cast<int64_t>(names.size()) + marks(t) > n)
-        raise(Err::TooManyParameters,
-              "the simplified model needs more than " + std::to_string(n) + " parameters");
+      if (static_cast<int64_t>(names.size()) + marks(t) > n) return false;
       r = renamed(t, true);
-      sized = t;
     }
     *out = r.tree;
     *source_out = std::move(r.src);
-    *size_out = size(sized);
+    *size_out = r.size;  // (rename met every atom of the tree it renamed)
     if (skeleton_out) *skeleton_out = std::move(r.skel);
+    return true;
   }
 };
 
@@ -1641,9 +1717,11 @@ Node* Simplifier::make(Kind kind) {
   return n;
 }
 Node* Simplifier::sym(const std::string& name) {
+  Node*& seen = recent_syms_[recent_slot(name)];
+  if (seen && seen->s == name) return seen;
   auto it = symbols_.find(name);
-  if (it != symbols_.end()) return it->second;
-  Node* n = make(Kind::Sym);
+  if (it != symbols_.end()) return seen = it->second;
+  Node* n = seen = make(Kind::Sym);
   n->s = name;
   n->i = (params_.count(name) ? kParamName : 0) | (name == "?" ? kMark : 0) |
          (among(name, kArith) ? kArithHead : 0) | (among(name, kFold) ? kFoldHead : 0) |
@@ -1708,7 +1786,9 @@ bool Simplifier::maybe_reset() {
   std::fill(contents_.begin(), contents_.end(), std::pair<uint64_t, Facts*>{0, nullptr});
   n_contents_ = 0;
   symbols_.clear();
+  std::fill(std::begin(recent_syms_), std::end(recent_syms_), nullptr);
   facts_.clear();
+  canonicals_.clear();
   nodes_.clear();
   items_.reset();
   param_ = sym("?");
@@ -1730,8 +1810,14 @@ static int guarded(Failure& failure, Body body) {
 
 int Simplifier::canonical_form(Node* tree, Node** out, std::string* source, int64_t* size,
                                std::string* skeleton) {
-  return guarded(failure_,
-                 [&] { Rules(*this).canonical_form(tree, out, source, size, skeleton); });
+  bool fits = true;
+  int code = guarded(failure_, [&] {
+    fits = Rules(*this).canonical_form(tree, out, source, size, skeleton);
+  });
+  if (code || fits) return code;
+  failure_ = Failure{Err::TooManyParameters, "the simplified model needs more than " +
+                                                 std::to_string(names_.size()) + " parameters"};
+  return static_cast<int>(Err::TooManyParameters);
 }
 int Simplifier::simplify(Node* tree, Node** out) {
   return guarded(failure_, [&] { *out = Rules(*this).simp(tree); });

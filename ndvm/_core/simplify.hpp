@@ -3,6 +3,7 @@
 // per list content (Facts), and where a rule asks whether two arguments are the same object
 // (Python's `is`) it compares Node pointers, the memo handing back one Node per content.
 #pragma once
+#include <algorithm>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -37,30 +38,67 @@ enum SymbolFlag : int64_t {
   kParamName = 1, kMark = 2, kArithHead = 4, kFoldHead = 8, kSpecialHead = 16,
 };
 
-struct Node {
+// (one cache line holds what the rules read of a list or a number, its first 48 bytes: the
+// canonical form of a child is bound by the memory it reads, each Node a line apart)
+struct alignas(64) Node {
   Kind kind = Kind::Sym;
   bool b = false;
+  bool text_known = false;
   int64_t i = 0;              // an integer's value; a symbol's SymbolFlags
+  Items items;                // a list's items
+  Facts* facts = nullptr;     // a list's content facts, found once
   double f = 0.0;
   std::string s;              // a symbol's name
   std::string text;           // a number's source, once written
-  bool text_known = false;
-  Items items;                // a list's items
-  Facts* facts = nullptr;     // a list's content facts, found once
+
+  // As made (a Pool's reused Node: clearing the strings keeps their buffers, where assigning a
+  // new Node constructs, moves and destroys two strings, for each of the many Nodes a canonical
+  // form makes).
+  void renew() {
+    kind = Kind::Sym;
+    b = false;
+    i = 0;
+    f = 0.0;
+    s.clear();
+    text.clear();
+    text_known = false;
+    items = Items{};
+    facts = nullptr;
+  }
 };
 
 // What is known of one list content (each field computed when first asked).
-struct Facts {
+// (the fields a lookup and the memo read first, in the first cache line)
+struct alignas(64) Facts {
+  Facts* same_hash = nullptr;  // the next content whose items hash alike
+  Items items;                 // the items of rep, the content (read without rep's Node)
   uint64_t id = 0;  // unique for the Simplifier's whole life (never reused after a reset)
   Node* simp = nullptr;
   Node* lift = nullptr;
-  std::optional<std::string> src, key, skel;
-  int64_t occ = -1, size = -1, marks = -1;
+  int64_t size = -1;
+  int64_t occ = -1, marks = -1;
+  int64_t canonical = -1;   // the canonical form of this (simplified) content, in canonicals_
   bool pull_known = false;
   char pull_group = 0;      // '*' or '+', 0 for none
   Node* pull_rest = nullptr;
   Node* rep = nullptr;         // the first list met with this content
-  Facts* same_hash = nullptr;  // the next content whose items hash alike
+  std::optional<std::string> src, key, skel;
+
+  // As made (a Pool's reused Facts; see Node::renew).
+  void renew() {
+    same_hash = nullptr;
+    items = Items{};
+    id = 0;
+    simp = lift = nullptr;
+    src.reset();
+    key.reset();
+    skel.reset();
+    occ = size = marks = canonical = -1;
+    pull_known = false;
+    pull_group = 0;
+    pull_rest = nullptr;
+    rep = nullptr;
+  }
 };
 
 // The exceptions the rules raise, as the Python rules raised them.
@@ -80,8 +118,8 @@ inline int node_kind(const Node* n) { return static_cast<int>(n->kind); }
 const std::vector<std::string>& arithmetic_heads();
 
 // Objects made one at a time and forgotten all at once: blocks of kBlock, kept across a
-// clear (a reused object is reset when it is made again), so a Simplifier's steady state
-// allocates nothing for its Nodes and Facts.
+// clear (a reused object is renewed, T::renew, when it is made again), so a Simplifier's steady
+// state allocates nothing for its Nodes and Facts.
 template <class T>
 class Pool {
  public:
@@ -92,7 +130,7 @@ class Pool {
       used_ = 0;
     }
     T* out = &blocks_[block_][used_++];
-    *out = T();
+    out->renew();
     ++count_;
     return out;
   }
@@ -103,6 +141,64 @@ class Pool {
   static constexpr size_t kBlock = 4096;
   std::vector<std::unique_ptr<T[]>> blocks_;
   size_t block_ = 0, used_ = 0, count_ = 0;
+};
+
+// An object's address -> its Node (the bindings' held lists): open addressing in a power-of-two
+// table of (address, Node) slots, an empty slot's address 0. A lookup reads one slot where a
+// std::unordered_map reads a bucket and then a node elsewhere: a child's every list is looked
+// up, most of them missing.
+class AddressMap {
+ public:
+  Node* find(uintptr_t key) const {
+    if (slots_.empty()) return nullptr;
+    for (size_t k = spot(key);; k = (k + 1) & mask_) {
+      const Slot& s = slots_[k];
+      if (s.key == key) return s.node;
+      if (!s.key) return nullptr;
+    }
+  }
+  void insert(uintptr_t key, Node* node) {  // (key not 0)
+    if (2 * (n_ + 1) > slots_.size()) grow();
+    for (size_t k = spot(key);; k = (k + 1) & mask_) {
+      Slot& s = slots_[k];
+      if (s.key == key) {
+        s.node = node;
+        return;
+      }
+      if (!s.key) {
+        s = Slot{key, node};
+        ++n_;
+        return;
+      }
+    }
+  }
+  void clear() {
+    std::fill(slots_.begin(), slots_.end(), Slot{});
+    n_ = 0;
+  }
+  size_t size() const { return n_; }
+
+ private:
+  struct Slot {
+    uintptr_t key = 0;
+    Node* node = nullptr;
+  };
+  size_t spot(uintptr_t key) const {  // (Fibonacci hashing of the address's high bits)
+    return static_cast<size_t>(((key >> 4) * 0x9e3779b97f4a7c15ULL) >> shift_) & mask_;
+  }
+  void grow() {
+    std::vector<Slot> old(slots_.empty() ? 1024 : slots_.size() * 2);
+    old.swap(slots_);
+    mask_ = slots_.size() - 1;
+    shift_ = 64;
+    for (size_t m = slots_.size(); m > 1; m >>= 1) --shift_;
+    n_ = 0;
+    for (const Slot& s : old)
+      if (s.key) insert(s.key, s.node);
+  }
+  std::vector<Slot> slots_;
+  size_t mask_ = 0, n_ = 0;
+  int shift_ = 64;
 };
 
 class Simplifier {
@@ -148,12 +244,31 @@ class Simplifier {
   std::unordered_set<std::string> params_;
   Pool<Node> nodes_;
   Pool<Facts> facts_;
+  // The canonical forms met, by the content their input simplified to (Facts::canonical): the
+  // lifting, simplifying and renaming after the first simplification read that content alone,
+  // and a search's children simplify again and again to a content met before (fits false: it
+  // needed too many parameters). Forgotten at a reset, with the Nodes.
+  struct Canonical {
+    Node* tree = nullptr;
+    std::string source, skeleton;
+    int64_t size = 0;
+    bool fits = false;
+  };
+  std::vector<Canonical> canonicals_;
   // items' hash -> its contents (a chain of Facts): open addressing, a power-of-two table of
   // (hash, chain) slots, an empty slot's chain null
   std::vector<std::pair<uint64_t, Facts*>> contents_;
   size_t n_contents_ = 0;
   Arena items_;  // the lists' items (Items), forgotten at a reset with the Nodes
   std::unordered_map<std::string, Node*> symbols_;
+  // the Nodes of the names met last, a slot a name's length and first letters pick (the rules
+  // make their heads by name, `+` and `*` again and again: a hit compares, never hashes, one)
+  Node* recent_syms_[64] = {};
+  static size_t recent_slot(const std::string& name) {
+    size_t n = name.size();
+    return (n * 31 + (n ? static_cast<unsigned char>(name[0]) : 0) +
+            (n > 1 ? 7 * static_cast<unsigned char>(name[1]) : 0)) & 63;
+  }
   uint64_t next_id_ = 1;
   Failure failure_{Err::None, ""};
   Node* param_ = nullptr;  // the mark of a parameter still to be named

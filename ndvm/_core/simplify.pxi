@@ -1,5 +1,9 @@
 # The canonical form's bindings (included by _core.pyx): a tree of nested lists crosses into the
 # core's Simplifier (simplify.hpp) as Nodes and comes back as nested lists.
+from cpython.float cimport PyFloat_AS_DOUBLE
+from cpython.list cimport PyList_GetSlice, PyList_New, PyList_SET_ITEM
+from cpython.tuple cimport PyTuple_GET_ITEM
+from cpython.ref cimport PyObject, Py_INCREF
 from cpython.unicode cimport PyUnicode_AsUTF8AndSize, PyUnicode_DecodeUTF8
 from libc.stdint cimport uint64_t
 from libcpp.unordered_map cimport unordered_map
@@ -7,6 +11,19 @@ from libcpp.unordered_map cimport unordered_map
 
 cdef extern from "Python.h":
     void PyObject_GC_UnTrack(void*)
+    Py_ssize_t PyList_GET_SIZE(object)
+    PyObject* PyList_GET_ITEM(object, Py_ssize_t)
+
+
+cdef extern from "stack.hpp" namespace "ndvm":
+    char* native_stack_limit() nogil
+
+
+cdef inline bint _below_limit(char* limit) noexcept nogil:
+    # native_stack_exhausted() against a limit looked up once a tree (each lookup of the
+    # thread's limit is a call through the thread-local storage of this shared library)
+    cdef char here = 0
+    return &here < limit
 
 
 cdef inline object _acyclic(object o):
@@ -34,6 +51,11 @@ cdef extern from "simplify.hpp" namespace "ndvm::simp" nogil:
     int node_kind(const SNode*)
     const vector[string]& arithmetic_heads()
 
+    cdef cppclass AddressMap "ndvm::simp::AddressMap":
+        SNode* find(uintptr_t)
+        void insert(uintptr_t, SNode*) except +
+        void clear()
+
     cdef cppclass CSimplifier "ndvm::simp::Simplifier":
         CSimplifier(vector[string]) except +
         SNode* sym(const string&) except +
@@ -41,6 +63,7 @@ cdef extern from "simplify.hpp" namespace "ndvm::simp" nogil:
         SNode* real(double) except +
         SNode* boolean(bool) except +
         SNode* list(vector[SNode*]) except +
+        SNode* list(SNode**, size_t) except +
         bool maybe_reset()
         int canonical_form(SNode*, SNode**, string*, int64_t*, string*) except +
         int simplify(SNode*, SNode**) except +
@@ -69,6 +92,22 @@ def simplify_arithmetic_heads():
     return frozenset(h.decode("utf-8") for h in arithmetic_heads())
 
 
+cdef class _Made:
+    """A canonical form ``Simplifier._entry`` computed for Breeder.children, its Python tree
+    not made: its source, size and skeleton, and the canonical Node, kept by the tree's content
+    number among the entries. The children a round breeds and does not keep (their source
+    proposed before, their size too large) are most of the canonical forms computed; only a
+    kept child's entry, ``Simplifier._complete``, makes the tree. The Node stays valid until
+    the core's next reset, which forgets every entry kept by a content number."""
+
+    cdef object key     # the content number it is kept by
+    cdef object src     # the canonical source (str)
+    cdef int64_t size
+    cdef string skel    # the skeleton (UTF-8)
+    cdef SNode* node    # the canonical tree
+    cdef Py_ssize_t resets  # Simplifier.n_resets when it was made
+
+
 cdef class Simplifier:
     """The core's canonical form for one set of parameter names, memoized per subtree content
     (the Python face is ndvm.cosearch.simplify.Simplifier). ``too_many`` is the exception class
@@ -81,11 +120,13 @@ cdef class Simplifier:
     cdef object last_out     # the last canonical tree returned, with its Node
     cdef SNode* last_out_node
     cdef dict symbols        # name -> its Node's address (the core shares one Node per name)
+    cdef list names          # the str of each symbol Node met by ``_tree`` ...
+    cdef unordered_map[uintptr_t, PyObject*] name_of  # ... by the Node's address (borrowed)
     cdef bint holding        # (while ``hold`` converts)
     cdef readonly Py_ssize_t n_resets  # how many times the core's memo was forgotten
     cdef readonly Py_ssize_t n_entries_made  # canonical entries computed (``entry`` not kept)
     cdef list held           # the lists held (alive: their addresses stay theirs) ...
-    cdef unordered_map[uintptr_t, SNode*] held_nodes  # ... by address, with their Nodes
+    cdef AddressMap held_nodes  # ... by address, with their Nodes
     cdef dict entries        # content (a list's number, an atom's source) -> canonical entry
     cdef public object fallback  # tree -> the entry of a tree outside the forms (``entry``)
 
@@ -96,6 +137,7 @@ cdef class Simplifier:
         self.c = new CSimplifier(names)
         self.too_many = too_many
         self.symbols = {}
+        self.names = []
         self.holding = False
         self.held = []
         self.entries = {}
@@ -128,17 +170,19 @@ cdef class Simplifier:
         if t is self.last_out:
             return self.last_out_node
         self._reset_if_due()
-        cdef SNode* n = self._convert(t, 0)
+        cdef SNode* n = self._convert(t, 0, native_stack_limit())
         self.last_in = t
         self.last_in_node = n
         return n
 
-    cdef SNode* _convert(self, object t, int depth) except NULL:
+    cdef SNode* _convert(self, object t, int depth, char* limit) except NULL:
+        # (``limit``: this thread's native stack limit, native_stack_limit())
         cdef vector[SNode*] items
-        cdef Py_ssize_t n
+        cdef SNode* few[8]  # (a list's items, most lists: no vector allocated)
+        cdef SNode** at
+        cdef Py_ssize_t n, k
         cdef const char* p
         cdef SNode* node
-        cdef unordered_map[uintptr_t, SNode*].iterator found
         if type(t) is str:
             hit = self.symbols.get(t)
             if hit is not None:
@@ -149,22 +193,35 @@ cdef class Simplifier:
             return node
         if isinstance(t, list):
             if self.held:
-                found = self.held_nodes.find(<uintptr_t><void*>t)
-                if found != self.held_nodes.end():
-                    return deref(found).second
+                node = self.held_nodes.find(<uintptr_t><void*>t)
+                if node != NULL:
+                    return node
             if depth >= _MAX_DEPTH:
                 raise RecursionError(f"the tree is nested more than {_MAX_DEPTH} levels deep")
-            if native_stack_exhausted():  # (datum.pxi's guard)
+            if _below_limit(limit):  # (datum.pxi's guard, native_stack_exhausted)
                 raise RecursionError(_STACK_EXHAUSTED)
-            items.reserve(len(t))
-            for x in t:
-                items.push_back(self._convert(x, depth + 1))
-            node = self.c.list(items)
+            if type(t) is list:  # (a list's own items, by index: its length cannot change here)
+                n = PyList_GET_SIZE(t)
+                if n <= 8:
+                    at = few
+                else:
+                    items.resize(n)
+                    at = items.data()
+                for k in range(n):
+                    if k >= PyList_GET_SIZE(t):  # (an atom's comparison emptied it: no read past)
+                        raise RuntimeError("a list of the tree changed while it was converted")
+                    at[k] = self._convert(<object>PyList_GET_ITEM(t, k), depth + 1, limit)
+                node = self.c.list(at, n)
+            else:  # (a subclass's, as it iterates)
+                items.reserve(len(t))
+                for x in t:
+                    items.push_back(self._convert(x, depth + 1, limit))
+                node = self.c.list(items)
             if self.holding:
                 if len(self.held) >= SIMPLIFY_HOLD_LIMIT:
                     self._forget_held()
                 self.held.append(t)
-                self.held_nodes[<uintptr_t><void*>t] = node
+                self.held_nodes.insert(<uintptr_t><void*>t, node)
             return node
         if isinstance(t, float):
             return self.c.real(t)
@@ -188,9 +245,28 @@ cdef class Simplifier:
         self._reset_if_due()
         self.holding = True
         try:
-            self._convert(tree, 0)
+            self._convert(tree, 0, native_stack_limit())
         finally:
             self.holding = False
+
+    cdef int _hold_parent(self, object tree) except -1:
+        # ``hold(tree)`` for a genetic operator's parent, unless it is held already (one look
+        # up): a parent held when it was parsed is forgotten at the core's next reset, and its
+        # children, converted and hashed whole since, share its lists again. A tree the core
+        # cannot take is not held (its children say why, as Mutate._tree's parents).
+        if type(tree) is not list:
+            return 0
+        self._reset_if_due()
+        if self.held and self.held_nodes.find(<uintptr_t><void*>tree) != NULL:
+            return 0
+        self.holding = True
+        try:
+            self._convert(tree, 0, native_stack_limit())
+        except (TypeError, OverflowError, RecursionError):
+            pass
+        finally:
+            self.holding = False
+        return 0
 
     @property
     def n_held(self):
@@ -203,6 +279,8 @@ cdef class Simplifier:
             self.n_resets += 1
             self.last_in = self.last_out = None
             self.symbols.clear()
+            self.name_of.clear()
+            self.names = []
             self._forget_held()
             # (an entry kept by a list's content number cannot be met again: no number comes
             # back; an atom's, kept by its source, can)
@@ -212,20 +290,35 @@ cdef class Simplifier:
         self.held_nodes.clear()
         self.held = []
 
-    cdef object _tree(self, SNode* n):
+    cdef object _tree(self, SNode* n, char* limit):
+        # (``limit``: this thread's native stack limit, native_stack_limit())
         cdef int k = node_kind(n)
-        if k == 0:
-            return PyUnicode_DecodeUTF8(n.s.data(), n.s.size(), NULL)
+        cdef unordered_map[uintptr_t, PyObject*].iterator found
+        if k == 0:  # (one str per name, decoded once: the core shares one Node per name)
+            found = self.name_of.find(<uintptr_t>n)
+            if found != self.name_of.end():
+                return <object>deref(found).second
+            name = PyUnicode_DecodeUTF8(n.s.data(), n.s.size(), NULL)
+            self.names.append(name)
+            self.name_of[<uintptr_t>n] = <PyObject*>name
+            return name
         if k == 1:
             return n.i
         if k == 2:
             return n.f
         if k == 3:
             return n.b
-        if native_stack_exhausted():
+        if _below_limit(limit):
             raise RecursionError(_STACK_EXHAUSTED)
-        cdef size_t j
-        return _acyclic([self._tree(n.items[j]) for j in range(n.items.size())])
+        cdef size_t j, m = n.items.size()
+        # (made at its length and filled: the items not yet set are NULL, which a list freed
+        # midway, at an error, skips)
+        out = PyList_New(m)
+        for j in range(m):
+            x = self._tree(n.items[j], limit)
+            Py_INCREF(x)
+            PyList_SET_ITEM(out, j, x)
+        return _acyclic(out)
 
     def canonical_form(self, tree, skeleton=False):
         """(tree, source, size) of the canonical simplified tree, and its skeleton after them
@@ -233,15 +326,19 @@ cdef class Simplifier:
         are names."""
         return self._canonical_form(tree, skeleton)
 
-    cdef object _canonical_form(self, object tree, bint skeleton):
+    cdef object _canonical_form(self, object tree, bint skeleton, bint none_if_too_many=False):
+        # (``none_if_too_many``: None for a model that needs too many parameters, ``entry``'s
+        # answer, without raising and catching ``too_many`` for each such child)
         cdef SNode* out = NULL
         cdef string src, skel
         cdef int64_t size = 0
         cdef SNode* n = self._node(tree)
         cdef int code = self.c.canonical_form(n, &out, &src, &size, &skel if skeleton else NULL)
         if code:
+            if code == 1 and none_if_too_many:
+                return None
             self._fail(code)
-        t = self._tree(out)
+        t = self._tree(out, native_stack_limit())
         self.last_out = t
         self.last_out_node = out
         if skeleton:
@@ -255,7 +352,7 @@ cdef class Simplifier:
         cdef int code = self.c.simplify(n, &out)
         if code:
             self._fail(code)
-        return self._tree(out)
+        return self._tree(out, native_stack_limit())
 
     def source(self, t):
         """``sexpr.to_source(t)``, memoized per subtree content."""
@@ -289,7 +386,9 @@ cdef class Simplifier:
         and again."""
         return self._entry(tree)
 
-    cdef object _entry(self, object tree):
+    cdef object _entry(self, object tree, bint lazy=False):
+        # (``lazy``, Breeder.children's: the entry of a list computed now comes back as a
+        # _Made, without its Python tree, and ``_complete`` makes the entry of a kept one)
         cdef uint64_t number = 0
         cdef string src
         cdef SNode* n = self._node(tree)
@@ -304,7 +403,10 @@ cdef class Simplifier:
             if len(self.entries) > SIMPLIFY_ENTRY_LIMIT:
                 self.entries.clear()
             try:
-                out = self._canonical_form(tree, True)
+                if lazy and type(tree) is list:
+                    out = self._made(tree, key)
+                else:
+                    out = self._canonical_form(tree, True, True)
             except self.too_many:
                 out = None
             except Exception:  # noqa: BLE001 - a tree outside the forms: the caller's rule
@@ -312,6 +414,44 @@ cdef class Simplifier:
                     raise
                 out = self.fallback(tree)
             self.entries[key] = out
+        elif not lazy and type(out) is _Made:
+            out = self._complete(<_Made>out, tree)
+        return out
+
+    cdef object _made(self, object tree, object key):
+        # The canonical form of list ``tree`` (its Node the last converted) as a _Made, or None
+        # when it needs too many parameters; raises as ``_canonical_form``.
+        cdef SNode* out = NULL
+        cdef string src
+        cdef _Made m = _Made.__new__(_Made)
+        cdef int code = self.c.canonical_form(self._node(tree), &out, &src, &m.size, &m.skel)
+        if code:
+            if code == 1:
+                return None
+            self._fail(code)
+        m.src = src.decode("utf-8")
+        m.key = key
+        m.node = out
+        m.resets = self.n_resets
+        return m
+
+    cdef object _complete(self, _Made m, object tree):
+        # The entry of the canonical form ``m`` (of a tree with ``tree``'s content), kept in
+        # its place among the entries; a tree the Python tree cannot be made of (too deep for
+        # this thread's native stack) has ``fallback``'s entry, as ``_entry`` gives it.
+        if m.resets != self.n_resets:  # (its Node was forgotten: never, see _Made)
+            raise RuntimeError("a canonical form outlived the simplifier's memo")
+        try:
+            t = self._tree(m.node, native_stack_limit())
+            self.last_out = t
+            self.last_out_node = m.node
+            out = _acyclic((t, m.src, m.size, m.skel.decode("utf-8")))
+        except Exception:  # noqa: BLE001 - as _entry's
+            if self.fallback is None:
+                raise
+            out = self.fallback(tree)
+        if self.entries.get(m.key) is m:
+            self.entries[m.key] = out
         return out
 
     def content(self, list t):
