@@ -13,8 +13,8 @@ Simplifier): microseconds per child kept and per child bred, and the total; then
 medians of the thread's CPU time (steadier than the wall clock on a shared machine). The
 answers of the search's Seen are captured per query (a set of the sources it held), so a replay
 costs the same set lookups under any build: ``compare`` replays one capture under this build
-and another build's core extension, alternated in one process (the machine is noisy). The capture pickles trees, not Sites (made again
-at load).
+and another build's core extension, alternated in one process (the machine is noisy). The
+capture pickles trees, not Sites (made again at load).
 """
 import pickle
 import statistics
@@ -22,9 +22,9 @@ import sys
 import time
 
 import numpy as np
+from ndvm._core._core import Breeder, Draws, Sites
 
 import ndvm
-from ndvm._core._core import Breeder, Draws, Sites
 from ndvm.cosearch import proposers
 from ndvm.cosearch.simplify import Simplifier, TooManyParameters
 
@@ -50,10 +50,11 @@ class _Recorder:
 
     def children(self, rng, n, out, made, seen, canonical, parents, errors, n_front, seeds,
                  admits=None, **options):
-        call = dict(grammar=self.breeder.grammar, params=self.params,
-                    state=rng.rng.bit_generator.state, n=n, out=list(out), made=dict(made),
-                    parents=[s.tree for s in parents], errors=list(errors), n_front=n_front,
-                    seeds=[s.tree for s in seeds], admits=admits is not None, options=options)
+        call = {"grammar": self.breeder.grammar, "params": self.params,
+                "state": rng.rng.bit_generator.state, "n": n, "out": list(out),
+                "made": dict(made), "parents": [s.tree for s in parents],
+                "errors": list(errors), "n_front": n_front, "seeds": [s.tree for s in seeds],
+                "admits": admits is not None, "options": options}
         answers = _SeenAnswers(seen)
         got = self.breeder.children(rng, n, out, made, answers, canonical, parents, errors,
                                     n_front, seeds, admits=admits, **options)

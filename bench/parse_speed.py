@@ -89,7 +89,8 @@ def main():
     a = ap.parse_args()
     sets = []
     if a.corpus and Path(a.corpus).exists():
-        sets.append(("candidates", list(pickle.load(open(a.corpus, "rb"))), a.rounds))
+        with open(a.corpus, "rb") as f:
+            sets.append(("candidates", list(pickle.load(f)), a.rounds))
     elif a.corpus:
         print(f"(no corpus at {a.corpus}: skipped)")
     progs = sorted((ROOT / "tests" / "programs").glob("*.scm")) + sorted(

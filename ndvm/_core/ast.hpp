@@ -93,8 +93,12 @@ struct KidAllocator {
   void deallocate(T* p, size_t n) {
     if (!arena) std::allocator<T>().deallocate(p, n);
   }
-  friend bool operator==(const KidAllocator& a, const KidAllocator& b) { return a.arena == b.arena; }
-  friend bool operator!=(const KidAllocator& a, const KidAllocator& b) { return a.arena != b.arena; }
+  friend bool operator==(const KidAllocator& a, const KidAllocator& b) {
+    return a.arena == b.arena;
+  }
+  friend bool operator!=(const KidAllocator& a, const KidAllocator& b) {
+    return a.arena != b.arena;
+  }
 };
 
 struct Node {
