@@ -390,6 +390,62 @@ def test_the_canonical_entry_is_the_canonical_form_and_says_when_it_cannot_be():
         simp.entry(["+", "x", {"not": "an atom"}])
 
 
+def test_children_hold_their_parents_only_when_asked():
+    # (the children loop held every parent it drew: a caller's parent changed in place after
+    # the call kept its old canonical form, and a tree sharing the list came back stale)
+    params = ("a", "b", "c")
+    breed = gp.breeder(Grammar(params=params))
+    for hold in (False, True):
+        simp = Simplifier(params).core
+        tree = to_tree("(* a (exp (* b x)))")
+        breed.children(_core.Draws(np.random.default_rng(0)), 1, [], {}, set(), simp,
+                       [gp.Sites(tree)], [1.0], 0, [], fresh=0.0, crossover=0.0,
+                       hold_parents=hold)
+        tree[2][0] = "cos"
+        got = simp.entry(["+", tree, "c"])[1]
+        assert (got == "(+ a (* b (exp (* c x))))") if hold else (
+            got == Simplifier(params).core.entry(["+", tree, "c"])[1]
+            == "(+ a (* b (cos (* c x))))")
+
+
+def test_children_survive_a_reset_of_their_simplifier_while_seen_is_asked():
+    # (a child's canonical form is kept without its tree until it is known to be new; a Seen
+    # whose test used the same Simplifier past a reset met "a canonical form outlived the
+    # simplifier's memo": it is computed again)
+    params = ("a", "b", "c")
+    g = Grammar(params=params)
+    breed = gp.breeder(g)
+    parents = ["(* a (exp (* b x)))", "(+ a (* b (cos (* c x))))"]
+
+    def bred(seen, simp):
+        out, made = [], {}
+        breed.children(_core.Draws(np.random.default_rng(3)), 5, out, made, seen, simp,
+                       [gp.Sites(to_tree(p)) for p in parents], [1.0, 2.0], 0, [])
+        return out, made
+
+    simp = Simplifier(params).core
+    extra = np.random.default_rng(9)
+
+    class Resetting:
+        def __contains__(self, src):
+            before = simp.n_resets
+            while simp.n_resets == before:
+                simp.entry(gp.grow(extra, g))
+            return False
+
+    out, made = bred(Resetting(), simp)
+    assert simp.n_resets >= 5
+    want_out, want_made = bred(set(), Simplifier(params).core)
+    assert out == want_out and all(made[s][1:] == want_made[s][1:] for s in out)
+
+
+def test_a_fallback_that_is_not_an_entry_is_refused():
+    simp = Simplifier(("a", "b"))
+    simp.core.fallback = lambda tree: ("too", "short")
+    with pytest.raises(TypeError, match="fallback returns .* not tuple of 2"):
+        simp.entry(["-"])
+
+
 def _copy_tree(t):
     return [_copy_tree(x) for x in t] if isinstance(t, list) else t
 

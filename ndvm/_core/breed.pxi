@@ -590,7 +590,7 @@ cdef class Breeder:
                  Simplifier canonical not None, list parents not None, errors,
                  Py_ssize_t n_front, list seeds not None, admits=None,
                  double fresh=0.1, double crossover=0.3, long tournament=3,
-                 double front_rate=0.25):
+                 double front_rate=0.25, bint hold_parents=False):
         """Breed children until ``out`` holds ``n`` sources (at most 20 n tries): each child is
         grown afresh (``fresh``; three in ten of those mutate a seed, the Sites of ``seeds``,
         when there are seeds), crossed over from two parents (``crossover``) or mutated from
@@ -600,7 +600,12 @@ cdef class Breeder:
         canonical entry (``canonical.entry``: tree, source, size, skeleton) exists, is at most
         the grammar's max_size, is admitted (``admits(tree)``, when given) and its source is
         neither in ``made`` nor in ``seen``: its source is appended to ``out`` and ``made`` maps
-        it to the entry. Draws from ``rng`` as the search's Python loop did, draw for draw."""
+        it to the entry. Draws from ``rng`` as the search's Python loop did, draw for draw.
+        ``hold_parents``: each parent's tree is held by ``canonical`` (``Simplifier.hold``; again
+        after the core's resets) when it is drawn, so that its children's lists off the
+        rewritten path are met by identity, not converted: faster, for trees that never change
+        afterwards (the search's parents; a held list changed in place would keep its old
+        canonical form)."""
         cdef Draws d = _bdraws(rng)
         cdef vector[double] errv
         _berrors(errors, n_front, tournament, errv)
@@ -619,7 +624,8 @@ cdef class Breeder:
             if not n_parents or r < fresh:
                 if seeds and d._random() < 0.3:
                     a = <Sites?>seeds[d._below(len(seeds))]
-                    canonical._hold_parent(a.tree)
+                    if hold_parents:
+                        canonical._hold_parent(a.tree)
                     child = self._mutate(d, a.tree, a)
                 else:
                     child = self._grow(d, self.max_depth, frozenset(), False, 0)
@@ -628,13 +634,15 @@ cdef class Breeder:
                                                 tournament)]
                 b = <Sites?>parents[self._pick(d, n_parents, errs, n_front, front_rate,
                                                 tournament)]
-                canonical._hold_parent(a.tree)
-                canonical._hold_parent(b.tree)
+                if hold_parents:
+                    canonical._hold_parent(a.tree)
+                    canonical._hold_parent(b.tree)
                 child = self._crossover(d, a.tree, b.tree, a, b)
             else:
                 a = <Sites?>parents[self._pick(d, n_parents, errs, n_front, front_rate,
                                                 tournament)]
-                canonical._hold_parent(a.tree)
+                if hold_parents:
+                    canonical._hold_parent(a.tree)
                 child = self._mutate(d, a.tree, a)
             self.n_tries += 1
             entry = canonical._entry(child, True)

@@ -412,7 +412,7 @@ cdef class Simplifier:
             except Exception:  # noqa: BLE001 - a tree outside the forms: the caller's rule
                 if self.fallback is None:
                     raise
-                out = self.fallback(tree)
+                out = _fallback_entry(self.fallback, tree)
             self.entries[key] = out
         elif not lazy and type(out) is _Made:
             out = self._complete(<_Made>out, tree)
@@ -439,8 +439,11 @@ cdef class Simplifier:
         # The entry of the canonical form ``m`` (of a tree with ``tree``'s content), kept in
         # its place among the entries; a tree the Python tree cannot be made of (too deep for
         # this thread's native stack) has ``fallback``'s entry, as ``_entry`` gives it.
-        if m.resets != self.n_resets:  # (its Node was forgotten: never, see _Made)
-            raise RuntimeError("a canonical form outlived the simplifier's memo")
+        if m.resets != self.n_resets:  # (the core was reset since, its Node forgotten, while
+            # the caller's Python ran: a ``seen`` or a finalizer that used this Simplifier)
+            if self.entries.get(m.key) is m:
+                del self.entries[m.key]
+            return self._entry(tree)
         try:
             t = self._tree(m.node, native_stack_limit())
             self.last_out = t
@@ -449,7 +452,7 @@ cdef class Simplifier:
         except Exception:  # noqa: BLE001 - as _entry's
             if self.fallback is None:
                 raise
-            out = self.fallback(tree)
+            out = _fallback_entry(self.fallback, tree)
         if self.entries.get(m.key) is m:
             self.entries[m.key] = out
         return out
@@ -462,6 +465,17 @@ cdef class Simplifier:
         if code:
             self._fail(code)
         return out
+
+
+cdef object _fallback_entry(object fallback, object tree):
+    # ``fallback(tree)``, checked: an entry is (tree, source, size, skeleton) or None (the
+    # children loop reads its items unchecked)
+    out = fallback(tree)
+    if out is not None and not (type(out) is tuple and len(<tuple>out) == 4):
+        raise TypeError(f"a Simplifier's fallback returns (tree, source, size, skeleton) or "
+                        f"None, not {type(out).__name__}"
+                        + (f" of {len(out)}" if isinstance(out, tuple) else ""))
+    return out
 
 
 cdef string _utf8_name(object p) except *:

@@ -260,7 +260,7 @@ class Mutate(Proposer):
                 self.rng, n, out, made, state.seen, _simplifier(g.params).core, trees, errors,
                 self.n_front, seeds, admits=None if self._units is None else self._units.admits,
                 fresh=self.fresh, crossover=self.crossover, tournament=self.tournament,
-                front_rate=self.front_rate)
+                front_rate=self.front_rate, hold_parents=True)
         return out
 
 
