@@ -439,6 +439,36 @@ def test_children_survive_a_reset_of_their_simplifier_while_seen_is_asked():
     assert out == want_out and all(made[s][1:] == want_made[s][1:] for s in out)
 
 
+def test_a_simplifier_used_again_while_it_converts_a_tree_waits_to_reset():
+    # (an atom whose comparison used the same Simplifier past its memo's limits reset it in the
+    # middle of the conversion: the canonical form came back wrong, without a word)
+    params = ("a", "b", "c")
+    g = Grammar(params=params)
+    tree = ["+", ["*", "a", "x"], ["*", "b", ["sin", "x"]], ["cos", "c"], 3, ["*", "a", "x"]]
+    want = Simplifier(params).core.entry(_copy_tree(tree))
+    probe, extra = Simplifier(params).core, np.random.default_rng(9)
+    grown = 0
+    while probe.n_resets == 0:  # (how many new trees take a Simplifier to its reset)
+        probe.entry(gp.grow(extra, g))
+        grown += 1
+    core = Simplifier(params).core
+    extra = np.random.default_rng(9)
+
+    class Meddling(int):
+        armed = True
+
+        def __lt__(self, other):
+            if Meddling.armed:
+                Meddling.armed = False
+                for _ in range(grown + 10):
+                    core.entry(gp.grow(extra, g))
+            return int.__lt__(self, other)
+
+    assert core.entry([*tree[:4], Meddling(3), tree[5]]) == want
+    assert core.n_resets == 0  # (it waited: the next call resets)
+    assert core.entry(["*", "a", "y"])[1] == "(* a y)" and core.n_resets == 1
+
+
 def test_a_fallback_that_is_not_an_entry_is_refused():
     simp = Simplifier(("a", "b"))
     simp.core.fallback = lambda tree: ("too", "short")

@@ -123,6 +123,10 @@ cdef class Simplifier:
     cdef list names          # the str of each symbol Node met by ``_tree`` ...
     cdef unordered_map[uintptr_t, PyObject*] name_of  # ... by the Node's address (borrowed)
     cdef bint holding        # (while ``hold`` converts)
+    # conversions (Python tree -> Nodes, Nodes -> Python tree) under way: Python code that runs
+    # during one (an atom's comparison, a garbage collector's finalizer) may use this Simplifier
+    # again, and a reset then would free the Nodes the conversion holds; it waits for them
+    cdef int busy
     cdef readonly Py_ssize_t n_resets  # how many times the core's memo was forgotten
     cdef readonly Py_ssize_t n_entries_made  # canonical entries computed (``entry`` not kept)
     cdef list held           # the lists held (alive: their addresses stay theirs) ...
@@ -170,7 +174,12 @@ cdef class Simplifier:
         if t is self.last_out:
             return self.last_out_node
         self._reset_if_due()
-        cdef SNode* n = self._convert(t, 0, native_stack_limit())
+        cdef SNode* n
+        self.busy += 1
+        try:
+            n = self._convert(t, 0, native_stack_limit())
+        finally:
+            self.busy -= 1
         self.last_in = t
         self.last_in_node = n
         return n
@@ -244,10 +253,12 @@ cdef class Simplifier:
         operator copies). At most SIMPLIFY_HOLD_LIMIT lists, all forgotten at a reset."""
         self._reset_if_due()
         self.holding = True
+        self.busy += 1
         try:
             self._convert(tree, 0, native_stack_limit())
         finally:
             self.holding = False
+            self.busy -= 1
 
     cdef int _hold_parent(self, object tree) except -1:
         # ``hold(tree)`` for a genetic operator's parent, unless it is held already (one look
@@ -260,12 +271,14 @@ cdef class Simplifier:
         if self.held and self.held_nodes.find(<uintptr_t><void*>tree) != NULL:
             return 0
         self.holding = True
+        self.busy += 1
         try:
             self._convert(tree, 0, native_stack_limit())
         except (TypeError, OverflowError, RecursionError):
             pass
         finally:
             self.holding = False
+            self.busy -= 1
         return 0
 
     @property
@@ -274,7 +287,10 @@ cdef class Simplifier:
         return len(self.held)
 
     cdef _reset_if_due(self):
-        # (the core forgets every Node when its memo outgrows its limits: so does every map here)
+        # (the core forgets every Node when its memo outgrows its limits: so does every map here;
+        # not while a conversion is under way, ``busy``: the next call resets)
+        if self.busy:
+            return
         if self.c.maybe_reset():
             self.n_resets += 1
             self.last_in = self.last_out = None
@@ -289,6 +305,14 @@ cdef class Simplifier:
     cdef _forget_held(self):
         self.held_nodes.clear()
         self.held = []
+
+    cdef object _python_tree(self, SNode* n):
+        # ``_tree(n)``, a conversion under way (``busy``) while it makes Python objects
+        self.busy += 1
+        try:
+            return self._tree(n, native_stack_limit())
+        finally:
+            self.busy -= 1
 
     cdef object _tree(self, SNode* n, char* limit):
         # (``limit``: this thread's native stack limit, native_stack_limit())
@@ -338,7 +362,7 @@ cdef class Simplifier:
             if code == 1 and none_if_too_many:
                 return None
             self._fail(code)
-        t = self._tree(out, native_stack_limit())
+        t = self._python_tree(out)
         self.last_out = t
         self.last_out_node = out
         if skeleton:
@@ -352,7 +376,7 @@ cdef class Simplifier:
         cdef int code = self.c.simplify(n, &out)
         if code:
             self._fail(code)
-        return self._tree(out, native_stack_limit())
+        return self._python_tree(out)
 
     def source(self, t):
         """``sexpr.to_source(t)``, memoized per subtree content."""
@@ -445,7 +469,7 @@ cdef class Simplifier:
                 del self.entries[m.key]
             return self._entry(tree)
         try:
-            t = self._tree(m.node, native_stack_limit())
+            t = self._python_tree(m.node)
             self.last_out = t
             self.last_out_node = m.node
             out = _acyclic((t, m.src, m.size, m.skel.decode("utf-8")))
