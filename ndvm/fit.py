@@ -243,9 +243,14 @@ def finite_rows(y, arrays):
     return keep
 
 
+def _all_finite(a):
+    """Whether every value of ``a`` is finite (one pass when they are: their sum is finite)."""
+    total = float(np.add.reduce(a, axis=None))  # NaN or inf unless every value is finite
+    return total - total == 0.0 or bool(np.isfinite(a).all())  # (or the sum overflowed)
+
+
 def _check_finite(what, a, advice=None):
-    total = float(np.add.reduce(a, axis=None))  # one pass; NaN or inf unless every value is finite
-    if total - total != 0.0 and not np.isfinite(a).all():
+    if not _all_finite(a):
         i = int(np.flatnonzero(~np.isfinite(a.reshape(-1)))[0])
         raise ValueError(f"{what} has a non-finite value ({a.reshape(-1)[i]}) at index {i}; "
                          + (advice or "remove it, or pass nan_policy='omit' (ndvm fit: "
@@ -259,8 +264,7 @@ def _initial_values(names, S, init, bounds, seed):
     if init and not bounds and _given_rows(names, S, init):  # (the co-search's per-candidate
         # starts: a row of S drawn values a name, stacked and checked at once)
         out = np.array([init[n] for n in names], dtype=np.float64)
-        total = float(np.add.reduce(out, axis=None))
-        if total - total == 0.0:
+        if _all_finite(out):
             return out
     # (a generator is made only when a draw is needed, where the seed is a valid number: a
     # candidate whose every start is given, as the co-search stages them, makes none)

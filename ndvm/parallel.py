@@ -787,17 +787,12 @@ class Begun:
                         self._deadline)
         with gc_paused():
             helpers = min(self._workers - 1 - lent, len(self._staged))
-            if helpers > 0:
-                sched = Scheduler.threads(self._workers)
-                handles = sched.lend(self.drain, helpers)
-            else:  # (no worker thread to ask: a round of one island on one thread)
-                handles = ()
-                self.drain()
+            sched = Scheduler.threads(self._workers)
+            handles = sched.lend(self.drain, helpers)
             if meanwhile is not None:
                 meanwhile()
             self._batch.close()  # (waits for the fits other threads are still running)
-            if handles:
-                sched.raise_failures(handles)  # a helper's own failure (never a candidate's)
+            sched.raise_failures(handles)  # a helper's own failure (never a candidate's)
             return _read(self._items, self._staged, self._batch, self._results)
 
 

@@ -6,7 +6,7 @@ namespace ndvm::expander {
 
 // ---- the expander proper --------------------------------------------------------------------
 const Node* Expander::expand(int32_t d, const Ctx& c) {
-  if (native_stack_exhausted()) form_limit(d);
+  if (native_stack_exhausted(stack_limit_)) form_limit(d);
   const Datum& x = D(d);
   switch (x.kind) {
     case DatumKind::Num: return constant(d, Value::number(x.num));

@@ -96,10 +96,6 @@ class Expander {
     e.file_ = cur_->name_;
     throw e;
   }
-  bool native_stack_exhausted() const {  // (stack.hpp's, with the limit looked up once)
-    char here;
-    return &here < stack_limit_;
-  }
   bool is_sym(int32_t d) const { return D(d).kind == DatumKind::Sym; }
   const std::string& sym(int32_t d) const { return cur_->sym_name(d); }
   bool is_list(int32_t d) const { return D(d).kind == DatumKind::List && !D(d).dotted; }

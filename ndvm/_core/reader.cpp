@@ -176,8 +176,7 @@ class Reader {
   int32_t read_datum(int depth) {
     if (depth > kMaxNesting)
       fail("nesting deeper than " + std::to_string(kMaxNesting) + " levels");
-    char here;  // (native_stack_exhausted(), with the limit looked up once)
-    if (&here < stack_limit_) fail("nesting too deep for the native stack");
+    if (native_stack_exhausted(stack_limit_)) fail("nesting too deep for the native stack");
     skip_space();
     if (i_ >= t_.size()) fail("unexpected end of input: expected an expression");
     SrcPos pos{line_, col_};

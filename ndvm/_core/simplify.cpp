@@ -293,8 +293,7 @@ struct Rules {
   static size_t len(N t) { return t->items.size(); }
 
   void guard() const {
-    char here;
-    if (&here < stack_limit_)
+    if (native_stack_exhausted(stack_limit_))
       raise(Err::Recursion,
             "maximum recursion depth exceeded in the simplifier (the tree is nested too deeply "
             "for this thread's native stack)");

@@ -17,13 +17,8 @@ cdef extern from "Python.h":
 
 cdef extern from "stack.hpp" namespace "ndvm":
     char* native_stack_limit() nogil
-
-
-cdef inline bint _below_limit(char* limit) noexcept nogil:
-    # native_stack_exhausted() against a limit looked up once a tree (each lookup of the
-    # thread's limit is a call through the thread-local storage of this shared library)
-    cdef char here = 0
-    return &here < limit
+    # (against a limit looked up once a tree)
+    bool _below_limit "ndvm::native_stack_exhausted"(const char* limit) nogil
 
 
 cdef inline object _acyclic(object o):

@@ -34,10 +34,14 @@ inline char* native_stack_limit() {
   return limit;
 }
 
-inline bool native_stack_exhausted() {
+// Whether the calling frame is below `limit` (native_stack_limit(), which a walk may look up once
+// and pass down: each lookup is a call through this library's thread-local storage).
+inline bool native_stack_exhausted(const char* limit) {
   char here;
-  return &here < native_stack_limit();
+  return &here < limit;
 }
+
+inline bool native_stack_exhausted() { return native_stack_exhausted(native_stack_limit()); }
 
 // Throws `kind` with `what` when the native stack is nearly exhausted.
 inline void check_native_stack(ErrorKind kind, const char* what) {
