@@ -322,6 +322,17 @@ def test_the_program_handed_back_reads_the_columns_by_their_names():
     assert np.allclose(v, m.predict(odd))
 
 
+def test_a_fit_on_a_hundred_thousand_points_ends_with_the_models_standard_errors():
+    # (the selection's standard errors made an N x N matrix: fit raised a MemoryError, 74.5 GiB,
+    # after its whole search)
+    rng = np.random.default_rng(0)
+    X = rng.uniform(1.0, 3.0, (100_000, 2))
+    y = X[:, 0] * np.exp(-0.5 * X[:, 1])
+    m = ndvm.SymbolicRegressor(budget=None, max_candidates=256, random_state=0).fit(X, y)
+    assert m.stderr_ and set(m.stderr_) == set(m.params_)
+    assert m.score(X, y) > 0.99
+
+
 def test_the_selected_parameters_come_with_their_standard_errors():
     # (a search handed back parameters without the uncertainties ndvm fit prints: a scientist
     # refitted the model to get them)

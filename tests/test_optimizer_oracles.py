@@ -46,6 +46,22 @@ def test_standard_errors_of_a_linear_model_are_the_ols_closed_form(optimizer, st
     assert res.stderr["b"] == pytest.approx(np.sqrt(cov[1, 1]), rel=1e-9)
 
 
+def test_a_search_selections_standard_errors_on_many_points_are_the_ols_closed_form():
+    """The standard errors a search reports for its chosen model (select.standard_errors) on
+    300,000 points: s^2 (X^T X)^-1 of the line. Its SVD of the Jacobian made the N x N matrix
+    U as well (a MemoryError here; 450 MB and seconds on a 7,500-point Feynman set)."""
+    from ndvm.cosearch.select import standard_errors
+    from ndvm.evaluator import Evaluator
+
+    rng = np.random.default_rng(4)
+    x = np.linspace(-2.0, 5.0, 300_000)
+    y = 0.7 - 1.9 * x + rng.normal(0, 0.3, x.size)
+    coef, cov = _ols(x, y)
+    se = standard_errors(LINE, {"a": coef[0], "b": coef[1]}, {"x": x}, y, Evaluator())
+    assert se["a"] == pytest.approx(np.sqrt(cov[0, 0]), rel=1e-7)
+    assert se["b"] == pytest.approx(np.sqrt(cov[1, 1]), rel=1e-7)
+
+
 def _noisy_decay_and_curve_fit():
     """(x, y, popt, pcov): 2 exp(-0.8 x) plus noise, and scipy's tightly converged curve_fit."""
     optimize = pytest.importorskip("scipy.optimize")
