@@ -18,6 +18,7 @@ every small one-input program s of the grammar (grammar.small_programs over z), 
 indices z. The search proposes them first (proposers.Mutate) and evolves from them.
 """
 import copy
+import functools
 import hashlib
 import itertools
 import math
@@ -41,15 +42,18 @@ MIN_INPUTS = 2          # building blocks for tasks with at least this many inpu
 SCAN_ROWS = 2000        # rows the index scan uses (evenly spaced over the training rows)
 SIGN_SHARE = 0.99       # y keeps one sign when its rows hold this share of sum(y^2)
 MAX_TERMS = 4           # inputs one index may combine
+MAX_INDICES = 5000      # indices scanned at most (13 inputs and more: fewer combined)
 INDICES = 2             # indices z turned into building blocks
 GAUGES = 2              # outer monomials per index (structure.gauges)
 ADDITIVE_POWERS = (-2, -1, 1, 2)  # powers of an input a sum's terms may hold (additive_laws)
 WHOLE_TOLERANCE = 0.15  # a log-fit exponent this close to an integer: an input that may only
 MAX_FACTORS = 4         # multiply (additive_laws tries every subset of at most this many)
+MAX_SUM_INPUTS = 16     # inputs a sum's terms may come from (its fit costs ~ their number^5)
 DROP = 1e-4             # a sum's term is dropped while the fit's R^2 loses less than this
 SUPPORT = 0.99          # blocks only from a fit (power law, index) explaining this share of
                         # the (log) variance: no data, no blocks (they would take a search's
                         # budget and parents on a law of another kind)
+_ORDERS_AT_ONCE = 256  # indices whose orders are sorted in one call (single_indices)
 _INDEX_Z = "?z"         # the stand-in input of the one-input programs (no program can name it)
 
 
@@ -102,42 +106,77 @@ def power_law(X, y):
     return coef[1:], r2
 
 
+@functools.lru_cache(maxsize=16)
 def _index_exponents(d):
     """Exponent vectors of candidate indices over d inputs: entries in -2..2 (in -1..1 beyond
-    four inputs), at most MAX_TERMS nonzero (one more up to seven inputs), first nonzero
-    positive, no common factor (z^2 and 1/z order the points as z does)."""
+    four inputs), at most MAX_TERMS nonzero (one more up to seven inputs; fewer where more
+    would make more than MAX_INDICES of them: many inputs), first nonzero positive, no common
+    factor (z^2 and 1/z order the points as z does); a tuple, in the lexicographic order of the
+    entries."""
     values = (-2, -1, 0, 1, 2) if d <= 4 else (-1, 0, 1)
-    most = MAX_TERMS + (1 if d <= 7 else 0)
-    for ks in itertools.product(values, repeat=d):
-        nz = [k for k in ks if k]
-        if not nz or nz[0] < 0 or len(nz) > most:
-            continue
-        if math.gcd(*[abs(k) for k in nz]) != 1:
-            continue
-        yield ks
+    powers = [k for k in values if k]
+    most = min(d, MAX_TERMS + (1 if d <= 7 else 0))
+    while most > 1 and sum(math.comb(d, m) * len(powers) ** m for m in range(1, most + 1)) \
+            > 2 * MAX_INDICES:  # (half of them have a negative first entry)
+        most -= 1
+    out = []
+    for m in range(1, most + 1):
+        for where in itertools.combinations(range(d), m):
+            for nz in itertools.product(powers, repeat=m):
+                if nz[0] < 0 or math.gcd(*[abs(k) for k in nz]) != 1:
+                    continue
+                ks = [0] * d
+                for i, k in zip(where, nz):
+                    ks[i] = k
+                out.append(tuple(ks))
+    rank = {k: values.index(k) for k in values}
+    out.sort(key=lambda ks: [rank[k] for k in ks])
+    return tuple(out)
 
 
-def _smooth(ts, ws, w):
-    """The weighted running mean of ``w`` points of the sorted values ``ts`` with weights
-    ``ws`` (clamped at the ends)."""
-    n = ts.size
-    c = np.concatenate([[0.0], np.cumsum(ts * ws)])
-    m = np.concatenate([[0.0], np.cumsum(ws)])
-    lo = np.clip(np.arange(n) - w // 2, 0, n - w)
-    mass = m[lo + w] - m[lo]
-    return (c[lo + w] - c[lo]) / np.where(mass > 0, mass, 1.0)
+class _RunningMean:
+    """Weighted running means of ``w`` of ``n`` points in an order (clamped at the ends):
+    ``along(ws)`` takes the points' weights in that order (their sums are made once for every
+    mean along it), then ``mean(ts)`` is the running mean of values ``ts`` in that order."""
+
+    def __init__(self, n, w):
+        self.lo = np.clip(np.arange(n) - w // 2, 0, n - w)  # each point's window's first
+        self.hi = self.lo + w
+        self.sums = np.zeros(n + 1)  # (a leading 0, then the running sums)
+        self.ws = self.mass = None
+
+    def _windows(self, values):
+        np.add.accumulate(values, out=self.sums[1:])
+        return self.sums[self.hi] - self.sums[self.lo]
+
+    def along(self, ws):
+        self.ws = ws
+        mass = self._windows(ws)
+        self.mass = np.where(mass > 0, mass, 1.0)
+
+    def mean(self, ts):
+        return self._windows(ts * self.ws) / self.mass
 
 
-def _order(lx, neg, ks):
+def _orders(lx, neg, ks):
     """The points in the order of z = prod x^k (its log, signed by the odd powers of negative
-    inputs)."""
-    logz = lx @ np.asarray(ks, dtype=np.float64)
-    if neg is not None:
-        sign = (neg @ (np.asarray(ks) % 2)) % 2
-        if sign.any():
-            mag = np.exp(np.clip(logz, -700.0, 700.0))
-            return np.argsort(np.where(sign == 1, -mag, mag), kind="stable")
-    return np.argsort(logz, kind="stable")
+    inputs), for each exponent vector of ``ks``: a stable argsort of each's keys, [len(ks), n].
+    (Keys without ties have one sorted order: numpy's faster unstable sort gives it; keys with
+    ties are sorted again stably.)"""
+    keys = np.empty((len(ks), lx.shape[0]))
+    for i, k in enumerate(ks):
+        logz = lx @ np.asarray(k, dtype=np.float64)
+        keys[i] = logz
+        if neg is not None:
+            sign = (neg @ (np.asarray(k) % 2)) % 2
+            if sign.any():
+                mag = np.exp(np.clip(logz, -700.0, 700.0))
+                keys[i] = np.where(sign == 1, -mag, mag)
+    orders = np.argsort(keys, axis=1)
+    ranked = np.take_along_axis(keys, orders, axis=1)
+    for i in np.flatnonzero((ranked[:, 1:] == ranked[:, :-1]).any(axis=1)):
+        orders[i] = np.argsort(keys[i], kind="stable")
+    return orders
 
 
 def gauges(a, ks, count=GAUGES):
@@ -194,24 +233,26 @@ def single_indices(X, y, count=INDICES, rows=SCAN_ROWS, absolute=False):
     sw = np.sqrt(wt)
     A = np.concatenate([np.ones((t.size, 1)), lx], axis=1)
     P = np.linalg.pinv(A * sw[:, None]) * sw  # weighted least squares: coef = P @ t
-    w = max(5, t.size // 40)
+    smooth = _RunningMean(t.size, max(5, t.size // 40))
     scored = []
     h = np.empty_like(t)
     base = t - A @ (P @ t)  # the log fit's residual (the start of every backfit)
-    for ks in _index_exponents(X.shape[1]):
-        order = _order(lx, neg, ks)
-        ws = wt[order]
-        coef, r = None, t
-        if a_fit:  # backfitting: h along z, then a, twice
-            r = base
-            for _ in range(2):
-                h[order] = _smooth(r[order], ws, w)
-                coef = P @ (t - h)
-                r = t - A @ coef
-        h[order] = _smooth(r[order], ws, w)
-        r2 = 1.0 - float(np.sum(wt * (r - h) ** 2)) / ss
-        if math.isfinite(r2):
-            scored.append((-round(r2, 4), sum(1 for v in ks if v), -r2, ks, coef))
+    every = _index_exponents(X.shape[1])
+    for first in range(0, len(every), _ORDERS_AT_ONCE):
+        block = every[first:first + _ORDERS_AT_ONCE]
+        for ks, order in zip(block, _orders(lx, neg, block)):
+            smooth.along(wt[order])
+            coef, r = None, t
+            if a_fit:  # backfitting: h along z, then a, twice
+                r = base
+                for _ in range(2):
+                    h[order] = smooth.mean(r[order])
+                    coef = P @ (t - h)
+                    r = t - A @ coef
+            h[order] = smooth.mean(r[order])
+            r2 = 1.0 - float(np.sum(wt * (r - h) ** 2)) / ss
+            if math.isfinite(r2):
+                scored.append((-round(r2, 4), sum(1 for v in ks if v), -r2, ks, coef))
     scored.sort(key=lambda s: s[:3])
     return [(s[3], None if s[4] is None else s[4][1:], -s[2]) for s in scored[:count]]
 
@@ -287,7 +328,8 @@ def additive_laws(X, y, rows=SCAN_ROWS):
     whose exponent in the fit of log|y| is within WHOLE_TOLERANCE of an integer (an input that
     only multiplies keeps its exact exponent there), each subset of them tried; the sum is
     fitted by least squares (_sum_of_powers). [(M's exponents, [(input, power), ...], with a
-    constant, root, R^2)]."""
+    constant, root, R^2)]. The sum's terms come from at most MAX_SUM_INPUTS inputs: with more, from
+    those of the largest exponents in the fit of log|y|."""
     X = np.asarray(X, dtype=np.float64)
     y = np.asarray(y, dtype=np.float64)
     ok = np.all(np.isfinite(X), axis=1) & np.isfinite(y) & np.all(X != 0, axis=1)
@@ -308,6 +350,9 @@ def additive_laws(X, y, rows=SCAN_ROWS):
         for subset in itertools.combinations(near[:MAX_FACTORS], n):
             outer = [whole[j] if j in subset else 0.0 for j in range(d)]
             free = [j for j in range(d) if j not in subset]
+            if len(free) > MAX_SUM_INPUTS:  # (those of the largest exponents in the log fit:
+                # an input y does not depend on has ~0 there)
+                free = sorted(sorted(free, key=lambda j: -abs(ks[j]))[:MAX_SUM_INPUTS])
             if len(free) < 2:
                 continue
             with np.errstate(all="ignore"):
