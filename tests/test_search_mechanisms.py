@@ -180,6 +180,28 @@ def test_the_shape_library_holds_separable_products_of_response_shapes():
     assert not gp.separable_shapes(gp.Grammar(inputs=("x",), params=P[:4]))  # too few names
 
 
+def test_the_enumerations_before_evolution_are_cut_at_their_first_so_many():
+    # (the shape library grows as d^3: on 60 inputs 3 GB of trees before the first candidate,
+    # a search of 150 inputs killed for its memory; the small models as d^2)
+    wide = gp.Grammar(inputs=tuple(f"x{i}" for i in range(40)), params=P, loop=False)
+    for enumerate_them, most in ((gp.small_programs, gp.SMALL_MAX),
+                                 (gp.separable_shapes, gp.LIBRARY_MAX)):
+        cut = [to_source(t) for t in enumerate_them(wide)]
+        longer = [to_source(t) for t in enumerate_them(wide, limit=most + 100)]
+        assert len(cut) == most and len(longer) == most + 100 and longer[:most] == cut
+        assert len(set(longer)) == len(longer)
+    narrow = gp.Grammar(inputs=tuple(f"x{i}" for i in range(9)), params=P, loop=False)
+    for enumerate_them in (gp.small_programs, gp.separable_shapes):  # (all of them: not cut)
+        assert len(enumerate_them(narrow)) == len(enumerate_them(narrow, limit=None))
+
+
+def test_a_search_of_one_hundred_and_fifty_inputs_finds_a_law_of_three():
+    X = np.random.default_rng(0).uniform(1.0, 3.0, (1000, 150))
+    y = X[:, 0] * X[:, 1] / X[:, 2] ** 2
+    m = ndvm.SymbolicRegressor(budget=None, max_candidates=64, random_state=0).fit(X, y)
+    assert m.score(X, y) > 0.999999
+
+
 def test_the_shape_library_is_scored_but_never_a_parent():
     from types import SimpleNamespace
 

@@ -4,6 +4,7 @@ Trees are grown from unary and binary primitives, inputs, parameters and small c
 ``let`` and ``loop``/``recur`` (a counted iteration ``s <- f(s, x)``). Loop counters and their tests
 are control: no operator ever rewrites them, so a grown or mutated loop always terminates.
 """
+import itertools
 from dataclasses import dataclass, field
 
 from ndvm._core._core import (BREED_KINDS, Sites, breed_choice, breed_get_at,
@@ -187,41 +188,52 @@ def crossover(rng, g, a, b, sites_a=None, sites_b=None):
     return breeder(g).crossover(rng, a, b, sites_a, sites_b)
 
 
-def small_programs(g):
+# The enumerations a search tries before it evolves anything grow with the inputs: the small
+# models as d^2, the shape library as d^3 (33,156 shapes on 9 inputs, 1.3 million on 30, ten on 60
+# filled 3 GB before the first candidate). Each is cut at its first so many, in its own order
+# (smallest first): all of them up to 20 inputs (the small models) and 10 (the library).
+SMALL_MAX = 20_000
+LIBRARY_MAX = 50_000
+
+
+def small_programs(g, limit=SMALL_MAX):
     """Every small model over the grammar's inputs, smallest first, for a search to try before it
     evolves anything: x, u(x), x op y, c op x, a + b u(c x), a u(x) v(y) and a u(b x) v(c x)
-    for unary u, v and inputs x, y."""
+    for unary u, v and inputs x, y; the first ``limit`` of them (a list)."""
+    return [t[0] if len(t) == 1 else t for t in itertools.islice(_small_programs(g), limit)]
+
+
+def _small_programs(g):
     p = g.params[0]
     xs = list(g.inputs)
-    out = [[p]] + [[x] for x in xs]
-    out += [[u, x] for x in xs for u in g.unary]
-    out += [[b, x, y] for b in g.binary for x in xs for y in xs if x != y or b != "-"]
-    out += [[b, p, x] for b in g.binary for x in xs] + [[b, x, p] for b in ("-", "/", "pow")
-                                                          if b in g.binary for x in xs]
+    yield [p]
+    yield from ([x] for x in xs)
+    yield from ([u, x] for x in xs for u in g.unary)
+    yield from ([b, x, y] for b in g.binary for x in xs for y in xs if x != y or b != "-")
+    yield from ([b, p, x] for b in g.binary for x in xs)
+    yield from ([b, x, p] for b in ("-", "/", "pow") if b in g.binary for x in xs)
     if len(g.params) >= 3:
         a, b, c = g.params[:3]
-        out += [["+", a, ["*", b, [u, ["*", c, x]]]] for x in xs for u in g.unary]
-    out += [["*", p, [u, x], [v, y]] for x in xs for y in xs if x < y
-            for u in g.unary for v in g.unary]
+        yield from (["+", a, ["*", b, [u, ["*", c, x]]]] for x in xs for u in g.unary)
+    yield from (["*", p, [u, x], [v, y]] for x in xs for y in xs if x < y
+                for u in g.unary for v in g.unary)
     if len(g.params) >= 3:  # products of two scaled features of one input: exp(-ax) cos(bx)
         a, b, c = g.params[:3]
-        out += [["*", a, [u, ["*", b, x]], [v, ["*", c, x]]] for x in xs
-                for i, u in enumerate(g.unary) for v in g.unary[i + 1:]]
+        yield from (["*", a, [u, ["*", b, x]], [v, ["*", c, x]]] for x in xs
+                    for i, u in enumerate(g.unary) for v in g.unary[i + 1:])
     if "+" in g.binary and "*" in g.binary and len(xs) <= POLYNOMIAL_INPUTS:
-        out += polynomials(xs, g.params)
-    return [t[0] if len(t) == 1 else t for t in out]
+        yield from polynomials(xs, g.params)
 
 
 def _features(g):
     """The inputs and, between two inputs, their ratios and product (the arguments the shape
-    library applies its response shapes to)."""
+    library applies its response shapes to), one at a time."""
     xs = list(g.inputs)
-    out = list(xs)
+    yield from xs
     if "/" in g.binary:
-        out += [["/", x, y] for x in xs for y in xs if x != y]
+        yield from (["/", x, y] for x in xs for y in xs if x != y)
     if "*" in g.binary and len(xs) <= 2:
-        out += [["*", x, y] for i, x in enumerate(xs) for y in xs[i + 1:]]
-    return out
+        yield from (["*", x, y] for i, x in enumerate(xs) for y in xs[i + 1:])
 
 
 def _shapes(g, f, p):
@@ -239,31 +251,32 @@ def _shapes(g, f, p):
     return out
 
 
-def separable_shapes(g):
+def separable_shapes(g, limit=LIBRARY_MAX):
     """Products of response shapes (_shapes) of one or two features (_features): a S(f), a S(f) h
     and a S(f) / h for another feature h, and a S(f) T(h); the shape library a search tries
     after the small models (proposers.Mutate keeps them out of its parents: they are flexible
     enough to fit a small sample with the wrong structure, and their mutants would crowd the
     population). Many published formulas are such products (a normal density in a ratio, a
-    Gaussian bump over a rational one)."""
+    Gaussian bump over a rational one). The first ``limit`` of them (a list)."""
+    return list(itertools.islice(_separable_shapes(g), limit))
+
+
+def _separable_shapes(g):
     if len(g.params) < 5 or "*" not in g.binary:
-        return []
+        return
     a, b, c, d, e5 = g.params[:5]
-    feats = _features(g)
-    out = []
-    shapes = [_shapes(g, f, [b, c]) for f in feats]
-    for of_f in shapes:
-        out += [["*", a, s] for s in of_f]
-    for f, of_f in zip(feats, shapes):
-        for h in feats:
+    for f in _features(g):
+        yield from (["*", a, s] for s in _shapes(g, f, [b, c]))
+    for f in _features(g):
+        of_f = _shapes(g, f, [b, c])
+        for h in _features(g):
             if h == f or (isinstance(h, list) and isinstance(f, list)):
                 continue
             for s in of_f:
-                out.append(["*", a, s, h])
+                yield ["*", a, s, h]
                 if "/" in g.binary:
-                    out.append(["/", ["*", a, s], h])
-                out += [["*", a, s, t] for t in _shapes(g, h, [d, e5])]
-    return out
+                    yield ["/", ["*", a, s], h]
+                yield from (["*", a, s, t] for t in _shapes(g, h, [d, e5]))
 
 
 POLYNOMIAL_INPUTS = 3  # polynomial bases are proposed for problems with at most this many inputs
