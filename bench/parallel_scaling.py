@@ -530,6 +530,52 @@ def _coordinator_share(pids, search, n):
     return got, res, coordinator[0] / (coordinator[0] + theirs)
 
 
+def _island_search(islands, eq_id):
+    """(search(m, seed): an island search of m candidates, its description) for
+    one_island_share: damped, or with ``eq_id`` that Feynman equation's data set (seed 0)."""
+    run = dict(islands=islands, budget=3600, migration_every=256, workers=1)
+    if eq_id is None:
+        def search(m, seed):
+            ndvm.search("damped", max_candidates=m, seed=seed, **run)
+        return search, "damped"
+    import feynman  # (bench/, first on sys.path when this file runs as a script)
+
+    eq = next(e for e in feynman.load_equations() if e.id == eq_id)
+    X, y, _, _ = feynman.make_data(eq, 0)
+
+    def search(m, seed):
+        ndvm.SymbolicRegressor(max_candidates=m, random_state=seed, **run).fit(X, y)
+    return search, f"Feynman {eq_id}, {X.shape[1]} inputs, {y.size} rows"
+
+
+@contextlib.contextmanager
+def _island_clocks():
+    """Yields [Island.run's seconds, the native calibrations' seconds, the data analysis's
+    seconds] of the island searches run meanwhile (read once the block ends)."""
+    from ndvm.cosearch import islands as isl
+    from ndvm.cosearch import proposers
+
+    out = [0.0, 0.0, 0.0]
+    with (timed_calls(isl.Island, ("run",)) as spent, native_seconds() as native,
+          timed_calls(proposers.Mutate, ("_blocks",)) as once):
+        yield out
+    out[:] = spent[0], native[0], once[0]
+
+
+def _fresh_island_share(n, islands, seed, eq_id):
+    """one_island_share's two shares of one search run in a process of its own after a warm-up
+    on another task (ndvm's code run once, none of this search's caches: as a user's process
+    runs its first search)."""
+    other = "recurrence" if eq_id is None else "damped"
+    ndvm.search(other, max_candidates=64 * islands, seed=0, islands=islands, budget=3600,
+                migration_every=256, workers=1)
+    search, _ = _island_search(islands, eq_id)
+    with _island_clocks() as t:
+        search(n, seed)
+    spent, native, once = t
+    return 1.0 - native / spent, 1.0 - native / (spent - once)
+
+
 def one_island_share(n, islands, rounds, eq_id=None):
     """The serial fraction of one island (the issue's item 3): the share of an island's own time
     (``Island.run``: its rounds of proposing, simplifying, validating, calibrating and scoring,
@@ -541,39 +587,26 @@ def one_island_share(n, islands, rounds, eq_id=None):
     (bench/feynman.py's, seed 0: 7,500 rows, each candidate calibrated on Task.fit_points of
     them). That Python, under the GIL, is what one population cannot spread over cores:
     Amdahl's ceiling for a single population is 1 / this share. The Python per candidate is
-    about the same on any data; the calibration it is a share of grows with the rows."""
+    about the same on any data; the calibration it is a share of grows with the rows.
+
+    Every seed's search proposes the same small models and shape library first, whose
+    canonical forms the process keeps: the runs after the first find them made. So the same
+    shares are also measured with each run in a new process (``_fresh_island_share``), as a
+    user's first search runs."""
     from ndvm.cosearch import islands as isl
 
-    run = dict(islands=islands, budget=3600, migration_every=256, workers=1)
-    if eq_id is None:
-        what = "damped"
-
-        def search(m, seed):
-            ndvm.search("damped", max_candidates=m, seed=seed, **run)
-    else:
-        import feynman  # (bench/, first on sys.path when this file runs as a script)
-
-        eq = next(e for e in feynman.load_equations() if e.id == eq_id)
-        X, y, _, _ = feynman.make_data(eq, 0)
-        what = f"Feynman {eq_id}, {X.shape[1]} inputs, {y.size} rows"
-        est = dict(run)
-
-        def search(m, seed):
-            ndvm.SymbolicRegressor(max_candidates=m, random_state=seed, **est).fit(X, y)
-    from ndvm.cosearch import proposers
-
+    search, what = _island_search(islands, eq_id)
     search(64 * islands, 0)  # (warm)
     shares, steady, whole = [], [], []
     for _ in range(rounds):
-        with (timed_calls(isl.Island, ("run",)) as spent, native_seconds() as native,
-              timed_calls(proposers.Mutate, ("_blocks",)) as once,
-              timed_calls(isl, ("_epoch",)) as epochs):
+        with _island_clocks() as t, timed_calls(isl, ("_epoch",)) as epochs:
             search(n, 1 + len(shares))
-        shares.append(1.0 - native[0] / spent[0])
-        whole.append(1.0 - native[0] / epochs[0])
+        spent, native, once = t
+        shares.append(1.0 - native / spent)
+        whole.append(1.0 - native / epochs[0])
         # (the data's building blocks are analysed once a search: a longer search's share
         # tends to this one's without them)
-        steady.append(1.0 - native[0] / (spent[0] - once[0]))
+        steady.append(1.0 - native / (spent - once))
     s, text = runs_text(shares, 3)
     print(f"one island's own serial fraction ({what}; {n} candidates, {islands} islands run on "
           f"one worker; the share of Island.run's time outside the native calibrations): {text}; "
@@ -581,6 +614,13 @@ def one_island_share(n, islands, rounds, eq_id=None):
           f"analysis a search makes once (the building blocks): {runs_text(steady, 3)[1]}; of "
           f"its whole epochs (unpacking the island, its rounds, packing it and its records): "
           f"{runs_text(whole, 3)[1]}")
+    fresh = []
+    for k in range(rounds):
+        with ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn")) as one:
+            fresh.append(one.submit(_fresh_island_share, n, islands, 1 + k, eq_id).result())
+    print(f"  the same, each run in a new process (its first search): "
+          f"{runs_text([f[0] for f in fresh], 3)[1]}; without the data analysis: "
+          f"{runs_text([f[1] for f in fresh], 3)[1]}")
     island_stages(lambda: search(n, 1 + rounds), n, what)
 
 
