@@ -304,11 +304,13 @@ class _Calibration:
             return
         where = {}
         if scorer.start_scales is not None:  # (drawn here, in batch order, on the caller:
-            # one call for the batch draws what one call per parameter drew, in the same order)
+            # one call for the batch draws what one call per parameter drew, in the same order;
+            # normal(0, s) is 0.0 + s * a standard normal, so the standard normals times the
+            # scales are its numbers bit for bit, without a tiled array of scales)
             names = [items[i][1] for i in self.todo]
             scales = scorer.start_scales
             k = sum(len(ns) for ns in names)
-            rows = iter(scorer.draws.normal(0.0, np.tile(scales, k)).reshape(k, scales.size))
+            rows = iter(0.0 + scales * scorer.draws.standard_normal((k, scales.size)))
             where["per_candidate"] = [{"init": {n: next(rows) for n in ns}} for ns in names]
         if recorded is None:
             self.fits = scorer.fitting().begin([items[i][0] for i in self.todo],
