@@ -601,6 +601,8 @@ class FitPlan:
         self._same_starts = isinstance(o.seed, (int, np.integer))
         self._shared = {}  # free names -> _Shared
         self._checked = {}  # the data inputs a program uses (in data order) -> checked_data's
+        # (nan_policy="omit"); else each input checked (name -> array), and the target (y,)
+        self._inputs, self._target = {}, None
         self._ev = evaluator
 
     @property
@@ -613,16 +615,25 @@ class FitPlan:
 
     def _data(self, free, sh):
         """The data inputs a program with free names ``free`` uses, and the target: converted
-        and checked (``checked_data``)."""
+        and checked (``checked_data``). Each check reads every point, so an input and the target
+        are checked once: a set of inputs of which each has passed is made of the checked
+        arrays (a search's candidates meet hundreds of sets of a few inputs; with
+        nan_policy="omit" the points kept depend on the set: each set is checked, and kept)."""
         sh.unknown = [k for k in self.data if k not in free]
         used = tuple(k for k in self.data if k in free)
         checked = self._checked.get(used)
-        if checked is None:  # (programs of other free names use the same inputs: a search's
-            # candidates meet a few sets of them, and each check reads every point)
+        if checked is None and self._target is not None and self._inputs.keys() >= set(used):
+            checked = {k: self._inputs[k] for k in used}, self._target[0]
+        if checked is None:  # (a set with an input not yet checked: its errors, if any, are
+            # checked_data's for the set, in its order)
             checked = checked_data({k: self.data[k] for k in used}, self.target,
                                    self.options.nan_policy)
-            if len(self._checked) < 64:
-                self._checked[used] = checked
+            if self.options.nan_policy == "omit":
+                if len(self._checked) < 64:
+                    self._checked[used] = checked
+            else:
+                self._inputs.update(checked[0])
+                self._target = (checked[1],)
         sh.data, sh.y = checked
 
     def _names(self, free):

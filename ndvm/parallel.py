@@ -72,6 +72,7 @@ NO_WORKER_NOTICE = 30.0
 
 # what a candidate's own options (per_candidate) cannot change: how the candidates are evaluated
 _SHARED_ONLY = frozenset({"client", "dtype", "evaluator", "options"})
+_PER_CANDIDATE = OPTION_NAMES - _SHARED_ONLY  # (what it can)
 
 
 class CandidateError:
@@ -745,7 +746,7 @@ def _fit_items(programs, per_candidate):
     if per_candidate is not None:
         extras = _per_candidate(per_candidate, len(programs), "per_candidate")
         for e in extras:
-            bad = set(e or ()) - (OPTION_NAMES - _SHARED_ONLY)
+            bad = set(e or ()) - _PER_CANDIDATE
             if bad:
                 raise TypeError(f"per_candidate cannot set {sorted(bad)}")
     return [(i, p, e) for i, (p, e) in enumerate(zip(programs, extras))]

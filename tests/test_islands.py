@@ -143,6 +143,35 @@ def test_an_island_travels_without_its_task_and_runs_on_where_it_lands():
     assert second.n_proposed == whole.n_proposed == 64
 
 
+def test_first_epochs_on_one_thread_share_its_scorer_with_new_draws(monkeypatch):
+    """Each island's first epoch made a Scorer of its own (its plans, probes and joint points
+    made again, each set of free names staged again) and the next epochs revived a third: they
+    take the thread's (``lent_scorer``), its start draws new, with the records of islands that
+    each have their own."""
+    task = get_task("damped")
+    g = task.search_grammar().check()
+    recipes = [(i, 2, 1, g, 16, "dmci", None, 0, None) for i in (0, 1)]
+    scorers = []
+    run_epoch = isl.run_epoch
+    monkeypatch.setattr(isl, "run_epoch", lambda island, *a: (
+        scorers.append(island.rounds.scorer), run_epoch(island, *a))[1])
+    key = "test-lent-scorer"
+    try:
+        first = [isl._epoch(key, r, 32, [], 4, None, False, None, task) for r in recipes]
+        again = isl._epoch(key, first[0].packed, 32, [], 4, None, False)
+    finally:
+        isl._forget(key)
+    assert len(scorers) == 3 and scorers[0] is scorers[1] is scorers[2]
+    got = [[[r.get(k) for k in FIELDS] for r in o.records.records()] for o in (*first, again)]
+    want = []
+    for recipe, epochs in ((recipes[0], 2), (recipes[1], 1)):
+        island = isl.Island(task, *recipe)  # (its own Scorer)
+        for _ in range(epochs):
+            island, recs = run_epoch(island, 32, [])
+            want.append([[r.get(k) for k in FIELDS] for r in recs])
+    assert got == [want[0], want[2], want[1]]
+
+
 def test_an_islands_seen_stays_where_its_epoch_ran_and_is_sent_again_when_not_there():
     """On processes of ours (``held``) an island's Seen neither leaves the process that ran its
     epoch nor comes back: the epoch sends only the digests it added, the next epoch finds the

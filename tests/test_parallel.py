@@ -3,6 +3,7 @@ chunking or executor, per-candidate error capture, Dask, stress and Ctrl-C cance
 import json
 import pickle
 import signal
+import sys
 import threading
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -981,6 +982,31 @@ def test_inputs_checked_once_for_programs_of_other_free_names_drop_their_own_poi
     assert max(got[1].loss, got[3].loss) < 1e-20  # (both inputs: rows 3, 5 and 7 dropped)
     with pytest.raises(ValueError, match="data input 'z' has a non-finite value"):
         ndvm.fit("(* a z)", data={"x": x, "z": z}, target=np.where(np.isnan(y), 0, y))
+
+
+def test_each_input_is_checked_once_for_every_set_of_inputs_that_reads_it(monkeypatch):
+    # (nan_policy="raise": a set of inputs each of which has passed with other sets is made of
+    # their checked arrays, with no check reading every point again; a set with an input not
+    # yet checked is checked whole, and its error is the one ndvm.fit gives)
+    fit_module = sys.modules["ndvm.fit"]  # (ndvm.fit is the function)
+
+    calls = []
+    checked_data = fit_module.checked_data
+    monkeypatch.setattr(fit_module, "checked_data",
+                        lambda data, *a, **k: calls.append(tuple(data)) or checked_data(
+                            data, *a, **k))
+    rng = np.random.default_rng(5)
+    x, z = rng.uniform(1, 2, 40), rng.uniform(1, 2, 40)
+    w = np.where(np.arange(40) == 6, np.inf, x)
+    y = 2 * x + 3 * z
+    progs = ["(* a x)", "(* b z)", "(+ (* a x) (* b z))", "(+ (* b z) (* a x))", "(* a w)"]
+    got = ndvm.fit_many(progs, data={"x": x, "z": z, "w": w}, target=y, workers=1)
+    assert calls == [("x",), ("z",), ("w",)]
+    for prog, r in zip(progs[:4], got):
+        alone = ndvm.fit(prog, data={"x": x, "z": z}, target=y, unused_data="ignore")
+        assert r.params == alone.params and r.loss == alone.loss, prog
+    assert isinstance(got[4], ndvm.CandidateError)
+    assert "data input 'w' has a non-finite value (inf) at index 6" in str(got[4].error)
 
 
 def test_per_candidate_start_rows_are_the_starts_and_a_non_finite_one_is_named():

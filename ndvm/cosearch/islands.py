@@ -49,7 +49,7 @@ from ndvm.cosearch.proposers import make_proposer
 from ndvm.cosearch.records import RecordBlock, Records, uninterrupted
 from ndvm.cosearch.rounds import SearchState, _fittest, _Rounds, lost_executor
 from ndvm.fit_options import whole_number
-from ndvm.cosearch.score import Scorer
+from ndvm.cosearch.score import Scorer, lent_scorer
 from ndvm.parallel import collect_young, gc_paused
 from ndvm.schedule import (ExecutorLost, Scheduler, check_main_importable, default_workers,
                            died_each_time, lost_worker)
@@ -77,13 +77,16 @@ class Island:
     """One population: its proposer, search state, scorer and rounds; picklable between epochs."""
 
     def __init__(self, task, index, n_islands, seed, grammar, batch, client="dmci",
-                 fit_options=None, refits=0, proposer_options=None):
+                 fit_options=None, refits=0, proposer_options=None, lent=False):
+        """``lent``: the island is packed at the end of its epoch (``_epoch``'s): its scorer is
+        the thread's (``lent_scorer``), else its own."""
         self.index = index
         prop = make_proposer("mutate", seed=island_seed(seed, index),
                              **{"library_share": (index, n_islands), **(proposer_options or {})})
         prop = task.proposer(prop)
         self.state = SearchState(task=task, grammar=grammar)
-        scorer = Scorer(task, client=client, workers=1, fit_options=fit_options)
+        scorer = (lent_scorer if lent else Scorer)(task, client=client, workers=1,
+                                                   fit_options=fit_options)
         self.rounds = _Rounds(task, prop, self.state, scorer, time.perf_counter(), batch, 0,
                               refits=refits, first_id=index, id_step=n_islands)
         self.stopped = None  # why its proposer stopped for good ("exhausted", ...), or None
@@ -242,7 +245,7 @@ def _epoch(key, state, n, migrants, k, seconds, lines, held=None, task=None, rec
     task = _TASKS.get(key)
     if task is None:
         return NEED_TASK
-    island = Island(task, *state) if isinstance(state, tuple) else pickle.loads(state)
+    island = Island(task, *state, lent=True) if isinstance(state, tuple) else pickle.loads(state)
     if held is not None:
         if not isinstance(state, tuple):  # (a new island's Seen is new and empty)
             island.state.seen = _seen_for(key, island.index, held)

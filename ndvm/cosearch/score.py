@@ -19,7 +19,7 @@ from ndvm.cosearch.task import named_in, predict, r_squared
 from ndvm.fit import EvaluateAfter
 from ndvm.fit_options import FitOptions
 
-__all__ = ["REFIT_STARTS", "Scorer"]
+__all__ = ["REFIT_STARTS", "Scorer", "lent_scorer"]
 
 CANDIDATE = "<candidate>"  # the file name a candidate's errors give as where they are
 _PROBE_STEPS = 2_000_000
@@ -36,16 +36,30 @@ _REVIVED = threading.local()  # this thread's last revived scorer (_revive_score
 
 
 def _revive_scorer(task, client, workers, fit_options, executor, draws):
-    """A Scorer made with these arguments whose start draws continue from ``draws``: this
-    thread's last revived one when it was made the same way for the same task object (a thread
-    runs one island's epoch at a time: the scorer is lent to one island at a time), else a new
-    one."""
+    """A Scorer made with these arguments whose start draws continue from ``draws`` (None: a
+    new Scorer's): this thread's last revived one when it was made the same way for the same task
+    object (a thread runs one island's epoch at a time: the scorer is lent to one island at a
+    time), else a new one."""
     made = (task, client, workers, fit_options, executor)
     last = getattr(_REVIVED, "scorer", None)
     if last is None or last.made[0] is not task or last.made[1:] != made[1:]:
         last = _REVIVED.scorer = Scorer(*made)
-    last.draws.bit_generator.state = draws
+    last.draws.bit_generator.state = _new_draws().bit_generator.state if draws is None else draws
     return last
+
+
+def lent_scorer(task, client="dmci", workers=None, fit_options=None, executor=None):
+    """``Scorer(...)`` for a user that is done with it before the thread's next (an island's
+    first epoch, packed at its end as every epoch is): the thread's revived one when it was made
+    the same way (``_revive_scorer``), its draws as a new Scorer's. Its plans, probes and joint
+    points are then made once a thread, not again for each island's first epoch, and its
+    candidates' free names staged once for all the islands."""
+    return _revive_scorer(task, client, workers, fit_options, executor, None)
+
+
+def _new_draws():
+    """A new Scorer's start draws (the same calls in the same order: the same draws)."""
+    return np.random.default_rng(0)
 
 
 class Scorer:
@@ -65,7 +79,7 @@ class Scorer:
         self.fit, scales = task.fit_options(fit_options, client)  # (a FitOptions)
         self.start_scales = np.resize(np.asarray(scales, dtype=np.float64),
                                       self.fit.starts) if scales else None
-        self.draws = np.random.default_rng(0)  # (the same calls in the same order: same draws)
+        self.draws = _new_draws()
         # validation and scoring run on the proposer thread while the calibrations run:
         # each side has its own evaluators
         self.probe_ev = ndvm.Evaluator(client=client, max_steps=_PROBE_STEPS)
@@ -304,11 +318,13 @@ class _Calibration:
             return
         where = {}
         if scorer.start_scales is not None:  # (drawn here, in batch order, on the caller:
-            # one call for the batch draws what one call per parameter drew, in the same order)
+            # one call for the batch draws what one call per parameter drew, in the same order;
+            # normal(0, s) is 0.0 + s * a standard normal, so the standard normals times the
+            # scales are its numbers bit for bit, without a tiled array of scales)
             names = [items[i][1] for i in self.todo]
             scales = scorer.start_scales
             k = sum(len(ns) for ns in names)
-            rows = iter(scorer.draws.normal(0.0, np.tile(scales, k)).reshape(k, scales.size))
+            rows = iter(0.0 + scales * scorer.draws.standard_normal((k, scales.size)))
             where["per_candidate"] = [{"init": {n: next(rows) for n in ns}} for ns in names]
         if recorded is None:
             self.fits = scorer.fitting().begin([items[i][0] for i in self.todo],

@@ -29,6 +29,7 @@ Jacobian in them rank-deficient to machine precision, e.g. sqrt(x + a) sqrt(y + 
 and b run off to 1e7, where it is a plane) is passed over and the rule applied to the rest.
 Likelihood tasks keep the lowest NLL.
 """
+import functools
 import math
 
 import numpy as np
@@ -79,8 +80,16 @@ def starts_around(params, names, starts, seed):
     # (one call draws, name after name, what a normal(0, scale) call per name drew: the same
     # standard normals in the same order, each times its scale)
     out[:, 1:] = rng.standard_normal((len(names), starts - 1))
-    out[:, 1:] *= np.resize(_AROUND, starts - 1)
+    out[:, 1:] *= _around(starts - 1)
     return {n: out[i] for i, n in enumerate(names)}
+
+
+@functools.lru_cache(maxsize=8)
+def _around(n):
+    """The first n of starts_around's standard deviations (read-only: shared by every call)."""
+    a = np.resize(_AROUND, n)
+    a.flags.writeable = False
+    return a
 
 
 def refit(prog, names, inputs, target, init, ev, steps=40, starts=1, seed=0, consts=None):
