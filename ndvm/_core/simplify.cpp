@@ -579,7 +579,13 @@ struct Rules {
     Facts* f = facts(t);
     if (!(f->*field)) {
       guard();
-      std::string out = "(";
+      // (its length counted first, from the items' texts, then written into one allocation:
+      // appending to a string grown by doubling reallocated it a few times)
+      size_t length = t->items.empty() ? 2 : t->items.size() + 1;
+      for (N x : t->items) length += text(x, field, atom).size();
+      std::string out;
+      out.reserve(length);
+      out += '(';
       for (size_t k = 0; k < t->items.size(); ++k) {
         if (k) out += ' ';
         out += text(t->items[k], field, atom);
@@ -1564,13 +1570,6 @@ struct Rules {
     return mk(std::move(out));
   }
 
-  // The renamed tree with its source and skeleton (sexpr.skeleton of the renamed tree).
-  struct Renamed {
-    N tree;
-    std::string src, skel;
-    int64_t size = 0;  // (sexpr.size of the tree renamed, and of the renamed tree)
-  };
-
   // Parameters named in order of occurrence: each occurrence its own name, or (shared) each
   // distinct parameter its own name. The source and skeleton are written once, left to right,
   // into the two buffers (a subtree without parameters copies its memoized texts; a vector's
@@ -1627,78 +1626,59 @@ struct Rules {
     return x;
   }
 
-  Renamed renamed(N t, bool shared) {
+  // c with t renamed: its tree, source, skeleton (sexpr.skeleton of the renamed tree) and size
+  // (sexpr.size of the tree renamed, and of the renamed tree: rename meets every atom), fits
+  void renamed(N t, bool shared, Canonical& c) {
     std::map<std::string, std::string> mapping;
     size_t next = 0;
-    Renamed r;
-    Buffer s, sk;
-    s.reserve(256);  // (most sources fit: one allocation each, not one a doubling)
-    sk.reserve(256);
-    r.tree = rename(t, shared, mapping, next, s, sk, r.size);
-    r.src.assign(s.data(), s.size());
-    r.skel.assign(sk.data(), sk.size());
-    return r;
+    Buffer& s = owner_.rename_src_;  // (their room kept: no allocation once they are grown)
+    Buffer& sk = owner_.rename_skel_;
+    s.clear();
+    sk.clear();
+    c.size = 0;
+    c.tree = rename(t, shared, mapping, next, s, sk, c.size);
+    c.source.assign(s.data(), s.size());
+    c.skeleton.assign(sk.data(), sk.size());
+    c.fits = true;
   }
 
-  // (false when the model needs more parameters than there are names: the search meets such
-  // children often, and a C++ exception costs more than the rest of a small canonical form)
-  bool canonical_form(N tree, N* out, std::string* source_out, int64_t* size_out,
-                      std::string* skeleton_out) {
+  // The canonical form of tree, the Simplifier's record (fits false when the model needs more
+  // parameters than there are names: the search meets such children often, and a C++
+  // exception costs more than the rest of a small canonical form).
+  const Canonical* canonical_form(N tree) {
     int64_t n = static_cast<int64_t>(owner_.names_.size());
     N t = simp(tree);
     Facts* known = L(t) ? facts(t) : nullptr;  // (what follows reads t's content alone)
-    if (known && known->canonical >= 0) {
-      const Simplifier::Canonical& c = owner_.canonicals_[known->canonical];
-      if (!c.fits) return false;
-      *out = c.tree;
-      *source_out = c.source;
-      *size_out = c.size;
-      if (skeleton_out) *skeleton_out = c.skeleton;
-      return true;
+    if (known && known->canonical >= 0) return &owner_.canonicals_[known->canonical];
+    Canonical c;
+    canonical_of(t, n, c);
+    if (!known) {
+      owner_.last_ = std::move(c);
+      return &owner_.last_;
     }
-    std::string skeleton;
-    bool fits = canonical_of(t, n, out, source_out, size_out, &skeleton);
-    if (known) {
-      Simplifier::Canonical c;
-      c.fits = fits;
-      if (fits) {
-        c.tree = *out;
-        c.source = *source_out;
-        c.size = *size_out;
-        c.skeleton = skeleton;
-      }
-      known->canonical = static_cast<int64_t>(owner_.canonicals_.size());
-      owner_.canonicals_.push_back(std::move(c));
-    }
-    if (fits && skeleton_out) *skeleton_out = std::move(skeleton);
-    return fits;
+    known->canonical = static_cast<int64_t>(owner_.canonicals_.size());
+    owner_.canonicals_.push_back(std::move(c));
+    return &owner_.canonicals_.back();
   }
 
-  // canonical_form's steps after the first simplification, of t
-  bool canonical_of(N t, int64_t n, N* out, std::string* source_out, int64_t* size_out,
-                    std::string* skeleton_out) {
+  // canonical_form's steps after the first simplification, of t, into c (left as made when
+  // the model does not fit)
+  void canonical_of(N t, int64_t n, Canonical& c) {
     N lifted = simp(lift(t));
     for (int k = 0; k < 4; ++k) {  // until lifting and simplifying again changes nothing
       N again = simp(lift(lifted));
       if (again == lifted || src(again) == src(lifted)) break;  // (one Node: one content)
       lifted = again;
     }
-    Renamed r;
     if (occurrences(lifted) <= n) {
-      r = renamed(lifted, false);
+      renamed(lifted, false, c);
     } else if (occurrences(t) <= n) {
-      r = renamed(t, false);
+      renamed(t, false, c);
     } else {
       std::set<std::string> names;
       named(t, names);
-      if (static_cast<int64_t>(names.size()) + marks(t) > n) return false;
-      r = renamed(t, true);
+      if (static_cast<int64_t>(names.size()) + marks(t) <= n) renamed(t, true, c);
     }
-    *out = r.tree;
-    *source_out = std::move(r.src);
-    *size_out = r.size;  // (rename met every atom of the tree it renamed)
-    if (skeleton_out) *skeleton_out = std::move(r.skel);
-    return true;
   }
 };
 
@@ -1807,13 +1787,9 @@ static int guarded(Failure& failure, Body body) {
   return static_cast<int>(failure.kind);
 }
 
-int Simplifier::canonical_form(Node* tree, Node** out, std::string* source, int64_t* size,
-                               std::string* skeleton) {
-  bool fits = true;
-  int code = guarded(failure_, [&] {
-    fits = Rules(*this).canonical_form(tree, out, source, size, skeleton);
-  });
-  if (code || fits) return code;
+int Simplifier::canonical_form(Node* tree, const Canonical** out) {
+  int code = guarded(failure_, [&] { *out = Rules(*this).canonical_form(tree); });
+  if (code || (*out)->fits) return code;
   failure_ = Failure{Err::TooManyParameters, "the simplified model needs more than " +
                                                  std::to_string(names_.size()) + " parameters"};
   return static_cast<int>(Err::TooManyParameters);

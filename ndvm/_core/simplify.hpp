@@ -201,6 +201,15 @@ class AddressMap {
   int shift_ = 64;
 };
 
+// A canonical form: the renamed tree, its source, skeleton (sexpr.skeleton) and size; fits
+// false (the rest unset) when the model needs more parameters than there are names.
+struct Canonical {
+  Node* tree = nullptr;
+  std::string source, skeleton;
+  int64_t size = 0;
+  bool fits = false;
+};
+
 class Simplifier {
  public:
   explicit Simplifier(std::vector<std::string> params);
@@ -219,9 +228,10 @@ class Simplifier {
   bool maybe_reset();
 
   // The entry points: each returns 0 or the Err of the exception (message in failure_message).
-  // (skeleton: sexpr.skeleton of *out, when not null)
-  int canonical_form(Node* tree, Node** out, std::string* source, int64_t* size,
-                     std::string* skeleton = nullptr);
+  // canonical_form points *out at the canonical form's record, the Simplifier's (no string
+  // copied out: the caller reads it before its next call into the Simplifier, which may move
+  // or overwrite it); TooManyParameters when it does not fit.
+  int canonical_form(Node* tree, const Canonical** out);
   int simplify(Node* tree, Node** out);
   int source_of(Node* t, std::string* out);
   int skeleton_of(Node* t, std::string* out);
@@ -246,15 +256,12 @@ class Simplifier {
   Pool<Facts> facts_;
   // The canonical forms met, by the content their input simplified to (Facts::canonical): the
   // lifting, simplifying and renaming after the first simplification read that content alone,
-  // and a search's children simplify again and again to a content met before (fits false: it
-  // needed too many parameters). Forgotten at a reset, with the Nodes.
-  struct Canonical {
-    Node* tree = nullptr;
-    std::string source, skeleton;
-    int64_t size = 0;
-    bool fits = false;
-  };
+  // and a search's children simplify again and again to a content met before. Forgotten at a
+  // reset, with the Nodes.
   std::vector<Canonical> canonicals_;
+  Canonical last_;  // (the canonical form of a tree that simplified to an atom: not memoized)
+  // renamed's source and skeleton buffers, their room kept from one canonical form to the next
+  std::vector<char> rename_src_, rename_skel_;
   // items' hash -> its contents (a chain of Facts): open addressing, a power-of-two table of
   // (hash, chain) slots, an empty slot's chain null
   std::vector<std::pair<uint64_t, Facts*>> contents_;

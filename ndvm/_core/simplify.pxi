@@ -43,6 +43,11 @@ cdef extern from "simplify.hpp" namespace "ndvm::simp" nogil:
         string s
         SItems items
 
+    cdef cppclass SCanonical "ndvm::simp::Canonical":
+        SNode* tree
+        string source, skeleton
+        int64_t size
+
     int node_kind(const SNode*)
     const vector[string]& arithmetic_heads()
 
@@ -60,7 +65,7 @@ cdef extern from "simplify.hpp" namespace "ndvm::simp" nogil:
         SNode* list(vector[SNode*]) except +
         SNode* list(SNode**, size_t) except +
         bool maybe_reset()
-        int canonical_form(SNode*, SNode**, string*, int64_t*, string*) except +
+        int canonical_form(SNode*, const SCanonical**) except +
         int simplify(SNode*, SNode**) except +
         int source_of(SNode*, string*) except +
         int skeleton_of(SNode*, string*) except +
@@ -98,7 +103,7 @@ cdef class _Made:
     cdef object key     # the content number it is kept by
     cdef object src     # the canonical source (str)
     cdef int64_t size
-    cdef string skel    # the skeleton (UTF-8)
+    cdef object skel    # the skeleton (str)
     cdef SNode* node    # the canonical tree
     cdef Py_ssize_t resets  # Simplifier.n_resets when it was made
 
@@ -348,21 +353,25 @@ cdef class Simplifier:
     cdef object _canonical_form(self, object tree, bint skeleton, bint none_if_too_many=False):
         # (``none_if_too_many``: None for a model that needs too many parameters, ``entry``'s
         # answer, without raising and catching ``too_many`` for each such child)
-        cdef SNode* out = NULL
-        cdef string src, skel
-        cdef int64_t size = 0
+        cdef const SCanonical* c = NULL
         cdef SNode* n = self._node(tree)
-        cdef int code = self.c.canonical_form(n, &out, &src, &size, &skel if skeleton else NULL)
+        cdef int code = self.c.canonical_form(n, &c)
         if code:
             if code == 1 and none_if_too_many:
                 return None
             self._fail(code)
+        # (the record's texts read before the Python tree is made: Python code that runs while
+        # it is made may call this Simplifier again)
+        src = c.source.decode("utf-8")
+        skel = c.skeleton.decode("utf-8") if skeleton else None
+        cdef SNode* out = c.tree
+        cdef int64_t size = c.size
         t = self._python_tree(out)
         self.last_out = t
         self.last_out_node = out
         if skeleton:
-            return _acyclic((t, src.decode("utf-8"), size, skel.decode("utf-8")))
-        return _acyclic((t, src.decode("utf-8"), size))
+            return _acyclic((t, src, size, skel))
+        return _acyclic((t, src, size))
 
     def simplify(self, tree):
         """An equivalent (up to fitted constants) and never larger tree."""
@@ -440,17 +449,18 @@ cdef class Simplifier:
     cdef object _made(self, object tree, object key):
         # The canonical form of list ``tree`` (its Node the last converted) as a _Made, or None
         # when it needs too many parameters; raises as ``_canonical_form``.
-        cdef SNode* out = NULL
-        cdef string src
+        cdef const SCanonical* c = NULL
         cdef _Made m = _Made.__new__(_Made)
-        cdef int code = self.c.canonical_form(self._node(tree), &out, &src, &m.size, &m.skel)
+        cdef int code = self.c.canonical_form(self._node(tree), &c)
         if code:
             if code == 1:
                 return None
             self._fail(code)
-        m.src = src.decode("utf-8")
+        m.src = c.source.decode("utf-8")
+        m.skel = c.skeleton.decode("utf-8")
+        m.size = c.size
         m.key = key
-        m.node = out
+        m.node = c.tree
         m.resets = self.n_resets
         return m
 
@@ -467,7 +477,7 @@ cdef class Simplifier:
             t = self._python_tree(m.node)
             self.last_out = t
             self.last_out_node = m.node
-            out = _acyclic((t, m.src, m.size, m.skel.decode("utf-8")))
+            out = _acyclic((t, m.src, m.size, m.skel))
         except Exception:  # noqa: BLE001 - as _entry's
             if self.fallback is None:
                 raise
