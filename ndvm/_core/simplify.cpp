@@ -286,7 +286,7 @@ struct Rules {
   static bool num(N t) { return t->kind == Kind::Int || t->kind == Kind::Float; }
   static double val(N t) { return t->kind == Kind::Int ? static_cast<double>(t->i) : t->f; }
   static bool is(N t, const char* s) {
-    return t->kind == Kind::Sym && t->s[0] == s[0] && std::strcmp(t->s.c_str(), s) == 0;
+    return t->kind == Kind::Sym && t->s()[0] == s[0] && std::strcmp(t->s().c_str(), s) == 0;
   }
   // Python's a == k for a number k (int or float) and an atom a that _num accepts
   static bool num_eq(N t, double k) { return num(t) && val(t) == k; }
@@ -307,8 +307,8 @@ struct Rules {
       return t->items[k];
     }
     if (t->kind == Kind::Sym) {
-      if (k >= t->s.size()) raise(Err::Index, "string index out of range");
-      return owner_.sym(t->s.substr(k, 1));
+      if (k >= t->s().size()) raise(Err::Index, "string index out of range");
+      return owner_.sym(t->s().substr(k, 1));
     }
     raise(Err::Type, std::string("'") + type_name(t) + "' object is not subscriptable");
   }
@@ -352,7 +352,7 @@ struct Rules {
       return x == y;
     }
     if (a->kind != b->kind) return false;
-    if (a->kind == Kind::Sym) return a->s == b->s;
+    if (a->kind == Kind::Sym) return a->s() == b->s();
     if (a->kind != Kind::List || a->items.size() != b->items.size()) return false;
     guard();
     for (size_t k = 0; k < a->items.size(); ++k)
@@ -363,7 +363,7 @@ struct Rules {
   static bool truthy(N t) {
     switch (t->kind) {
       case Kind::List: return !t->items.empty();
-      case Kind::Sym: return !t->s.empty();
+      case Kind::Sym: return !t->s().empty();
       case Kind::Bool: return t->b;
       case Kind::Int: return t->i != 0;
       default: return t->f != 0.0;
@@ -552,29 +552,29 @@ struct Rules {
   // An atom's source text (a number's written once; a non-finite literal cannot be written).
   const std::string& atom_text(N a) {
     switch (a->kind) {
-      case Kind::Sym: return a->s;
+      case Kind::Sym: return a->s();
       case Kind::List: raise(Err::Type, "a list is not an atom");
       default: break;
     }
-    if (!a->text_known) {
-      if (a->kind == Kind::Bool) {
-        a->text = a->b ? "#t" : "#f";
-      } else if (a->kind == Kind::Int) {
-        a->text = std::to_string(a->i);
-      } else {
-        if (!std::isfinite(a->f))
-          raise(Err::Value, "cannot write the literal " + nonfinite_repr(a->f));
-        a->text = float_repr(a->f);
-      }
-      a->text_known = true;
+    if (!a->text) {
+      if (a->kind == Kind::Float && !std::isfinite(a->f))
+        raise(Err::Value, "cannot write the literal " + nonfinite_repr(a->f));
+      std::string& out = owner_.texts_.make()->s;
+      if (a->kind == Kind::Bool)
+        out = a->b ? "#t" : "#f";
+      else if (a->kind == Kind::Int)
+        out = std::to_string(a->i);
+      else
+        out = float_repr(a->f);
+      a->text = &out;
     }
-    return a->text;
+    return *a->text;
   }
 
   // A text memoized per list content in ``field``: "(" + its items' texts + ")", an atom's
   // written by ``atom``.
   template <class Atom>
-  const std::string& text(N t, std::optional<std::string> Facts::*field, Atom atom) {
+  const std::string& text(N t, const std::string* Facts::*field, Atom atom) {
     if (!L(t)) return atom(t);
     Facts* f = facts(t);
     if (!(f->*field)) {
@@ -583,7 +583,7 @@ struct Rules {
       // appending to a string grown by doubling reallocated it a few times)
       size_t length = t->items.empty() ? 2 : t->items.size() + 1;
       for (N x : t->items) length += text(x, field, atom).size();
-      std::string out;
+      std::string& out = owner_.texts_.make()->s;
       out.reserve(length);
       out += '(';
       for (size_t k = 0; k < t->items.size(); ++k) {
@@ -591,7 +591,7 @@ struct Rules {
         out += text(t->items[k], field, atom);
       }
       out += ')';
-      f->*field = std::move(out);
+      f->*field = &out;
     }
     return *(f->*field);
   }
@@ -633,7 +633,7 @@ struct Rules {
       if (num(a) || is_mark(a) || in_P(a)) return constant;
       if (a->kind != Kind::Sym)
         raise(Err::Type, "sequence item: expected str instance, bool found");
-      return a->s;
+      return a->s();
     });
   }
 
@@ -650,7 +650,7 @@ struct Rules {
 
   void named(N t, std::set<std::string>& out) {
     if (!L(t)) {
-      if (in_P(t)) out.insert(t->s);
+      if (in_P(t)) out.insert(t->s());
       return;
     }
     guard();
@@ -768,7 +768,7 @@ struct Rules {
     if (!arith_head(head)) return t;  // comparisons, data operations, other forms: as written
     Ns args;
     for (size_t k = 1; k < t->items.size(); ++k) args.push_back(simp(t->items[k]));
-    return apply(head->s, args);
+    return apply(head->s(), args);
   }
 
   static bool counter_step(N a) {
@@ -938,7 +938,7 @@ struct Rules {
     Facts* f = facts(t);
     if (!f->pull_known) {
       f->pull_known = true;  // (None, None) while it is being found
-      N out = outer_constant(h->s, tail(t));
+      N out = outer_constant(h->s(), tail(t));
       if (out && L(out) && (head_is(out, "*") || head_is(out, "/") || head_is(out, "+") ||
                             head_is(out, "-")) &&
           out->items.size() == 3 && fitted(out->items[1])) {
@@ -951,7 +951,7 @@ struct Rules {
           f->pull_group = '+';
           f->pull_rest = r;
         } else {
-          f->pull_group = out->items[0]->s[0];
+          f->pull_group = out->items[0]->s()[0];
           f->pull_rest = out->items[2];
         }
       }
@@ -1610,10 +1610,10 @@ struct Rules {
         if (next >= owner_.names_.size()) raise(Err::StopIteration, "");
         name = &owner_.names_[next++];
       } else {
-        auto it = mapping.find(x->s);
+        auto it = mapping.find(x->s());
         if (it == mapping.end()) {
           if (next >= owner_.names_.size()) raise(Err::StopIteration, "");
-          it = mapping.emplace(x->s, owner_.names_[next++]).first;
+          it = mapping.emplace(x->s(), owner_.names_[next++]).first;
         }
         name = &it->second;
       }
@@ -1697,15 +1697,14 @@ Node* Simplifier::make(Kind kind) {
 }
 Node* Simplifier::sym(const std::string& name) {
   Node*& seen = recent_syms_[recent_slot(name)];
-  if (seen && seen->s == name) return seen;
+  if (seen && seen->s() == name) return seen;
   auto it = symbols_.find(name);
   if (it != symbols_.end()) return seen = it->second;
   Node* n = seen = make(Kind::Sym);
-  n->s = name;
+  n->name = &symbols_.emplace(name, n).first->first;  // (a map's keys never move)
   n->i = (params_.count(name) ? kParamName : 0) | (name == "?" ? kMark : 0) |
          (among(name, kArith) ? kArithHead : 0) | (among(name, kFold) ? kFoldHead : 0) |
          (among(name, kSpecial) ? kSpecialHead : 0);
-  symbols_.emplace(name, n);
   return n;
 }
 Node* Simplifier::integer(int64_t v) {
@@ -1767,6 +1766,7 @@ bool Simplifier::maybe_reset() {
   symbols_.clear();
   std::fill(std::begin(recent_syms_), std::end(recent_syms_), nullptr);
   facts_.clear();
+  texts_.clear();
   canonicals_.clear();
   nodes_.clear();
   items_.reset();

@@ -40,7 +40,7 @@ cdef extern from "simplify.hpp" namespace "ndvm::simp" nogil:
         bool b
         int64_t i
         double f
-        string s
+        const string& s()
         SItems items
 
     cdef cppclass SCanonical "ndvm::simp::Canonical":
@@ -322,7 +322,7 @@ cdef class Simplifier:
             found = self.name_of.find(<uintptr_t>n)
             if found != self.name_of.end():
                 return <object>deref(found).second
-            name = PyUnicode_DecodeUTF8(n.s.data(), n.s.size(), NULL)
+            name = PyUnicode_DecodeUTF8(n.s().data(), n.s().size(), NULL)
             self.names.append(name)
             self.name_of[<uintptr_t>n] = <PyObject*>name
             return name
