@@ -362,8 +362,8 @@ cdef class Simplifier:
             self._fail(code)
         # (the record's texts read before the Python tree is made: Python code that runs while
         # it is made may call this Simplifier again)
-        src = c.source.decode("utf-8")
-        skel = c.skeleton.decode("utf-8") if skeleton else None
+        src = _text(c.source)
+        skel = _text(c.skeleton) if skeleton else None
         cdef SNode* out = c.tree
         cdef int64_t size = c.size
         t = self._python_tree(out)
@@ -388,7 +388,7 @@ cdef class Simplifier:
         cdef int code = self.c.source_of(self._node(t), &out)
         if code:
             self._fail(code)
-        return out.decode("utf-8")
+        return _text(out)
 
     def skeleton(self, t):
         """``sexpr.skeleton(t, params)``, memoized per subtree content."""
@@ -396,7 +396,7 @@ cdef class Simplifier:
         cdef int code = self.c.skeleton_of(self._node(t), &out)
         if code:
             self._fail(code)
-        return out.decode("utf-8")
+        return _text(out)
 
     def size(self, t):
         """``sexpr.size(t)``: the number of atoms, memoized per subtree content."""
@@ -424,7 +424,7 @@ cdef class Simplifier:
                          else self.c.source_of(n, &src))
         if code:
             self._fail(code)
-        key = number if type(tree) is list else src.decode("utf-8")
+        key = number if type(tree) is list else _text(src)
         out = self.entries.get(key, False)
         if out is False:
             self.n_entries_made += 1
@@ -456,8 +456,8 @@ cdef class Simplifier:
             if code == 1:
                 return None
             self._fail(code)
-        m.src = c.source.decode("utf-8")
-        m.skel = c.skeleton.decode("utf-8")
+        m.src = _text(c.source)
+        m.skel = _text(c.skeleton)
         m.size = c.size
         m.key = key
         m.node = c.tree
@@ -505,6 +505,12 @@ cdef object _fallback_entry(object fallback, object tree):
                         f"None, not {type(out).__name__}"
                         + (f" of {len(out)}" if isinstance(out, tuple) else ""))
     return out
+
+
+cdef inline str _text(const string& s):
+    # the str of a UTF-8 text the core keeps (read in place: Cython's decode of a C++ string
+    # copies it first)
+    return PyUnicode_DecodeUTF8(s.data(), s.size(), NULL)
 
 
 cdef string _utf8_name(object p) except *:
