@@ -120,6 +120,10 @@ cdef class Simplifier:
     cdef object last_out     # the last canonical tree returned, with its Node
     cdef SNode* last_out_node
     cdef dict symbols        # name -> its Node's address (the core shares one Node per name)
+    # a name's str object, by address, -> its Node (one slot read: a tree's names are mostly the
+    # str objects met before, the grammar's and those ``_tree`` decoded) ...
+    cdef AddressMap symbol_nodes
+    cdef list symbol_strs    # ... those str objects, kept (their addresses stay theirs)
     cdef list names          # the str of each symbol Node met by ``_tree`` ...
     cdef unordered_map[uintptr_t, PyObject*] name_of  # ... by the Node's address (borrowed)
     cdef bint holding        # (while ``hold`` converts)
@@ -141,6 +145,7 @@ cdef class Simplifier:
         self.c = new CSimplifier(names)
         self.too_many = too_many
         self.symbols = {}
+        self.symbol_strs = []
         self.names = []
         self.holding = False
         self.held = []
@@ -193,12 +198,19 @@ cdef class Simplifier:
         cdef const char* p
         cdef SNode* node
         if type(t) is str:
+            node = self.symbol_nodes.find(<uintptr_t><void*>t)
+            if node != NULL:
+                return node
             hit = self.symbols.get(t)
-            if hit is not None:
-                return <SNode*><uintptr_t>hit
-            p = PyUnicode_AsUTF8AndSize(t, &n)
-            node = self.c.sym(string(p, n))
-            self.symbols[t] = <uintptr_t>node
+            if hit is None:
+                p = PyUnicode_AsUTF8AndSize(t, &n)
+                node = self.c.sym(string(p, n))
+                self.symbols[t] = <uintptr_t>node
+            else:
+                node = <SNode*><uintptr_t>hit
+            if len(self.symbol_strs) < SIMPLIFY_HOLD_LIMIT:  # (as many as the lists held)
+                self.symbol_strs.append(t)
+                self.symbol_nodes.insert(<uintptr_t><void*>t, node)
             return node
         if isinstance(t, list):
             if self.held:
@@ -295,6 +307,8 @@ cdef class Simplifier:
             self.n_resets += 1
             self.last_in = self.last_out = None
             self.symbols.clear()
+            self.symbol_nodes.clear()
+            self.symbol_strs = []
             self.name_of.clear()
             self.names = []
             self._forget_held()
