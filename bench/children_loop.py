@@ -173,8 +173,12 @@ def compare(path, other, runs=7):
     """Prints, for this build and the build whose _core extension is the file ``other``, the
     medians of ``runs`` replays of the calls captured in ``path``, alternated in one process
     (each checked against the captured results once), and the ratio of their medians."""
+    from ndvm._core import _core
+
     calls, _ = _load(path)
-    cores = {"this": None, "other": _core_of(other)}
+    # (this build's module passed as the other's is: both replays make their Sites afresh, run
+    # by run; the captured ones, listed once, kept this build's caches of positions warm)
+    cores = {"this": _core, "other": _core_of(other)}
     for name, core in cores.items():
         replay_once(calls, keep=True, core=core)
     times = {name: [] for name in cores}

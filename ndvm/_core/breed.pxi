@@ -6,6 +6,7 @@
 # file tests/breed_golden.py wrote from the Python operators). A child shares every list off the
 # rewritten path with its parent (the canonical form's Simplifier meets them by identity).
 cimport cython
+from cpython.tuple cimport PyTuple_GET_SIZE
 
 import math
 from numbers import Real
@@ -145,9 +146,31 @@ def breed_positions(tree, scope=frozenset(), counters=frozenset(), path=()):
     return out
 
 
+cdef inline Py_ssize_t _bindex(object t, object ix) except? -2:
+    # ``ix`` as an index in range of list ``t``, read directly; -1 for any other (``t`` no list,
+    # ``ix`` no int or out of range: Python indexes them)
+    cdef Py_ssize_t i
+    if type(t) is not list or type(ix) is not int:
+        return -1
+    try:
+        i = ix
+    except OverflowError:
+        return -1
+    return i if 0 <= i < PyList_GET_SIZE(t) else -1
+
+
 cdef object _bget_at(object tree, object path):
-    for i in path:
-        tree = tree[i]
+    # (the operators' paths, tuples of indices in range of lists, read directly: indexing a list
+    # by a Python int was a call a level)
+    cdef Py_ssize_t k, i
+    if type(path) is not tuple:
+        for ix in path:
+            tree = tree[ix]
+        return tree
+    for k in range(PyTuple_GET_SIZE(path)):
+        ix = <object>PyTuple_GET_ITEM(path, k)
+        i = _bindex(tree, ix)
+        tree = <object>PyList_GET_ITEM(tree, i) if i >= 0 else tree[ix]
     return tree
 
 
@@ -160,14 +183,8 @@ cdef object _breplace_at(object tree, object path, object new):
     cdef object t = tree
     if type(path) is tuple:  # (the operators' paths: lists and indices in range, read directly)
         for k in range(n):
-            ix = <object>PyTuple_GET_ITEM(path, k)
-            if type(t) is not list or type(ix) is not int:
-                break
-            try:
-                i = ix
-            except OverflowError:
-                break
-            if not 0 <= i < PyList_GET_SIZE(t):
+            i = _bindex(t, <object>PyTuple_GET_ITEM(path, k))
+            if i < 0:
                 break
             copy = PyList_GetSlice(t, 0, PyList_GET_SIZE(t))
             if above is None:

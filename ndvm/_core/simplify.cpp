@@ -202,8 +202,10 @@ class SmallVec {
   void reserve(size_t n) {
     if (n > cap_) grow(n);
   }
-  void push_back(T x) {
-    if (n_ == cap_) grow(2 * cap_);
+  // (inlined where it is called, its rare growth not: a call each item was a twentieth of a
+  // canonical form's instructions)
+  [[gnu::always_inline]] void push_back(T x) {
+    if (__builtin_expect(n_ == cap_, 0)) grow(2 * cap_);
     p_[n_++] = x;
   }
   T* insert(T* pos, T x) { return insert(pos, &x, &x + 1); }
@@ -226,7 +228,7 @@ class SmallVec {
     std::copy(first, last, p_ + n_);
     n_ += k;
   }
-  void grow(size_t cap) {
+  [[gnu::noinline]] void grow(size_t cap) {
     T* p = new T[cap];
     std::memcpy(p, p_, n_ * sizeof(T));
     release();
@@ -286,7 +288,7 @@ struct Rules {
   static bool num(N t) { return t->kind == Kind::Int || t->kind == Kind::Float; }
   static double val(N t) { return t->kind == Kind::Int ? static_cast<double>(t->i) : t->f; }
   static bool is(N t, const char* s) {
-    return t->kind == Kind::Sym && t->s[0] == s[0] && std::strcmp(t->s.c_str(), s) == 0;
+    return t->kind == Kind::Sym && t->s()[0] == s[0] && std::strcmp(t->s().c_str(), s) == 0;
   }
   // Python's a == k for a number k (int or float) and an atom a that _num accepts
   static bool num_eq(N t, double k) { return num(t) && val(t) == k; }
@@ -307,8 +309,8 @@ struct Rules {
       return t->items[k];
     }
     if (t->kind == Kind::Sym) {
-      if (k >= t->s.size()) raise(Err::Index, "string index out of range");
-      return owner_.sym(t->s.substr(k, 1));
+      if (k >= t->s().size()) raise(Err::Index, "string index out of range");
+      return owner_.sym(t->s().substr(k, 1));
     }
     raise(Err::Type, std::string("'") + type_name(t) + "' object is not subscriptable");
   }
@@ -352,7 +354,7 @@ struct Rules {
       return x == y;
     }
     if (a->kind != b->kind) return false;
-    if (a->kind == Kind::Sym) return a->s == b->s;
+    if (a->kind == Kind::Sym) return a->s() == b->s();
     if (a->kind != Kind::List || a->items.size() != b->items.size()) return false;
     guard();
     for (size_t k = 0; k < a->items.size(); ++k)
@@ -363,7 +365,7 @@ struct Rules {
   static bool truthy(N t) {
     switch (t->kind) {
       case Kind::List: return !t->items.empty();
-      case Kind::Sym: return !t->s.empty();
+      case Kind::Sym: return !t->s().empty();
       case Kind::Bool: return t->b;
       case Kind::Int: return t->i != 0;
       default: return t->f != 0.0;
@@ -552,40 +554,46 @@ struct Rules {
   // An atom's source text (a number's written once; a non-finite literal cannot be written).
   const std::string& atom_text(N a) {
     switch (a->kind) {
-      case Kind::Sym: return a->s;
+      case Kind::Sym: return a->s();
       case Kind::List: raise(Err::Type, "a list is not an atom");
       default: break;
     }
-    if (!a->text_known) {
-      if (a->kind == Kind::Bool) {
-        a->text = a->b ? "#t" : "#f";
-      } else if (a->kind == Kind::Int) {
-        a->text = std::to_string(a->i);
-      } else {
-        if (!std::isfinite(a->f))
-          raise(Err::Value, "cannot write the literal " + nonfinite_repr(a->f));
-        a->text = float_repr(a->f);
-      }
-      a->text_known = true;
+    if (!a->text) {
+      if (a->kind == Kind::Float && !std::isfinite(a->f))
+        raise(Err::Value, "cannot write the literal " + nonfinite_repr(a->f));
+      std::string& out = owner_.texts_.make()->s;
+      if (a->kind == Kind::Bool)
+        out = a->b ? "#t" : "#f";
+      else if (a->kind == Kind::Int)
+        out = std::to_string(a->i);
+      else
+        out = float_repr(a->f);
+      a->text = &out;
     }
-    return a->text;
+    return *a->text;
   }
 
   // A text memoized per list content in ``field``: "(" + its items' texts + ")", an atom's
   // written by ``atom``.
   template <class Atom>
-  const std::string& text(N t, std::optional<std::string> Facts::*field, Atom atom) {
+  const std::string& text(N t, const std::string* Facts::*field, Atom atom) {
     if (!L(t)) return atom(t);
     Facts* f = facts(t);
     if (!(f->*field)) {
       guard();
-      std::string out = "(";
+      // (its length counted first, from the items' texts, then written into one allocation:
+      // appending to a string grown by doubling reallocated it a few times)
+      size_t length = t->items.empty() ? 2 : t->items.size() + 1;
+      for (N x : t->items) length += text(x, field, atom).size();
+      std::string& out = owner_.texts_.make()->s;
+      out.reserve(length);
+      out += '(';
       for (size_t k = 0; k < t->items.size(); ++k) {
         if (k) out += ' ';
         out += text(t->items[k], field, atom);
       }
       out += ')';
-      f->*field = std::move(out);
+      f->*field = &out;
     }
     return *(f->*field);
   }
@@ -627,7 +635,7 @@ struct Rules {
       if (num(a) || is_mark(a) || in_P(a)) return constant;
       if (a->kind != Kind::Sym)
         raise(Err::Type, "sequence item: expected str instance, bool found");
-      return a->s;
+      return a->s();
     });
   }
 
@@ -644,7 +652,7 @@ struct Rules {
 
   void named(N t, std::set<std::string>& out) {
     if (!L(t)) {
-      if (in_P(t)) out.insert(t->s);
+      if (in_P(t)) out.insert(t->s());
       return;
     }
     guard();
@@ -762,7 +770,7 @@ struct Rules {
     if (!arith_head(head)) return t;  // comparisons, data operations, other forms: as written
     Ns args;
     for (size_t k = 1; k < t->items.size(); ++k) args.push_back(simp(t->items[k]));
-    return apply(head->s, args);
+    return apply(head->s(), args);
   }
 
   static bool counter_step(N a) {
@@ -932,7 +940,7 @@ struct Rules {
     Facts* f = facts(t);
     if (!f->pull_known) {
       f->pull_known = true;  // (None, None) while it is being found
-      N out = outer_constant(h->s, tail(t));
+      N out = outer_constant(h->s(), tail(t));
       if (out && L(out) && (head_is(out, "*") || head_is(out, "/") || head_is(out, "+") ||
                             head_is(out, "-")) &&
           out->items.size() == 3 && fitted(out->items[1])) {
@@ -945,7 +953,7 @@ struct Rules {
           f->pull_group = '+';
           f->pull_rest = r;
         } else {
-          f->pull_group = out->items[0]->s[0];
+          f->pull_group = out->items[0]->s()[0];
           f->pull_rest = out->items[2];
         }
       }
@@ -1564,13 +1572,6 @@ struct Rules {
     return mk(std::move(out));
   }
 
-  // The renamed tree with its source and skeleton (sexpr.skeleton of the renamed tree).
-  struct Renamed {
-    N tree;
-    std::string src, skel;
-    int64_t size = 0;  // (sexpr.size of the tree renamed, and of the renamed tree)
-  };
-
   // Parameters named in order of occurrence: each occurrence its own name, or (shared) each
   // distinct parameter its own name. The source and skeleton are written once, left to right,
   // into the two buffers (a subtree without parameters copies its memoized texts; a vector's
@@ -1611,10 +1612,10 @@ struct Rules {
         if (next >= owner_.names_.size()) raise(Err::StopIteration, "");
         name = &owner_.names_[next++];
       } else {
-        auto it = mapping.find(x->s);
+        auto it = mapping.find(x->s());
         if (it == mapping.end()) {
           if (next >= owner_.names_.size()) raise(Err::StopIteration, "");
-          it = mapping.emplace(x->s, owner_.names_[next++]).first;
+          it = mapping.emplace(x->s(), owner_.names_[next++]).first;
         }
         name = &it->second;
       }
@@ -1627,78 +1628,59 @@ struct Rules {
     return x;
   }
 
-  Renamed renamed(N t, bool shared) {
+  // c with t renamed: its tree, source, skeleton (sexpr.skeleton of the renamed tree) and size
+  // (sexpr.size of the tree renamed, and of the renamed tree: rename meets every atom), fits
+  void renamed(N t, bool shared, Canonical& c) {
     std::map<std::string, std::string> mapping;
     size_t next = 0;
-    Renamed r;
-    Buffer s, sk;
-    s.reserve(256);  // (most sources fit: one allocation each, not one a doubling)
-    sk.reserve(256);
-    r.tree = rename(t, shared, mapping, next, s, sk, r.size);
-    r.src.assign(s.data(), s.size());
-    r.skel.assign(sk.data(), sk.size());
-    return r;
+    Buffer& s = owner_.rename_src_;  // (their room kept: no allocation once they are grown)
+    Buffer& sk = owner_.rename_skel_;
+    s.clear();
+    sk.clear();
+    c.size = 0;
+    c.tree = rename(t, shared, mapping, next, s, sk, c.size);
+    c.source.assign(s.data(), s.size());
+    c.skeleton.assign(sk.data(), sk.size());
+    c.fits = true;
   }
 
-  // (false when the model needs more parameters than there are names: the search meets such
-  // children often, and a C++ exception costs more than the rest of a small canonical form)
-  bool canonical_form(N tree, N* out, std::string* source_out, int64_t* size_out,
-                      std::string* skeleton_out) {
+  // The canonical form of tree, the Simplifier's record (fits false when the model needs more
+  // parameters than there are names: the search meets such children often, and a C++
+  // exception costs more than the rest of a small canonical form).
+  const Canonical* canonical_form(N tree) {
     int64_t n = static_cast<int64_t>(owner_.names_.size());
     N t = simp(tree);
     Facts* known = L(t) ? facts(t) : nullptr;  // (what follows reads t's content alone)
-    if (known && known->canonical >= 0) {
-      const Simplifier::Canonical& c = owner_.canonicals_[known->canonical];
-      if (!c.fits) return false;
-      *out = c.tree;
-      *source_out = c.source;
-      *size_out = c.size;
-      if (skeleton_out) *skeleton_out = c.skeleton;
-      return true;
+    if (known && known->canonical >= 0) return &owner_.canonicals_[known->canonical];
+    Canonical c;
+    canonical_of(t, n, c);
+    if (!known) {
+      owner_.last_ = std::move(c);
+      return &owner_.last_;
     }
-    std::string skeleton;
-    bool fits = canonical_of(t, n, out, source_out, size_out, &skeleton);
-    if (known) {
-      Simplifier::Canonical c;
-      c.fits = fits;
-      if (fits) {
-        c.tree = *out;
-        c.source = *source_out;
-        c.size = *size_out;
-        c.skeleton = skeleton;
-      }
-      known->canonical = static_cast<int64_t>(owner_.canonicals_.size());
-      owner_.canonicals_.push_back(std::move(c));
-    }
-    if (fits && skeleton_out) *skeleton_out = std::move(skeleton);
-    return fits;
+    known->canonical = static_cast<int64_t>(owner_.canonicals_.size());
+    owner_.canonicals_.push_back(std::move(c));
+    return &owner_.canonicals_.back();
   }
 
-  // canonical_form's steps after the first simplification, of t
-  bool canonical_of(N t, int64_t n, N* out, std::string* source_out, int64_t* size_out,
-                    std::string* skeleton_out) {
+  // canonical_form's steps after the first simplification, of t, into c (left as made when
+  // the model does not fit)
+  void canonical_of(N t, int64_t n, Canonical& c) {
     N lifted = simp(lift(t));
     for (int k = 0; k < 4; ++k) {  // until lifting and simplifying again changes nothing
       N again = simp(lift(lifted));
       if (again == lifted || src(again) == src(lifted)) break;  // (one Node: one content)
       lifted = again;
     }
-    Renamed r;
     if (occurrences(lifted) <= n) {
-      r = renamed(lifted, false);
+      renamed(lifted, false, c);
     } else if (occurrences(t) <= n) {
-      r = renamed(t, false);
+      renamed(t, false, c);
     } else {
       std::set<std::string> names;
       named(t, names);
-      if (static_cast<int64_t>(names.size()) + marks(t) > n) return false;
-      r = renamed(t, true);
+      if (static_cast<int64_t>(names.size()) + marks(t) <= n) renamed(t, true, c);
     }
-    *out = r.tree;
-    *source_out = std::move(r.src);
-    *size_out = r.size;  // (rename met every atom of the tree it renamed)
-    if (skeleton_out) *skeleton_out = std::move(r.skel);
-    return true;
   }
 };
 
@@ -1717,15 +1699,14 @@ Node* Simplifier::make(Kind kind) {
 }
 Node* Simplifier::sym(const std::string& name) {
   Node*& seen = recent_syms_[recent_slot(name)];
-  if (seen && seen->s == name) return seen;
+  if (seen && seen->s() == name) return seen;
   auto it = symbols_.find(name);
   if (it != symbols_.end()) return seen = it->second;
   Node* n = seen = make(Kind::Sym);
-  n->s = name;
+  n->name = &symbols_.emplace(name, n).first->first;  // (a map's keys never move)
   n->i = (params_.count(name) ? kParamName : 0) | (name == "?" ? kMark : 0) |
          (among(name, kArith) ? kArithHead : 0) | (among(name, kFold) ? kFoldHead : 0) |
          (among(name, kSpecial) ? kSpecialHead : 0);
-  symbols_.emplace(name, n);
   return n;
 }
 Node* Simplifier::integer(int64_t v) {
@@ -1787,6 +1768,7 @@ bool Simplifier::maybe_reset() {
   symbols_.clear();
   std::fill(std::begin(recent_syms_), std::end(recent_syms_), nullptr);
   facts_.clear();
+  texts_.clear();
   canonicals_.clear();
   nodes_.clear();
   items_.reset();
@@ -1807,13 +1789,9 @@ static int guarded(Failure& failure, Body body) {
   return static_cast<int>(failure.kind);
 }
 
-int Simplifier::canonical_form(Node* tree, Node** out, std::string* source, int64_t* size,
-                               std::string* skeleton) {
-  bool fits = true;
-  int code = guarded(failure_, [&] {
-    fits = Rules(*this).canonical_form(tree, out, source, size, skeleton);
-  });
-  if (code || fits) return code;
+int Simplifier::canonical_form(Node* tree, const Canonical** out) {
+  int code = guarded(failure_, [&] { *out = Rules(*this).canonical_form(tree); });
+  if (code || (*out)->fits) return code;
   failure_ = Failure{Err::TooManyParameters, "the simplified model needs more than " +
                                                  std::to_string(names_.size()) + " parameters"};
   return static_cast<int>(Err::TooManyParameters);

@@ -38,37 +38,36 @@ enum SymbolFlag : int64_t {
   kParamName = 1, kMark = 2, kArithHead = 4, kFoldHead = 8, kSpecialHead = 16,
 };
 
-// (one cache line holds what the rules read of a list or a number, its first 48 bytes: the
-// canonical form of a child is bound by the memory it reads, each Node a line apart)
+// (one cache line, the whole Node: the canonical form of a child is bound by the memory it
+// reads; the texts are the Simplifier's, pointed to)
 struct alignas(64) Node {
   Kind kind = Kind::Sym;
   bool b = false;
-  bool text_known = false;
   int64_t i = 0;              // an integer's value; a symbol's SymbolFlags
   Items items;                // a list's items
   Facts* facts = nullptr;     // a list's content facts, found once
   double f = 0.0;
-  std::string s;              // a symbol's name
-  std::string text;           // a number's source, once written
+  const std::string* name = nullptr;  // a symbol's name (its key in the symbol table)
+  const std::string* text = nullptr;  // a number's source, once written (a pooled Text)
 
-  // As made (a Pool's reused Node: clearing the strings keeps their buffers, where assigning a
-  // new Node constructs, moves and destroys two strings, for each of the many Nodes a canonical
-  // form makes).
-  void renew() {
-    kind = Kind::Sym;
-    b = false;
-    i = 0;
-    f = 0.0;
-    s.clear();
-    text.clear();
-    text_known = false;
-    items = Items{};
-    facts = nullptr;
-  }
+  const std::string& s() const { return *name; }  // (a symbol's)
+
+  // As made (a Pool's reused Node, renewed in place: assigning a new one constructs, moves and
+  // destroys it, for each of the many Nodes a canonical form makes).
+  void renew() { *this = Node{}; }
 };
 
-// What is known of one list content (each field computed when first asked).
-// (the fields a lookup and the memo read first, in the first cache line)
+static_assert(sizeof(Node) == 64, "a Node is one cache line");
+
+// A text the Simplifier memoizes (a number's source, a list content's source, key or skeleton),
+// pooled as the Nodes are: a reused one keeps its buffer (no allocation in the steady state).
+struct Text {
+  std::string s;
+  void renew() { s.clear(); }
+};
+
+// What is known of one list content (each field computed when first asked): two cache lines,
+// the fields a lookup and the memo read first in the first.
 struct alignas(64) Facts {
   Facts* same_hash = nullptr;  // the next content whose items hash alike
   Items items;                 // the items of rep, the content (read without rep's Node)
@@ -82,24 +81,12 @@ struct alignas(64) Facts {
   char pull_group = 0;      // '*' or '+', 0 for none
   Node* pull_rest = nullptr;
   Node* rep = nullptr;         // the first list met with this content
-  std::optional<std::string> src, key, skel;
+  const std::string *src = nullptr, *key = nullptr, *skel = nullptr;  // (pooled Texts)
 
   // As made (a Pool's reused Facts; see Node::renew).
-  void renew() {
-    same_hash = nullptr;
-    items = Items{};
-    id = 0;
-    simp = lift = nullptr;
-    src.reset();
-    key.reset();
-    skel.reset();
-    occ = size = marks = canonical = -1;
-    pull_known = false;
-    pull_group = 0;
-    pull_rest = nullptr;
-    rep = nullptr;
-  }
+  void renew() { *this = Facts{}; }
 };
+static_assert(sizeof(Facts) == 128, "a Facts is two cache lines");
 
 // The exceptions the rules raise, as the Python rules raised them.
 enum class Err : int {
@@ -201,6 +188,15 @@ class AddressMap {
   int shift_ = 64;
 };
 
+// A canonical form: the renamed tree, its source, skeleton (sexpr.skeleton) and size; fits
+// false (the rest unset) when the model needs more parameters than there are names.
+struct Canonical {
+  Node* tree = nullptr;
+  std::string source, skeleton;
+  int64_t size = 0;
+  bool fits = false;
+};
+
 class Simplifier {
  public:
   explicit Simplifier(std::vector<std::string> params);
@@ -219,9 +215,10 @@ class Simplifier {
   bool maybe_reset();
 
   // The entry points: each returns 0 or the Err of the exception (message in failure_message).
-  // (skeleton: sexpr.skeleton of *out, when not null)
-  int canonical_form(Node* tree, Node** out, std::string* source, int64_t* size,
-                     std::string* skeleton = nullptr);
+  // canonical_form points *out at the canonical form's record, the Simplifier's (no string
+  // copied out: the caller reads it before its next call into the Simplifier, which may move
+  // or overwrite it); TooManyParameters when it does not fit.
+  int canonical_form(Node* tree, const Canonical** out);
   int simplify(Node* tree, Node** out);
   int source_of(Node* t, std::string* out);
   int skeleton_of(Node* t, std::string* out);
@@ -244,17 +241,15 @@ class Simplifier {
   std::unordered_set<std::string> params_;
   Pool<Node> nodes_;
   Pool<Facts> facts_;
+  Pool<Text> texts_;
   // The canonical forms met, by the content their input simplified to (Facts::canonical): the
   // lifting, simplifying and renaming after the first simplification read that content alone,
-  // and a search's children simplify again and again to a content met before (fits false: it
-  // needed too many parameters). Forgotten at a reset, with the Nodes.
-  struct Canonical {
-    Node* tree = nullptr;
-    std::string source, skeleton;
-    int64_t size = 0;
-    bool fits = false;
-  };
+  // and a search's children simplify again and again to a content met before. Forgotten at a
+  // reset, with the Nodes.
   std::vector<Canonical> canonicals_;
+  Canonical last_;  // (the canonical form of a tree that simplified to an atom: not memoized)
+  // renamed's source and skeleton buffers, their room kept from one canonical form to the next
+  std::vector<char> rename_src_, rename_skel_;
   // items' hash -> its contents (a chain of Facts): open addressing, a power-of-two table of
   // (hash, chain) slots, an empty slot's chain null
   std::vector<std::pair<uint64_t, Facts*>> contents_;

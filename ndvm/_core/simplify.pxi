@@ -40,8 +40,13 @@ cdef extern from "simplify.hpp" namespace "ndvm::simp" nogil:
         bool b
         int64_t i
         double f
-        string s
+        const string& s()
         SItems items
+
+    cdef cppclass SCanonical "ndvm::simp::Canonical":
+        SNode* tree
+        string source, skeleton
+        int64_t size
 
     int node_kind(const SNode*)
     const vector[string]& arithmetic_heads()
@@ -60,7 +65,7 @@ cdef extern from "simplify.hpp" namespace "ndvm::simp" nogil:
         SNode* list(vector[SNode*]) except +
         SNode* list(SNode**, size_t) except +
         bool maybe_reset()
-        int canonical_form(SNode*, SNode**, string*, int64_t*, string*) except +
+        int canonical_form(SNode*, const SCanonical**) except +
         int simplify(SNode*, SNode**) except +
         int source_of(SNode*, string*) except +
         int skeleton_of(SNode*, string*) except +
@@ -98,7 +103,7 @@ cdef class _Made:
     cdef object key     # the content number it is kept by
     cdef object src     # the canonical source (str)
     cdef int64_t size
-    cdef string skel    # the skeleton (UTF-8)
+    cdef object skel    # the skeleton (str)
     cdef SNode* node    # the canonical tree
     cdef Py_ssize_t resets  # Simplifier.n_resets when it was made
 
@@ -115,6 +120,10 @@ cdef class Simplifier:
     cdef object last_out     # the last canonical tree returned, with its Node
     cdef SNode* last_out_node
     cdef dict symbols        # name -> its Node's address (the core shares one Node per name)
+    # a name's str object, by address, -> its Node (one slot read: a tree's names are mostly the
+    # str objects met before, the grammar's and those ``_tree`` decoded) ...
+    cdef AddressMap symbol_nodes
+    cdef list symbol_strs    # ... those str objects, kept (their addresses stay theirs)
     cdef list names          # the str of each symbol Node met by ``_tree`` ...
     cdef unordered_map[uintptr_t, PyObject*] name_of  # ... by the Node's address (borrowed)
     cdef bint holding        # (while ``hold`` converts)
@@ -136,6 +145,7 @@ cdef class Simplifier:
         self.c = new CSimplifier(names)
         self.too_many = too_many
         self.symbols = {}
+        self.symbol_strs = []
         self.names = []
         self.holding = False
         self.held = []
@@ -188,12 +198,19 @@ cdef class Simplifier:
         cdef const char* p
         cdef SNode* node
         if type(t) is str:
+            node = self.symbol_nodes.find(<uintptr_t><void*>t)
+            if node != NULL:
+                return node
             hit = self.symbols.get(t)
-            if hit is not None:
-                return <SNode*><uintptr_t>hit
-            p = PyUnicode_AsUTF8AndSize(t, &n)
-            node = self.c.sym(string(p, n))
-            self.symbols[t] = <uintptr_t>node
+            if hit is None:
+                p = PyUnicode_AsUTF8AndSize(t, &n)
+                node = self.c.sym(string(p, n))
+                self.symbols[t] = <uintptr_t>node
+            else:
+                node = <SNode*><uintptr_t>hit
+            if len(self.symbol_strs) < SIMPLIFY_HOLD_LIMIT:  # (as many as the lists held)
+                self.symbol_strs.append(t)
+                self.symbol_nodes.insert(<uintptr_t><void*>t, node)
             return node
         if isinstance(t, list):
             if self.held:
@@ -290,6 +307,8 @@ cdef class Simplifier:
             self.n_resets += 1
             self.last_in = self.last_out = None
             self.symbols.clear()
+            self.symbol_nodes.clear()
+            self.symbol_strs = []
             self.name_of.clear()
             self.names = []
             self._forget_held()
@@ -317,7 +336,7 @@ cdef class Simplifier:
             found = self.name_of.find(<uintptr_t>n)
             if found != self.name_of.end():
                 return <object>deref(found).second
-            name = PyUnicode_DecodeUTF8(n.s.data(), n.s.size(), NULL)
+            name = PyUnicode_DecodeUTF8(n.s().data(), n.s().size(), NULL)
             self.names.append(name)
             self.name_of[<uintptr_t>n] = <PyObject*>name
             return name
@@ -348,21 +367,25 @@ cdef class Simplifier:
     cdef object _canonical_form(self, object tree, bint skeleton, bint none_if_too_many=False):
         # (``none_if_too_many``: None for a model that needs too many parameters, ``entry``'s
         # answer, without raising and catching ``too_many`` for each such child)
-        cdef SNode* out = NULL
-        cdef string src, skel
-        cdef int64_t size = 0
+        cdef const SCanonical* c = NULL
         cdef SNode* n = self._node(tree)
-        cdef int code = self.c.canonical_form(n, &out, &src, &size, &skel if skeleton else NULL)
+        cdef int code = self.c.canonical_form(n, &c)
         if code:
             if code == 1 and none_if_too_many:
                 return None
             self._fail(code)
+        # (the record's texts read before the Python tree is made: Python code that runs while
+        # it is made may call this Simplifier again)
+        src = _text(c.source)
+        skel = _text(c.skeleton) if skeleton else None
+        cdef SNode* out = c.tree
+        cdef int64_t size = c.size
         t = self._python_tree(out)
         self.last_out = t
         self.last_out_node = out
         if skeleton:
-            return _acyclic((t, src.decode("utf-8"), size, skel.decode("utf-8")))
-        return _acyclic((t, src.decode("utf-8"), size))
+            return _acyclic((t, src, size, skel))
+        return _acyclic((t, src, size))
 
     def simplify(self, tree):
         """An equivalent (up to fitted constants) and never larger tree."""
@@ -379,7 +402,7 @@ cdef class Simplifier:
         cdef int code = self.c.source_of(self._node(t), &out)
         if code:
             self._fail(code)
-        return out.decode("utf-8")
+        return _text(out)
 
     def skeleton(self, t):
         """``sexpr.skeleton(t, params)``, memoized per subtree content."""
@@ -387,7 +410,7 @@ cdef class Simplifier:
         cdef int code = self.c.skeleton_of(self._node(t), &out)
         if code:
             self._fail(code)
-        return out.decode("utf-8")
+        return _text(out)
 
     def size(self, t):
         """``sexpr.size(t)``: the number of atoms, memoized per subtree content."""
@@ -415,7 +438,7 @@ cdef class Simplifier:
                          else self.c.source_of(n, &src))
         if code:
             self._fail(code)
-        key = number if type(tree) is list else src.decode("utf-8")
+        key = number if type(tree) is list else _text(src)
         out = self.entries.get(key, False)
         if out is False:
             self.n_entries_made += 1
@@ -440,17 +463,18 @@ cdef class Simplifier:
     cdef object _made(self, object tree, object key):
         # The canonical form of list ``tree`` (its Node the last converted) as a _Made, or None
         # when it needs too many parameters; raises as ``_canonical_form``.
-        cdef SNode* out = NULL
-        cdef string src
+        cdef const SCanonical* c = NULL
         cdef _Made m = _Made.__new__(_Made)
-        cdef int code = self.c.canonical_form(self._node(tree), &out, &src, &m.size, &m.skel)
+        cdef int code = self.c.canonical_form(self._node(tree), &c)
         if code:
             if code == 1:
                 return None
             self._fail(code)
-        m.src = src.decode("utf-8")
+        m.src = _text(c.source)
+        m.skel = _text(c.skeleton)
+        m.size = c.size
         m.key = key
-        m.node = out
+        m.node = c.tree
         m.resets = self.n_resets
         return m
 
@@ -467,7 +491,7 @@ cdef class Simplifier:
             t = self._python_tree(m.node)
             self.last_out = t
             self.last_out_node = m.node
-            out = _acyclic((t, m.src, m.size, m.skel.decode("utf-8")))
+            out = _acyclic((t, m.src, m.size, m.skel))
         except Exception:  # noqa: BLE001 - as _entry's
             if self.fallback is None:
                 raise
@@ -495,6 +519,12 @@ cdef object _fallback_entry(object fallback, object tree):
                         f"None, not {type(out).__name__}"
                         + (f" of {len(out)}" if isinstance(out, tuple) else ""))
     return out
+
+
+cdef inline str _text(const string& s):
+    # the str of a UTF-8 text the core keeps (read in place: Cython's decode of a C++ string
+    # copies it first)
+    return PyUnicode_DecodeUTF8(s.data(), s.size(), NULL)
 
 
 cdef string _utf8_name(object p) except *:
