@@ -84,3 +84,32 @@ def test_a_csv_file_is_read_without_a_python_object_for_every_cell(tmp_path):
     assert units is None and list(cols) == ["a", "b", "c", "y"]
     assert all(np.array_equal(cols[k], table[:, j]) for j, k in enumerate(cols))
     assert peak < 4 * path.stat().st_size  # (the text, once, and the columns)
+
+
+_LM_MEMORY = """
+import resource, sys
+import numpy as np
+import ndvm
+n, starts = 50_000, 16
+rng = np.random.default_rng(0)
+x = rng.uniform(1, 3, n)
+y = 2.0 * x + 1.0 + rng.normal(0, 0.1, n)
+ndvm.fit("(+ (* a x) b c d)", data={"x": x[:100]}, target=y[:100])  # (every buffer but the big)
+base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+ndvm.fit("(+ (* a x) b c d)", data={"x": x}, target=y, starts=starts, steps=3)
+grown = (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - base) * 1024
+print(grown / (2 * starts * n * 4))  # (bytes per lane, point and parameter: "both", 2 lanes)
+"""
+
+
+def test_lm_holds_one_copy_of_the_jacobian_for_its_qr_not_one_per_start():
+    # (each LM lane kept its own N x P copy of the Jacobian that refactor's QR overwrites and
+    # nothing read again: ndvm.fit of 8 starts on 10^6 rows of 4 parameters took 2.1 GB, 1.65
+    # GB with one copy for all lanes; the lanes' Jacobians, the evaluation's and their trial
+    # remain, about 3 doubles a lane, point and parameter, where there were 4)
+    import subprocess
+    import sys
+    out = subprocess.run([sys.executable, "-c", _LM_MEMORY], capture_output=True, text=True,
+                         check=True)
+    per = float(out.stdout.split()[-1])
+    assert per < 3.5 * 8, per
