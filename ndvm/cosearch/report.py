@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 
 import ndvm
-from ndvm.cosearch.task import predict
+from ndvm.cosearch.task import predict, subset_rows
 
 __all__ = ["front_table", "selection_text", "highlights", "write_plots", "front_figure", "fits_figure",
            "fit_figure"]
@@ -245,6 +245,19 @@ def _likelihood_figure(plt, result, ids, errors):
     return fig
 
 
+# Data rows a plot draws at most: a seeded sample of larger data (10,000 points already fill a
+# plot; a million took fits.png 15 to 20 s to draw and save; the title says what is drawn)
+PLOT_ROWS = 10_000
+
+
+def _drawn(n):
+    """(the rows of n that a plot draws, ``PLOT_ROWS`` at most: ``subset_rows``; the line its
+    title adds to say so, "" when it draws them all)."""
+    rows = subset_rows(n, PLOT_ROWS, 0)
+    return rows, ("" if rows.size == n else f"\n{rows.size:,} of the {n:,} rows drawn (a "
+                                             f"seeded sample)")
+
+
 def _predicted(r, inputs, consts):
     """Record ``r``'s model at its params on the rows of ``inputs``."""
     prog = ndvm.parse(r["model"])  # (the simplified model its params belong to)
@@ -282,8 +295,10 @@ def fits_figure(result):
         fig, ax = plt.subplots(figsize=(7.5, height))
         (name, x), = task.inputs.items()
         grid = np.linspace(x.min(), x.max(), 400)
-        ax.scatter(x[task.train], task.target[task.train], s=12, c="k", label="train")
-        ax.scatter(x[task.heldout], task.target[task.heldout], s=18, facecolors="none",
+        rows, note = _drawn(x.size)
+        train, held = (np.intersect1d(rows, which) for which in (task.train, task.heldout))
+        ax.scatter(x[train], task.target[train], s=12, c="k", label="train")
+        ax.scatter(x[held], task.target[held], s=18, facecolors="none",
                    edgecolors="C0", label="held out")
         for i, r in enumerate(chosen, 1):
             ax.plot(grid, _predicted(r, {name: grid}, task.consts), c=f"C{i}",
@@ -294,27 +309,27 @@ def fits_figure(result):
         lo, hi = task.target.min(), task.target.max()
         pad = 0.3 * (hi - lo)
         ax.set_ylim(lo - pad, hi + pad)
-        ax.set_title(f"{task.name}: the chosen model and the front's highlights")
+        ax.set_title(f"{task.name}: the chosen model and the front's highlights{note}")
         ax.legend(fontsize=9, loc="best")
     else:  # (several inputs: no curve to draw; each row's prediction against its data)
         height = 6.0 + 0.17 * n_lines
         fig, (ax, res_ax) = plt.subplots(2, 1, figsize=(7.5, height), sharex=True,
                                          gridspec_kw={"height_ratios": [3, 1]})
-        y = task.target
-        lo, hi = float(y.min()), float(y.max())
+        lo, hi = float(task.target.min()), float(task.target.max())
+        rows, note = _drawn(task.target.size)
+        y = task.target[rows]
+        train = np.isin(rows, task.train)  # (the drawn rows' split: filled, else hollow)
         ax.plot([lo, hi], [lo, hi], c="0.4", lw=1, label="predicted = observed")
         for i, r in enumerate(chosen, 1):
-            pred = _predicted(r, task.inputs, task.consts)
+            pred = _predicted(r, {k: v[rows] for k, v in task.inputs.items()}, task.consts)
             c = f"C{i}"
-            ax.scatter(y[task.train], pred[task.train], s=10, color=c, alpha=0.7,
-                       label=label(i, r))
-            ax.scatter(y[task.heldout], pred[task.heldout], s=22, facecolors="none",
-                       edgecolors=c)
+            ax.scatter(y[train], pred[train], s=10, color=c, alpha=0.7, label=label(i, r))
+            ax.scatter(y[~train], pred[~train], s=22, facecolors="none", edgecolors=c)
             res_ax.scatter(y, y - pred, s=8, color=c, alpha=0.7)
         ax.scatter([], [], s=22, facecolors="none", edgecolors="k", label="hollow: held out")
         ax.set_ylabel(f"predicted {target}")
         ax.set_title(f"{task.name}: the chosen model and the front's highlights, on "
-                     f"{y.size} rows of {len(task.inputs)} inputs")
+                     f"{task.target.size} rows of {len(task.inputs)} inputs{note}")
         ax.legend(fontsize=8, loc="upper left")
         res_ax.axhline(0.0, c="0.4", lw=1)
         res_ax.set_xlabel(f"observed {target}")
@@ -332,24 +347,26 @@ def fit_figure(prog, params, data, y, target, r2, stderr=None, client="dmci"):
     pred = np.broadcast_to(ev.evaluate(prog, params=params, data=data).value[0], y.shape)
     fig, (ax, res_ax) = plt.subplots(2, 1, figsize=(8.4, 5.6), sharex=len(data) == 1,
                                      gridspec_kw={"height_ratios": [3, 1]})
+    rows, note = _drawn(y.size)
     if len(data) == 1:
         (name, x), = data.items()
         grid = np.linspace(x.min(), x.max(), 400)
         with np.errstate(all="ignore"):
             line = np.broadcast_to(ev.evaluate(prog, params=params, data={name: grid}).value[0],
                                    grid.shape)
-        ax.scatter(x, y, s=12, c="k", label=f"data ({y.size} rows)")
+        x = np.broadcast_to(x, y.shape)[rows]
+        ax.scatter(x, y[rows], s=12, c="k", label=f"data ({y.size} rows)")
         ax.plot(grid, line, c="C3", lw=2, label="model")
         ax.set_ylabel(target)
-        res_ax.scatter(x, y - pred, s=10, c="k")
+        res_ax.scatter(x, y[rows] - pred[rows], s=10, c="k")
         res_ax.set_xlabel(name)
     else:
-        ax.scatter(y, pred, s=12, c="k", label="rows")
+        ax.scatter(y[rows], pred[rows], s=12, c="k", label="rows")
         lo, hi = float(np.min(y)), float(np.max(y))
         ax.plot([lo, hi], [lo, hi], c="C3", lw=1, label="prediction = data")
         ax.set_xlabel(target)
         ax.set_ylabel(f"predicted {target}")
-        res_ax.scatter(y, y - pred, s=10, c="k")
+        res_ax.scatter(y[rows], y[rows] - pred[rows], s=10, c="k")
         res_ax.set_xlabel(target)
     res_ax.axhline(0.0, c="C3", lw=1)
     res_ax.set_ylabel("residual")
@@ -358,7 +375,7 @@ def fit_figure(prog, params, data, y, target, r2, stderr=None, client="dmci"):
         se = None if stderr is None else stderr.get(k)
         lines.append(f"{k} = {v:.5g}" + (f" ± {se:.2g}" if se is not None and np.isfinite(se)
                                          else ""))
-    ax.set_title(f"{prog.name}: fit to {target}")
+    ax.set_title(f"{prog.name}: fit to {target}{note}")
     ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.02, 1.0), borderaxespad=0)
     # R² and the parameters beside the plot, under the legend, never over the data
     ax.text(1.03, 0.72, "\n".join(lines), transform=ax.transAxes, va="top", fontsize=9,

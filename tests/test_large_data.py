@@ -1,0 +1,115 @@
+"""Large data (10^4 to 10^6 rows): what grew with the rows where it need not, each found by running
+the user paths on big data; every test is quick (no timing is asserted)."""
+import numpy as np
+import pytest
+
+import ndvm
+from ndvm.cosearch import report
+from ndvm.cosearch.loop import SearchResult
+from ndvm.cosearch.task import Task
+
+N = 60_000  # (rows: several times report.PLOT_ROWS)
+
+
+def _points(fig):
+    """Every scatter's number of points in ``fig``."""
+    return [len(c.get_offsets()) for ax in fig.axes for c in ax.collections]
+
+
+def _result(inputs, target):
+    task = Task.from_arrays("big", inputs, target)
+    model = "(* a " + " ".join(inputs) + ")" if len(inputs) > 1 else "(* a x)"
+    rec = {"id": 0, "proposed": model, "model": model, "status": "ok", "size": 1 + len(inputs),
+           "heldout_error": 0.01, "r2": 0.99, "time": 0.1, "params": {"a": 2.0}}
+    return SearchResult(task=task, records=[rec], front=[rec], best=rec, first_good=None,
+                        elapsed=1.0, proposer="mutate", seed=0, stopped="budget")
+
+
+@pytest.mark.parametrize("k", [1, 3])
+def test_fits_plot_of_many_rows_draws_a_seeded_sample_and_says_so(k):
+    # (fits.png drew every row for each highlighted model: 15 to 20 s to save on 10^6 rows)
+    pytest.importorskip("matplotlib")
+    rng = np.random.default_rng(0)
+    names = ["x"] if k == 1 else [f"x{i}" for i in range(k)]
+    inputs = {n: rng.uniform(1, 2, N) for n in names}
+    res = _result(inputs, 2.0 * np.prod(list(inputs.values()), axis=0) + rng.normal(0, .01, N))
+    fig = report.fits_figure(res)
+    drawn = _points(fig)
+    assert drawn and max(drawn) <= report.PLOT_ROWS
+    assert sum(drawn) >= report.PLOT_ROWS  # (every drawn row, train and held out)
+    assert f"{report.PLOT_ROWS:,} of the {N:,} rows drawn" in fig.axes[0].get_title()
+    fig.clf()
+
+
+def test_fit_plot_of_many_rows_draws_a_seeded_sample_and_says_so():
+    pytest.importorskip("matplotlib")
+    rng = np.random.default_rng(0)
+    x = rng.uniform(1, 2, N)
+    y = 2.0 * x + rng.normal(0, .01, N)
+    for data in ({"x": x}, {"x": x, "z": x[::-1].copy()}):
+        fig = report.fit_figure(ndvm.parse("(+ (* a x) (* 0 z))" if "z" in data else
+                                           "(* a x)"), {"a": 2.0}, data, y, "y", 0.99)
+        drawn = _points(fig)
+        assert drawn and max(drawn) == report.PLOT_ROWS
+        assert f"{report.PLOT_ROWS:,} of the {N:,} rows drawn" in fig.axes[0].get_title()
+        fig.clf()
+
+
+def test_a_plot_of_few_rows_draws_them_all_and_says_nothing_of_a_sample():
+    pytest.importorskip("matplotlib")
+    rng = np.random.default_rng(0)
+    inputs = {"x0": rng.uniform(1, 2, 500), "x1": rng.uniform(1, 2, 500)}
+    res = _result(inputs, 2.0 * inputs["x0"] * inputs["x1"])
+    fig = report.fits_figure(res)
+    assert max(_points(fig)) == 500 and "drawn" not in fig.axes[0].get_title()
+    fig.clf()
+
+
+def test_a_csv_file_is_read_without_a_python_object_for_every_cell(tmp_path):
+    # (read_table held every row as a list of strings and every number as a float object:
+    # 607 MB to read a 47 MB file of 10^6 rows of 4 columns, 12 times the file's size)
+    import tracemalloc
+
+    from ndvm.cli import read_table
+    rng = np.random.default_rng(0)
+    table = rng.uniform(-1, 1, (10_000, 4))
+    path = tmp_path / "big.csv"
+    np.savetxt(path, table, delimiter=",", header="a,b,c,y", comments="", fmt="%.17g")
+    tracemalloc.start()
+    try:
+        cols, units = read_table(path, finite=True)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert units is None and list(cols) == ["a", "b", "c", "y"]
+    assert all(np.array_equal(cols[k], table[:, j]) for j, k in enumerate(cols))
+    assert peak < 4 * path.stat().st_size  # (the text, once, and the columns)
+
+
+_LM_MEMORY = """
+import resource, sys
+import numpy as np
+import ndvm
+n, starts = 50_000, 16
+rng = np.random.default_rng(0)
+x = rng.uniform(1, 3, n)
+y = 2.0 * x + 1.0 + rng.normal(0, 0.1, n)
+ndvm.fit("(+ (* a x) b c d)", data={"x": x[:100]}, target=y[:100])  # (every buffer but the big)
+base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+ndvm.fit("(+ (* a x) b c d)", data={"x": x}, target=y, starts=starts, steps=3)
+grown = (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - base) * 1024
+print(grown / (2 * starts * n * 4))  # (bytes per lane, point and parameter: "both", 2 lanes)
+"""
+
+
+def test_lm_holds_one_copy_of_the_jacobian_for_its_qr_not_one_per_start():
+    # (each LM lane kept its own N x P copy of the Jacobian that refactor's QR overwrites and
+    # nothing read again: ndvm.fit of 8 starts on 10^6 rows of 4 parameters took 2.1 GB, 1.65
+    # GB with one copy for all lanes; the lanes' Jacobians, the evaluation's and their trial
+    # remain, about 3 doubles a lane, point and parameter, where there were 4)
+    import subprocess
+    import sys
+    out = subprocess.run([sys.executable, "-c", _LM_MEMORY], capture_output=True, text=True,
+                         check=True)
+    per = float(out.stdout.split()[-1])
+    assert per < 3.5 * 8, per
