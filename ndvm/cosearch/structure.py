@@ -449,7 +449,9 @@ def building_blocks(g, X, y):
     same grammar and data is done once per process (a search's islands each ask for it)."""
     X = np.ascontiguousarray(X, dtype=np.float64)
     y = np.ascontiguousarray(y, dtype=np.float64)
-    key = (repr(g), X.shape, hashlib.blake2b(X.tobytes() + y.tobytes()).hexdigest())
+    digest = hashlib.blake2b(X)  # (the arrays' bytes read in place: no joined copy of the data)
+    digest.update(y)
+    key = (repr(g), X.shape, digest.hexdigest())
     out = _MEMO.get(key)
     if out is None:
         with np.errstate(all="ignore"):
