@@ -56,7 +56,6 @@ struct Factor {
   std::vector<double> W, V;   // B = R D^-1 = W V^T, W's columns orthogonal (W = U Sigma); by columns
   std::vector<double> sigma;  // singular values of B (column norms of W)
   std::vector<double> gt;     // W^T qtf: the scaled gradient B^T qtf in V's coordinates
-  std::vector<double> work, u;
 
   void resize(size_t p) {
     P = p;
@@ -72,6 +71,9 @@ struct Factor {
   // Each reflector is normalized by its column's norm, so entries near the overflow threshold
   // never get squared.
   void qr(double* A, size_t N, const double* f) {
+    // (the reflector and Q^T f, N each, are scratch of this call alone: one pair a thread, not
+    // one a start, which on 10^6 rows was 16 MB a start)
+    thread_local std::vector<double> work, u;
     work.assign(f, f + N);
     u.resize(N);
     std::fill(R.begin(), R.end(), 0.0);
