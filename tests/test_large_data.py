@@ -1,5 +1,7 @@
 """Large data (10^4 to 10^6 rows): what grew with the rows where it need not, each found by running
 the user paths on big data; every test is quick (no timing is asserted)."""
+import os
+
 import numpy as np
 import pytest
 
@@ -102,6 +104,8 @@ print(grown / (2 * starts * n * 4))  # (bytes per lane, point and parameter: "bo
 """
 
 
+@pytest.mark.skipif(bool(os.environ.get("NDVM_SANITIZED")),
+                    reason="a peak RSS under AddressSanitizer counts its quarantine and shadow")
 def test_lm_holds_one_copy_of_the_jacobian_for_its_qr_not_one_per_start():
     # (each LM lane kept its own N x P copy of the Jacobian that refactor's QR overwrites and
     # nothing read again: ndvm.fit of 8 starts on 10^6 rows of 4 parameters took 2.1 GB, 1.65
@@ -109,7 +113,10 @@ def test_lm_holds_one_copy_of_the_jacobian_for_its_qr_not_one_per_start():
     # remain, about 3 doubles a lane, point and parameter, where there were 4)
     import subprocess
     import sys
+    import tempfile
+    # (run outside the checkout, whose ndvm/ would shadow the installed one)
     out = subprocess.run([sys.executable, "-c", _LM_MEMORY], capture_output=True, text=True,
-                         check=True)
+                         timeout=300, cwd=tempfile.gettempdir(), check=False)
+    assert out.returncode == 0, out.stderr
     per = float(out.stdout.split()[-1])
     assert per < 3.5 * 8, per
