@@ -329,7 +329,7 @@ def fits_figure(result):
         ax.scatter([], [], s=22, facecolors="none", edgecolors="k", label="hollow: held out")
         ax.set_ylabel(f"predicted {target}")
         ax.set_title(f"{task.name}: the chosen model and the front's highlights, on "
-                     f"{task.target.size} rows of {len(task.inputs)} inputs{note}")
+                     f"{task.target.size:,} rows of {len(task.inputs)} inputs{note}")
         ax.legend(fontsize=8, loc="upper left")
         res_ax.axhline(0.0, c="0.4", lw=1)
         res_ax.set_xlabel(f"observed {target}")
@@ -355,7 +355,7 @@ def fit_figure(prog, params, data, y, target, r2, stderr=None, client="dmci"):
             line = np.broadcast_to(ev.evaluate(prog, params=params, data={name: grid}).value[0],
                                    grid.shape)
         x = np.broadcast_to(x, y.shape)[rows]
-        ax.scatter(x, y[rows], s=12, c="k", label=f"data ({y.size} rows)")
+        ax.scatter(x, y[rows], s=12, c="k", label=f"data ({y.size:,} rows)")
         ax.plot(grid, line, c="C3", lw=2, label="model")
         ax.set_ylabel(target)
         res_ax.scatter(x, y[rows] - pred[rows], s=10, c="k")
