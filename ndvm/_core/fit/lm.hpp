@@ -62,14 +62,20 @@ class LmFit final : public FitDriver {
     }
   };
   // Per-thread buffers kept between fits (FitScratch): the starts' states and the trial's, and
-  // A, the copy of a start's Jacobian that refactor's QR overwrites: one for every start, whose
-  // refactors run one after the other (it was each start's own, N x P doubles a start that
-  // nothing read after its QR: 512 MB of ndvm.fit's 2.1 GB for 8 starts on 10^6 rows)
+  // refactor's QR scratch: A, the copy of a start's Jacobian the QR overwrites, and the QR's
+  // reflector and Q^T f, one set for every start, whose refactors run one after the other (they
+  // were each start's own, nothing reading them after its QR: on 10^6 rows 512 MB of ndvm.fit's
+  // 2.1 GB for 8 starts, and 16 MB a start)
   struct LmScratch {
     std::vector<LmState> st;
     std::vector<double> ut, rt, Jt, cnt, A;
+    lm::QrWork qr;
+
+    static LmScratch& here() {
+      thread_local LmScratch s;
+      return s;
+    }
   };
-  std::vector<double>* A_ = nullptr;  // (optimize's LmScratch::A, for refactor)
 
   // column norms into cn; false if any entry is not finite.
   bool copy_jacobian(uint32_t s, const std::vector<double>& u, double* J, double* cn) const {
@@ -91,11 +97,10 @@ class LmFit final : public FitDriver {
 
   void optimize() override {
     const double radius0 = 100.0;  // MINPACK's initial radius: factor * ||D x0||
-    thread_local LmScratch sc;
+    LmScratch& sc = LmScratch::here();
     std::vector<LmState>& st = sc.st;
     std::vector<double>&ut = sc.ut, &rt = sc.rt, &Jt = sc.Jt, &cnt = sc.cnt;
     if (st.size() < S_) st.resize(S_);
-    A_ = &sc.A;
     ut = u_;
     rt.resize(N_);
     Jt.resize(size_t(N_) * P_);
@@ -104,7 +109,7 @@ class LmFit final : public FitDriver {
       LmScratch& sc;
       size_t bytes;
       ~Trim() { keep_small(sc, bytes); }
-    } trim{sc, size_t(N_) * P_ * (S_ + 2) * sizeof(double)};
+    } trim{sc, (size_t(N_) * P_ * (S_ + 2) + 2 * size_t(N_)) * sizeof(double)};
     evaluate(u_, kJac);
     for (uint32_t s = 0; s < S_; ++s) {
       LmState& m = st[s];
@@ -185,7 +190,8 @@ class LmFit final : public FitDriver {
 
   // QR and SVD at start s's current point, the gradient test, and the column scaling.
   void refactor(uint32_t s, LmState& m, double radius0) {
-    std::vector<double>& A = *A_;
+    LmScratch& sc = LmScratch::here();
+    std::vector<double>& A = sc.A;
     A = m.J;
     for (size_t p = 0; p < P_; ++p) {
       m.acn[p] = m.cn[p];
@@ -200,7 +206,7 @@ class LmFit final : public FitDriver {
         m.acn[p] = 0.0;
       }
     }
-    m.F.qr(A.data(), N_, m.r.data());
+    m.F.qr(A.data(), N_, m.r.data(), sc.qr);
     m.gnorm = 0.0;
     if (m.fnorm != 0.0)
       for (size_t j = 0; j < P_; ++j) {

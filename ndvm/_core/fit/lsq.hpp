@@ -48,6 +48,12 @@ inline double enorm(const double* x, size_t n, size_t stride = 1) {
   return big * std::sqrt(s);
 }
 
+// A QR's scratch, N doubles each: its reflector and Q^T f (the caller's, kept where its other
+// buffers are: one for every start, whose QRs run one after the other).
+struct QrWork {
+  std::vector<double> work, u;
+};
+
 // The factorization of one start's problem at its current point.
 struct Factor {
   size_t P = 0;
@@ -70,10 +76,8 @@ struct Factor {
   // QR of A (N x P, column j at A + j*N; overwritten) applied to f [N]: R and qtf = (Q^T f)[:P].
   // Each reflector is normalized by its column's norm, so entries near the overflow threshold
   // never get squared.
-  void qr(double* A, size_t N, const double* f) {
-    // (the reflector and Q^T f, N each, are scratch of this call alone: one pair a thread, not
-    // one a start, which on 10^6 rows was 16 MB a start)
-    thread_local std::vector<double> work, u;
+  void qr(double* A, size_t N, const double* f, QrWork& w) {
+    std::vector<double>&work = w.work, &u = w.u;
     work.assign(f, f + N);
     u.resize(N);
     std::fill(R.begin(), R.end(), 0.0);
@@ -224,7 +228,8 @@ inline void covariance(double* J, size_t N, size_t P, double rss, double* cov, d
   }
   Factor F;
   F.resize(P);
-  F.qr(J, N, zeros.data());
+  QrWork w;
+  F.qr(J, N, zeros.data(), w);
   std::vector<double> dd(P);
   for (size_t j = 0; j < P; ++j) dd[j] = d[j] > 0 ? d[j] : 1.0;
   F.svd(dd.data());
