@@ -120,3 +120,65 @@ def test_lm_holds_one_copy_of_the_jacobian_for_its_qr_not_one_per_start():
     assert out.returncode == 0, out.stderr
     per = float(out.stdout.split()[-1])
     assert per < 3.5 * 8, per
+
+
+_LM_GROUPS = """
+import resource
+import numpy as np
+import ndvm
+n, starts = 1_000_000, 8
+rng = np.random.default_rng(0)
+x = rng.uniform(0, 10, n)
+y = 2.5 * np.exp(-0.3 * x) * np.cos(1.7 * x) + rng.normal(0, 0.01, n)
+prog = "(* A (exp (* (- 0 b) x)) (cos (* w x)))"
+init = {"A": 2.0, "b": 0.2, "w": 1.6}
+ndvm.fit(prog, data={"x": x[:100]}, target=y[:100], init=init)  # (every buffer but the big)
+base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+ndvm.fit(prog, data={"x": x}, target=y, starts=starts, init=init, steps=5)
+print((resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - base) * 1024 / 2**20)
+"""
+
+
+@pytest.mark.skipif(bool(os.environ.get("NDVM_SANITIZED")),
+                    reason="a peak RSS under AddressSanitizer counts its quarantine and shadow")
+def test_lm_on_many_points_runs_its_starts_in_groups_of_bounded_memory():
+    # (all 8 starts of a fit on 10^6 points ran as one batch: 1.1 GB at once, 3.3 GB on 3 x 10^6
+    # points; in groups of at most kLanesAtOnce lanes, fit/fit.hpp, ~270 MB and ~730 MB)
+    import subprocess
+    import sys
+    import tempfile
+    out = subprocess.run([sys.executable, "-c", _LM_GROUPS], capture_output=True, text=True,
+                         timeout=300, cwd=tempfile.gettempdir(), check=False)
+    assert out.returncode == 0, out.stderr
+    grown_mb = float(out.stdout.split()[-1])
+    assert grown_mb < 500, grown_mb
+
+
+def test_lm_in_groups_of_starts_ends_each_start_as_one_batch_would():
+    # 8 starts on 300,000 points run in groups (fit/fit.hpp's kLanesAtOnce: 2 lanes a start,
+    # 3 starts a group); each start alone runs in one batch. Every start ends the same, bit for
+    # bit; the history repeats a stopped start's loss until the last start stops, and n_evals
+    # counts the steps of the longest, as one batch of all of them does
+    rng = np.random.default_rng(3)
+    n, starts = 300_000, 8
+    x = rng.uniform(0, 10, n)
+    y = 2.5 * np.exp(-0.3 * x) * np.cos(1.7 * x) + rng.normal(0, 0.05, n)
+    prog = ndvm.parse("(* A (exp (* (- 0 b) x)) (cos (* w x)))")
+    init = {"A": rng.uniform(1, 4, starts), "b": rng.uniform(0.05, 0.6, starts),
+            "w": rng.uniform(1.5, 1.9, starts)}
+    whole = ndvm.fit(prog, data={"x": x}, target=y, starts=starts, init=init, steps=30)
+    alone = [ndvm.fit(prog, data={"x": x}, target=y, starts=1, steps=30,
+                      init={k: v[s:s + 1] for k, v in init.items()}) for s in range(starts)]
+    assert whole.n_evals == max(r.n_evals for r in alone)
+    for s, r in enumerate(alone):
+        for k in init:
+            assert whole.all_params[k][s] == r.all_params[k][0]
+        assert whole.all_losses[s] == r.all_losses[0]
+        assert whole.status[s] == r.status[0]
+        np.testing.assert_array_equal(whole.all_covariance[s], r.all_covariance[0])
+        mine = r.history[:, 0]
+        used = int(np.flatnonzero(~np.isnan(mine))[-1]) + 1
+        np.testing.assert_array_equal(whole.history[:used, s], mine[:used])
+        longest = max(int(np.flatnonzero(~np.isnan(q.history[:, 0]))[-1]) + 1 for q in alone)
+        assert np.all(whole.history[used:longest, s] == mine[used - 1])
+        assert np.all(np.isnan(whole.history[longest:, s]))
