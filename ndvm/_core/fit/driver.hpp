@@ -15,11 +15,16 @@
 namespace ndvm {
 
 // A vector's elements kept between fits: cleared and released when they take more than
-// kKeepBytes, so that one huge fit does not pin its memory for the thread's life.
+// kKeepBytes, so that one huge fit does not pin its memory for the thread's life; not while
+// keeping_all() is positive (a fit run in groups of starts, fit.hpp, trims once after its last).
 constexpr size_t kKeepBytes = size_t(64) << 20;
+inline int& keeping_all() {
+  thread_local int depth = 0;
+  return depth;
+}
 template <class V>
 void keep_small(V& v, size_t bytes) {
-  if (bytes > kKeepBytes) v = V();
+  if (bytes > kKeepBytes && keeping_all() == 0) v = V();
 }
 
 // The driver's buffers, one set per thread, kept between fits: a worker that runs fit after fit

@@ -54,6 +54,14 @@ inline void run_in_groups(FitRequest& rq, uint32_t G) {
     std::vector<size_t> last;  // each start's group's last history row + 1 (0: none)
   };
   thread_local Group g;
+  struct Hold {  // the thread's fit buffers kept from group to group, released after the last
+    Hold() { ++keeping_all(); }  // (however it ends: a fit this large keeps none, as one batch)
+    ~Hold() {
+      --keeping_all();
+      keep_small(FitScratch::here(), ~size_t(0));
+      LmFit::trim(~size_t(0));
+    }
+  } hold;
   std::vector<size_t>& last = g.last;
   last.assign(S, 0);
   int64_t evals = 0;

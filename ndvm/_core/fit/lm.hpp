@@ -77,6 +77,11 @@ class LmFit final : public FitDriver {
     }
   };
 
+ public:
+  // The thread's LM buffers released when a fit made them huge: ``bytes`` (keep_small).
+  static void trim(size_t bytes) { keep_small(LmScratch::here(), bytes); }
+
+ private:
   // column norms into cn; false if any entry is not finite.
   bool copy_jacobian(uint32_t s, const std::vector<double>& u, double* J, double* cn) const {
     bool ok = true;
@@ -106,10 +111,9 @@ class LmFit final : public FitDriver {
     Jt.resize(size_t(N_) * P_);
     cnt.resize(P_);
     struct Trim {  // (after the fit, however it ends)
-      LmScratch& sc;
       size_t bytes;
-      ~Trim() { keep_small(sc, bytes); }
-    } trim{sc, (size_t(N_) * P_ * (S_ + 2) + 2 * size_t(N_)) * sizeof(double)};
+      ~Trim() { trim(bytes); }
+    } trim_after{(size_t(N_) * P_ * (S_ + 2) + 2 * size_t(N_)) * sizeof(double)};
     evaluate(u_, kJac);
     for (uint32_t s = 0; s < S_; ++s) {
       LmState& m = st[s];
