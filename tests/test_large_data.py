@@ -155,12 +155,12 @@ def test_lm_on_many_points_runs_its_starts_in_groups_of_bounded_memory():
 
 
 def test_lm_in_groups_of_starts_ends_each_start_as_one_batch_would():
-    # 8 starts on 300,000 points run in groups (fit/fit.hpp's kLanesAtOnce: 2 lanes a start,
-    # 3 starts a group); each start alone runs in one batch. Every start ends the same, bit for
+    # 8 starts on 200,000 points run in groups (fit/fit.hpp's kLanesAtOnce: 2 lanes a start,
+    # 5 starts a group); each start alone runs in one batch. Every start ends the same, bit for
     # bit; the history repeats a stopped start's loss until the last start stops, and n_evals
     # counts the steps of the longest, as one batch of all of them does
     rng = np.random.default_rng(3)
-    n, starts = 300_000, 8
+    n, starts = 200_000, 8
     x = rng.uniform(0, 10, n)
     y = 2.5 * np.exp(-0.3 * x) * np.cos(1.7 * x) + rng.normal(0, 0.05, n)
     prog = ndvm.parse("(* A (exp (* (- 0 b) x)) (cos (* w x)))")
