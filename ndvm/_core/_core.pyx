@@ -13,6 +13,7 @@ from libcpp cimport bool
 from libcpp.memory cimport shared_ptr
 from libcpp.string cimport string
 from libcpp.vector cimport vector
+from cpython.unicode cimport PyUnicode_AsUTF8AndSize
 
 from ndvm._core.core cimport (
     AfterFit, AfterSegment, Binding, BindKind, ClientEntry, Datum, DatumKind, ErrorInfo, Expanded, FitLayout, FitRequest,
@@ -130,12 +131,20 @@ cdef bytes _utf8(str text, str name):
 
 def parse(str text not None, str name not None="<program>"):
     """Read, check and expand program text. Raises ReadError or FormError."""
-    return _parse(text, name)
+    return _parse(text, name, name.encode("utf-8", "backslashreplace"))
 
 
-cdef Program _parse(str text, str name):
-    cdef string t = _utf8(text, name)
-    cdef string n = name.encode("utf-8", "backslashreplace")
+cdef Program _parse(str text, str name, const string& n):
+    """``parse`` of ``text`` named ``name`` (``n``: the name as the core takes it, encoded
+    once for many texts)."""
+    cdef string t
+    cdef const char* utf8 = NULL
+    cdef Py_ssize_t size = 0
+    try:  # (the text's own UTF-8, copied once: no bytes object between)
+        utf8 = PyUnicode_AsUTF8AndSize(text, &size)
+    except UnicodeEncodeError:
+        t = _utf8(text, name)  # (raises the ReadError that says where)
+    t.assign(utf8, size)
     cdef shared_ptr[const Expanded] x
     cdef ErrorInfo err
     cdef bool ok
@@ -639,11 +648,12 @@ def validate_each(list sources not None, str name not None, dict probes not None
     cdef list out = []
     cdef Program prog
     cdef tuple known
+    cdef string n = name.encode("utf-8", "backslashreplace")
     cdef uintptr_t entry = client.entry
     cdef int reduce = REDUCE_START  # (a run without grad reduces nothing)
     for src in sources:
         try:
-            prog = _parse(src, name)
+            prog = _parse(src, name, n)
             known = probes.get(prog.free_names)
             if known is None:
                 known = miss(prog)
