@@ -630,8 +630,8 @@ def island_stages(search, n, what):
     fraction is measured without them, above): proposing (of it the parents' trees, the
     building blocks the data suggest, and the rest: the native loop over the children, with
     their operators, canonical forms and duplicate checks, and the library's models),
-    validating (of it parse, and the probe: the evaluation on the bound inputs of the
-    candidate's free names), the evaluations outside the calibrations (scoring's, where a fit
+    validating (a round's parse, free names and probe, the evaluation on the bound inputs of
+    each candidate's free names: one native call), the evaluations outside the calibrations (scoring's, where a fit
     brings no values back), the native calibrations, scoring and folding a round, staging its
     fits, and the rest of Island.run; and the garbage collector's share of all of it (collecting
     at the end of an epoch, when the search lets it run again, or once a round's young objects
@@ -642,8 +642,7 @@ def island_stages(search, n, what):
 
     timers = {"run": (isl.Island, "run"), "propose": (proposers.Mutate, "propose"),
               "_parents": (proposers.Mutate, "_parents"), "_blocks": (proposers.Mutate, "_blocks"),
-              "validate": (score.Scorer, "validate"), "parse": (ndvm, "parse"),
-              "probe": (Evaluator, "run"), "evaluate": (Evaluator, "evaluate"),
+              "validate": (score.Scorer, "validate_round"), "evaluate": (Evaluator, "evaluate"),
               "next": (rounds._Rounds, "next"), "begin": (rounds._Rounds, "begin"),
               "finish": (rounds._Rounds, "finish"), "calibrate": (rounds._Rounds, "calibrate")}
     bred = _children_counts()
@@ -662,8 +661,8 @@ def island_stages(search, n, what):
           f"{us['_parents']:.1f}, the building blocks {us['_blocks']:.1f}, the children and the "
           f"library {us['propose'] - us['_parents'] - us['_blocks']:.1f}: {tries / n:.2f} children "
           f"bred a candidate, {made / n:.2f} canonical forms computed a candidate); "
-          f"validating {us['validate']:.1f} (parse {us['parse']:.1f}, the probe "
-          f"{us['probe']:.1f}); evaluations outside the calibrations {us['evaluate']:.1f} (the "
+          f"validating {us['validate']:.1f} (a round's parse and probe in one call); "
+          f"evaluations outside the calibrations {us['evaluate']:.1f} (the "
           f"scoring's where a fit brought no values back); records and duplicate checks "
           f"{records:.1f}; "
           f"scoring and folding {us['finish']:.1f}; staging the fits {us['begin']:.1f}; the "

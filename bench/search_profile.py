@@ -60,7 +60,7 @@ def profile(task, n, seed, workers, budget):
     undo = [
         _timed(proposers.Mutate, "propose", totals, "propose"),
         _timed(proposers.Replay, "propose", totals, "propose"),
-        _timed(score.Scorer, "validate", totals, "validate"),
+        _timed(score.Scorer, "validate_round", totals, "validate"),  # (a round's, in one call)
         _timed(rounds._Rounds, "calibrate", totals, "calibrate"),
         _timed(score.Scorer, "assess", totals, "score"),
     ]

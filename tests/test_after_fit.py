@@ -297,6 +297,91 @@ def test_the_probe_binds_once_for_each_order_of_free_names_and_still_checks_ever
     assert score._PROBE_BINDINGS >= 16
 
 
+# sources that validate, and sources invalid in each way: unreadable, not expanding, a name the
+# task does not allow, a probe that raises (a type error, a limit, an unbound global), text that is
+# not valid Unicode, none at all
+VALIDATED = [
+    "(* a x)", "(+ a", ")", "", "(* a z)", "(* a (car x))", "(+ a x)", "(* w (+ a z))",
+    "(if (> x 0.8) (car x) (* a x))", "(let ((y 2)) (* y x))", "(define)", "(/ a 0)",
+    "(+ 1 #t)", "(lambda (y) y)", "(undefined-thing x)", "(* x a)", "(* a (exp (* b x)))",
+    "(let loop ((i 0)) (loop i))", "(* a \ud800)", "(vector-ref x 3)", "(* a x)", "(sqrt -1)",
+    "(car (list))", "(* c (cos (* d x)))", "(+ a b c d x)", "(* a x) (* b x)", "#(1 2",
+    "(quote)", "(* a (cos x))",
+]
+
+
+def _validated_alone(scorer, src):
+    """What validation gives ``src`` as each candidate was validated before rounds were
+    validated in one call: parse, the task's names, then ``Evaluator.evaluate`` on the probe's
+    inputs; (source, free names, params) or (the exception's type, its message)."""
+    from ndvm.cosearch.task import named_in
+
+    task = scorer.task
+    try:
+        prog = ndvm.parse(src, name="<candidate>")
+        bad = [n for n in prog.free_names if n not in task.allowed_names]
+        if bad:
+            raise ValueError(f"free name(s) not allowed by the task: {', '.join(bad)}")
+        params = tuple(n for n in prog.free_names if n in task.params)
+        scorer.probe_ev.evaluate(prog, {n: (task.init or {}).get(n, 0.5) for n in params},
+                                 named_in(scorer.probe_points, prog),
+                                 named_in(task.consts, prog))
+    except Exception as e:  # noqa: BLE001
+        return type(e), str(e)
+    return prog.source, prog.free_names, params
+
+
+def _outcome(got):
+    if isinstance(got, Exception):
+        assert got.__traceback__ is None  # (kept in a list: no frames held)
+        return type(got), str(got)
+    prog, params = got
+    return prog.source, prog.free_names, params
+
+
+@pytest.mark.parametrize("task_name", ["damped", "recurrence", "kalman"])
+def test_a_round_validated_in_one_call_equals_each_candidate_validated_alone(task_name):
+    """``Scorer.validate_round`` (one native call for a round's sources) gives each source
+    what validating it alone gives: its program and parameters, or the same exception (type and
+    message) when it is invalid, in any mix and order, and with the probes' bindings kept or
+    cleared between rounds; ``validate`` raises it."""
+    from ndvm.cosearch import score
+
+    scorer = Scorer(get_task(task_name), workers=1)
+    alone = [_validated_alone(scorer, src) for src in VALIDATED]
+    assert {type(a[0]) for a in alone} >= {str, type}  # (both kinds are here)
+    for order in (VALIDATED, VALIDATED[::-1], VALIDATED[5:] + VALIDATED[:5]):
+        got = scorer.validate_round(order)
+        assert [_outcome(g) for g in got] == [alone[VALIDATED.index(s)] for s in order]
+    assert scorer.validate_round([]) == []
+    for src, want in zip(VALIDATED, alone):
+        try:
+            prog, params = scorer.validate(src)
+        except Exception as e:  # noqa: BLE001
+            assert (type(e), str(e)) == want
+        else:
+            assert (prog.source, prog.free_names, params) == want
+    fresh = Scorer(get_task(task_name), workers=1)
+    fresh._probes.update({("q",) * k: None for k in range(1, score._PROBE_BINDINGS)})
+    assert [_outcome(g) for g in fresh.validate_round(VALIDATED)] == alone
+
+
+def test_a_rounds_invalid_records_say_what_validating_each_alone_raises():
+    """A search's invalid candidates, validated a round at a time, are recorded with the first
+    line of the message validating each alone gives (its type's name when it has none)."""
+    # (a lone surrogate is left out: the duplicate check cannot digest it, and raises)
+    sources = [s for s in dict.fromkeys(VALIDATED) if "\ud800" not in s]
+    res = ndvm.search("damped", proposer=ndvm.cosearch.Replay(sources=sources), batch=8,
+                      budget=None, workers=1)
+    scorer = Scorer(get_task("damped"), workers=1)
+    # (those without a model could not be read as a tree: they never reached validation)
+    invalid = [r for r in res.records if r["status"] == "invalid" and r["model"] is not None]
+    assert len(invalid) >= 10
+    for rec in invalid:
+        kind, message = _validated_alone(scorer, rec["model"])
+        assert rec["error"] == (message.splitlines()[0] if message else kind.__name__)
+
+
 @pytest.mark.parametrize("task_name", ["damped", "recurrence"])
 def test_a_refit_is_ndvm_fit_from_its_starts_and_scores_from_its_native_numbers(task_name):
     """Scorer.refit (one FitSetup for the search, the evaluation after the fit in its native

@@ -13,6 +13,7 @@ from libcpp cimport bool
 from libcpp.memory cimport shared_ptr
 from libcpp.string cimport string
 from libcpp.vector cimport vector
+from cpython.unicode cimport PyUnicode_AsUTF8AndSize
 
 from ndvm._core.core cimport (
     AfterFit, AfterSegment, Binding, BindKind, ClientEntry, Datum, DatumKind, ErrorInfo, Expanded, FitLayout, FitRequest,
@@ -98,6 +99,9 @@ cdef class Program:
 
     def compiled(self, client):
         """The client's compiled form of this program, compiled once and cached."""
+        return self._compiled_by(client)
+
+    cdef object _compiled_by(self, object client):
         key = client.name
         c = self._compiled.get(key)
         if c is None:
@@ -127,8 +131,20 @@ cdef bytes _utf8(str text, str name):
 
 def parse(str text not None, str name not None="<program>"):
     """Read, check and expand program text. Raises ReadError or FormError."""
-    cdef string t = _utf8(text, name)
-    cdef string n = name.encode("utf-8", "backslashreplace")
+    return _parse(text, name, name.encode("utf-8", "backslashreplace"))
+
+
+cdef Program _parse(str text, str name, const string& n):
+    """``parse`` of ``text`` named ``name`` (``n``: the name as the core takes it, encoded
+    once for many texts)."""
+    cdef string t
+    cdef const char* utf8 = NULL
+    cdef Py_ssize_t size = 0
+    try:  # (the text's own UTF-8, copied once: no bytes object between)
+        utf8 = PyUnicode_AsUTF8AndSize(text, &size)
+    except UnicodeEncodeError:
+        t = _utf8(text, name)  # (raises the ReadError that says where)
+    t.assign(utf8, size)
     cdef shared_ptr[const Expanded] x
     cdef ErrorInfo err
     cdef bool ok
@@ -518,6 +534,10 @@ cdef class Machine:
         Returns (value [S, N], gradients [P, S, N] or [P, S] in inputs.params order or None,
         loss [S] with a target or None).
         """
+        return self._run(prog, entry, compiled, inputs, grad, reduce, seed, target)
+
+    cdef tuple _run(self, Program prog, uintptr_t entry, uintptr_t compiled, Inputs inputs,
+                    bint grad, int reduce, object seed, object target):
         cdef Py_ssize_t S = inputs.S, N = inputs.N, P = len(inputs.params), j, i
         cdef RunRequest rq
         cdef vector[double*] outp
@@ -613,6 +633,44 @@ cdef class Machine:
         if not ok:
             _raise(err)
         return out
+
+
+def validate_each(list sources not None, str name not None, dict probes not None, miss,
+                  Machine machine not None, client, evaluate):
+    """Per source of ``sources``: (its Program, parsed as ``name``; its parameters), or the
+    exception that makes it invalid, without its traceback: it does not parse, it has a free
+    name the task does not allow, or its probe evaluation raises. A round's candidates are
+    validated in this one call (``Scorer.validate_round``, which keeps the rule).
+    ``probes``: a program's free names -> (why they are not allowed, or None; its parameters;
+    the probe's bound Inputs, or, when they do not bind, ``evaluate``'s (params, data,
+    consts): it raises why); ``miss(prog)`` returns the entry ``probes`` lacks (and keeps it).
+    The probe runs ``client``'s entry on ``machine``, as ``Evaluator.run`` does."""
+    cdef list out = []
+    cdef Program prog
+    cdef tuple known
+    cdef string n = name.encode("utf-8", "backslashreplace")
+    cdef uintptr_t entry = client.entry
+    cdef int reduce = REDUCE_START  # (a run without grad reduces nothing)
+    for src in sources:
+        try:
+            prog = _parse(src, name, n)
+            known = probes.get(prog.free_names)
+            if known is None:
+                known = miss(prog)
+            why, params, inputs = known
+            if why is not None:
+                out.append(ValueError(why))
+                continue
+            if isinstance(inputs, tuple):
+                evaluate(prog, *inputs)
+            else:
+                machine._run(prog, entry, prog._compiled_by(client), inputs, False, reduce, None,
+                             None)
+        except Exception as e:  # (its frames would hold ``out``: a cycle)
+            out.append(e.with_traceback(None))
+            continue
+        out.append((prog, params))
+    return out
 
 
 include "fit.pxi"

@@ -192,6 +192,7 @@ class _Rounds:
         simplified (unless the proposer did), validated and queued for calibration."""
         task, state, scorer, prop = self.task, self.state, self.scorer, self.prop
         records, items, slots = [], [], []
+        todo, models = [], []  # the records to validate, and their models
         made = getattr(prop, "made", None) or {}  # (tree, source, size, skeleton) it built
         for src in srcs:
             rec = {"id": self.next_id, "proposer": getattr(prop, "name", "custom"),
@@ -230,12 +231,19 @@ class _Rounds:
                     continue
                 rec["size"] = size(tree) if canon is None else canon[2]
                 rec["skeleton"] = skeleton(tree, task.params) if canon is None else canon[3]
-                prog, params = scorer.validate(model)
             except Exception as e:  # noqa: BLE001 - an invalid candidate is a record
-                rec["error"] = str(e).splitlines()[0] if str(e) else type(e).__name__
+                rec["error"] = _first_line(e)
                 continue
-            items.append((prog, params))
-            slots.append(rec)
+            todo.append(rec)
+            models.append(model)
+        # (validated together, in one call: a round's Python after its calibrations runs on cold
+        # caches, where each call costs the more)
+        for rec, got in zip(todo, scorer.validate_round(models)):
+            if isinstance(got, Exception):
+                rec["error"] = _first_line(got)
+            else:
+                items.append(got)
+                slots.append(rec)
         replayed = all(rec["id"] in self.recorded for rec in records)
         return _Batch(records, items, slots, replayed=replayed)
 
@@ -336,6 +344,12 @@ class _Rounds:
         if self.first_good is None and _good(self.task, rec):
             self.first_good = rec
         return rec
+
+
+def _first_line(e):
+    """What a record says of the exception ``e`` that made it invalid: its message's first line,
+    or its type's name when it has none."""
+    return str(e).splitlines()[0] if str(e) else type(e).__name__
 
 
 class ResumeMismatch(ValueError):

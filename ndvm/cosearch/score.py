@@ -13,6 +13,7 @@ import threading
 import numpy as np
 
 import ndvm
+from ndvm._core._core import validate_each
 from ndvm.cosearch._calibrate import minimize_value, setup, succeeded
 from ndvm.cosearch.select import starts_around
 from ndvm.cosearch.task import named_in, predict, r_squared
@@ -197,39 +198,45 @@ class Scorer:
             return f"fails at the data points: {str(e).splitlines()[0] if str(e) else e}", None
 
     def validate(self, src):
-        """(program, params) or raises: parse, allowed free names, a probe evaluation (on the
-        first _PROBE_ROWS training points)."""
-        prog = ndvm.parse(src, name=CANDIDATE)
-        names = prog.free_names
-        known = self._probes.get(names)
-        if known is None:  # (a search meets a few orders of free names: each is checked and
-            # its probe inputs bound once; they depend on the names alone)
-            if len(self._probes) >= _PROBE_BINDINGS:
-                self._probes.clear()
-            known = self._probes[names] = self._probe_inputs(prog)
-        bad, params, inputs = known
-        if bad:
-            raise ValueError(f"free name(s) not allowed by the task: {', '.join(bad)}")
-        if isinstance(inputs, tuple):  # (they do not bind: evaluate says why, for this program)
-            self.probe_ev.evaluate(prog, *inputs)
-        else:
-            self.probe_ev.run(prog, inputs)
-        return prog, params
+        """(program, params) or raises: ``validate_round`` of the one source."""
+        got = self.validate_round([src])[0]
+        if isinstance(got, Exception):
+            raise got
+        return got
+
+    def validate_round(self, sources):
+        """Per source: (program, params), or the exception that makes it invalid (without its
+        traceback): it does not parse, its free names are not all allowed by the task, or its
+        probe evaluation (on the first _PROBE_ROWS training points) raises. One native call for
+        a round's sources (``ndvm._core.validate_each``)."""
+        ev = self.probe_ev
+        return validate_each(sources, CANDIDATE, self._probes, self._probe_entry, ev._machine(),
+                             ev.client, ev.evaluate)
+
+    def _probe_entry(self, prog):
+        """``_probe_inputs`` of ``prog``, kept for its free names. (A search meets a few orders
+        of free names: each is checked and its probe inputs bound once; they depend on the names
+        alone.)"""
+        if len(self._probes) >= _PROBE_BINDINGS:
+            self._probes.clear()
+        known = self._probes[prog.free_names] = self._probe_inputs(prog)
+        return known
 
     def _probe_inputs(self, prog):
-        """(the free names the task does not allow, the parameters, the probe's bound inputs)
-        of ``prog``'s free names: the probe runs at the task's initial values (0.5 where it has
-        none) on the first _PROBE_ROWS training points. In place of the inputs, evaluate's
-        (params, data, consts) when they do not bind."""
+        """(why the task does not allow ``prog``'s free names, or None; the parameters; the
+        probe's bound inputs) of its free names: the probe runs at the task's initial values
+        (0.5 where it has none) on the first _PROBE_ROWS training points. In place of the
+        inputs, evaluate's (params, data, consts) when they do not bind."""
         allowed, task = self.allowed, self.task
         bad = [n for n in prog.free_names if n not in allowed]
+        why = f"free name(s) not allowed by the task: {', '.join(bad)}" if bad else None
         params = tuple(n for n in prog.free_names if n in task.params)
         probe = ({n: (task.init or {}).get(n, 0.5) for n in params},
                  named_in(self.probe_points, prog), named_in(task.consts, prog))
         try:
-            return bad, params, self.probe_ev.bind(prog, *probe)
+            return why, params, self.probe_ev.bind(prog, *probe)
         except Exception:  # noqa: BLE001 - raised again by the program's own probe
-            return bad, params, probe
+            return why, params, probe
 
     def predict(self, prog, params, inputs):
         return predict(self.ev, prog, params, inputs, self.task.consts)
