@@ -369,14 +369,16 @@ def test_a_round_validated_in_one_call_equals_each_candidate_validated_alone(tas
 def test_a_rounds_invalid_records_say_what_validating_each_alone_raises():
     """A search's invalid candidates, validated a round at a time, are recorded with the first
     line of the message validating each alone gives (its type's name when it has none)."""
-    # (a lone surrogate is left out: the duplicate check cannot digest it, and raises)
-    sources = [s for s in dict.fromkeys(VALIDATED) if "\ud800" not in s]
+    # (with a lone surrogate: the duplicate check digested no such source, and the search
+    # raised UnicodeEncodeError)
+    sources = list(dict.fromkeys(VALIDATED))
     res = ndvm.search("damped", proposer=ndvm.cosearch.Replay(sources=sources), batch=8,
                       budget=None, workers=1)
     scorer = Scorer(get_task("damped"), workers=1)
     # (those without a model could not be read as a tree: they never reached validation)
     invalid = [r for r in res.records if r["status"] == "invalid" and r["model"] is not None]
     assert len(invalid) >= 10
+    assert any("\ud800" in r["proposed"] for r in res.records if r["status"] == "invalid")
     for rec in invalid:
         kind, message = _validated_alone(scorer, rec["model"])
         assert rec["error"] == (message.splitlines()[0] if message else kind.__name__)

@@ -304,8 +304,12 @@ def test_seen_names_sources_by_a_digest_that_is_the_same_everywhere(tmp_path):
         assert 1 not in s
     with pytest.raises(ValueError, match="8 bytes"):
         _core._seen_from(b"123")
-    with pytest.raises(UnicodeEncodeError):  # (a lone surrogate has no UTF-8: as str.encode)
-        s.add("\ud800")
+    # a lone surrogate (a JSON "\ud800" in a candidates file, an LLM's answer) has no UTF-8:
+    # it is digested by its surrogates' own bytes, which no valid text's UTF-8 holds (it raised
+    # UnicodeEncodeError, and the search with it)
+    assert "\ud800" not in s and s.add_new("\ud800") and "\ud800" in s
+    assert "\ud800\udc00" not in s and "\U00010000" not in s
+    assert _core.source_digest("\ud800") == _core.source_digest("\ud800")
 
 
 def test_a_seen_of_many_sources_grows_and_travels_whole():

@@ -19,7 +19,12 @@ cdef inline uint64_t _source_digest(object source) except? 0:
     if type(source) is not str:
         if not isinstance(source, str):
             raise TypeError(f"a source is a str, not {type(source).__name__}")
-    p = PyUnicode_AsUTF8AndSize(source, &n)
+    try:
+        p = PyUnicode_AsUTF8AndSize(source, &n)
+    except UnicodeEncodeError:  # (a lone surrogate, say from a JSON "\ud800": named by its
+        # surrogates' own bytes, which no valid text's UTF-8 holds; the parse says it is invalid)
+        raw = source.encode("utf-8", "surrogatepass")
+        return seen_digest(PyBytes_AS_STRING(raw), <size_t>len(raw))
     return seen_digest(p, <size_t>n)
 
 
