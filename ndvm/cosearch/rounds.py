@@ -194,14 +194,18 @@ class _Rounds:
         records, items, slots = [], [], []
         todo, models = [], []  # the records to validate, and their models
         made = getattr(prop, "made", None) or {}  # (tree, source, size, skeleton) it built
+        name, recorded, seen = getattr(prop, "name", "custom"), self.recorded, state.seen
+        # (likelihood programs' literals are constants, never fitted)
+        simplify = task.objective == "mse" and not getattr(prop, "canonical", False)
         for src in srcs:
-            rec = {"id": self.next_id, "proposer": getattr(prop, "name", "custom"),
-                   "proposed": src, "model": None, "status": "invalid", "params": {}, "train_error": math.inf,
+            rid = self.next_id
+            rec = {"id": rid, "proposer": name, "proposed": src, "model": None,
+                   "status": "invalid", "params": {}, "train_error": math.inf,
                    "heldout_error": math.inf, "r2": None, "size": None, "skeleton": None,
                    "error": None}
             self.next_id += self.id_step
             records.append(rec)
-            old = self.recorded.get(rec["id"])
+            old = recorded.get(rid) if recorded else None
             if old is not None and old["proposed"] != src:
                 raise ResumeMismatch(
                     f"cannot resume: candidate {rec['id']} was {old['proposed']!r} in the earlier "
@@ -210,14 +214,13 @@ class _Rounds:
                     f"ndvm search --batch; a single population's run on a Dask cluster has "
                     f"rounds of {EXECUTOR_BATCH} candidates for each of its worker threads; an "
                     f"island search, the same islands, migration_every and migrants)")
-            if not state.seen.add_new(src):
+            if not seen.add_new(src):
                 rec["status"] = "duplicate"
                 continue
             try:
                 canon = made.get(src)
                 tree = to_tree(src, CANDIDATE) if canon is None else canon[0]
-                if task.objective == "mse" and not getattr(prop, "canonical", False):
-                    # (likelihood programs' literals are constants, never fitted)
+                if simplify:
                     try:
                         tree = self.simplifier.canonicalize(tree)
                     except TooManyParameters:
@@ -226,7 +229,7 @@ class _Rounds:
                         pass
                 model = to_source(tree) if canon is None else src
                 rec["model"] = model
-                if model != src and not state.seen.add_new(model):
+                if model != src and not seen.add_new(model):
                     rec["status"] = "duplicate"
                     continue
                 rec["size"] = size(tree) if canon is None else canon[2]
