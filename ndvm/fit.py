@@ -15,7 +15,7 @@ from dataclasses import MISSING, dataclass, field, fields
 
 import numpy as np
 
-from ndvm._core import AFTER_STATS, FitBatch, FitSpec, Program, bind, parse
+from ndvm._core import AFTER_STATS, FitBatch, FitSpec, Program, after_numbers, bind, parse
 from ndvm.evaluator import Evaluator
 from ndvm.fit_options import (  # noqa: F401 - OPTIMIZERS, default_* re-exported (public before)
     OPTIMIZERS, FitOptions, default_optimizer, default_steps,
@@ -542,12 +542,8 @@ class EvaluateAfter:
         """(status, stats) of a FitResult: status "ok" with stats [segments, 3] (non-finite
         count, max |value - ref|, sum of squares), "failed" (the evaluation raised: evaluate
         it again to see why) or None (no evaluation after this fit), stats None then."""
-        a = getattr(result, "after", None)
-        if a is None:
-            return None, None
-        if a[0] == 1.0:
-            return "ok", a[1:].reshape(-1, AFTER_STATS)
-        return ("failed" if a[0] < 0 else None), None
+        status, stats = after_numbers(getattr(result, "after", None))
+        return status, None if stats is None else np.array(stats).reshape(-1, AFTER_STATS)
 
     def bind(self, prog, names, consts):
         """The inputs of ``prog`` at the points, its fitted ``names`` as placeholders (the

@@ -32,7 +32,7 @@ from collections.abc import Mapping
 
 import numpy as np
 
-from ndvm._core import FitBatch, Program, parse
+from ndvm._core import FitBatch, Program, after_numbers, parse
 from ndvm.evaluator import Evaluator
 from ndvm.fit import EvaluateAfter, FitPlan, FitResult, _program, checked_data
 from ndvm.fit_options import OPTION_NAMES, FitOptions
@@ -270,9 +270,12 @@ def _stage(job, ev, items, batch, results):
     return staged
 
 
-def _read(items, staged, batch, results):
+def _read(items, staged, batch, results, outcomes=False):
     """The results of the staged candidates once ``batch`` has run (a failed fit: its
-    CandidateError)."""
+    CandidateError); with ``outcomes``, ``fit_outcome``'s pair in place of each FitResult, read
+    for the whole batch in one call (``FitBatch.outcomes``)."""
+    if outcomes:
+        staged = batch.outcomes(staged, results)  # (the failed fits left: their errors below)
     for pos, plan, st in staged:
         try:
             results[pos] = plan.result(st, batch)
@@ -777,15 +780,19 @@ class Begun:
         """No more fits start (the running ones end first); for fits begun but never finished."""
         self._batch.reset()
 
-    def finish(self, lent=0, meanwhile=None):
+    def finish(self, lent=0, meanwhile=None, outcomes=False):
         """Run fits on the calling thread (and on workers - 1 - ``lent`` worker threads) until
         every one is done; fit_many's results, in input order. ``meanwhile()``: called once this
-        thread has no fit left to claim, while the other threads end their last ones."""
+        thread has no fit left to claim, while the other threads end their last ones.
+        ``outcomes``: each FitResult's ``fit_outcome`` in its place (all a search keeps of a
+        fit: read without making the FitResults)."""
         if self._executor is not None:
             if meanwhile is not None:
                 meanwhile()
-            return _run(self._job, self._items, None, self._executor, None, False, "fit_many",
-                        self._deadline)
+            results = _run(self._job, self._items, None, self._executor, None, False,
+                           "fit_many", self._deadline)
+            return [fit_outcome(r) if outcomes and isinstance(r, FitResult) else r
+                    for r in results]
         with gc_paused():
             helpers = min(self._workers - 1 - lent, len(self._staged))
             sched = Scheduler.threads(self._workers)
@@ -794,7 +801,14 @@ class Begun:
                 meanwhile()
             self._batch.close()  # (waits for the fits other threads are still running)
             sched.raise_failures(handles)  # a helper's own failure (never a candidate's)
-            return _read(self._items, self._staged, self._batch, self._results)
+            return _read(self._items, self._staged, self._batch, self._results, outcomes)
+
+
+def fit_outcome(result):
+    """(params, after) of a FitResult: its ``params`` as a new dict, and its evaluation after
+    the fit as (status, its numbers as one flat tuple of floats) (``ndvm._core.after_numbers``;
+    (None, None) without one): what ``Begun.finish(outcomes=True)`` gives in its place."""
+    return dict(result.params), after_numbers(result.after)
 
 
 class FitSetup:

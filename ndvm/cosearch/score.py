@@ -19,6 +19,7 @@ from ndvm.cosearch.select import starts_around
 from ndvm.cosearch.task import named_in, predict, r_squared
 from ndvm.fit import EvaluateAfter
 from ndvm.fit_options import FitOptions
+from ndvm.parallel import fit_outcome
 
 __all__ = ["REFIT_STARTS", "Scorer", "lent_scorer"]
 
@@ -182,10 +183,11 @@ class Scorer:
 
     def assess(self, prog, params, after=None):
         """(why it is off-domain, None) or (None, ``score``) of fitted ``params``. ``after``:
-        ``EvaluateAfter.read`` of its fit when it was evaluated after the fit at the joint points
-        (``self.after``): then only arithmetic is left here; else it is evaluated now."""
+        (status, numbers) of its fit's evaluation after the fit at the joint points
+        (``self.after``; ``ndvm.parallel.fit_outcome``'s): when "ok" only arithmetic is left
+        here; else it is evaluated now."""
         if after is not None and after[0] == "ok":
-            (bad, most, _), (_, _, tr), (_, _, ho) = after[1].tolist()
+            bad, most, _, _, _, tr, _, _, ho = after[1]  # (the probe, training, held-out points)
             why = self._off(bad, most)
             return (why, None) if why is not None else (None, self._errors(tr, ho))
         values = self.values(prog, params)
@@ -352,7 +354,7 @@ class _Calibration:
         called once this thread has none left to start)."""
         scorer, items, todo = self.scorer, self.items, self.todo
         out = [None if ps else {} for _, ps in items]
-        self.after = [None] * len(items)  # (EvaluateAfter.read of each fit, when it has one)
+        self.after = [None] * len(items)  # (each fit's evaluation after it: _outcome's)
         if self.recorded is not None:
             if meanwhile is not None:
                 meanwhile()
@@ -360,7 +362,7 @@ class _Calibration:
                 out[i] = _recorded_fit(self.recorded[i])
             return out
         if self.fits is not None:
-            for i, r in zip(todo, self.fits.finish(lent, meanwhile)):
+            for i, r in zip(todo, self.fits.finish(lent, meanwhile, outcomes=True)):
                 out[i], self.after[i] = _outcome(r)
             return out
         if meanwhile is not None:
@@ -378,10 +380,13 @@ class _Calibration:
 
 
 def _outcome(r):
-    """(fitted params, ``EvaluateAfter.read`` of the fit) of a calibration's result, or (the
-    error that stopped it, None)."""
+    """(fitted params, its evaluation after the fit: ``fit_outcome``'s) of a calibration's
+    result (a FitResult, or the pair ``Begun.finish(outcomes=True)`` gives for it), or (the error
+    that stopped it, None)."""
+    if type(r) is tuple:
+        return r
     if succeeded(r):
-        return dict(r.params), EvaluateAfter.read(r)
+        return fit_outcome(r)
     return getattr(r, "error", r), None
 
 
