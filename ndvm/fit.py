@@ -555,6 +555,9 @@ class EvaluateAfter:
                     {k: v for k, v in consts.items() if k in free}, self.size)
 
 
+_NO_STARTS = np.empty((0, 1))  # (the starting values of a fit without parameters)
+
+
 class _Shared:
     """What a plan computes once for all programs with the same free names."""
 
@@ -600,6 +603,7 @@ class FitPlan:
         # (nan_policy="omit"); else each input checked (name -> array), and the target (y,)
         self._inputs, self._target = {}, None
         self._ev = evaluator
+        self._evaluations = {}  # free names -> the FitSpec of stage_evaluation
 
     @property
     def evaluator(self):
@@ -734,6 +738,26 @@ class FitPlan:
                                      sh.upper, sh.pos, self.options, sh.budget, after,
                                      segments or ())
         return sh.meta, batch.add_spec(prog, prog.compiled(client), spec, x0)
+
+    def stage_evaluation(self, batch, prog):
+        """Stage ``prog``'s evaluation after a fit (``after``), with no fit before it: a program
+        without parameters, whose numbers (``EvaluateAfter``) are all its caller wants, then
+        come from the batch's native call as a fitted program's do; returns what ``result``
+        needs (its FitResult has no parameters, NaN losses and no evaluations)."""
+        if self.after is None:
+            raise ValueError("an evaluation alone is the evaluation after a fit: the plan has "
+                             "no after=")
+        prog = _program(prog)
+        free = prog.free_names
+        spec = self._evaluations.get(free)
+        client = self.evaluator.client
+        if spec is None:
+            after = self.after.bind(prog, (), self.consts)
+            spec = self._evaluations[free] = FitSpec(
+                client.entry, after, (), None, _NO_STARTS, None, None, None, self.options, 1,
+                after, self.after.segments, evaluate_only=True)
+        o = self.options
+        return ((), o.solver, 1, o.tols, False), batch.add_spec(prog, prog.compiled(client), spec)
 
     def result(self, staged, batch):
         """The FitResult of a staged program once ``batch`` has run (its error, if it failed).

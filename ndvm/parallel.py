@@ -73,6 +73,7 @@ NO_WORKER_NOTICE = 30.0
 # what a candidate's own options (per_candidate) cannot change: how the candidates are evaluated
 _SHARED_ONLY = frozenset({"client", "dtype", "evaluator", "options"})
 _PER_CANDIDATE = OPTION_NAMES - _SHARED_ONLY  # (what it can)
+_EVALUATED = "evaluated"  # an item's extra in place of options: FitSetup.begin's ``evaluated``
 
 
 class CandidateError:
@@ -257,6 +258,10 @@ def _stage(job, ev, items, batch, results):
         try:
             if type(program) is not Program:
                 program = _program(program, _describe(program, index)[0])
+            if type(extra) is str:  # (_EVALUATED: FitSetup.begin's ``evaluated``)
+                plan = job.plan(ev) if shared is None else shared
+                staged.append((pos, plan, plan.stage_evaluation(batch, program)))
+                continue
             init = None
             if extra is None and shared is not None:
                 plan = shared
@@ -824,12 +829,16 @@ class FitSetup:
         self.executor = executor
         self.job = _fit_setup(data, target, dict(fit_options, options=options), after)
 
-    def begin(self, programs, per_candidate=None, deadline=None):
+    def begin(self, programs, per_candidate=None, deadline=None, evaluated=()):
         """``programs``' fits begun (a ``Begun``). ``deadline`` (a ``time.perf_counter()``
         time; on an executor): the fits it has not run by then are given up, each a
-        CandidateError of NotRun (local threads run every fit)."""
-        return Begun(self.job, _fit_items(programs, per_candidate), self.workers, self.executor,
-                     deadline)
+        CandidateError of NotRun (local threads run every fit). ``evaluated``: programs without
+        parameters evaluated with the batch as its fitted ones are after their fits
+        (``FitPlan.stage_evaluation``: the setup's ``after`` is needed), their results after
+        the programs' in the same order."""
+        items = _fit_items(programs, per_candidate)
+        items += [(len(items) + j, p, _EVALUATED) for j, p in enumerate(evaluated)]
+        return Begun(self.job, items, self.workers, self.executor, deadline)
 
 
 def begin_fits(programs, data=None, target=None, *, workers=None, executor=None,

@@ -245,6 +245,42 @@ def test_the_scorer_assesses_from_the_native_numbers_as_from_its_own_evaluation(
     assert "fails between the data points" in messages
 
 
+@pytest.mark.parametrize("client", CLIENTS)
+@pytest.mark.parametrize("executor", [False, True])
+def test_programs_without_parameters_are_evaluated_in_the_batch_and_score_as_in_python(
+        client, executor):
+    """A round's programs without parameters are evaluated in the batch's native call
+    (FitSetup.begin's ``evaluated``: no fit, the evaluation after it alone) and assess from
+    those numbers exactly as from its own evaluation: the same scores, the same off-domain and
+    failure messages word for word; on an executor too."""
+    task = get_task("damped")
+    scorer = Scorer(task, client=client, workers=1)
+    rng = random.Random(4)
+    srcs = ["(* x 2.0)", "(sin x)", "3.5", "(+ 1.0 2.0)", "(/ 1 (- x 3.0))", "(log (- x 1))",
+            "(car x)", "(exp (* x x x))", "(if (> x 5.9) (car x) x)"]
+    while len(srcs) < 60:
+        src = _random_program(rng)
+        if not {"a", "b"} & set(ndvm.parse(src).free_names):
+            srcs.append(src)
+    progs = [ndvm.parse(src) for src in srcs]
+    if executor:
+        with ProcessPoolExecutor(2) as ex:
+            setup = ndvm.parallel.FitSetup(scorer.train[0], scorer.train[1], executor=ex,
+                                           options=scorer.fit, after=scorer.after)
+            got = setup.begin([], evaluated=progs).finish(outcomes=True)
+    else:
+        got = scorer.fitting().begin([], evaluated=progs).finish(outcomes=True)
+    assert len(got) == len(progs)
+    n_ok = 0
+    for src, prog, r in zip(srcs, progs, got):
+        params, after = r
+        assert params == {}
+        n_ok += after[0] == "ok"
+        native = scorer.assess(prog, params, after)
+        assert repr(native) == repr(scorer.assess(prog, {})), src
+    assert n_ok >= len(progs) // 2
+
+
 @pytest.mark.parametrize("workers", [1, 2])
 def test_a_search_scored_natively_keeps_every_record_of_one_scored_in_python(monkeypatch,
                                                                              workers):
@@ -260,12 +296,13 @@ def test_a_search_scored_natively_keeps_every_record_of_one_scored_in_python(mon
     assess = Scorer.assess
 
     def read(self, prog, params, after=None):
-        seen.append(after is not None and after[0] == "ok")
+        seen.append((after is not None and after[0] == "ok", not params))
         return assess(self, prog, params, after)
 
     monkeypatch.setattr(Scorer, "assess", read)
     native = run()
-    assert sum(seen) > 200  # (the native numbers were there to read)
+    assert sum(ok for ok, _ in seen) > 200  # (the native numbers were there to read)
+    assert (True, True) in seen  # (programs without parameters' too)
     monkeypatch.setattr(Scorer, "assess", lambda self, prog, params, after=None:
                         assess(self, prog, params))
     assert run() == native

@@ -46,14 +46,17 @@ cdef class FitSpec:
     cdef list _keep  # the Python objects the request points into
 
     def __init__(self, uintptr_t entry, Inputs inputs not None, fitted, target, init, lower, upper,
-                 positive, options, int budget, Inputs after=None, segments=()):
+                 positive, options, int budget, Inputs after=None, segments=(),
+                 bint evaluate_only=False):
         """fitted: binding indices optimized; target: [N] (None for loss "value"); init: [P, S]
         starting values; lower, upper: [P] or None; positive: [P] uint8 or None (optimized as
         logarithms); options: the fit's ndvm.FitOptions (its optimizer, loss, scaling, lr,
         tolerances and want_cov are read); budget: Adam's steps or the evaluation budget.
         after: the program's inputs bound at M other points (its parameters as placeholders) to
         evaluate the fitted model at once the fit is done, reduced per (start, stop, ref) of
-        ``segments`` (ref: [stop - start] values or one number; see fit/after.hpp)."""
+        ``segments`` (ref: [stop - start] values or one number; see fit/after.hpp).
+        evaluate_only: no fit, the evaluation after it alone (a program without parameters:
+        ``fitted`` empty, ``after`` given, ``inputs`` may be ``after``)."""
         cdef Py_ssize_t P = len(fitted), S = inputs.S
         cdef cnp.ndarray x0 = _contiguous(init, cnp.NPY_DOUBLE, P * S, "init")
         cdef cnp.ndarray a
@@ -99,6 +102,9 @@ cdef class FitSpec:
         rq.after = NULL
         if after is not None:
             self._set_after(after, segments)
+        if evaluate_only and (P or after is None):
+            raise ValueError("an evaluation alone is of a program without parameters, after")
+        rq.evaluate_only = evaluate_only
 
     cdef _set_after(self, Inputs after, segments):
         cdef AfterSegment g

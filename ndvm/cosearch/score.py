@@ -322,11 +322,15 @@ class _Calibration:
     def __init__(self, scorer, items, recorded=None, deadline=None):
         self.scorer, self.items, self.recorded = scorer, items, recorded
         self.todo = [i for i, (_, ps) in enumerate(items) if ps]
+        # (the items without parameters: evaluated at the joint points in the batch's native
+        # call, as the fitted ones are after their fits, not on this thread by ``assess``)
+        self.bare = [] if scorer.after is None else [i for i, (_, ps) in enumerate(items)
+                                                     if not ps]
         self.fits = None
-        if scorer.task.objective == "nll" or not self.todo:
+        if scorer.task.objective == "nll" or not (self.todo or self.bare):
             return
         where = {}
-        if scorer.start_scales is not None:  # (drawn here, in batch order, on the caller:
+        if scorer.start_scales is not None and self.todo:  # (drawn here, in batch order:
             # one call for the batch draws what one call per parameter drew, in the same order;
             # normal(0, s) is 0.0 + s * a standard normal, so the standard normals times the
             # scales are its numbers bit for bit, without a tiled array of scales)
@@ -337,7 +341,9 @@ class _Calibration:
             where["per_candidate"] = [{"init": {n: next(rows) for n in ns}} for ns in names]
         if recorded is None:
             self.fits = scorer.fitting().begin([items[i][0] for i in self.todo],
-                                               deadline=deadline, **where)
+                                               deadline=deadline,
+                                               evaluated=[items[i][0] for i in self.bare],
+                                               **where)
 
     def drain(self, limit=None):
         """Lend the calling thread to the calibrations until none is left to start (or ``limit``
@@ -362,8 +368,11 @@ class _Calibration:
                 out[i] = _recorded_fit(self.recorded[i])
             return out
         if self.fits is not None:
-            for i, r in zip(todo, self.fits.finish(lent, meanwhile, outcomes=True)):
+            got = self.fits.finish(lent, meanwhile, outcomes=True)
+            for i, r in zip(todo, got):
                 out[i], self.after[i] = _outcome(r)
+            for i, r in zip(self.bare, got[len(todo):]):  # (their params stay {})
+                self.after[i] = _outcome(r)[1]
             return out
         if meanwhile is not None:
             meanwhile()
