@@ -697,10 +697,13 @@ class FitPlan:
         return (extra.keys() == {"init"} and not o.init and not o.bounds and not o.positive
                 and self._same_starts)
 
-    def stage(self, batch, prog, init=None):
+    def stage(self, batch, prog, init=None, starts=None):
         """Check ``prog`` against the arguments, bind its inputs and stage its calibration in
         ``batch``; returns what ``result`` needs. ``init``: this program's own starting values
-        (only where ``takes_init``): the same fit as a plan of options with that init."""
+        (only where ``takes_init``): the same fit as a plan of options with that init.
+        ``starts``: in place of ``init``, (names, [P, S] finite float64 values, a row a name):
+        staged as they are when the names are the fitted ones in their order (the fit of that
+        init, without a dict of rows to check and stack again), else taken as that init."""
         prog = _program(prog)
         free = prog.free_names
         sh = self._shared.get(free)
@@ -709,6 +712,10 @@ class FitPlan:
             if self._same_starts:
                 self._shared[free] = sh
         x0 = None
+        if starts is not None:
+            names, x0 = starts
+            if names != sh.names or x0.shape != (len(names), self.options.starts):
+                init, x0 = dict(zip(names, x0)), None
         if init is not None:  # (checked where _names checks a plan's own init)
             if init:
                 _check_names("init", init, sh.names, free)

@@ -74,6 +74,7 @@ NO_WORKER_NOTICE = 30.0
 _SHARED_ONLY = frozenset({"client", "dtype", "evaluator", "options"})
 _PER_CANDIDATE = OPTION_NAMES - _SHARED_ONLY  # (what it can)
 _EVALUATED = "evaluated"  # an item's extra in place of options: FitSetup.begin's ``evaluated``
+_INIT = {"init": None}  # (the options of a candidate that gives its starting values alone)
 
 
 class CandidateError:
@@ -262,6 +263,11 @@ def _stage(job, ev, items, batch, results):
                 plan = job.plan(ev) if shared is None else shared
                 staged.append((pos, plan, plan.stage_evaluation(batch, program)))
                 continue
+            if type(extra) is tuple:  # (FitSetup.begin's ``starts``: an init of stacked rows)
+                if shared is not None and shared.takes_init(_INIT):
+                    staged.append((pos, shared, shared.stage(batch, program, starts=extra)))
+                    continue
+                extra = {"init": dict(zip(*extra))}
             init = None
             if extra is None and shared is not None:
                 plan = shared
@@ -829,14 +835,21 @@ class FitSetup:
         self.executor = executor
         self.job = _fit_setup(data, target, dict(fit_options, options=options), after)
 
-    def begin(self, programs, per_candidate=None, deadline=None, evaluated=()):
+    def begin(self, programs, per_candidate=None, deadline=None, evaluated=(), starts=None):
         """``programs``' fits begun (a ``Begun``). ``deadline`` (a ``time.perf_counter()``
         time; on an executor): the fits it has not run by then are given up, each a
         CandidateError of NotRun (local threads run every fit). ``evaluated``: programs without
         parameters evaluated with the batch as its fitted ones are after their fits
         (``FitPlan.stage_evaluation``: the setup's ``after`` is needed), their results after
-        the programs' in the same order."""
+        the programs' in the same order. ``starts``: in place of per_candidate, each program's
+        init as (its parameters' names, [P, S] finite float64 starting values, a row a name):
+        the fits of per_candidate's {"init": dict(zip(names, values))} (``FitPlan.stage``)."""
         items = _fit_items(programs, per_candidate)
+        if starts is not None:
+            if per_candidate is not None or len(starts) != len(items):
+                raise ValueError("starts is one (names, values) a program, in place of "
+                                 "per_candidate")
+            items = [(i, p, tuple(st)) for (i, p, _), st in zip(items, starts)]
         items += [(len(items) + j, p, _EVALUATED) for j, p in enumerate(evaluated)]
         return Begun(self.job, items, self.workers, self.executor, deadline)
 

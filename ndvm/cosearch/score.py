@@ -7,6 +7,7 @@ start draws, one shared native batch, or a likelihood's own minimizer), and each
 ``refit`` fits a leading model again from many starts. The search's rounds (``rounds.py``)
 drive it; an island carries its scorer as the arguments that made it (``_revive_scorer``).
 """
+import itertools
 import math
 import threading
 
@@ -17,7 +18,7 @@ from ndvm._core._core import validate_each
 from ndvm.cosearch._calibrate import minimize_value, setup, succeeded
 from ndvm.cosearch.select import starts_around
 from ndvm.cosearch.task import named_in, predict, r_squared
-from ndvm.fit import EvaluateAfter
+from ndvm.fit import EvaluateAfter, _all_finite
 from ndvm.fit_options import FitOptions
 from ndvm.parallel import fit_outcome
 
@@ -337,8 +338,14 @@ class _Calibration:
             names = [items[i][1] for i in self.todo]
             scales = scorer.start_scales
             k = sum(len(ns) for ns in names)
-            rows = iter(0.0 + scales * scorer.draws.standard_normal((k, scales.size)))
-            where["per_candidate"] = [{"init": {n: next(rows) for n in ns}} for ns in names]
+            rows = 0.0 + scales * scorer.draws.standard_normal((k, scales.size))
+            if _all_finite(rows):  # (each candidate's rows staged as they are: a view)
+                ends = itertools.accumulate(len(ns) for ns in names)
+                where["starts"] = [(ns, rows[e - len(ns):e]) for ns, e in zip(names, ends)]
+            else:  # (ndvm.fit says which start is not finite)
+                rows = iter(rows)
+                where["per_candidate"] = [{"init": {n: next(rows) for n in ns}}
+                                          for ns in names]
         if recorded is None:
             self.fits = scorer.fitting().begin([items[i][0] for i in self.todo],
                                                deadline=deadline,
