@@ -15,7 +15,7 @@ from dataclasses import MISSING, dataclass, field, fields
 
 import numpy as np
 
-from ndvm._core import AFTER_STATS, FitBatch, FitSpec, Program, bind, parse
+from ndvm._core import AFTER_STATS, FitBatch, FitSpec, Program, after_numbers, bind, parse
 from ndvm.evaluator import Evaluator
 from ndvm.fit_options import (  # noqa: F401 - OPTIMIZERS, default_* re-exported (public before)
     OPTIMIZERS, FitOptions, default_optimizer, default_steps,
@@ -542,12 +542,8 @@ class EvaluateAfter:
         """(status, stats) of a FitResult: status "ok" with stats [segments, 3] (non-finite
         count, max |value - ref|, sum of squares), "failed" (the evaluation raised: evaluate
         it again to see why) or None (no evaluation after this fit), stats None then."""
-        a = getattr(result, "after", None)
-        if a is None:
-            return None, None
-        if a[0] == 1.0:
-            return "ok", a[1:].reshape(-1, AFTER_STATS)
-        return ("failed" if a[0] < 0 else None), None
+        status, stats = after_numbers(getattr(result, "after", None))
+        return status, None if stats is None else np.array(stats).reshape(-1, AFTER_STATS)
 
     def bind(self, prog, names, consts):
         """The inputs of ``prog`` at the points, its fitted ``names`` as placeholders (the
@@ -557,6 +553,9 @@ class EvaluateAfter:
         return bind(prog, dict.fromkeys(names, 0.0), {k: v for k, v in self.points.items()
                                                       if k in free},
                     {k: v for k, v in consts.items() if k in free}, self.size)
+
+
+_NO_STARTS = np.empty((0, 1))  # (the starting values of a fit without parameters)
 
 
 class _Shared:
@@ -604,6 +603,7 @@ class FitPlan:
         # (nan_policy="omit"); else each input checked (name -> array), and the target (y,)
         self._inputs, self._target = {}, None
         self._ev = evaluator
+        self._evaluations = {}  # free names -> the FitSpec of stage_evaluation
 
     @property
     def evaluator(self):
@@ -697,10 +697,13 @@ class FitPlan:
         return (extra.keys() == {"init"} and not o.init and not o.bounds and not o.positive
                 and self._same_starts)
 
-    def stage(self, batch, prog, init=None):
+    def stage(self, batch, prog, init=None, starts=None):
         """Check ``prog`` against the arguments, bind its inputs and stage its calibration in
         ``batch``; returns what ``result`` needs. ``init``: this program's own starting values
-        (only where ``takes_init``): the same fit as a plan of options with that init."""
+        (only where ``takes_init``): the same fit as a plan of options with that init.
+        ``starts``: in place of ``init``, (names, [P, S] finite float64 values, a row a name):
+        staged as they are when the names are the fitted ones in their order (the fit of that
+        init, without a dict of rows to check and stack again), else taken as that init."""
         prog = _program(prog)
         free = prog.free_names
         sh = self._shared.get(free)
@@ -709,6 +712,10 @@ class FitPlan:
             if self._same_starts:
                 self._shared[free] = sh
         x0 = None
+        if starts is not None:
+            names, x0 = starts
+            if names != sh.names or x0.shape != (len(names), self.options.starts):
+                init, x0 = dict(zip(names, x0)), None
         if init is not None:  # (checked where _names checks a plan's own init)
             if init:
                 _check_names("init", init, sh.names, free)
@@ -738,6 +745,26 @@ class FitPlan:
                                      sh.upper, sh.pos, self.options, sh.budget, after,
                                      segments or ())
         return sh.meta, batch.add_spec(prog, prog.compiled(client), spec, x0)
+
+    def stage_evaluation(self, batch, prog):
+        """Stage ``prog``'s evaluation after a fit (``after``), with no fit before it: a program
+        without parameters, whose numbers (``EvaluateAfter``) are all its caller wants, then
+        come from the batch's native call as a fitted program's do; returns what ``result``
+        needs (its FitResult has no parameters, NaN losses and no evaluations)."""
+        if self.after is None:
+            raise ValueError("an evaluation alone is the evaluation after a fit: the plan has "
+                             "no after=")
+        prog = _program(prog)
+        free = prog.free_names
+        spec = self._evaluations.get(free)
+        client = self.evaluator.client
+        if spec is None:
+            after = self.after.bind(prog, (), self.consts)
+            spec = self._evaluations[free] = FitSpec(
+                client.entry, after, (), None, _NO_STARTS, None, None, None, self.options, 1,
+                after, self.after.segments, evaluate_only=True)
+        o = self.options
+        return ((), o.solver, 1, o.tols, False), batch.add_spec(prog, prog.compiled(client), spec)
 
     def result(self, staged, batch):
         """The FitResult of a staged program once ``batch`` has run (its error, if it failed).

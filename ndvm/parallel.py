@@ -32,7 +32,7 @@ from collections.abc import Mapping
 
 import numpy as np
 
-from ndvm._core import FitBatch, Program, parse
+from ndvm._core import FitBatch, Program, after_numbers, parse
 from ndvm.evaluator import Evaluator
 from ndvm.fit import EvaluateAfter, FitPlan, FitResult, _program, checked_data
 from ndvm.fit_options import OPTION_NAMES, FitOptions
@@ -73,6 +73,8 @@ NO_WORKER_NOTICE = 30.0
 # what a candidate's own options (per_candidate) cannot change: how the candidates are evaluated
 _SHARED_ONLY = frozenset({"client", "dtype", "evaluator", "options"})
 _PER_CANDIDATE = OPTION_NAMES - _SHARED_ONLY  # (what it can)
+_EVALUATED = "evaluated"  # an item's extra in place of options: FitSetup.begin's ``evaluated``
+_INIT = {"init": None}  # (the options of a candidate that gives its starting values alone)
 
 
 class CandidateError:
@@ -257,6 +259,15 @@ def _stage(job, ev, items, batch, results):
         try:
             if type(program) is not Program:
                 program = _program(program, _describe(program, index)[0])
+            if type(extra) is str:  # (_EVALUATED: FitSetup.begin's ``evaluated``)
+                plan = job.plan(ev) if shared is None else shared
+                staged.append((pos, plan, plan.stage_evaluation(batch, program)))
+                continue
+            if type(extra) is tuple:  # (FitSetup.begin's ``starts``: an init of stacked rows)
+                if shared is not None and shared.takes_init(_INIT):
+                    staged.append((pos, shared, shared.stage(batch, program, starts=extra)))
+                    continue
+                extra = {"init": dict(zip(*extra))}
             init = None
             if extra is None and shared is not None:
                 plan = shared
@@ -270,9 +281,12 @@ def _stage(job, ev, items, batch, results):
     return staged
 
 
-def _read(items, staged, batch, results):
+def _read(items, staged, batch, results, outcomes=False):
     """The results of the staged candidates once ``batch`` has run (a failed fit: its
-    CandidateError)."""
+    CandidateError); with ``outcomes``, ``fit_outcome``'s pair in place of each FitResult, read
+    for the whole batch in one call (``FitBatch.outcomes``)."""
+    if outcomes:
+        staged = batch.outcomes(staged, results)  # (the failed fits left: their errors below)
     for pos, plan, st in staged:
         try:
             results[pos] = plan.result(st, batch)
@@ -777,15 +791,19 @@ class Begun:
         """No more fits start (the running ones end first); for fits begun but never finished."""
         self._batch.reset()
 
-    def finish(self, lent=0, meanwhile=None):
+    def finish(self, lent=0, meanwhile=None, outcomes=False):
         """Run fits on the calling thread (and on workers - 1 - ``lent`` worker threads) until
         every one is done; fit_many's results, in input order. ``meanwhile()``: called once this
-        thread has no fit left to claim, while the other threads end their last ones."""
+        thread has no fit left to claim, while the other threads end their last ones.
+        ``outcomes``: each FitResult's ``fit_outcome`` in its place (all a search keeps of a
+        fit: read without making the FitResults)."""
         if self._executor is not None:
             if meanwhile is not None:
                 meanwhile()
-            return _run(self._job, self._items, None, self._executor, None, False, "fit_many",
-                        self._deadline)
+            results = _run(self._job, self._items, None, self._executor, None, False,
+                           "fit_many", self._deadline)
+            return [fit_outcome(r) if outcomes and isinstance(r, FitResult) else r
+                    for r in results]
         with gc_paused():
             helpers = min(self._workers - 1 - lent, len(self._staged))
             sched = Scheduler.threads(self._workers)
@@ -794,7 +812,14 @@ class Begun:
                 meanwhile()
             self._batch.close()  # (waits for the fits other threads are still running)
             sched.raise_failures(handles)  # a helper's own failure (never a candidate's)
-            return _read(self._items, self._staged, self._batch, self._results)
+            return _read(self._items, self._staged, self._batch, self._results, outcomes)
+
+
+def fit_outcome(result):
+    """(params, after) of a FitResult: its ``params`` as a new dict, and its evaluation after
+    the fit as (status, its numbers as one flat tuple of floats) (``ndvm._core.after_numbers``;
+    (None, None) without one): what ``Begun.finish(outcomes=True)`` gives in its place."""
+    return dict(result.params), after_numbers(result.after)
 
 
 class FitSetup:
@@ -810,12 +835,23 @@ class FitSetup:
         self.executor = executor
         self.job = _fit_setup(data, target, dict(fit_options, options=options), after)
 
-    def begin(self, programs, per_candidate=None, deadline=None):
+    def begin(self, programs, per_candidate=None, deadline=None, evaluated=(), starts=None):
         """``programs``' fits begun (a ``Begun``). ``deadline`` (a ``time.perf_counter()``
         time; on an executor): the fits it has not run by then are given up, each a
-        CandidateError of NotRun (local threads run every fit)."""
-        return Begun(self.job, _fit_items(programs, per_candidate), self.workers, self.executor,
-                     deadline)
+        CandidateError of NotRun (local threads run every fit). ``evaluated``: programs without
+        parameters evaluated with the batch as its fitted ones are after their fits
+        (``FitPlan.stage_evaluation``: the setup's ``after`` is needed), their results after
+        the programs' in the same order. ``starts``: in place of per_candidate, each program's
+        init as (its parameters' names, [P, S] finite float64 starting values, a row a name):
+        the fits of per_candidate's {"init": dict(zip(names, values))} (``FitPlan.stage``)."""
+        items = _fit_items(programs, per_candidate)
+        if starts is not None:
+            if per_candidate is not None or len(starts) != len(items):
+                raise ValueError("starts is one (names, values) a program, in place of "
+                                 "per_candidate")
+            items = [(i, p, tuple(st)) for (i, p, _), st in zip(items, starts)]
+        items += [(len(items) + j, p, _EVALUATED) for j, p in enumerate(evaluated)]
+        return Begun(self.job, items, self.workers, self.executor, deadline)
 
 
 def begin_fits(programs, data=None, target=None, *, workers=None, executor=None,

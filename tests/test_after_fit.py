@@ -13,6 +13,7 @@ import ndvm
 from ndvm.cosearch.score import Scorer
 from ndvm.cosearch.tasks import get_task
 from ndvm.fit import EvaluateAfter
+from ndvm.parallel import fit_outcome
 
 from conftest import CLIENTS
 
@@ -143,6 +144,42 @@ def test_threads_begin_fits_executor_and_processes_give_the_same_numbers():
         after.segments[1][2].tobytes()
 
 
+@pytest.mark.parametrize("with_after", [True, False])
+def test_a_batch_read_as_outcomes_is_fit_outcome_of_each_fit_result(with_after):
+    """Begun.finish(outcomes=True) (a batch read back in one native call, no FitResult made)
+    gives what fit_outcome gives of each FitResult of the same fits: the same params (values
+    and key order), the same after numbers bit for bit (an evaluation that raised: "failed"),
+    and a failed fit's CandidateError, the same text; on an executor too."""
+    progs = _programs(30, seed=9) + ["(if (< x 7) (* a x) (car 1.5))", "(* a (car x))",
+                                     "(+ a b c)"]
+    after = _after(129) if with_after else None
+    want = ndvm.fit_many(progs, workers=1, after=after, **FIT)
+    assert sum(not isinstance(r, ndvm.FitResult) for r in want) == 1  # ((car x) fails)
+
+    def same(got):
+        assert len(got) == len(want)
+        for g, w in zip(got, want):
+            if not isinstance(w, ndvm.FitResult):
+                assert type(g) is type(w) and repr(g) == repr(w)
+                continue
+            params, (status, numbers) = fit_outcome(w)
+            assert list(g[0].items()) == list(params.items())
+            # (the last but two raises after its fit)
+            assert g[1][0] == status == (None if not with_after else
+                                         "failed" if w is want[-3] else "ok")
+            assert repr(g[1][1]) == repr(numbers)
+            if status == "ok":
+                assert np.array_equal(np.reshape(numbers, (-1, 3)), EvaluateAfter.read(w)[1],
+                                      equal_nan=True)
+
+    for workers in (1, 2):
+        same(ndvm.parallel.begin_fits(progs, workers=workers, after=after,
+                                      **FIT).finish(outcomes=True))
+    with ProcessPoolExecutor(2) as ex:
+        same(ndvm.parallel.begin_fits(progs, executor=ex, after=after,
+                                      **FIT).finish(outcomes=True))
+
+
 def test_an_evaluation_that_raises_after_the_fit_is_marked_failed_and_the_fit_stands():
     prog = "(if (< x 7) (* a x) (car 1.5))"  # fine on the data, an error beyond x = 7
     r = ndvm.fit_many([prog], workers=1, after=_after(64), **FIT)[0]
@@ -199,13 +236,49 @@ def test_the_scorer_assesses_from_the_native_numbers_as_from_its_own_evaluation(
         if not isinstance(r, ndvm.FitResult):
             continue
         p = dict(r.params)
-        native = scorer.assess(prog, p, EvaluateAfter.read(r))
+        native = scorer.assess(prog, p, fit_outcome(r)[1])
         plain = scorer.assess(prog, p)
         assert repr(native) == repr(plain), (prog.source, native, plain)
         if native[0]:
             messages.add(native[0].split(":")[0])
     assert "not finite between the data points (a pole or a domain edge)" in messages
     assert "fails between the data points" in messages
+
+
+@pytest.mark.parametrize("client", CLIENTS)
+@pytest.mark.parametrize("executor", [False, True])
+def test_programs_without_parameters_are_evaluated_in_the_batch_and_score_as_in_python(
+        client, executor):
+    """A round's programs without parameters are evaluated in the batch's native call
+    (FitSetup.begin's ``evaluated``: no fit, the evaluation after it alone) and assess from
+    those numbers exactly as from its own evaluation: the same scores, the same off-domain and
+    failure messages word for word; on an executor too."""
+    task = get_task("damped")
+    scorer = Scorer(task, client=client, workers=1)
+    rng = random.Random(4)
+    srcs = ["(* x 2.0)", "(sin x)", "3.5", "(+ 1.0 2.0)", "(/ 1 (- x 3.0))", "(log (- x 1))",
+            "(car x)", "(exp (* x x x))", "(if (> x 5.9) (car x) x)"]
+    while len(srcs) < 60:
+        src = _random_program(rng)
+        if not {"a", "b"} & set(ndvm.parse(src).free_names):
+            srcs.append(src)
+    progs = [ndvm.parse(src) for src in srcs]
+    if executor:
+        with ProcessPoolExecutor(2) as ex:
+            setup = ndvm.parallel.FitSetup(scorer.train[0], scorer.train[1], executor=ex,
+                                           options=scorer.fit, after=scorer.after)
+            got = setup.begin([], evaluated=progs).finish(outcomes=True)
+    else:
+        got = scorer.fitting().begin([], evaluated=progs).finish(outcomes=True)
+    assert len(got) == len(progs)
+    n_ok = 0
+    for src, prog, r in zip(srcs, progs, got):
+        params, after = r
+        assert params == {}
+        n_ok += after[0] == "ok"
+        native = scorer.assess(prog, params, after)
+        assert repr(native) == repr(scorer.assess(prog, {})), src
+    assert n_ok >= len(progs) // 2
 
 
 @pytest.mark.parametrize("workers", [1, 2])
@@ -220,12 +293,18 @@ def test_a_search_scored_natively_keeps_every_record_of_one_scored_in_python(mon
         return repr(recs), [r["model"] for r in res.front], res.best["model"]
 
     seen = []
-    read = EvaluateAfter.read
-    monkeypatch.setattr(EvaluateAfter, "read",
-                        staticmethod(lambda result: seen.append(1) or read(result)))
+    assess = Scorer.assess
+
+    def read(self, prog, params, after=None):
+        seen.append((after is not None and after[0] == "ok", not params))
+        return assess(self, prog, params, after)
+
+    monkeypatch.setattr(Scorer, "assess", read)
     native = run()
-    assert len(seen) > 200  # (the native numbers were there to read)
-    monkeypatch.setattr(EvaluateAfter, "read", staticmethod(lambda result: (None, None)))
+    assert sum(ok for ok, _ in seen) > 200  # (the native numbers were there to read)
+    assert (True, True) in seen  # (programs without parameters' too)
+    monkeypatch.setattr(Scorer, "assess", lambda self, prog, params, after=None:
+                        assess(self, prog, params))
     assert run() == native
 
 

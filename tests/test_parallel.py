@@ -1029,6 +1029,41 @@ def test_per_candidate_start_rows_are_the_starts_and_a_non_finite_one_is_named()
     assert "init['b'] has a non-finite value (nan) at index 1" in str(got.error)
 
 
+def test_starts_given_stacked_are_the_fits_of_their_init_rows():
+    """FitSetup.begin(starts=[(names, [P, S] values)]) fits what per_candidate's init of the
+    same rows fits, bit for bit: staged as they are when the names are the fitted ones in order,
+    else (another order, a name not fitted, the options' own init) taken as that init, with its
+    errors; on an executor too."""
+    x = np.linspace(0, 1, 30)
+    data, y = {"x": x}, 2 * x + 1
+    block = np.array([[0.5, 1.5, -1.0], [2.0, 0.1, 0.2], [0.3, -0.2, 0.9], [1.0, 1.0, 1.0]])
+    progs = ["(+ (* a x) b)", "(+ (* a x) b)", "(* a x)", "(+ (* a x) b)"]
+    starts = [(("a", "b"), block[0:2]), (("b", "a"), block[0:2]), (("a",), block[2:3]),
+              (("a", "c"), block[2:4])]
+    per = [{"init": dict(zip(*st))} for st in starts]
+
+    def same(got, want):
+        for g, w in zip(got, want, strict=True):
+            if isinstance(w, ndvm.CandidateError):
+                assert repr(g) == repr(w)
+                continue
+            assert g.all_params.keys() == w.all_params.keys()
+            assert all(np.array_equal(g.all_params[k], w.all_params[k]) for k in w.all_params)
+            assert np.array_equal(g.all_losses, w.all_losses) and g.params == w.params
+
+    for options in ({}, {"init": {"a": 0.1}}):
+        setup = ndvm.parallel.FitSetup(data, y, workers=1, starts=3, optimizer="lm", **options)
+        want = setup.begin(progs, per_candidate=per).finish()
+        assert isinstance(want[3], ndvm.CandidateError)  # (c is not fitted)
+        same(setup.begin(progs, starts=starts).finish(), want)
+        with ThreadPoolExecutor(2) as ex:
+            on = ndvm.parallel.FitSetup(data, y, executor=ex, starts=3, optimizer="lm",
+                                        **options)
+            same(on.begin(progs, starts=starts).finish(), want)
+    with pytest.raises(ValueError, match="in place of per_candidate"):
+        setup.begin(progs, per_candidate=per, starts=starts)
+
+
 def test_a_worker_count_or_a_reduction_of_the_wrong_kind_is_refused():
     # (workers=1.5 ran on one thread; reduce="bogus" was a KeyError)
     x = np.ones(3)

@@ -287,16 +287,18 @@ def test_a_batchs_starts_are_drawn_as_one_draw_per_parameter_in_batch_order(monk
     begun = {}
 
     class Fitting:
-        def begin(self, progs, per_candidate, deadline=None):
-            begun["progs"], begun["per_candidate"] = progs, per_candidate
+        def begin(self, progs, per_candidate=None, deadline=None, evaluated=(), starts=None):
+            begun.update(progs=progs, per_candidate=per_candidate, evaluated=evaluated,
+                         starts=starts)
 
     monkeypatch.setattr(scorer, "fitting", Fitting)
     items = [("p0", ("a", "b")), ("p1", ()), ("p2", ("c",)), ("p3", ("a", "b", "c"))]
     _Calibration(scorer, items)
     rng, scales = np.random.default_rng(0), np.resize([0.3, 1.0, 3.0], 4)
     want = [{n: rng.normal(0.0, scales) for n in ps} for _, ps in items if ps]
-    assert begun["progs"] == ["p0", "p2", "p3"]
-    got = [c["init"] for c in begun["per_candidate"]]
+    assert begun["progs"] == ["p0", "p2", "p3"] and begun["evaluated"] == ["p1"]
+    assert begun["per_candidate"] is None  # (each candidate's rows of the one draw, stacked)
+    got = [dict(zip(*st)) for st in begun["starts"]]
     assert [list(g) for g in got] == [list(w) for w in want]
     assert all(np.array_equal(g[n], w[n]) for g, w in zip(got, want) for n in w)
     assert scorer.draws.random() == rng.random()

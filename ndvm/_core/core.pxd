@@ -186,6 +186,7 @@ cdef extern from "fit/fit.hpp" namespace "ndvm":
         int64_t n_evals
         const AfterFit* after
         double* after_out
+        bool evaluate_only
 
     cdef struct AfterSegment:
         uint32_t start

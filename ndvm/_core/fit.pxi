@@ -46,14 +46,17 @@ cdef class FitSpec:
     cdef list _keep  # the Python objects the request points into
 
     def __init__(self, uintptr_t entry, Inputs inputs not None, fitted, target, init, lower, upper,
-                 positive, options, int budget, Inputs after=None, segments=()):
+                 positive, options, int budget, Inputs after=None, segments=(),
+                 bint evaluate_only=False):
         """fitted: binding indices optimized; target: [N] (None for loss "value"); init: [P, S]
         starting values; lower, upper: [P] or None; positive: [P] uint8 or None (optimized as
         logarithms); options: the fit's ndvm.FitOptions (its optimizer, loss, scaling, lr,
         tolerances and want_cov are read); budget: Adam's steps or the evaluation budget.
         after: the program's inputs bound at M other points (its parameters as placeholders) to
         evaluate the fitted model at once the fit is done, reduced per (start, stop, ref) of
-        ``segments`` (ref: [stop - start] values or one number; see fit/after.hpp)."""
+        ``segments`` (ref: [stop - start] values or one number; see fit/after.hpp).
+        evaluate_only: no fit, the evaluation after it alone (a program without parameters:
+        ``fitted`` empty, ``after`` given, ``inputs`` may be ``after``)."""
         cdef Py_ssize_t P = len(fitted), S = inputs.S
         cdef cnp.ndarray x0 = _contiguous(init, cnp.NPY_DOUBLE, P * S, "init")
         cdef cnp.ndarray a
@@ -99,6 +102,9 @@ cdef class FitSpec:
         rq.after = NULL
         if after is not None:
             self._set_after(after, segments)
+        if evaluate_only and (P or after is None):
+            raise ValueError("an evaluation alone is of a program without parameters, after")
+        rq.evaluate_only = evaluate_only
 
     cdef _set_after(self, Inputs after, segments):
         cdef AfterSegment g
@@ -135,6 +141,25 @@ SLOT_FIELDS = ("init", "params", "losses", "history", "cov", "stderr_", "status"
 AFTER_STATS = kAfterStats  # numbers per segment of an after-fit evaluation
 _SLOT_DTYPE = np.dtype([(name, np.int64) for name in SLOT_FIELDS])
 assert _SLOT_DTYPE.itemsize == sizeof(FitSlot) and len(SLOT_FIELDS) == kFitSlotFields
+
+
+cdef tuple _after_numbers(const double* a, Py_ssize_t n):
+    """(status, stats) of an after-fit evaluation's n numbers ``a`` (fit/request.hpp): "ok" with
+    its segments' numbers as one flat tuple of floats (non-finite count, max |value - ref| and
+    sum of squares, a segment after the other), "failed" (it raised) or None (not run), with
+    None."""
+    if a[0] == 1.0:
+        return "ok", tuple([a[i] for i in range(1, n)])
+    return ("failed" if a[0] < 0 else None), None
+
+
+def after_numbers(a):
+    """``_after_numbers`` of an after-fit evaluation's numbers (a FitResult's ``after``, or None:
+    (None, None))."""
+    if a is None or np.size(a) == 0:
+        return None, None
+    cdef cnp.ndarray c = _contiguous(a, cnp.NPY_DOUBLE, np.size(a), "after")
+    return _after_numbers(<const double*>cnp.PyArray_DATA(c), cnp.PyArray_SIZE(c))
 
 
 cdef class FitOutputs:
@@ -176,6 +201,21 @@ cdef class FitOutputs:
                 _view(u, sl.status, 1, S, 0, 0, cnp.NPY_INT8),
                 cov, se,
                 _view(u, sl.flags, 2, S, P, 0, cnp.NPY_UINT8))
+
+    cdef tuple outcome(self, Py_ssize_t k, tuple names):
+        """(params, after) of fit k (``FitBatch.outcomes``)."""
+        cdef const FitSlot* sl = self._at(k)
+        cdef Py_ssize_t P = sl.P, S = sl.S, i
+        cdef double* f = <double*>cnp.PyArray_DATA(self._f64)
+        if len(names) != P:
+            raise ValueError(f"fit {k} has {P} parameters, got {len(names)} names")
+        cdef Py_ssize_t best = best_start(sl[0], f)
+        cdef dict params = {}
+        for i in range(P):
+            params[names[i]] = f[sl.params + i * S + best]
+        if not sl.after_size:
+            return params, (None, None)
+        return params, _after_numbers(f + sl.after, sl.after_size)
 
     def fit_result(self, Py_ssize_t k, cls, tuple meta):
         """Fit k's result as a ``cls`` (ndvm.FitResult) whose fields are read from these
@@ -451,3 +491,24 @@ cdef class FitBatch:
         ``FitOutputs.fit_result``; meta is (names, optimizer, budget, tols, want_cov)."""
         self._check(k)
         return self._out.fit_result(k, cls, meta)
+
+    def outcomes(self, list staged, list results):
+        """What a search keeps of each fit, read for a whole batch in one call, without a
+        FitResult: for each (pos, plan, (meta, k)) of ``staged`` whose fit k ran,
+        ``results[pos] = (params, after)``: params the best start's (name -> float, in meta's
+        names order: a FitResult's ``params``), after ``after_numbers`` of its evaluation after
+        the fit. Returns the items of ``staged`` whose fit failed (``fit_result`` raises their
+        errors)."""
+        cdef list failed = []
+        cdef Py_ssize_t k
+        if not self._ran or self._open:
+            raise RuntimeError("this FitBatch has not run, or is open: close() it first")
+        for item in staged:
+            k = (<tuple>(<tuple>item)[2])[1]
+            if k < 0 or k >= self.size:
+                raise IndexError(f"no result {k} in this batch")
+            if not self._ok[k]:
+                failed.append(item)
+                continue
+            results[(<tuple>item)[0]] = self._out.outcome(k, (<tuple>(<tuple>item)[2])[0][0])
+        return failed

@@ -7,6 +7,7 @@ start draws, one shared native batch, or a likelihood's own minimizer), and each
 ``refit`` fits a leading model again from many starts. The search's rounds (``rounds.py``)
 drive it; an island carries its scorer as the arguments that made it (``_revive_scorer``).
 """
+import itertools
 import math
 import threading
 
@@ -17,8 +18,9 @@ from ndvm._core._core import validate_each
 from ndvm.cosearch._calibrate import minimize_value, setup, succeeded
 from ndvm.cosearch.select import starts_around
 from ndvm.cosearch.task import named_in, predict, r_squared
-from ndvm.fit import EvaluateAfter
+from ndvm.fit import EvaluateAfter, _all_finite
 from ndvm.fit_options import FitOptions
+from ndvm.parallel import fit_outcome
 
 __all__ = ["REFIT_STARTS", "Scorer", "lent_scorer"]
 
@@ -182,10 +184,11 @@ class Scorer:
 
     def assess(self, prog, params, after=None):
         """(why it is off-domain, None) or (None, ``score``) of fitted ``params``. ``after``:
-        ``EvaluateAfter.read`` of its fit when it was evaluated after the fit at the joint points
-        (``self.after``): then only arithmetic is left here; else it is evaluated now."""
+        (status, numbers) of its fit's evaluation after the fit at the joint points
+        (``self.after``; ``ndvm.parallel.fit_outcome``'s): when "ok" only arithmetic is left
+        here; else it is evaluated now."""
         if after is not None and after[0] == "ok":
-            (bad, most, _), (_, _, tr), (_, _, ho) = after[1].tolist()
+            bad, most, _, _, _, tr, _, _, ho = after[1]  # (the probe, training, held-out points)
             why = self._off(bad, most)
             return (why, None) if why is not None else (None, self._errors(tr, ho))
         values = self.values(prog, params)
@@ -320,22 +323,34 @@ class _Calibration:
     def __init__(self, scorer, items, recorded=None, deadline=None):
         self.scorer, self.items, self.recorded = scorer, items, recorded
         self.todo = [i for i, (_, ps) in enumerate(items) if ps]
+        # (the items without parameters: evaluated at the joint points in the batch's native
+        # call, as the fitted ones are after their fits, not on this thread by ``assess``)
+        self.bare = [] if scorer.after is None else [i for i, (_, ps) in enumerate(items)
+                                                     if not ps]
         self.fits = None
-        if scorer.task.objective == "nll" or not self.todo:
+        if scorer.task.objective == "nll" or not (self.todo or self.bare):
             return
         where = {}
-        if scorer.start_scales is not None:  # (drawn here, in batch order, on the caller:
+        if scorer.start_scales is not None and self.todo:  # (drawn here, in batch order:
             # one call for the batch draws what one call per parameter drew, in the same order;
             # normal(0, s) is 0.0 + s * a standard normal, so the standard normals times the
             # scales are its numbers bit for bit, without a tiled array of scales)
             names = [items[i][1] for i in self.todo]
             scales = scorer.start_scales
             k = sum(len(ns) for ns in names)
-            rows = iter(0.0 + scales * scorer.draws.standard_normal((k, scales.size)))
-            where["per_candidate"] = [{"init": {n: next(rows) for n in ns}} for ns in names]
+            rows = 0.0 + scales * scorer.draws.standard_normal((k, scales.size))
+            if _all_finite(rows):  # (each candidate's rows staged as they are: a view)
+                ends = itertools.accumulate(len(ns) for ns in names)
+                where["starts"] = [(ns, rows[e - len(ns):e]) for ns, e in zip(names, ends)]
+            else:  # (ndvm.fit says which start is not finite)
+                rows = iter(rows)
+                where["per_candidate"] = [{"init": {n: next(rows) for n in ns}}
+                                          for ns in names]
         if recorded is None:
             self.fits = scorer.fitting().begin([items[i][0] for i in self.todo],
-                                               deadline=deadline, **where)
+                                               deadline=deadline,
+                                               evaluated=[items[i][0] for i in self.bare],
+                                               **where)
 
     def drain(self, limit=None):
         """Lend the calling thread to the calibrations until none is left to start (or ``limit``
@@ -352,7 +367,7 @@ class _Calibration:
         called once this thread has none left to start)."""
         scorer, items, todo = self.scorer, self.items, self.todo
         out = [None if ps else {} for _, ps in items]
-        self.after = [None] * len(items)  # (EvaluateAfter.read of each fit, when it has one)
+        self.after = [None] * len(items)  # (each fit's evaluation after it: _outcome's)
         if self.recorded is not None:
             if meanwhile is not None:
                 meanwhile()
@@ -360,8 +375,11 @@ class _Calibration:
                 out[i] = _recorded_fit(self.recorded[i])
             return out
         if self.fits is not None:
-            for i, r in zip(todo, self.fits.finish(lent, meanwhile)):
+            got = self.fits.finish(lent, meanwhile, outcomes=True)
+            for i, r in zip(todo, got):
                 out[i], self.after[i] = _outcome(r)
+            for i, r in zip(self.bare, got[len(todo):]):  # (their params stay {})
+                self.after[i] = _outcome(r)[1]
             return out
         if meanwhile is not None:
             meanwhile()
@@ -378,10 +396,13 @@ class _Calibration:
 
 
 def _outcome(r):
-    """(fitted params, ``EvaluateAfter.read`` of the fit) of a calibration's result, or (the
-    error that stopped it, None)."""
+    """(fitted params, its evaluation after the fit: ``fit_outcome``'s) of a calibration's
+    result (a FitResult, or the pair ``Begun.finish(outcomes=True)`` gives for it), or (the error
+    that stopped it, None)."""
+    if type(r) is tuple:
+        return r
     if succeeded(r):
-        return dict(r.params), EvaluateAfter.read(r)
+        return fit_outcome(r)
     return getattr(r, "error", r), None
 
 

@@ -4,9 +4,11 @@
 // ErrorInfo while the others run on. All fits of a chunk share one machine (one per thread);
 // a shared chunk (SharedFits) is run by several threads at once, each on its own machine.
 #pragma once
+#include <algorithm>
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
+#include <limits>
 #include <mutex>
 
 #include "fit/after.hpp"
@@ -18,7 +20,13 @@ inline bool fit_one(FitRequest* rq, void* machine, int dtype, ErrorInfo* err) {
   rq->machine = machine;
   rq->dtype = dtype;
   rq->n_evals = 0;
-  if (!fit_guarded(rq, err)) return false;
+  if (rq->evaluate_only) {  // (nothing to fit: the evaluation after it alone)
+    const double nan = std::numeric_limits<double>::quiet_NaN();
+    std::fill(rq->losses, rq->losses + rq->S, nan);
+    std::fill(rq->history, rq->history + rq->S, nan);  // (its one row)
+  } else if (!fit_guarded(rq, err)) {
+    return false;
+  }
   ErrorInfo after_err;  // (the fit stands; a failed evaluation after it is marked in its output)
   if (rq->after && !guarded(after_err, [&] { evaluate_after(rq); }) && rq->after_out)
     rq->after_out[0] = -1.0;

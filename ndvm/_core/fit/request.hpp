@@ -84,6 +84,9 @@ struct FitRequest {
   int64_t n_evals = 0;              // out
   const AfterFit* after = nullptr;  // or null: nothing is evaluated after the fit
   double* after_out = nullptr;      // out [after_size(after)]
+  // no fit (a program without parameters, P = 0): only the evaluation after it is run; the
+  // losses and the history are NaN, no evaluation is counted
+  bool evaluate_only = false;
 };
 
 }  // namespace ndvm
