@@ -686,6 +686,36 @@ cdef class Breeder:
         return out
 
 
+def breed_parents(list front not None, list population not None, island, dict known not None,
+                  make):
+    """(their Sites, their tournament errors, how many of them are the front's, the entries
+    kept) of a round's parents, for ``Breeder.children``: the records of ``front`` and then of
+    ``population`` whose ``proposed`` source is not in ``island``, each through its entry
+    (record, Sites, error): ``known``'s for ``id(record)`` when it is that record's, else
+    ``make(record)``'s. The entries kept are the next round's ``known`` (Mutate._parents: most
+    parents are again; one call a round, not a Python loop over its ~70 records)."""
+    cdef list sites = [], errors = []
+    cdef dict kept = {}
+    cdef Py_ssize_t n_front = 0
+    cdef list records
+    cdef tuple entry
+    for records in (front, population):
+        for r in records:
+            if r["proposed"] in island:
+                continue
+            key = id(r)
+            found = known.get(key)
+            if found is None or (<tuple?>found)[0] is not r:
+                found = make(r)
+            entry = <tuple?>found
+            kept[key] = entry
+            sites.append(entry[1])
+            errors.append(entry[2])
+        if records is front:
+            n_front = len(sites)
+    return sites, errors, n_front, kept
+
+
 cdef int _berrors(object errors, Py_ssize_t n_front, long tournament,
                   vector[double]& out) except -1:
     # the parents' tournament errors as C doubles into ``out``, with the selection's settings
