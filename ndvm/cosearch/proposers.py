@@ -172,9 +172,10 @@ class Mutate(Proposer):
     def _tree(self, src, params):
         """The parsed tree of ``src`` with its Sites (``params``: the grammar's parameter names,
         a tuple). A parent is parsed and listed once in a process, whichever island or search of
-        it proposes from it, and held by the canonical form's Simplifier: its children share its
-        lists. A proposal's own tree and the tree its source reads back as are the same, so where
-        a parent was parsed changes nothing."""
+        it proposes from it; the children loop has the canonical form's Simplifier hold it when
+        it is first drawn (``hold_parents``: its children share its lists), not here: a parent
+        may never be drawn. A proposal's own tree and the tree its source reads back as are the
+        same, so where a parent was parsed changes nothing."""
         known = _PARENTS.get(params)
         if known is None:
             known = _PARENTS[params] = {}
@@ -184,11 +185,6 @@ class Mutate(Proposer):
                 known.clear()
             tree = self._proposed.pop(src, None)  # (our own proposal: the tree it was made as)
             sites = known[src] = gp.Sites(to_tree(src) if tree is None else tree)
-            if type(sites.tree) is list:
-                try:
-                    _simplifier(params).hold(sites.tree)
-                except (TypeError, OverflowError, RecursionError):
-                    pass  # (a tree the core cannot take is not held: its children say why)
         return sites
 
     def _blocks(self, state):
