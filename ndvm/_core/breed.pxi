@@ -6,6 +6,7 @@
 # file tests/breed_golden.py wrote from the Python operators). A child shares every list off the
 # rewritten path with its parent (the canonical form's Simplifier meets them by identity).
 cimport cython
+from cpython.long cimport PyLong_FromVoidPtr
 from cpython.ref cimport Py_INCREF
 from cpython.tuple cimport PyTuple_GET_SIZE, PyTuple_New, PyTuple_SET_ITEM
 
@@ -733,7 +734,7 @@ def breed_parents(list front not None, list population not None, island, dict kn
         for r in records:
             if r["proposed"] in island:
                 continue
-            key = id(r)
+            key = PyLong_FromVoidPtr(<void*>r)  # (id(r), without calling id)
             found = known.get(key)
             if found is None or (<tuple?>found)[0] is not r:
                 found = make(r)
