@@ -727,10 +727,11 @@ def breed_parents(list front not None, list population not None, island, dict kn
     parents are again; one call a round, not a Python loop over its ~70 records)."""
     cdef list sites = [], errors = []
     cdef dict kept = {}
-    cdef Py_ssize_t n_front = 0
+    cdef Py_ssize_t n_front = 0, part
     cdef list records
     cdef tuple entry
-    for records in (front, population):
+    for part in range(2):  # (by part: the front and the population may be one list)
+        records = population if part else front
         for r in records:
             if r["proposed"] in island:
                 continue
@@ -742,7 +743,7 @@ def breed_parents(list front not None, list population not None, island, dict kn
             kept[key] = entry
             sites.append(entry[1])
             errors.append(entry[2])
-        if records is front:
+        if part == 0:
             n_front = len(sites)
     return sites, errors, n_front, kept
 
