@@ -82,6 +82,7 @@ def test_positions_match_the_python_rule_on_every_tree():
             tree = rec[2]
             assert breed_golden._positions(gp, tree) == rec[3]
             assert breed_golden._positions(breed_golden.PYTHON, tree) == rec[3]
+            assert gp.Sites(tree).spots == gp.positions(tree)  # (Sites lists them itself)
     loop = to_tree("(loop ((s x) (k 0)) (if (= k 3) s (recur (* a s) (+ k 1))))")
     assert ([(p, s, l) for p, s, l in gp.positions(loop, frozenset({"u0"}), frozenset(),
                                                      (4,))]

@@ -510,3 +510,26 @@ def test_the_parents_kept_from_the_last_round_are_what_a_fresh_proposer_finds():
         assert [t.tree for t in trees] == [t.tree for t in fresh_trees]
         assert errors == fresh_errors and prop.n_front == fresh.n_front == 3
         assert len(prop._as_parents) == len({id(r) for r in state.front + state.population})
+
+
+def test_breed_parents_lists_the_front_then_the_population_and_reuses_their_entries():
+    # (Mutate._parents' loop, native: the front's records, then the population's, without the
+    # shape library's; a record's entry made once while it stays a parent, by identity)
+    front = [{"proposed": s, "e": i} for i, s in enumerate(["a", "lib", "b"])]
+    population = [dict(front[0]), front[2], {"proposed": "c", "e": 5}]
+    made = []
+
+    def make(r):
+        made.append(r)
+        return (r, f"sites of {r['proposed']}", float(r["e"]))
+
+    sites, errors, n_front, kept = _core.breed_parents(front, population, {"lib"}, {}, make)
+    assert sites == [f"sites of {s}" for s in "ababc"]
+    assert errors == [0.0, 2.0, 0.0, 2.0, 5.0] and n_front == 2
+    assert made == front[:1] + front[2:] + population and made[2] is population[0]  # (by id)
+    assert set(kept) == {id(r) for r in front + population if r["proposed"] != "lib"}
+    made.clear()
+    again = _core.breed_parents(population, [], {"lib"}, kept, make)
+    assert again[:3] == ([f"sites of {s}" for s in "abc"], [0.0, 2.0, 5.0], 3) and made == []
+    stale = {id(front[0]): (dict(front[0]), "stale", 9.0)}  # (an id reused by another record)
+    assert _core.breed_parents(front[:1], [], set(), stale, make)[0] == ["sites of a"]

@@ -6,6 +6,7 @@ import os
 import re
 import threading
 import traceback
+import weakref
 from http.server import BaseHTTPRequestHandler
 
 import numpy as np
@@ -373,6 +374,54 @@ def test_an_island_collects_its_young_generation_while_the_collector_is_paused(m
         "damped", islands=2, workers=1, seed=1, max_candidates=128, migration_every=64,
         budget=None))
     assert len(freed) >= 2 and sum(freed) == 0  # (the search itself makes no cycles)
+
+
+def test_the_young_objects_a_paused_collector_leaves_join_the_oldest_generation_unwalked():
+    """When the collector is restored (the last parallel.gc_paused ends), what the pause left
+    young joins the oldest generation at once, without a collection: the first allocation after
+    an island's epoch walked the ~5,000 objects it kept, and freed none. A cycle made meanwhile
+    is still collected (by a full collection); objects the program froze stay frozen."""
+    import gc
+
+    from ndvm import parallel
+
+    class Node:
+        pass
+
+    collections = []
+
+    def seen(phase, info):
+        if phase == "stop":
+            collections.append(info["generation"])
+
+    was = gc.isenabled()
+    gc.enable()
+    gc.callbacks.append(seen)
+    try:
+        gc.collect()
+        collections.clear()
+        with parallel.gc_paused():
+            kept = [[i] for i in range(5000)]
+            cycle = Node()
+            cycle.me = cycle
+        few = [[i] for i in range(gc.get_threshold()[0] // 2)]  # (fewer than a collection's)
+        assert collections == []  # (before: a young collection of the 5,000 lists)
+        assert any(o is kept[0] for o in gc.get_objects(generation=2))
+        gone = weakref.ref(cycle)
+        del cycle
+        gc.collect()
+        assert gone() is None and gc.get_freeze_count() == 0
+        pinned = [[0]]
+        gc.freeze()
+        with parallel.gc_paused():
+            more = [[i] for i in range(100)]
+        assert gc.get_freeze_count() > 0  # (not unfrozen: the program's frozen list is not
+        assert not any(o is pinned for o in gc.get_objects())  # in any generation)
+        assert len(kept) + len(few) + len(more) > 0
+    finally:
+        gc.unfreeze()
+        gc.callbacks.remove(seen)
+        (gc.enable if was else gc.disable)()
 
 
 def test_a_failed_candidate_keeps_its_error_without_the_frames():

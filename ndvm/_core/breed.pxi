@@ -6,7 +6,9 @@
 # file tests/breed_golden.py wrote from the Python operators). A child shares every list off the
 # rewritten path with its parent (the canonical form's Simplifier meets them by identity).
 cimport cython
-from cpython.tuple cimport PyTuple_GET_SIZE
+from cpython.long cimport PyLong_FromVoidPtr
+from cpython.ref cimport Py_INCREF
+from cpython.tuple cimport PyTuple_GET_SIZE, PyTuple_New, PyTuple_SET_ITEM
 
 import math
 from numbers import Real
@@ -24,6 +26,7 @@ _BREED_SPECIAL = frozenset("quote if cond case and or when unless begin let let*
 _KINDS = ("subtree", "constant", "operator", "hoist", "extend", "shift")
 BREED_KINDS = _KINDS  # the kinds of mutation, in the order their rates are drawn
 _S = frozenset({"s"})
+_NO_NAMES = frozenset()
 _LOOP = frozenset({"loop"})
 
 
@@ -97,17 +100,48 @@ cdef bint _blocals_in(object tree, object locals_, object scope, int depth) exce
     return True
 
 
+cdef tuple _bpath(tuple path, Py_ssize_t j):
+    # ``path + (j,)``, made as one tuple (not the tuple (j,) and then their sum)
+    cdef Py_ssize_t k, n = PyTuple_GET_SIZE(path)
+    cdef tuple out = PyTuple_New(n + 1)
+    cdef object x
+    for k in range(n):
+        x = <object>PyTuple_GET_ITEM(path, k)
+        Py_INCREF(x)
+        PyTuple_SET_ITEM(out, k, x)
+    x = j
+    Py_INCREF(x)
+    PyTuple_SET_ITEM(out, n, x)
+    return out
+
+
+cdef bint _bnames_in(object tree, object names) except -1:
+    # ``any(isinstance(t, str) and t in names for t in tree[1:])`` of a list ``tree``
+    cdef Py_ssize_t j
+    for j in range(1, len(tree)):
+        t = tree[j]
+        if isinstance(t, str) and t in names:
+            return True
+    return False
+
+
 cdef _bpositions(list out, object tree, object scope, object counters, tuple path, int depth):
     # the rule of positions(): appends (path, scope, in_loop) in the order the Python generator
     # yielded them
     _bdeeper(depth)
-    if not counters or not _brefs(tree, counters, depth):  # (no counter: nothing to look for)
-        out.append(_acyclic((path, scope, True if counters else False)))
+    cdef bint counting = True if counters else False
+    if not counting or not _brefs(tree, counters, depth):  # (no counter: nothing to look for)
+        out.append(_acyclic((path, scope, counting)))
     if not isinstance(tree, list) or not tree:
         return
     head = tree[0]
     cdef Py_ssize_t i, j, n = len(tree)
-    if head in ("let", "let*") and n >= 3 and isinstance(tree[1], list):
+    if isinstance(head, str) and head not in _BREED_SPECIAL:  # (a call: most positions)
+        if counting and _bnames_in(tree, counters):
+            return
+        for j in range(1, n):
+            _bpositions(out, tree[j], scope, counters, _bpath(path, j), depth + 1)
+    elif head in ("let", "let*") and n >= 3 and isinstance(tree[1], list):
         inner = set(scope)
         for i, b in enumerate(tree[1]):
             if isinstance(b, list) and len(b) == 2:
@@ -115,7 +149,7 @@ cdef _bpositions(list out, object tree, object scope, object counters, tuple pat
                            path + (1, i, 1), depth + 1)
                 inner.add(b[0])
         for j in range(2, n):
-            _bpositions(out, tree[j], frozenset(inner), counters, path + (j,), depth + 1)
+            _bpositions(out, tree[j], frozenset(inner), counters, _bpath(path, j), depth + 1)
     elif head == "loop" and n >= 3 and isinstance(tree[1], list):
         state, ctr = set(scope), set(counters)
         for i, b in enumerate(tree[1]):
@@ -127,15 +161,11 @@ cdef _bpositions(list out, object tree, object scope, object counters, tuple pat
                 state.add(b[0])
         state -= ctr
         for j in range(2, n):
-            _bpositions(out, tree[j], frozenset(state), frozenset(ctr), path + (j,), depth + 1)
+            _bpositions(out, tree[j], frozenset(state), frozenset(ctr), _bpath(path, j),
+                        depth + 1)
     elif head in ("if", "recur"):
         for j in range(1, n):
-            _bpositions(out, tree[j], scope, counters, path + (j,), depth + 1)
-    elif isinstance(head, str) and head not in _BREED_SPECIAL:
-        if counters and any(isinstance(t, str) and t in counters for t in tree[1:]):
-            return
-        for j in range(1, n):
-            _bpositions(out, tree[j], scope, counters, path + (j,), depth + 1)
+            _bpositions(out, tree[j], scope, counters, _bpath(path, j), depth + 1)
 
 
 def breed_positions(tree, scope=frozenset(), counters=frozenset(), path=()):
@@ -231,7 +261,8 @@ cdef class Sites:
 
     def __init__(self, tree):
         self.tree = tree
-        self.spots = breed_positions(tree)
+        self.spots = []
+        _bpositions(self.spots, tree, _NO_NAMES, _NO_NAMES, (), 0)  # (breed_positions(tree))
         self._n_atoms = -1
         self._numbers = None
         self._inner = None
@@ -684,6 +715,37 @@ cdef class Breeder:
             out.append(src)
             made[src] = entry
         return out
+
+
+def breed_parents(list front not None, list population not None, island, dict known not None,
+                  make):
+    """(their Sites, their tournament errors, how many of them are the front's, the entries
+    kept) of a round's parents, for ``Breeder.children``: the records of ``front`` and then of
+    ``population`` whose ``proposed`` source is not in ``island``, each through its entry
+    (record, Sites, error): ``known``'s for ``id(record)`` when it is that record's, else
+    ``make(record)``'s. The entries kept are the next round's ``known`` (Mutate._parents: most
+    parents are again; one call a round, not a Python loop over its ~70 records)."""
+    cdef list sites = [], errors = []
+    cdef dict kept = {}
+    cdef Py_ssize_t n_front = 0, part
+    cdef list records
+    cdef tuple entry
+    for part in range(2):  # (by part: the front and the population may be one list)
+        records = population if part else front
+        for r in records:
+            if r["proposed"] in island:
+                continue
+            key = PyLong_FromVoidPtr(<void*>r)  # (id(r), without calling id)
+            found = known.get(key)
+            if found is None or (<tuple?>found)[0] is not r:
+                found = make(r)
+            entry = <tuple?>found
+            kept[key] = entry
+            sites.append(entry[1])
+            errors.append(entry[2])
+        if part == 0:
+            n_front = len(sites)
+    return sites, errors, n_front, kept
 
 
 cdef int _berrors(object errors, Py_ssize_t n_front, long tournament,

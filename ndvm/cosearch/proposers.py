@@ -15,7 +15,7 @@ from numbers import Real
 
 import numpy as np
 
-from ndvm._core._core import Draws
+from ndvm._core._core import Draws, breed_parents
 from ndvm.cosearch import grammar as gp
 from ndvm.cosearch.structure import building_blocks
 from ndvm.cosearch.sexpr import canonical, size, skeleton, to_source, to_tree
@@ -155,34 +155,27 @@ class Mutate(Proposer):
 
     def _parents(self, state):
         """The parents' Sites (the front's members first: ``n_front`` of them) and their
-        tournament errors, for Breeder.children."""
-        island, params, parsimony = self._island, tuple(state.grammar.params), self.parsimony
-        trees, errors = [], []
-        known, kept = self._as_parents, {}  # (the last round's parents: most are again)
-        for part, records in enumerate((state.front, state.population)):
-            for r in records:
-                if r["proposed"] in island:
-                    continue
-                entry = known.get(id(r))
-                if entry is None or entry[0] is not r:
-                    # parsimony pressure: 2% more error per atom, so bloated parents lose close
-                    # tournaments; the error is the worse of the training and held-out errors
-                    entry = (r, self._tree(r["model"], params),
-                             fitness(r) * (1 + parsimony * r["size"]))
-                kept[id(r)] = entry
-                trees.append(entry[1])
-                errors.append(entry[2])
-            if part == 0:
-                self.n_front = len(trees)
-        self._as_parents = kept
+        tournament errors, for Breeder.children; the shape library's models are never parents.
+        A record's entry is made once while it stays a parent (the last round's parents: most
+        are again)."""
+        params, parsimony = tuple(state.grammar.params), self.parsimony
+
+        def entry(r):
+            # parsimony pressure: 2% more error per atom, so bloated parents lose close
+            # tournaments; the error is the worse of the training and held-out errors
+            return (r, self._tree(r["model"], params), fitness(r) * (1 + parsimony * r["size"]))
+
+        trees, errors, self.n_front, self._as_parents = breed_parents(
+            state.front, state.population, self._island, self._as_parents, entry)
         return trees, errors
 
     def _tree(self, src, params):
         """The parsed tree of ``src`` with its Sites (``params``: the grammar's parameter names,
         a tuple). A parent is parsed and listed once in a process, whichever island or search of
-        it proposes from it, and held by the canonical form's Simplifier: its children share its
-        lists. A proposal's own tree and the tree its source reads back as are the same, so where
-        a parent was parsed changes nothing."""
+        it proposes from it; the children loop has the canonical form's Simplifier hold it when
+        it is first drawn (``hold_parents``: its children share its lists), not here: a parent
+        may never be drawn. A proposal's own tree and the tree its source reads back as are the
+        same, so where a parent was parsed changes nothing."""
         known = _PARENTS.get(params)
         if known is None:
             known = _PARENTS[params] = {}
@@ -192,11 +185,6 @@ class Mutate(Proposer):
                 known.clear()
             tree = self._proposed.pop(src, None)  # (our own proposal: the tree it was made as)
             sites = known[src] = gp.Sites(to_tree(src) if tree is None else tree)
-            if type(sites.tree) is list:
-                try:
-                    _simplifier(params).hold(sites.tree)
-                except (TypeError, OverflowError, RecursionError):
-                    pass  # (a tree the core cannot take is not held: its children say why)
         return sites
 
     def _blocks(self, state):
