@@ -623,10 +623,12 @@ def _remember(executor, key, seconds):
 # frees everything acyclic at once; cycles made meanwhile are collected after the call (a
 # candidate's failure is kept without its traceback's frames, _failed, so it makes none). The
 # co-search pauses it for a whole search (collecting the young generation once it is large:
-# collect_young). When the last call ends, what the pause left young (a search's records, trees,
-# memo entries: alive, acyclic) joins the oldest generation unwalked (_promote_young), else the
-# first allocation after it walked every one of them for nothing.
-_GC_PAUSES = [0, False]  # calls running, whether the collector was enabled before the first
+# collect_young). When the last call ends, what a search's pause left young (its records, trees,
+# memo entries: alive, acyclic) joins the oldest generation unwalked (``promote``:
+# _promote_young), else the first allocation after it walked every one of them for nothing; a
+# pause of fit_many alone leaves the program's generations as they were.
+_GC_PAUSES = [0, False, False]  # calls running, whether the collector was enabled before the
+# first, whether one of them promotes at the end
 _GC_LOCK = threading.Lock()
 
 
@@ -656,19 +658,24 @@ def _promote_young():
 
 
 @contextlib.contextmanager
-def gc_paused():
+def gc_paused(promote=False):
+    """The cyclic collector paused while the block runs (see above); with ``promote`` (a
+    search's pause), what is young when the last pause ends joins the oldest generation."""
     with _GC_LOCK:
         if _GC_PAUSES[0] == 0:
             _GC_PAUSES[1] = gc.isenabled()
+            _GC_PAUSES[2] = False
             gc.disable()
         _GC_PAUSES[0] += 1
+        _GC_PAUSES[2] = _GC_PAUSES[2] or promote
     try:
         yield
     finally:
         with _GC_LOCK:
             _GC_PAUSES[0] -= 1
             if _GC_PAUSES[0] == 0 and _GC_PAUSES[1]:
-                _promote_young()
+                if _GC_PAUSES[2]:
+                    _promote_young()
                 gc.enable()
 
 

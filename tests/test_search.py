@@ -377,10 +377,12 @@ def test_an_island_collects_its_young_generation_while_the_collector_is_paused(m
 
 
 def test_the_young_objects_a_paused_collector_leaves_join_the_oldest_generation_unwalked():
-    """When the collector is restored (the last parallel.gc_paused ends), what the pause left
-    young joins the oldest generation at once, without a collection: the first allocation after
-    an island's epoch walked the ~5,000 objects it kept, and freed none. A cycle made meanwhile
-    is still collected (by a full collection); objects the program froze stay frozen."""
+    """When the collector is restored after a search's pause (the last parallel.gc_paused ends,
+    one of them with promote), what the pause left young joins the oldest generation at once,
+    without a collection: the first allocation after an island's epoch walked the ~5,000
+    objects it kept, and freed none. A cycle made meanwhile is still collected (by a full
+    collection); objects the program froze stay frozen; fit_many's pause alone (no promote)
+    leaves the program's young objects young."""
     import gc
 
     from ndvm import parallel
@@ -401,6 +403,9 @@ def test_the_young_objects_a_paused_collector_leaves_join_the_oldest_generation_
         gc.collect()
         collections.clear()
         with parallel.gc_paused():
+            mine = [[i] for i in range(100)]
+        assert not any(o is mine[0] for o in gc.get_objects(generation=2))
+        with parallel.gc_paused(promote=True), parallel.gc_paused():
             kept = [[i] for i in range(5000)]
             cycle = Node()
             cycle.me = cycle
@@ -413,11 +418,11 @@ def test_the_young_objects_a_paused_collector_leaves_join_the_oldest_generation_
         assert gone() is None and gc.get_freeze_count() == 0
         pinned = [[0]]
         gc.freeze()
-        with parallel.gc_paused():
+        with parallel.gc_paused(promote=True):
             more = [[i] for i in range(100)]
         assert gc.get_freeze_count() > 0  # (not unfrozen: the program's frozen list is not
         assert not any(o is pinned for o in gc.get_objects())  # in any generation)
-        assert len(kept) + len(few) + len(more) > 0
+        assert len(kept) + len(few) + len(more) + len(mine) > 0
     finally:
         gc.unfreeze()
         gc.callbacks.remove(seen)

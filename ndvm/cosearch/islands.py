@@ -114,7 +114,7 @@ class Island:
         r.max_candidates = r.n_proposed + n
         began = r.t0 = time.perf_counter()  # (the coordinator stamps the records' times)
         out = []
-        with gc_paused():
+        with gc_paused(promote=True):
             while seconds is None or time.perf_counter() - began < seconds:
                 b = r.next()
                 if isinstance(b, str):

@@ -524,7 +524,7 @@ def search(task="damped", proposer=None, budget=None, max_candidates=None, out=N
     # the simplifier's memo and the records, under the GIL, a third of the proposer's time); the
     # search itself makes no reference cycles, and the young generation is collected once it is
     # large (collect_young: a custom proposer's cycles)
-    paused = gc_paused()
+    paused = gc_paused(promote=True)
     paused.__enter__()
     try:
         ready = run.next()  # the first batch is proposed before anything else can run
