@@ -104,21 +104,30 @@ print(grown / (2 * starts * n * 4))  # (bytes per lane, point and parameter: "bo
 """
 
 
-@pytest.mark.skipif(bool(os.environ.get("NDVM_SANITIZED")),
-                    reason="a peak RSS under AddressSanitizer counts its quarantine and shadow")
+# (a peak RSS under AddressSanitizer counts its quarantine and shadow)
+_OWN_ALLOCATOR = pytest.mark.skipif(bool(os.environ.get("NDVM_SANITIZED")),
+                                    reason="a peak RSS under the sanitizers counts their memory")
+
+
+def _printed_by_child(code):
+    """The last number ``code`` prints, run by a new Python outside the checkout (whose ndvm/
+    would shadow the installed one): a peak RSS of its own."""
+    import subprocess
+    import sys
+    import tempfile
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         timeout=300, cwd=tempfile.gettempdir(), check=False)
+    assert out.returncode == 0, out.stderr
+    return float(out.stdout.split()[-1])
+
+
+@_OWN_ALLOCATOR
 def test_lm_holds_one_copy_of_the_jacobian_for_its_qr_not_one_per_start():
     # (each LM lane kept its own N x P copy of the Jacobian that refactor's QR overwrites and
     # nothing read again: ndvm.fit of 8 starts on 10^6 rows of 4 parameters took 2.1 GB, 1.65
     # GB with one copy for all lanes; the lanes' Jacobians, the evaluation's and their trial
     # remain, about 3 doubles a lane, point and parameter, where there were 4)
-    import subprocess
-    import sys
-    import tempfile
-    # (run outside the checkout, whose ndvm/ would shadow the installed one)
-    out = subprocess.run([sys.executable, "-c", _LM_MEMORY], capture_output=True, text=True,
-                         timeout=300, cwd=tempfile.gettempdir(), check=False)
-    assert out.returncode == 0, out.stderr
-    per = float(out.stdout.split()[-1])
+    per = _printed_by_child(_LM_MEMORY)
     assert per < 3.5 * 8, per
 
 
@@ -139,18 +148,11 @@ print((resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - base) * 1024 / 2**20
 """
 
 
-@pytest.mark.skipif(bool(os.environ.get("NDVM_SANITIZED")),
-                    reason="a peak RSS under AddressSanitizer counts its quarantine and shadow")
+@_OWN_ALLOCATOR
 def test_lm_on_many_points_runs_its_starts_in_groups_of_bounded_memory():
-    # (all 8 starts of a fit on 10^6 points ran as one batch: 1.1 GB at once, 3.3 GB on 3 x 10^6
-    # points; in groups of at most kLanesAtOnce lanes, fit/fit.hpp, ~270 MB and ~730 MB)
-    import subprocess
-    import sys
-    import tempfile
-    out = subprocess.run([sys.executable, "-c", _LM_GROUPS], capture_output=True, text=True,
-                         timeout=300, cwd=tempfile.gettempdir(), check=False)
-    assert out.returncode == 0, out.stderr
-    grown_mb = float(out.stdout.split()[-1])
+    # (all 8 starts of a fit on 10^6 points ran as one batch: it grew 1,055 MB; in groups of at
+    # most kLanesAtOnce lanes, fit/fit.hpp, 200 MB)
+    grown_mb = _printed_by_child(_LM_GROUPS)
     assert grown_mb < 500, grown_mb
 
 
