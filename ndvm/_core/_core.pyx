@@ -142,9 +142,9 @@ cdef Program _parse(str text, str name, const string& n):
     cdef Py_ssize_t size = 0
     try:  # (the text's own UTF-8, copied once: no bytes object between)
         utf8 = PyUnicode_AsUTF8AndSize(text, &size)
-    except UnicodeEncodeError:
-        t = _utf8(text, name)  # (raises the ReadError that says where)
-    t.assign(utf8, size)
+        t.assign(utf8, size)
+    except UnicodeEncodeError:  # (a lone surrogate: _utf8 raises the ReadError that says where)
+        t = _utf8(text, name)
     cdef shared_ptr[const Expanded] x
     cdef ErrorInfo err
     cdef bool ok

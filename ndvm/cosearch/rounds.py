@@ -302,7 +302,7 @@ class _Rounds:
                 rec.update(status="ok", params=p, train_error=tr, heldout_error=ho, r2=r2)
             else:
                 rec["status"] = "failed"
-                rec["error"] = str(p).splitlines()[0] if str(p) else type(p).__name__
+                rec["error"] = _first_line(p)
             rec["time"] = round(time.perf_counter() - self.t0, 4)
             if self.first_good is None and _good(task, rec):
                 self.first_good = rec
@@ -343,15 +343,15 @@ class _Rounds:
             tr, ho, r2 = scores
             rec.update(status="ok", params=p, train_error=tr, heldout_error=ho, r2=r2)
         else:
-            rec["error"] = why or (str(p).splitlines()[0] if str(p) else type(p).__name__)
+            rec["error"] = why or _first_line(p)
         if self.first_good is None and _good(self.task, rec):
             self.first_good = rec
         return rec
 
 
 def _first_line(e):
-    """What a record says of the exception ``e`` that made it invalid: its message's first line,
-    or its type's name when it has none."""
+    """What a record says of the exception ``e`` that made it invalid or failed: its message's
+    first line, or its type's name when it has none."""
     return str(e).splitlines()[0] if str(e) else type(e).__name__
 
 

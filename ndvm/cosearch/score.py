@@ -289,8 +289,8 @@ class Scorer:
         """``prog`` refitted by LM from REFIT_STARTS starts: its current fit (``params``) and
         draws at three scales (normal with sd 0.3, 1 and 3, seeded by ``seed``), so that shifts
         and rates far from the default start's reach are found. Returns (fitted params, the
-        fit's ``EvaluateAfter.read``, for ``assess``), or (the exception, None) when it
-        failed."""
+        fit's evaluation after it: ``fit_outcome``'s, for ``assess``), or (the exception, None)
+        when it failed."""
         return self.finish_refit(self.begin_refit(prog, names, params, seed))
 
     def begin_refit(self, prog, names, params, seed):

@@ -3,6 +3,7 @@
 // one place an optimizer is chosen (a fit of very many lanes runs its starts in groups); fit_guarded
 // is its non-throwing entry for the Cython layer.
 #pragma once
+#include <limits>
 #include "fit/adam.hpp"
 #include "fit/lbfgs.hpp"
 #include "fit/lm.hpp"
@@ -49,7 +50,7 @@ inline uint32_t starts_at_once(const FitRequest& rq) {
 // step repeat that step's, and n_evals is the largest group's.
 inline void run_in_groups(FitRequest& rq, uint32_t G) {
   const size_t P = rq.param_binding.size(), rows = size_t(rq.budget), S = rq.S;
-  struct Group {  // per-thread buffers kept between fits (FitScratch)
+  struct Group {  // per-thread buffers kept between fits ([P][G] and [budget][G]: small)
     std::vector<double> params, history;
     std::vector<size_t> last;  // each start's group's last history row + 1 (0: none)
   };
@@ -58,8 +59,8 @@ inline void run_in_groups(FitRequest& rq, uint32_t G) {
     Hold() { ++keeping_all(); }  // (however it ends: a fit this large keeps none, as one batch)
     ~Hold() {
       --keeping_all();
-      keep_small(FitScratch::here(), ~size_t(0));
-      LmFit::trim(~size_t(0));
+      FitScratch::here() = FitScratch();
+      LmFit::trim(std::numeric_limits<size_t>::max());  // (as a huge fit's: released)
     }
   } hold;
   std::vector<size_t>& last = g.last;
@@ -100,8 +101,6 @@ inline void run_in_groups(FitRequest& rq, uint32_t G) {
     for (size_t k = last[s]; k < longest && last[s] > 0; ++k)
       rq.history[k * S + s] = rq.history[(last[s] - 1) * S + s];
   rq.n_evals += evals;
-  keep_small(g.params, g.params.capacity() * sizeof(double));
-  keep_small(g.history, g.history.capacity() * sizeof(double));
 }
 
 inline void run_fit(FitRequest& rq) {
