@@ -445,6 +445,23 @@ def test_a_round_validated_in_one_call_equals_each_candidate_validated_alone(tas
     assert [_outcome(g) for g in fresh.validate_round(VALIDATED)] == alone
 
 
+def test_a_round_validated_on_a_compiling_client_keeps_each_programs_compiled_form():
+    """With a client that compiles (bytecode), ``validate_round`` gives what validating each
+    source alone gives, and a valid program keeps the compiled form its probe ran: the fit's
+    ``Program.compiled`` is that one, not compiled again."""
+    scorer = Scorer(get_task("damped"), client="bytecode", workers=1)
+    client = scorer.probe_ev.client
+    assert client.name == "bytecode"
+    alone = [_validated_alone(scorer, src) for src in VALIDATED]
+    got = scorer.validate_round(VALIDATED)
+    assert [_outcome(g) for g in got] == alone
+    progs = [g[0] for g in got if not isinstance(g, Exception)]
+    assert len(progs) >= 5
+    for prog in progs:
+        kept = prog._compiled[client.name]
+        assert prog.compiled(client) is kept and kept is not None
+
+
 def test_a_rounds_invalid_records_say_what_validating_each_alone_raises():
     """A search's invalid candidates, validated a round at a time, are recorded with the first
     line of the message validating each alone gives (its type's name when it has none)."""

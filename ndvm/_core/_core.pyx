@@ -149,7 +149,7 @@ cdef Program _parse(str text, str name, const string& n):
     cdef ErrorInfo err
     cdef bool ok
     cdef SrcPos rp
-    with nogil:
+    with nogil:  # (t is moved into the program's Source)
         ok = expand_guarded(t, n, &x, &err)
     if not ok:
         _raise(err)
@@ -545,11 +545,10 @@ cdef class Machine:
         cdef const double[::1] tv
         cdef cnp.ndarray value, out = None, loss = None
         cdef Py_ssize_t lanes_each = 0
-        _same_names(inputs, prog)
         sweep = grad and reduce != REDUCE_NONE
         if sweep:
             lanes_each = N if reduce == REDUCE_LANE else 1
-        self._check_outputs(prog, S, N, 1 + (P if sweep and reduce == REDUCE_LANE else 0))
+        self._request(prog, inputs, 1 + (P if sweep and reduce == REDUCE_LANE else 0), &rq)
         if seed is not None:
             sv = _aligned(np.ascontiguousarray(seed, dtype=np.float64).reshape(-1))
             if sv.shape[0] != S * N:
@@ -580,10 +579,6 @@ cdef class Machine:
                 rq.jac_out = outp.data()
             else:
                 rq.grad_out = outp.data()
-        rq.bindings = inputs._bs.data()
-        rq.nbind = inputs._bs.size()
-        rq.S = S
-        rq.N = N
         rq.grad = grad
         rq.value_out = <double*>cnp.PyArray_DATA(value)
         self._inputs = inputs
@@ -591,6 +586,33 @@ cdef class Machine:
         self._call(prog, entry, compiled, &rq)
         self._kept = grad and reduce == REDUCE_NONE
         return value, out, loss
+
+    cdef int _request(self, Program prog, Inputs inputs, Py_ssize_t arrays,
+                      RunRequest* rq) except -1:
+        """Checks a run of ``prog`` on ``inputs`` (bound for its free names; its ``arrays``
+        outputs within the limits) and fills ``rq``'s inputs and lanes."""
+        _same_names(inputs, prog)
+        self._check_outputs(prog, inputs.S, inputs.N, arrays)
+        rq.bindings = inputs._bs.data()
+        rq.nbind = inputs._bs.size()
+        rq.S = inputs.S
+        rq.N = inputs.N
+        return 0
+
+    cdef int _probe(self, Program prog, uintptr_t entry, uintptr_t compiled, Inputs inputs,
+                    vector[double]& value) except -1:
+        """``_run`` without gradients whose values go to ``value`` (resized; a caller's buffer
+        kept across many runs) and are not returned: what raises is the answer
+        (``validate_each``'s probe)."""
+        cdef RunRequest rq
+        self._request(prog, inputs, 1, &rq)
+        value.resize(<size_t>(inputs.S * inputs.N))
+        rq.grad = False
+        rq.value_out = value.data()
+        self._inputs = inputs
+        self._kept = False
+        self._call(prog, entry, compiled, &rq)
+        return 0
 
     def reverse(self, seed, int reduce=REDUCE_START):
         """Sweep the last run's kept tape seeded with `seed` [S, N]: gradients [P, S] (per start)
@@ -650,7 +672,8 @@ def validate_each(list sources not None, str name not None, dict probes not None
     cdef tuple known
     cdef string n = name.encode("utf-8", "backslashreplace")
     cdef uintptr_t entry = client.entry
-    cdef int reduce = REDUCE_START  # (a run without grad reduces nothing)
+    cdef str key = client.name
+    cdef vector[double] value  # (the probe's values, never read: one buffer for the sources)
     for src in sources:
         try:
             prog = _parse(src, name, n)
@@ -664,8 +687,9 @@ def validate_each(list sources not None, str name not None, dict probes not None
             if isinstance(inputs, tuple):
                 evaluate(prog, *inputs)
             else:
-                machine._run(prog, entry, prog._compiled_by(client), inputs, False, reduce, None,
-                             None)
+                # (compiled without Program.compiled's lock: no other thread has it yet)
+                compiled = prog._compiled[key] = client.compile(prog)
+                machine._probe(prog, entry, compiled, inputs, value)
         except Exception as e:  # (its frames would hold ``out``: a cycle)
             out.append(e.with_traceback(None))
             continue

@@ -126,7 +126,7 @@ cdef extern from "reader.hpp" namespace "ndvm":
 
 
 cdef extern from "guarded.hpp" namespace "ndvm":
-    bool expand_guarded(const string& text, const string& name,
+    bool expand_guarded(string& text, const string& name,
                         shared_ptr[const Expanded]* out, ErrorInfo* err) nogil
     bool read_guarded(const string& text, const string& name,
                       shared_ptr[SourceData]* out, ErrorInfo* err) nogil

@@ -6,9 +6,10 @@
 
 namespace ndvm {
 
-inline bool expand_guarded(const std::string& text, const std::string& name,
+// (`text` is moved into the program's Source: the caller's string is left empty)
+inline bool expand_guarded(std::string& text, const std::string& name,
                            std::shared_ptr<const Expanded>* out, ErrorInfo* err) {
-  return guarded(*err, [&] { *out = expand_program(text, name); });
+  return guarded(*err, [&] { *out = expand_program(std::move(text), name); });
 }
 
 inline bool read_guarded(const std::string& text, const std::string& name,

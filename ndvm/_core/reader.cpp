@@ -402,10 +402,10 @@ std::string Source::show(int32_t i, size_t max_len) const {
   return out;
 }
 
-std::shared_ptr<Source> read_source(const std::string& text, const std::string& name) {
+std::shared_ptr<Source> read_source(std::string text, const std::string& name) {
   auto src = std::make_shared<Source>();
   src->name_ = name;
-  src->text_ = text;
+  src->text_ = std::move(text);
   try {
     Reader r(*src);
     r.read_all();

@@ -55,8 +55,9 @@ class Source {
   void reindex(size_t slots);
 };
 
-// Reads text into a new Source. Throws Error(ReadError) with the position of the problem.
-std::shared_ptr<Source> read_source(const std::string& text, const std::string& name);
+// Reads text into a new Source, which keeps it (moved in: a caller done with its text gives it
+// up rather than a copy being made). Throws Error(ReadError) with the position of the problem.
+std::shared_ptr<Source> read_source(std::string text, const std::string& name);
 
 // Formats a real the way error messages and `show` print it.
 std::string format_number(double x);
