@@ -13,6 +13,8 @@ from libcpp cimport bool
 from libcpp.memory cimport shared_ptr
 from libcpp.string cimport string
 from libcpp.vector cimport vector
+from cpython.ref cimport Py_INCREF
+from cpython.tuple cimport PyTuple_New, PyTuple_SET_ITEM
 from cpython.unicode cimport PyUnicode_AsUTF8AndSize
 
 from ndvm._core.core cimport (
@@ -134,9 +136,10 @@ def parse(str text not None, str name not None="<program>"):
     return _parse(text, name, name.encode("utf-8", "backslashreplace"))
 
 
-cdef Program _parse(str text, str name, const string& n):
+cdef Program _parse(str text, str name, const string& n, bint release=True):
     """``parse`` of ``text`` named ``name`` (``n``: the name as the core takes it, encoded
-    once for many texts)."""
+    once for many texts). ``release``: the GIL is released while the core reads and expands
+    (not for a candidate's few dozen characters: that costs more than it lets others run)."""
     cdef string t
     cdef const char* utf8 = NULL
     cdef Py_ssize_t size = 0
@@ -149,7 +152,10 @@ cdef Program _parse(str text, str name, const string& n):
     cdef ErrorInfo err
     cdef bool ok
     cdef SrcPos rp
-    with nogil:  # (t is moved into the program's Source)
+    if release:  # (t is moved into the program's Source)
+        with nogil:
+            ok = expand_guarded(t, n, &x, &err)
+    else:
         ok = expand_guarded(t, n, &x, &err)
     if not ok:
         _raise(err)
@@ -158,9 +164,14 @@ cdef Program _parse(str text, str name, const string& n):
     p.source = text
     p.name = name
     # (by index: `for f in deref(x).free_` copied the vector and each name; a search parses every
-    # candidate)
-    p.free_names = tuple([deref(x).free_[k].name.decode("utf-8")
-                          for k in range(deref(x).free_.size())])
+    # candidate; into the tuple itself, no list between)
+    cdef Py_ssize_t k, nf = deref(x).free_.size()
+    cdef tuple names = PyTuple_New(nf)
+    for k in range(nf):
+        name_k = deref(x).free_[k].name.decode("utf-8")
+        Py_INCREF(name_k)
+        PyTuple_SET_ITEM(names, k, name_k)
+    p.free_names = names
     rp = result_pos(deref(x))
     p.result_position = (rp.line, rp.col)
     p._compiled = {}
@@ -676,7 +687,7 @@ def validate_each(list sources not None, str name not None, dict probes not None
     cdef vector[double] value  # (the probe's values, never read: one buffer for the sources)
     for src in sources:
         try:
-            prog = _parse(src, name, n)
+            prog = _parse(src, name, n, False)
             known = probes.get(prog.free_names)
             if known is None:
                 known = miss(prog)
