@@ -610,16 +610,14 @@ cdef class Machine:
         rq.N = inputs.N
         return 0
 
-    cdef int _probe(self, Program prog, uintptr_t entry, uintptr_t compiled, Inputs inputs,
-                    vector[double]& value) except -1:
-        """``_run`` without gradients whose values go to ``value`` (resized; a caller's buffer
-        kept across many runs) and are not returned: what raises is the answer
-        (``validate_each``'s probe)."""
+    cdef int _probe(self, Program prog, uintptr_t entry, uintptr_t compiled,
+                    Inputs inputs) except -1:
+        """``_run`` without gradients whose values are not kept (no output array, none
+        copied): whether it raises is the answer (``validate_each``'s probe)."""
         cdef RunRequest rq
         self._request(prog, inputs, 1, &rq)
-        value.resize(<size_t>(inputs.S * inputs.N))
         rq.grad = False
-        rq.value_out = value.data()
+        rq.value_out = NULL
         self._inputs = inputs
         self._kept = False
         self._call(prog, entry, compiled, &rq)
@@ -684,7 +682,6 @@ def validate_each(list sources not None, str name not None, dict probes not None
     cdef string n = name.encode("utf-8", "backslashreplace")
     cdef uintptr_t entry = client.entry
     cdef str key = client.name
-    cdef vector[double] value  # (the probe's values, never read: one buffer for the sources)
     for src in sources:
         try:
             prog = _parse(src, name, n, False)
@@ -700,7 +697,7 @@ def validate_each(list sources not None, str name not None, dict probes not None
             else:
                 # (compiled without Program.compiled's lock: no other thread has it yet)
                 compiled = prog._compiled[key] = client.compile(prog)
-                machine._probe(prog, entry, compiled, inputs, value)
+                machine._probe(prog, entry, compiled, inputs)
         except Exception as e:  # (its frames would hold ``out``: a cycle)
             out.append(e.with_traceback(None))
             continue

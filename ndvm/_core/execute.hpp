@@ -20,7 +20,7 @@ struct RunRequest {
   size_t nbind = 0;
   uint32_t S = 1, N = 1;
   bool grad = false;            // record a tape
-  double* value_out = nullptr;  // [L]
+  double* value_out = nullptr;  // [L]; null when not wanted (a probe: whether it raises); no target
   // The sweep's seed: ones by default; the caller's d/d value [L] in `seed`; or, with `target`
   // [N], the mean-squared-error residual 2 (value - target) / N, each start's loss going to
   // loss_out [S] (computed with or without grad).
@@ -298,7 +298,8 @@ void execute(Machine<T>& m, const Expanded& x, const RunRequest& rq, Body&& body
       m.reset(S, N, rq.grad, x.src_.get(), l0, count);
       detail::bind_inputs(m, rq);
       Value v = detail::run_partitioned(m, body, -1, x.result_);
-      for (uint32_t l = 0; l < count; ++l) rq.value_out[l0 + l] = double(m.lane(v, l));
+      if (rq.value_out)
+        for (uint32_t l = 0; l < count; ++l) rq.value_out[l0 + l] = double(m.lane(v, l));
       m.result_ = v;
       m.taped_ = rq.grad;
       detail::sweep_block(m, rq, v, l0);

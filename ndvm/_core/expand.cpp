@@ -95,36 +95,42 @@ void Expander::run() {
   cur_ = user;
   Node* root = X.make(NodeKind::Letrec, user, user->top_.front());
   root_ = root;
-  // top-level define names first, so any expression may refer to any of them
-  std::vector<int32_t> defs, exprs;
+  // top-level define names first, so any expression may refer to any of them (the top-level
+  // datums are walked again below, not listed: most programs are one expression, and the lists
+  // were two allocations of each)
+  size_t nexprs = 0;
+  int32_t first_expr = -1, last_expr = -1;
   for (int32_t d : user->top_) {
     if (is_form(d, "define")) {
       std::string name = define_name(d);
       if (user_slots_.count(name)) form_error(d, "duplicate top-level definition of '" + name + "'");
       user_slots_[name] = uint32_t(root_scope_.names.size());
       root_scope_.names.push_back(name);
-      defs.push_back(d);
     } else {
-      exprs.push_back(d);
+      if (nexprs++ == 0) first_expr = d;
+      last_expr = d;
     }
   }
-  if (exprs.empty())
+  if (nexprs == 0)
     form_error(user->top_.back(), "the program has only definitions: add an expression to evaluate");
   Ctx c{&root_scope_, nullptr, nullptr, false};
   std::vector<std::pair<uint32_t, const Node*>> user_inits;
-  for (int32_t d : defs) {
+  for (int32_t d : user->top_) {
+    if (!is_form(d, "define")) continue;
     std::string name = define_name(d);
     user_inits.emplace_back(user_slots_[name], define_value(d, name, c));
   }
   const Node* body;
-  if (exprs.size() == 1) {
-    body = expand(exprs[0], c);
+  if (nexprs == 1) {
+    body = expand(first_expr, c);
   } else {
-    Node* b = X.make(NodeKind::Begin, user, exprs.front());
-    for (int32_t e : exprs) b->kids.push_back(expand(e, c));
+    Node* b = X.make(NodeKind::Begin, user, first_expr);
+    b->kids.reserve(nexprs);
+    for (int32_t e : user->top_)
+      if (!is_form(e, "define")) b->kids.push_back(expand(e, c));
     body = b;
   }
-  X.result_ = X.make(NodeKind::Const, user, exprs.back());
+  X.result_ = X.make(NodeKind::Const, user, last_expr);
   // prelude definitions (pulled in on demand) initialise before the user's
   for (auto& [slot, init] : prelude_inits_) {
     root->slots.push_back(slot);
