@@ -24,6 +24,24 @@ def test_defined_names_primitives_and_prelude_are_not_free():
     assert prog.free_names == ("k", "x", "a")
 
 
+def test_top_level_definitions_expand_before_the_expressions_and_the_last_is_the_result():
+    """A program's top-level definitions, wherever they stand, are expanded before its
+    expressions (free names are numbered in that order); several expressions run in order and
+    the last is the result (its position the result's); a program of definitions alone, or with
+    one name defined twice, is refused at the definition."""
+    prog = ndvm.parse("(+ a b) (define c (* d k)) (* c e)")
+    assert prog.free_names == ("d", "k", "a", "b", "e")
+    assert prog.result_position == (1, 28)
+    got = ndvm.Evaluator().evaluate(prog, data={"a": 1.0, "b": 2.0, "d": 3.0, "k": 4.0, "e": 5.0})
+    assert got.value.tolist() == [[60.0]]
+    with pytest.raises(ndvm.FormError, match="only definitions") as only:
+        ndvm.parse("(define a 1) (define b 2)")
+    assert (only.value.line, only.value.col) == (1, 14)
+    with pytest.raises(ndvm.FormError, match="duplicate top-level definition of 'a'") as twice:
+        ndvm.parse("(define a 1) x (define a 2) a")
+    assert (twice.value.line, twice.value.col) == (1, 16)
+
+
 def test_every_primitive_and_prelude_function_is_found_and_a_definition_shadows_it():
     """The expander finds a name in an index of the primitives and one of the prelude's
     definitions (each made once): every name of both resolves, a name of neither is free, and a
