@@ -20,7 +20,9 @@ struct RunRequest {
   size_t nbind = 0;
   uint32_t S = 1, N = 1;
   bool grad = false;            // record a tape
-  double* value_out = nullptr;  // [L]; null when not wanted (a probe: whether it raises); no target
+  // [L]; null when the values are not wanted (a probe: whether it raises is the answer), and then
+  // with no target (the loss and the seed read them)
+  double* value_out = nullptr;
   // The sweep's seed: ones by default; the caller's d/d value [L] in `seed`; or, with `target`
   // [N], the mean-squared-error residual 2 (value - target) / N, each start's loss going to
   // loss_out [S] (computed with or without grad).
