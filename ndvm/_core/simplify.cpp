@@ -11,7 +11,6 @@
 #include <initializer_list>
 #include <iterator>
 #include <map>
-#include <set>
 #include <utility>
 
 #include "hash.hpp"
@@ -209,6 +208,11 @@ class SmallVec {
     p_[n_++] = x;
   }
   T* insert(T* pos, T x) { return insert(pos, &x, &x + 1); }
+  T* erase(T* pos) {
+    std::memmove(pos, pos + 1, (static_cast<size_t>(end() - pos) - 1) * sizeof(T));
+    --n_;
+    return pos;
+  }
   template <class It>
   T* insert(T* pos, It first, It last) {
     size_t at = static_cast<size_t>(pos - p_);
@@ -650,9 +654,10 @@ struct Rules {
     return count(t, &Facts::marks, [this](N a) { return int64_t(is_mark(a)); });
   }
 
-  void named(N t, std::set<std::string>& out) {
+  // the distinct parameter names t mentions, added to out (a name's one Node each)
+  void named(N t, SmallVec<N, 8>& out) {
     if (!L(t)) {
-      if (in_P(t)) out.insert(t->s());
+      if (in_P(t) && std::find(out.begin(), out.end(), t) == out.end()) out.push_back(t);
       return;
     }
     guard();
@@ -1152,8 +1157,8 @@ struct Rules {
   }
 
   // The parameter-free factors u and v share (by source, with multiplicity).
-  using Texts = std::vector<const std::string*>;  // memoized sources, compared by content
-  static Texts::iterator find_text(Texts& v, const std::string& s) {
+  using Texts = SmallVec<const std::string*, 8>;  // memoized sources, compared by content
+  static const std::string** find_text(Texts& v, const std::string& s) {
     return std::find_if(v.begin(), v.end(), [&](const std::string* x) { return *x == s; });
   }
 
@@ -1199,7 +1204,7 @@ struct Rules {
   // One free scale per product (see the Python module's _merge_scales).
   Ns merge_scales(const Ns& given) {
     Ns factors = cancel(given);
-    std::vector<size_t> carriers;
+    SmallVec<size_t, 8> carriers;
     for (size_t i = 0; i < factors.size(); ++i)
       if (slotted(factors[i])) carriers.push_back(i);
     if (carriers.empty()) return factors;
@@ -1236,18 +1241,17 @@ struct Rules {
   }
 
   using Base = Texts;
-  struct BaseLess {
-    bool operator()(const Base& a, const Base& b) const {
-      return std::lexicographical_compare(
-          a.begin(), a.end(), b.begin(), b.end(),
-          [](const std::string* x, const std::string* y) { return *x < *y; });
-    }
-  };
   static bool same_base(const Base& a, const Base& b) {
     if (a.size() != b.size()) return false;
     for (size_t k = 0; k < a.size(); ++k)
       if (*a[k] != *b[k]) return false;
     return true;
+  }
+  template <class Bases>
+  static bool has_base(const Bases& bases, const Base& b) {
+    for (const Base& x : bases)
+      if (same_base(x, b)) return true;
+    return false;
   }
   // A sum's term without its fitted scale: (* c u v) -> (u v), u -> (u,), (- u) -> (u,).
   std::pair<Base, Ns> base(N term) {
@@ -1290,11 +1294,12 @@ struct Rules {
         a.push_back(s->items[k]);
         parts.push_back(apply("*", a));
       }
-      std::set<Base, BaseLess> bases;
-      for (N u : parts) bases.insert(base(u).first);
+      std::vector<Base> bases;  // (a few: searched in order)
+      bases.reserve(parts.size());
+      for (N u : parts) bases.push_back(base(u).first);
       bool like = false;
       for (size_t j = 0; !like && j < terms_in.size(); ++j)
-        if (j != i) like = bases.count(base(terms_in[j]).first) > 0;
+        if (j != i) like = has_base(bases, base(terms_in[j]).first);
       if (like) {
         Ns next(terms_in.begin(), terms_in.begin() + i);
         next.insert(next.end(), parts.begin(), parts.end());
@@ -1307,7 +1312,7 @@ struct Rules {
 
   // c (d + u) is c d + c u: in a sum with another constant the term's inner constant folds in.
   Ns affine_terms(const Ns& terms_in) {
-    std::vector<Split> splits;
+    SmallVec<Split, 8> splits;
     for (N t : terms_in) {
       if (L(t) && head_is(t, "*")) {
         splits.push_back(split_sum(t));
@@ -1398,33 +1403,37 @@ struct Rules {
   // c1*u + c2*u -> c*u (and u + c*u): like terms share one fitted scale.
   Ns like_terms(const Ns& terms_in) {
     struct Group {
+      bool constant;  // a constant term, kept in its place (key and factors unset)
+      Base key;
       Ns factors;
       bool repeated;
       N first;
     };
-    std::map<Base, Group, BaseLess> groups;
-    std::vector<std::pair<std::optional<Base>, N>> order;
+    // the groups in order of their first term, each constant term in its place among them (a
+    // sum's few terms: searched in order)
+    std::vector<Group> groups;
+    groups.reserve(terms_in.size());
     for (N t : terms_in) {
       if (is_mark(t) || num(t)) {
-        order.push_back({std::nullopt, t});
+        groups.push_back(Group{true, Base{}, Ns{}, false, t});
         continue;
       }
       auto [k, factors] = base(t);
-      auto it = groups.find(k);
+      auto it = std::find_if(groups.begin(), groups.end(), [&](const Group& g) {
+        return !g.constant && same_base(g.key, k);
+      });
       if (it != groups.end()) {
-        it->second.repeated = true;
+        it->repeated = true;
       } else {
-        groups.emplace(k, Group{factors, false, t});
-        order.push_back({k, nullptr});
+        groups.push_back(Group{false, std::move(k), std::move(factors), false, t});
       }
     }
     Ns out;
-    for (auto& [k, t] : order) {
-      if (!k) {
-        out.push_back(t);
+    for (Group& g : groups) {
+      if (g.constant) {
+        out.push_back(g.first);
         continue;
       }
-      Group& g = groups.at(*k);
       if (g.repeated) {
         Ns a{owner_.sym("*"), P()};
         a.insert(a.end(), g.factors.begin(), g.factors.end());
@@ -1677,7 +1686,7 @@ struct Rules {
     } else if (occurrences(t) <= n) {
       renamed(t, false, c);
     } else {
-      std::set<std::string> names;
+      SmallVec<N, 8> names;
       named(t, names);
       if (static_cast<int64_t>(names.size()) + marks(t) <= n) renamed(t, true, c);
     }
