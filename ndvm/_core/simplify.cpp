@@ -1589,74 +1589,79 @@ struct Rules {
 
   // Parameters named in order of occurrence: each occurrence its own name, or (shared) each
   // distinct parameter its own name. The source and skeleton are written once, left to right,
-  // into the two buffers (a subtree without parameters copies its memoized texts; a vector's
-  // push_back is inlined, a std::string's a call for each parenthesis and space).
-  using Buffer = std::vector<char>;
-  static void put(Buffer& b, const std::string& text) {
-    b.insert(b.end(), text.begin(), text.end());
-  }
+  // into the Simplifier's two buffers (a subtree without parameters copies its memoized texts).
+  struct Renaming {
+    bool shared;
+    std::map<std::string, size_t> mapping;  // (shared) a parameter's name -> its new one's index
+    size_t next = 0;                             // the names taken
+    TextBuffer &s, &sk;                          // the source and skeleton written so far
+    int64_t atoms = 0;                           // the atoms met
+  };
 
-  N rename(N x, bool shared, std::map<std::string, std::string>& mapping, size_t& next,
-           Buffer& s, Buffer& sk, int64_t& atoms) {
+  N rename(N x, Renaming& r) {
     if (L(x)) {
       if (!occurrences(x)) {
-        put(s, src(x));
-        put(sk, skeleton(x));
-        atoms += size(x);
+        r.s.put(src(x));
+        r.sk.put(skeleton(x));
+        r.atoms += size(x);
         return x;
       }
       guard();
       Ns items;
-      s.push_back('(');
-      sk.push_back('(');
+      r.s.put('(');
+      r.sk.put('(');
       for (size_t k = 0; k < x->items.size(); ++k) {
         if (k) {
-          s.push_back(' ');
-          sk.push_back(' ');
+          r.s.put(' ');
+          r.sk.put(' ');
         }
-        items.push_back(rename(x->items[k], shared, mapping, next, s, sk, atoms));
+        items.push_back(rename(x->items[k], r));
       }
-      s.push_back(')');
-      sk.push_back(')');
+      r.s.put(')');
+      r.sk.put(')');
       return mk(std::move(items));
     }
-    ++atoms;
+    ++r.atoms;
     if (is_mark(x) || in_P(x)) {
-      const std::string* name;
-      if (is_mark(x) || !shared) {
-        if (next >= owner_.names_.size()) raise(Err::StopIteration, "");
-        name = &owner_.names_[next++];
+      size_t k;  // (the name's index)
+      if (is_mark(x) || !r.shared) {
+        if (r.next >= owner_.names_.size()) raise(Err::StopIteration, "");
+        k = r.next++;
       } else {
-        auto it = mapping.find(x->s());
-        if (it == mapping.end()) {
-          if (next >= owner_.names_.size()) raise(Err::StopIteration, "");
-          it = mapping.emplace(x->s(), owner_.names_[next++]).first;
+        auto it = r.mapping.find(x->s());
+        if (it == r.mapping.end()) {
+          if (r.next >= owner_.names_.size()) raise(Err::StopIteration, "");
+          it = r.mapping.emplace(x->s(), r.next++).first;
         }
-        name = &it->second;
+        k = it->second;
       }
-      put(s, *name);
-      sk.push_back('P');
-      return owner_.sym(*name);
+      r.s.put(owner_.names_[k]);
+      r.sk.put('P');
+      return owner_.name_node(k);
     }
-    put(s, atom_text(x));
-    put(sk, skeleton_atom(x));
+    r.s.put(atom_text(x));
+    r.sk.put(skeleton_atom(x));
     return x;
   }
 
   // c with t renamed: its tree, source, skeleton (sexpr.skeleton of the renamed tree) and size
   // (sexpr.size of the tree renamed, and of the renamed tree: rename meets every atom), fits
   void renamed(N t, bool shared, Canonical& c) {
-    std::map<std::string, std::string> mapping;
-    size_t next = 0;
-    Buffer& s = owner_.rename_src_;  // (their room kept: no allocation once they are grown)
-    Buffer& sk = owner_.rename_skel_;
-    s.clear();
-    sk.clear();
-    c.size = 0;
-    c.tree = rename(t, shared, mapping, next, s, sk, c.size);
-    c.source.assign(s.data(), s.size());
-    c.skeleton.assign(sk.data(), sk.size());
+    Renaming r{shared, {}, 0, owner_.rename_src_, owner_.rename_skel_, 0};
+    r.s.clear();
+    r.sk.clear();
+    c.tree = rename(t, r);
+    c.size = r.atoms;
+    c.source = &text_of(r.s);
+    c.skeleton = &text_of(r.sk);
     c.fits = true;
+  }
+
+  // a pooled Text holding b's text
+  const std::string& text_of(const TextBuffer& b) {
+    std::string& out = owner_.texts_.make()->s;
+    out.assign(b.data(), b.size());
+    return out;
   }
 
   // The canonical form of tree, the Simplifier's record (fits false when the model needs more
@@ -1787,6 +1792,7 @@ bool Simplifier::maybe_reset() {
   canonicals_.clear();
   nodes_.clear();
   items_.reset();
+  name_nodes_.clear();
   param_ = sym("?");
   return true;
 }

@@ -45,7 +45,8 @@ cdef extern from "simplify.hpp" namespace "ndvm::simp" nogil:
 
     cdef cppclass SCanonical "ndvm::simp::Canonical":
         SNode* tree
-        string source, skeleton
+        const string* source
+        const string* skeleton
         int64_t size
 
     int node_kind(const SNode*)
@@ -376,8 +377,8 @@ cdef class Simplifier:
             self._fail(code)
         # (the record's texts read before the Python tree is made: Python code that runs while
         # it is made may call this Simplifier again)
-        src = _text(c.source)
-        skel = _text(c.skeleton) if skeleton else None
+        src = _text(deref(c.source))
+        skel = _text(deref(c.skeleton)) if skeleton else None
         cdef SNode* out = c.tree
         cdef int64_t size = c.size
         t = self._python_tree(out)
@@ -470,8 +471,8 @@ cdef class Simplifier:
             if code == 1:
                 return None
             self._fail(code)
-        m.src = _text(c.source)
-        m.skel = _text(c.skeleton)
+        m.src = _text(deref(c.source))
+        m.skel = _text(deref(c.skeleton))
         m.size = c.size
         m.key = key
         m.node = c.tree
