@@ -1712,11 +1712,6 @@ Simplifier::Simplifier(std::vector<std::string> params) : names_(std::move(param
   param_ = sym("?");
 }
 
-Node* Simplifier::make(Kind kind) {
-  Node* n = nodes_.make();
-  n->kind = kind;
-  return n;
-}
 Node* Simplifier::sym(const std::string& name) {
   Node*& seen = recent_syms_[recent_slot(name)];
   if (seen && seen->s() == name) return seen;
@@ -1748,7 +1743,14 @@ Node* Simplifier::list(const std::vector<Node*>& items) { return list(items.data
 Node* Simplifier::list(Node* const* items, size_t n) {
   if (n > UINT32_MAX) throw std::bad_alloc();
   auto** space = static_cast<Node**>(items_.alloc(n * sizeof(Node*)));
-  std::copy(items, items + n, space);
+  switch (n) {  // (most lists are short: a call to memcpy for each was most of the copy)
+    case 4: space[3] = items[3]; [[fallthrough]];
+    case 3: space[2] = items[2]; [[fallthrough]];
+    case 2: space[1] = items[1]; [[fallthrough]];
+    case 1: space[0] = items[0]; [[fallthrough]];
+    case 0: break;
+    default: std::memcpy(space, items, n * sizeof(Node*));
+  }
   Node* out = make(Kind::List);
   out->items = Items{space, static_cast<uint32_t>(n)};
   return out;
@@ -1781,8 +1783,7 @@ void Simplifier::grow_contents() {
   }
 }
 
-bool Simplifier::maybe_reset() {
-  if (facts_.size() <= kContentLimit && nodes_.size() <= kNodeLimit) return false;
+void Simplifier::reset() {
   std::fill(contents_.begin(), contents_.end(), std::pair<uint64_t, Facts*>{0, nullptr});
   n_contents_ = 0;
   symbols_.clear();
@@ -1794,7 +1795,6 @@ bool Simplifier::maybe_reset() {
   items_.reset();
   name_nodes_.clear();
   param_ = sym("?");
-  return true;
 }
 
 template <class Body>

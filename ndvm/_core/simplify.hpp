@@ -246,7 +246,11 @@ class Simplifier {
 
   // Forgets every node and memo when they outgrow the limits (call only between trees: every
   // Node handed out before is invalid afterwards). True when it did.
-  bool maybe_reset();
+  bool maybe_reset() {  // (inlined: the bindings ask before every tree)
+    if (facts_.size() <= kContentLimit && nodes_.size() <= kNodeLimit) return false;
+    reset();
+    return true;
+  }
 
   // The entry points: each returns 0 or the Err of the exception (message in failure_message).
   // canonical_form points *out at the canonical form's record, the Simplifier's (no string
@@ -268,7 +272,12 @@ class Simplifier {
 
  private:
   friend struct Rules;
-  Node* make(Kind kind);
+  void reset();  // forgets every node and memo
+  Node* make(Kind kind) {
+    Node* n = nodes_.make();
+    n->kind = kind;
+    return n;
+  }
   Facts*& content_slot(uint64_t hash);
   void grow_contents();
   std::vector<std::string> names_;
