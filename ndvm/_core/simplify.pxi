@@ -1,5 +1,6 @@
 # The canonical form's bindings (included by _core.pyx): a tree of nested lists crosses into the
 # core's Simplifier (simplify.hpp) as Nodes and comes back as nested lists.
+cimport cython
 from cpython.float cimport PyFloat_AS_DOUBLE
 from cpython.list cimport PyList_GetSlice, PyList_New, PyList_SET_ITEM
 from cpython.tuple cimport PyTuple_GET_ITEM
@@ -93,6 +94,8 @@ def simplify_arithmetic_heads():
     return frozenset(h.decode("utf-8") for h in arithmetic_heads())
 
 
+@cython.no_gc  # (its fields are a number and two str: no cycle; the collector need not track it)
+@cython.freelist(16)
 cdef class _Made:
     """A canonical form ``Simplifier._entry`` computed for Breeder.children, its Python tree
     not made: its source, size and skeleton, and the canonical Node, kept by the tree's content
