@@ -282,6 +282,22 @@ def test_canonical_forms_after_the_memo_is_forgotten_name_their_parameters_anew(
     assert [simp.canonical_form(t, skeleton=True) for t in probes] == want
 
 
+@pytest.mark.parametrize("order", [1, -1])
+def test_a_subtree_met_before_by_content_gives_a_fresh_simplifiers_answer(order):
+    # the memo keeps per list content what the rules ask of it again and again (its simplified
+    # form, whether it has a free scale of its own, ...): a later tree holding a subtree of that
+    # content, another list in another place, has the canonical form a fresh Simplifier gives
+    abcd = ("a", "b", "c", "d")
+    srcs = ["(* a (+ b (* c x)))", "(/ (* a (+ b (* c x))) (+ d (exp x)))",
+            "(exp (* a (+ b (* c x))))", "(* (+ b (* c x)) (sin (* a (+ b (* c x)))))",
+            "(log (* 2.0 (+ b (* c x))))", "(- (* a (+ b (* c x))) (* 3 (+ b (* c x))))",
+            "(* (/ a (+ b (* c x))) (* d (+ b (* c x))))", "(pow (* a (+ b (* c x))) 2)"]
+    simp = Simplifier(abcd)
+    for src in (srcs * 2)[::order]:
+        want = Simplifier(abcd).canonical_form(to_tree(src), skeleton=True)
+        assert simp.canonical_form(to_tree(src), skeleton=True) == want, src
+
+
 def test_the_memo_tells_apart_literals_that_print_differently():
     simp = Simplifier(("a", "b"))
     # integer-valued exponents stay literal: 2 and 2.0, -2 and -2.0 are different programs

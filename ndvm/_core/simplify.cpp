@@ -1075,9 +1075,17 @@ struct Rules {
   }
 
   // True when t has a free scale of its own.
+  // (kept in the list's Facts when it has them: the rules ask it of the same lists again and
+  // again; a list without them is not given them for it)
   bool slotted(N t) {
     if (fitted(t)) return true;
     if (!L(t) || t->items.empty()) return false;
+    if (t->facts && t->facts->slotted >= 0) return t->facts->slotted;
+    bool out = slotted_list(t);
+    if (t->facts) t->facts->slotted = out;
+    return out;
+  }
+  bool slotted_list(N t) {
     guard();
     N h = t->items[0];
     if (is(h, "*")) {

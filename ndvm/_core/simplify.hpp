@@ -80,6 +80,7 @@ struct alignas(64) Facts {
   int64_t canonical = -1;   // the canonical form of this (simplified) content, in canonicals_
   bool pull_known = false;
   char pull_group = 0;      // '*' or '+', 0 for none
+  int8_t slotted = -1;      // whether it has a free scale of its own (Rules::slotted), -1 unknown
   Node* pull_rest = nullptr;
   Node* rep = nullptr;         // the first list met with this content
   const std::string *src = nullptr, *key = nullptr, *skel = nullptr;  // (pooled Texts)
