@@ -1600,10 +1600,10 @@ struct Rules {
   // into the Simplifier's two buffers (a subtree without parameters copies its memoized texts).
   struct Renaming {
     bool shared;
-    std::map<std::string, size_t> mapping;  // (shared) a parameter's name -> its new one's index
-    size_t next = 0;                             // the names taken
-    TextBuffer &s, &sk;                          // the source and skeleton written so far
-    int64_t atoms = 0;                           // the atoms met
+    std::map<std::string, size_t> mapping;  // (shared) a parameter's name -> its new name's index
+    size_t next = 0;                        // the names taken
+    TextBuffer &s, &sk;                     // the source and skeleton written so far
+    int64_t atoms = 0;                      // the atoms met
   };
 
   N rename(N x, Renaming& r) {
