@@ -240,6 +240,64 @@ def test_search_records_carry_the_skeleton_of_their_model():
         assert r["skeleton"] == skeleton(to_tree(r["model"]), ("a", "b", "c", "d"))
 
 
+@pytest.mark.parametrize("src, want", [
+    # like terms found among constants and unlike terms, each group in place of its first term
+    ("(+ (* a x) 2 (* b x) y 3 (sin y) (* c (sin y)))", "(+ a (* b (sin y)) (* c x) y)"),
+    ("(+ (* 2 x y) (* y x) 1.5 (* 3 y x))", "(+ a (* b x y))"),
+    ("(+ (* a (+ b x)) (* c x) (* d (+ f x)))", "(+ a (* b x))"),
+    ("(+ x (* 2 x) (- x) y)", "(+ (* a x) y)"),
+    ("(* a x (/ b y) (sin z) c)", "(* (/ a y) (sin z) x)"),  # one scale, into the ratio
+])
+def test_groups_of_like_terms_and_scales(src, want):
+    assert canon(src) == want
+
+
+def test_a_long_canonical_form_is_written_whole_and_again_from_the_memo():
+    names = tuple(f"p{k}" for k in range(300))
+    tree = ["+"] + [["*", 1.5, ["sin", ["*", 2.0, f"x{k}"]]] for k in range(60)]
+    simp = Simplifier(names)
+    first = simp.canonical_form(tree, skeleton=True)
+    got, src, n, skel = first
+    assert len(src) > 1500 and src == to_source(got) and n == size(got)
+    assert skel == skeleton(got, names) and src.startswith("(+ (* p0 (sin (* p1 x0))) ")
+    assert simp.canonical_form(copy.deepcopy(tree), skeleton=True) == first
+    assert Simplifier(names).canonical_form(tree, skeleton=True) == first
+
+
+def test_canonical_forms_after_the_memo_is_forgotten_name_their_parameters_anew():
+    # a long-lived Simplifier forgets every Node at a reset, the parameter names' among them;
+    # the canonical forms after it are a fresh Simplifier's
+    abcd = ("a", "b", "c", "d")
+    simp = Simplifier(abcd)
+    probes = [to_tree(s) for s in ["(* 2.0 (sin (* 3.0 x)))", "(+ (* a x) (* b y) (exp c))",
+                                   "(+ (* 2 x y) (* y x) 1.5 (* 3 y x))"]]
+    want = [Simplifier(abcd).canonical_form(t, skeleton=True) for t in probes]
+    k = 0
+    while simp.core.n_resets < 2:
+        k += 1
+        simp.canonical_form(["+", ["*", float(k), "x"], ["sin", ["*", "a", ["+", "y", -k]]]])
+        if k % 1000 == 0:
+            assert [simp.canonical_form(t, skeleton=True) for t in probes] == want
+        assert k < 100_000
+    assert [simp.canonical_form(t, skeleton=True) for t in probes] == want
+
+
+@pytest.mark.parametrize("order", [1, -1])
+def test_a_subtree_met_before_by_content_gives_a_fresh_simplifiers_answer(order):
+    # the memo keeps per list content what the rules ask of it again and again (its simplified
+    # form, whether it has a free scale of its own, ...): a later tree holding a subtree of that
+    # content, another list in another place, has the canonical form a fresh Simplifier gives
+    abcd = ("a", "b", "c", "d")
+    srcs = ["(* a (+ b (* c x)))", "(/ (* a (+ b (* c x))) (+ d (exp x)))",
+            "(exp (* a (+ b (* c x))))", "(* (+ b (* c x)) (sin (* a (+ b (* c x)))))",
+            "(log (* 2.0 (+ b (* c x))))", "(- (* a (+ b (* c x))) (* 3 (+ b (* c x))))",
+            "(* (/ a (+ b (* c x))) (* d (+ b (* c x))))", "(pow (* a (+ b (* c x))) 2)"]
+    simp = Simplifier(abcd)
+    for src in (srcs * 2)[::order]:
+        want = Simplifier(abcd).canonical_form(to_tree(src), skeleton=True)
+        assert simp.canonical_form(to_tree(src), skeleton=True) == want, src
+
+
 def test_the_memo_tells_apart_literals_that_print_differently():
     simp = Simplifier(("a", "b"))
     # integer-valued exponents stay literal: 2 and 2.0, -2 and -2.0 are different programs

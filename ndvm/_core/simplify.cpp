@@ -11,7 +11,6 @@
 #include <initializer_list>
 #include <iterator>
 #include <map>
-#include <set>
 #include <utility>
 
 #include "hash.hpp"
@@ -209,6 +208,11 @@ class SmallVec {
     p_[n_++] = x;
   }
   T* insert(T* pos, T x) { return insert(pos, &x, &x + 1); }
+  T* erase(T* pos) {
+    std::memmove(pos, pos + 1, (static_cast<size_t>(end() - pos) - 1) * sizeof(T));
+    --n_;
+    return pos;
+  }
   template <class It>
   T* insert(T* pos, It first, It last) {
     size_t at = static_cast<size_t>(pos - p_);
@@ -287,18 +291,22 @@ struct Rules {
   static bool is_str(N t) { return t->kind == Kind::Sym; }
   static bool num(N t) { return t->kind == Kind::Int || t->kind == Kind::Float; }
   static double val(N t) { return t->kind == Kind::Int ? static_cast<double>(t->i) : t->f; }
-  static bool is(N t, const char* s) {
+  // (inlined where they are called, as guard and the known Facts of ``facts``: a call each
+  // was a tenth of a canonical form's instructions)
+  [[gnu::always_inline]] static bool is(N t, const char* s) {
     return t->kind == Kind::Sym && t->s()[0] == s[0] && std::strcmp(t->s().c_str(), s) == 0;
   }
   // Python's a == k for a number k (int or float) and an atom a that _num accepts
   static bool num_eq(N t, double k) { return num(t) && val(t) == k; }
   static size_t len(N t) { return t->items.size(); }
 
-  void guard() const {
-    if (native_stack_exhausted(stack_limit_))
-      raise(Err::Recursion,
-            "maximum recursion depth exceeded in the simplifier (the tree is nested too deeply "
-            "for this thread's native stack)");
+  [[gnu::always_inline]] void guard() const {
+    if (__builtin_expect(native_stack_exhausted(stack_limit_), 0)) stack_exhausted();
+  }
+  [[noreturn, gnu::noinline, gnu::cold]] static void stack_exhausted() {
+    raise(Err::Recursion,
+          "maximum recursion depth exceeded in the simplifier (the tree is nested too deeply "
+          "for this thread's native stack)");
   }
 
   // Python's t[k] (IndexError past a list's end; a str gives its k-th character; a number is
@@ -482,8 +490,10 @@ struct Rules {
 
   // -- per-subtree facts ----------------------------------------------------------------------
 
-  Facts* facts(N t) {
-    if (t->facts) return t->facts;
+  [[gnu::always_inline]] Facts* facts(N t) { return t->facts ? t->facts : new_facts(t); }
+
+  // facts(t) of a list whose Facts are not known yet
+  [[gnu::noinline]] Facts* new_facts(N t) {
     guard();
     // one list content, one Facts: found by a hash of its items (a list item by its own Facts,
     // a symbol by its Node, the one of its name), then compared item by item
@@ -650,9 +660,10 @@ struct Rules {
     return count(t, &Facts::marks, [this](N a) { return int64_t(is_mark(a)); });
   }
 
-  void named(N t, std::set<std::string>& out) {
+  // the distinct parameter names t mentions, added to out (a name's one Node each)
+  void named(N t, SmallVec<N, 8>& out) {
     if (!L(t)) {
-      if (in_P(t)) out.insert(t->s());
+      if (in_P(t) && std::find(out.begin(), out.end(), t) == out.end()) out.push_back(t);
       return;
     }
     guard();
@@ -1064,9 +1075,17 @@ struct Rules {
   }
 
   // True when t has a free scale of its own.
+  // (kept in the list's Facts when it has them: the rules ask it of the same lists again and
+  // again; a list without them is not given them for it)
   bool slotted(N t) {
     if (fitted(t)) return true;
     if (!L(t) || t->items.empty()) return false;
+    if (t->facts && t->facts->slotted >= 0) return t->facts->slotted;
+    bool out = slotted_list(t);
+    if (t->facts) t->facts->slotted = out;
+    return out;
+  }
+  bool slotted_list(N t) {
     guard();
     N h = t->items[0];
     if (is(h, "*")) {
@@ -1152,8 +1171,8 @@ struct Rules {
   }
 
   // The parameter-free factors u and v share (by source, with multiplicity).
-  using Texts = std::vector<const std::string*>;  // memoized sources, compared by content
-  static Texts::iterator find_text(Texts& v, const std::string& s) {
+  using Texts = SmallVec<const std::string*, 8>;  // memoized sources, compared by content
+  static const std::string** find_text(Texts& v, const std::string& s) {
     return std::find_if(v.begin(), v.end(), [&](const std::string* x) { return *x == s; });
   }
 
@@ -1199,7 +1218,7 @@ struct Rules {
   // One free scale per product (see the Python module's _merge_scales).
   Ns merge_scales(const Ns& given) {
     Ns factors = cancel(given);
-    std::vector<size_t> carriers;
+    SmallVec<size_t, 8> carriers;
     for (size_t i = 0; i < factors.size(); ++i)
       if (slotted(factors[i])) carriers.push_back(i);
     if (carriers.empty()) return factors;
@@ -1236,18 +1255,17 @@ struct Rules {
   }
 
   using Base = Texts;
-  struct BaseLess {
-    bool operator()(const Base& a, const Base& b) const {
-      return std::lexicographical_compare(
-          a.begin(), a.end(), b.begin(), b.end(),
-          [](const std::string* x, const std::string* y) { return *x < *y; });
-    }
-  };
   static bool same_base(const Base& a, const Base& b) {
     if (a.size() != b.size()) return false;
     for (size_t k = 0; k < a.size(); ++k)
       if (*a[k] != *b[k]) return false;
     return true;
+  }
+  template <class Bases>
+  static bool has_base(const Bases& bases, const Base& b) {
+    for (const Base& x : bases)
+      if (same_base(x, b)) return true;
+    return false;
   }
   // A sum's term without its fitted scale: (* c u v) -> (u v), u -> (u,), (- u) -> (u,).
   std::pair<Base, Ns> base(N term) {
@@ -1290,11 +1308,12 @@ struct Rules {
         a.push_back(s->items[k]);
         parts.push_back(apply("*", a));
       }
-      std::set<Base, BaseLess> bases;
-      for (N u : parts) bases.insert(base(u).first);
+      std::vector<Base> bases;  // (a few: searched in order)
+      bases.reserve(parts.size());
+      for (N u : parts) bases.push_back(base(u).first);
       bool like = false;
       for (size_t j = 0; !like && j < terms_in.size(); ++j)
-        if (j != i) like = bases.count(base(terms_in[j]).first) > 0;
+        if (j != i) like = has_base(bases, base(terms_in[j]).first);
       if (like) {
         Ns next(terms_in.begin(), terms_in.begin() + i);
         next.insert(next.end(), parts.begin(), parts.end());
@@ -1307,7 +1326,7 @@ struct Rules {
 
   // c (d + u) is c d + c u: in a sum with another constant the term's inner constant folds in.
   Ns affine_terms(const Ns& terms_in) {
-    std::vector<Split> splits;
+    SmallVec<Split, 8> splits;
     for (N t : terms_in) {
       if (L(t) && head_is(t, "*")) {
         splits.push_back(split_sum(t));
@@ -1398,33 +1417,37 @@ struct Rules {
   // c1*u + c2*u -> c*u (and u + c*u): like terms share one fitted scale.
   Ns like_terms(const Ns& terms_in) {
     struct Group {
+      bool constant;  // a constant term, kept in its place (key and factors unset)
+      Base key;
       Ns factors;
       bool repeated;
       N first;
     };
-    std::map<Base, Group, BaseLess> groups;
-    std::vector<std::pair<std::optional<Base>, N>> order;
+    // the groups in order of their first term, each constant term in its place among them (a
+    // sum's few terms: searched in order)
+    std::vector<Group> groups;
+    groups.reserve(terms_in.size());
     for (N t : terms_in) {
       if (is_mark(t) || num(t)) {
-        order.push_back({std::nullopt, t});
+        groups.push_back(Group{true, Base{}, Ns{}, false, t});
         continue;
       }
       auto [k, factors] = base(t);
-      auto it = groups.find(k);
+      auto it = std::find_if(groups.begin(), groups.end(), [&](const Group& g) {
+        return !g.constant && same_base(g.key, k);
+      });
       if (it != groups.end()) {
-        it->second.repeated = true;
+        it->repeated = true;
       } else {
-        groups.emplace(k, Group{factors, false, t});
-        order.push_back({k, nullptr});
+        groups.push_back(Group{false, std::move(k), std::move(factors), false, t});
       }
     }
     Ns out;
-    for (auto& [k, t] : order) {
-      if (!k) {
-        out.push_back(t);
+    for (Group& g : groups) {
+      if (g.constant) {
+        out.push_back(g.first);
         continue;
       }
-      Group& g = groups.at(*k);
       if (g.repeated) {
         Ns a{owner_.sym("*"), P()};
         a.insert(a.end(), g.factors.begin(), g.factors.end());
@@ -1574,74 +1597,79 @@ struct Rules {
 
   // Parameters named in order of occurrence: each occurrence its own name, or (shared) each
   // distinct parameter its own name. The source and skeleton are written once, left to right,
-  // into the two buffers (a subtree without parameters copies its memoized texts; a vector's
-  // push_back is inlined, a std::string's a call for each parenthesis and space).
-  using Buffer = std::vector<char>;
-  static void put(Buffer& b, const std::string& text) {
-    b.insert(b.end(), text.begin(), text.end());
-  }
+  // into the Simplifier's two buffers (a subtree without parameters copies its memoized texts).
+  struct Renaming {
+    bool shared;
+    std::map<std::string, size_t> mapping;  // (shared) a parameter's name -> its new name's index
+    size_t next = 0;                        // the names taken
+    TextBuffer &s, &sk;                     // the source and skeleton written so far
+    int64_t atoms = 0;                      // the atoms met
+  };
 
-  N rename(N x, bool shared, std::map<std::string, std::string>& mapping, size_t& next,
-           Buffer& s, Buffer& sk, int64_t& atoms) {
+  N rename(N x, Renaming& r) {
     if (L(x)) {
       if (!occurrences(x)) {
-        put(s, src(x));
-        put(sk, skeleton(x));
-        atoms += size(x);
+        r.s.put(src(x));
+        r.sk.put(skeleton(x));
+        r.atoms += size(x);
         return x;
       }
       guard();
       Ns items;
-      s.push_back('(');
-      sk.push_back('(');
+      r.s.put('(');
+      r.sk.put('(');
       for (size_t k = 0; k < x->items.size(); ++k) {
         if (k) {
-          s.push_back(' ');
-          sk.push_back(' ');
+          r.s.put(' ');
+          r.sk.put(' ');
         }
-        items.push_back(rename(x->items[k], shared, mapping, next, s, sk, atoms));
+        items.push_back(rename(x->items[k], r));
       }
-      s.push_back(')');
-      sk.push_back(')');
+      r.s.put(')');
+      r.sk.put(')');
       return mk(std::move(items));
     }
-    ++atoms;
+    ++r.atoms;
     if (is_mark(x) || in_P(x)) {
-      const std::string* name;
-      if (is_mark(x) || !shared) {
-        if (next >= owner_.names_.size()) raise(Err::StopIteration, "");
-        name = &owner_.names_[next++];
+      size_t k;  // (the name's index)
+      if (is_mark(x) || !r.shared) {
+        if (r.next >= owner_.names_.size()) raise(Err::StopIteration, "");
+        k = r.next++;
       } else {
-        auto it = mapping.find(x->s());
-        if (it == mapping.end()) {
-          if (next >= owner_.names_.size()) raise(Err::StopIteration, "");
-          it = mapping.emplace(x->s(), owner_.names_[next++]).first;
+        auto it = r.mapping.find(x->s());
+        if (it == r.mapping.end()) {
+          if (r.next >= owner_.names_.size()) raise(Err::StopIteration, "");
+          it = r.mapping.emplace(x->s(), r.next++).first;
         }
-        name = &it->second;
+        k = it->second;
       }
-      put(s, *name);
-      sk.push_back('P');
-      return owner_.sym(*name);
+      r.s.put(owner_.names_[k]);
+      r.sk.put('P');
+      return owner_.name_node(k);
     }
-    put(s, atom_text(x));
-    put(sk, skeleton_atom(x));
+    r.s.put(atom_text(x));
+    r.sk.put(skeleton_atom(x));
     return x;
   }
 
   // c with t renamed: its tree, source, skeleton (sexpr.skeleton of the renamed tree) and size
   // (sexpr.size of the tree renamed, and of the renamed tree: rename meets every atom), fits
   void renamed(N t, bool shared, Canonical& c) {
-    std::map<std::string, std::string> mapping;
-    size_t next = 0;
-    Buffer& s = owner_.rename_src_;  // (their room kept: no allocation once they are grown)
-    Buffer& sk = owner_.rename_skel_;
-    s.clear();
-    sk.clear();
-    c.size = 0;
-    c.tree = rename(t, shared, mapping, next, s, sk, c.size);
-    c.source.assign(s.data(), s.size());
-    c.skeleton.assign(sk.data(), sk.size());
+    Renaming r{shared, {}, 0, owner_.rename_src_, owner_.rename_skel_, 0};
+    r.s.clear();
+    r.sk.clear();
+    c.tree = rename(t, r);
+    c.size = r.atoms;
+    c.source = &text_of(r.s);
+    c.skeleton = &text_of(r.sk);
     c.fits = true;
+  }
+
+  // a pooled Text holding b's text
+  const std::string& text_of(const TextBuffer& b) {
+    std::string& out = owner_.texts_.make()->s;
+    out.assign(b.data(), b.size());
+    return out;
   }
 
   // The canonical form of tree, the Simplifier's record (fits false when the model needs more
@@ -1677,7 +1705,7 @@ struct Rules {
     } else if (occurrences(t) <= n) {
       renamed(t, false, c);
     } else {
-      std::set<std::string> names;
+      SmallVec<N, 8> names;
       named(t, names);
       if (static_cast<int64_t>(names.size()) + marks(t) <= n) renamed(t, true, c);
     }
@@ -1692,11 +1720,6 @@ Simplifier::Simplifier(std::vector<std::string> params) : names_(std::move(param
   param_ = sym("?");
 }
 
-Node* Simplifier::make(Kind kind) {
-  Node* n = nodes_.make();
-  n->kind = kind;
-  return n;
-}
 Node* Simplifier::sym(const std::string& name) {
   Node*& seen = recent_syms_[recent_slot(name)];
   if (seen && seen->s() == name) return seen;
@@ -1728,7 +1751,14 @@ Node* Simplifier::list(const std::vector<Node*>& items) { return list(items.data
 Node* Simplifier::list(Node* const* items, size_t n) {
   if (n > UINT32_MAX) throw std::bad_alloc();
   auto** space = static_cast<Node**>(items_.alloc(n * sizeof(Node*)));
-  std::copy(items, items + n, space);
+  switch (n) {  // (most lists are short: a call to memcpy for each was most of the copy)
+    case 4: space[3] = items[3]; [[fallthrough]];
+    case 3: space[2] = items[2]; [[fallthrough]];
+    case 2: space[1] = items[1]; [[fallthrough]];
+    case 1: space[0] = items[0]; [[fallthrough]];
+    case 0: break;
+    default: std::memcpy(space, items, n * sizeof(Node*));
+  }
   Node* out = make(Kind::List);
   out->items = Items{space, static_cast<uint32_t>(n)};
   return out;
@@ -1761,8 +1791,7 @@ void Simplifier::grow_contents() {
   }
 }
 
-bool Simplifier::maybe_reset() {
-  if (facts_.size() <= kContentLimit && nodes_.size() <= kNodeLimit) return false;
+void Simplifier::reset() {
   std::fill(contents_.begin(), contents_.end(), std::pair<uint64_t, Facts*>{0, nullptr});
   n_contents_ = 0;
   symbols_.clear();
@@ -1772,8 +1801,8 @@ bool Simplifier::maybe_reset() {
   canonicals_.clear();
   nodes_.clear();
   items_.reset();
+  name_nodes_.clear();
   param_ = sym("?");
-  return true;
 }
 
 template <class Body>

@@ -5,6 +5,7 @@
 #pragma once
 #include <algorithm>
 #include <cstdint>
+#include <cstring>
 #include <memory>
 #include <optional>
 #include <string>
@@ -79,6 +80,7 @@ struct alignas(64) Facts {
   int64_t canonical = -1;   // the canonical form of this (simplified) content, in canonicals_
   bool pull_known = false;
   char pull_group = 0;      // '*' or '+', 0 for none
+  int8_t slotted = -1;      // whether it has a free scale of its own (Rules::slotted), -1 unknown
   Node* pull_rest = nullptr;
   Node* rep = nullptr;         // the first list met with this content
   const std::string *src = nullptr, *key = nullptr, *skel = nullptr;  // (pooled Texts)
@@ -189,12 +191,45 @@ class AddressMap {
 };
 
 // A canonical form: the renamed tree, its source, skeleton (sexpr.skeleton) and size; fits
-// false (the rest unset) when the model needs more parameters than there are names.
+// false (the rest unset) when the model needs more parameters than there are names. The texts
+// are the Simplifier's (pooled Texts: no allocation in the steady state), valid until a reset.
 struct Canonical {
   Node* tree = nullptr;
-  std::string source, skeleton;
+  const std::string *source = nullptr, *skeleton = nullptr;
   int64_t size = 0;
   bool fits = false;
+};
+
+// A text written left to right, its room kept from one use to the next (an append is inlined
+// where it is called: a std::vector's push_back and insert were calls, for each parenthesis,
+// space and atom of a canonical form's source and skeleton).
+class TextBuffer {
+ public:
+  TextBuffer() { grow(256); }
+  [[gnu::always_inline]] void put(char c) {
+    if (__builtin_expect(n_ == cap_, 0)) grow(2 * cap_);
+    p_[n_++] = c;
+  }
+  [[gnu::always_inline]] void put(const std::string& s) {
+    if (__builtin_expect(n_ + s.size() > cap_, 0)) grow(2 * (n_ + s.size()));
+    std::memcpy(p_ + n_, s.data(), s.size());
+    n_ += s.size();
+  }
+  void clear() { n_ = 0; }
+  const char* data() const { return p_; }
+  size_t size() const { return n_; }
+
+ private:
+  [[gnu::noinline]] void grow(size_t cap) {
+    std::unique_ptr<char[]> p(new char[cap]);
+    if (n_) std::memcpy(p.get(), p_, n_);
+    buf_ = std::move(p);
+    p_ = buf_.get();
+    cap_ = cap;
+  }
+  std::unique_ptr<char[]> buf_;
+  char* p_ = nullptr;
+  size_t n_ = 0, cap_ = 0;
 };
 
 class Simplifier {
@@ -212,7 +247,11 @@ class Simplifier {
 
   // Forgets every node and memo when they outgrow the limits (call only between trees: every
   // Node handed out before is invalid afterwards). True when it did.
-  bool maybe_reset();
+  bool maybe_reset() {  // (inlined: the bindings ask before every tree)
+    if (facts_.size() <= kContentLimit && nodes_.size() <= kNodeLimit) return false;
+    reset();
+    return true;
+  }
 
   // The entry points: each returns 0 or the Err of the exception (message in failure_message).
   // canonical_form points *out at the canonical form's record, the Simplifier's (no string
@@ -234,7 +273,12 @@ class Simplifier {
 
  private:
   friend struct Rules;
-  Node* make(Kind kind);
+  void reset();  // forgets every node and memo
+  Node* make(Kind kind) {
+    Node* n = nodes_.make();
+    n->kind = kind;
+    return n;
+  }
   Facts*& content_slot(uint64_t hash);
   void grow_contents();
   std::vector<std::string> names_;
@@ -249,7 +293,7 @@ class Simplifier {
   std::vector<Canonical> canonicals_;
   Canonical last_;  // (the canonical form of a tree that simplified to an atom: not memoized)
   // renamed's source and skeleton buffers, their room kept from one canonical form to the next
-  std::vector<char> rename_src_, rename_skel_;
+  TextBuffer rename_src_, rename_skel_;
   // items' hash -> its contents (a chain of Facts): open addressing, a power-of-two table of
   // (hash, chain) slots, an empty slot's chain null
   std::vector<std::pair<uint64_t, Facts*>> contents_;
@@ -267,6 +311,15 @@ class Simplifier {
   uint64_t next_id_ = 1;
   Failure failure_{Err::None, ""};
   Node* param_ = nullptr;  // the mark of a parameter still to be named
+  // the Node of each parameter name (names_[k]), found when first asked (renaming names the
+  // parameters of every canonical form: a name's Node is then one read, not a lookup by name)
+  std::vector<Node*> name_nodes_;
+  Node* name_node(size_t k) {
+    if (name_nodes_.empty()) name_nodes_.assign(names_.size(), nullptr);
+    Node*& n = name_nodes_[k];
+    if (!n) n = sym(names_[k]);
+    return n;
+  }
 };
 
 }  // namespace ndvm::simp

@@ -1,5 +1,6 @@
 # The canonical form's bindings (included by _core.pyx): a tree of nested lists crosses into the
 # core's Simplifier (simplify.hpp) as Nodes and comes back as nested lists.
+cimport cython
 from cpython.float cimport PyFloat_AS_DOUBLE
 from cpython.list cimport PyList_GetSlice, PyList_New, PyList_SET_ITEM
 from cpython.tuple cimport PyTuple_GET_ITEM
@@ -45,7 +46,8 @@ cdef extern from "simplify.hpp" namespace "ndvm::simp" nogil:
 
     cdef cppclass SCanonical "ndvm::simp::Canonical":
         SNode* tree
-        string source, skeleton
+        const string* source
+        const string* skeleton
         int64_t size
 
     int node_kind(const SNode*)
@@ -92,6 +94,8 @@ def simplify_arithmetic_heads():
     return frozenset(h.decode("utf-8") for h in arithmetic_heads())
 
 
+@cython.no_gc  # (its fields are a number and two str: no cycle; the collector need not track it)
+@cython.freelist(16)
 cdef class _Made:
     """A canonical form ``Simplifier._entry`` computed for Breeder.children, its Python tree
     not made: its source, size and skeleton, and the canonical Node, kept by the tree's content
@@ -376,8 +380,8 @@ cdef class Simplifier:
             self._fail(code)
         # (the record's texts read before the Python tree is made: Python code that runs while
         # it is made may call this Simplifier again)
-        src = _text(c.source)
-        skel = _text(c.skeleton) if skeleton else None
+        src = _text(deref(c.source))
+        skel = _text(deref(c.skeleton)) if skeleton else None
         cdef SNode* out = c.tree
         cdef int64_t size = c.size
         t = self._python_tree(out)
@@ -470,8 +474,8 @@ cdef class Simplifier:
             if code == 1:
                 return None
             self._fail(code)
-        m.src = _text(c.source)
-        m.skel = _text(c.skeleton)
+        m.src = _text(deref(c.source))
+        m.skel = _text(deref(c.skeleton))
         m.size = c.size
         m.key = key
         m.node = c.tree
