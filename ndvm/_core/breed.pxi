@@ -6,7 +6,7 @@
 # file tests/breed_golden.py wrote from the Python operators). A child shares every list off the
 # rewritten path with its parent (the canonical form's Simplifier meets them by identity).
 cimport cython
-from cpython.long cimport PyLong_FromVoidPtr
+from cpython.long cimport PyLong_AsLongAndOverflow, PyLong_FromVoidPtr
 from cpython.ref cimport Py_INCREF
 from cpython.tuple cimport PyTuple_GET_SIZE, PyTuple_New, PyTuple_SET_ITEM
 
@@ -28,6 +28,9 @@ BREED_KINDS = _KINDS  # the kinds of mutation, in the order their rates are draw
 _S = frozenset({"s"})
 _NO_NAMES = frozenset()
 _LOOP = frozenset({"loop"})
+# the kinds of mutation as C constants, their indices in _KINDS
+cdef enum:
+    _SUBTREE, _CONSTANT, _OPERATOR, _HOIST, _EXTEND, _SHIFT
 
 
 def breed_round(double x, int ndigits):
@@ -125,13 +128,16 @@ cdef bint _bnames_in(object tree, object names) except -1:
     return False
 
 
-cdef _bpositions(list out, object tree, object scope, object counters, tuple path, int depth):
+cdef _bpositions(list out, list nodes, object tree, object scope, object counters, tuple path,
+                 int depth):
     # the rule of positions(): appends (path, scope, in_loop) in the order the Python generator
-    # yielded them
+    # yielded them, and to ``nodes`` (unless None) the subtree at each of them
     _bdeeper(depth)
     cdef bint counting = True if counters else False
     if not counting or not _brefs(tree, counters, depth):  # (no counter: nothing to look for)
         out.append(_acyclic((path, scope, counting)))
+        if nodes is not None:
+            nodes.append(tree)
     if not isinstance(tree, list) or not tree:
         return
     head = tree[0]
@@ -140,16 +146,17 @@ cdef _bpositions(list out, object tree, object scope, object counters, tuple pat
         if counting and _bnames_in(tree, counters):
             return
         for j in range(1, n):
-            _bpositions(out, tree[j], scope, counters, _bpath(path, j), depth + 1)
+            _bpositions(out, nodes, tree[j], scope, counters, _bpath(path, j), depth + 1)
     elif head in ("let", "let*") and n >= 3 and isinstance(tree[1], list):
         inner = set(scope)
         for i, b in enumerate(tree[1]):
             if isinstance(b, list) and len(b) == 2:
-                _bpositions(out, b[1], frozenset(inner) if head == "let*" else scope, counters,
-                           path + (1, i, 1), depth + 1)
+                _bpositions(out, nodes, b[1], frozenset(inner) if head == "let*" else scope,
+                            counters, path + (1, i, 1), depth + 1)
                 inner.add(b[0])
         for j in range(2, n):
-            _bpositions(out, tree[j], frozenset(inner), counters, _bpath(path, j), depth + 1)
+            _bpositions(out, nodes, tree[j], frozenset(inner), counters, _bpath(path, j),
+                        depth + 1)
     elif head == "loop" and n >= 3 and isinstance(tree[1], list):
         state, ctr = set(scope), set(counters)
         for i, b in enumerate(tree[1]):
@@ -157,36 +164,33 @@ cdef _bpositions(list out, object tree, object scope, object counters, tuple pat
                 if isinstance(b[1], int) and b[1] is not True and b[1] is not False:
                     ctr.add(b[0])
                 else:
-                    _bpositions(out, b[1], scope, counters, path + (1, i, 1), depth + 1)
+                    _bpositions(out, nodes, b[1], scope, counters, path + (1, i, 1), depth + 1)
                 state.add(b[0])
         state -= ctr
         for j in range(2, n):
-            _bpositions(out, tree[j], frozenset(state), frozenset(ctr), _bpath(path, j),
+            _bpositions(out, nodes, tree[j], frozenset(state), frozenset(ctr), _bpath(path, j),
                         depth + 1)
     elif head in ("if", "recur"):
         for j in range(1, n):
-            _bpositions(out, tree[j], scope, counters, _bpath(path, j), depth + 1)
+            _bpositions(out, nodes, tree[j], scope, counters, _bpath(path, j), depth + 1)
 
 
 def breed_positions(tree, scope=frozenset(), counters=frozenset(), path=()):
     """[(path, scope, in_loop), ...]: every expression position a genetic operator may rewrite,
     depth first (grammar.positions)."""
     out = []
-    _bpositions(out, tree, scope, counters, tuple(path), 0)
+    _bpositions(out, None, tree, scope, counters, tuple(path), 0)
     return out
 
 
 cdef inline Py_ssize_t _bindex(object t, object ix) except? -2:
     # ``ix`` as an index in range of list ``t``, read directly; -1 for any other (``t`` no list,
     # ``ix`` no int or out of range: Python indexes them)
-    cdef Py_ssize_t i
+    cdef int overflow = 0
     if type(t) is not list or type(ix) is not int:
         return -1
-    try:
-        i = ix
-    except OverflowError:
-        return -1
-    return i if 0 <= i < PyList_GET_SIZE(t) else -1
+    cdef long i = PyLong_AsLongAndOverflow(ix, &overflow)  # (no exception: no try a level)
+    return i if overflow == 0 and 0 <= i < PyList_GET_SIZE(t) else -1
 
 
 cdef object _bget_at(object tree, object path):
@@ -253,8 +257,9 @@ cdef class Sites:
 
     cdef readonly object tree
     cdef readonly list spots
+    cdef list nodes  # the subtree at each spot: spots[k]'s is nodes[k] (no path walked)
     cdef Py_ssize_t _n_atoms
-    cdef list _numbers
+    cdef list _numbers  # (these four: the indices in ``spots`` of the positions they list)
     cdef list _inner
     cdef dict _operators
     cdef dict _names
@@ -262,7 +267,8 @@ cdef class Sites:
     def __init__(self, tree):
         self.tree = tree
         self.spots = []
-        _bpositions(self.spots, tree, _NO_NAMES, _NO_NAMES, (), 0)  # (breed_positions(tree))
+        self.nodes = []
+        _bpositions(self.spots, self.nodes, tree, _NO_NAMES, _NO_NAMES, (), 0)  # (positions)
         self._n_atoms = -1
         self._numbers = None
         self._inner = None
@@ -278,37 +284,56 @@ cdef class Sites:
             self._n_atoms = _bsize(self.tree, 0)
         return self._n_atoms
 
+    cdef list _spots_at(self, list ks):
+        return [self.spots[k] for k in ks]
+
     def numbers(self):
         """The positions that hold a numeric literal."""
+        return self._spots_at(self.numbers_at())
+
+    cdef list numbers_at(self):
         if self._numbers is None:
-            self._numbers = [p for p in self.spots if _bis_number(_bget_at(self.tree, p[0]))]
+            self._numbers = [k for k in range(len(self.nodes)) if _bis_number(self.nodes[k])]
         return self._numbers
 
-    cdef list inner(self):
+    cdef list inner_at(self):
         # the positions below the root (hoist's)
         if self._inner is None:
-            self._inner = [p for p in self.spots if len(p[0]) > 0]
+            self._inner = [k for k in range(len(self.spots))
+                           if len((<tuple>self.spots[k])[0]) > 0]
         return self._inner
 
     def names(self, names):
         """The positions that hold one of ``names`` (a frozenset of atoms)."""
+        return self._spots_at(self.names_at(names))
+
+    cdef list names_at(self, object names):
         out = self._names.get(names)
         if out is None:
             out = self._names[names] = [
-                p for p in self.spots if isinstance(_bget_at(self.tree, p[0]), str)
-                and _bget_at(self.tree, p[0]) in names]
+                k for k in range(len(self.nodes))
+                if isinstance(self.nodes[k], str) and self.nodes[k] in names]
         return out
+
+    def operators(self, ops):
+        """The positions that hold a call of one of ``ops`` (a frozenset)."""
+        return self._spots_at(self.operators_at(ops))
 
     @cython.boundscheck(True)
     @cython.wraparound(True)
-    def operators(self, ops):
-        """The positions that hold a call of one of ``ops`` (a frozenset)."""
+    cdef list operators_at(self, object ops):
         out = self._operators.get(ops)
         if out is None:
             out = self._operators[ops] = [
-                p for p in self.spots if isinstance(_bget_at(self.tree, p[0]), list)
-                and _bget_at(self.tree, p[0])[0] in ops]
+                k for k in range(len(self.nodes))
+                if isinstance(self.nodes[k], list) and self.nodes[k][0] in ops]
         return out
+
+    cdef object node(self, object tree, Py_ssize_t k):
+        # the subtree of ``tree`` at spots[k]: listed, when ``tree`` is this tree
+        if tree is self.tree:
+            return self.nodes[k]
+        return _bget_at(tree, (<tuple>self.spots[k])[0])
 
 
 cdef Sites _bsites(object tree, object sites):
@@ -390,7 +415,9 @@ cdef class Breeder:
     cdef bint let, loop, has_div, has_square
     cdef object lo, hi
     cdef long max_depth, max_size
-    cdef list kinds_cdf  # (made at the first mutation: the rates are read as Python read them)
+    cdef double kinds_cdf[6]  # (_KINDS's, made at the first mutation: the rates are read as
+    cdef bint kinds_ready     # Python read them)
+    cdef dict choices  # (operator, length of the call) -> _choices's answer
     cdef readonly Py_ssize_t n_tries  # children bred by ``children``, kept or not (a measure)
 
     def __init__(self, g):
@@ -414,7 +441,8 @@ cdef class Breeder:
                 raise TypeError(f"{kind} must be a whole number, got {v!r}")
         self.max_depth = g.max_depth
         self.max_size = g.max_size
-        self.kinds_cdf = None
+        self.kinds_ready = False
+        self.choices = {}
 
     # -- terminals --
 
@@ -504,21 +532,19 @@ cdef class Breeder:
     # -- mutate --
 
     cdef object _mutate(self, Draws d, object tree, Sites sites):
-        cdef list spots = sites.spots
+        # (a position drawn as its index k in ``spots``: its subtree is listed by ``sites``)
+        cdef list spots = sites.spots, ks
         cdef double r
-        cdef list cdf = self.kinds_cdf
-        if cdf is None:
-            cdf = self.kinds_cdf = _kinds_cdf(self.grammar.mutation_rates)
-        kind = _KINDS[_bbisect(cdf, d._random(), len(_KINDS))]
-        if kind == "extend":  # add, multiply or divide in a small new term
+        cdef Py_ssize_t k
+        cdef int kind = self._kind(d)
+        if kind == _EXTEND:  # add, multiply or divide in a small new term
             if d._random() < 0.5:
-                term = self._grow(d, 1 + d._below(2), frozenset(), False, 0)
+                term = self._grow(d, 1 + d._below(2), _NO_NAMES, False, 0)
             else:
-                spot = spots[0] if d._random() < 0.5 else spots[d._below(len(spots))]
-                path, scope = spot[0], spot[1]
-                part = _bget_at(tree, path)
-                if scope:
-                    part = self._grow(d, 1, frozenset(), False, 0)
+                k = 0 if d._random() < 0.5 else d._below(len(spots))
+                part = sites.node(tree, k)
+                if (<tuple>spots[k])[1]:
+                    part = self._grow(d, 1, _NO_NAMES, False, 0)
                 elif d._random() < 0.5:
                     part = self._shift_inputs(part, 0)
                 term = [self.unary[d._below(len(self.unary))], part]
@@ -527,20 +553,22 @@ cdef class Breeder:
             r = d._random()
             op = "+" if r < 0.5 else "*" if r < 0.85 or not self.has_div else "/"
             return [op, tree, term]
-        if kind == "shift":  # an input becomes a fitted shift or scale of it, or its square
-            xs = sites.names(self.input_set)
-            if xs and d._random() < 0.3:  # every input in one part of the model, shifted
-                path = spots[d._below(len(spots))][0]
-                return _breplace_at(tree, path, self._shift_inputs(_bget_at(tree, path), 0))
-            if xs:
-                path = xs[d._below(len(xs))][0]
-                return _breplace_at(tree, path, self._shifted(d, _bget_at(tree, path)))
-            kind = "subtree"
-        if kind == "constant":
-            nums = sites.numbers()
-            if nums:
-                path = nums[d._below(len(nums))][0]
-                c = _bget_at(tree, path)
+        if kind == _SHIFT:  # an input becomes a fitted shift or scale of it, or its square
+            ks = sites.names_at(self.input_set)
+            if ks and d._random() < 0.3:  # every input in one part of the model, shifted
+                k = d._below(len(spots))
+                return _breplace_at(tree, (<tuple>spots[k])[0],
+                                    self._shift_inputs(sites.node(tree, k), 0))
+            if ks:
+                k = ks[d._below(len(ks))]
+                return _breplace_at(tree, (<tuple>spots[k])[0],
+                                    self._shifted(d, sites.node(tree, k)))
+            kind = _SUBTREE
+        if kind == _CONSTANT:
+            ks = sites.numbers_at()
+            if ks:
+                k = ks[d._below(len(ks))]
+                c = sites.node(tree, k)
                 r = d._random()
                 if r < 0.3:
                     new = self.params[d._below(len(self.params))]
@@ -548,30 +576,63 @@ cdef class Breeder:
                     new = python_round(c * float(math.exp(0.4 * d.rng.standard_normal())), 4)
                 else:
                     new = python_round(c + float(d.rng.normal(0, 0.5)), 4)
-                return _breplace_at(tree, path, new)
-            kind = "subtree"
-        if kind == "operator":
-            ops = sites.operators(self.op_set)
-            if ops:
-                path = ops[d._below(len(ops))][0]
-                node = _bget_at(tree, path)
-                family = self.unary if node[0] in self.unary and len(node) == 2 else self.binary
-                # (those that take the call's arguments: (+ a b c) or (- x) becomes no pow)
-                choices = [o for o in family if o != node[0] and self._takes(o, len(node) - 1)]
-                if choices and (len(node) == 2 or node[0] in self.binary):
-                    return _breplace_at(tree, path,
-                                       [choices[d._below(len(choices))]] + node[1:])
-            kind = "subtree"
-        if kind == "hoist":  # replace a node by one of its own subexpressions (simplifies)
-            inner = sites.inner()
-            if inner:
-                spot = inner[d._below(len(inner))]
-                return _bget_at(tree, spot[0]) if not spot[1] else tree
+                return _breplace_at(tree, (<tuple>spots[k])[0], new)
+            kind = _SUBTREE
+        if kind == _OPERATOR:
+            ks = sites.operators_at(self.op_set)
+            if ks:
+                k = ks[d._below(len(ks))]
+                node = sites.node(tree, k)
+                choices = self._choices(node)
+                if choices is not None:
+                    return _breplace_at(tree, (<tuple>spots[k])[0],
+                                        [choices[d._below(len(choices))]] + node[1:])
+            kind = _SUBTREE
+        if kind == _HOIST:  # replace a node by one of its own subexpressions (simplifies)
+            ks = sites.inner_at()
+            if ks:
+                k = ks[d._below(len(ks))]
+                return sites.node(tree, k) if not (<tuple>spots[k])[1] else tree
         spot = spots[d._below(len(spots))]
         path = spot[0]
         cdef long most = max(1, self.max_depth - len(path) // 2)
         return _breplace_at(tree, path, self._grow(d, 1 + d._below(most), spot[1], spot[2],
                                                   0))
+
+    cdef int _kind(self, Draws d) except -1:
+        # the kind of a mutation (an index in _KINDS), drawn from the grammar's rates
+        cdef list cdf
+        if not self.kinds_ready:  # (read at the first mutation, as Python read them)
+            cdf = _kinds_cdf(self.grammar.mutation_rates)
+            for k in range(len(_KINDS)):
+                self.kinds_cdf[k] = cdf[k]
+            self.kinds_ready = True
+        cdef double u = d._random()
+        cdef int lo = 0, hi = len(_KINDS), mid
+        while lo < hi:  # (_bbisect's steps, on the C array)
+            mid = (lo + hi) // 2
+            if u < self.kinds_cdf[mid]:
+                hi = mid
+            else:
+                lo = mid + 1
+        if lo >= len(_KINDS):
+            raise IndexError("tuple index out of range")
+        return lo
+
+    cdef object _choices(self, object node):
+        # the operators an operator mutation of the call ``node`` draws from (those that take its
+        # arguments: (+ a b c) or (- x) becomes no pow), or None when it may not change: by
+        # (operator, length), listed once
+        key = (node[0], len(node))
+        choices = self.choices.get(key, self)
+        if choices is not self:
+            return choices
+        family = self.unary if node[0] in self.unary and len(node) == 2 else self.binary
+        choices = [o for o in family if o != node[0] and self._takes(o, len(node) - 1)]
+        if not (choices and (len(node) == 2 or node[0] in self.binary)):
+            choices = None
+        self.choices[key] = choices
+        return choices
 
     cdef bint _takes(self, str op, Py_ssize_t n):
         """Whether the operator ``op`` takes ``n`` arguments."""
@@ -588,16 +649,18 @@ cdef class Breeder:
         cdef list spots = sites_a.spots
         cdef list donors = sites_b.spots
         cdef int attempt
+        cdef Py_ssize_t i, j
         for attempt in range(8):
-            spot = spots[d._below(len(spots))]
-            donor = donors[d._below(len(donors))]
+            i = d._below(len(spots))
+            j = d._below(len(donors))
+            spot = spots[i]
             path, scope, in_loop = spot[0], spot[1], spot[2]
-            dscope = donor[1]
-            piece = _bget_at(b, donor[0])
+            dscope = (<tuple>donors[j])[1]
+            piece = sites_b.node(b, j)
             if ((not dscope or _blocals_in(piece, dscope, scope, 0))
                     and not (in_loop and _brefs(piece, _LOOP, 0))):
                 # (the child's size: the parent's with one subtree traded for the piece)
-                if (sites_a._size() - _bsize(_bget_at(a, path), 0) + _bsize(piece, 0)
+                if (sites_a._size() - _bsize(sites_a.node(a, i), 0) + _bsize(piece, 0)
                         <= self.max_size):
                     return _breplace_at(a, path, piece)
         return self._mutate(d, a, sites_a)
@@ -676,7 +739,7 @@ cdef class Breeder:
                         canonical._hold_parent(a.tree)
                     child = self._mutate(d, a.tree, a)
                 else:
-                    child = self._grow(d, self.max_depth, frozenset(), False, 0)
+                    child = self._grow(d, self.max_depth, _NO_NAMES, False, 0)
             elif r < fresh + crossover and n_parents > 1:
                 a = <Sites?>parents[self._pick(d, n_parents, errs, n_front, front_rate,
                                                 tournament)]

@@ -5,6 +5,7 @@
 # draw for draw (tests/test_draws.py checks it).
 from cpython.pycapsule cimport PyCapsule_GetPointer
 from libc.stdint cimport uint64_t
+cimport cython
 
 
 cdef extern from "numpy/random/bitgen.h":
@@ -20,6 +21,7 @@ cdef extern from "draws.hpp" namespace "ndvm::draws" nogil:
     double uniform(bitgen_t* bg, double low, double high)
 
 
+@cython.final  # (its C methods called directly, inlined: the operators draw ~14 times a child)
 cdef class Draws:
     """``integers`` and ``random`` of the numpy Generator ``rng``, the same numbers from the same
     state (its stream moves on as numpy's would); ``uniform``, ``normal`` and
