@@ -68,9 +68,13 @@ def test_round_is_pythons_own():
     values += [0.125, 0.375, 2.675, 1.005, -0.005, -0.0001, 0.00005, -0.00005, 0.0, -0.0,
                5e-324, -5e-324, 1e308, -1.7976931348623157e308, 1e16 + 2, 123456789.12345,
                math.inf, -math.inf]
+    # (the doubles either side of decimal halves, where the exact product decides)
+    values += [math.nextafter(k / 200, d) for k in range(-700, 700) for d in (-9.0, 9.0)]
+    values += [math.nextafter((k + 0.5) / 10 ** n, d) for n in range(9) for k in range(-40, 40)
+               for d in (-math.inf, math.inf)] + [999999.995, 999999.99999999, 1e6, -1e6]
     for v in values:
         v = float(v)
-        for n in (0, 2, 4, 7):
+        for n in (0, 1, 2, 3, 4, 5, 6, 7, 8, 9):
             a, b = breed_round(v, n), round(v, n)
             assert a == b and math.copysign(1, a) == math.copysign(1, b), (v, n, a, b)
     assert math.isnan(breed_round(math.nan, 2))
