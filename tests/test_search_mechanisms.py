@@ -6,7 +6,7 @@ import numpy as np
 
 import ndvm
 from ndvm.cosearch import grammar as gp
-from ndvm.cosearch.rounds import _fittest, _Fittest
+from ndvm.cosearch.rounds import _Fittest, _fittest
 from ndvm.cosearch.select import fitness
 from ndvm.cosearch.sexpr import to_source, to_tree
 from ndvm.cosearch.tasks import Task
