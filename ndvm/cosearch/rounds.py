@@ -200,12 +200,16 @@ class _Rounds:
         name, recorded, seen = getattr(prop, "name", "custom"), self.recorded, state.seen
         # (likelihood programs' literals are constants, never fitted)
         simplify = task.objective == "mse" and not getattr(prop, "canonical", False)
+        # (each record a copy of one made for the round: a dict's copy is half its display's
+        # cost; its fields in the records' order)
+        blank = {"id": None, "proposer": name, "proposed": None, "model": None,
+                 "status": "invalid", "params": None, "train_error": math.inf,
+                 "heldout_error": math.inf, "r2": None, "size": None, "skeleton": None,
+                 "error": None}
         for src in srcs:
             rid = self.next_id
-            rec = {"id": rid, "proposer": name, "proposed": src, "model": None,
-                   "status": "invalid", "params": {}, "train_error": math.inf,
-                   "heldout_error": math.inf, "r2": None, "size": None, "skeleton": None,
-                   "error": None}
+            rec = blank.copy()
+            rec["id"], rec["proposed"], rec["params"] = rid, src, {}
             self.next_id += self.id_step
             records.append(rec)
             old = recorded.get(rid) if recorded else None
