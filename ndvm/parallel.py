@@ -787,13 +787,13 @@ def _program_list(programs, what, one):
 def _fit_items(programs, per_candidate):
     """The (index, program, extra) items of fit_many's programs, per_candidate checked."""
     programs = _program_list(programs, "fit_many", "ndvm.fit")
-    extras = [None] * len(programs)
-    if per_candidate is not None:
-        extras = _per_candidate(per_candidate, len(programs), "per_candidate")
-        for e in extras:
-            bad = set(e or ()) - _PER_CANDIDATE
-            if bad:
-                raise TypeError(f"per_candidate cannot set {sorted(bad)}")
+    if per_candidate is None:
+        return [(i, p, None) for i, p in enumerate(programs)]
+    extras = _per_candidate(per_candidate, len(programs), "per_candidate")
+    for e in extras:
+        bad = set(e or ()) - _PER_CANDIDATE
+        if bad:
+            raise TypeError(f"per_candidate cannot set {sorted(bad)}")
     return [(i, p, e) for i, (p, e) in enumerate(zip(programs, extras))]
 
 
