@@ -10,7 +10,6 @@ from ndvm._core import _core
 from ndvm.cosearch import grammar as gp
 from ndvm.cosearch import proposers, rounds
 from ndvm.cosearch.grammar import Grammar
-from ndvm.cosearch.score import Scorer
 from ndvm.cosearch.sexpr import size, skeleton, to_source, to_tree
 from ndvm.cosearch.simplify import Simplifier, TooManyParameters
 from ndvm.cosearch.tasks import get_task
@@ -553,37 +552,3 @@ def test_breed_parents_keeps_a_records_entry_by_its_id_and_checks_it_is_that_rec
     made.clear()
     again = _core.breed_parents(front, population, set(), kept, make)
     assert again[:2] == (sites, errors) and made == [front[0]]  # (5 and 9 were known)
-
-
-def test_a_rounds_records_made_in_one_native_call_are_those_made_one_at_a_time():
-    """_Rounds.prepare makes the records of a canonical proposer's sources with entries in one
-    call (Seen.records), and the others (no entry: parsed here) one at a time, in order: the
-    same records, duplicates and Seen as the one-at-a-time loop alone makes (a Seen of another
-    type takes it)."""
-    class Plain(_core.Seen):  # (not a Seen itself: prepare's loop alone)
-        pass
-
-    task = get_task("damped")
-    g = Grammar(inputs=tuple(task.inputs), params=tuple(task.params), loop=task.loops)
-    srcs = ["(* a x)", "(* a (sin x))", "(* a x)", "(+ a (* b x))", "(* a (cos x))",
-            "(* a (sin x))", "(* a (exp (* b x)))", "(* a y)", "(+ a (* b x))"]
-
-    def prepared(seen):
-        prop = proposers.Mutate(seed=0)
-        prop.made = {s: (to_tree(s), s, 3 + i, f"skeleton {i}")
-                     for i, s in enumerate(srcs) if i not in (3, 7)}  # (two made here)
-        prop.canonical = True
-        state = rounds.SearchState(task=task, grammar=g, seen=seen)
-        state.seen.add("(* a (cos x))")  # (met in an earlier round)
-        state.seen.mark()
-        r = rounds._Rounds(task, prop, state, Scorer(task, workers=1), 0.0, len(srcs), None,
-                           first_id=3, id_step=4)
-        b = r.prepare(srcs)
-        return b.records, [rec["id"] for rec in b.slots], r.next_id, state.seen.added()
-
-    fast, slow = prepared(_core.Seen()), prepared(Plain())
-    assert repr(fast) == repr(slow) and len(fast[3]) == 8 * 5  # (five sources new)
-    assert fast[0][7]["error"].startswith("free name(s) not allowed")
-    assert [rec["status"] for rec in fast[0]] == [
-        "invalid", "invalid", "duplicate", "invalid", "duplicate", "duplicate", "invalid",
-        "invalid", "duplicate"]

@@ -60,37 +60,6 @@ cdef class Seen:
         """Add ``source``; False when it was already met (one digest for both)."""
         return self._insert(_source_digest(source))
 
-    def records(self, list sources not None, Py_ssize_t start, dict blank not None, rid, step,
-                dict made not None, list records not None, list todo not None):
-        """A round's records of ``sources[start:]`` in one call (``_Rounds.prepare``'s, for a
-        proposer whose proposals are canonical: each its own model), as far as each source has
-        an entry (tree, source, size, skeleton) in ``made``: a copy of ``blank`` with its id
-        (``rid``, then ``step`` more each), source and params {}, appended to ``records``; a
-        duplicate (added here) marked so, the others given their model, size and skeleton and
-        appended to ``todo`` (to validate). Stops at the first source without an entry (made
-        one at a time) and returns (its position, the next id)."""
-        cdef Py_ssize_t i, n = len(sources)
-        cdef dict rec
-        for i in range(start, n):
-            src = sources[i]
-            canon = made.get(src)
-            if canon is None:
-                return i, rid
-            rec = blank.copy()
-            rec["id"] = rid
-            rec["proposed"] = src
-            rec["params"] = {}
-            rid = rid + step
-            records.append(rec)
-            if not self._insert(_source_digest(src)):
-                rec["status"] = "duplicate"
-                continue
-            rec["model"] = src
-            rec["size"] = (<tuple?>canon)[2]
-            rec["skeleton"] = (<tuple>canon)[3]
-            todo.append(rec)
-        return n, rid
-
     def __len__(self):
         return self.digests.size()
 

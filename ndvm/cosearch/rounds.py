@@ -195,7 +195,7 @@ class _Rounds:
         simplified (unless the proposer did), validated and queued for calibration."""
         task, state, scorer, prop = self.task, self.state, self.scorer, self.prop
         records, items, slots = [], [], []
-        todo = []  # the records to validate
+        todo, models = [], []  # the records to validate, and their models
         made = getattr(prop, "made", None) or {}  # (tree, source, size, skeleton) it built
         name, recorded, seen = getattr(prop, "name", "custom"), self.recorded, state.seen
         # (likelihood programs' literals are constants, never fitted)
@@ -206,18 +206,7 @@ class _Rounds:
                  "status": "invalid", "params": None, "train_error": math.inf,
                  "heldout_error": math.inf, "r2": None, "size": None, "skeleton": None,
                  "error": None}
-        # (a canonical proposer's sources with their entries made: in one native call; the
-        # others, and a resumed run's, one at a time below, in their order)
-        fast = not simplify and not recorded and type(seen) is Seen
-        pos = 0
-        while pos < len(srcs):
-            if fast:
-                pos, self.next_id = seen.records(srcs, pos, blank, self.next_id, self.id_step,
-                                                 made, records, todo)
-                if pos == len(srcs):
-                    break
-            src = srcs[pos]
-            pos += 1
+        for src in srcs:
             rid = self.next_id
             rec = blank.copy()
             rec["id"], rec["proposed"], rec["params"] = rid, src, {}
@@ -256,9 +245,10 @@ class _Rounds:
                 rec["error"] = _first_line(e)
                 continue
             todo.append(rec)
+            models.append(model)
         # (validated together, in one call: a round's Python after its calibrations runs on cold
         # caches, where each call costs the more)
-        for rec, got in zip(todo, scorer.validate_round([rec["model"] for rec in todo])):
+        for rec, got in zip(todo, scorer.validate_round(models)):
             if isinstance(got, Exception):
                 rec["error"] = _first_line(got)
             else:
