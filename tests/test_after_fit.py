@@ -293,27 +293,18 @@ def test_a_search_scored_natively_keeps_every_record_of_one_scored_in_python(mon
         return repr(recs), [r["model"] for r in res.front], res.best["model"]
 
     seen = []
-    assess, assess_round = Scorer.assess, Scorer.assess_round
+    assess = Scorer.assess
 
     def read(self, prog, params, after=None):
         seen.append((after is not None and after[0] == "ok", not params))
         return assess(self, prog, params, after)
 
-    def read_round(self, items, fitted, after):  # (a round's fits: assess_after, one call)
-        seen.extend((a is not None and a[0] == "ok", not p) for p, a in zip(fitted, after)
-                    if isinstance(p, dict))
-        return assess_round(self, items, fitted, after)
-
     monkeypatch.setattr(Scorer, "assess", read)
-    monkeypatch.setattr(Scorer, "assess_round", read_round)
     native = run()
     assert sum(ok for ok, _ in seen) > 200  # (the native numbers were there to read)
     assert (True, True) in seen  # (programs without parameters' too)
     monkeypatch.setattr(Scorer, "assess", lambda self, prog, params, after=None:
                         assess(self, prog, params))
-    monkeypatch.setattr(Scorer, "assess_round", lambda self, items, fitted, after: [
-        assess(self, prog, p) if isinstance(p, dict) else None
-        for (prog, _), p in zip(items, fitted)])
     assert run() == native
 
 
@@ -495,27 +486,3 @@ def test_a_refit_is_ndvm_fit_from_its_starts_and_scores_from_its_native_numbers(
                         consts=named_in(task.consts, prog) or None)
         assert p == dict(want.params), src
         assert repr(scorer.assess(prog, p, after)) == repr(scorer.assess(prog, p)), src
-
-
-def test_a_rounds_fits_assessed_in_one_call_are_each_assessed_alone():
-    """Scorer.assess_round reads a round's "ok" evaluations after the fits natively
-    (ndvm._core.assess_after) and assesses the others one at a time: every item as ``assess``
-    gives it (a pole, a non-finite probe value, non-finite sums, NaN, a failed or missing
-    evaluation, a failed fit)."""
-    scorer = Scorer(get_task("damped"), workers=1)
-    prog = ndvm.parse("(* a (exp (- (* b x))))")
-    big = 11.0 * scorer.spread
-    numbers = [(0, 0.1, 0, 0, 0, 0, 0, 0, 0), (0, 0.5, 1, 2, 3, 0.25, 4, 5, 0.5),
-               (2, 0.5, 1, 2, 3, 0.25, 4, 5, 0.5), (0, big, 1, 2, 3, 0.25, 4, 5, 0.5),
-               (0, float("nan"), 0, 0, 0, float("inf"), 0, 0, float("nan")),
-               (0, 0.5, 0, 0, 0, 1e308 * 10, 0, 0, 1e-300)]
-    after = [("ok", n) for n in numbers] + [("failed", None), (None, None), None]
-    params = {"a": 1.0, "b": 0.3}
-    fitted = [params] * len(after) + [ValueError("no fit")]
-    after.append(None)
-    items = [(prog, ("a", "b"))] * len(fitted)
-    got = scorer.assess_round(items, fitted, after)
-    want = [scorer.assess(prog, p, a) if isinstance(p, dict) else None
-            for p, a in zip(fitted, after)]
-    assert repr(got) == repr(want) and got[-1] is None
-    assert got[2][0].startswith("not finite") and got[3][0].startswith("a pole")

@@ -202,16 +202,14 @@ def test_every_reported_number_reproduces_from_the_run_folder(name, client, tmp_
 
 def test_the_oracle_fails_on_a_planted_mismatch(tmp_path, monkeypatch):
     """R^2 computed on the training rows instead of the held-out ones: the oracle says so.
-    (Planted in ``Scorer._errors``, which every scored candidate then takes: a round's fits are
-    otherwise read in one native call, ``ndvm._core.assess_after``, of the same rule, which a
-    test cannot change: here it reads none, and each candidate is assessed alone.)"""
+    (Planted in ``Scorer._errors``, which every scored candidate takes: from the numbers of
+    its native evaluation after its fit, or from its own evaluation in ``score``.)"""
     def train_r2(self, train_sse, held_sse):
         tr, ho, _ = real(self, train_sse, held_sse)
         return tr, ho, 1.0 - tr / float(np.var(self.train[1]))
 
     real = score.Scorer._errors
     monkeypatch.setattr(score.Scorer, "_errors", train_r2)
-    monkeypatch.setattr(score, "assess_after", lambda afters, *_: [None] * len(afters))
     task = get_task("damped")
     out = tmp_path / "run"
     ndvm.search(task, seed=4, max_candidates=32, budget=None, out=out, workers=1)

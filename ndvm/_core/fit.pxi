@@ -162,61 +162,6 @@ def after_numbers(a):
     return _after_numbers(<const double*>cnp.PyArray_DATA(c), cnp.PyArray_SIZE(c))
 
 
-cpdef double r_squared(double mse, double var):
-    """1 - mse / var, the share of the target's variance a model explains; for a constant target
-    (var 0) 1 when the model is exact and 0 otherwise (scikit-learn's convention); -inf when the
-    model has no finite error."""
-    if not isfinite(mse):
-        return -INFINITY
-    if var > 0:
-        return 1.0 - mse / var
-    return 1.0 if mse == 0 else 0.0
-
-
-cpdef tuple mean_errors(double train_sse, double held_sse, Py_ssize_t n, Py_ssize_t m,
-                        double var):
-    """(training error, held-out error, R^2) of a fit from its sums of squared errors on the n
-    training and m held-out points (a sum over n divided by n: np.mean's own arithmetic; NaN
-    without points, and a non-finite error inf) and the held-out target's variance ``var``."""
-    cdef double tr = train_sse / n if n else NAN
-    cdef double ho = held_sse / m if m else NAN
-    tr = tr if isfinite(tr) else INFINITY
-    ho = ho if isfinite(ho) else INFINITY
-    return tr, ho, r_squared(ho, var)
-
-
-cpdef str off_domain_why(double bad, double most, double spread):
-    """Why a fitted model is unusable between the data points, from its dense probe's count of
-    non-finite values and their largest distance from the target's mean (a pole: more than 10x
-    the target's ``spread``), or None."""
-    if bad != 0:
-        return "not finite between the data points (a pole or a domain edge)"
-    if most > 10.0 * spread:
-        return "a pole between the data points (value beyond 10x the target's spread)"
-    return None
-
-
-def assess_after(list afters not None, double spread, Py_ssize_t n, Py_ssize_t m, double var):
-    """Per fit: (why it is off-domain, None) or (None, ``mean_errors``) when its evaluation after
-    the fit at the probe, training and held-out points (``after_numbers``' pair, or None) is
-    "ok", else None (Scorer.assess evaluates it): a round's fits in one call."""
-    cdef list out = []
-    cdef tuple nums
-    cdef str why
-    for a in afters:
-        if a is None or type(a) is not tuple or (<tuple>a)[0] != "ok":
-            out.append(None)
-            continue
-        nums = <tuple?>(<tuple>a)[1]
-        if len(nums) != 9:  # (three segments: the probe's, the training and held-out points')
-            out.append(None)
-            continue
-        why = off_domain_why(nums[0], nums[1], spread)
-        out.append((why, None) if why is not None else
-                   (None, mean_errors(nums[5], nums[8], n, m, var)))
-    return out
-
-
 cdef class FitOutputs:
     """The outputs of one ``FitBatch.run``: every fit's arrays in one float64 and one uint8
     buffer, and where each fit's lie (a FitSlot each, fit/outputs.hpp). Immutable; shared by the

@@ -301,15 +301,14 @@ class _Rounds:
         task, state, scorer = self.task, self.state, self.scorer
         # (a round's records are scored within microseconds: one time for them all)
         fit_seconds, stamp = round(b.fit_each, 6), round(time.perf_counter() - self.t0, 4)
-        for rec, p, assessed in zip(b.slots, b.fitted,
-                                    scorer.assess_round(b.items, b.fitted, b.after)):
+        for (prog, _), rec, p, after in zip(b.items, b.slots, b.fitted, b.after):
             rec["fit_seconds"] = fit_seconds
             rec["time"] = stamp
-            if assessed is None:  # (its calibration failed)
+            if not isinstance(p, dict):
                 rec["status"] = "failed"
                 rec["error"] = _first_line(p)
                 continue
-            why, scores = assessed
+            why, scores = scorer.assess(prog, p, after)
             rec["params"] = p
             if why is not None:
                 rec["status"] = "failed"

@@ -14,10 +14,10 @@ import threading
 import numpy as np
 
 import ndvm
-from ndvm._core._core import assess_after, mean_errors, off_domain_why, validate_each
+from ndvm._core._core import validate_each
 from ndvm.cosearch._calibrate import minimize_value, setup, succeeded
 from ndvm.cosearch.select import starts_around
-from ndvm.cosearch.task import named_in, predict
+from ndvm.cosearch.task import named_in, predict, r_squared
 from ndvm.fit import EvaluateAfter, _all_finite
 from ndvm.fit_options import FitOptions
 from ndvm.parallel import fit_outcome
@@ -175,20 +175,12 @@ class Scorer:
 
     def _off(self, bad, most):
         """The rule of ``off_domain`` on the probe's count of non-finite values and its values'
-        largest distance from the target's mean (``ndvm._core.off_domain_why``)."""
-        return off_domain_why(bad, most, self.spread)
-
-    def assess_round(self, items, fitted, after):
-        """``assess`` of each (prog, params) item's fitted params (a dict; else None in its
-        place) with its fit's evaluation after it: those whose evaluation is "ok" in one native
-        call (``ndvm._core.assess_after``: the probe, training and held-out points' numbers
-        read there), the others one at a time."""
-        quick = (assess_after(after, self.spread, self.train[1].size, self.held[1].size,
-                              self.held_var) if self.dense is not None and self.held_var is not None
-                 else [None] * len(items))
-        return [None if not isinstance(p, dict) else got if got is not None else
-                self.assess(prog, p, a)
-                for (prog, _), p, a, got in zip(items, fitted, after, quick)]
+        largest distance from the target's mean."""
+        if bad:
+            return "not finite between the data points (a pole or a domain edge)"
+        if most > 10.0 * self.spread:
+            return "a pole between the data points (value beyond 10x the target's spread)"
+        return None
 
     def assess(self, prog, params, after=None):
         """(why it is off-domain, None) or (None, ``score``) of fitted ``params``. ``after``:
@@ -270,10 +262,14 @@ class Scorer:
         return self._errors(tr, ho)
 
     def _errors(self, train_sse, held_sse):
-        """``score`` from the sums of squared errors on the training and held-out points
-        (``ndvm._core.mean_errors``)."""
-        return mean_errors(train_sse, held_sse, self.train[1].size, self.held[1].size,
-                           self.held_var)
+        """``score`` from the sums of squared errors on the training and held-out points (a
+        sum over n divided by n: np.mean's own arithmetic)."""
+        n, m = self.train[1].size, self.held[1].size
+        tr = float(train_sse) / n if n else math.nan
+        ho = float(held_sse) / m if m else math.nan
+        tr = tr if math.isfinite(tr) else math.inf
+        ho = ho if math.isfinite(ho) else math.inf
+        return tr, ho, r_squared(ho, self.held_var)
 
     def refitting(self):
         """The refits' calibration (a FitSetup, checked once for the whole search): LM from
