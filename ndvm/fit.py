@@ -599,6 +599,10 @@ class FitPlan:
         # or None draws anew for every program)
         self._same_starts = isinstance(o.seed, (int, np.integer))
         self._shared = {}  # free names -> _Shared
+        # free names -> (meta, FitSpec) of those whose programs ``stage`` has staged: every
+        # check passed and the inputs bound, another program having them is a copied request
+        # (``stage_ready``)
+        self._ready = {}
         self._checked = {}  # the data inputs a program uses (in data order) -> checked_data's
         # (nan_policy="omit"); else each input checked (name -> array), and the target (y,)
         self._inputs, self._target = {}, None
@@ -744,7 +748,20 @@ class FitPlan:
             spec = sh.spec = FitSpec(client.entry, inputs, sh.fitted, y, sh.x0, sh.lower,
                                      sh.upper, sh.pos, self.options, sh.budget, after,
                                      segments or ())
-        return sh.meta, batch.add_spec(prog, prog.compiled(client), spec, x0)
+        staged = sh.meta, batch.add_spec(prog, prog.compiled(client), spec, x0)
+        if self._same_starts and free not in self._ready:
+            self._ready[free] = sh.meta, spec
+        return staged
+
+    def stage_ready(self, batch, items, start, staged, starts=False):
+        """``stage`` of ``items[start:]`` (``ndvm.parallel._stage``'s (index, program, extra)
+        items, staged as (position, this plan, what ``result`` needs) in ``staged``) in one
+        native call (``FitBatch.add_ready``), as far as they are programs whose free names
+        ``stage`` has staged before, each with this plan's starting values or (with ``starts``:
+        ``takes_init``) the rows ``stage`` takes as they are; returns the position of the first
+        item it did not stage (len(items): none)."""
+        return batch.add_ready(items, start, self._ready, self.evaluator.client, staged, self,
+                               starts)
 
     def stage_evaluation(self, batch, prog):
         """Stage ``prog``'s evaluation after a fit (``after``), with no fit before it: a program

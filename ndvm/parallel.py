@@ -255,17 +255,26 @@ def _stage(job, ev, items, batch, results):
         shared = job.plan(ev)
     except Exception:  # noqa: BLE001 - raised again for every candidate that uses it
         shared = None
-    for pos, (index, program, extra) in enumerate(items):
+    starts = shared is not None and shared.takes_init(_INIT)
+    pos = 0
+    while pos < len(items):
+        if shared is not None:  # (in one native call, the candidates whose free names the
+            # plan has staged before: a search's are mostly; the others one at a time)
+            pos = shared.stage_ready(batch, items, pos, staged, starts)
+            if pos == len(items):
+                break
+        here, (index, program, extra) = pos, items[pos]
+        pos += 1
         try:
             if type(program) is not Program:
                 program = _program(program, _describe(program, index)[0])
             if type(extra) is str:  # (_EVALUATED: FitSetup.begin's ``evaluated``)
                 plan = job.plan(ev) if shared is None else shared
-                staged.append((pos, plan, plan.stage_evaluation(batch, program)))
+                staged.append((here, plan, plan.stage_evaluation(batch, program)))
                 continue
             if type(extra) is tuple:  # (FitSetup.begin's ``starts``: an init of stacked rows)
-                if shared is not None and shared.takes_init(_INIT):
-                    staged.append((pos, shared, shared.stage(batch, program, starts=extra)))
+                if starts:
+                    staged.append((here, shared, shared.stage(batch, program, starts=extra)))
                     continue
                 extra = {"init": dict(zip(*extra))}
             init = None
@@ -275,9 +284,9 @@ def _stage(job, ev, items, batch, results):
                 plan, init = shared, extra["init"]
             else:
                 plan = job.plan(ev, extra)
-            staged.append((pos, plan, plan.stage(batch, program, init)))
+            staged.append((here, plan, plan.stage(batch, program, init)))
         except Exception as e:  # noqa: BLE001 - a bad candidate must never stop the batch
-            results[pos] = _failed(*_named(items[pos]), e)
+            results[here] = _failed(*_named(items[here]), e)
     return staged
 
 
@@ -778,13 +787,13 @@ def _program_list(programs, what, one):
 def _fit_items(programs, per_candidate):
     """The (index, program, extra) items of fit_many's programs, per_candidate checked."""
     programs = _program_list(programs, "fit_many", "ndvm.fit")
-    extras = [None] * len(programs)
-    if per_candidate is not None:
-        extras = _per_candidate(per_candidate, len(programs), "per_candidate")
-        for e in extras:
-            bad = set(e or ()) - _PER_CANDIDATE
-            if bad:
-                raise TypeError(f"per_candidate cannot set {sorted(bad)}")
+    if per_candidate is None:
+        return [(i, p, None) for i, p in enumerate(programs)]
+    extras = _per_candidate(per_candidate, len(programs), "per_candidate")
+    for e in extras:
+        bad = set(e or ()) - _PER_CANDIDATE
+        if bad:
+            raise TypeError(f"per_candidate cannot set {sorted(bad)}")
     return [(i, p, e) for i, (p, e) in enumerate(zip(programs, extras))]
 
 

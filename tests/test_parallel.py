@@ -1064,6 +1064,45 @@ def test_starts_given_stacked_are_the_fits_of_their_init_rows():
         setup.begin(progs, per_candidate=per, starts=starts)
 
 
+def test_a_batch_of_programs_staged_in_one_native_call_fits_as_each_staged_alone():
+    """FitPlan.stage_ready stages, in one call, the programs whose free names the plan has
+    staged before (with the plan's starts or stacked rows of theirs), and leaves the others,
+    in order, to FitPlan.stage: a new set of free names, a source text, rows under other names.
+    Each fit is the one a fresh setup makes of it."""
+    x = np.linspace(0, 1, 30)
+    data, y = {"x": x}, 2 * x + 1
+    block = np.array([[0.5, 1.5, -1.0], [2.0, 0.1, 0.2], [0.3, -0.2, 0.9]])
+    p = [ndvm.parse(s) for s in ("(+ (* a x) b)", "(* a (sin x))", "(+ a (* b x))", "(* a x)",
+                                 "(* a (cos x))", "(- (* a x) b)")]
+    progs = [p[0], p[1], p[2], "(* b x)", p[3], p[4], p[5], p[0]]
+    starts = [(("a", "b"), block[0:2]), (("a",), block[2:3]), (("b", "a"), block[0:2]),
+              (("b",), block[1:2]), (("a",), block[0:1]), (("a",), block[1:2]),
+              (("a", "b"), block[1:3]), (("a", "b"), block[0:2])]
+
+    def outcome(r):
+        if isinstance(r, ndvm.CandidateError):
+            return repr(r)
+        return r.params, r.loss, {k: v.tolist() for k, v in r.all_params.items()}
+
+    for given in ({}, {"starts": starts}):
+        setup = ndvm.parallel.FitSetup(data, y, workers=1, starts=3, optimizer="lm")
+        first = setup.begin(progs, **given).finish()  # (every set of free names new: one
+        plan = setup.job.plan(ndvm.parallel._evaluator(setup.job.config))  # at a time)
+        assert set(plan._ready) == {q.free_names for q in p} | {("b", "x")}
+        staged = []
+        batch = ndvm.parallel.FitBatch()
+        items = setup.begin(progs, **given)._items
+        # (it stops at the source text; with starts, at the rows under other names)
+        assert plan.stage_ready(batch, items, 0, staged, bool(given)) == (2 if given else 3)
+        assert [st[0] for st in staged] == list(range(2 if given else 3))
+        again = setup.begin(progs, **given).finish()
+        fresh = [ndvm.parallel.FitSetup(data, y, workers=1, starts=3, optimizer="lm").begin(
+            [prog], **({"starts": [st]} if given else {})).finish()[0]
+            for prog, st in zip(progs, starts)]
+        assert [outcome(r) for r in again] == [outcome(r) for r in first] == [
+            outcome(r) for r in fresh]
+
+
 def test_a_worker_count_or_a_reduction_of_the_wrong_kind_is_refused():
     # (workers=1.5 ran on one thread; reduce="bogus" was a KeyError)
     x = np.ones(3)

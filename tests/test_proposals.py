@@ -533,3 +533,22 @@ def test_breed_parents_lists_the_front_then_the_population_and_reuses_their_entr
     assert again[:3] == ([f"sites of {s}" for s in "abc"], [0.0, 2.0, 5.0], 3) and made == []
     stale = {id(front[0]): (dict(front[0]), "stale", 9.0)}  # (an id reused by another record)
     assert _core.breed_parents(front[:1], [], set(), stale, make)[0] == ["sites of a"]
+
+
+def test_breed_parents_keeps_a_records_entry_by_its_id_and_checks_it_is_that_records():
+    # (a search's records have ids: their entries are kept by them, no int made a parent; a
+    # copy with the same id, a migrant come back round the ring, is a record of its own)
+    front = [{"id": 1, "proposed": "a", "e": 1}, {"id": 5, "proposed": "b", "e": 2}]
+    population = [{"id": 9, "proposed": "c", "e": 3}, dict(front[0])]
+    made = []
+
+    def make(r):
+        made.append(r)
+        return (r, f"sites of {r['proposed']}", float(r["e"]))
+
+    sites, errors, _, kept = _core.breed_parents(front, population, set(), {}, make)
+    assert sites == [f"sites of {s}" for s in "abca"] and errors == [1.0, 2.0, 3.0, 1.0]
+    assert set(kept) == {1, 5, 9} and kept[1][0] is population[1]
+    made.clear()
+    again = _core.breed_parents(front, population, set(), kept, make)
+    assert again[:2] == (sites, errors) and made == [front[0]]  # (5 and 9 were known)

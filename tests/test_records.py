@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import ndvm
-from ndvm.cosearch.records import ById, RecordBlock, Records, _dump, _good, pareto_front
+from ndvm.cosearch.records import ById, Front, RecordBlock, Records, _dump, _good, pareto_front
 
 
 def _record(i, rng):
@@ -207,3 +207,20 @@ def test_a_search_whose_records_spill_writes_and_keeps_the_same_records(tmp_path
     assert spilled.best["model"] == whole.best["model"]
     assert sorted(p.name for p in (tmp_path / "b").iterdir()) == sorted(
         p.name for p in (tmp_path / "a").iterdir())
+
+
+def test_a_front_folded_a_few_records_at_a_time_is_the_front_of_all_of_them():
+    rng = np.random.default_rng(3)
+    for trial in range(200):
+        n = int(rng.integers(1, 60))
+        recs = [{"id": i, "status": str(rng.choice(["ok", "ok", "ok", "failed"])),
+                 "size": int(rng.integers(1, 8)),
+                 "heldout_error": float(rng.choice([rng.integers(0, 6) / 4, math.inf, math.nan]))}
+                for i in rng.permutation(n).tolist()]
+        front, at = Front(), 0
+        while at < n:
+            step = int(rng.integers(1, 17))
+            front.add(recs[at:at + step])
+            at += step
+            assert front.records == pareto_front(recs[:at]), trial
+        assert Front(front.records).records == front.records

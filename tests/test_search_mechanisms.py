@@ -6,7 +6,7 @@ import numpy as np
 
 import ndvm
 from ndvm.cosearch import grammar as gp
-from ndvm.cosearch.rounds import _fittest
+from ndvm.cosearch.rounds import _Fittest, _fittest
 from ndvm.cosearch.select import fitness
 from ndvm.cosearch.sexpr import to_source, to_tree
 from ndvm.cosearch.tasks import Task
@@ -72,6 +72,25 @@ def test_population_keeps_one_record_per_model_its_best_fit():
     recs = [{"id": i, "proposed": s, "model": s, "train_error": e, "heldout_error": e}
             for i, (s, e) in enumerate([("m", 2.0), ("m", 1.0), ("n", 1.5)])]
     assert [r["id"] for r in _fittest(recs)] == [1, 2]
+
+
+def test_a_population_folded_a_round_at_a_time_is_the_fittest_of_all_it_met():
+    rng = np.random.default_rng(4)
+    for trial in range(100):
+        n = int(rng.integers(1, 400))
+        recs = [{"id": i, "model": f"m{rng.integers(0, 90)}",
+                 "train_error": float(rng.integers(0, 30) / 4),
+                 "heldout_error": float(rng.choice([rng.integers(0, 30) / 4, math.inf]))}
+                for i in range(n)]
+        if trial % 10 == 0:  # (a NaN fitness: ranked as sorted ranks it)
+            recs[int(rng.integers(0, n))]["train_error"] = math.nan
+        kept, expected, at = _Fittest(), [], 0
+        while at < n:
+            step = int(rng.integers(1, 20))
+            kept.add(recs[at:at + step])
+            expected = _fittest(expected + recs[at:at + step])
+            at += step
+            assert [r["id"] for r in kept.records] == [r["id"] for r in expected], trial
 
 
 def _keijzer11(seed=1):

@@ -14,6 +14,10 @@ import math
 from numbers import Real
 
 
+cdef extern from "Python.h":
+    dict _PyDict_NewPresized(Py_ssize_t minused)  # (a dict with room for minused items)
+
+
 cdef extern from "breed.hpp" namespace "ndvm::breed" nogil:
     double python_round(double x, int ndigits)
 
@@ -785,11 +789,13 @@ def breed_parents(list front not None, list population not None, island, dict kn
     """(their Sites, their tournament errors, how many of them are the front's, the entries
     kept) of a round's parents, for ``Breeder.children``: the records of ``front`` and then of
     ``population`` whose ``proposed`` source is not in ``island``, each through its entry
-    (record, Sites, error): ``known``'s for ``id(record)`` when it is that record's, else
-    ``make(record)``'s. The entries kept are the next round's ``known`` (Mutate._parents: most
+    (record, Sites, error): ``known``'s for the record's ``id`` (or, without one, its
+    address) when it is that record's, else ``make(record)``'s. The entries kept are the next round's ``known`` (Mutate._parents: most
     parents are again; one call a round, not a Python loop over its ~70 records)."""
     cdef list sites = [], errors = []
-    cdef dict kept = {}
+    # (sized for every record at once: not grown four times a round; keyed by the records' own
+    # id ints, none made)
+    cdef dict kept = _PyDict_NewPresized(len(front) + len(population))
     cdef Py_ssize_t n_front = 0, part
     cdef list records
     cdef tuple entry
@@ -798,7 +804,9 @@ def breed_parents(list front not None, list population not None, island, dict kn
         for r in records:
             if r["proposed"] in island:
                 continue
-            key = PyLong_FromVoidPtr(<void*>r)  # (id(r), without calling id)
+            key = (<dict?>r).get("id")
+            if key is None:  # (a record without an id, a caller's own: by its address)
+                key = PyLong_FromVoidPtr(<void*>r)
             found = known.get(key)
             if found is None or (<tuple?>found)[0] is not r:
                 found = make(r)

@@ -372,6 +372,54 @@ cdef class FitBatch:
         """Stage the calibration ``spec`` describes of ``prog`` (whose free names are those
         ``spec``'s inputs were bound for), compiled as ``compiled``; returns its index. x0:
         [P, S] starting values in place of the spec's."""
+        return self._add(prog, compiled, spec, x0)
+
+    def add_ready(self, list items not None, Py_ssize_t start, dict ready not None, client,
+                  list staged not None, plan, bint starts=False):
+        """Stage ``items[start:]`` (fit_many's (index, Program, extra) items) in order, in one
+        call: each whose program's free names have an entry (meta, FitSpec) in ``ready`` (a
+        FitPlan's, of the free names it has checked, bound and staged before), compiled for
+        ``client``, its extra None (the spec's starting values) or, with ``starts``, (the
+        spec's parameter names, [P, S] starting values); appends (position, ``plan``, (meta,
+        its index)) to ``staged`` (``ndvm.parallel._stage``'s). Stops at the first item it
+        cannot stage so (FitPlan.stage stages it, or says why it cannot be) and returns its
+        position (len(items) when every item is staged)."""
+        cdef Py_ssize_t i, n = len(items)
+        cdef tuple item, entry, pair
+        cdef Program prog
+        cdef FitSpec spec
+        for i in range(start, n):
+            item = <tuple?>items[i]
+            if type(item[1]) is not Program:
+                return i
+            prog = <Program>item[1]
+            extra = item[2]
+            x0 = None
+            if extra is not None:
+                if not starts or type(extra) is not tuple:
+                    return i
+                pair = <tuple>extra
+            found = ready.get(prog.free_names)
+            if found is None:
+                return i
+            entry = <tuple?>found
+            spec = <FitSpec?>entry[1]
+            if extra is not None:  # (FitPlan.stage takes other names or shapes as an init)
+                x0 = pair[1]
+                if (pair[0] != (<tuple?>entry[0])[0] or type(x0) is not np.ndarray
+                        or (<cnp.ndarray>x0).ndim != 2
+                        or (<cnp.ndarray>x0).shape[0] != len(pair[0])
+                        or <size_t>(<cnp.ndarray>x0).size != spec._x0.size()):
+                    return i
+            try:
+                compiled = prog._compiled_by(client)
+            except Exception:  # (FitPlan.stage raises it again, for the candidate)
+                return i
+            staged.append((i, plan, (entry[0], self._add(prog, compiled, spec, x0))))
+        return n
+
+    cdef Py_ssize_t _add(self, Program prog, uintptr_t compiled, FitSpec spec,
+                         object x0) except -1:
         if self._ran:
             raise RuntimeError("this FitBatch has run: reset() it before staging more fits")
         _same_names(<Inputs>spec._keep[0], prog)

@@ -47,7 +47,7 @@ from ndvm._core._core import Seen
 from ndvm.cosearch import rounds as _rounds
 from ndvm.cosearch.proposers import make_proposer
 from ndvm.cosearch.records import RecordBlock, Records, uninterrupted
-from ndvm.cosearch.rounds import SearchState, _fittest, _Rounds, lost_executor
+from ndvm.cosearch.rounds import SearchState, _Rounds, lost_executor
 from ndvm.fit_options import whole_number
 from ndvm.cosearch.score import Scorer, lent_scorer
 from ndvm.parallel import collect_young, gc_paused
@@ -100,7 +100,7 @@ class Island:
         here again)."""
         for m in migrants:
             self.state.seen.add(m["model"])
-        self.state.population = _fittest(self.state.population + [dict(m) for m in migrants])
+        self.rounds.fittest().add([dict(m) for m in migrants])
 
     def best(self, k):
         """Copies of the ``k`` fittest members of the population (the migrants it sends)."""

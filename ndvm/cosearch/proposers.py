@@ -136,7 +136,7 @@ class Mutate(Proposer):
         self._island = set()  # the shape library's sources: scored, never parents
         self._units = None  # the task's units.Dimensions (set with the library)
         self._proposed = {}  # source -> its canonical tree, for proposals not yet parents
-        self._as_parents = {}  # id(record) -> (record, its Sites, its tournament error)
+        self._as_parents = {}  # record's id -> (record, its Sites, its tournament error)
         self.made = {}  # source -> (tree, source, size, skeleton) of the last batch proposed
         self._bred = None  # (the search state, its grammar's Breeder): looked up once a search
         self.parsimony = parsimony

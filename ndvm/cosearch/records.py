@@ -29,8 +29,8 @@ from pathlib import Path
 
 import numpy as np
 
-__all__ = ["RECORD_FILE", "SUMMARY_FILE", "ById", "RecordBlock", "Records", "RunExistsError",
-           "pareto_front", "run_schema"]
+__all__ = ["RECORD_FILE", "SUMMARY_FILE", "ById", "Front", "RecordBlock", "Records",
+           "RunExistsError", "pareto_front", "run_schema"]
 
 RECORD_FILE = "candidates.jsonl"
 SUMMARY_FILE = "summary.json"
@@ -61,11 +61,48 @@ def pareto_front(records):
 
 def _front(ok):
     front, best = [], math.inf
-    for r in sorted(ok, key=lambda r: (r["size"], r["heldout_error"], r["id"])):
+    for r in sorted(ok, key=_place):
         if r["heldout_error"] < best:
             front.append(r)
             best = r["heldout_error"]
     return front
+
+
+def _place(r):
+    """Where a record stands in a front: by size, then held-out error, then id."""
+    return r["size"], r["heldout_error"], r["id"]
+
+
+class Front:
+    """A Pareto front (``pareto_front``'s, in its order) with each member's ``_place``, that
+    ``add`` updates in place: a round's few new records folded in one at a time (each kept
+    when every member before it has a higher error, and the members after it that it then
+    dominates dropped: the front of the union, as ``pareto_front`` of it would be), without
+    reading its other members again."""
+
+    __slots__ = ("places", "records")
+
+    def __init__(self, front=()):
+        self.records = list(front)
+        self.places = [_place(r) for r in self.records]
+
+    def add(self, records):
+        """Fold ``records`` in (those not ok or without a finite held-out error are not on a
+        front); ``self.records`` is then ``pareto_front(records before + these)``."""
+        front, places = self.records, self.places
+        for r in records:
+            ho = r["heldout_error"]
+            if r.get("status") != "ok" or not math.isfinite(ho):
+                continue
+            place = _place(r)
+            i = bisect.bisect_right(places, place)
+            if i and places[i - 1][1] <= ho:
+                continue  # (dominated by the member before it: the lowest error before it)
+            j = i
+            while j < len(front) and places[j][1] >= ho:
+                j += 1  # (the members after it that it dominates: errors fall along a front)
+            front[i:j] = [r]
+            places[i:j] = [place]
 
 
 class RunExistsError(ValueError):

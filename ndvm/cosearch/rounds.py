@@ -7,6 +7,7 @@ calibrates and scores the candidates against the task. The search loop (``loop.p
 islands (``islands.py``) both drive them. A resumed run's recorded outcomes are replayed here
 instead of calibrated again.
 """
+import bisect
 import json
 import math
 import time
@@ -15,7 +16,7 @@ from dataclasses import dataclass, field
 import ndvm
 from ndvm._core._core import Seen
 from ndvm.cosearch.grammar import Grammar
-from ndvm.cosearch.records import _dump, _good, pareto_front
+from ndvm.cosearch.records import Front, _dump, _good
 from ndvm.cosearch.score import CANDIDATE, _recorded_fit
 from ndvm.cosearch.select import fitness
 from ndvm.cosearch.sexpr import size, skeleton, to_source, to_tree
@@ -104,6 +105,8 @@ class _Rounds:
         self.simplifier = Simplifier(task.params)  # its memo serves every candidate of the run
         self.first_good = None
         self.front = []
+        # (the front and the population with their places, updated a round at a time)
+        self._front = self._fittest = None
         self.own_seconds = 0.0  # advance's own steps (scoring, proposing, staging; not lent)
         # (a perf_counter time: a round's calibrations on an executor not run by then are given
         # up, recorded failed: the search's time budget and LATE seconds; None: wait for them)
@@ -197,12 +200,16 @@ class _Rounds:
         name, recorded, seen = getattr(prop, "name", "custom"), self.recorded, state.seen
         # (likelihood programs' literals are constants, never fitted)
         simplify = task.objective == "mse" and not getattr(prop, "canonical", False)
+        # (each record a copy of one made for the round: a dict's copy is half its display's
+        # cost; its fields in the records' order)
+        blank = {"id": None, "proposer": name, "proposed": None, "model": None,
+                 "status": "invalid", "params": None, "train_error": math.inf,
+                 "heldout_error": math.inf, "r2": None, "size": None, "skeleton": None,
+                 "error": None}
         for src in srcs:
             rid = self.next_id
-            rec = {"id": rid, "proposer": name, "proposed": src, "model": None,
-                   "status": "invalid", "params": {}, "train_error": math.inf,
-                   "heldout_error": math.inf, "r2": None, "size": None, "skeleton": None,
-                   "error": None}
+            rec = blank.copy()
+            rec["id"], rec["proposed"], rec["params"] = rid, src, {}
             self.next_id += self.id_step
             records.append(rec)
             old = recorded.get(rid) if recorded else None
@@ -292,41 +299,57 @@ class _Rounds:
     def finish(self, b):
         """Score the calibrated batch and fold its records into the front and population."""
         task, state, scorer = self.task, self.state, self.scorer
+        # (a round's records are scored within microseconds: one time for them all)
+        fit_seconds, stamp = round(b.fit_each, 6), round(time.perf_counter() - self.t0, 4)
         for (prog, _), rec, p, after in zip(b.items, b.slots, b.fitted, b.after):
-            rec["fit_seconds"] = round(b.fit_each, 6)
-            why, scores = scorer.assess(prog, p, after) if isinstance(p, dict) else (None, None)
-            if why is not None:
-                rec.update(status="failed", params=p, error=why)
-            elif isinstance(p, dict):
-                tr, ho, r2 = scores
-                rec.update(status="ok", params=p, train_error=tr, heldout_error=ho, r2=r2)
-            else:
+            rec["fit_seconds"] = fit_seconds
+            rec["time"] = stamp
+            if not isinstance(p, dict):
                 rec["status"] = "failed"
                 rec["error"] = _first_line(p)
-            rec["time"] = round(time.perf_counter() - self.t0, 4)
-            if self.first_good is None and _good(task, rec):
-                self.first_good = rec
+                continue
+            why, scores = scorer.assess(prog, p, after)
+            rec["params"] = p
+            if why is not None:
+                rec["status"] = "failed"
+                rec["error"] = why
+            else:
+                rec["status"] = "ok"
+                rec["train_error"], rec["heldout_error"], rec["r2"] = scores
+                if self.first_good is None and _good(task, rec):
+                    self.first_good = rec
         for (old, prog, names, rid), done in zip(b.refits, b.refitted or []):
             if done is None:  # replayed: as recorded, or run now if the record was never written
                 again = self.recorded.get(rid)
                 done = ((_recorded_fit(again), None) if again is not None
                         else self._refit(old, prog, names))
             b.records.append(self.refit_record(old, prog, rid, *done))
-        stamp = round(time.perf_counter() - self.t0, 4)
+        recorded = self.recorded
         for rec in b.records:
             rec.setdefault("time", stamp)
-            old = self.recorded.get(rec["id"])
+            old = recorded.get(rec["id"]) if recorded else None
             if old is not None:  # read back from an earlier session: it must score the same
                 _same_outcome(old, rec)
                 rec["time"] = old.get("time", rec["time"])
                 if "fit_seconds" in old:
                     rec["fit_seconds"] = old["fit_seconds"]
-        ok = [r for r in b.records if r["status"] == "ok"]
-        self.front = pareto_front(self.front + ok)
-        pool = state.population + [r for r in ok if math.isfinite(r["heldout_error"])]
-        state.population = _fittest(pool)
-        state.front = self.front
+        ok = [r for r in b.records if r["status"] == "ok" and math.isfinite(r["heldout_error"])]
+        front = self._front
+        if front is None or front.records is not self.front:
+            front = self._front = Front(self.front)
+        front.add(ok)
+        self.front = state.front = front.records
+        self.fittest().add(ok)
         b.finished = True
+
+    def fittest(self):
+        """The population (``state.population``) as a ``_Fittest`` that folds new records in:
+        the one kept from the last round unless the population was set since."""
+        state, kept = self.state, self._fittest
+        if kept is None or kept.records is not state.population:
+            kept = self._fittest = _Fittest(state.population)
+            state.population = kept.records
+        return kept
 
     def refit_record(self, old, prog, rid, p, after=None):
         """The record ``rid`` of a refit of ``old`` (proposer "refit") to params ``p`` (or the
@@ -385,5 +408,48 @@ def _fittest(pool):
             if len(out) == _POPULATION:
                 break
     return out
+
+
+class _Fittest:
+    """A population as ``_fittest`` leaves it (in its order), with each member's ``fitness``
+    and its model's, that ``add`` updates in place: a round's few new records folded in one at
+    a time (each placed after the members as fit, and kept when its model's member, if any, is
+    less fit; the least fit member dropped past _POPULATION: ``_fittest`` of the union, as
+    sorting it again would give), without reading the other members again."""
+
+    __slots__ = ("keys", "models", "ordered", "records")
+
+    def __init__(self, population=()):
+        self.records = list(population)
+        self.keys = [fitness(r) for r in self.records]
+        self.models = {r["model"]: k for r, k in zip(self.records, self.keys)}
+        self.ordered = not any(map(math.isnan, self.keys))  # (no NaN: each key has its place)
+
+    def add(self, records):
+        """Fold ``records`` in: ``self.records`` is then ``_fittest(records before + these)``."""
+        out, keys, models = self.records, self.keys, self.models
+        new = [fitness(r) for r in records]
+        if not self.ordered or any(map(math.isnan, new)):  # (NaN: sorted's place of it is
+            self.__init__(_fittest(out + list(records)))  # no bisection's: rank them all)
+            return
+        for k, r in zip(new, records):
+            model = r["model"]
+            held = models.get(model)
+            if held is not None:
+                if held <= k:
+                    continue  # (its model's member is as fit, and comes first)
+                j = bisect.bisect_left(keys, held)
+                while out[j]["model"] != model:  # (among the members as fit as it)
+                    j += 1
+                del out[j], keys[j]
+            i = bisect.bisect_right(keys, k)
+            if i >= _POPULATION:
+                continue
+            out.insert(i, r)
+            keys.insert(i, k)
+            models[model] = k
+            if len(out) > _POPULATION:
+                del models[out.pop()["model"]]
+                keys.pop()
 
 

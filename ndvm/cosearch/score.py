@@ -322,11 +322,17 @@ class _Calibration:
 
     def __init__(self, scorer, items, recorded=None, deadline=None):
         self.scorer, self.items, self.recorded = scorer, items, recorded
-        self.todo = [i for i, (_, ps) in enumerate(items) if ps]
         # (the items without parameters: evaluated at the joint points in the batch's native
         # call, as the fitted ones are after their fits, not on this thread by ``assess``)
-        self.bare = [] if scorer.after is None else [i for i, (_, ps) in enumerate(items)
-                                                     if not ps]
+        self.todo, self.bare, progs, bare = [], [], [], []
+        evaluated = scorer.after is not None
+        for i, (prog, ps) in enumerate(items):  # (one pass: a round's Python runs cold)
+            if ps:
+                self.todo.append(i)
+                progs.append(prog)
+            elif evaluated:
+                self.bare.append(i)
+                bare.append(prog)
         self.fits = None
         if scorer.task.objective == "nll" or not (self.todo or self.bare):
             return
@@ -347,10 +353,7 @@ class _Calibration:
                 where["per_candidate"] = [{"init": {n: next(rows) for n in ns}}
                                           for ns in names]
         if recorded is None:
-            self.fits = scorer.fitting().begin([items[i][0] for i in self.todo],
-                                               deadline=deadline,
-                                               evaluated=[items[i][0] for i in self.bare],
-                                               **where)
+            self.fits = scorer.fitting().begin(progs, deadline=deadline, evaluated=bare, **where)
 
     def drain(self, limit=None):
         """Lend the calling thread to the calibrations until none is left to start (or ``limit``
