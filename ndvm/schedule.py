@@ -251,8 +251,25 @@ def died_each_time(h, exc):
 
 def lost_worker(exc):
     """Whether ``exc`` says the worker running a task died (the task itself did not fail)."""
-    return isinstance(exc, BrokenProcessPool) or type(exc).__name__ in ("KilledWorker",
-                                                                        "CommClosedError")
+    return (isinstance(exc, BrokenProcessPool)
+            or type(exc).__name__ in ("KilledWorker", "CommClosedError") or _lost_outcome(exc))
+
+
+def _lost_outcome(exc):
+    """Whether ``exc`` is the failure Dask's concurrent.futures executor gives a task whose
+    outcome the cluster lost after the task had finished (a worker removed as the cluster
+    closes): its wrapper then reads the task's value as an error triple and fails the future
+    with the TypeError or ValueError of unpacking it, raised in its own ``_cascade_future`` (a
+    task's own error comes with the task's traceback: raised in the task's code). The task did
+    not fail: it is lost, as a dead worker's is (run again; on a cluster that is gone the new
+    submission says so)."""
+    tb = exc.__traceback__ if type(exc) in (TypeError, ValueError) else None
+    if tb is None:
+        return False
+    while tb.tb_next is not None:  # (the innermost frame: where it was raised)
+        tb = tb.tb_next
+    code = tb.tb_frame.f_code
+    return code.co_name == "_cascade_future" and "distributed" in code.co_filename
 
 
 class Handle:
@@ -449,8 +466,10 @@ class Scheduler:
                 raise
             ex = self._renew(ex, h.where)
             h.future = ex.submit(h.fn, *h.args, **options)
-        except RuntimeError as e:  # (shut down, or a Dask client that lost its scheduler)
-            if self._renew is not None or isinstance(e, ExecutorLost):
+        except Exception as e:  # (shut down, or a Dask client that lost its scheduler: a
+            # RuntimeError, or the client's own ClosedClientError, which is no RuntimeError)
+            if (self._renew is not None or isinstance(e, ExecutorLost)
+                    or not (isinstance(e, RuntimeError) or type(e).__name__ == "ClosedClientError")):
                 raise
             raise ExecutorLost(self.lost_message(
                 f"refused new work ({type(e).__name__}: {e})")) from e

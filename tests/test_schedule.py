@@ -329,3 +329,83 @@ def test_work_the_executor_cancels_or_refuses_raises_executor_lost():
     with pytest.raises(schedule.ExecutorLost, match=r"the executor refused new work "
                        r"\(RuntimeError: cannot schedule new futures after shutdown\)"):
         Scheduler.on(done).submit(abs, -1)
+
+
+def _outcome_lost_by_dask(value):
+    """The future Dask's concurrent.futures executor (distributed.cfexecutor) fails when its
+    task finished with ``value`` and the cluster then lost the outcome (its status no longer
+    "finished": a worker removed as the cluster closes): with the exception of unpacking the
+    value as an error triple, made by that wrapper's own code."""
+    import asyncio
+
+    cfexecutor = pytest.importorskip("distributed.cfexecutor")
+
+    class Lost:  # (a Dask future whose task finished, then was lost with its worker)
+        status = "lost"
+
+        async def _result(self, raiseit=False):
+            return value
+
+    f = Future()
+
+    async def cascade():
+        await cfexecutor._cascade_future(Lost(), f)
+
+    asyncio.run(cascade())
+    return f
+
+
+class ClosedClientError(Exception):
+    """Named as Dask's: the client's scheduler is gone (not a RuntimeError)."""
+
+
+def test_a_task_whose_outcome_dask_lost_runs_again_and_a_closed_cluster_is_lost():
+    """A Dask cluster closed mid-search: a finished task's outcome lost with its worker failed
+    its future with a TypeError made by Dask's executor wrapper, and the search raised it (CI,
+    test_parallel's closed scheduler, once). Such a task is lost, not failed: it runs again,
+    and a cluster that is gone refuses it, its ClosedClientError (no RuntimeError) taken for
+    ExecutorLost; a task's own TypeError is still its own."""
+    for value, kind in ((object(), TypeError), ("the value", ValueError)):  # (a value's shape)
+        lost = _outcome_lost_by_dask(value).exception()
+        assert type(lost) is kind and schedule.lost_worker(lost)
+    try:
+        len(None)
+    except TypeError as e:  # (a task's own, raised in its code)
+        assert not schedule.lost_worker(e)
+    assert not schedule.lost_worker(TypeError("no traceback"))
+
+    class Closing(Executor):  # the lost outcome first; then the client is closed
+        def __init__(self):
+            self.calls = 0
+
+        def submit(self, fn, *args, **options):
+            self.calls += 1
+            if self.calls == 1:
+                return _outcome_lost_by_dask(object())
+            raise ClosedClientError("Client is closed. Can't send update-graph message.")
+
+    ex = Closing()
+    h = Scheduler(lambda _: ex, 1, client=object()).submit(pow, 2, 3)
+    with pytest.raises(schedule.ExecutorLost, match="refused new work .*ClosedClientError"):
+        h.result()
+    assert ex.calls == 2 and len(h.lost) == 1
+    ex = Losing(0, error=ClosedClientError)  # (a task raising its own is not a lost cluster)
+    h = Scheduler(lambda _: ex, 1).submit(pow, 2, 3)
+    assert h.result() == 8
+
+
+def test_a_real_closed_dask_client_refuses_work_as_executor_lost():
+    distributed = pytest.importorskip("distributed")
+    cluster = distributed.LocalCluster(n_workers=1, threads_per_worker=1, processes=False,
+                                       dashboard_address=None)
+    client = distributed.Client(cluster)
+    try:
+        sched = Scheduler.on(client.get_executor())
+        cluster.close()
+        end = time.monotonic() + 30
+        while client.status == "running" and time.monotonic() < end:
+            time.sleep(0.01)
+        with pytest.raises(schedule.ExecutorLost, match="refused new work"):
+            sched.submit(pow, 2, 3)
+    finally:
+        client.close()
