@@ -373,10 +373,11 @@ cdef list _bcdf(object p):
     return cdf
 
 
-cdef Py_ssize_t _bbisect(list cdf, double u, Py_ssize_t n_items) except -1:
-    # bisect_right(cdf, u), step for step (the same index on any list), checked against the
-    # number of items it indexes (Python's IndexError past the end)
-    cdef Py_ssize_t lo = 0, hi = len(cdf), mid
+cdef Py_ssize_t _bbisect(const double* cdf, Py_ssize_t n_cdf, double u,
+                         Py_ssize_t n_items) except -1:
+    # bisect_right(cdf[:n_cdf], u), step for step (the same index as on the list), checked
+    # against the number of items it indexes (Python's IndexError past the end)
+    cdef Py_ssize_t lo = 0, hi = n_cdf, mid
     while lo < hi:
         mid = (lo + hi) // 2
         if u < cdf[mid]:
@@ -403,8 +404,8 @@ def breed_choice(rng, items, p):
     """``rng.choice(items, p=p)`` for one draw: numpy draws one uniform and takes the first entry
     of the normalized cumulative ``p`` above it, and so does this."""
     cdef Draws d = _bdraws(rng)
-    cdef list cdf = _bcdf(p)
-    return items[_bbisect(cdf, d._random(), len(items))]
+    cdef vector[double] cdf = _bcdf(p)
+    return items[_bbisect(cdf.data(), cdf.size(), d._random(), len(items))]
 
 
 cdef class Breeder:
@@ -611,17 +612,7 @@ cdef class Breeder:
             for k in range(len(_KINDS)):
                 self.kinds_cdf[k] = cdf[k]
             self.kinds_ready = True
-        cdef double u = d._random()
-        cdef int lo = 0, hi = len(_KINDS), mid
-        while lo < hi:  # (_bbisect's steps, on the C array)
-            mid = (lo + hi) // 2
-            if u < self.kinds_cdf[mid]:
-                hi = mid
-            else:
-                lo = mid + 1
-        if lo >= len(_KINDS):
-            raise IndexError("tuple index out of range")
-        return lo
+        return _bbisect(self.kinds_cdf, len(_KINDS), d._random(), len(_KINDS))
 
     cdef object _choices(self, object node):
         # the operators an operator mutation of the call ``node`` draws from (those that take its
@@ -790,8 +781,9 @@ def breed_parents(list front not None, list population not None, island, dict kn
     kept) of a round's parents, for ``Breeder.children``: the records of ``front`` and then of
     ``population`` whose ``proposed`` source is not in ``island``, each through its entry
     (record, Sites, error): ``known``'s for the record's ``id`` (or, without one, its
-    address) when it is that record's, else ``make(record)``'s. The entries kept are the next round's ``known`` (Mutate._parents: most
-    parents are again; one call a round, not a Python loop over its ~70 records)."""
+    address) when it is that record's, else ``make(record)``'s. The entries kept are the next
+    round's ``known`` (Mutate._parents: most parents are again; one call a round, not a Python
+    loop over its ~70 records)."""
     cdef list sites = [], errors = []
     # (sized for every record at once: not grown four times a round; keyed by the records' own
     # id ints, none made)

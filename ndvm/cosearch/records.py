@@ -48,24 +48,11 @@ def run_schema():
 
 def pareto_front(records):
     """The records not dominated in (held-out error, size), by increasing size (ties: the lower
-    id). Read in chunks, each folded into the front so far (the front of a union is the front of
-    its parts' fronts): a long search's records are never all held at once."""
-    front, chunk = [], []
-    for r in records:
-        if r.get("status") == "ok" and math.isfinite(r["heldout_error"]):
-            chunk.append(r)
-            if len(chunk) == 4096:
-                front, chunk = _front(front + chunk), []
-    return _front(front + chunk)
-
-
-def _front(ok):
-    front, best = [], math.inf
-    for r in sorted(ok, key=_place):
-        if r["heldout_error"] < best:
-            front.append(r)
-            best = r["heldout_error"]
-    return front
+    id): each folded into the front so far (``Front``), so a long search's records are never all
+    held at once."""
+    front = Front()
+    front.add(records)
+    return front.records
 
 
 def _place(r):
@@ -75,10 +62,9 @@ def _place(r):
 
 class Front:
     """A Pareto front (``pareto_front``'s, in its order) with each member's ``_place``, that
-    ``add`` updates in place: a round's few new records folded in one at a time (each kept
-    when every member before it has a higher error, and the members after it that it then
-    dominates dropped: the front of the union, as ``pareto_front`` of it would be), without
-    reading its other members again."""
+    ``add`` updates in place: new records folded in one at a time (each kept when every member
+    before it has a higher error, and the members after it that it then dominates dropped: the
+    front of the union), without reading its other members again."""
 
     __slots__ = ("places", "records")
 
@@ -91,8 +77,10 @@ class Front:
         front); ``self.records`` is then ``pareto_front(records before + these)``."""
         front, places = self.records, self.places
         for r in records:
+            if r.get("status") != "ok":
+                continue
             ho = r["heldout_error"]
-            if r.get("status") != "ok" or not math.isfinite(ho):
+            if not math.isfinite(ho):
                 continue
             place = _place(r)
             i = bisect.bisect_right(places, place)
