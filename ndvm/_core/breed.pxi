@@ -255,6 +255,149 @@ def breed_replace_at(tree, path, new):
     return _breplace_at(tree, path, new)
 
 
+@cython.final
+cdef class _Form:
+    """A tree's Node form in one Simplifier (its ``uid``, valid while its n_resets is
+    ``resets``): the root's Node and, found when first asked, the Node at each of the tree's
+    rewrite positions (``spots``, the Sites' list). The operators build a child of these Nodes:
+    what it shares with its parent is its parent's Nodes, not copied or converted."""
+
+    cdef SNode* root
+    cdef vector[SNode*] at  # spots[k]'s Node, NULL until asked
+    cdef list spots
+    cdef Py_ssize_t uid, resets
+
+    cdef SNode* spot(self, Py_ssize_t k) except NULL:
+        cdef SNode* n = self.at[k]
+        if n != NULL:
+            return n
+        n = _nat(self.root, (<tuple>self.spots[k])[0], NULL)
+        self.at[k] = n
+        return n
+
+
+cdef _Form _bform(Simplifier s, SNode* root, list spots):
+    cdef _Form f = _Form.__new__(_Form)
+    f.root = root
+    f.at.assign(len(spots), NULL)
+    f.spots = spots
+    f.uid = s.uid
+    f.resets = s.n_resets
+    return f
+
+
+cdef SNode* _nat(SNode* t, tuple path, vector[SNode*]* above) except NULL:
+    # the Node at ``path`` (a tuple of indices) below ``t``; ``above``, unless NULL, gets the
+    # lists on the way (t first)
+    cdef Py_ssize_t k, i
+    for k in range(PyTuple_GET_SIZE(path)):
+        i = <object>PyTuple_GET_ITEM(path, k)
+        if node_kind(t) != 4 or not 0 <= i < <Py_ssize_t>t.items.size():
+            raise IndexError(f"no position {path!r} in the tree")
+        if above != NULL:
+            above.push_back(t)
+        t = t.items[i]
+    return t
+
+
+cdef SNode* _nreplace(Simplifier s, SNode* tree, tuple path, SNode* new) except NULL:
+    # ``_breplace_at`` of Nodes: a new list for each list on ``path`` (bottom up), the rest the
+    # tree's own Nodes
+    cdef vector[SNode*] above
+    cdef vector[SNode*] items
+    _nat(tree, path, &above)
+    cdef Py_ssize_t k, j, m
+    cdef SNode* t
+    for k in range(<Py_ssize_t>above.size() - 1, -1, -1):
+        t = above[k]
+        m = t.items.size()
+        items.resize(m)
+        for j in range(m):
+            items[j] = t.items[j]
+        items[<Py_ssize_t>(<object>PyTuple_GET_ITEM(path, k))] = new
+        new = s.c.list(items.data(), m)
+    return new
+
+
+cdef inline SNode* _nlist2(Simplifier s, SNode* a, SNode* b) except NULL:
+    cdef SNode* items[2]
+    items[0], items[1] = a, b
+    return s.c.list(items, 2)
+
+
+cdef inline SNode* _nlist3(Simplifier s, SNode* a, SNode* b, SNode* c) except NULL:
+    cdef SNode* items[3]
+    items[0], items[1], items[2] = a, b, c
+    return s.c.list(items, 3)
+
+
+cdef bint _nrefs(SNode* t, SNode* name, int depth) except -1:
+    # does the Node tree mention the symbol whose Node is ``name``? (one Node per name)
+    cdef size_t j
+    if node_kind(t) == 4:
+        _bdeeper(depth)
+        for j in range(t.items.size()):
+            if _nrefs(t.items[j], name, depth + 1):
+                return True
+        return False
+    return t == name
+
+
+ctypedef unordered_map[uintptr_t, PyObject*] _Back  # a Node -> the Python object it is
+
+
+cdef SNode* _bnode(Simplifier s, object tree, _Back* back) except NULL:
+    # ``tree``'s Node in ``s`` (the public operators'), each of its Nodes noted in ``back`` with
+    # the object it is: a child made of them shares the tree's own lists and atoms. An atom the
+    # core does not take (an object, an integer past 64 bits) is a symbol of its own, a name no
+    # program has: the operators pass such atoms through, as the Python operators did.
+    cdef SNode* n
+    s.busy += 1
+    try:
+        n = _bconvert(s, tree, back, 0)
+    finally:
+        s.busy -= 1
+    return n
+
+
+cdef SNode* _bconvert(Simplifier s, object t, _Back* back, int depth) except NULL:
+    cdef vector[SNode*] items
+    cdef SNode* n
+    if isinstance(t, list):
+        _bdeeper(depth)
+        for x in t:
+            items.push_back(_bconvert(s, x, back, depth + 1))
+        n = s.c.list(items.data(), items.size())
+    else:
+        try:
+            n = s._convert(t, 0, NULL)  # (an atom: no recursion)
+        except (TypeError, OverflowError):
+            n = s.c.sym(f"\0{id(t)}".encode("utf-8"))
+    deref(back)[<uintptr_t>n] = <PyObject*>t
+    return n
+
+
+cdef object _bpython(Simplifier s, SNode* n, _Back* back, char* limit):
+    # the Python tree of a child made by the public operators: the Nodes ``back`` notes are the
+    # objects they are (a child shares its parent's lists off the rewritten path), the others
+    # new (lists tracked by the collector: the caller's to change)
+    cdef size_t j, m
+    cdef _Back.iterator found = back.find(<uintptr_t>n)
+    if found != back.end():
+        return <object>deref(found).second
+    if node_kind(n) != 4:
+        return s._tree(n, limit)
+    if _below_limit(limit):
+        raise RecursionError(_STACK_EXHAUSTED)
+    m = n.items.size()
+    out = PyList_New(m)
+    for j in range(m):
+        x = _bpython(s, n.items[j], back, limit)
+        Py_INCREF(x)
+        PyList_SET_ITEM(out, j, x)
+    return out
+
+
 cdef class Sites:
     """A tree's rewrite positions (``positions``) and its literal and operator positions, listed
     once: a parent in the search is mutated many times. The tree must not change afterwards."""
@@ -267,6 +410,7 @@ cdef class Sites:
     cdef list _inner
     cdef dict _operators
     cdef dict _names
+    cdef _Form form  # its Node form in the last Simplifier that bred from it (``_form_in``)
 
     def __init__(self, tree):
         self.tree = tree
@@ -338,6 +482,14 @@ cdef class Sites:
         if tree is self.tree:
             return self.nodes[k]
         return _bget_at(tree, (<tuple>self.spots[k])[0])
+
+    cdef _Form _form_in(self, Simplifier s, bint hold):
+        # the tree's Node form in ``s`` (Breeder.children's canonical form), converted once
+        # until ``s``'s next reset; ``hold``: ``s`` holds the tree too (Simplifier._parent_node)
+        cdef _Form f = self.form
+        if f is None or f.uid != s.uid or f.resets != s.n_resets:
+            f = self.form = _bform(s, s._parent_node(self.tree, hold), self.spots)
+        return f
 
 
 cdef Sites _bsites(object tree, object sites):
@@ -424,6 +576,7 @@ cdef class Breeder:
     cdef bint kinds_ready     # Python read them)
     cdef dict choices  # (operator, length of the call) -> _choices's answer
     cdef readonly Py_ssize_t n_tries  # children bred by ``children``, kept or not (a measure)
+    cdef object scratch  # the public operators' Simplifier (``_scratch``)
 
     def __init__(self, g):
         self.grammar = g
@@ -449,125 +602,205 @@ cdef class Breeder:
         self.kinds_ready = False
         self.choices = {}
 
+    # -- the Nodes the operators build (a child is built in the Simplifier ``s`` as Nodes, of
+    # its parents' Nodes, _Form; the public operators convert at their boundary) --
+
+    cdef Simplifier _scratch(self):
+        # the Simplifier the public operators build in (the search's children are built in its
+        # canonical form's): reset between calls when its memo outgrows the core's limits
+        if self.scratch is None:
+            self.scratch = Simplifier((), ValueError)
+        cdef Simplifier s = <Simplifier>self.scratch
+        s._reset_if_due()
+        return s
+
+    cdef SNode* _sym(self, Simplifier s, object name) except NULL:
+        # (the grammar's names are str; any other atom as the core converts it)
+        if type(name) is str:
+            return s._symbol(<str>name)
+        return s._convert(name, 0, native_stack_limit())
+
     # -- terminals --
 
-    cdef object _constant(self, Draws d):
+    cdef SNode* _constant(self, Draws d, Simplifier s) except NULL:
         if d._random() < 0.5:
-            return float(self.constants[d._below(len(self.constants))])
-        return python_round(uniform(d.bg, -3.0, 3.0), 2)
+            return s.c.real(float(self.constants[d._below(len(self.constants))]))
+        return s.c.real(python_round(uniform(d.bg, -3.0, 3.0), 2))
 
-    cdef object _leaf(self, Draws d, object scope):
+    cdef SNode* _leaf(self, Draws d, Simplifier s, object scope) except NULL:
         cdef double r = d._random()
         if r < 0.5:
-            return self.params[d._below(len(self.params))]
+            return self._sym(s, self.params[d._below(len(self.params))])
         if r < 0.88:
             if not scope:
-                return self.inputs[d._below(len(self.inputs))]
+                return self._sym(s, self.inputs[d._below(len(self.inputs))])
             names = list(self.inputs) + sorted(scope)
-            return names[d._below(len(names))]
-        return self._constant(d)
+            return self._sym(s, names[d._below(len(names))])
+        return self._constant(d, s)
 
     # -- grow --
 
-    cdef object _grow(self, Draws d, long depth, object scope, bint in_loop, int level):
+    cdef SNode* _grow(self, Draws d, Simplifier s, long depth, object scope, bint in_loop,
+                      int level) except NULL:
         cdef double r
+        cdef SNode* items[3]
+        cdef SNode* four[4]
+        cdef SNode* init
+        cdef SNode* update
+        cdef SNode* value
+        cdef SNode* body
+        cdef SNode* sn
+        cdef SNode* kn
         _bdeeper(level)
         if depth <= 0 or d._random() < 0.25:
-            return self._leaf(d, scope)
+            return self._leaf(d, s, scope)
         r = d._random()
         if self.loop and not in_loop and depth >= 3 and r < 0.1:
             n = int(d.integers(self.lo, self.hi + 1))
-            init = self._grow(d, depth - 2, scope, True, level + 1)
-            update = self._grow(d, depth - 1, scope | _S, True, level + 1)
-            if not _brefs(update, _S, 0):
-                update = ["+", "s", update] if d._random() < 0.5 else ["*", "s", update]
-            return ["loop", [["s", init], ["k", 0]], ["if", ["=", "k", n], "s",
-                                                      ["recur", update, ["+", "k", 1]]]]
+            init = self._grow(d, s, depth - 2, scope, True, level + 1)
+            update = self._grow(d, s, depth - 1, scope | _S, True, level + 1)
+            sn = s._symbol("s")
+            if not _nrefs(update, sn, 0):
+                update = _nlist3(s, s._symbol("+" if d._random() < 0.5 else "*"), sn, update)
+            # (loop ((s init) (k 0)) (if (= k n) s (recur update (+ k 1))))
+            kn = s._symbol("k")
+            items[0] = _nlist2(s, sn, init)
+            items[1] = _nlist2(s, kn, s.c.integer(0))
+            items[2] = s.c.list(items, 2)  # (the bindings)
+            items[0] = _nlist3(s, s._symbol("recur"), update,
+                               _nlist3(s, s._symbol("+"), kn, s.c.integer(1)))
+            items[1] = _nlist3(s, s._symbol("="), kn, s.c.integer(n))
+            four[0], four[1], four[2], four[3] = s._symbol("if"), items[1], sn, items[0]
+            return _nlist3(s, s._symbol("loop"), items[2], s.c.list(four, 4))
         if self.let and depth >= 2 and r < 0.17:
             var = f"u{len(scope)}"
-            value = self._grow(d, depth - 1, scope, in_loop, level + 1)
-            body = self._grow(d, depth - 1, scope | {var}, in_loop, level + 1)
-            return ["let", [[var, value]], body]
+            value = self._grow(d, s, depth - 1, scope, in_loop, level + 1)
+            body = self._grow(d, s, depth - 1, scope | {var}, in_loop, level + 1)
+            items[0] = _nlist2(s, self._sym(s, var), value)
+            return _nlist3(s, s._symbol("let"), s.c.list(items, 1), body)
         if r < 0.45:
-            op = self.unary[d._below(len(self.unary))]
-            return [op, self._grow(d, depth - 1, scope, in_loop, level + 1)]
-        op = self.binary[d._below(len(self.binary))]
-        left = self._grow(d, depth - 1, scope, in_loop, level + 1)
-        right = self._grow(d, depth - 1, scope, in_loop, level + 1)
-        return [op, left, right]
+            items[0] = self._sym(s, self.unary[d._below(len(self.unary))])
+            return _nlist2(s, items[0], self._grow(d, s, depth - 1, scope, in_loop, level + 1))
+        items[0] = self._sym(s, self.binary[d._below(len(self.binary))])
+        items[1] = self._grow(d, s, depth - 1, scope, in_loop, level + 1)
+        items[2] = self._grow(d, s, depth - 1, scope, in_loop, level + 1)
+        return s.c.list(items, 3)
 
     def grow(self, rng, depth=None, scope=frozenset(), in_loop=False):
         """A random expression of at most ``depth`` levels over the grammar."""
         cdef long dp = self.max_depth if depth is None else depth
-        return self._grow(_bdraws(rng), dp, scope, in_loop, 0)
+        cdef Draws d = _bdraws(rng)
+        cdef Simplifier s = self._scratch()
+        cdef _Back back
+        s.busy += 1
+        try:
+            return _bpython(s, self._grow(d, s, dp, scope, in_loop, 0), &back,
+                            native_stack_limit())
+        finally:
+            s.busy -= 1
 
     # -- shifts --
 
-    cdef object _shift_inputs(self, object t, int depth):
-        if isinstance(t, list):
+    cdef SNode* _shift_inputs(self, Simplifier s, SNode* t, int depth) except NULL:
+        # (every list new, as the Python operator copied them)
+        cdef size_t j, m
+        cdef vector[SNode*] items
+        if node_kind(t) == 4:
             _bdeeper(depth)
-            return [self._shift_inputs(x, depth + 1) for x in <list>t]
-        if isinstance(t, str) and t in self.input_set:
-            if not self.params:
-                raise IndexError("tuple index out of range")
-            return ["+", self.params[0], t]
+            m = t.items.size()
+            items.resize(m)
+            for j in range(m):
+                items[j] = self._shift_inputs(s, t.items[j], depth + 1)
+            return s.c.list(items.data(), m)
+        if node_kind(t) == 0:
+            for x in self.inputs:
+                if self._sym(s, x) == t:
+                    if not self.params:
+                        raise IndexError("tuple index out of range")
+                    return _nlist3(s, s._symbol("+"), self._sym(s, self.params[0]), t)
         return t
 
     def shift_inputs(self, t):
         """``t`` with every input x in it written (+ p x), p the first parameter."""
-        return self._shift_inputs(t, 0)
+        cdef Simplifier s = self._scratch()
+        cdef _Back back
+        cdef SNode* n
+        s.busy += 1
+        try:
+            n = self._shift_inputs(s, _bnode(s, t, &back), 0)
+            return _bpython(s, n, &back, native_stack_limit())
+        finally:
+            s.busy -= 1
 
-    cdef object _shifted(self, Draws d, object x):
+    cdef SNode* _shifted(self, Draws d, Simplifier s, object x, SNode* xn) except NULL:
+        # (``x``: the input, ``xn`` its Node)
         p = self.params[d._below(len(self.params))]
         cdef double r = d._random()
         others = [y for y in self.inputs if y != x]
         if others and r < 0.2:
             y = others[d._below(len(others))]
-            return ["/" if self.has_div and d._random() < 0.5 else "*", x, y]
+            return _nlist3(s, s._symbol("/" if self.has_div and d._random() < 0.5 else "*"), xn,
+                           self._sym(s, y))
         if r < 0.5:
-            return ["+", p, x]
+            return _nlist3(s, s._symbol("+"), self._sym(s, p), xn)
         if r < 0.75 or not self.has_square:
-            return ["*", p, x]
-        return ["square", ["+", p, x]]
+            return _nlist3(s, s._symbol("*"), self._sym(s, p), xn)
+        return _nlist2(s, s._symbol("square"), _nlist3(s, s._symbol("+"), self._sym(s, p), xn))
 
     def shifted(self, rng, x):
         """A parameterized change of the input ``x`` (grammar.shifted)."""
-        return self._shifted(_bdraws(rng), x)
+        cdef Draws d = _bdraws(rng)
+        cdef Simplifier s = self._scratch()
+        cdef _Back back
+        cdef SNode* n
+        s.busy += 1
+        try:
+            n = self._shifted(d, s, x, _bnode(s, x, &back))
+            return _bpython(s, n, &back, native_stack_limit())
+        finally:
+            s.busy -= 1
 
     # -- mutate --
 
-    cdef object _mutate(self, Draws d, object tree, Sites sites):
-        # (a position drawn as its index k in ``spots``: its subtree is listed by ``sites``)
+    cdef SNode* _mutate(self, Draws d, Simplifier s, object tree, Sites sites,
+                        _Form f) except NULL:
+        # (a position drawn as its index k in ``spots``: its subtree is listed by ``sites``,
+        # its Node by ``f``; what the operator tests it reads of the Python tree)
         cdef list spots = sites.spots, ks
         cdef double r
-        cdef Py_ssize_t k
+        cdef Py_ssize_t k, j, m
+        cdef SNode* term
+        cdef SNode* part
+        cdef SNode* at
+        cdef vector[SNode*] items
         cdef int kind = self._kind(d)
         if kind == _EXTEND:  # add, multiply or divide in a small new term
             if d._random() < 0.5:
-                term = self._grow(d, 1 + d._below(2), _NO_NAMES, False, 0)
+                term = self._grow(d, s, 1 + d._below(2), _NO_NAMES, False, 0)
             else:
                 k = 0 if d._random() < 0.5 else d._below(len(spots))
-                part = sites.node(tree, k)
+                part = f.spot(k)
                 if (<tuple>spots[k])[1]:
-                    part = self._grow(d, 1, _NO_NAMES, False, 0)
+                    part = self._grow(d, s, 1, _NO_NAMES, False, 0)
                 elif d._random() < 0.5:
-                    part = self._shift_inputs(part, 0)
-                term = [self.unary[d._below(len(self.unary))], part]
+                    part = self._shift_inputs(s, part, 0)
+                term = _nlist2(s, self._sym(s, self.unary[d._below(len(self.unary))]), part)
             if d._random() < 0.5:
-                term = ["*", self.params[d._below(len(self.params))], term]
+                term = _nlist3(s, s._symbol("*"),
+                               self._sym(s, self.params[d._below(len(self.params))]), term)
             r = d._random()
             op = "+" if r < 0.5 else "*" if r < 0.85 or not self.has_div else "/"
-            return [op, tree, term]
+            return _nlist3(s, s._symbol(op), f.root, term)
         if kind == _SHIFT:  # an input becomes a fitted shift or scale of it, or its square
             ks = sites.names_at(self.input_set)
             if ks and d._random() < 0.3:  # every input in one part of the model, shifted
                 k = d._below(len(spots))
-                return _breplace_at(tree, (<tuple>spots[k])[0],
-                                    self._shift_inputs(sites.node(tree, k), 0))
+                return _nreplace(s, f.root, (<tuple>spots[k])[0],
+                                 self._shift_inputs(s, f.spot(k), 0))
             if ks:
                 k = ks[d._below(len(ks))]
-                return _breplace_at(tree, (<tuple>spots[k])[0],
-                                    self._shifted(d, sites.node(tree, k)))
+                return _nreplace(s, f.root, (<tuple>spots[k])[0],
+                                 self._shifted(d, s, sites.node(tree, k), f.spot(k)))
             kind = _SUBTREE
         if kind == _CONSTANT:
             ks = sites.numbers_at()
@@ -576,33 +809,39 @@ cdef class Breeder:
                 c = sites.node(tree, k)
                 r = d._random()
                 if r < 0.3:
-                    new = self.params[d._below(len(self.params))]
+                    at = self._sym(s, self.params[d._below(len(self.params))])
                 elif r < 0.7:  # (Python's arithmetic and math.exp: the rare path, as it was)
-                    new = python_round(c * float(math.exp(0.4 * d.rng.standard_normal())), 4)
+                    at = s.c.real(python_round(
+                        c * float(math.exp(0.4 * d.rng.standard_normal())), 4))
                 else:
-                    new = python_round(c + float(d.rng.normal(0, 0.5)), 4)
-                return _breplace_at(tree, (<tuple>spots[k])[0], new)
+                    at = s.c.real(python_round(c + float(d.rng.normal(0, 0.5)), 4))
+                return _nreplace(s, f.root, (<tuple>spots[k])[0], at)
             kind = _SUBTREE
         if kind == _OPERATOR:
             ks = sites.operators_at(self.op_set)
             if ks:
                 k = ks[d._below(len(ks))]
-                node = sites.node(tree, k)
-                choices = self._choices(node)
-                if choices is not None:
-                    return _breplace_at(tree, (<tuple>spots[k])[0],
-                                        [choices[d._below(len(choices))]] + node[1:])
+                choices = self._choices(sites.node(tree, k))
+                if choices is not None:  # ([new op] + node[1:])
+                    part = f.spot(k)
+                    m = part.items.size()
+                    items.resize(m)
+                    items[0] = self._sym(s, choices[d._below(len(choices))])
+                    for j in range(1, m):
+                        items[j] = part.items[j]
+                    return _nreplace(s, f.root, (<tuple>spots[k])[0],
+                                     s.c.list(items.data(), m))
             kind = _SUBTREE
         if kind == _HOIST:  # replace a node by one of its own subexpressions (simplifies)
             ks = sites.inner_at()
             if ks:
                 k = ks[d._below(len(ks))]
-                return sites.node(tree, k) if not (<tuple>spots[k])[1] else tree
+                return f.spot(k) if not (<tuple>spots[k])[1] else f.root
         spot = spots[d._below(len(spots))]
         path = spot[0]
         cdef long most = max(1, self.max_depth - len(path) // 2)
-        return _breplace_at(tree, path, self._grow(d, 1 + d._below(most), spot[1], spot[2],
-                                                  0))
+        return _nreplace(s, f.root, path,
+                         self._grow(d, s, 1 + d._below(most), spot[1], spot[2], 0))
 
     cdef int _kind(self, Draws d) except -1:
         # the kind of a mutation (an index in _KINDS), drawn from the grammar's rates
@@ -636,11 +875,21 @@ cdef class Breeder:
 
     def mutate(self, rng, tree, sites=None):
         """One random mutation of ``tree`` (grammar.mutate); ``sites``: its Sites, when kept."""
-        return self._mutate(_bdraws(rng), tree, _bsites(tree, sites))
+        cdef Draws d = _bdraws(rng)
+        cdef Sites st = _bsites(tree, sites)
+        cdef Simplifier s = self._scratch()
+        cdef _Back back
+        s.busy += 1
+        try:
+            f = _bform(s, _bnode(s, tree, &back), st.spots)
+            return _bpython(s, self._mutate(d, s, tree, st, f), &back, native_stack_limit())
+        finally:
+            s.busy -= 1
 
     # -- crossover --
 
-    cdef object _crossover(self, Draws d, object a, object b, Sites sites_a, Sites sites_b):
+    cdef SNode* _crossover(self, Draws d, Simplifier s, object a, object b, Sites sites_a,
+                           Sites sites_b, _Form fa, _Form fb) except NULL:
         cdef list spots = sites_a.spots
         cdef list donors = sites_b.spots
         cdef int attempt
@@ -657,15 +906,25 @@ cdef class Breeder:
                 # (the child's size: the parent's with one subtree traded for the piece)
                 if (sites_a._size() - _bsize(sites_a.node(a, i), 0) + _bsize(piece, 0)
                         <= self.max_size):
-                    return _breplace_at(a, path, piece)
-        return self._mutate(d, a, sites_a)
+                    return _nreplace(s, fa.root, path, fb.spot(j))
+        return self._mutate(d, s, a, sites_a, fa)
 
     def crossover(self, rng, a, b, sites_a=None, sites_b=None):
         """Insert a random subexpression of ``b`` at a random position of ``a`` where it is in
         scope (grammar.crossover); ``sites_a``, ``sites_b``: the trees' Sites, when kept."""
         cdef Sites sa = _bsites(a, sites_a)
         cdef Sites sb = _bsites(b, sites_b)
-        return self._crossover(_bdraws(rng), a, b, sa, sb)
+        cdef Draws d = _bdraws(rng)
+        cdef Simplifier s = self._scratch()
+        cdef _Back back
+        s.busy += 1
+        try:
+            fa = _bform(s, _bnode(s, a, &back), sa.spots)
+            fb = _bform(s, _bnode(s, b, &back), sb.spots)
+            return _bpython(s, self._crossover(d, s, a, b, sa, sb, fa, fb), &back,
+                            native_stack_limit())
+        finally:
+            s.busy -= 1
 
     # -- a round's children --
 
@@ -706,12 +965,15 @@ cdef class Breeder:
         canonical entry (``canonical.entry``: tree, source, size, skeleton) exists, is at most
         the grammar's max_size, is admitted (``admits(tree)``, when given) and its source is
         neither in ``made`` nor in ``seen``: its source is appended to ``out`` and ``made`` maps
-        it to the entry. Draws from ``rng`` as the search's Python loop did, draw for draw.
-        ``hold_parents``: each parent's tree is held by ``canonical`` (``Simplifier.hold``; again
-        after the core's resets) when it is drawn, so that its children's lists off the
-        rewritten path are met by identity, not converted: faster, for trees that never change
-        afterwards (the search's parents; a held list changed in place would keep its old
-        canonical form)."""
+        it to the entry (a sequence equal to ``canonical.entry``'s tuple, its tree made when it
+        is read: few kept children are ever read whole). Draws from ``rng`` as the search's
+        Python loop did, draw for draw. Each child is built in ``canonical`` as Nodes of its
+        parents' (Sites._form_in: each parent's tree converted once until the core's next
+        reset): no Python tree is made, converted or freed for a bred child.
+        ``hold_parents``: each parent's tree is held by ``canonical`` too (``Simplifier.hold``)
+        when it is converted, so that later trees sharing its lists meet them by identity: for
+        trees that never change afterwards (the search's parents; a held list changed in place
+        would keep its old canonical form)."""
         cdef Draws d = _bdraws(rng)
         cdef vector[double] errv
         _berrors(errors, n_front, tournament, errv)
@@ -719,51 +981,54 @@ cdef class Breeder:
         cdef Py_ssize_t tries, n_parents = len(parents)
         cdef double r
         cdef Sites a, b
+        cdef SNode* child
+        cdef _Made m
         if <Py_ssize_t>errv.size() != n_parents:
             raise ValueError(f"one error per parent: {n_parents} parents, {errv.size()} errors")
         for tries in range(n * 20):
             if len(out) >= n:
                 break
-            r = d._random()
-            # (a parent is held by the canonical form's Simplifier, again after its resets: its
-            # child's lists off the rewritten path are then met by identity, not converted)
-            if not n_parents or r < fresh:
-                if seeds and d._random() < 0.3:
-                    a = <Sites?>seeds[d._below(len(seeds))]
-                    if hold_parents:
-                        canonical._hold_parent(a.tree)
-                    child = self._mutate(d, a.tree, a)
+            # (the core forgets its Nodes only here, between children: while one is bred and
+            # its canonical form computed, ``busy``, its parents' Nodes and its own stay valid)
+            canonical._reset_if_due()
+            canonical.busy += 1
+            try:
+                r = d._random()
+                if not n_parents or r < fresh:
+                    if seeds and d._random() < 0.3:
+                        a = <Sites?>seeds[d._below(len(seeds))]
+                        child = self._mutate(d, canonical, a.tree, a,
+                                             a._form_in(canonical, hold_parents))
+                    else:
+                        child = self._grow(d, canonical, self.max_depth, _NO_NAMES, False, 0)
+                elif r < fresh + crossover and n_parents > 1:
+                    a = <Sites?>parents[self._pick(d, n_parents, errs, n_front, front_rate,
+                                                    tournament)]
+                    b = <Sites?>parents[self._pick(d, n_parents, errs, n_front, front_rate,
+                                                    tournament)]
+                    fa = a._form_in(canonical, hold_parents)
+                    child = self._crossover(d, canonical, a.tree, b.tree, a, b, fa,
+                                            b._form_in(canonical, hold_parents))
                 else:
-                    child = self._grow(d, self.max_depth, _NO_NAMES, False, 0)
-            elif r < fresh + crossover and n_parents > 1:
-                a = <Sites?>parents[self._pick(d, n_parents, errs, n_front, front_rate,
-                                                tournament)]
-                b = <Sites?>parents[self._pick(d, n_parents, errs, n_front, front_rate,
-                                                tournament)]
-                if hold_parents:
-                    canonical._hold_parent(a.tree)
-                    canonical._hold_parent(b.tree)
-                child = self._crossover(d, a.tree, b.tree, a, b)
-            else:
-                a = <Sites?>parents[self._pick(d, n_parents, errs, n_front, front_rate,
-                                                tournament)]
-                if hold_parents:
-                    canonical._hold_parent(a.tree)
-                child = self._mutate(d, a.tree, a)
-            self.n_tries += 1
-            entry = canonical._entry(child, True)
-            if type(entry) is _Made:  # (computed now: its tree is made only if it is kept)
+                    a = <Sites?>parents[self._pick(d, n_parents, errs, n_front, front_rate,
+                                                    tournament)]
+                    child = self._mutate(d, canonical, a.tree, a,
+                                         a._form_in(canonical, hold_parents))
+                self.n_tries += 1
+                entry = canonical._entry_of(child, node_kind(child) == 4, None, True)
+            finally:
+                canonical.busy -= 1
+            if type(entry) is _Made:  # (computed now or met before: its tree not made)
                 m = <_Made>entry
                 if m.size > self.max_size:
                     continue
-                if admits is None and (m.src in made or m.src in seen):
+                if admits is None:
+                    if m.src in made or m.src in seen:
+                        continue
+                    out.append(m.src)
+                    made[m.src] = m
                     continue
-                entry = canonical._complete(m, child)
-                if admits is None and entry is not None and (<tuple>entry)[1] is m.src:
-                    src = m.src  # (tested above)
-                    out.append(src)
-                    made[src] = entry
-                    continue
+                entry = canonical._complete(m)  # (``admits`` reads the tree)
             if entry is None or (<tuple>entry)[2] > self.max_size or (
                     admits is not None and not admits((<tuple>entry)[0])):
                 continue

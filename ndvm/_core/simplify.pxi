@@ -6,6 +6,7 @@ from cpython.list cimport PyList_GetSlice, PyList_New, PyList_SET_ITEM
 from cpython.tuple cimport PyTuple_GET_ITEM
 from cpython.ref cimport PyObject, Py_INCREF
 from cpython.unicode cimport PyUnicode_AsUTF8AndSize, PyUnicode_DecodeUTF8
+from cpython.weakref cimport PyWeakref_NewRef
 from libc.stdint cimport uint64_t
 from libcpp.unordered_map cimport unordered_map
 
@@ -94,22 +95,78 @@ def simplify_arithmetic_heads():
     return frozenset(h.decode("utf-8") for h in arithmetic_heads())
 
 
-@cython.no_gc  # (its fields are a number and two str: no cycle; the collector need not track it)
 @cython.freelist(16)
 cdef class _Made:
-    """A canonical form ``Simplifier._entry`` computed for Breeder.children, its Python tree
-    not made: its source, size and skeleton, and the canonical Node, kept by the tree's content
-    number among the entries. The children a round breeds and does not keep (their source
-    proposed before, their size too large) are most of the canonical forms computed; only a
-    kept child's entry, ``Simplifier._complete``, makes the tree. The Node stays valid until
-    the core's next reset, which forgets every entry kept by a content number."""
+    """A canonical entry ``Simplifier._entry`` computed for Breeder.children, its Python tree
+    made only when it is read (index 0): (tree, source, size, skeleton) as a sequence, equal to
+    the tuple ``Simplifier.entry`` gives. The children a round breeds and does not keep (their
+    source proposed before, their size too large) are most of the canonical forms computed, and
+    only a few kept ones ever become parents (Mutate._tree): the tree is made from the canonical
+    Node while it is valid (until the core's next reset), else by parsing the source, which
+    reads back as the same tree. Kept by the tree's content number among the entries."""
 
     cdef object key     # the content number it is kept by
     cdef object src     # the canonical source (str)
     cdef int64_t size
     cdef object skel    # the skeleton (str)
-    cdef SNode* node    # the canonical tree
-    cdef Py_ssize_t resets  # Simplifier.n_resets when it was made
+    cdef SNode* node    # the canonical tree, valid while its Simplifier's n_resets is ``resets``
+    cdef Py_ssize_t resets
+    cdef object owner   # a weak reference to that Simplifier (it keeps its _Mades: no cycle)
+    cdef object tree    # the Python tree, once made (None before)
+
+    cdef object _tree(self):
+        # the canonical Python tree: made once, from the Node while it is valid, else parsed
+        if self.tree is not None:
+            return self.tree
+        cdef Simplifier s = self.owner()
+        t = None
+        if s is not None and s.n_resets == self.resets:
+            try:
+                t = s._python_tree(self.node)
+            except RecursionError:  # (too deep for this thread's native stack: parsed)
+                t = None
+            else:
+                s.last_out = t
+                s.last_out_node = self.node
+        if t is None:
+            from ndvm.cosearch.sexpr import to_tree
+            t = to_tree(self.src)
+        self.tree = t
+        return t
+
+    cdef tuple _tuple(self):
+        return _acyclic((self._tree(), self.src, self.size, self.skel))
+
+    def __len__(self):
+        return 4
+
+    def __getitem__(self, i):
+        if i == 1:
+            return self.src
+        if i == 2:
+            return self.size
+        if i == 3:
+            return self.skel
+        return self._tuple()[i]
+
+    def __iter__(self):
+        return iter(self._tuple())
+
+    def __eq__(self, other):
+        if isinstance(other, (tuple, _Made)):
+            return self._tuple() == tuple(other)
+        return NotImplemented
+
+    __hash__ = None
+
+    def __repr__(self):
+        return repr(self._tuple())
+
+    def __reduce__(self):  # (pickled as the entry it is: a Node means nothing elsewhere)
+        return tuple, (self._tuple(),)
+
+
+_SIMPLIFIER_UIDS = [0]  # the last Simplifier's uid (each one's its own, for the process)
 
 
 cdef class Simplifier:
@@ -141,6 +198,10 @@ cdef class Simplifier:
     cdef AddressMap held_nodes  # ... by address, with their Nodes
     cdef dict entries        # content (a list's number, an atom's source) -> canonical entry
     cdef public object fallback  # tree -> the entry of a tree outside the forms (``entry``)
+    # (a Simplifier's own number for the process: Sites keep their Node forms by it, with its
+    # n_resets)
+    cdef readonly Py_ssize_t uid
+    cdef object __weakref__  # (a kept child's _Made refers to it weakly)
 
     def __cinit__(self, params, too_many):
         cdef vector[string] names
@@ -155,6 +216,8 @@ cdef class Simplifier:
         self.held = []
         self.entries = {}
         self.fallback = None
+        _SIMPLIFIER_UIDS[0] += 1
+        self.uid = _SIMPLIFIER_UIDS[0]
 
     def __dealloc__(self):
         del self.c
@@ -202,20 +265,7 @@ cdef class Simplifier:
         cdef const char* p
         cdef SNode* node
         if type(t) is str:
-            node = self.symbol_nodes.find(<uintptr_t><void*>t)
-            if node != NULL:
-                return node
-            hit = self.symbols.get(t)
-            if hit is None:
-                p = PyUnicode_AsUTF8AndSize(t, &n)
-                node = self.c.sym(string(p, n))
-                self.symbols[t] = <uintptr_t>node
-            else:
-                node = <SNode*><uintptr_t>hit
-            if len(self.symbol_strs) < SIMPLIFY_HOLD_LIMIT:  # (as many as the lists held)
-                self.symbol_strs.append(t)
-                self.symbol_nodes.insert(<uintptr_t><void*>t, node)
-            return node
+            return self._symbol(t)
         if isinstance(t, list):
             if self.held:
                 node = self.held_nodes.find(<uintptr_t><void*>t)
@@ -262,6 +312,25 @@ cdef class Simplifier:
         raise TypeError(f"a tree's atoms are symbols (str), numbers and booleans, not "
                         f"{type(t).__name__} ({t!r})")
 
+    cdef SNode* _symbol(self, str t) except NULL:
+        # the Node of the name ``t`` (one per name; a str object met before: one slot read)
+        cdef Py_ssize_t n
+        cdef const char* p
+        cdef SNode* node = self.symbol_nodes.find(<uintptr_t><void*>t)
+        if node != NULL:
+            return node
+        hit = self.symbols.get(t)
+        if hit is None:
+            p = PyUnicode_AsUTF8AndSize(t, &n)
+            node = self.c.sym(string(p, n))
+            self.symbols[t] = <uintptr_t>node
+        else:
+            node = <SNode*><uintptr_t>hit
+        if len(self.symbol_strs) < SIMPLIFY_HOLD_LIMIT:  # (as many as the lists held)
+            self.symbol_strs.append(t)
+            self.symbol_nodes.insert(<uintptr_t><void*>t, node)
+        return node
+
     def hold(self, list tree):
         """Keep ``tree``'s lists with their Nodes, to be met again by identity (not converted
         again) in later trees: a genetic operator's children share every list off one path with
@@ -276,26 +345,24 @@ cdef class Simplifier:
             self.holding = False
             self.busy -= 1
 
-    cdef int _hold_parent(self, object tree) except -1:
-        # ``hold(tree)`` for a genetic operator's parent, unless it is held already (one look
-        # up): a parent held when it was parsed is forgotten at the core's next reset, and its
-        # children, converted and hashed whole since, share its lists again. A tree the core
-        # cannot take is not held (its children say why, as Mutate._tree's parents).
-        if type(tree) is not list:
-            return 0
-        self._reset_if_due()
-        if self.held and self.held_nodes.find(<uintptr_t><void*>tree) != NULL:
-            return 0
-        self.holding = True
+    cdef SNode* _parent_node(self, object tree, bint hold) except NULL:
+        # The Node of a genetic operator's parent (Breeder.children builds its children of it),
+        # valid until the core's next reset; raises as ``_convert`` for a tree the core cannot
+        # take. ``hold``: the tree is held too (``hold``), unless it is already (one look up):
+        # its lists are then met by identity in later trees. No reset here: the Nodes of the
+        # child being bred must stay valid.
+        cdef SNode* node
+        if hold and type(tree) is list and self.held:
+            node = self.held_nodes.find(<uintptr_t><void*>tree)
+            if node != NULL:
+                return node
+        self.holding = hold and type(tree) is list
         self.busy += 1
         try:
-            self._convert(tree, 0, native_stack_limit())
-        except (TypeError, OverflowError, RecursionError):
-            pass
+            return self._convert(tree, 0, native_stack_limit())
         finally:
             self.holding = False
             self.busy -= 1
-        return 0
 
     @property
     def n_held(self):
@@ -369,10 +436,13 @@ cdef class Simplifier:
         return self._canonical_form(tree, skeleton)
 
     cdef object _canonical_form(self, object tree, bint skeleton, bint none_if_too_many=False):
-        # (``none_if_too_many``: None for a model that needs too many parameters, ``entry``'s
-        # answer, without raising and catching ``too_many`` for each such child)
+        return self._canonical_of(self._node(tree), skeleton, none_if_too_many)
+
+    cdef object _canonical_of(self, SNode* n, bint skeleton, bint none_if_too_many):
+        # ``canonical_form`` of the tree whose Node is ``n``. (``none_if_too_many``: None for a
+        # model that needs too many parameters, ``entry``'s answer, without raising and catching
+        # ``too_many`` for each such child)
         cdef const SCanonical* c = NULL
-        cdef SNode* n = self._node(tree)
         cdef int code = self.c.canonical_form(n, &c)
         if code:
             if code == 1 and none_if_too_many:
@@ -432,44 +502,45 @@ cdef class Simplifier:
         and again."""
         return self._entry(tree)
 
-    cdef object _entry(self, object tree, bint lazy=False):
-        # (``lazy``, Breeder.children's: the entry of a list computed now comes back as a
-        # _Made, without its Python tree, and ``_complete`` makes the entry of a kept one)
+    cdef object _entry(self, object tree):
+        return self._entry_of(self._node(tree), type(tree) is list, tree, False)
+
+    cdef object _entry_of(self, SNode* n, bint is_list, object tree, bint lazy):
+        # ``entry`` of the tree whose Node is ``n`` (``is_list``: kept by its content number,
+        # else by its source); ``tree``: its Python tree, or None (Breeder.children's children,
+        # bred as Nodes: made of ``n`` only for ``fallback``). ``lazy``, Breeder.children's: the
+        # entry of a list computed now is a _Made, its Python tree made when it is read.
         cdef uint64_t number = 0
         cdef string src
-        cdef SNode* n = self._node(tree)
-        cdef int code = (self.c.content_id(n, &number) if type(tree) is list
-                         else self.c.source_of(n, &src))
+        cdef int code = self.c.content_id(n, &number) if is_list else self.c.source_of(n, &src)
         if code:
             self._fail(code)
-        key = number if type(tree) is list else _text(src)
+        key = number if is_list else _text(src)
         out = self.entries.get(key, False)
         if out is False:
             self.n_entries_made += 1
             if len(self.entries) > SIMPLIFY_ENTRY_LIMIT:
                 self.entries.clear()
             try:
-                if lazy and type(tree) is list:
-                    out = self._made(tree, key)
-                else:
-                    out = self._canonical_form(tree, True, True)
+                out = self._made(n, key) if lazy and is_list else self._canonical_of(n, True, True)
             except self.too_many:
                 out = None
             except Exception:  # noqa: BLE001 - a tree outside the forms: the caller's rule
                 if self.fallback is None:
                     raise
-                out = _fallback_entry(self.fallback, tree)
+                out = _fallback_entry(self.fallback,
+                                      self._python_tree(n) if tree is None else tree)
             self.entries[key] = out
         elif not lazy and type(out) is _Made:
-            out = self._complete(<_Made>out, tree)
+            out = self._complete(<_Made>out)
         return out
 
-    cdef object _made(self, object tree, object key):
-        # The canonical form of list ``tree`` (its Node the last converted) as a _Made, or None
-        # when it needs too many parameters; raises as ``_canonical_form``.
+    cdef object _made(self, SNode* n, object key):
+        # The canonical form of the list whose Node is ``n`` as a _Made, or None when it needs
+        # too many parameters; raises as ``_canonical_form``.
         cdef const SCanonical* c = NULL
         cdef _Made m = _Made.__new__(_Made)
-        cdef int code = self.c.canonical_form(self._node(tree), &c)
+        cdef int code = self.c.canonical_form(n, &c)
         if code:
             if code == 1:
                 return None
@@ -480,26 +551,12 @@ cdef class Simplifier:
         m.key = key
         m.node = c.tree
         m.resets = self.n_resets
+        m.owner = PyWeakref_NewRef(self, None)
         return m
 
-    cdef object _complete(self, _Made m, object tree):
-        # The entry of the canonical form ``m`` (of a tree with ``tree``'s content), kept in
-        # its place among the entries; a tree the Python tree cannot be made of (too deep for
-        # this thread's native stack) has ``fallback``'s entry, as ``_entry`` gives it.
-        if m.resets != self.n_resets:  # (the core was reset since, its Node forgotten, while
-            # the caller's Python ran: a ``seen`` or a finalizer that used this Simplifier)
-            if self.entries.get(m.key) is m:
-                del self.entries[m.key]
-            return self._entry(tree)
-        try:
-            t = self._python_tree(m.node)
-            self.last_out = t
-            self.last_out_node = m.node
-            out = _acyclic((t, m.src, m.size, m.skel))
-        except Exception:  # noqa: BLE001 - as _entry's
-            if self.fallback is None:
-                raise
-            out = _fallback_entry(self.fallback, tree)
+    cdef tuple _complete(self, _Made m):
+        # The entry (a tuple) of the canonical form ``m``, kept in its place among the entries.
+        out = m._tuple()
         if self.entries.get(m.key) is m:
             self.entries[m.key] = out
         return out

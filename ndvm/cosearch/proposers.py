@@ -135,9 +135,11 @@ class Mutate(Proposer):
         self._shapes = None
         self._island = set()  # the shape library's sources: scored, never parents
         self._units = None  # the task's units.Dimensions (set with the library)
-        self._proposed = {}  # source -> its canonical tree, for proposals not yet parents
+        self._proposed = {}  # source -> its canonical entry, for proposals not yet parents
         self._as_parents = {}  # record's id -> (record, its Sites, its tournament error)
-        self.made = {}  # source -> (tree, source, size, skeleton) of the last batch proposed
+        # source -> (tree, source, size, skeleton) of the last batch proposed (a bred child's
+        # a sequence whose tree is made when it is read: Breeder.children)
+        self.made = {}
         self._bred = None  # (the search state, its grammar's Breeder): looked up once a search
         self.parsimony = parsimony
         self.crossover = crossover
@@ -183,8 +185,9 @@ class Mutate(Proposer):
         if sites is None:
             if len(known) > 100_000:
                 known.clear()
-            tree = self._proposed.pop(src, None)  # (our own proposal: the tree it was made as)
-            sites = known[src] = gp.Sites(to_tree(src) if tree is None else tree)
+            # (our own proposal: the tree it was made as, made now if it was not: few are)
+            canon = self._proposed.pop(src, None)
+            sites = known[src] = gp.Sites(to_tree(src) if canon is None else canon[0])
         return sites
 
     def _blocks(self, state):
@@ -216,7 +219,7 @@ class Mutate(Proposer):
         g = state.grammar
         if len(self._proposed) > 20_000:
             self._proposed.clear()
-        self._proposed.update((src, canon[0]) for src, canon in self.made.items())
+        self._proposed.update(self.made)
         trees, errors = self._parents(state)
         seeds = [self._tree(s, tuple(g.params)) for s in state.task.seeds]
         out = []

@@ -226,7 +226,10 @@ class _Rounds:
                 continue
             try:
                 canon = made.get(src)
-                tree = to_tree(src, CANDIDATE) if canon is None else canon[0]
+                # (a proposer's canonical entry: its tree, made when read, is read only to
+                # simplify it)
+                tree = (to_tree(src, CANDIDATE) if canon is None else canon[0] if simplify
+                        else None)
                 if simplify:
                     try:
                         tree = self.simplifier.canonicalize(tree)
