@@ -110,13 +110,14 @@ def _core_of(path):
 def replay_once(calls, keep, core=None):
     """One replay of ``calls`` in a fresh Simplifier: (seconds in ``children``, children kept,
     children bred, canonical entries computed, the thread's CPU seconds in ``children``); raises
-    AssertionError at the first result unlike the captured one (``keep``: checks them).
+    AssertionError at the first result unlike the captured one (``keep``: checks them, once
+    every call is replayed: a kept child's entry is a sequence whose tree is made when read).
     ``core``: the extension module whose Breeder, Draws and Simplifier replay them (this
     build's by default)."""
     if core is not None:  # (its own Sites of the same trees)
         calls = [dict(c, parents=[core.Sites(s.tree) for s in c["parents"]],
                       seeds=[core.Sites(s.tree) for s in c["seeds"]]) for c in calls]
-    simps, breeders, parsed = {}, {}, set()
+    simps, breeders, parsed, results = {}, {}, set(), []
     spent, cpu, kept, bred = 0.0, 0.0, 0, 0
     for c in calls:
         simp = simps.get(c["params"])
@@ -148,8 +149,12 @@ def replay_once(calls, keep, core=None):
         kept += len(out) - before
         bred += br.n_tries - tries
         if keep:
-            assert out == c["result"], "other children kept"
-            assert made == c["entries"], "other entries"
+            results.append((c, out, made))
+    # (checked once every call is replayed: a kept child's entry makes its tree when it is
+    # read, and the search reads few; read here, the replay would free them in its resets)
+    for c, out, made in results:
+        assert out == c["result"], "other children kept"
+        assert made == c["entries"], "other entries"
     return spent, kept, bred, sum(s.core.n_entries_made for s in simps.values()), cpu
 
 

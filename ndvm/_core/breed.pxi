@@ -286,16 +286,16 @@ cdef _Form _bform(Simplifier s, SNode* root, list spots):
     return f
 
 
-cdef SNode* _nat(SNode* t, tuple path, vector[SNode*]* above) except NULL:
+cdef SNode* _nat(SNode* t, tuple path, SNode** above) except NULL:
     # the Node at ``path`` (a tuple of indices) below ``t``; ``above``, unless NULL, gets the
-    # lists on the way (t first)
+    # lists on the way (t first: room for len(path) of them)
     cdef Py_ssize_t k, i
     for k in range(PyTuple_GET_SIZE(path)):
         i = <object>PyTuple_GET_ITEM(path, k)
         if node_kind(t) != 4 or not 0 <= i < <Py_ssize_t>t.items.size():
             raise IndexError(f"no position {path!r} in the tree")
         if above != NULL:
-            above.push_back(t)
+            above[k] = t
         t = t.items[i]
     return t
 
@@ -303,19 +303,28 @@ cdef SNode* _nat(SNode* t, tuple path, vector[SNode*]* above) except NULL:
 cdef SNode* _nreplace(Simplifier s, SNode* tree, tuple path, SNode* new) except NULL:
     # ``_breplace_at`` of Nodes: a new list for each list on ``path`` (bottom up), the rest the
     # tree's own Nodes
-    cdef vector[SNode*] above
-    cdef vector[SNode*] items
-    _nat(tree, path, &above)
-    cdef Py_ssize_t k, j, m
+    cdef Py_ssize_t n = PyTuple_GET_SIZE(path), k, j, m
+    cdef SNode* few_above[32]  # (a child's path and lists are short: no vector allocated)
+    cdef SNode* few_items[8]
+    cdef vector[SNode*] more_above, more_items
+    cdef SNode** above = few_above
+    cdef SNode** items
+    if n > 32:
+        more_above.resize(n)
+        above = more_above.data()
+    _nat(tree, path, above)
     cdef SNode* t
-    for k in range(<Py_ssize_t>above.size() - 1, -1, -1):
+    for k in range(n - 1, -1, -1):
         t = above[k]
         m = t.items.size()
-        items.resize(m)
+        items = few_items
+        if m > 8:
+            more_items.resize(m)
+            items = more_items.data()
         for j in range(m):
             items[j] = t.items[j]
         items[<Py_ssize_t>(<object>PyTuple_GET_ITEM(path, k))] = new
-        new = s.c.list(items.data(), m)
+        new = s.c.list(items, m)
     return new
 
 
@@ -704,14 +713,18 @@ cdef class Breeder:
     cdef SNode* _shift_inputs(self, Simplifier s, SNode* t, int depth) except NULL:
         # (every list new, as the Python operator copied them)
         cdef size_t j, m
-        cdef vector[SNode*] items
+        cdef SNode* few[8]
+        cdef vector[SNode*] more
+        cdef SNode** items = few
         if node_kind(t) == 4:
             _bdeeper(depth)
             m = t.items.size()
-            items.resize(m)
+            if m > 8:
+                more.resize(m)
+                items = more.data()
             for j in range(m):
                 items[j] = self._shift_inputs(s, t.items[j], depth + 1)
-            return s.c.list(items.data(), m)
+            return s.c.list(items, m)
         if node_kind(t) == 0:
             for x in self.inputs:
                 if self._sym(s, x) == t:
@@ -772,7 +785,9 @@ cdef class Breeder:
         cdef SNode* term
         cdef SNode* part
         cdef SNode* at
-        cdef vector[SNode*] items
+        cdef SNode* few[8]
+        cdef vector[SNode*] more
+        cdef SNode** items = few
         cdef int kind = self._kind(d)
         if kind == _EXTEND:  # add, multiply or divide in a small new term
             if d._random() < 0.5:
@@ -825,12 +840,13 @@ cdef class Breeder:
                 if choices is not None:  # ([new op] + node[1:])
                     part = f.spot(k)
                     m = part.items.size()
-                    items.resize(m)
+                    if m > 8:
+                        more.resize(m)
+                        items = more.data()
                     items[0] = self._sym(s, choices[d._below(len(choices))])
                     for j in range(1, m):
                         items[j] = part.items[j]
-                    return _nreplace(s, f.root, (<tuple>spots[k])[0],
-                                     s.c.list(items.data(), m))
+                    return _nreplace(s, f.root, (<tuple>spots[k])[0], s.c.list(items, m))
             kind = _SUBTREE
         if kind == _HOIST:  # replace a node by one of its own subexpressions (simplifies)
             ks = sites.inner_at()

@@ -95,6 +95,9 @@ def simplify_arithmetic_heads():
     return frozenset(h.decode("utf-8") for h in arithmetic_heads())
 
 
+# (no cycle: its fields are a number, two str, a weak reference and an untracked tree; the
+# collector need not track the thousands a round makes)
+@cython.no_gc
 @cython.freelist(16)
 cdef class _Made:
     """A canonical entry ``Simplifier._entry`` computed for Breeder.children, its Python tree
