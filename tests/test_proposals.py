@@ -441,6 +441,42 @@ def test_children_survive_a_reset_of_their_simplifier_while_seen_is_asked():
     assert simp.n_resets >= 5
     want_out, want_made = bred(set(), Simplifier(params).core)
     assert out == want_out and all(made[s][1:] == want_made[s][1:] for s in out)
+    # (the kept children's trees, made when read: here past the resets, by parsing their
+    # sources; there from their canonical Nodes)
+    assert all(made[s] == want_made[s] for s in out)
+
+
+def test_a_kept_childs_entry_makes_its_tree_when_read_and_equals_the_simplifiers():
+    # (a kept child's entry is a sequence whose tree is made when read: from its canonical
+    # Node, or by parsing its source once the core was reset; the same tree either way, the
+    # same entry as Simplifier.entry gives, and pickled as that tuple)
+    import pickle
+
+    params = ("a", "b", "c")
+    g = Grammar(params=params)
+    breed = gp.breeder(g)
+    parents = [gp.Sites(to_tree(p)) for p in PARENTS]
+    for reset in (False, True):
+        simp = Simplifier(params).core
+        out, made = [], {}
+        breed.children(_core.Draws(np.random.default_rng(5)), 40, out, made, set(), simp,
+                       parents, [0.5, 0.1, 2.0, 0.3], 0, [], hold_parents=True)
+        # (a list's entry: an atom's is made whole, its tree the atom)
+        assert len(out) == 40 and all(type(made[s]) is not tuple for s in out if s[0] == "(")
+        if reset:
+            before = simp.n_resets
+            extra = np.random.default_rng(1)
+            while simp.n_resets == before:
+                simp.entry(gp.grow(extra, g))
+        fresh = Simplifier(params).core
+        for s in out:
+            entry, want = made[s], fresh.entry(to_tree(s))
+            assert len(entry) == 4 and entry[1] == s and tuple(entry) == want
+            assert entry[0] is entry[0] and entry[0] == want[0] == to_tree(s)
+            assert entry == want and pickle.loads(pickle.dumps(entry)) == want
+            assert type(pickle.loads(pickle.dumps(entry))) is tuple
+        # (a kept child met again by ``entry`` is the same tuple)
+        assert all(simp.entry(to_tree(s))[1:] == made[s][1:] for s in out)
 
 
 def test_a_simplifier_used_again_while_it_converts_a_tree_waits_to_reset():

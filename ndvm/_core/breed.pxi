@@ -1,10 +1,12 @@
 # The genetic operators of the search (included by _core.pyx; ndvm.cosearch.grammar is their Python
 # face): grow, mutate, crossover, shifted and the rewrite positions of a tree, and a round's
-# children bred, checked and deduplicated in one call (Breeder.children), on trees of nested
-# Python lists, with the draws of a Draws object (draws.pxi) in the order the Python operators drew
-# them, so a seed breeds the same children draw for draw (tests/test_breed.py replays the golden
-# file tests/breed_golden.py wrote from the Python operators). A child shares every list off the
-# rewritten path with its parent (the canonical form's Simplifier meets them by identity).
+# children bred, checked and deduplicated in one call (Breeder.children). A parent is a tree of
+# nested Python lists (its Sites: what the operators test is read of it); a child is built as the
+# core Simplifier's Nodes (simplify.pxi), of its parent's Nodes off the rewritten path, with the
+# draws of a Draws object (draws.pxi) in the order the Python operators drew them, so a seed breeds
+# the same children draw for draw (tests/test_breed.py replays the golden file
+# tests/breed_golden.py wrote from the Python operators). The public operators convert at their
+# boundary: their child shares every list off the rewritten path with its parent.
 cimport cython
 from cpython.long cimport PyLong_AsLongAndOverflow, PyLong_FromVoidPtr
 from cpython.ref cimport Py_INCREF

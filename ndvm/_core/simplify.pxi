@@ -1,5 +1,6 @@
 # The canonical form's bindings (included by _core.pyx): a tree of nested lists crosses into the
-# core's Simplifier (simplify.hpp) as Nodes and comes back as nested lists.
+# core's Simplifier (simplify.hpp) as Nodes and comes back as nested lists; the genetic operators
+# (breed.pxi) build their children as Nodes here, and a kept child's tree is made when read.
 cimport cython
 from cpython.float cimport PyFloat_AS_DOUBLE
 from cpython.list cimport PyList_GetSlice, PyList_New, PyList_SET_ITEM
