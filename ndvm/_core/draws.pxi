@@ -62,7 +62,7 @@ cdef class Draws:
         # ``integers(n)`` for the operators' list lengths, as a C integer
         if n <= 0:
             raise ValueError(f"integers: low >= high (0 >= {n})")
-        if n - 1 > 0xFFFFFFFE:
+        if n - 1 > <Py_ssize_t>0xFFFFFFFE:  # (a C comparison: the literal was a Python int's)
             return int(self.rng.integers(n))
         return bounded32(self.bg, <uint32_t>(n - 1))
 

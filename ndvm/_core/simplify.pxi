@@ -87,6 +87,7 @@ SIMPLIFY_HOLD_LIMIT = 100_000
 # ... and keeps at most this many canonical entries (``entry``) before it forgets them all (those
 # of lists go with the core's memo, at each of its resets).
 SIMPLIFY_ENTRY_LIMIT = 200_000
+cdef Py_ssize_t _ENTRY_LIMIT = SIMPLIFY_ENTRY_LIMIT
 _STACK_EXHAUSTED = ("maximum recursion depth exceeded in the simplifier (the tree is nested too "
                     "deeply for this thread's native stack)")
 
@@ -523,7 +524,7 @@ cdef class Simplifier:
         out = self.entries.get(key, False)
         if out is False:
             self.n_entries_made += 1
-            if len(self.entries) > SIMPLIFY_ENTRY_LIMIT:
+            if len(self.entries) > _ENTRY_LIMIT:
                 self.entries.clear()
             try:
                 out = self._made(n, key) if lazy and is_list else self._canonical_of(n, True, True)
