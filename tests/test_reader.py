@@ -166,3 +166,33 @@ def test_a_unicode_space_in_a_name_is_a_read_error(space, code):
     with pytest.raises(ndvm.ReadError, match=re.escape(code)):
         ndvm.parse(f"(+ x{space} 1)")
     assert ndvm.parse("(+ café π 1)").free_names == ("café", "π")
+
+
+def test_a_read_or_an_expansion_that_raised_leaves_nothing_to_the_next():
+    # (the reader's list items and the expander's resolved names are one buffer a thread,
+    # reused: a program that raised half-way must not leave its entries to the next one)
+    with pytest.raises(ndvm.ReadError, match="unbalanced"):
+        ndvm.parse("(f (g (h 1 2) (k")
+    with pytest.raises(ndvm.FormError, match="if"):
+        ndvm.parse("(+ a (if))")  # ('+' and 'a' resolved before the error)
+    p = ndvm.parse("(* b (- 2 1) 2)")  # (its symbols number as the last program's did)
+    assert p.free_names == ("b",)
+    assert ndvm.Evaluator().evaluate(p, params={"b": 3.0}).item() == 6.0
+    assert ndvm.read("(a (b c) d)") == [["a", ["b", "c"], "d"]]
+
+
+def test_programs_parse_alike_on_many_threads():
+    from concurrent.futures import ThreadPoolExecutor
+    texts = [f"(+ (* a{i % 7} x) (exp (- b x)) {i})" for i in range(400)]
+    texts += ["(let ((y 2)) (loop ((k 0)) (if (> k 3) (* y k) (recur (+ k 1)))))", "(+ 1"] * 50
+
+    def one(t):
+        try:
+            p = ndvm.parse(t)
+        except ndvm.ReadError as e:
+            return ("error", str(e))
+        return (p.free_names, p.result_position)
+
+    serial = [one(t) for t in texts]
+    with ThreadPoolExecutor(4) as pool:
+        assert list(pool.map(one, texts)) == serial

@@ -67,7 +67,6 @@ cdef class Program:
     cdef readonly tuple free_names
     cdef dict _positions                 # (made on first use: a search parses thousands of
     cdef dict _index                     # candidates a second and reads these for a few)
-    cdef readonly tuple result_position  # (line, col) of the result expression
     cdef readonly dict _compiled
 
     @property
@@ -77,6 +76,13 @@ cdef class Program:
             self._positions = {f.name.decode("utf-8"): (f.pos.line, f.pos.col)
                                for f in deref(self._x).free_}
         return self._positions
+
+    @property
+    def result_position(self):
+        """(line, col) of the result expression (made when asked: a search reads it of none of
+        the candidates it parses)."""
+        cdef SrcPos rp = result_pos(deref(self._x))
+        return (rp.line, rp.col)
 
     @property
     def free_index(self):
@@ -151,7 +157,6 @@ cdef Program _parse(str text, str name, const string& n, bint release=True):
     cdef shared_ptr[const Expanded] x
     cdef ErrorInfo err
     cdef bool ok
-    cdef SrcPos rp
     if release:  # (t is moved into the program's Source)
         with nogil:
             ok = expand_guarded(t, n, &x, &err)
@@ -172,8 +177,6 @@ cdef Program _parse(str text, str name, const string& n, bint release=True):
         Py_INCREF(name_k)
         PyTuple_SET_ITEM(names, k, name_k)
     p.free_names = names
-    rp = result_pos(deref(x))
-    p.result_position = (rp.line, rp.col)
     p._compiled = {}
     return p
 
@@ -682,6 +685,7 @@ def validate_each(list sources not None, str name not None, dict probes not None
     cdef string n = name.encode("utf-8", "backslashreplace")
     cdef uintptr_t entry = client.entry
     cdef str key = client.name
+    compile_ = client.compile  # (bound once, not looked up a candidate)
     for src in sources:
         try:
             prog = _parse(src, name, n, False)
@@ -696,7 +700,7 @@ def validate_each(list sources not None, str name not None, dict probes not None
                 evaluate(prog, *inputs)
             else:
                 # (compiled without Program.compiled's lock: no other thread has it yet)
-                compiled = prog._compiled[key] = client.compile(prog)
+                compiled = prog._compiled[key] = compile_(prog)
                 machine._probe(prog, entry, compiled, inputs)
         except Exception as e:  # (its frames would hold ``out``: a cycle)
             out.append(e.with_traceback(None))

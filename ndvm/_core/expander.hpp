@@ -49,7 +49,12 @@ struct Ctx {
 
 class Expander {
  public:
-  Expander(Expanded& x) : X(x), pre_(x.prelude_.get()), stack_limit_(native_stack_limit()) {}
+  Expander(Expanded& x)
+      : X(x), pre_(x.prelude_.get()), stack_limit_(native_stack_limit()),
+        globals_(thread_globals().first), prelude_globals_(thread_globals().second) {
+    globals_.clear();  // (entries of the thread's last expansion, or of one that raised)
+    prelude_globals_.clear();
+  }
 
   // Expands the whole program (user definitions, prelude functions it uses, its expressions).
   void run();
@@ -76,8 +81,14 @@ class Expander {
     uint32_t slot = 0;
   };
   // By symbol, one vector a Source: the user's program's and (when it uses a prelude function)
-  // the prelude's
-  std::vector<Resolved> globals_, prelude_globals_;
+  // the prelude's. One pair a thread, which its expansions reuse (the user's was an allocation
+  // of each candidate's); no expansion starts while another runs on the thread.
+  std::vector<Resolved>& globals_;
+  std::vector<Resolved>& prelude_globals_;
+  static std::pair<std::vector<Resolved>, std::vector<Resolved>>& thread_globals() {
+    static thread_local std::pair<std::vector<Resolved>, std::vector<Resolved>> both;
+    return both;
+  }
 
   // ---- helpers --------------------------------------------------------------------------------
   const Datum& D(int32_t d) const { return cur_->at(d); }

@@ -33,21 +33,37 @@ constexpr CharClasses kChars;
 bool is_delimiter(char c) { return kChars.delimiter[static_cast<unsigned char>(c)]; }
 bool is_space(char c) { return kChars.space[static_cast<unsigned char>(c)]; }
 
+// The items of the lists a read is reading: one vector a thread, which its reads reuse (a
+// vector of each read's was one allocation a candidate), given back after a read of a text with
+// more than kKeptItems items open at once. (No read starts while another runs on the thread.)
+constexpr size_t kKeptItems = 4096;
+std::vector<int32_t>& thread_items() {
+  static thread_local std::vector<int32_t> items;
+  return items;
+}
+
 class Reader {
  public:
-  Reader(Source& src) : s_(src), t_(src.text_), stack_limit_(native_stack_limit()) {}
+  Reader(Source& src)
+      : s_(src), p_(src.text_.data()), n_(src.text_.size()), items_(thread_items()),
+        stack_limit_(native_stack_limit()) {
+    items_.clear();  // (a read that raised left its items)
+  }
+  ~Reader() {
+    if (items_.capacity() > kKeptItems) std::vector<int32_t>().swap(items_);
+  }
 
   void read_all() {
     // (a datum takes at least one character: room for all of them, allocated once)
-    s_.data_.reserve(t_.size() / 2 + 4);
-    s_.kids_.reserve(t_.size() / 2 + 4);
-    items_.reserve(t_.size() / 2 + 4);
+    s_.data_.reserve(n_ / 2 + 4);
+    s_.kids_.reserve(n_ / 2 + 4);
     s_.symbols_.reserve(16);
-    if (t_.compare(0, 3, "\xEF\xBB\xBF") == 0) i_ = 3;  // (a byte-order mark first: as files)
+    if (n_ >= 3 && std::memcmp(p_, "\xEF\xBB\xBF", 3) == 0)  // (a byte-order mark first: as files)
+      i_ = 3;
     skip_space();
-    while (i_ < t_.size()) {
-      if (t_[i_] == ')' || t_[i_] == ']')
-        fail("unexpected '" + std::string(1, t_[i_]) + "' with no matching opening bracket");
+    while (i_ < n_) {
+      if (p_[i_] == ')' || p_[i_] == ']')
+        fail("unexpected '" + std::string(1, p_[i_]) + "' with no matching opening bracket");
       s_.top_.push_back(read_datum(0));
       skip_space();
     }
@@ -57,10 +73,11 @@ class Reader {
 
  private:
   Source& s_;
-  const std::string& t_;
+  const char* const p_;  // the text's characters (NUL-terminated) and their count, held: the
+  const size_t n_;       // scanner reads them for every character
   size_t i_ = 0;
   int line_ = 1, col_ = 1;
-  std::vector<int32_t> items_;  // the items of the lists being read, innermost last
+  std::vector<int32_t>& items_;  // the items of the lists being read, innermost last
   const char* stack_limit_;     // (native_stack_limit(), looked up once: it is thread-local)
 
   [[noreturn]] void fail(const std::string& msg) {
@@ -74,19 +91,19 @@ class Reader {
   // mark) inside a name is refused where it is: it would make a name that prints like another
   // (`a<NUL>b` shows as `a b`), and is a damaged file or a paste far more often than intended.
   void check_visible() {
-    const auto c = static_cast<unsigned char>(t_[i_]);
+    const auto c = static_cast<unsigned char>(p_[i_]);
     char code[16];
     if (c < 0x20 || c == 0x7F) {
       std::snprintf(code, sizeof code, "U+%04X", static_cast<unsigned>(c));
       fail(std::string("a control character (") + code + ") in a name: is the file damaged?");
     }
-    if (c == 0xC2 && i_ + 1 < t_.size() && static_cast<unsigned char>(t_[i_ + 1]) == 0xA0)
+    if (c == 0xC2 && i_ + 1 < n_ && static_cast<unsigned char>(p_[i_ + 1]) == 0xA0)
       fail("a no-break space (U+00A0) in a name: a space pasted from a document? type a plain "
            "space");
     if (c != 0xE2 && c != 0xE3 && c != 0xEF) return;
-    if (i_ + 2 >= t_.size()) return;
-    const auto c1 = static_cast<unsigned char>(t_[i_ + 1]);
-    const auto c2 = static_cast<unsigned char>(t_[i_ + 2]);
+    if (i_ + 2 >= n_) return;
+    const auto c1 = static_cast<unsigned char>(p_[i_ + 1]);
+    const auto c2 = static_cast<unsigned char>(p_[i_ + 2]);
     unsigned space = 0;  // (U+2000..U+200A, U+202F, U+205F, U+3000: spaces that are not ' ')
     if (c == 0xE2 && c1 == 0x80 && (c2 <= 0x8A || c2 == 0xAF)) space = 0x2000 + (c2 - 0x80);
     else if (c == 0xE2 && c1 == 0x81 && c2 == 0x9F) space = 0x205F;
@@ -106,7 +123,7 @@ class Reader {
   }
 
   void advance() {
-    if (t_[i_] == '\n') {
+    if (p_[i_] == '\n') {
       ++line_;
       col_ = 1;
     } else {
@@ -116,24 +133,24 @@ class Reader {
   }
 
   void skip_space() {
-    while (i_ < t_.size()) {
-      char c = t_[i_];
+    while (i_ < n_) {
+      char c = p_[i_];
       if (is_space(c)) {  // (first: the common case, one table lookup)
         advance();
       } else if (c == ';') {
-        while (i_ < t_.size() && t_[i_] != '\n') advance();
-      } else if (c == '#' && i_ + 1 < t_.size() && t_[i_ + 1] == '|') {
+        while (i_ < n_ && p_[i_] != '\n') advance();
+      } else if (c == '#' && i_ + 1 < n_ && p_[i_ + 1] == '|') {
         SrcPos start{line_, col_};
         advance();
         advance();
         int depth = 1;
         while (depth > 0) {
-          if (i_ >= t_.size()) fail_at("unterminated block comment '#|'", start);
-          if (t_[i_] == '|' && i_ + 1 < t_.size() && t_[i_ + 1] == '#') {
+          if (i_ >= n_) fail_at("unterminated block comment '#|'", start);
+          if (p_[i_] == '|' && i_ + 1 < n_ && p_[i_ + 1] == '#') {
             advance();
             advance();
             --depth;
-          } else if (t_[i_] == '#' && i_ + 1 < t_.size() && t_[i_ + 1] == '|') {
+          } else if (p_[i_] == '#' && i_ + 1 < n_ && p_[i_ + 1] == '|') {
             advance();
             advance();
             ++depth;
@@ -178,9 +195,9 @@ class Reader {
       fail("nesting deeper than " + std::to_string(kMaxNesting) + " levels");
     if (native_stack_exhausted(stack_limit_)) fail("nesting too deep for the native stack");
     skip_space();
-    if (i_ >= t_.size()) fail("unexpected end of input: expected an expression");
+    if (i_ >= n_) fail("unexpected end of input: expected an expression");
     SrcPos pos{line_, col_};
-    char c = t_[i_];
+    char c = p_[i_];
     if (c == '(' || c == '[') {
       char close = c == '(' ? ')' : ']';
       advance();
@@ -189,9 +206,9 @@ class Reader {
       bool dotted = false;
       for (;;) {
         skip_space();
-        if (i_ >= t_.size())
+        if (i_ >= n_)
           fail_at(std::string("unbalanced '") + c + "': missing '" + close + "'", pos);
-        char d = t_[i_];
+        char d = p_[i_];
         if (d == ')' || d == ']') {
           if (d != close)
             fail(std::string("mismatched bracket: '") + c + "' at " + std::to_string(pos.line) +
@@ -200,7 +217,7 @@ class Reader {
           break;
         }
         if (dotted) fail("expected ')' after the tail of a dotted list");
-        if (d == '.' && i_ + 1 < t_.size() && is_delimiter(t_[i_ + 1]) && c == '(') {
+        if (d == '.' && i_ + 1 < n_ && is_delimiter(p_[i_ + 1]) && c == '(') {
           if (items_.size() == mark) fail("'.' must follow at least one list element");
           advance();
           int32_t tail = read_datum(depth + 1);
@@ -225,15 +242,24 @@ class Reader {
     }
     if (c == '"') fail("strings are not part of the language");
     // an atom (no newline in it: it stays on its line)
+    // (scanned in locals, written back once: i_ and col_ are kept up to date for check_visible,
+    // which reports where it stops)
     const size_t start = i_;
-    while (i_ < t_.size() && !is_delimiter(t_[i_])) {
-      const auto b = static_cast<unsigned char>(t_[i_]);
-      if (b < 0x20 || b >= 0x7F) check_visible();  // (printable ASCII needs no check)
-      ++i_;
-      ++col_;
+    const int col0 = col_;
+    size_t i = start;
+    while (i < n_ && !is_delimiter(p_[i])) {
+      const auto b = static_cast<unsigned char>(p_[i]);
+      if (b < 0x20 || b >= 0x7F) {  // (printable ASCII needs no check)
+        i_ = i;
+        col_ = col0 + int(i - start);
+        check_visible();
+      }
+      ++i;
     }
+    i_ = i;
+    col_ = col0 + int(i - start);
     // (a view into the text: no copy of the token, which is made a symbol's name once)
-    const std::string_view tok(t_.data() + start, i_ - start);
+    const std::string_view tok(p_ + start, i_ - start);
     if (tok[0] == '#') {
       Datum d;
       d.kind = DatumKind::Bool;
@@ -248,9 +274,10 @@ class Reader {
       return push(d);
     }
     if (tok == ".") fail_at("unexpected '.'", pos);
+    if (!could_be_number(tok[0])) return make_symbol(tok, pos);
     double value;
     bool is_int;
-    if (parse_number(tok, t_.c_str() + start, value, is_int)) {
+    if (parse_number(tok, p_ + start, value, is_int)) {
       Datum d;
       d.kind = DatumKind::Num;
       d.num = value;
@@ -265,6 +292,12 @@ class Reader {
       fail_at("malformed number '" + std::string(tok) + "'", pos);
     }
     return make_symbol(tok, pos);
+  }
+
+  // Whether a token starting with c may be a number or a malformed one: a sign, '.' or a digit
+  // (parse_number and number_like refuse any other start: a name skips both).
+  static bool could_be_number(char c) {
+    return c == '+' || c == '-' || c == '.' || (c >= '0' && c <= '9');
   }
 
   // Whether a token is made as a number is ([+-], then a digit or '.' and a digit, then only
