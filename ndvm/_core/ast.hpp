@@ -7,6 +7,7 @@
 #include <new>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "reader.hpp"
@@ -33,15 +34,17 @@ enum class NodeKind : uint8_t {
   Recur,     // kids: new values of the loop variables; `depth` frames up to the loop frame
 };
 
-// Storage for the nodes' kid lists: chunks owned by the program's Expanded and freed with it, so a
-// candidate's dozen short lists are not a dozen malloc/free pairs. What a list outgrows stays in
-// its chunk until then (lists are short, built once, and reserved to their size where it is known).
-class KidArena {
+// Storage for a program's nodes, their kid and slot lists and their lambdas' names: chunks owned
+// by the program's Expanded and freed with it, so a candidate's few dozen nodes and short lists
+// are one allocation, not one each (or a block of nodes and a vector of blocks). What a list
+// outgrows stays in its chunk until then (lists are short, built once, and reserved to their
+// size where it is known).
+class NodeArena {
  public:
-  KidArena() = default;
-  KidArena(const KidArena&) = delete;
-  KidArena& operator=(const KidArena&) = delete;
-  ~KidArena() {
+  NodeArena() = default;
+  NodeArena(const NodeArena&) = delete;
+  NodeArena& operator=(const NodeArena&) = delete;
+  ~NodeArena() {
     while (head_) {
       Chunk* next = head_->next;
       ::operator delete(head_);
@@ -77,33 +80,34 @@ class KidArena {
   size_t next_size_ = kMinChunk;
 };
 
-// A kid list's allocator: from a KidArena, whose chunks free the storage at once (deallocate does
-// nothing), or the heap without one (a Node made otherwise than by Expanded::make).
+// A node list's allocator: from a NodeArena, whose chunks free the storage at once (deallocate
+// does nothing), or the heap without one (a Node made otherwise than by Expanded::make).
 template <class T>
-struct KidAllocator {
+struct ArenaAllocator {
   using value_type = T;
-  KidArena* arena = nullptr;
-  KidAllocator() = default;
-  explicit KidAllocator(KidArena* a) : arena(a) {}
+  NodeArena* arena = nullptr;
+  ArenaAllocator() = default;
+  explicit ArenaAllocator(NodeArena* a) : arena(a) {}
   template <class U>
-  KidAllocator(const KidAllocator<U>& o) : arena(o.arena) {}
+  ArenaAllocator(const ArenaAllocator<U>& o) : arena(o.arena) {}
   T* allocate(size_t n) {
     return arena ? static_cast<T*>(arena->alloc(n * sizeof(T))) : std::allocator<T>().allocate(n);
   }
   void deallocate(T* p, size_t n) {
     if (!arena) std::allocator<T>().deallocate(p, n);
   }
-  friend bool operator==(const KidAllocator& a, const KidAllocator& b) {
+  friend bool operator==(const ArenaAllocator& a, const ArenaAllocator& b) {
     return a.arena == b.arena;
   }
-  friend bool operator!=(const KidAllocator& a, const KidAllocator& b) {
+  friend bool operator!=(const ArenaAllocator& a, const ArenaAllocator& b) {
     return a.arena != b.arena;
   }
 };
 
 struct Node {
   Node() = default;
-  explicit Node(KidArena* kids_arena) : kids(KidAllocator<const Node*>(kids_arena)) {}
+  explicit Node(NodeArena* arena)
+      : kids(ArenaAllocator<const Node*>(arena)), slots(ArenaAllocator<uint32_t>(arena)) {}
   NodeKind kind = NodeKind::Const;
   bool rest = false;        // Lambda: takes a rest argument
   bool captures = false;    // Loop: a lambda inside the body may capture the loop frame
@@ -115,9 +119,10 @@ struct Node {
   int32_t datum = -1;       // the datum this node came from (positions, error text, Quote)
   const Source* src = nullptr;
   const Node* loop = nullptr;  // Recur: its loop
-  std::vector<const Node*, KidAllocator<const Node*>> kids;
-  std::vector<uint32_t> slots;  // Letrec: slot assigned by each init
-  std::string name;             // Lambda: its name for messages ("lambda" when anonymous)
+  std::vector<const Node*, ArenaAllocator<const Node*>> kids;
+  std::vector<uint32_t, ArenaAllocator<uint32_t>> slots;  // Letrec: slot assigned by each init
+  std::string_view name;  // Lambda: its name for messages ("lambda" when anonymous; its text
+                          // in the arena of the nodes, or static)
   SrcPos pos() const { return src->at(datum).pos; }
   std::string form() const { return src->show(datum); }
 };
@@ -150,33 +155,31 @@ class Expanded {
   const Node* root_ = nullptr;   // a Letrec holding the top-level defines, whose body is the program
   std::vector<FreeName> free_;   // in first-occurrence order
   const Node* result_ = nullptr; // the last top-level expression (for result errors)
-  // Sizes the first block of nodes: a program makes about one node per datum, so its nodes
-  // usually take one allocation (a std::deque took one per three nodes of this size).
-  // (about as many kids as nodes: every node but the root is one kid)
-  void reserve_nodes(size_t n) {
-    if (blocks_.empty()) new_block(n);
-    kids_.reserve(n * sizeof(const Node*));
-  }
+  // Sizes the arena's first chunk: a program makes about one node per datum and about as many
+  // kids (every node but the root is one kid), so its nodes and lists usually take one
+  // allocation.
+  void reserve_nodes(size_t n) { arena_.reserve(n * (sizeof(Node) + sizeof(const Node*))); }
+  // A new node, in the arena: nodes point at each other, and the arena's chunks never move. (No
+  // node's destructor runs: all a node holds, its lists and its name, is in the arena too, and
+  // goes with it.)
   Node* make(NodeKind k, const Source* s, int32_t datum) {
-    if (blocks_.empty() || blocks_.back().size() == blocks_.back().capacity())
-      new_block(blocks_.empty() ? kMinBlock : 2 * blocks_.back().capacity());
-    Node* n = &blocks_.back().emplace_back(&kids_);
+    Node* n = new (arena_.alloc(sizeof(Node))) Node(&arena_);
     n->kind = k;
     n->src = s;
     n->datum = datum;
     return n;
   }
+  // A copy of `text` in the arena (a lambda's name), which lives as long as the nodes.
+  std::string_view keep(std::string_view text) {
+    if (text.empty()) return {};
+    char* p = static_cast<char*>(arena_.alloc(text.size()));
+    std::copy(text.begin(), text.end(), p);
+    return {p, text.size()};
+  }
 
  private:
-  // Nodes point at each other, so they never move: a block is filled up to its capacity, never
-  // past it (no reallocation), and a full one is followed by a new, larger block.
-  static constexpr size_t kMinBlock = 32;
-  KidArena kids_;  // (declared first: destroyed after the nodes whose kids it holds)
-  std::vector<std::vector<Node>> blocks_;
-  void new_block(size_t n) {
-    blocks_.emplace_back();
-    blocks_.back().reserve(std::max(n, kMinBlock));
-  }
+  static_assert(alignof(Node) <= 8, "the arena aligns what it gives to 8 bytes");
+  NodeArena arena_;
 };
 
 // Where the program's result expression starts: input errors that no form caused (too many lanes

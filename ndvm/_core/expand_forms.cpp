@@ -317,7 +317,7 @@ const Node* Expander::named_let(int32_t d, const Ctx& c) {
   Scope* s = new_scope(c.scope);
   s->names.push_back(name);
   Node* lam = make(NodeKind::Lambda, d);
-  lam->name = name;
+  lam->name = X.keep(name);
   ++lambdas_;
   Scope* ps = new_scope(s);
   for (int32_t b : bs) ps->names.push_back(sym(kid(b, 0)));

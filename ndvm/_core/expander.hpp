@@ -303,7 +303,7 @@ class Expander {
   const Node* lambda(int32_t where, int32_t params, int skip, int32_t body, int body_from,
                      const std::string& name, const Ctx& c) {
     Node* n = make(NodeKind::Lambda, where);
-    n->name = name.empty() ? "lambda" : name;
+    n->name = name.empty() ? std::string_view("lambda") : X.keep(name);
     ++lambdas_;
     auto scope = std::make_unique<Scope>();
     scope->parent = c.scope;

@@ -31,13 +31,13 @@ inline bool is_unassigned(const Value& v) { return v.tag == Tag::Unspec && v.fla
 // The error for calling a closure `name` (nparams, plus a rest list when `rest`) with argc
 // arguments, or nothing. The test is inline on every call; the message is built out of line.
 [[noreturn]] __attribute__((noinline, cold)) inline void closure_arity_error(
-    const Node* call, const std::string& name, uint32_t nparams, bool rest, size_t argc) {
+    const Node* call, std::string_view name, uint32_t nparams, bool rest, size_t argc) {
   fail_at(call, ErrorKind::Eval,
-          name + ": expects " + (rest ? "at least " : "") + arity_text(int(nparams)) + ", got " +
+          std::string(name) + ": expects " + (rest ? "at least " : "") + arity_text(int(nparams)) + ", got " +
               std::to_string(argc));
 }
 
-inline void check_closure_arity(const Node* call, const std::string& name, uint32_t nparams,
+inline void check_closure_arity(const Node* call, std::string_view name, uint32_t nparams,
                                 bool rest, size_t argc) {
   if (argc < nparams || (!rest && argc != nparams))
     closure_arity_error(call, name, nparams, rest, argc);
