@@ -18,10 +18,17 @@ inline uint64_t splitmix64_finalize(uint64_t h) {
 
 // FNV-1a of a name, folded to a size_t (tables mask its low bits). A name is a few characters:
 // one multiply a character is cheaper than a general-purpose hash's setup.
+// (In steps for a scanner that hashes a name as it reads it: start from kNameHashStart, one step
+// a character, name_hash_end of the last.)
+constexpr uint64_t kNameHashStart = 0xcbf29ce484222325ULL;
+inline uint64_t name_hash_step(uint64_t h, char c) {
+  return (h ^ static_cast<unsigned char>(c)) * 0x100000001b3ULL;
+}
+inline size_t name_hash_end(uint64_t h) { return size_t(h ^ (h >> 32)); }
 inline size_t name_hash(std::string_view s) {
-  uint64_t h = 0xcbf29ce484222325ULL;
-  for (char c : s) h = (h ^ static_cast<unsigned char>(c)) * 0x100000001b3ULL;
-  return size_t(h ^ (h >> 32));
+  uint64_t h = kNameHashStart;
+  for (char c : s) h = name_hash_step(h, c);
+  return name_hash_end(h);
 }
 
 }  // namespace ndvm

@@ -183,9 +183,12 @@ class Reader {
   }
 
   int32_t make_symbol(std::string_view name, SrcPos pos) {
+    return make_symbol(name, name_hash(name), pos);
+  }
+  int32_t make_symbol(std::string_view name, size_t hash, SrcPos pos) {
     Datum d;
     d.kind = DatumKind::Sym;
-    d.sym = s_.intern(name);
+    d.sym = s_.intern(name, hash);
     d.pos = pos;
     return push(d);
   }
@@ -244,11 +247,14 @@ class Reader {
     // an atom (no newline in it: it stays on its line)
     // (scanned in locals, written back once: i_ and col_ are kept up to date for check_visible,
     // which reports where it stops)
+    // (hashed as it is scanned, for a name's interning)
     const size_t start = i_;
     const int col0 = col_;
     size_t i = start;
+    uint64_t hash = kNameHashStart;
     while (i < n_ && !is_delimiter(p_[i])) {
       const auto b = static_cast<unsigned char>(p_[i]);
+      hash = name_hash_step(hash, p_[i]);
       if (b < 0x20 || b >= 0x7F) {  // (printable ASCII needs no check)
         i_ = i;
         col_ = col0 + int(i - start);
@@ -274,7 +280,7 @@ class Reader {
       return push(d);
     }
     if (tok == ".") fail_at("unexpected '.'", pos);
-    if (!could_be_number(tok[0])) return make_symbol(tok, pos);
+    if (!could_be_number(tok[0])) return make_symbol(tok, name_hash_end(hash), pos);
     double value;
     bool is_int;
     if (parse_number(tok, p_ + start, value, is_int)) {
@@ -291,7 +297,7 @@ class Reader {
                 "a decimal, or (/ 1 3))", pos);
       fail_at("malformed number '" + std::string(tok) + "'", pos);
     }
-    return make_symbol(tok, pos);
+    return make_symbol(tok, name_hash_end(hash), pos);
   }
 
   // Whether a token starting with c may be a number or a malformed one: a sign, '.' or a digit
@@ -349,21 +355,31 @@ class Reader {
 
 }  // namespace
 
-size_t Source::symbol_slot(std::string_view s) const {
+size_t Source::symbol_slot(std::string_view s, size_t hash) const {
+  // (names are a few characters: compared in place, not by a call to memcmp)
+  auto same = [&](const std::string& t) {
+    if (t.size() != s.size()) return false;
+    for (size_t k = 0; k < s.size(); ++k)
+      if (t[k] != s[k]) return false;
+    return true;
+  };
   const size_t mask = symindex_.size() - 1;
-  size_t i = name_hash(s) & mask;
-  while (symindex_[i] >= 0 && symbols_[size_t(symindex_[i])] != s) i = (i + 1) & mask;
+  size_t i = hash & mask;
+  while (symindex_[i] >= 0 && !same(symbols_[size_t(symindex_[i])])) i = (i + 1) & mask;
   return i;
 }
 
 void Source::reindex(size_t slots) {
   symindex_.assign(slots, -1);
-  for (size_t k = 0; k < symbols_.size(); ++k) symindex_[symbol_slot(symbols_[k])] = int32_t(k);
+  for (size_t k = 0; k < symbols_.size(); ++k)
+    symindex_[symbol_slot(symbols_[k], name_hash(symbols_[k]))] = int32_t(k);
 }
 
-int32_t Source::intern(std::string_view s) {
+int32_t Source::intern(std::string_view s) { return intern(s, name_hash(s)); }
+
+int32_t Source::intern(std::string_view s, size_t hash) {
   if (symindex_.empty()) reindex(32);  // (room for a candidate's names without a regrowth)
-  const size_t i = symbol_slot(s);
+  const size_t i = symbol_slot(s, hash);
   if (symindex_[i] >= 0) return symindex_[i];
   const auto id = static_cast<int32_t>(symbols_.size());
   symbols_.emplace_back(s);
@@ -373,7 +389,7 @@ int32_t Source::intern(std::string_view s) {
 }
 
 int32_t Source::find_symbol(std::string_view s) const {
-  return symindex_.empty() ? -1 : symindex_[symbol_slot(s)];
+  return symindex_.empty() ? -1 : symindex_[symbol_slot(s, name_hash(s))];
 }
 
 std::string format_number(double x) {

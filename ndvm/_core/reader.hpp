@@ -38,6 +38,8 @@ class Source {
   // than scanning the names, or a std::unordered_map's node walk.)
   std::vector<int32_t> symindex_;
 
+  // s's symbol id, made the first time; `hash` is name_hash(s) (a scanner hashes as it reads).
+  int32_t intern(std::string_view s, size_t hash);
   int32_t intern(std::string_view s);
   int32_t find_symbol(std::string_view s) const;
   const Datum& at(int32_t i) const { return data_[i]; }
@@ -51,7 +53,8 @@ class Source {
 
  private:
   void show_into(int32_t i, std::string& out, size_t max_len) const;
-  size_t symbol_slot(std::string_view s) const;  // (s's slot in symindex_, or the empty one)
+  // (s's slot in symindex_, or the empty one; `hash` is name_hash(s))
+  size_t symbol_slot(std::string_view s, size_t hash) const;
   void reindex(size_t slots);
 };
 
