@@ -146,22 +146,23 @@ cdef Program _parse(str text, str name, const string& n, bint release=True):
     """``parse`` of ``text`` named ``name`` (``n``: the name as the core takes it, encoded
     once for many texts). ``release``: the GIL is released while the core reads and expands
     (not for a candidate's few dozen characters: that costs more than it lets others run)."""
-    cdef string t
     cdef const char* utf8 = NULL
     cdef Py_ssize_t size = 0
-    try:  # (the text's own UTF-8, copied once: no bytes object between)
+    cdef bytes encoded = None
+    try:  # (the text's own UTF-8, NUL-terminated and kept by the str: read in place, no copy)
         utf8 = PyUnicode_AsUTF8AndSize(text, &size)
-        t.assign(utf8, size)
     except UnicodeEncodeError:  # (a lone surrogate: _utf8 raises the ReadError that says where)
-        t = _utf8(text, name)
+        encoded = _utf8(text, name)
+        utf8 = encoded
+        size = len(encoded)
     cdef shared_ptr[const Expanded] x
     cdef ErrorInfo err
     cdef bool ok
-    if release:  # (t is moved into the program's Source)
+    if release:  # (text, and so its UTF-8, outlives the call)
         with nogil:
-            ok = expand_guarded(t, n, &x, &err)
+            ok = expand_guarded(utf8, size, n, &x, &err)
     else:
-        ok = expand_guarded(t, n, &x, &err)
+        ok = expand_guarded(utf8, size, n, &x, &err)
     if not ok:
         _raise(err)
     cdef Program p = Program.__new__(Program)

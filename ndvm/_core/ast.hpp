@@ -188,7 +188,8 @@ inline SrcPos result_pos(const Expanded& x) { return x.result_ ? x.result_->pos(
 
 // Reads and expands a program. Throws Error (ReadError, FormError, EvalError for a primitive called
 // with the wrong number of arguments) with file:line:col.
-std::shared_ptr<const Expanded> expand_program(std::string text, const std::string& name);
+// (text as read_source takes it: a NUL follows it.)
+std::shared_ptr<const Expanded> expand_program(std::string_view text, const std::string& name);
 
 // The Scheme prelude both clients load (map, filter, fold-left, ...).
 const char* prelude_text();

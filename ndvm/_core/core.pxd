@@ -28,7 +28,6 @@ cdef extern from "ast.hpp" namespace "ndvm":
 
     cdef cppclass Source:
         string name_
-        string text_
 
     cdef cppclass Expanded:
         vector[FreeName] free_
@@ -126,7 +125,7 @@ cdef extern from "reader.hpp" namespace "ndvm":
 
 
 cdef extern from "guarded.hpp" namespace "ndvm":
-    bool expand_guarded(string& text, const string& name,
+    bool expand_guarded(const char* text, size_t size, const string& name,
                         shared_ptr[const Expanded]* out, ErrorInfo* err) nogil
     bool read_guarded(const string& text, const string& name,
                       shared_ptr[SourceData]* out, ErrorInfo* err) nogil

@@ -148,9 +148,9 @@ void Expander::run() {
 }  // namespace expander
 
 
-std::shared_ptr<const Expanded> expand_program(std::string text, const std::string& name) {
+std::shared_ptr<const Expanded> expand_program(std::string_view text, const std::string& name) {
   auto x = std::make_shared<Expanded>();
-  x->src_ = read_source(std::move(text), name);
+  x->src_ = read_source(text, name);
   x->prelude_ = expander::prelude_source();
   x->reserve_nodes(x->src_->data_.size() + 4);  // (+4: the root, the result, ...)
   x->free_.reserve(x->src_->symbols_.size());    // (a free name is one of the symbols)

@@ -6,10 +6,10 @@
 
 namespace ndvm {
 
-// (`text` is moved into the program's Source: the caller's string is left empty)
-inline bool expand_guarded(std::string& text, const std::string& name,
+// (`text`: `size` characters followed by a NUL, read in place: a Python str's UTF-8)
+inline bool expand_guarded(const char* text, size_t size, const std::string& name,
                            std::shared_ptr<const Expanded>* out, ErrorInfo* err) {
-  return guarded(*err, [&] { *out = expand_program(std::move(text), name); });
+  return guarded(*err, [&] { *out = expand_program(std::string_view(text, size), name); });
 }
 
 inline bool read_guarded(const std::string& text, const std::string& name,

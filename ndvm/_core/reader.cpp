@@ -44,8 +44,8 @@ std::vector<int32_t>& thread_items() {
 
 class Reader {
  public:
-  Reader(Source& src)
-      : s_(src), p_(src.text_.data()), n_(src.text_.size()), items_(thread_items()),
+  Reader(Source& src, std::string_view text)
+      : s_(src), p_(text.data()), n_(text.size()), items_(thread_items()),
         stack_limit_(native_stack_limit()) {
     items_.clear();  // (a read that raised left its items)
   }
@@ -451,12 +451,12 @@ std::string Source::show(int32_t i, size_t max_len) const {
   return out;
 }
 
-std::shared_ptr<Source> read_source(std::string text, const std::string& name) {
+std::shared_ptr<Source> read_source(std::string_view text, const std::string& name) {
+  NDVM_ASSERT(text.data()[text.size()] == '\0');
   auto src = std::make_shared<Source>();
   src->name_ = name;
-  src->text_ = std::move(text);
   try {
-    Reader r(*src);
+    Reader r(*src, text);
     r.read_all();
   } catch (Error& e) {
     e.file_ = name;

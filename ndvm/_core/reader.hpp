@@ -1,6 +1,6 @@
 // The reader: program text -> a flat pool of datums (numbers, booleans, symbols, lists), each with
-// its line:column. A Source owns the pool and its symbol table; it is immutable once read and shared
-// read-only by every client and thread. `[a b c]` reads as `(vec a b c)`, `'x` as `(quote x)`.
+// its line:column. A Source owns the pool and its symbol table (not the text: nothing reads it
+// after the reader); it is immutable once read and shared read-only by every client and thread. `[a b c]` reads as `(vec a b c)`, `'x` as `(quote x)`.
 #pragma once
 #include <cstdint>
 #include <memory>
@@ -28,7 +28,6 @@ struct Datum {
 class Source {
  public:
   std::string name_;
-  std::string text_;
   std::vector<Datum> data_;
   std::vector<int32_t> kids_;
   std::vector<int32_t> top_;  // top-level datums in order
@@ -58,9 +57,10 @@ class Source {
   void reindex(size_t slots);
 };
 
-// Reads text into a new Source, which keeps it (moved in: a caller done with its text gives it
-// up rather than a copy being made). Throws Error(ReadError) with the position of the problem.
-std::shared_ptr<Source> read_source(std::string text, const std::string& name);
+// Reads text into a new Source (the caller's text is read in place, never copied: a NUL must follow
+// it, as one follows a std::string's or a Python str's UTF-8, for strtod to stop at). Throws
+// Error(ReadError) with the position of the problem.
+std::shared_ptr<Source> read_source(std::string_view text, const std::string& name);
 
 // Formats a real the way error messages and `show` print it.
 std::string format_number(double x);
