@@ -297,7 +297,7 @@ void execute(Machine<T>& m, const Expanded& x, const RunRequest& rq, Body&& body
   try {
     for (uint32_t l0 = 0; l0 < L; l0 += block) {
       uint32_t count = std::min(block, L - l0);
-      m.reset(S, N, rq.grad, x.src_.get(), l0, count);
+      m.reset(S, N, rq.grad, &x.src_, l0, count);
       detail::bind_inputs(m, rq);
       Value v = detail::run_partitioned(m, body, -1, x.result_);
       if (rq.value_out)

@@ -91,7 +91,7 @@ const Builtin* builtin(std::string_view name) {
 }
 
 void Expander::run() {
-  const Source* user = X.src_.get();
+  const Source* user = &X.src_;
   cur_ = user;
   Node* root = X.make(NodeKind::Letrec, user, user->top_.front());
   root_ = root;
@@ -150,10 +150,10 @@ void Expander::run() {
 
 std::shared_ptr<const Expanded> expand_program(std::string_view text, const std::string& name) {
   auto x = std::make_shared<Expanded>();
-  x->src_ = read_source(text, name);
+  read_into(x->src_, text, name);
   x->prelude_ = expander::prelude_source();
-  x->reserve_nodes(x->src_->data_.size() + 4);  // (+4: the root, the result, ...)
-  x->free_.reserve(x->src_->symbols_.size());    // (a free name is one of the symbols)
+  x->reserve_nodes(x->src_.data_.size() + 4);  // (+4: the root, the result, ...)
+  x->free_.reserve(x->src_.symbols_.size());    // (a free name is one of the symbols)
   expander::Expander(*x).run();
   return x;
 }

@@ -157,7 +157,7 @@ class Expander {
   }
 
   Resolved& resolved(int32_t d) {  // (the symbol d's entry in its Source's vector)
-    auto& v = cur_ == X.src_.get() ? globals_ : prelude_globals_;
+    auto& v = cur_ == &X.src_ ? globals_ : prelude_globals_;
     size_t k = size_t(D(d).sym);
     if (k >= v.size()) v.resize(cur_->symbols_.size());  // (once: then entries stay put)
     return v[k];

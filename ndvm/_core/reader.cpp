@@ -452,17 +452,21 @@ std::string Source::show(int32_t i, size_t max_len) const {
 }
 
 std::shared_ptr<Source> read_source(std::string_view text, const std::string& name) {
-  NDVM_ASSERT(text.data()[text.size()] == '\0');
   auto src = std::make_shared<Source>();
-  src->name_ = name;
+  read_into(*src, text, name);
+  return src;
+}
+
+void read_into(Source& src, std::string_view text, const std::string& name) {
+  NDVM_ASSERT(text.data()[text.size()] == '\0');
+  src.name_ = name;
   try {
-    Reader r(*src, text);
+    Reader r(src, text);
     r.read_all();
   } catch (Error& e) {
     e.file_ = name;
     throw;
   }
-  return src;
 }
 
 }  // namespace ndvm

@@ -61,6 +61,8 @@ class Source {
 // it, as one follows a std::string's or a Python str's UTF-8, for strtod to stop at). Throws
 // Error(ReadError) with the position of the problem.
 std::shared_ptr<Source> read_source(std::string_view text, const std::string& name);
+// The same into `src`, a new (empty) Source.
+void read_into(Source& src, std::string_view text, const std::string& name);
 
 // Formats a real the way error messages and `show` print it.
 std::string format_number(double x);
