@@ -34,76 +34,6 @@ enum class NodeKind : uint8_t {
   Recur,     // kids: new values of the loop variables; `depth` frames up to the loop frame
 };
 
-// Storage for a program's nodes, their kid and slot lists and their lambdas' names: chunks owned
-// by the program's Expanded and freed with it, so a candidate's few dozen nodes and short lists
-// are one allocation, not one each (or a block of nodes and a vector of blocks). What a list
-// outgrows stays in its chunk until then (lists are short, built once, and reserved to their
-// size where it is known).
-class NodeArena {
- public:
-  NodeArena() = default;
-  NodeArena(const NodeArena&) = delete;
-  NodeArena& operator=(const NodeArena&) = delete;
-  ~NodeArena() {
-    while (head_) {
-      Chunk* next = head_->next;
-      ::operator delete(head_);
-      head_ = next;
-    }
-  }
-  // Sizes the first chunk (before any allocation).
-  void reserve(size_t bytes) {
-    if (!head_) next_size_ = std::max(bytes + sizeof(Chunk), kMinChunk);
-  }
-  void* alloc(size_t bytes) {
-    bytes = (bytes + 7) & ~size_t(7);
-    if (size_t(end_ - pos_) < bytes) {
-      const size_t size = std::max(next_size_, bytes + sizeof(Chunk));
-      head_ = new (::operator new(size)) Chunk{head_};
-      pos_ = reinterpret_cast<char*>(head_) + sizeof(Chunk);
-      end_ = reinterpret_cast<char*>(head_) + size;
-      next_size_ = 2 * size;
-    }
-    void* p = pos_;
-    pos_ += bytes;
-    return p;
-  }
-
- private:
-  struct Chunk {
-    Chunk* next;  // (the one made before; the storage follows this header)
-  };
-  static constexpr size_t kMinChunk = 256;
-  Chunk* head_ = nullptr;
-  char* pos_ = nullptr;
-  char* end_ = nullptr;
-  size_t next_size_ = kMinChunk;
-};
-
-// A node list's allocator: from a NodeArena, whose chunks free the storage at once (deallocate
-// does nothing), or the heap without one (a Node made otherwise than by Expanded::make).
-template <class T>
-struct ArenaAllocator {
-  using value_type = T;
-  NodeArena* arena = nullptr;
-  ArenaAllocator() = default;
-  explicit ArenaAllocator(NodeArena* a) : arena(a) {}
-  template <class U>
-  ArenaAllocator(const ArenaAllocator<U>& o) : arena(o.arena) {}
-  T* allocate(size_t n) {
-    return arena ? static_cast<T*>(arena->alloc(n * sizeof(T))) : std::allocator<T>().allocate(n);
-  }
-  void deallocate(T* p, size_t n) {
-    if (!arena) std::allocator<T>().deallocate(p, n);
-  }
-  friend bool operator==(const ArenaAllocator& a, const ArenaAllocator& b) {
-    return a.arena == b.arena;
-  }
-  friend bool operator!=(const ArenaAllocator& a, const ArenaAllocator& b) {
-    return a.arena != b.arena;
-  }
-};
-
 struct Node {
   Node() = default;
   explicit Node(NodeArena* arena)
@@ -149,16 +79,28 @@ struct FreeName {
 };
 
 class Expanded {
+  // (first: destroyed after the Source and the nodes whose storage it holds)
+  NodeArena arena_;
+
  public:
-  Source src_;  // (the program's own, made with it: one allocation fewer)
+  Expanded() : src_(&arena_) {}
+  Expanded(const Expanded&) = delete;
+  Expanded& operator=(const Expanded&) = delete;
+
+  Source src_;  // the program's own, its datums and lists in the arena
   std::shared_ptr<Source> prelude_;
   const Node* root_ = nullptr;   // a Letrec holding the top-level defines, whose body is the program
   std::vector<FreeName> free_;   // in first-occurrence order
   const Node* result_ = nullptr; // the last top-level expression (for result errors)
-  // Sizes the arena's first chunk: a program makes about one node per datum and about as many
-  // kids (every node but the root is one kid), so its nodes and lists usually take one
-  // allocation.
-  void reserve_nodes(size_t n) { arena_.reserve(n * (sizeof(Node) + sizeof(const Node*))); }
+  // Sizes the arena's first chunk (before the program is read) for a text of `chars` characters:
+  // the reader reserves a datum and a kid every two characters and a symbol index of 32 slots,
+  // and a program makes about one node a datum and as many kids (every node but the root is
+  // one), so a program usually takes one allocation.
+  void reserve_for(size_t chars) {
+    const size_t datums = chars / 2 + 4;
+    arena_.reserve(datums * (sizeof(Datum) + sizeof(int32_t)) + 32 * sizeof(int32_t) +
+                   (datums + 4) * (sizeof(Node) + sizeof(const Node*)));
+  }
   // A new node, in the arena: nodes point at each other, and the arena's chunks never move. (No
   // node's destructor runs: all a node holds, its lists and its name, is in the arena too, and
   // goes with it.)
@@ -178,8 +120,7 @@ class Expanded {
   }
 
  private:
-  static_assert(alignof(Node) <= 8, "the arena aligns what it gives to 8 bytes");
-  NodeArena arena_;
+  static_assert(alignof(Node) <= 8 && alignof(Datum) <= 8, "the arena aligns to 8 bytes");
 };
 
 // Where the program's result expression starts: input errors that no form caused (too many lanes

@@ -150,10 +150,10 @@ void Expander::run() {
 
 std::shared_ptr<const Expanded> expand_program(std::string_view text, const std::string& name) {
   auto x = std::make_shared<Expanded>();
+  x->reserve_for(text.size());
   read_into(x->src_, text, name);
   x->prelude_ = expander::prelude_source();
-  x->reserve_nodes(x->src_.data_.size() + 4);  // (+4: the root, the result, ...)
-  x->free_.reserve(x->src_.symbols_.size());    // (a free name is one of the symbols)
+  x->free_.reserve(x->src_.symbols_.size());  // (a free name is one of the symbols)
   expander::Expander(*x).run();
   return x;
 }

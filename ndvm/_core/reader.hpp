@@ -2,8 +2,10 @@
 // its line:column. A Source owns the pool and its symbol table (not the text: nothing reads it
 // after the reader); it is immutable once read and shared read-only by every client and thread. `[a b c]` reads as `(vec a b c)`, `'x` as `(quote x)`.
 #pragma once
+#include <algorithm>
 #include <cstdint>
 #include <memory>
+#include <new>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -11,6 +13,77 @@
 #include "error.hpp"
 
 namespace ndvm {
+
+// Storage for a program's datums and their lists (its Source's), and its nodes, their kid and slot
+// lists and their lambdas' names (ast.hpp): chunks owned by the program's Expanded and freed with
+// it, so a candidate's datums, few dozen nodes and short lists are about one allocation, not one
+// each. What a vector outgrows stays in its chunk until then (they are short, built once, and
+// reserved to their size where it is known).
+class NodeArena {
+ public:
+  NodeArena() = default;
+  NodeArena(const NodeArena&) = delete;
+  NodeArena& operator=(const NodeArena&) = delete;
+  ~NodeArena() {
+    while (head_) {
+      Chunk* next = head_->next;
+      ::operator delete(head_);
+      head_ = next;
+    }
+  }
+  // Sizes the first chunk (before any allocation).
+  void reserve(size_t bytes) {
+    if (!head_) next_size_ = std::max(bytes + sizeof(Chunk), kMinChunk);
+  }
+  void* alloc(size_t bytes) {
+    bytes = (bytes + 7) & ~size_t(7);
+    if (size_t(end_ - pos_) < bytes) {
+      const size_t size = std::max(next_size_, bytes + sizeof(Chunk));
+      head_ = new (::operator new(size)) Chunk{head_};
+      pos_ = reinterpret_cast<char*>(head_) + sizeof(Chunk);
+      end_ = reinterpret_cast<char*>(head_) + size;
+      next_size_ = 2 * size;
+    }
+    void* p = pos_;
+    pos_ += bytes;
+    return p;
+  }
+
+ private:
+  struct Chunk {
+    Chunk* next;  // (the one made before; the storage follows this header)
+  };
+  static constexpr size_t kMinChunk = 256;
+  Chunk* head_ = nullptr;
+  char* pos_ = nullptr;
+  char* end_ = nullptr;
+  size_t next_size_ = kMinChunk;
+};
+
+// A vector's allocator: from a NodeArena, whose chunks free the storage at once (deallocate does
+// nothing), or the heap without one (a Source read on its own, a Node made otherwise than by
+// Expanded::make).
+template <class T>
+struct ArenaAllocator {
+  using value_type = T;
+  NodeArena* arena = nullptr;
+  ArenaAllocator() = default;
+  explicit ArenaAllocator(NodeArena* a) : arena(a) {}
+  template <class U>
+  ArenaAllocator(const ArenaAllocator<U>& o) : arena(o.arena) {}
+  T* allocate(size_t n) {
+    return arena ? static_cast<T*>(arena->alloc(n * sizeof(T))) : std::allocator<T>().allocate(n);
+  }
+  void deallocate(T* p, size_t n) {
+    if (!arena) std::allocator<T>().deallocate(p, n);
+  }
+  friend bool operator==(const ArenaAllocator& a, const ArenaAllocator& b) {
+    return a.arena == b.arena;
+  }
+  friend bool operator!=(const ArenaAllocator& a, const ArenaAllocator& b) {
+    return a.arena != b.arena;
+  }
+};
 
 enum class DatumKind : uint8_t { Num, Bool, Sym, List };
 
@@ -27,15 +100,23 @@ struct Datum {
 
 class Source {
  public:
+  Source() = default;
+  // A Source whose datums, lists and symbol index are in `arena` (a program's: ast.hpp)
+  explicit Source(NodeArena* arena)
+      : data_(ArenaAllocator<Datum>(arena)), kids_(ArenaAllocator<int32_t>(arena)),
+        symindex_(ArenaAllocator<int32_t>(arena)) {}
+  Source(const Source&) = delete;
+  Source& operator=(const Source&) = delete;
+
   std::string name_;
-  std::vector<Datum> data_;
-  std::vector<int32_t> kids_;
+  std::vector<Datum, ArenaAllocator<Datum>> data_;
+  std::vector<int32_t, ArenaAllocator<int32_t>> kids_;
   std::vector<int32_t> top_;  // top-level datums in order
   std::vector<std::string> symbols_;
   // Symbol ids by name: open addressing over a power-of-two table (-1: empty), at most half full.
   // (Every name token is looked up: a hash of its few characters and a probe or two cost less
   // than scanning the names, or a std::unordered_map's node walk.)
-  std::vector<int32_t> symindex_;
+  std::vector<int32_t, ArenaAllocator<int32_t>> symindex_;
 
   // s's symbol id, made the first time; `hash` is name_hash(s) (a scanner hashes as it reads).
   int32_t intern(std::string_view s, size_t hash);
