@@ -196,3 +196,9 @@ def test_programs_parse_alike_on_many_threads():
     serial = [one(t) for t in texts]
     with ThreadPoolExecutor(4) as pool:
         assert list(pool.map(one, texts)) == serial
+        # (programs made on the pool's threads and freed on this one: their storage goes to
+        # this thread's spares, which the next programs reuse)
+        made = list(pool.map(ndvm.parse, texts[:400]))
+    del made
+    assert [one(t) for t in texts] == serial
+    assert ndvm.Evaluator().evaluate(texts[-2]).item() == 8.0

@@ -27,7 +27,7 @@ class NodeArena {
   ~NodeArena() {
     while (head_) {
       Chunk* next = head_->next;
-      ::operator delete(head_);
+      give_back(head_);
       head_ = next;
     }
   }
@@ -38,8 +38,8 @@ class NodeArena {
   void* alloc(size_t bytes) {
     bytes = (bytes + 7) & ~size_t(7);
     if (size_t(end_ - pos_) < bytes) {
-      const size_t size = std::max(next_size_, bytes + sizeof(Chunk));
-      head_ = new (::operator new(size)) Chunk{head_};
+      const size_t size = chunk_size(std::max(next_size_, bytes + sizeof(Chunk)));
+      head_ = new (take(size)) Chunk{head_, size};
       pos_ = reinterpret_cast<char*>(head_) + sizeof(Chunk);
       end_ = reinterpret_cast<char*>(head_) + size;
       next_size_ = 2 * size;
@@ -52,12 +52,60 @@ class NodeArena {
  private:
   struct Chunk {
     Chunk* next;  // (the one made before; the storage follows this header)
+    size_t size;
   };
   static constexpr size_t kMinChunk = 256;
   Chunk* head_ = nullptr;
   char* pos_ = nullptr;
   char* end_ = nullptr;
   size_t next_size_ = kMinChunk;
+
+  // A thread's spare chunks of up to kSpareKiB KiB, a few of each whole number of KiB: a
+  // search's candidates are programs of much the same size, made and freed by the thousand, and
+  // a chunk of a few KiB was the dearest allocation of each (malloc's large-chunk path). A chunk
+  // goes back to the spares of the thread that frees it (any thread may free a program).
+  static constexpr size_t kSpareKiB = 16, kSpareEach = 4;
+  struct Spares {
+    void* chunk[kSpareKiB][kSpareEach] = {};
+    uint8_t count[kSpareKiB] = {};
+    ~Spares() {
+      for (size_t k = 0; k < kSpareKiB; ++k)
+        while (count[k]) ::operator delete(chunk[k][--count[k]]);
+      closed() = true;
+    }
+  };
+  static Spares& spares() {
+    static thread_local Spares s;
+    return s;
+  }
+  static bool& closed() {  // (the thread's Spares are destroyed: it is exiting)
+    static thread_local bool c = false;
+    return c;
+  }
+  // A chunk's size: whole KiB up to kSpareKiB KiB (the sizes spares are kept of).
+  static size_t chunk_size(size_t bytes) {
+    return bytes <= kSpareKiB * 1024 ? (bytes + 1023) & ~size_t(1023) : bytes;
+  }
+  static void* take(size_t size) {
+    if (size <= kSpareKiB * 1024 && !closed()) {
+      Spares& s = spares();
+      const size_t k = size / 1024 - 1;
+      if (s.count[k]) return s.chunk[k][--s.count[k]];
+    }
+    return ::operator new(size);
+  }
+  static void give_back(Chunk* c) {
+    const size_t size = c->size;
+    if (size <= kSpareKiB * 1024 && !closed()) {
+      Spares& s = spares();
+      const size_t k = size / 1024 - 1;
+      if (s.count[k] < kSpareEach) {
+        s.chunk[k][s.count[k]++] = c;
+        return;
+      }
+    }
+    ::operator delete(c);
+  }
 };
 
 // A vector's allocator: from a NodeArena, whose chunks free the storage at once (deallocate does
