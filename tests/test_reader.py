@@ -202,3 +202,13 @@ def test_programs_parse_alike_on_many_threads():
     del made
     assert [one(t) for t in texts] == serial
     assert ndvm.Evaluator().evaluate(texts[-2]).item() == 8.0
+
+
+@pytest.mark.parametrize("text, value", [
+    ("-0", float("-inf")), ("0", float("inf")), ("+0", float("inf")), ("-000", float("-inf")),
+    ("123456789012345", 1 / 123456789012345), ("1234567890123456", 1 / 1234567890123456),
+    ("000000000000000000004", 0.25),
+])
+def test_integers_read_as_strtod_reads_them(text, value):
+    # (an integer of at most 15 digits is read without strtod: the same double, -0 included)
+    assert ndvm.Evaluator().evaluate(f"(/ 1 (* {text} 1.0))").item() == value

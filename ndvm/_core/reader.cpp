@@ -347,8 +347,14 @@ class Reader {
       if (ed == 0) return false;
     }
     if (k != n) return false;
-    value = std::strtod(at, nullptr);  // overflow gives +-inf, as IEEE reals do
     is_int = !frac && !expo;
+    if (is_int && digits <= 15) {  // (exact as an integer below 2^53: what strtod gives)
+      int64_t whole = 0;
+      for (size_t j = n - digits; j < n; ++j) whole = 10 * whole + (tok[j] - '0');
+      value = tok[0] == '-' ? -double(whole) : double(whole);  // ("-0" is -0.0, as strtod's)
+      return true;
+    }
+    value = std::strtod(at, nullptr);  // overflow gives +-inf, as IEEE reals do
     return true;
   }
 };
