@@ -1,6 +1,8 @@
 // The reader: program text -> a flat pool of datums (numbers, booleans, symbols, lists), each with
 // its line:column. A Source owns the pool and its symbol table (not the text: nothing reads it
-// after the reader); it is immutable once read and shared read-only by every client and thread. `[a b c]` reads as `(vec a b c)`, `'x` as `(quote x)`.
+// after the reader); it is immutable once read and shared read-only by every client and thread.
+// `[a b c]` reads as `(vec a b c)`, `'x` as `(quote x)`. A program's Source keeps its pool in the
+// program's NodeArena (with its nodes, ast.hpp).
 #pragma once
 #include <algorithm>
 #include <cstdint>

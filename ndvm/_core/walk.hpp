@@ -33,8 +33,8 @@ inline bool is_unassigned(const Value& v) { return v.tag == Tag::Unspec && v.fla
 [[noreturn]] __attribute__((noinline, cold)) inline void closure_arity_error(
     const Node* call, std::string_view name, uint32_t nparams, bool rest, size_t argc) {
   fail_at(call, ErrorKind::Eval,
-          std::string(name) + ": expects " + (rest ? "at least " : "") + arity_text(int(nparams)) + ", got " +
-              std::to_string(argc));
+          std::string(name) + ": expects " + (rest ? "at least " : "") +
+              arity_text(int(nparams)) + ", got " + std::to_string(argc));
 }
 
 inline void check_closure_arity(const Node* call, std::string_view name, uint32_t nparams,
