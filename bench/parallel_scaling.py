@@ -550,16 +550,31 @@ def _island_search(islands, eq_id):
 
 @contextlib.contextmanager
 def _island_clocks():
-    """Yields [Island.run's seconds, the native calibrations' seconds, the data analysis's
-    seconds] of the island searches run meanwhile (read once the block ends)."""
+    """Yields [Island.run's seconds, the native calibrations' seconds within them, the data
+    analysis's seconds, the native calibrations' seconds within that analysis] of the island
+    searches run meanwhile (read once the block ends). (Only those within Island.run: the
+    search's model selection after its islands calibrates too, natively, outside any island; and
+    the analysis fits its candidate blocks natively, so a share without it leaves out its native
+    seconds too.)"""
     from ndvm.cosearch import islands as isl
     from ndvm.cosearch import proposers
 
-    out = [0.0, 0.0, 0.0]
-    with (timed_calls(isl.Island, ("run",)) as spent, native_seconds() as native,
-          timed_calls(proposers.Mutate, ("_blocks",)) as once):
-        yield out
-    out[:] = spent[0], native[0], once[0]
+    out = [0.0, 0.0, 0.0, 0.0]
+    with native_seconds() as native:
+        def native_clock():
+            return native[0]
+        with (timed_calls(isl.Island, ("run",), (time.perf_counter, native_clock)) as spent,
+              timed_calls(proposers.Mutate, ("_blocks",),
+                          (time.perf_counter, native_clock)) as once):
+            yield out
+    out[:] = spent[0], spent[1], once[0], once[1]
+
+
+def _shares(t):
+    """(the share of Island.run's time outside the native calibrations, the same without the
+    data analysis and its own native calibrations) of _island_clocks's ``t``."""
+    spent, native, once, native_once = t
+    return 1.0 - native / spent, 1.0 - (native - native_once) / (spent - once)
 
 
 def _fresh_island_share(n, islands, seed, eq_id):
@@ -572,8 +587,7 @@ def _fresh_island_share(n, islands, seed, eq_id):
     search, _ = _island_search(islands, eq_id)
     with _island_clocks() as t:
         search(n, seed)
-    spent, native, once = t
-    return 1.0 - native / spent, 1.0 - native / (spent - once)
+    return _shares(t)
 
 
 def one_island_share(n, islands, rounds, eq_id=None):
@@ -601,12 +615,12 @@ def one_island_share(n, islands, rounds, eq_id=None):
     for _ in range(rounds):
         with _island_clocks() as t, timed_calls(isl, ("_epoch",)) as epochs:
             search(n, 1 + len(shares))
-        spent, native, once = t
-        shares.append(1.0 - native / spent)
-        whole.append(1.0 - native / epochs[0])
+        share, without = _shares(t)
+        shares.append(share)
+        whole.append(1.0 - t[1] / epochs[0])
         # (the data's building blocks are analysed once a search: a longer search's share
         # tends to this one's without them)
-        steady.append(1.0 - native / (spent - once))
+        steady.append(without)
     s, text = runs_text(shares, 3)
     print(f"one island's own serial fraction ({what}; {n} candidates, {islands} islands run on "
           f"one worker; the share of Island.run's time outside the native calibrations): {text}; "
