@@ -713,7 +713,17 @@ cdef class Breeder:
     # -- shifts --
 
     cdef SNode* _shift_inputs(self, Simplifier s, SNode* t, int depth) except NULL:
-        # (every list new, as the Python operator copied them)
+        # ``t`` with every input x in it written (+ p x), p the first parameter: the inputs'
+        # Nodes found once for the walk (one Node a name: an atom is an input by its address)
+        cdef vector[SNode*] ins
+        for x in self.inputs:
+            ins.push_back(self._sym(s, x))
+        cdef SNode* p0 = self._sym(s, self.params[0]) if self.params else NULL
+        return self._nshift(s, t, ins, s._symbol("+"), p0, depth)
+
+    cdef SNode* _nshift(self, Simplifier s, SNode* t, const vector[SNode*]& ins, SNode* plus,
+                        SNode* p0, int depth) except NULL:
+        # (every list new, as the Python operator copied them; ``p0`` NULL: no parameter)
         cdef size_t j, m
         cdef SNode* few[8]
         cdef vector[SNode*] more
@@ -725,14 +735,14 @@ cdef class Breeder:
                 more.resize(m)
                 items = more.data()
             for j in range(m):
-                items[j] = self._shift_inputs(s, t.items[j], depth + 1)
+                items[j] = self._nshift(s, t.items[j], ins, plus, p0, depth + 1)
             return s.c.list(items, m)
         if node_kind(t) == 0:
-            for x in self.inputs:
-                if self._sym(s, x) == t:
-                    if not self.params:
+            for j in range(ins.size()):
+                if ins[j] == t:
+                    if p0 == NULL:
                         raise IndexError("tuple index out of range")
-                    return _nlist3(s, s._symbol("+"), self._sym(s, self.params[0]), t)
+                    return _nlist3(s, plus, p0, t)
         return t
 
     def shift_inputs(self, t):

@@ -171,7 +171,7 @@ cdef class _Made:
         return tuple, (self._tuple(),)
 
 
-_SIMPLIFIER_UIDS = [0]  # the last Simplifier's uid (each one's its own, for the process)
+cdef Py_ssize_t _last_simplifier_uid = 0  # (each Simplifier's uid its own, for the process)
 
 
 cdef class Simplifier:
@@ -221,8 +221,9 @@ cdef class Simplifier:
         self.held = []
         self.entries = {}
         self.fallback = None
-        _SIMPLIFIER_UIDS[0] += 1
-        self.uid = _SIMPLIFIER_UIDS[0]
+        global _last_simplifier_uid
+        _last_simplifier_uid += 1
+        self.uid = _last_simplifier_uid
 
     def __dealloc__(self):
         del self.c
