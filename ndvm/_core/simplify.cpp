@@ -27,43 +27,26 @@ struct Raise {
 
 [[noreturn]] void raise(Err kind, std::string message) { throw Raise{kind, std::move(message)}; }
 
-const char* const kArith[] = {"+", "-", "*", "/", "sin", "cos", "exp", "log", "sqrt", "tanh",
-                              "tan", "atan", "abs", "square", "pow", "expt"};
-// the heads a constant is folded through by a function call (Python's _FOLD)
-const char* const kFold[] = {"sin", "cos", "exp", "log", "sqrt", "tanh", "tan", "atan", "abs",
-                             "square", "pow", "expt"};
-const char* const kSpecial[] = {"quote", "if", "cond", "case", "and", "or", "when", "unless",
-                                "begin", "let", "let*", "letrec", "letrec*", "lambda", "define",
-                                "loop", "recur", "else"};
+// The arithmetic heads (kFirstArith..kLastArith), the folded among them and the special forms.
+bool arithmetic(Head h) { return h >= kFirstArith && h <= kLastArith; }
+bool folded(Head h) { return h >= kFirstFold && h <= kLastArith; }
+bool special(Head h) { return h >= kFirstSpecial; }
 
-// The unary functions folded over a literal (square apart: exact over integers).
-double (*unary_function(const std::string& name))(double) {
-  static const std::pair<const char*, double (*)(double)> table[] = {
-      {"sin", [](double a) { return std::sin(a); }},
-      {"cos", [](double a) { return std::cos(a); }},
-      {"exp", [](double a) { return std::exp(a); }},
-      {"log", [](double a) { return std::log(a); }},
-      {"sqrt", [](double a) { return std::sqrt(a); }},
-      {"tanh", [](double a) { return std::tanh(a); }},
-      {"tan", [](double a) { return std::tan(a); }},
-      {"atan", [](double a) { return std::atan(a); }},
-      {"abs", [](double a) { return std::fabs(a); }},
-  };
-  for (const auto& [n, f] : table)
-    if (name == n) return f;
-  return [](double) { return std::nan(""); };
-}
-
-// s == t for a literal t (the first characters compared first: most heads differ there)
-inline bool same(const std::string& s, const char* t) {
-  return s[0] == t[0] && std::strcmp(s.c_str(), t) == 0;
-}
-
-template <size_t N>
-bool among(const std::string& s, const char* const (&set)[N]) {
-  for (const char* x : set)
-    if (s == x) return true;
-  return false;
+// The value of a unary function folded over a literal (square apart: exact over integers; any
+// other head gives nan).
+double unary_function(Head h, double a) {
+  switch (h) {
+    case kSin: return std::sin(a);
+    case kCos: return std::cos(a);
+    case kExp: return std::exp(a);
+    case kLog: return std::log(a);
+    case kSqrt: return std::sqrt(a);
+    case kTanh: return std::tanh(a);
+    case kTan: return std::tan(a);
+    case kAtan: return std::atan(a);
+    case kAbs: return std::fabs(a);
+    default: return std::nan("");
+  }
 }
 
 // Python's repr of a finite float (shortest round trip; exponent outside [-4, 16)).
@@ -149,8 +132,18 @@ std::optional<double> fsum(const std::vector<double>& xs) {
 
 }  // namespace
 
+const char* const kHeadNames[kHeads] = {
+    "",
+    "+", "-", "*", "/",
+    "sin", "cos", "exp", "log", "sqrt", "tanh", "tan", "atan", "abs", "square",
+    "pow", "expt",
+    "quote", "if", "cond", "case", "and", "or", "when", "unless", "begin", "let",
+    "let*", "letrec", "letrec*", "lambda", "define", "loop", "recur", "else",
+};
+
 const std::vector<std::string>& arithmetic_heads() {
-  static const std::vector<std::string> heads(std::begin(kArith), std::end(kArith));
+  static const std::vector<std::string> heads(kHeadNames + kFirstArith,
+                                              kHeadNames + kLastArith + 1);
   return heads;
 }
 
@@ -293,9 +286,8 @@ struct Rules {
   static double val(N t) { return t->kind == Kind::Int ? static_cast<double>(t->i) : t->f; }
   // (inlined where they are called, as guard and the known Facts of ``facts``: a call each
   // was a tenth of a canonical form's instructions)
-  [[gnu::always_inline]] static bool is(N t, const char* s) {
-    return t->kind == Kind::Sym && t->s()[0] == s[0] && std::strcmp(t->s().c_str(), s) == 0;
-  }
+  // t is the symbol of head h (only a symbol's Node has a head code)
+  [[gnu::always_inline]] static bool is(N t, Head h) { return t->head == h; }
   // Python's a == k for a number k (int or float) and an atom a that _num accepts
   static bool num_eq(N t, double k) { return num(t) && val(t) == k; }
   static size_t len(N t) { return t->items.size(); }
@@ -340,7 +332,7 @@ struct Rules {
     return Ns(t->items.begin() + from, t->items.end());
   }
   // head t[0] equals the symbol s (t a non-empty list, else IndexError for an empty one)
-  bool head_is(N t, const char* s) { return is(at(t, 0), s); }
+  bool head_is(N t, Head h) { return is(at(t, 0), h); }
 
   // Python's == between two trees (numbers by value, 1 == 1.0 == True; lists item by item)
   bool eq(N a, N b) const {
@@ -362,7 +354,7 @@ struct Rules {
       return x == y;
     }
     if (a->kind != b->kind) return false;
-    if (a->kind == Kind::Sym) return a->s() == b->s();
+    if (a->kind == Kind::Sym) return false;  // (one Node per name: a != b)
     if (a->kind != Kind::List || a->items.size() != b->items.size()) return false;
     guard();
     for (size_t k = 0; k < a->items.size(); ++k)
@@ -406,8 +398,8 @@ struct Rules {
   }
 
   N mk(const Ns& items) { return owner_.list(items.data(), items.size()); }
-  N mk(const char* head, Ns rest) {
-    rest.insert(rest.begin(), owner_.sym(head));
+  N mk(Head head, Ns rest) {
+    rest.insert(rest.begin(), owner_.head(head));
     return owner_.list(rest.data(), rest.size());
   }
   N F(double v) { return owner_.real(v); }
@@ -442,15 +434,15 @@ struct Rules {
   }
 
   // The value of (head args...) over numbers, or nullopt when it is not a finite number.
-  std::optional<double> fold(const std::string& head, const Ns& args) {
+  std::optional<double> fold(Head head, const Ns& args) {
     double v;
-    if (same(head, "+")) {
+    if (head == kPlus) {
       auto s = fsum_of(args);
       if (!s) return std::nullopt;
       v = *s;
-    } else if (same(head, "*")) {
+    } else if (head == kTimes) {
       v = prod(args).as_float();
-    } else if (same(head, "-")) {
+    } else if (head == kMinus) {
       if (args.empty()) raise(Err::Index, "list index out of range");
       if (args.size() == 1) {
         v = -val(args[0]);
@@ -459,7 +451,7 @@ struct Rules {
         if (!s) return std::nullopt;
         v = val(args[0]) - *s;
       }
-    } else if (same(head, "/")) {
+    } else if (head == kDivide) {
       if (args.empty()) raise(Err::Index, "list index out of range");
       if (args.size() == 1) {
         if (val(args[0]) == 0.0) return std::nullopt;
@@ -470,16 +462,16 @@ struct Rules {
         if (d.is_int ? d.i == 0 : dv == 0.0) return std::nullopt;
         v = val(args[0]) / dv;
       }
-    } else if (among(head, kFold) && (args.size() == 1 || args.size() == 2)) {
-      bool binary = same(head, "pow") || same(head, "expt");
+    } else if (folded(head) && (args.size() == 1 || args.size() == 2)) {
+      bool binary = head == kPow || head == kExpt;
       if (binary != (args.size() == 2)) return std::nullopt;  // (a TypeError in Python)
       if (binary) {
         v = std::pow(val(args[0]), val(args[1]));
-      } else if (same(head, "square")) {
+      } else if (head == kSquare) {
         Num x = as_num(args[0]);
         v = times(x, x).as_float();
       } else {  // (Python's math raised where these give a non-finite value)
-        v = unary_function(head)(val(args[0]));
+        v = unary_function(head, val(args[0]));
       }
     } else {
       return std::nullopt;
@@ -714,7 +706,7 @@ struct Rules {
       if (!t->items.empty()) {
         N h = t->items[0];
         hashable(h);
-        if (h->kind == Kind::Sym && (h->i & kSpecialHead)) return 2;
+        if (special(h->head)) return 2;
       }
       guard();
       int64_t n = 0;
@@ -726,17 +718,17 @@ struct Rules {
 
   bool is_let(N t) {
     N head = t->items[0];
-    return (is(head, "let") || is(head, "let*")) && t->items.size() >= 3 && L(t->items[1]);
+    return (is(head, kLet) || is(head, kLetStar)) && t->items.size() >= 3 && L(t->items[1]);
   }
   bool is_loop(N t) {
-    return is(t->items[0], "loop") && t->items.size() >= 3 && L(t->items[1]);
+    return is(t->items[0], kLoop) && t->items.size() >= 3 && L(t->items[1]);
   }
-  bool arith_head(N head) { return head->kind == Kind::Sym && (head->i & kArithHead); }
+  static bool arith_head(N head) { return arithmetic(head->head); }
 
   N simp_node(N t) {
     N head = t->items[0];
     if (is_let(t)) {
-      bool star = is(head, "let*");
+      bool star = is(head, kLetStar);
       Ns binds;
       for (N b : t->items[1]->items)
         binds.push_back(pair(b) ? mk({b->items[0], simp(b->items[1])}) : b);
@@ -781,11 +773,11 @@ struct Rules {
     if (!arith_head(head)) return t;  // comparisons, data operations, other forms: as written
     Ns args;
     for (size_t k = 1; k < t->items.size(); ++k) args.push_back(simp(t->items[k]));
-    return apply(head->s(), args);
+    return apply(head->head, args);
   }
 
   static bool counter_step(N a) {
-    return L(a) && a->items.size() == 3 && is(a->items[0], "+") && is_str(a->items[1]) &&
+    return L(a) && a->items.size() == 3 && is(a->items[0], kPlus) && is_str(a->items[1]) &&
            num(a->items[2]);
   }
 
@@ -807,10 +799,10 @@ struct Rules {
   // and the result, never on the counter's step or the test.
   N loop_body(N t, bool lifting) {
     guard();
-    if (L(t) && !t->items.empty() && is(t->items[0], "if") && t->items.size() == 4)
+    if (L(t) && !t->items.empty() && is(t->items[0], kIf) && t->items.size() == 4)
       return mk({t->items[0], t->items[1], loop_body(t->items[2], lifting),
                  loop_body(t->items[3], lifting)});
-    if (L(t) && !t->items.empty() && is(t->items[0], "recur")) {
+    if (L(t) && !t->items.empty() && is(t->items[0], kRecur)) {
       Ns out{t->items[0]};
       for (size_t k = 1; k < t->items.size(); ++k) {
         N a = t->items[k];
@@ -821,7 +813,7 @@ struct Rules {
     return rule(t, lifting);
   }
 
-  N apply(const std::string& head, const Ns& args) {
+  N apply(Head head, const Ns& args) {
     guard();
     bool all_num = true;
     for (N a : args) all_num = all_num && num(a);
@@ -829,26 +821,26 @@ struct Rules {
       auto v = fold(head, args);
       if (v) return F(*v);
     }
-    Ns items{owner_.sym(head)};
+    Ns items{owner_.head(head)};
     items.insert(items.end(), args.begin(), args.end());
     N node = mk(std::move(items));
     bool all_pl = true;
     for (N a : args) all_pl = all_pl && pl(a);
     if (all_pl && has_param(node)) return P();  // a parameter-only subtree is one number
     N out;
-    if ((same(head, "pow") || same(head, "expt")) && args.size() == 2 && num(args[1]) &&
+    if ((head == kPow || head == kExpt) && args.size() == 2 && num(args[1]) &&
         (val(args[1]) == 1 || val(args[1]) == 0))  // u^1 = u, u^0 = 1 (IEEE pow: for every u)
       return val(args[1]) == 1 ? args[0] : F(1.0);
-    if (same(head, "+") || same(head, "*")) {
+    if (head == kPlus || head == kTimes) {
       out = assoc(head, args);
-    } else if (same(head, "-")) {
+    } else if (head == kMinus) {
       out = minus(args);
-    } else if (same(head, "/")) {
+    } else if (head == kDivide) {
       out = divide(args);
     } else if (args.size() == 1 && L(args[0]) && args[0]->items.size() == 2 &&
-               ((same(head, "log") && is(args[0]->items[0], "exp")) ||
-                (same(head, "exp") && is(args[0]->items[0], "log")) ||
-                (same(head, "square") && is(args[0]->items[0], "sqrt")))) {
+               ((head == kLog && is(args[0]->items[0], kExp)) ||
+                (head == kExp && is(args[0]->items[0], kLog)) ||
+                (head == kSquare && is(args[0]->items[0], kSqrt)))) {
       return args[0]->items[1];
     } else {
       N oc = outer_constant(head, args);
@@ -863,46 +855,46 @@ struct Rules {
     return size(out) <= node_size ? out : node;
   }
 
-  bool is_pow(N u) { return is(at(u, 0), "pow") || is(at(u, 0), "expt"); }
+  bool is_pow(N u) { return is(at(u, 0), kPow) || is(at(u, 0), kExpt); }
 
   // A fitted constant inside a function that can stand outside it (see the Python module's
   // _outer_constant docstring for the list); nullptr when none applies.
-  N outer_constant(const std::string& head, const Ns& args) {
+  N outer_constant(Head head, const Ns& args) {
     N u = vat(args, 0);
     Ns extra;
-    if (same(head, "exp") && args.size() == 1) {
-      if (fitted_difference(u)) return divide({P(), apply("exp", {at(u, 2)})});
+    if (head == kExp && args.size() == 1) {
+      if (fitted_difference(u)) return divide({P(), apply(kExp, {at(u, 2)})});
       Split s = split_sum(u);
-      if (s.c) return apply("*", {P(), apply("exp", {s.rest})});
+      if (s.c) return apply(kTimes, {P(), apply(kExp, {s.rest})});
       return nullptr;
     }
-    if (same(head, "log") && args.size() == 1) {
+    if (head == kLog && args.size() == 1) {
       if (L(u) && is_pow(u) && fitted(at(u, 2)))
-        return apply("*", {P(), apply("log", {at(u, 1)})});  // log(w^c)
-      if (L(u) && is_pow(u) && fitted(at(u, 1))) return apply("*", {P(), at(u, 2)});
-      if (L(u) && head_is(u, "/") && num(at(u, 1)) && num_eq(at(u, 1), 1))
-        return minus({apply("log", {at(u, 2)})});  // log(1/w) = -log(w)
+        return apply(kTimes, {P(), apply(kLog, {at(u, 1)})});  // log(w^c)
+      if (L(u) && is_pow(u) && fitted(at(u, 1))) return apply(kTimes, {P(), at(u, 2)});
+      if (L(u) && head_is(u, kDivide) && num(at(u, 1)) && num_eq(at(u, 1), 1))
+        return minus({apply(kLog, {at(u, 2)})});  // log(1/w) = -log(w)
       if (slotted(u) && !fitted(u)) {
         N rest = unscaled(u);
-        if (reciprocal(rest)) return minus({P(), apply("log", {at(rest, 2)})});
-        return apply("+", {P(), apply("log", {rest})});
+        if (reciprocal(rest)) return minus({P(), apply(kLog, {at(rest, 2)})});
+        return apply(kPlus, {P(), apply(kLog, {rest})});
       }
       return nullptr;
     }
-    if ((same(head, "square") || same(head, "sqrt")) && args.size() == 1) {
+    if ((head == kSquare || head == kSqrt) && args.size() == 1) {
       if (L(u) && is_pow(u) && fitted(at(u, 2))) return mk({at(u, 0), at(u, 1), P()});
-    } else if ((same(head, "pow") || same(head, "expt")) && args.size() == 2) {
+    } else if ((head == kPow || head == kExpt) && args.size() == 2) {
       N k = args[1];
       if (fitted(u)) {
         Split s = split_sum(k);  // c^(d + w) = c^d c^w
-        if (s.c) return apply("*", {P(), apply(head, {u, s.rest})});
-        if (slotted(k) && !fitted(k)) return mk({owner_.sym(head), u, unscaled(k)});
+        if (s.c) return apply(kTimes, {P(), apply(head, {u, s.rest})});
+        if (slotted(k) && !fitted(k)) return mk({owner_.head(head), u, unscaled(k)});
         return nullptr;
       }
-      if (L(u) && head_is(u, "exp"))  // exp(w)^k = exp(k w)
-        return apply("exp", {apply("*", {k, at(u, 1)})});
+      if (L(u) && head_is(u, kExp))  // exp(w)^k = exp(k w)
+        return apply(kExp, {apply(kTimes, {k, at(u, 1)})});
       if (L(u) && is_pow(u) && (slotted(at(u, 2)) || fitted(at(u, 1))))
-        return apply(head, {at(u, 1), apply("*", {at(u, 2), k})});
+        return apply(head, {at(u, 1), apply(kTimes, {at(u, 2), k})});
       if (!pl(k)) return nullptr;
       extra.push_back(k);
     } else {
@@ -917,7 +909,7 @@ struct Rules {
       }
       Ns a{rest};
       a.insert(a.end(), extra.begin(), extra.end());
-      return apply("*", {P(), apply(head, a)});
+      return apply(kTimes, {P(), apply(head, a)});
     }
     return nullptr;
   }
@@ -925,7 +917,7 @@ struct Rules {
   // The terms of a sum or difference, flattened: (- (+ u v) w) -> u, v, (- w).
   Ns terms(N t) {
     guard();
-    if (L(t) && !t->items.empty() && is(t->items[0], "+")) {
+    if (L(t) && !t->items.empty() && is(t->items[0], kPlus)) {
       Ns out;
       for (size_t k = 1; k < t->items.size(); ++k) {
         Ns sub = terms(t->items[k]);
@@ -933,7 +925,7 @@ struct Rules {
       }
       return out;
     }
-    if (L(t) && t->items.size() == 3 && is(t->items[0], "-")) {
+    if (L(t) && t->items.size() == 3 && is(t->items[0], kMinus)) {
       Ns out = terms(t->items[1]);
       Ns sub = terms(minus({t->items[2]}));
       out.insert(out.end(), sub.begin(), sub.end());
@@ -947,19 +939,19 @@ struct Rules {
     if (!(L(t) && !t->items.empty())) return {0, nullptr};
     N h = t->items[0];
     hashable(h);
-    if (!(h->kind == Kind::Sym && (h->i & kFoldHead))) return {0, nullptr};
+    if (!folded(h->head)) return {0, nullptr};
     Facts* f = facts(t);
     if (!f->pull_known) {
       f->pull_known = true;  // (None, None) while it is being found
-      N out = outer_constant(h->s(), tail(t));
-      if (out && L(out) && (head_is(out, "*") || head_is(out, "/") || head_is(out, "+") ||
-                            head_is(out, "-")) &&
+      N out = outer_constant(h->head, tail(t));
+      if (out && L(out) && (head_is(out, kTimes) || head_is(out, kDivide) || head_is(out, kPlus) ||
+                            head_is(out, kMinus)) &&
           out->items.size() == 3 && fitted(out->items[1])) {
-        if (is(out->items[0], "/")) {
+        if (is(out->items[0], kDivide)) {
           N r = divide({F(1.0), out->items[2]});
           f->pull_group = '*';
           f->pull_rest = r;
-        } else if (is(out->items[0], "-")) {
+        } else if (is(out->items[0], kMinus)) {
           N r = minus({out->items[2]});
           f->pull_group = '+';
           f->pull_rest = r;
@@ -973,7 +965,7 @@ struct Rules {
   }
 
   // (c, rest) when t is a head group with exactly one fitted constant c among its arguments.
-  Split split(N t, const char* head) {
+  Split split(N t, Head head) {
     if (!(L(t) && !t->items.empty() && is(t->items[0], head))) return {};
     Ns consts;
     for (size_t k = 1; k < t->items.size(); ++k)
@@ -985,13 +977,13 @@ struct Rules {
     return {consts[0], rest.size() == 1 ? rest[0] : apply(head, rest)};
   }
 
-  N assoc(const std::string& head, const Ns& args) {
-    bool plus = same(head, "+");
+  N assoc(Head head, const Ns& args) {
+    bool plus = head == kPlus;
     Ns flat;
     for (N a : args) {
-      if (L(a) && !a->items.empty() && is(a->items[0], head.c_str())) {
+      if (L(a) && !a->items.empty() && is(a->items[0], head)) {
         flat.insert(flat.end(), a->items.begin() + 1, a->items.end());
-      } else if (plus && L(a) && a->items.size() == 3 && is(a->items[0], "-")) {
+      } else if (plus && L(a) && a->items.size() == 3 && is(a->items[0], kMinus)) {
         Ns sub = terms(a);  // u - v is u + (-v)
         flat.insert(flat.end(), sub.begin(), sub.end());
       } else {
@@ -1010,9 +1002,9 @@ struct Rules {
     if (rest.size() == 1) return rest[0];
     rest = sorted(rest);
     if (plus && rest.size() == 2 && pl(rest[0]) && L(rest[1]) && rest[1]->items.size() == 2 &&
-        is(rest[1]->items[0], "-"))
-      return mk({owner_.sym("-"), rest[0], rest[1]->items[1]});  // c + (-w) is c - w
-    Ns out{owner_.sym(head)};
+        is(rest[1]->items[0], kMinus))
+      return mk({owner_.head(kMinus), rest[0], rest[1]->items[1]});  // c + (-w) is c - w
+    Ns out{owner_.head(head)};
     out.insert(out.end(), rest.begin(), rest.end());
     return mk(std::move(out));
   }
@@ -1056,7 +1048,7 @@ struct Rules {
   }
 
   // A sum's or product's arguments with its constants folded into one.
-  Ns fold_constants(const std::string& head, const Ns& items) {
+  Ns fold_constants(Head head, const Ns& items) {
     Ns consts, rest;
     for (N a : items) (pl(a) ? consts : rest).push_back(a);
     if (consts.size() == 1 && is_str(consts[0])) {
@@ -1064,7 +1056,7 @@ struct Rules {
     } else if (has_param(consts)) {
       rest.push_back(P());
     } else {
-      double unit = same(head, "+") ? 0.0 : 1.0;
+      double unit = head == kPlus ? 0.0 : 1.0;
       std::optional<double> v = consts.empty() ? std::optional<double>(unit) : fold(head, consts);
       if (!v)
         rest.insert(rest.end(), consts.begin(), consts.end());
@@ -1088,13 +1080,13 @@ struct Rules {
   bool slotted_list(N t) {
     guard();
     N h = t->items[0];
-    if (is(h, "*")) {
+    if (is(h, kTimes)) {
       for (size_t k = 1; k < t->items.size(); ++k)
         if (slotted(t->items[k])) return true;
       return false;
     }
-    if (is(h, "/") && t->items.size() == 3) return slotted(t->items[1]) || slotted(t->items[2]);
-    if (is(h, "+")) return scaled_sum(t);
+    if (is(h, kDivide) && t->items.size() == 3) return slotted(t->items[1]) || slotted(t->items[2]);
+    if (is(h, kPlus)) return scaled_sum(t);
     return pulled(t).first == '*';
   }
 
@@ -1102,7 +1094,7 @@ struct Rules {
   N unscaled(N t) {
     if (fitted(t)) return F(1.0);
     guard();
-    if (head_is(t, "*")) {
+    if (head_is(t, kTimes)) {
       size_t best = 0;
       bool best_fitted = false;
       for (size_t k = 1; k < t->items.size(); ++k) {
@@ -1117,13 +1109,13 @@ struct Rules {
       Ns a;
       for (size_t k = 1; k < t->items.size(); ++k)
         a.push_back(k != best ? t->items[k] : unscaled(t->items[k]));
-      return apply("*", a);
+      return apply(kTimes, a);
     }
-    if (head_is(t, "/")) {
+    if (head_is(t, kDivide)) {
       if (slotted(at(t, 1))) return divide({unscaled(at(t, 1)), at(t, 2)});
       return divide({at(t, 1), unscaled(at(t, 2))});
     }
-    if (!head_is(t, "+")) return pulled(t).second;
+    if (!head_is(t, kPlus)) return pulled(t).second;
     size_t i = 0;
     for (size_t k = 1; k < t->items.size(); ++k)
       if (!fitted(t->items[k])) {
@@ -1134,18 +1126,18 @@ struct Rules {
     Ns a;
     for (size_t k = 1; k < t->items.size(); ++k)
       a.push_back(k != i ? t->items[k] : unscaled(t->items[k]));
-    return apply("+", a);
+    return apply(kPlus, a);
   }
 
   bool scaled_sum(N t) {
-    if (!(L(t) && t->items.size() > 2 && is(t->items[0], "+"))) return false;
+    if (!(L(t) && t->items.size() > 2 && is(t->items[0], kPlus))) return false;
     for (size_t k = 1; k < t->items.size(); ++k)
       if (!slotted(t->items[k])) return false;
     return true;
   }
 
   static Ns factors_of(N t) {
-    if (L(t) && !t->items.empty() && is(t->items[0], "*")) return tail(t);
+    if (L(t) && !t->items.empty() && is(t->items[0], kTimes)) return tail(t);
     return {t};
   }
 
@@ -1155,15 +1147,15 @@ struct Rules {
     guard();
     for (size_t i = 0; i < factors.size(); ++i) {
       N a = factors[i];
-      if (L(a) && a->items.size() == 3 && is(a->items[0], "/")) {
-        Ns o{owner_.sym("*")};
+      if (L(a) && a->items.size() == 3 && is(a->items[0], kDivide)) {
+        Ns o{owner_.head(kTimes)};
         for (size_t j = 0; j < factors.size(); ++j)
           if (j != i) o.push_back(factors[j]);
         N others = mk(std::move(o));
         Texts common = common_factors(others, a->items[2]);
         if (!common.empty()) {
           N rest = without(others, common);
-          return cancel({divide({apply("*", {rest, a->items[1]}), without(a->items[2], common)})});
+          return cancel({divide({apply(kTimes, {rest, a->items[1]}), without(a->items[2], common)})});
         }
       }
     }
@@ -1205,12 +1197,12 @@ struct Rules {
       else
         rest.push_back(f);
     }
-    return rest.empty() ? F(1.0) : apply("*", rest);
+    return rest.empty() ? F(1.0) : apply(kTimes, rest);
   }
 
   static N negand(N x) {
-    if (L(x) && x->items.size() == 2 && is(x->items[0], "-")) return x->items[1];
-    if (L(x) && x->items.size() == 3 && is(x->items[0], "-") && num_eq(x->items[1], 0))
+    if (L(x) && x->items.size() == 2 && is(x->items[0], kMinus)) return x->items[1];
+    if (L(x) && x->items.size() == 3 && is(x->items[0], kMinus) && num_eq(x->items[1], 0))
       return x->items[2];
     return nullptr;
   }
@@ -1269,8 +1261,8 @@ struct Rules {
   }
   // A sum's term without its fitted scale: (* c u v) -> (u v), u -> (u,), (- u) -> (u,).
   std::pair<Base, Ns> base(N term) {
-    if (L(term) && term->items.size() == 2 && is(term->items[0], "-")) term = term->items[1];
-    if (L(term) && !term->items.empty() && is(term->items[0], "*")) {
+    if (L(term) && term->items.size() == 2 && is(term->items[0], kMinus)) term = term->items[1];
+    if (L(term) && !term->items.empty() && is(term->items[0], kTimes)) {
       Ns factors;
       for (size_t k = 1; k < term->items.size(); ++k)
         if (!pl(term->items[k])) factors.push_back(term->items[k]);
@@ -1290,11 +1282,11 @@ struct Rules {
     for (size_t i = 0; i < terms_in.size(); ++i) {
       N t = terms_in[i];
       N s = nullptr;
-      if (L(t) && !t->items.empty() && is(t->items[0], "*")) {
+      if (L(t) && !t->items.empty() && is(t->items[0], kTimes)) {
         Ns sums;
         for (size_t k = 1; k < t->items.size(); ++k) {
           N f = t->items[k];
-          if (L(f) && !f->items.empty() && is(f->items[0], "+")) sums.push_back(f);
+          if (L(f) && !f->items.empty() && is(f->items[0], kPlus)) sums.push_back(f);
         }
         if (sums.size() == 1) s = sums[0];
       }
@@ -1306,7 +1298,7 @@ struct Rules {
       for (size_t k = 1; k < s->items.size(); ++k) {
         Ns a = others;
         a.push_back(s->items[k]);
-        parts.push_back(apply("*", a));
+        parts.push_back(apply(kTimes, a));
       }
       std::vector<Base> bases;  // (a few: searched in order)
       bases.reserve(parts.size());
@@ -1328,7 +1320,7 @@ struct Rules {
   Ns affine_terms(const Ns& terms_in) {
     SmallVec<Split, 8> splits;
     for (N t : terms_in) {
-      if (L(t) && head_is(t, "*")) {
+      if (L(t) && head_is(t, kTimes)) {
         splits.push_back(split_sum(t));
       } else if (pulled(t).first == '+') {
         splits.push_back({P(), pulled(t).second});
@@ -1349,30 +1341,30 @@ struct Rules {
   }
 
   bool fitted_difference(N t) {
-    return L(t) && t->items.size() == 3 && is(t->items[0], "-") && fitted(t->items[1]);
+    return L(t) && t->items.size() == 3 && is(t->items[0], kMinus) && fitted(t->items[1]);
   }
   static bool reciprocal(N t) {
-    return L(t) && t->items.size() == 3 && is(t->items[0], "/") && num_eq(t->items[1], 1);
+    return L(t) && t->items.size() == 3 && is(t->items[0], kDivide) && num_eq(t->items[1], 1);
   }
 
   // (c, rest) when t is a sum with a fitted constant c, or (- c w), or a fitted scale times one.
   Split split_sum(N t) {
     guard();
     if (fitted_difference(t)) return {t->items[1], minus({t->items[2]})};
-    if (L(t) && t->items.size() == 3 && is(t->items[0], "*") && fitted(t->items[1])) {
+    if (L(t) && t->items.size() == 3 && is(t->items[0], kTimes) && fitted(t->items[1])) {
       Split s = split_sum(t->items[2]);
       if (!s.c) return {};
-      return {P(), apply("*", {t->items[1], s.rest})};
+      return {P(), apply(kTimes, {t->items[1], s.rest})};
     }
-    Split s = split(t, "+");
-    if (!s.c && L(t) && head_is(t, "+")) {
+    Split s = split(t, kPlus);
+    if (!s.c && L(t) && head_is(t, kPlus)) {
       for (size_t i = 1; i < t->items.size(); ++i) {  // a term's own constant: d + c (e + u) + w
         N u = t->items[i];
-        Split r = (L(u) && head_is(u, "*")) ? split_sum(u) : Split{};
+        Split r = (L(u) && head_is(u, kTimes)) ? split_sum(u) : Split{};
         if (r.c) {
           Ns a;
           for (size_t j = 1; j < t->items.size(); ++j) a.push_back(j == i ? r.rest : t->items[j]);
-          return {r.c, apply("+", a)};
+          return {r.c, apply(kPlus, a)};
         }
       }
     }
@@ -1388,7 +1380,7 @@ struct Rules {
         break;
       }
     for (N a : factors)
-      if (L(a) && a->items.size() == 3 && is(a->items[0], "/") && pl(a->items[1])) {
+      if (L(a) && a->items.size() == 3 && is(a->items[0], kDivide) && pl(a->items[1])) {
         ratio = a;
         break;
       }
@@ -1396,7 +1388,7 @@ struct Rules {
     N k = ratio->items[1];
     N merged;
     if (num(scale) && num(k)) {
-      auto m = fold("*", {scale, k});
+      auto m = fold(kTimes, {scale, k});
       if (!m) return factors;
       merged = F(*m);
     } else if (num_eq(k, 1)) {
@@ -1409,7 +1401,7 @@ struct Rules {
     Ns out;
     for (N a : factors) {
       if (a == scale) continue;
-      out.push_back(a == ratio ? mk({owner_.sym("/"), merged, ratio->items[2]}) : a);
+      out.push_back(a == ratio ? mk({owner_.head(kDivide), merged, ratio->items[2]}) : a);
     }
     return out;
   }
@@ -1449,7 +1441,7 @@ struct Rules {
         continue;
       }
       if (g.repeated) {
-        Ns a{owner_.sym("*"), P()};
+        Ns a{owner_.head(kTimes), P()};
         a.insert(a.end(), g.factors.begin(), g.factors.end());
         out.push_back(mk(std::move(a)));
       } else {
@@ -1473,35 +1465,35 @@ struct Rules {
       N a = args[0];
       N inner = negand(a);
       if (inner) return inner;
-      if (slotted(a)) return apply("*", {P(), unscaled(a)});  // -(c u) is c' u
+      if (slotted(a)) return apply(kTimes, {P(), unscaled(a)});  // -(c u) is c' u
       Split s = split_sum(a);  // -(c + w) is c' - w
-      if (s.c) return apply("+", {P(), minus({s.rest})});
-      return mk({owner_.sym("-"), a});
+      if (s.c) return apply(kPlus, {P(), minus({s.rest})});
+      return mk({owner_.head(kMinus), a});
     }
-    if (args.size() != 2) return mk("-", args);
+    if (args.size() != 2) return mk(kMinus, args);
     N u = args[0], v = args[1];
     if (eq(u, v) && !has_param(u)) return F(0.0);
     if (num_eq(v, 0)) return u;
     if (num_eq(u, 0)) {
       N inner = negand(v);
-      return inner ? inner : mk({owner_.sym("-"), F(0.0), v});
+      return inner ? inner : mk({owner_.head(kMinus), F(0.0), v});
     }
-    if (pl(v)) return assoc("+", {u, has_param(v) ? P() : negate(v)});  // u - c is u + c'
+    if (pl(v)) return assoc(kPlus, {u, has_param(v) ? P() : negate(v)});  // u - c is u + c'
     N inner = negand(v);
-    if (inner) return apply("+", {u, inner});  // u - (-w) is u + w
+    if (inner) return apply(kPlus, {u, inner});  // u - (-w) is u + w
     Split s = split_sum(v);  // u - (c + w) is (u - w) + c'
-    if (s.c) return apply("+", {minus({u, s.rest}), P()});
+    if (s.c) return apply(kPlus, {minus({u, s.rest}), P()});
     s = split_sum(u);  // (c + w) - v is c + (w - v)
-    if (s.c) return apply("+", {s.c, minus({s.rest, v})});
-    if (L(v) && head_is(v, "+")) {  // u - (v + w) is u + (-v) + (-w)
+    if (s.c) return apply(kPlus, {s.c, minus({s.rest, v})});
+    if (L(v) && head_is(v, kPlus)) {  // u - (v + w) is u + (-v) + (-w)
       Ns a{u};
       for (size_t k = 1; k < v->items.size(); ++k) a.push_back(minus({v->items[k]}));
-      return apply("+", a);
+      return apply(kPlus, a);
     }
-    if (L(u) && head_is(u, "+")) {  // (u + w) - v is u + w + (-v)
+    if (L(u) && head_is(u, kPlus)) {  // (u + w) - v is u + w + (-v)
       Ns a = tail(u);
       a.push_back(minus({v}));
-      return apply("+", a);
+      return apply(kPlus, a);
     }
     bool like = slotted(v);
     if (!like) {
@@ -1509,31 +1501,31 @@ struct Rules {
       like = same_base(bu, base(v).first);
     }
     if (like)
-      return apply("+", {u, minus({v})});  // u - c w is u + c' w
-    return mk({owner_.sym("-"), u, v});
+      return apply(kPlus, {u, minus({v})});  // u - c w is u + c' w
+    return mk({owner_.head(kMinus), u, v});
   }
 
   N divide(Ns args) {
     guard();
-    if (args.size() > 2) args = {args[0], assoc("*", Ns(args.begin() + 1, args.end()))};
-    if (args.size() != 2) return mk("/", args);
+    if (args.size() > 2) args = {args[0], assoc(kTimes, Ns(args.begin() + 1, args.end()))};
+    if (args.size() != 2) return mk(kDivide, args);
     N u = args[0], v = args[1];
     if (eq(u, v) && !has_param(u)) return F(1.0);
     if (num_eq(v, 1)) return u;
     if (num_eq(u, 0)) return F(0.0);
-    if (pl(v) && has_param(v)) return assoc("*", {u, P()});  // u / c is u * c'
+    if (pl(v) && has_param(v)) return assoc(kTimes, {u, P()});  // u / c is u * c'
     if (num(v) && val(v) != 0.0)  // u / k is u * (1/k): the literal joins u's other factors
-      return assoc("*", {u, F(1.0 / val(v))});
-    if (L(v) && v->items.size() == 3 && is(v->items[0], "/") && num_eq(v->items[1], 1))
-      return !num_eq(u, 1) ? assoc("*", {u, v->items[2]}) : v->items[2];
-    if (L(v) && v->items.size() == 3 && is(v->items[0], "/"))  // u / (p / q) is u q / p
-      return divide({apply("*", {u, v->items[2]}), v->items[1]});
-    if (L(u) && u->items.size() == 3 && is(u->items[0], "/"))  // (p / q) / v is p / (q v)
-      return divide({u->items[1], apply("*", {u->items[2], v})});
+      return assoc(kTimes, {u, F(1.0 / val(v))});
+    if (L(v) && v->items.size() == 3 && is(v->items[0], kDivide) && num_eq(v->items[1], 1))
+      return !num_eq(u, 1) ? assoc(kTimes, {u, v->items[2]}) : v->items[2];
+    if (L(v) && v->items.size() == 3 && is(v->items[0], kDivide))  // u / (p / q) is u q / p
+      return divide({apply(kTimes, {u, v->items[2]}), v->items[1]});
+    if (L(u) && u->items.size() == 3 && is(u->items[0], kDivide))  // (p / q) / v is p / (q v)
+      return divide({u->items[1], apply(kTimes, {u->items[2], v})});
     Texts common = common_factors(u, v);
     if (!common.empty()) return divide({without(u, common), without(v, common)});
     auto scaled_product = [&](N w) {
-      if (!(L(w) && head_is(w, "*"))) return false;
+      if (!(L(w) && head_is(w, kTimes))) return false;
       for (size_t k = 1; k < w->items.size(); ++k)
         if (pl(w->items[k])) return true;
       return false;
@@ -1545,19 +1537,19 @@ struct Rules {
       Ns scale, rest;
       for (size_t k = 1; k < v->items.size(); ++k)
         (pl(v->items[k]) ? scale : rest).push_back(v->items[k]);
-      N w = rest.size() == 1 ? rest[0] : mk("*", rest);
+      N w = rest.size() == 1 ? rest[0] : mk(kTimes, rest);
       if (!has_param(scale)) {  // literals: u / (k w) is (1/k) u / w
-        auto k = fold("*", scale);
-        if (!k || *k == 0.0) return mk({owner_.sym("/"), u, v});
-        return assoc("*", {F(1.0 / *k), divide({u, w})});
+        auto k = fold(kTimes, scale);
+        if (!k || *k == 0.0) return mk({owner_.head(kDivide), u, v});
+        return assoc(kTimes, {F(1.0 / *k), divide({u, w})});
       }
       bool scaled_u = fitted(u);
-      if (!scaled_u && L(u) && head_is(u, "*"))
+      if (!scaled_u && L(u) && head_is(u, kTimes))
         for (size_t k = 1; k < u->items.size(); ++k) scaled_u = scaled_u || fitted(u->items[k]);
       if (scaled_u) return divide({u, w});  // (a literal numerator stays fixed)
-      return assoc("*", {P(), divide({u, w})});
+      return assoc(kTimes, {P(), divide({u, w})});
     }
-    return mk({owner_.sym("/"), u, v});
+    return mk({owner_.head(kDivide), u, v});
   }
 
   // -- canonical form -------------------------------------------------------------------------
@@ -1581,13 +1573,13 @@ struct Rules {
     }
     if (is_loop(t)) return loop_form(t, true);
     if (!arith_head(head)) return t;
-    bool power = is(head, "pow") || is(head, "expt");
+    bool power = is(head, kPow) || is(head, kExpt);
     Ns out{head};
     for (size_t i = 1; i < t->items.size(); ++i) {
       N a = t->items[i];
       if (power && i == 2 && num(a) && std::isfinite(val(a)) && val(a) == std::floor(val(a)))
         out.push_back(a);
-      else if (is(head, "-") && i == 1 && t->items.size() == 3 && num_eq(a, 0))
+      else if (is(head, kMinus) && i == 1 && t->items.size() == 3 && num_eq(a, 0))
         out.push_back(a);  // (- 0 u) is a negation, not a constant
       else
         out.push_back(lift(a));
@@ -1727,9 +1719,9 @@ Node* Simplifier::sym(const std::string& name) {
   if (it != symbols_.end()) return seen = it->second;
   Node* n = seen = make(Kind::Sym);
   n->name = &symbols_.emplace(name, n).first->first;  // (a map's keys never move)
-  n->i = (params_.count(name) ? kParamName : 0) | (name == "?" ? kMark : 0) |
-         (among(name, kArith) ? kArithHead : 0) | (among(name, kFold) ? kFoldHead : 0) |
-         (among(name, kSpecial) ? kSpecialHead : 0);
+  n->i = (params_.count(name) ? kParamName : 0) | (name == "?" ? kMark : 0);
+  for (int h = kFirstArith; h < kHeads; ++h)
+    if (name == kHeadNames[h]) n->head = static_cast<Head>(h);
   return n;
 }
 Node* Simplifier::integer(int64_t v) {
@@ -1802,6 +1794,7 @@ void Simplifier::reset() {
   nodes_.clear();
   items_.reset();
   name_nodes_.clear();
+  std::fill(std::begin(heads_), std::end(heads_), nullptr);
   param_ = sym("?");
 }
 

@@ -35,15 +35,33 @@ struct Items {
 };
 
 // A symbol's Node holds in ``i`` what the rules ask of its name (found once, when it is made).
-enum SymbolFlag : int64_t {
-  kParamName = 1, kMark = 2, kArithHead = 4, kFoldHead = 8, kSpecialHead = 16,
+enum SymbolFlag : int64_t { kParamName = 1, kMark = 2 };
+
+// The names the rules dispatch on, a code each: a symbol's Node holds its name's code (kNoHead
+// for any other name), found once when it is made, so a rule compares one byte where it
+// compared texts, and makes a head's Node by its code (Simplifier::head) where it looked the
+// name up. In three runs, each a range: the arithmetic heads (folded and rewritten), within
+// them the functions a constant is folded through (Python's _FOLD), and the special forms
+// (a name they bind is never inlined).
+enum Head : uint8_t {
+  kNoHead = 0,
+  kPlus, kMinus, kTimes, kDivide,                                      // arithmetic ...
+  kSin, kCos, kExp, kLog, kSqrt, kTanh, kTan, kAtan, kAbs, kSquare,    // ... and folded
+  kPow, kExpt,
+  kQuote, kIf, kCond, kCase, kAnd, kOr, kWhen, kUnless, kBegin, kLet,  // special forms
+  kLetStar, kLetrec, kLetrecStar, kLambda, kDefine, kLoop, kRecur, kElse,
+  kHeads,
 };
+constexpr Head kFirstArith = kPlus, kLastArith = kExpt, kFirstFold = kSin, kFirstSpecial = kQuote;
+// each code's name (kNoHead's empty)
+extern const char* const kHeadNames[kHeads];
 
 // (one cache line, the whole Node: the canonical form of a child is bound by the memory it
 // reads; the texts are the Simplifier's, pointed to)
 struct alignas(64) Node {
   Kind kind = Kind::Sym;
   bool b = false;
+  Head head = kNoHead;        // a symbol's name's code (kNoHead for every other Node)
   int64_t i = 0;              // an integer's value; a symbol's SymbolFlags
   Items items;                // a list's items
   Facts* facts = nullptr;     // a list's content facts, found once
@@ -239,6 +257,13 @@ class Simplifier {
   // Node construction (the Python bindings build a tree with these). A symbol's Node is shared
   // by every occurrence of the name (a Node is never changed once made).
   Node* sym(const std::string& name);
+  // The symbol of a head's name (made as sym(kHeadNames[h]) when first asked after a reset, as
+  // the rules made it by name: the same Nodes, made at the same moments).
+  Node* head(Head h) {
+    Node*& n = heads_[h];
+    if (!n) n = sym(kHeadNames[h]);
+    return n;
+  }
   Node* integer(int64_t v);
   Node* real(double v);
   Node* boolean(bool v);
@@ -311,6 +336,7 @@ class Simplifier {
   uint64_t next_id_ = 1;
   Failure failure_{Err::None, ""};
   Node* param_ = nullptr;  // the mark of a parameter still to be named
+  Node* heads_[kHeads] = {};  // each head's symbol, once asked (head())
   // the Node of each parameter name (names_[k]), found when first asked (renaming names the
   // parameters of every canonical form: a name's Node is then one read, not a lookup by name)
   std::vector<Node*> name_nodes_;
