@@ -398,6 +398,15 @@ struct Rules {
   }
 
   N mk(const Ns& items) { return owner_.list(items.data(), items.size()); }
+  // The list of items: ``like`` itself when it holds these very items (a rule that changes
+  // nothing hands back its input, not a new list of the same content whose Facts would be
+  // looked up again: the memo hands back one Node per content either way), else a new one.
+  N remade(N like, const Ns& items) {
+    if (like && like->items.size() == items.size() &&
+        std::equal(items.begin(), items.end(), like->items.begin()))
+      return like;
+    return mk(items);
+  }
   N mk(Head head, Ns rest) {
     rest.insert(rest.begin(), owner_.head(head));
     return owner_.list(rest.data(), rest.size());
@@ -773,7 +782,7 @@ struct Rules {
     if (!arith_head(head)) return t;  // comparisons, data operations, other forms: as written
     Ns args;
     for (size_t k = 1; k < t->items.size(); ++k) args.push_back(simp(t->items[k]));
-    return apply(head->head, args);
+    return apply(head->head, args, t);
   }
 
   static bool counter_step(N a) {
@@ -813,7 +822,9 @@ struct Rules {
     return rule(t, lifting);
   }
 
-  N apply(Head head, const Ns& args) {
+  // (head args...) rewritten; ``like``: the list it was simplified from, if any (the node made
+  // of head and args when it holds them, see remade)
+  N apply(Head head, const Ns& args, N like = nullptr) {
     guard();
     bool all_num = true;
     for (N a : args) all_num = all_num && num(a);
@@ -823,7 +834,7 @@ struct Rules {
     }
     Ns items{owner_.head(head)};
     items.insert(items.end(), args.begin(), args.end());
-    N node = mk(std::move(items));
+    N node = remade(like, items);
     bool all_pl = true;
     for (N a : args) all_pl = all_pl && pl(a);
     if (all_pl && has_param(node)) return P();  // a parameter-only subtree is one number
@@ -1584,7 +1595,7 @@ struct Rules {
       else
         out.push_back(lift(a));
     }
-    return mk(std::move(out));
+    return remade(t, out);
   }
 
   // Parameters named in order of occurrence: each occurrence its own name, or (shared) each
