@@ -10,7 +10,6 @@
 #include <cstring>
 #include <initializer_list>
 #include <iterator>
-#include <map>
 #include <utility>
 
 #include "hash.hpp"
@@ -563,25 +562,26 @@ struct Rules {
   }
 
   // An atom's source text (a number's written once; a non-finite literal cannot be written).
-  const std::string& atom_text(N a) {
-    switch (a->kind) {
-      case Kind::Sym: return a->s();
-      case Kind::List: raise(Err::Type, "a list is not an atom");
-      default: break;
-    }
-    if (!a->text) {
-      if (a->kind == Kind::Float && !std::isfinite(a->f))
-        raise(Err::Value, "cannot write the literal " + nonfinite_repr(a->f));
-      std::string& out = owner_.texts_.make()->s;
-      if (a->kind == Kind::Bool)
-        out = a->b ? "#t" : "#f";
-      else if (a->kind == Kind::Int)
-        out = std::to_string(a->i);
-      else
-        out = float_repr(a->f);
-      a->text = &out;
-    }
-    return *a->text;
+  // (a name or a text written before read in place; the rest, written once per Node, not: the
+  // texts of a canonical form's every atom are asked)
+  [[gnu::always_inline]] const std::string& atom_text(N a) {
+    if (a->kind == Kind::Sym) return a->s();
+    if (a->text) return *a->text;  // (a list's is never set)
+    return new_atom_text(a);
+  }
+  [[gnu::noinline]] const std::string& new_atom_text(N a) {
+    if (a->kind == Kind::List) raise(Err::Type, "a list is not an atom");
+    if (a->kind == Kind::Float && !std::isfinite(a->f))
+      raise(Err::Value, "cannot write the literal " + nonfinite_repr(a->f));
+    std::string& out = owner_.texts_.make()->s;
+    if (a->kind == Kind::Bool)
+      out = a->b ? "#t" : "#f";
+    else if (a->kind == Kind::Int)
+      out = std::to_string(a->i);
+    else
+      out = float_repr(a->f);
+    a->text = &out;
+    return out;
   }
 
   // A text memoized per list content in ``field``: "(" + its items' texts + ")", an atom's
@@ -1603,56 +1603,69 @@ struct Rules {
   // into the Simplifier's two buffers (a subtree without parameters copies its memoized texts).
   struct Renaming {
     bool shared;
-    std::map<std::string, size_t> mapping;  // (shared) a parameter's name -> its new name's index
+    // (shared) a parameter's name (its one Node) -> its new name's index, in order met (a
+    // model's few parameters: searched in order)
+    SmallVec<std::pair<N, size_t>, 8> mapping;
     size_t next = 0;                        // the names taken
     TextBuffer &s, &sk;                     // the source and skeleton written so far
     int64_t atoms = 0;                      // the atoms met
   };
 
   N rename(N x, Renaming& r) {
-    if (L(x)) {
-      if (!occurrences(x)) {
-        r.s.put(src(x));
-        r.sk.put(skeleton(x));
-        r.atoms += size(x);
-        return x;
-      }
-      guard();
-      Ns items;
-      r.s.put('(');
-      r.sk.put('(');
-      for (size_t k = 0; k < x->items.size(); ++k) {
-        if (k) {
-          r.s.put(' ');
-          r.sk.put(' ');
-        }
-        items.push_back(rename(x->items[k], r));
-      }
-      r.s.put(')');
-      r.sk.put(')');
-      return mk(std::move(items));
+    if (!L(x)) return rename_atom(x, r);
+    if (!occurrences(x)) {
+      r.s.put(src(x));
+      r.sk.put(skeleton(x));
+      r.atoms += size(x);
+      return x;
     }
+    guard();
+    Ns items;
+    r.s.put('(');
+    r.sk.put('(');
+    for (size_t k = 0; k < x->items.size(); ++k) {
+      if (k) {
+        r.s.put(' ');
+        r.sk.put(' ');
+      }
+      N y = x->items[k];  // (an atom renamed here: most items are)
+      items.push_back(L(y) ? rename(y, r) : rename_atom(y, r));
+    }
+    r.s.put(')');
+    r.sk.put(')');
+    return mk(std::move(items));
+  }
+
+  // rename of an atom: a parameter's new name, any other atom itself (its text written once,
+  // its skeleton's C for a number, else the same text)
+  [[gnu::always_inline]] N rename_atom(N x, Renaming& r) {
     ++r.atoms;
     if (is_mark(x) || in_P(x)) {
-      size_t k;  // (the name's index)
-      if (is_mark(x) || !r.shared) {
-        if (r.next >= owner_.names_.size()) raise(Err::StopIteration, "");
-        k = r.next++;
-      } else {
-        auto it = r.mapping.find(x->s());
-        if (it == r.mapping.end()) {
-          if (r.next >= owner_.names_.size()) raise(Err::StopIteration, "");
-          it = r.mapping.emplace(x->s(), r.next++).first;
-        }
-        k = it->second;
-      }
+      size_t k = name_index(x, r);
       r.s.put(owner_.names_[k]);
       r.sk.put('P');
       return owner_.name_node(k);
     }
-    r.s.put(atom_text(x));
-    r.sk.put(skeleton_atom(x));
+    const std::string& text = atom_text(x);
+    r.s.put(text);
+    if (num(x))
+      r.sk.put('C');
+    else
+      r.sk.put(text);
     return x;
+  }
+
+  // the index of the name parameter x takes: the next one, or (shared) a parameter name's own
+  // once it has one; StopIteration when the names are all taken
+  size_t name_index(N x, Renaming& r) {
+    bool by_name = r.shared && !is_mark(x);
+    if (by_name)
+      for (const auto& [p, k] : r.mapping)
+        if (p == x) return k;  // (one Node per name)
+    if (r.next >= owner_.names_.size()) raise(Err::StopIteration, "");
+    size_t k = r.next++;
+    if (by_name) r.mapping.push_back({x, k});
+    return k;
   }
 
   // c with t renamed: its tree, source, skeleton (sexpr.skeleton of the renamed tree) and size
