@@ -89,13 +89,16 @@ std::string nonfinite_repr(double d) {
   return d > 0 ? "inf" : "-inf";
 }
 
-// math.fsum: the correctly rounded sum (Shewchuk's partials); nullopt when it is not finite.
-std::optional<double> fsum(const std::vector<double>& xs) {
-  std::vector<double> partials;
-  for (double x : xs) {
+// math.fsum of xs[0..count): the correctly rounded sum (Shewchuk's partials, kept in the
+// caller's room for count of them: there are never more); nullopt when it is not finite.
+std::optional<double> fsum(const double* xs, size_t count, double* partials) {
+  size_t n = 0;  // the partials
+  for (size_t q = 0; q < count; ++q) {
+    double x = xs[q];
     if (!std::isfinite(x)) return std::nullopt;
     size_t i = 0;
-    for (double y : partials) {
+    for (size_t j = 0; j < n; ++j) {
+      double y = partials[j];
       if (std::fabs(x) < std::fabs(y)) std::swap(x, y);
       double hi = x + y;
       double lo = y - (hi - x);
@@ -103,11 +106,10 @@ std::optional<double> fsum(const std::vector<double>& xs) {
       x = hi;
     }
     if (!std::isfinite(x)) return std::nullopt;  // intermediate overflow
-    partials.resize(i);
-    partials.push_back(x);
+    n = i;
+    partials[n++] = x;
   }
   double hi = 0.0;
-  size_t n = partials.size();
   if (n > 0) {
     hi = partials[--n];
     double lo = 0.0;
@@ -147,6 +149,24 @@ const std::vector<std::string>& arithmetic_heads() {
 }
 
 using N = Node*;
+
+// n items copied from ``from`` to ``to`` (not overlapping), n most often a handful: one move
+// each (a call to memmove each, for a list's few items, was a twentieth of the rules' work).
+template <class T>
+[[gnu::always_inline]] inline void copy_few(T* to, const T* from, size_t n) {
+  switch (n) {
+    case 8: to[7] = from[7]; [[fallthrough]];
+    case 7: to[6] = from[6]; [[fallthrough]];
+    case 6: to[5] = from[5]; [[fallthrough]];
+    case 5: to[4] = from[4]; [[fallthrough]];
+    case 4: to[3] = from[3]; [[fallthrough]];
+    case 3: to[2] = from[2]; [[fallthrough]];
+    case 2: to[1] = from[1]; [[fallthrough]];
+    case 1: to[0] = from[0]; [[fallthrough]];
+    case 0: break;
+    default: std::memcpy(to, from, n * sizeof(T));
+  }
+}
 
 // A vector of trivially copyable T with room for K of them inline: the rules make many short
 // lists of Nodes, most of them a handful long, and a heap allocation for each was a fifth of
@@ -210,8 +230,8 @@ class SmallVec {
     size_t at = static_cast<size_t>(pos - p_);
     size_t k = static_cast<size_t>(std::distance(first, last));
     if (n_ + k > cap_) grow(std::max(2 * cap_, n_ + k));
-    std::memmove(p_ + at + k, p_ + at, (n_ - at) * sizeof(T));
-    std::copy(first, last, p_ + at);
+    if (at < n_) std::memmove(p_ + at + k, p_ + at, (n_ - at) * sizeof(T));
+    if (k) copy_few(p_ + at, &*first, k);
     n_ += k;
     return p_ + at;
   }
@@ -221,7 +241,7 @@ class SmallVec {
   void append(It first, It last) {
     size_t k = static_cast<size_t>(std::distance(first, last));
     reserve(n_ + k);
-    std::copy(first, last, p_ + n_);
+    if (k) copy_few(p_ + n_, &*first, k);
     n_ += k;
   }
   [[gnu::noinline]] void grow(size_t cap) {
@@ -241,7 +261,7 @@ class SmallVec {
     if (o.p_ == o.inline_) {
       p_ = inline_;
       cap_ = K;
-      std::memcpy(inline_, o.inline_, n_ * sizeof(T));
+      copy_few(inline_, o.inline_, n_);
     } else {
       p_ = o.p_;
       cap_ = o.cap_;
@@ -436,9 +456,10 @@ struct Rules {
     return acc;
   }
   static std::optional<double> fsum_of(const Ns& xs, size_t from = 0) {
-    std::vector<double> v;
+    SmallVec<double, 8> v, partials;  // (no allocation for a sum of a few)
     for (size_t k = from; k < xs.size(); ++k) v.push_back(val(xs[k]));
-    return fsum(v);
+    partials.reserve(v.size());
+    return fsum(v.data(), v.size(), partials.data());
   }
 
   // The value of (head args...) over numbers, or nullopt when it is not a finite number.
@@ -1028,7 +1049,12 @@ struct Rules {
       N item;
     };
     auto less = [](const Keyed& a, const Keyed& b) {
-      return a.variable != b.variable ? a.variable < b.variable : *a.key < *b.key;
+      if (a.variable != b.variable) return a.variable < b.variable;
+      // (most keys differ in their first byte, compared here as std::string compares bytes:
+      // unsigned; an empty key's is its terminating 0, below every other)
+      auto x = static_cast<unsigned char>((*a.key)[0]), y = static_cast<unsigned char>((*b.key)[0]);
+      if (x != y) return x < y;
+      return *a.key < *b.key;
     };
     // (the few arguments of a sum or product sorted on the stack, by insertion: stable, as
     // stable_sort, which allocates a buffer each call)

@@ -276,7 +276,7 @@ class Simplifier {
   Node* sym(const std::string& name);
   // The symbol of a head's name (made as sym(kHeadNames[h]) when first asked after a reset, as
   // the rules made it by name: the same Nodes, made at the same moments).
-  Node* head(Head h) {
+  [[gnu::always_inline]] Node* head(Head h) {
     Node*& n = heads_[h];
     if (!n) n = sym(kHeadNames[h]);
     return n;
