@@ -613,18 +613,26 @@ struct Rules {
     Facts* f = facts(t);
     if (!(f->*field)) {
       guard();
-      // (its length counted first, from the items' texts, then written into one allocation:
-      // appending to a string grown by doubling reallocated it a few times)
+      // (the items' texts found once, an atom's here; its length counted from them, then
+      // written in place into one allocation: appending to a string grown by doubling
+      // reallocated it a few times, and each append was a call)
+      SmallVec<const std::string*, 8> parts;
       size_t length = t->items.empty() ? 2 : t->items.size() + 1;
-      for (N x : t->items) length += text(x, field, atom).size();
-      std::string& out = owner_.texts_.make()->s;
-      out.reserve(length);
-      out += '(';
-      for (size_t k = 0; k < t->items.size(); ++k) {
-        if (k) out += ' ';
-        out += text(t->items[k], field, atom);
+      for (N x : t->items) {
+        const std::string& part = L(x) ? text(x, field, atom) : atom(x);
+        parts.push_back(&part);
+        length += part.size();
       }
-      out += ')';
+      std::string& out = owner_.texts_.make()->s;
+      out.resize(length);
+      char* to = out.data();
+      *to++ = '(';
+      for (size_t k = 0; k < parts.size(); ++k) {
+        if (k) *to++ = ' ';
+        put_text(to, *parts[k]);
+        to += parts[k]->size();
+      }
+      *to = ')';
       f->*field = &out;
     }
     return *(f->*field);
@@ -639,7 +647,7 @@ struct Rules {
     if (f->*field < 0) {
       guard();
       int64_t n = 0;
-      for (N x : t->items) n += count(x, field, atom);
+      for (N x : t->items) n += L(x) ? count(x, field, atom) : atom(x);  // (an atom's here)
       f->*field = n;
     }
     return f->*field;

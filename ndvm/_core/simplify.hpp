@@ -218,6 +218,27 @@ struct Canonical {
   bool fits = false;
 };
 
+// s's bytes copied to ``to`` (room for them there): a text of at most 16 bytes, most atoms' and
+// names', by fixed-size moves that overlap (a call to memcpy each was a tenth of a renaming's
+// instructions).
+[[gnu::always_inline]] inline void put_text(char* to, const std::string& s) {
+  size_t n = s.size();
+  const char* from = s.data();
+  if (n >= 8 && n <= 16) {
+    std::memcpy(to, from, 8);
+    std::memcpy(to + n - 8, from + n - 8, 8);
+  } else if (n >= 4 && n < 8) {
+    std::memcpy(to, from, 4);
+    std::memcpy(to + n - 4, from + n - 4, 4);
+  } else if (n > 0 && n < 4) {
+    to[0] = from[0];
+    to[n / 2] = from[n / 2];
+    to[n - 1] = from[n - 1];
+  } else if (n) {
+    std::memcpy(to, from, n);
+  }
+}
+
 // A text written left to right, its room kept from one use to the next (an append is inlined
 // where it is called: a std::vector's push_back and insert were calls, for each parenthesis,
 // space and atom of a canonical form's source and skeleton).
@@ -228,27 +249,10 @@ class TextBuffer {
     if (__builtin_expect(n_ == cap_, 0)) grow(2 * cap_);
     p_[n_++] = c;
   }
-  // (a text of at most 16 bytes, most atoms' and names', copied by fixed-size moves that
-  // overlap: a call to memcpy each was a tenth of a renaming's instructions)
   [[gnu::always_inline]] void put(const std::string& s) {
-    size_t n = s.size();
-    if (__builtin_expect(n_ + n > cap_, 0)) grow(2 * (n_ + n));
-    char* to = p_ + n_;
-    const char* from = s.data();
-    if (n >= 8 && n <= 16) {
-      std::memcpy(to, from, 8);
-      std::memcpy(to + n - 8, from + n - 8, 8);
-    } else if (n >= 4 && n < 8) {
-      std::memcpy(to, from, 4);
-      std::memcpy(to + n - 4, from + n - 4, 4);
-    } else if (n > 0 && n < 4) {
-      to[0] = from[0];
-      to[n / 2] = from[n / 2];
-      to[n - 1] = from[n - 1];
-    } else if (n) {
-      std::memcpy(to, from, n);
-    }
-    n_ += n;
+    if (__builtin_expect(n_ + s.size() > cap_, 0)) grow(2 * (n_ + s.size()));
+    put_text(p_ + n_, s);
+    n_ += s.size();
   }
   void clear() { n_ = 0; }
   const char* data() const { return p_; }
