@@ -547,10 +547,14 @@ struct Rules {
   }
 
   // an item's word in its list's content hash
-  uint64_t item_word(N x) {
+  // (a list's and a symbol's, most items, tested first: a jump through the switch's table for
+  // each item was a fifth of a content's lookup)
+  [[gnu::always_inline]] uint64_t item_word(N x) {
+    if (x->kind == Kind::List) return tagged(facts(x)->id, 1);
+    if (x->kind == Kind::Sym) return tagged(reinterpret_cast<uintptr_t>(x), 2);
     switch (x->kind) {
-      case Kind::List: return tagged(facts(x)->id, 1);
-      case Kind::Sym: return tagged(reinterpret_cast<uintptr_t>(x), 2);
+      case Kind::List:
+      case Kind::Sym: break;
       case Kind::Int: return tagged(static_cast<uint64_t>(x->i), 3);
       case Kind::Float: return tagged(float_bits(x->f), 4);
       case Kind::Bool: return x->b ? 5 : 6;
@@ -1814,20 +1818,6 @@ Node* Simplifier::list(Node* const* items, size_t n) {
   return out;
 }
 
-
-Facts*& Simplifier::content_slot(uint64_t hash) {
-  if (2 * (n_contents_ + 1) > contents_.size()) grow_contents();
-  size_t mask = contents_.size() - 1;
-  for (size_t k = hash & mask;; k = (k + 1) & mask) {
-    auto& slot = contents_[k];
-    if (!slot.second) {  // (the caller fills it: a new chain)
-      slot.first = hash;
-      ++n_contents_;
-      return slot.second;
-    }
-    if (slot.first == hash) return slot.second;
-  }
-}
 
 void Simplifier::grow_contents() {
   std::vector<std::pair<uint64_t, Facts*>> old(contents_.size() * 2, {0, nullptr});

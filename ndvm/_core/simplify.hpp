@@ -336,7 +336,21 @@ class Simplifier {
     n->kind = kind;
     return n;
   }
-  Facts*& content_slot(uint64_t hash);
+  // the chain of the contents whose items hash to ``hash`` (a new, empty one when none do)
+  // (inlined into the content lookup, its one caller)
+  [[gnu::always_inline]] Facts*& content_slot(uint64_t hash) {
+    if (__builtin_expect(2 * (n_contents_ + 1) > contents_.size(), 0)) grow_contents();
+    size_t mask = contents_.size() - 1;
+    for (size_t k = hash & mask;; k = (k + 1) & mask) {
+      auto& slot = contents_[k];
+      if (!slot.second) {  // (the caller fills it: a new chain)
+        slot.first = hash;
+        ++n_contents_;
+        return slot.second;
+      }
+      if (slot.first == hash) return slot.second;
+    }
+  }
   void grow_contents();
   std::vector<std::string> names_;
   std::unordered_set<std::string> params_;
