@@ -511,3 +511,39 @@ def test_a_simplifier_pickles_with_an_empty_memo():
     simp = pickle.loads(pickle.dumps(Simplifier(("a", "b"))))
     assert simp.canonical_form(["*", 2.0, "x"]) == (["*", "a", "x"], "(* a x)", 3)
     assert simp.facts(["*", "a", "x"]) == simp.facts(["*", "a", "x"]) != simp.facts(["*", "x"])
+
+
+def test_texts_sorts_and_copies_of_every_length_give_the_outputs_as_before():
+    """Names of every length the core copies apart (up to 3, 4 to 7, 8 to 16 and more than 16
+    bytes), keys alike in their first bytes, lists of more than 8 and sums of more than 16
+    arguments, a parameter name shared: the outputs the core gave before its texts, sorts and
+    copies were made cheaper (2026-12-06), and math.fsum's sum of more than 8 literals."""
+    names = ("a", "bb", "ccc", "dddd", "eeeee", "param_long_name_", "param_longer_than_sixteen")
+    inputs = ["x", "xy", "xyz", "x_3_", "x_len_7", "x_len_8_", "x_sixteen_chars_",
+              "x_seventeen_chars"]
+    tree = ["+"] + [["*", float(k + 2), ["sin", ["*", name, v]]]
+                    for k, (name, v) in enumerate(zip(names, inputs))]
+    tree += [float(k) / 7 for k in range(12)] + inputs[::-1] + ["x_len_8b", "x_len_8a"]
+    params = names + tuple(f"q{k}" for k in range(30))
+    got, src, n, skel = Simplifier(params).canonical_form(tree, skeleton=True)
+    terms = ("(* bb (sin (* ccc x))) (* dddd (sin (* eeeee x_3_))) "
+             "(* param_long_name_ (sin (* param_longer_than_sixteen x_len_7))) "
+             "(* q0 (sin (* q1 x_len_8_))) (* q2 (sin (* q3 x_sixteen_chars_))) "
+             "(* q4 (sin (* q5 xy))) (* q6 (sin (* q7 xyz)))")
+    atoms = "x x_3_ x_len_7 x_len_8_ x_len_8a x_len_8b x_seventeen_chars x_sixteen_chars_ xy xyz"
+    assert src == f"(+ a {terms} {atoms})" == to_source(got)
+    assert n == 54 == size(got) and skel == skeleton(got, params)
+    assert skel.startswith("(+ P (* P (sin (* P x))) (* P (sin (* P x_3_))) ")
+
+    shared = ["+", ["*", "bb", ["sin", ["*", "a", "x"]]], ["*", "bb", ["cos", ["*", "a", "y"]]],
+              ["*", "param_longer_than_sixteen", "z"]]
+    got, src, n, skel = Simplifier(("a", "bb", "param_longer_than_sixteen")).canonical_form(
+        shared, skeleton=True)
+    assert src == "(+ (* a (cos (* bb y))) (* a (sin (* bb x))) (* param_longer_than_sixteen z))"
+    assert (n, skel) == (16, "(+ (* P (cos (* P y))) (* P (sin (* P x))) (* P z))")
+
+    literals = [0.1 * k for k in range(1, 14)]
+    assert simplify(["+", "x"] + literals, ("a",)) == ["+", math.fsum(literals), "x"]
+    factors = ["*", "x"] + [["+", "x", f"y{k}"] for k in range(11)]
+    want = ["*"] + sorted(factors[2:], key=to_source) + ["x"]
+    assert simplify(factors, ("a",)) == want
