@@ -15,6 +15,7 @@
 #include "hash.hpp"
 #include "stack.hpp"
 
+#pragma GCC visibility push(hidden)  // (see simplify.hpp)
 namespace ndvm::simp {
 
 namespace {
@@ -1204,7 +1205,8 @@ struct Rules {
         Texts common = common_factors(others, a->items[2]);
         if (!common.empty()) {
           N rest = without(others, common);
-          return cancel({divide({apply(kTimes, {rest, a->items[1]}), without(a->items[2], common)})});
+          return cancel(
+              {divide({apply(kTimes, {rest, a->items[1]}), without(a->items[2], common)})});
         }
       }
     }
@@ -1883,3 +1885,4 @@ int Simplifier::content_id(Node* t, uint64_t* out) {
 }
 
 }  // namespace ndvm::simp
+#pragma GCC visibility pop

@@ -15,6 +15,10 @@
 
 #include "arena.hpp"
 
+// The simplifier's code is bound within the extension (its one user): hidden, its functions are
+// called directly, not through the PLT, and may be inlined into one another (a symbol the
+// loader may interpose is neither; the rules make many small calls each canonical form).
+#pragma GCC visibility push(hidden)
 namespace ndvm::simp {
 
 enum class Kind : uint8_t { Sym = 0, Int = 1, Float = 2, Bool = 3, List = 4 };
@@ -395,3 +399,4 @@ class Simplifier {
 };
 
 }  // namespace ndvm::simp
+#pragma GCC visibility pop
