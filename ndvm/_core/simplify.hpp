@@ -313,6 +313,9 @@ class Simplifier {
     reset();
     return true;
   }
+  // The content number the next new content gets (numbers count up for the Simplifier's life:
+  // those met since a reset are at least this number as it was at the reset).
+  uint64_t next_id() const { return next_id_; }
 
   // The entry points: each returns 0 or the Err of the exception (message in failure_message).
   // canonical_form points *out at the canonical form's record, the Simplifier's (no string

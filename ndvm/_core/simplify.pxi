@@ -5,7 +5,7 @@ cimport cython
 from cpython.float cimport PyFloat_AS_DOUBLE
 from cpython.list cimport PyList_GetSlice, PyList_New, PyList_SET_ITEM
 from cpython.tuple cimport PyTuple_GET_ITEM
-from cpython.ref cimport PyObject, Py_INCREF
+from cpython.ref cimport PyObject, Py_DECREF, Py_INCREF
 from cpython.unicode cimport PyUnicode_AsUTF8AndSize, PyUnicode_DecodeUTF8
 from cpython.weakref cimport PyWeakref_NewRef
 from libc.stdint cimport uint64_t
@@ -69,6 +69,7 @@ cdef extern from "simplify.hpp" namespace "ndvm::simp" nogil:
         SNode* list(vector[SNode*]) except +
         SNode* list(SNode**, size_t) except +
         bool maybe_reset()
+        uint64_t next_id()
         int canonical_form(SNode*, const SCanonical**) except +
         int simplify(SNode*, SNode**) except +
         int source_of(SNode*, string*) except +
@@ -110,7 +111,7 @@ cdef class _Made:
     Node while it is valid (until the core's next reset), else by parsing the source, which
     reads back as the same tree. Kept by the tree's content number among the entries."""
 
-    cdef object key     # the content number it is kept by
+    cdef uint64_t key   # the content number it is kept by
     cdef object src     # the canonical source (str)
     cdef int64_t size
     cdef object skel    # the skeleton (str)
@@ -201,7 +202,14 @@ cdef class Simplifier:
     cdef readonly Py_ssize_t n_entries_made  # canonical entries computed (``entry`` not kept)
     cdef list held           # the lists held (alive: their addresses stay theirs) ...
     cdef AddressMap held_nodes  # ... by address, with their Nodes
-    cdef dict entries        # content (a list's number, an atom's source) -> canonical entry
+    cdef dict entries        # an atom's source -> its canonical entry
+    # a list's canonical entry by its content number, less ``list_base``: the core numbers each
+    # new content one more than the last, so those met since its last reset are at least its
+    # next number at the reset, and index one array (an owned reference, or NULL: none kept),
+    # not a dict of Python ints (a child's entry was a dict look up and insert of a new int)
+    cdef vector[PyObject*] list_entries
+    cdef uint64_t list_base
+    cdef Py_ssize_t n_list_entries  # (those not NULL)
     cdef public object fallback  # tree -> the entry of a tree outside the forms (``entry``)
     # (a Simplifier's own number for the process: Sites keep their Node forms by it, with its
     # n_resets)
@@ -220,12 +228,15 @@ cdef class Simplifier:
         self.holding = False
         self.held = []
         self.entries = {}
+        self.list_base = self.c.next_id()
+        self.n_list_entries = 0
         self.fallback = None
         global _last_simplifier_uid
         _last_simplifier_uid += 1
         self.uid = _last_simplifier_uid
 
     def __dealloc__(self):
+        self._forget_list_entries()
         del self.c
 
     cdef int _fail(self, int code) except -1:
@@ -391,7 +402,43 @@ cdef class Simplifier:
             self._forget_held()
             # (an entry kept by a list's content number cannot be met again: no number comes
             # back; an atom's, kept by its source, can)
-            self.entries = {k: v for k, v in self.entries.items() if type(k) is str}
+            self._forget_list_entries()
+            self.list_base = self.c.next_id()
+
+    cdef PyObject* _list_entry(self, uint64_t number) noexcept:
+        # the entry kept for the list whose content number is ``number`` (borrowed), or NULL
+        cdef uint64_t k = number - self.list_base
+        if number < self.list_base or k >= self.list_entries.size():
+            return NULL
+        return self.list_entries[k]
+
+    cdef int _keep_list_entry(self, uint64_t number, object entry) except -1:
+        # keeps ``entry`` for the list whose content number is ``number`` (one numbered before
+        # the core's last reset: not kept, it cannot be met again)
+        if number < self.list_base:
+            return 0
+        cdef uint64_t k = number - self.list_base
+        if k >= self.list_entries.size():
+            self.list_entries.resize(max(k + 1, 2 * self.list_entries.size()), NULL)
+        cdef PyObject* old = self.list_entries[k]
+        Py_INCREF(entry)
+        self.list_entries[k] = <PyObject*>entry
+        if old == NULL:
+            self.n_list_entries += 1
+        else:
+            Py_DECREF(<object>old)
+        return 0
+
+    cdef _forget_list_entries(self):
+        cdef size_t k
+        cdef PyObject* e
+        for k in range(self.list_entries.size()):
+            e = self.list_entries[k]
+            if e != NULL:
+                self.list_entries[k] = NULL
+                Py_DECREF(<object>e)
+        self.list_entries.clear()
+        self.n_list_entries = 0
 
     cdef _forget_held(self):
         self.held_nodes.clear()
@@ -518,17 +565,24 @@ cdef class Simplifier:
         # entry of a list computed now is a _Made, its Python tree made when it is read.
         cdef uint64_t number = 0
         cdef string src
+        cdef PyObject* kept
         cdef int code = self.c.content_id(n, &number) if is_list else self.c.source_of(n, &src)
         if code:
             self._fail(code)
-        key = number if is_list else _text(src)
-        out = self.entries.get(key, False)
+        if is_list:
+            kept = self._list_entry(number)
+            out = False if kept == NULL else <object>kept
+        else:
+            key = _text(src)
+            out = self.entries.get(key, False)
         if out is False:
             self.n_entries_made += 1
-            if len(self.entries) > _ENTRY_LIMIT:
+            if len(self.entries) + self.n_list_entries > _ENTRY_LIMIT:
                 self.entries.clear()
+                self._forget_list_entries()
             try:
-                out = self._made(n, key) if lazy and is_list else self._canonical_of(n, True, True)
+                out = (self._made(n, number) if lazy and is_list
+                       else self._canonical_of(n, True, True))
             except self.too_many:
                 out = None
             except Exception:  # noqa: BLE001 - a tree outside the forms: the caller's rule
@@ -536,12 +590,15 @@ cdef class Simplifier:
                     raise
                 out = _fallback_entry(self.fallback,
                                       self._python_tree(n) if tree is None else tree)
-            self.entries[key] = out
+            if is_list:
+                self._keep_list_entry(number, out)
+            else:
+                self.entries[key] = out
         elif not lazy and type(out) is _Made:
             out = self._complete(<_Made>out)
         return out
 
-    cdef object _made(self, SNode* n, object key):
+    cdef object _made(self, SNode* n, uint64_t key):
         # The canonical form of the list whose Node is ``n`` as a _Made, or None when it needs
         # too many parameters; raises as ``_canonical_form``.
         cdef const SCanonical* c = NULL
@@ -563,8 +620,8 @@ cdef class Simplifier:
     cdef tuple _complete(self, _Made m):
         # The entry (a tuple) of the canonical form ``m``, kept in its place among the entries.
         out = m._tuple()
-        if self.entries.get(m.key) is m:
-            self.entries[m.key] = out
+        if self._list_entry(m.key) == <PyObject*>m:
+            self._keep_list_entry(m.key, out)
         return out
 
     def content(self, list t):
