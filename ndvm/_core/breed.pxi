@@ -37,6 +37,9 @@ _LOOP = frozenset({"loop"})
 # the kinds of mutation as C constants, their indices in _KINDS
 cdef enum:
     _SUBTREE, _CONSTANT, _OPERATOR, _HOIST, _EXTEND, _SHIFT
+# the grammar's groups of names (Breeder._name)
+cdef enum:
+    _PARAMS, _INPUTS, _UNARY, _BINARY
 
 
 def breed_round(double x, int ndigits):
@@ -417,6 +420,7 @@ cdef class Sites:
     cdef readonly list spots
     cdef list nodes  # the subtree at each spot: spots[k]'s is nodes[k] (no path walked)
     cdef Py_ssize_t _n_atoms
+    cdef vector[Py_ssize_t] sizes  # the size of the subtree at each spot, -1 until asked
     cdef list _numbers  # (these four: the indices in ``spots`` of the positions they list)
     cdef list _inner
     cdef dict _operators
@@ -442,6 +446,18 @@ cdef class Sites:
         if self._n_atoms < 0:
             self._n_atoms = _bsize(self.tree, 0)
         return self._n_atoms
+
+    cdef Py_ssize_t spot_size(self, object tree, Py_ssize_t k) except -1:
+        # the size of the subtree of ``tree`` at spots[k]: of this tree's, found once (a
+        # crossover weighs the sizes of the subtrees it trades, and a parent is crossed often)
+        if tree is not self.tree:
+            return _bsize(self.node(tree, k), 0)
+        if self.sizes.empty():
+            self.sizes.assign(len(self.spots), -1)
+        cdef Py_ssize_t n = self.sizes[k]
+        if n < 0:
+            n = self.sizes[k] = _bsize(self.nodes[k], 0)
+        return n
 
     cdef list _spots_at(self, list ks):
         return [self.spots[k] for k in ks]
@@ -588,6 +604,12 @@ cdef class Breeder:
     cdef dict choices  # (operator, length of the call) -> _choices's answer
     cdef readonly Py_ssize_t n_tries  # children bred by ``children``, kept or not (a measure)
     cdef object scratch  # the public operators' Simplifier (``_scratch``)
+    # the Nodes of the grammar's names (params, inputs, unary, binary: group g's i-th at
+    # name_at[g] + i, NULL until asked) in the Simplifier numbered ``names_uid``, valid while its
+    # n_resets is ``names_resets``: a name drawn is one read, not a look up by its str
+    cdef vector[SNode*] name_nodes
+    cdef Py_ssize_t name_at[5]
+    cdef Py_ssize_t names_uid, names_resets
 
     def __init__(self, g):
         self.grammar = g
@@ -612,6 +634,12 @@ cdef class Breeder:
         self.max_size = g.max_size
         self.kinds_ready = False
         self.choices = {}
+        self.name_at[0] = 0
+        self.name_at[1] = len(self.params)
+        self.name_at[2] = self.name_at[1] + len(self.inputs)
+        self.name_at[3] = self.name_at[2] + len(self.unary)
+        self.name_at[4] = self.name_at[3] + len(self.binary)
+        self.names_uid = 0  # (no Simplifier's: their numbers start at 1)
 
     # -- the Nodes the operators build (a child is built in the Simplifier ``s`` as Nodes, of
     # its parents' Nodes, _Form; the public operators convert at their boundary) --
@@ -631,6 +659,25 @@ cdef class Breeder:
             return s._symbol(<str>name)
         return s._convert(name, 0, native_stack_limit())
 
+    cdef SNode* _name(self, Simplifier s, int group, Py_ssize_t i) except NULL:
+        # the Node in ``s`` of the i-th name of the grammar's ``group`` (_PARAMS ...), i in range
+        cdef SNode* n
+        if self.names_uid != s.uid or self.names_resets != s.n_resets:
+            self.name_nodes.assign(self.name_at[4], NULL)
+            self.names_uid, self.names_resets = s.uid, s.n_resets
+        n = self.name_nodes[self.name_at[group] + i]
+        if n == NULL:
+            names = (self.params if group == _PARAMS else self.inputs if group == _INPUTS
+                     else self.unary if group == _UNARY else self.binary)
+            n = self._sym(s, (<tuple>names)[i])
+            self.name_nodes[self.name_at[group] + i] = n
+        return n
+
+    cdef SNode* _draw_name(self, Draws d, Simplifier s, int group) except NULL:
+        # a name of the grammar's ``group`` drawn uniformly (``names[integers(len(names))]``)
+        return self._name(s, group,
+                          d._below(self.name_at[group + 1] - self.name_at[group]))
+
     # -- terminals --
 
     cdef SNode* _constant(self, Draws d, Simplifier s) except NULL:
@@ -641,10 +688,10 @@ cdef class Breeder:
     cdef SNode* _leaf(self, Draws d, Simplifier s, object scope) except NULL:
         cdef double r = d._random()
         if r < 0.5:
-            return self._sym(s, self.params[d._below(len(self.params))])
+            return self._draw_name(d, s, _PARAMS)
         if r < 0.88:
             if not scope:
-                return self._sym(s, self.inputs[d._below(len(self.inputs))])
+                return self._draw_name(d, s, _INPUTS)
             names = list(self.inputs) + sorted(scope)
             return self._sym(s, names[d._below(len(names))])
         return self._constant(d, s)
@@ -690,9 +737,9 @@ cdef class Breeder:
             items[0] = _nlist2(s, self._sym(s, var), value)
             return _nlist3(s, s._symbol("let"), s.c.list(items, 1), body)
         if r < 0.45:
-            items[0] = self._sym(s, self.unary[d._below(len(self.unary))])
+            items[0] = self._draw_name(d, s, _UNARY)
             return _nlist2(s, items[0], self._grow(d, s, depth - 1, scope, in_loop, level + 1))
-        items[0] = self._sym(s, self.binary[d._below(len(self.binary))])
+        items[0] = self._draw_name(d, s, _BINARY)
         items[1] = self._grow(d, s, depth - 1, scope, in_loop, level + 1)
         items[2] = self._grow(d, s, depth - 1, scope, in_loop, level + 1)
         return s.c.list(items, 3)
@@ -716,9 +763,10 @@ cdef class Breeder:
         # ``t`` with every input x in it written (+ p x), p the first parameter: the inputs'
         # Nodes found once for the walk (one Node a name: an atom is an input by its address)
         cdef vector[SNode*] ins
-        for x in self.inputs:
-            ins.push_back(self._sym(s, x))
-        cdef SNode* p0 = self._sym(s, self.params[0]) if self.params else NULL
+        cdef Py_ssize_t i
+        for i in range(len(self.inputs)):
+            ins.push_back(self._name(s, _INPUTS, i))
+        cdef SNode* p0 = self._name(s, _PARAMS, 0) if self.params else NULL
         return self._nshift(s, t, ins, s._symbol("+"), p0, depth)
 
     cdef SNode* _nshift(self, Simplifier s, SNode* t, const vector[SNode*]& ins, SNode* plus,
@@ -759,7 +807,7 @@ cdef class Breeder:
 
     cdef SNode* _shifted(self, Draws d, Simplifier s, object x, SNode* xn) except NULL:
         # (``x``: the input, ``xn`` its Node)
-        p = self.params[d._below(len(self.params))]
+        cdef Py_ssize_t p = d._below(len(self.params))
         cdef double r = d._random()
         others = [y for y in self.inputs if y != x]
         if others and r < 0.2:
@@ -767,10 +815,11 @@ cdef class Breeder:
             return _nlist3(s, s._symbol("/" if self.has_div and d._random() < 0.5 else "*"), xn,
                            self._sym(s, y))
         if r < 0.5:
-            return _nlist3(s, s._symbol("+"), self._sym(s, p), xn)
+            return _nlist3(s, s._symbol("+"), self._name(s, _PARAMS, p), xn)
         if r < 0.75 or not self.has_square:
-            return _nlist3(s, s._symbol("*"), self._sym(s, p), xn)
-        return _nlist2(s, s._symbol("square"), _nlist3(s, s._symbol("+"), self._sym(s, p), xn))
+            return _nlist3(s, s._symbol("*"), self._name(s, _PARAMS, p), xn)
+        return _nlist2(s, s._symbol("square"),
+                       _nlist3(s, s._symbol("+"), self._name(s, _PARAMS, p), xn))
 
     def shifted(self, rng, x):
         """A parameterized change of the input ``x`` (grammar.shifted)."""
@@ -811,10 +860,10 @@ cdef class Breeder:
                     part = self._grow(d, s, 1, _NO_NAMES, False, 0)
                 elif d._random() < 0.5:
                     part = self._shift_inputs(s, part, 0)
-                term = _nlist2(s, self._sym(s, self.unary[d._below(len(self.unary))]), part)
+                term = _nlist2(s, self._draw_name(d, s, _UNARY), part)
             if d._random() < 0.5:
                 term = _nlist3(s, s._symbol("*"),
-                               self._sym(s, self.params[d._below(len(self.params))]), term)
+                               self._draw_name(d, s, _PARAMS), term)
             r = d._random()
             op = "+" if r < 0.5 else "*" if r < 0.85 or not self.has_div else "/"
             return _nlist3(s, s._symbol(op), f.root, term)
@@ -836,7 +885,7 @@ cdef class Breeder:
                 c = sites.node(tree, k)
                 r = d._random()
                 if r < 0.3:
-                    at = self._sym(s, self.params[d._below(len(self.params))])
+                    at = self._draw_name(d, s, _PARAMS)
                 elif r < 0.7:  # (Python's arithmetic and math.exp: the rare path, as it was)
                     at = s.c.real(python_round(
                         c * float(math.exp(0.4 * d.rng.standard_normal())), 4))
@@ -932,7 +981,7 @@ cdef class Breeder:
             if ((not dscope or _blocals_in(piece, dscope, scope, 0))
                     and not (in_loop and _brefs(piece, _LOOP, 0))):
                 # (the child's size: the parent's with one subtree traded for the piece)
-                if (sites_a._size() - _bsize(sites_a.node(a, i), 0) + _bsize(piece, 0)
+                if (sites_a._size() - sites_a.spot_size(a, i) + sites_b.spot_size(b, j)
                         <= self.max_size):
                     return _nreplace(s, fa.root, path, fb.spot(j))
         return self._mutate(d, s, a, sites_a, fa)
