@@ -137,35 +137,37 @@ cdef bint _bnames_in(object tree, object names) except -1:
     return False
 
 
-cdef _bpositions(list out, list nodes, object tree, object scope, object counters, tuple path,
-                 int depth):
-    # the rule of positions(): appends (path, scope, in_loop) in the order the Python generator
-    # yielded them, and to ``nodes`` (unless None) the subtree at each of them
+cdef int _bpositions(Sites out, object tree, object scope, object counters,
+                     vector[Py_ssize_t]& path, int depth) except -1:
+    # the rule of positions(): adds to ``out`` each position (its path, the indices from the
+    # root, is ``path`` as it is here; scope, in_loop) in the order the Python generator
+    # yielded them, with the subtree at it
     _bdeeper(depth)
     cdef bint counting = True if counters else False
     if not counting or not _brefs(tree, counters, depth):  # (no counter: nothing to look for)
-        out.append(_acyclic((path, scope, counting)))
-        if nodes is not None:
-            nodes.append(tree)
+        out._add(tree, scope, counting, path)
     if not isinstance(tree, list) or not tree:
-        return
+        return 0
     head = tree[0]
     cdef Py_ssize_t i, j, n = len(tree)
     if isinstance(head, str) and head not in _BREED_SPECIAL:  # (a call: most positions)
         if counting and _bnames_in(tree, counters):
-            return
+            return 0
         for j in range(1, n):
-            _bpositions(out, nodes, tree[j], scope, counters, _bpath(path, j), depth + 1)
+            path.push_back(j)
+            _bpositions(out, tree[j], scope, counters, path, depth + 1)
+            path.pop_back()
     elif head in ("let", "let*") and n >= 3 and isinstance(tree[1], list):
         inner = set(scope)
         for i, b in enumerate(tree[1]):
             if isinstance(b, list) and len(b) == 2:
-                _bpositions(out, nodes, b[1], frozenset(inner) if head == "let*" else scope,
-                            counters, path + (1, i, 1), depth + 1)
+                _bpositions_in(out, b[1], frozenset(inner) if head == "let*" else scope,
+                               counters, path, i, depth + 1)
                 inner.add(b[0])
         for j in range(2, n):
-            _bpositions(out, nodes, tree[j], frozenset(inner), counters, _bpath(path, j),
-                        depth + 1)
+            path.push_back(j)
+            _bpositions(out, tree[j], frozenset(inner), counters, path, depth + 1)
+            path.pop_back()
     elif head == "loop" and n >= 3 and isinstance(tree[1], list):
         state, ctr = set(scope), set(counters)
         for i, b in enumerate(tree[1]):
@@ -173,23 +175,38 @@ cdef _bpositions(list out, list nodes, object tree, object scope, object counter
                 if isinstance(b[1], int) and b[1] is not True and b[1] is not False:
                     ctr.add(b[0])
                 else:
-                    _bpositions(out, nodes, b[1], scope, counters, path + (1, i, 1), depth + 1)
+                    _bpositions_in(out, b[1], scope, counters, path, i, depth + 1)
                 state.add(b[0])
         state -= ctr
         for j in range(2, n):
-            _bpositions(out, nodes, tree[j], frozenset(state), frozenset(ctr), _bpath(path, j),
-                        depth + 1)
+            path.push_back(j)
+            _bpositions(out, tree[j], frozenset(state), frozenset(ctr), path, depth + 1)
+            path.pop_back()
     elif head in ("if", "recur"):
         for j in range(1, n):
-            _bpositions(out, nodes, tree[j], scope, counters, _bpath(path, j), depth + 1)
+            path.push_back(j)
+            _bpositions(out, tree[j], scope, counters, path, depth + 1)
+            path.pop_back()
+    return 0
+
+
+cdef int _bpositions_in(Sites out, object tree, object scope, object counters,
+                        vector[Py_ssize_t]& path, Py_ssize_t i, int depth) except -1:
+    # the positions of a binding's value: its path is path + (1, i, 1)
+    path.push_back(1)
+    path.push_back(i)
+    path.push_back(1)
+    _bpositions(out, tree, scope, counters, path, depth)
+    path.resize(path.size() - 3)
+    return 0
 
 
 def breed_positions(tree, scope=frozenset(), counters=frozenset(), path=()):
     """[(path, scope, in_loop), ...]: every expression position a genetic operator may rewrite,
     depth first (grammar.positions)."""
-    out = []
-    _bpositions(out, None, tree, scope, counters, tuple(path), 0)
-    return out
+    cdef Sites out = Sites.__new__(Sites)
+    out._list(tree, scope, counters, path)
+    return out._spot_list()
 
 
 cdef inline Py_ssize_t _bindex(object t, object ix) except? -2:
@@ -268,47 +285,48 @@ cdef class _Form:
     what it shares with its parent is its parent's Nodes, not copied or converted."""
 
     cdef SNode* root
-    cdef vector[SNode*] at  # spots[k]'s Node, NULL until asked
-    cdef list spots
+    cdef vector[SNode*] at  # spot k's Node, NULL until asked
     cdef Py_ssize_t uid, resets
 
-    cdef SNode* spot(self, Py_ssize_t k) except NULL:
+    cdef SNode* spot(self, Sites sites, Py_ssize_t k) except NULL:
+        # (``sites``: the tree's, whose positions these are)
         cdef SNode* n = self.at[k]
         if n != NULL:
             return n
-        n = _nat(self.root, (<tuple>self.spots[k])[0], NULL)
+        n = _nat(self.root, sites.path_of(k), sites.path_len(k), NULL)
         self.at[k] = n
         return n
 
 
-cdef _Form _bform(Simplifier s, SNode* root, list spots):
+cdef _Form _bform(Simplifier s, SNode* root, Sites sites):
     cdef _Form f = _Form.__new__(_Form)
     f.root = root
-    f.at.assign(len(spots), NULL)
-    f.spots = spots
+    f.at.assign(sites.n_spots(), NULL)
     f.uid = s.uid
     f.resets = s.n_resets
     return f
 
 
-cdef SNode* _nat(SNode* t, tuple path, SNode** above) except NULL:
-    # the Node at ``path`` (a tuple of indices) below ``t``; ``above``, unless NULL, gets the
-    # lists on the way (t first: room for len(path) of them)
+cdef SNode* _nat(SNode* t, const Py_ssize_t* path, Py_ssize_t n, SNode** above) except NULL:
+    # the Node at ``path`` (``n`` indices) below ``t``; ``above``, unless NULL, gets the lists
+    # on the way (t first: room for n of them)
     cdef Py_ssize_t k, i
-    for k in range(PyTuple_GET_SIZE(path)):
-        i = <object>PyTuple_GET_ITEM(path, k)
+    for k in range(n):
+        i = path[k]
         if node_kind(t) != 4 or not 0 <= i < <Py_ssize_t>t.items.size():
-            raise IndexError(f"no position {path!r} in the tree")
+            raise IndexError(f"no position {[path[j] for j in range(n)]!r} in the tree")
         if above != NULL:
             above[k] = t
         t = t.items[i]
     return t
 
 
-cdef SNode* _nreplace(Simplifier s, SNode* tree, tuple path, SNode* new) except NULL:
-    # ``_breplace_at`` of Nodes: a new list for each list on ``path`` (bottom up), the rest the
-    # tree's own Nodes
-    cdef Py_ssize_t n = PyTuple_GET_SIZE(path), k, j, m
+cdef SNode* _nreplace(Simplifier s, SNode* tree, Sites sites, Py_ssize_t spot,
+                      SNode* new) except NULL:
+    # ``_breplace_at`` of Nodes at the position ``spot`` of ``sites`` (the tree's): a new list
+    # for each list on its path (bottom up), the rest the tree's own Nodes
+    cdef const Py_ssize_t* path = sites.path_of(spot)
+    cdef Py_ssize_t n = sites.path_len(spot), k, j, m
     cdef SNode* few_above[32]  # (a child's path and lists are short: no vector allocated)
     cdef SNode* few_items[8]
     cdef vector[SNode*] more_above, more_items
@@ -317,7 +335,7 @@ cdef SNode* _nreplace(Simplifier s, SNode* tree, tuple path, SNode* new) except 
     if n > 32:
         more_above.resize(n)
         above = more_above.data()
-    _nat(tree, path, above)
+    _nat(tree, path, n, above)
     cdef SNode* t
     for k in range(n - 1, -1, -1):
         t = above[k]
@@ -328,7 +346,7 @@ cdef SNode* _nreplace(Simplifier s, SNode* tree, tuple path, SNode* new) except 
             items = more_items.data()
         for j in range(m):
             items[j] = t.items[j]
-        items[<Py_ssize_t>(<object>PyTuple_GET_ITEM(path, k))] = new
+        items[path[k]] = new
         new = s.c.list(items, m)
     return new
 
@@ -414,11 +432,18 @@ cdef object _bpython(Simplifier s, SNode* n, _Back* back, char* limit):
 
 cdef class Sites:
     """A tree's rewrite positions (``positions``) and its literal and operator positions, listed
-    once: a parent in the search is mutated many times. The tree must not change afterwards."""
+    once: a parent in the search is mutated many times. The tree must not change afterwards.
+    The positions are kept as C arrays (the operators read a drawn one's path and scope there);
+    ``spots``, their (path, scope, in_loop) tuples, is made when first asked: a parent is
+    listed whole and only a few of its positions are ever drawn."""
 
     cdef readonly object tree
-    cdef readonly list spots
-    cdef list nodes  # the subtree at each spot: spots[k]'s is nodes[k] (no path walked)
+    cdef list nodes  # the subtree at each spot: spot k's is nodes[k] (no path walked)
+    cdef list scopes  # ... its scope (the names bound there) is scopes[k]
+    cdef vector[char] in_loop  # ... whether it is in a loop's body
+    cdef vector[Py_ssize_t] path_at  # ... its path: paths[path_at[k]:path_at[k + 1]]
+    cdef vector[Py_ssize_t] paths
+    cdef list _spots  # (the tuples, once made)
     cdef Py_ssize_t _n_atoms
     cdef vector[Py_ssize_t] sizes  # the size of the subtree at each spot, -1 until asked
     cdef list _numbers  # (these four: the indices in ``spots`` of the positions they list)
@@ -428,15 +453,74 @@ cdef class Sites:
     cdef _Form form  # its Node form in the last Simplifier that bred from it (``_form_in``)
 
     def __init__(self, tree):
+        self._list(tree, _NO_NAMES, _NO_NAMES, ())
+
+    cdef int _list(self, object tree, object scope, object counters, object prefix) except -1:
+        # lists the positions of ``tree`` (positions' rule, from ``scope`` and ``counters``),
+        # their paths after the indices ``prefix``
+        cdef vector[Py_ssize_t] path
+        for i in prefix:
+            path.push_back(i)
         self.tree = tree
-        self.spots = []
         self.nodes = []
-        _bpositions(self.spots, self.nodes, tree, _NO_NAMES, _NO_NAMES, (), 0)  # (positions)
+        self.scopes = []
+        self.in_loop.clear()
+        self.paths.clear()
+        self.path_at.assign(1, 0)
+        self._spots = None
+        _bpositions(self, tree, scope, counters, path, 0)
         self._n_atoms = -1
+        self.sizes.clear()
         self._numbers = None
         self._inner = None
         self._operators = {}
         self._names = {}
+        self.form = None
+        return 0
+
+    cdef int _add(self, object node, object scope, bint in_loop,
+                  const vector[Py_ssize_t]& path) except -1:
+        # a position: the subtree at it, its scope, whether in a loop, its path
+        self.nodes.append(node)
+        self.scopes.append(scope)
+        self.in_loop.push_back(in_loop)
+        self.paths.insert(self.paths.end(), path.begin(), path.end())
+        self.path_at.push_back(self.paths.size())
+        return 0
+
+    cdef inline Py_ssize_t n_spots(self):
+        return self.in_loop.size()
+
+    cdef inline const Py_ssize_t* path_of(self, Py_ssize_t k):
+        # spot k's path (path_len(k) indices); (the arrays' data: never NULL past one spot)
+        return self.paths.data() + self.path_at[k]
+
+    cdef inline Py_ssize_t path_len(self, Py_ssize_t k):
+        return self.path_at[k + 1] - self.path_at[k]
+
+    cdef tuple _path(self, Py_ssize_t k):
+        # spot k's path as a tuple of ints
+        cdef Py_ssize_t j, n = self.path_len(k)
+        cdef const Py_ssize_t* p = self.path_of(k)
+        cdef tuple out = PyTuple_New(n)
+        cdef object x
+        for j in range(n):
+            x = p[j]
+            Py_INCREF(x)
+            PyTuple_SET_ITEM(out, j, x)
+        return out
+
+    cdef list _spot_list(self):
+        cdef Py_ssize_t k
+        if self._spots is None:
+            self._spots = [_acyclic((self._path(k), self.scopes[k], self.in_loop[k] != 0))
+                           for k in range(self.n_spots())]
+        return self._spots
+
+    @property
+    def spots(self):
+        """[(path, scope, in_loop), ...]: the positions (``positions(tree)``)."""
+        return self._spot_list()
 
     def size(self):
         """``size(tree)``."""
@@ -453,14 +537,15 @@ cdef class Sites:
         if tree is not self.tree:
             return _bsize(self.node(tree, k), 0)
         if self.sizes.empty():
-            self.sizes.assign(len(self.spots), -1)
+            self.sizes.assign(self.n_spots(), -1)
         cdef Py_ssize_t n = self.sizes[k]
         if n < 0:
             n = self.sizes[k] = _bsize(self.nodes[k], 0)
         return n
 
     cdef list _spots_at(self, list ks):
-        return [self.spots[k] for k in ks]
+        spots = self._spot_list()
+        return [spots[k] for k in ks]
 
     def numbers(self):
         """The positions that hold a numeric literal."""
@@ -474,8 +559,7 @@ cdef class Sites:
     cdef list inner_at(self):
         # the positions below the root (hoist's)
         if self._inner is None:
-            self._inner = [k for k in range(len(self.spots))
-                           if len((<tuple>self.spots[k])[0]) > 0]
+            self._inner = [k for k in range(self.n_spots()) if self.path_len(k) > 0]
         return self._inner
 
     def names(self, names):
@@ -508,14 +592,14 @@ cdef class Sites:
         # the subtree of ``tree`` at spots[k]: listed, when ``tree`` is this tree
         if tree is self.tree:
             return self.nodes[k]
-        return _bget_at(tree, (<tuple>self.spots[k])[0])
+        return _bget_at(tree, self._path(k))
 
     cdef _Form _form_in(self, Simplifier s, bint hold):
         # the tree's Node form in ``s`` (Breeder.children's canonical form), converted once
         # until ``s``'s next reset; ``hold``: ``s`` holds the tree too (Simplifier._parent_node)
         cdef _Form f = self.form
         if f is None or f.uid != s.uid or f.resets != s.n_resets:
-            f = self.form = _bform(s, s._parent_node(self.tree, hold), self.spots)
+            f = self.form = _bform(s, s._parent_node(self.tree, hold), self)
         return f
 
 
@@ -838,9 +922,10 @@ cdef class Breeder:
 
     cdef SNode* _mutate(self, Draws d, Simplifier s, object tree, Sites sites,
                         _Form f) except NULL:
-        # (a position drawn as its index k in ``spots``: its subtree is listed by ``sites``,
+        # (a position drawn as its index k in the Sites' positions: its subtree is listed by
         # its Node by ``f``; what the operator tests it reads of the Python tree)
-        cdef list spots = sites.spots, ks
+        cdef list ks
+        cdef Py_ssize_t n_spots = sites.n_spots()
         cdef double r
         cdef Py_ssize_t k, j, m
         cdef SNode* term
@@ -854,9 +939,9 @@ cdef class Breeder:
             if d._random() < 0.5:
                 term = self._grow(d, s, 1 + d._below(2), _NO_NAMES, False, 0)
             else:
-                k = 0 if d._random() < 0.5 else d._below(len(spots))
-                part = f.spot(k)
-                if (<tuple>spots[k])[1]:
+                k = 0 if d._random() < 0.5 else d._below(n_spots)
+                part = f.spot(sites, k)
+                if sites.scopes[k]:
                     part = self._grow(d, s, 1, _NO_NAMES, False, 0)
                 elif d._random() < 0.5:
                     part = self._shift_inputs(s, part, 0)
@@ -870,13 +955,12 @@ cdef class Breeder:
         if kind == _SHIFT:  # an input becomes a fitted shift or scale of it, or its square
             ks = sites.names_at(self.input_set)
             if ks and d._random() < 0.3:  # every input in one part of the model, shifted
-                k = d._below(len(spots))
-                return _nreplace(s, f.root, (<tuple>spots[k])[0],
-                                 self._shift_inputs(s, f.spot(k), 0))
+                k = d._below(n_spots)
+                return _nreplace(s, f.root, sites, k, self._shift_inputs(s, f.spot(sites, k), 0))
             if ks:
                 k = ks[d._below(len(ks))]
-                return _nreplace(s, f.root, (<tuple>spots[k])[0],
-                                 self._shifted(d, s, sites.node(tree, k), f.spot(k)))
+                return _nreplace(s, f.root, sites, k,
+                                 self._shifted(d, s, sites.node(tree, k), f.spot(sites, k)))
             kind = _SUBTREE
         if kind == _CONSTANT:
             ks = sites.numbers_at()
@@ -891,7 +975,7 @@ cdef class Breeder:
                         c * float(math.exp(0.4 * d.rng.standard_normal())), 4))
                 else:
                     at = s.c.real(python_round(c + float(d.rng.normal(0, 0.5)), 4))
-                return _nreplace(s, f.root, (<tuple>spots[k])[0], at)
+                return _nreplace(s, f.root, sites, k, at)
             kind = _SUBTREE
         if kind == _OPERATOR:
             ks = sites.operators_at(self.op_set)
@@ -899,7 +983,7 @@ cdef class Breeder:
                 k = ks[d._below(len(ks))]
                 choices = self._choices(sites.node(tree, k))
                 if choices is not None:  # ([new op] + node[1:])
-                    part = f.spot(k)
+                    part = f.spot(sites, k)
                     m = part.items.size()
                     if m > 8:
                         more.resize(m)
@@ -907,18 +991,18 @@ cdef class Breeder:
                     items[0] = self._sym(s, choices[d._below(len(choices))])
                     for j in range(1, m):
                         items[j] = part.items[j]
-                    return _nreplace(s, f.root, (<tuple>spots[k])[0], s.c.list(items, m))
+                    return _nreplace(s, f.root, sites, k, s.c.list(items, m))
             kind = _SUBTREE
         if kind == _HOIST:  # replace a node by one of its own subexpressions (simplifies)
             ks = sites.inner_at()
             if ks:
                 k = ks[d._below(len(ks))]
-                return f.spot(k) if not (<tuple>spots[k])[1] else f.root
-        spot = spots[d._below(len(spots))]
-        path = spot[0]
-        cdef long most = max(1, self.max_depth - len(path) // 2)
-        return _nreplace(s, f.root, path,
-                         self._grow(d, s, 1 + d._below(most), spot[1], spot[2], 0))
+                return f.spot(sites, k) if not sites.scopes[k] else f.root
+        k = d._below(n_spots)
+        cdef long most = max(1, self.max_depth - sites.path_len(k) // 2)
+        return _nreplace(s, f.root, sites, k,
+                         self._grow(d, s, 1 + d._below(most), sites.scopes[k],
+                                    sites.in_loop[k] != 0, 0))
 
     cdef int _kind(self, Draws d) except -1:
         # the kind of a mutation (an index in _KINDS), drawn from the grammar's rates
@@ -958,7 +1042,7 @@ cdef class Breeder:
         cdef _Back back
         s.busy += 1
         try:
-            f = _bform(s, _bnode(s, tree, &back), st.spots)
+            f = _bform(s, _bnode(s, tree, &back), st)
             return _bpython(s, self._mutate(d, s, tree, st, f), &back, native_stack_limit())
         finally:
             s.busy -= 1
@@ -967,23 +1051,20 @@ cdef class Breeder:
 
     cdef SNode* _crossover(self, Draws d, Simplifier s, object a, object b, Sites sites_a,
                            Sites sites_b, _Form fa, _Form fb) except NULL:
-        cdef list spots = sites_a.spots
-        cdef list donors = sites_b.spots
         cdef int attempt
         cdef Py_ssize_t i, j
         for attempt in range(8):
-            i = d._below(len(spots))
-            j = d._below(len(donors))
-            spot = spots[i]
-            path, scope, in_loop = spot[0], spot[1], spot[2]
-            dscope = (<tuple>donors[j])[1]
+            i = d._below(sites_a.n_spots())
+            j = d._below(sites_b.n_spots())
+            scope = sites_a.scopes[i]
+            dscope = sites_b.scopes[j]
             piece = sites_b.node(b, j)
             if ((not dscope or _blocals_in(piece, dscope, scope, 0))
-                    and not (in_loop and _brefs(piece, _LOOP, 0))):
+                    and not (sites_a.in_loop[i] and _brefs(piece, _LOOP, 0))):
                 # (the child's size: the parent's with one subtree traded for the piece)
                 if (sites_a._size() - sites_a.spot_size(a, i) + sites_b.spot_size(b, j)
                         <= self.max_size):
-                    return _nreplace(s, fa.root, path, fb.spot(j))
+                    return _nreplace(s, fa.root, sites_a, i, fb.spot(sites_b, j))
         return self._mutate(d, s, a, sites_a, fa)
 
     def crossover(self, rng, a, b, sites_a=None, sites_b=None):
@@ -996,8 +1077,8 @@ cdef class Breeder:
         cdef _Back back
         s.busy += 1
         try:
-            fa = _bform(s, _bnode(s, a, &back), sa.spots)
-            fb = _bform(s, _bnode(s, b, &back), sb.spots)
+            fa = _bform(s, _bnode(s, a, &back), sa)
+            fb = _bform(s, _bnode(s, b, &back), sb)
             return _bpython(s, self._crossover(d, s, a, b, sa, sb, fa, fb), &back,
                             native_stack_limit())
         finally:
