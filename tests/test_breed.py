@@ -237,3 +237,19 @@ def test_an_operator_mutation_keeps_the_calls_arguments_takeable():
     assert heads["(pow x a)"] == {"+", "-", "*", "/"}
     assert "pow" not in heads["(+ a b x)"] | heads["(- x)"] | heads["(/ x)"]
     assert heads["(+ a b x)"] == {"-", "*", "/"} and heads["(- x)"] == {"+", "*", "/"}
+
+
+def test_sites_list_their_positions_tuples_when_asked_as_positions_gives_them():
+    # (a Sites keeps its positions as C arrays: the (path, scope, in_loop) tuples it gives, of
+    # every position and of its numbers', names' and operators', are positions' own)
+    tree = to_tree("(let ((u0 (* a x))) (+ (sin u0) (loop ((s x) (k 0)) "
+                   "(if (= k 3) s (recur (* 2.5 s) (+ k 1))))))")
+    sites, want = gp.Sites(tree), gp.positions(tree)
+    assert sites.spots == want and sites.spots is sites.spots
+    assert all(type(p) is tuple and all(type(i) is int for i in p) for p, _, _ in want)
+    assert sites.numbers() == [w for w in want if type(gp.get_at(tree, w[0])) is float]
+    assert sites.names(frozenset({"x"})) == [w for w in want if gp.get_at(tree, w[0]) == "x"]
+    assert sites.operators(frozenset({"*", "sin"})) == [
+        w for w in want if isinstance(gp.get_at(tree, w[0]), list)
+        and gp.get_at(tree, w[0])[0] in ("*", "sin")]
+    assert gp.Sites(2.0).spots == [((), frozenset(), False)]

@@ -588,3 +588,38 @@ def test_breed_parents_keeps_a_records_entry_by_its_id_and_checks_it_is_that_rec
     made.clear()
     again = _core.breed_parents(front, population, set(), kept, make)
     assert again[:2] == (sites, errors) and made == [front[0]]  # (5 and 9 were known)
+
+
+def test_a_kept_childs_sites_take_its_canonical_node_and_breed_the_same_children():
+    # (a kept child that becomes a parent: its Sites made with its entry take the canonical Node
+    # its tree was made of as the tree's Node form, not converting the tree back, while that
+    # Node is valid; they breed the children its tree's own Sites breed, draw for draw, before
+    # and past a reset of the core)
+    params = ("a", "b", "c")
+    g = Grammar(params=params)
+    breed = gp.breeder(g)
+    simp = Simplifier(params).core
+    out, made = [], {}
+    breed.children(_core.Draws(np.random.default_rng(7)), 12, out, made, set(), simp,
+                   [gp.Sites(to_tree(p)) for p in PARENTS], [0.5, 0.1, 2.0, 0.3], 0, [])
+    kept = [s for s in out if s[0] == "("][:6]
+    assert len(kept) == 6
+
+    def bred(sites, simplifier):
+        got, entries = [], {}
+        breed.children(_core.Draws(np.random.default_rng(11)), 30, got, entries, set(),
+                       simplifier, sites, [1.0] * len(sites), 0, [], hold_parents=True)
+        return got, {s: tuple(e) for s, e in entries.items()}
+
+    seeded = [gp.Sites(made[s][0], made[s]) for s in kept]
+    assert [x.spots for x in seeded] == [gp.positions(to_tree(s)) for s in kept]
+    want = bred([gp.Sites(to_tree(s)) for s in kept], Simplifier(params).core)
+    held = simp.n_held
+    assert bred(seeded, simp) == want
+    assert simp.n_held == held  # (their Node forms taken, not converted and held)
+    before, extra = simp.n_resets, np.random.default_rng(1)
+    while simp.n_resets == before:
+        simp.entry(gp.grow(extra, g))
+    assert bred([gp.Sites(made[s][0], made[s]) for s in kept], simp) == want
+    # (another Simplifier's children, or an entry that is not a kept child's: converted)
+    assert bred([gp.Sites(to_tree(s), (to_tree(s), s)) for s in kept], simp) == want

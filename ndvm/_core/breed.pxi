@@ -452,8 +452,19 @@ cdef class Sites:
     cdef dict _names
     cdef _Form form  # its Node form in the last Simplifier that bred from it (``_form_in``)
 
-    def __init__(self, tree):
+    def __init__(self, tree, entry=None):
+        """``entry``: the tree's canonical entry as Breeder.children kept it (a child that
+        becomes a parent): while the Node its tree was made of is valid, that Node is the
+        tree's Node form in its Simplifier, not converted again from the tree (nor held: no
+        later tree shares its lists, its children being bred of its Nodes)."""
         self._list(tree, _NO_NAMES, _NO_NAMES, ())
+        cdef _Made m
+        cdef Simplifier owner
+        if type(entry) is _Made:
+            m = <_Made>entry
+            owner = m.owner()
+            if owner is not None and owner.n_resets == m.resets and m.tree is tree:
+                self.form = _bform(owner, m.node, self)
 
     cdef int _list(self, object tree, object scope, object counters, object prefix) except -1:
         # lists the positions of ``tree`` (positions' rule, from ``scope`` and ``counters``),

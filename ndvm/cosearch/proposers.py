@@ -176,8 +176,10 @@ class Mutate(Proposer):
         a tuple). A parent is parsed and listed once in a process, whichever island or search of
         it proposes from it; the children loop has the canonical form's Simplifier hold it when
         it is first drawn (``hold_parents``: its children share its lists), not here: a parent
-        may never be drawn. A proposal's own tree and the tree its source reads back as are the
-        same, so where a parent was parsed changes nothing."""
+        may never be drawn; a kept child's Sites take its canonical Node as the tree's Node form
+        while that Node is valid (Sites' ``entry``: not converted back, nor held). A proposal's
+        own tree and the tree its source reads back as are the same, so where a parent was
+        parsed changes nothing."""
         known = _PARENTS.get(params)
         if known is None:
             known = _PARENTS[params] = {}
@@ -187,7 +189,8 @@ class Mutate(Proposer):
                 known.clear()
             # (our own proposal: the tree it was made as, made now if it was not: few are)
             canon = self._proposed.pop(src, None)
-            sites = known[src] = gp.Sites(to_tree(src) if canon is None else canon[0])
+            sites = known[src] = (gp.Sites(to_tree(src)) if canon is None
+                                  else gp.Sites(canon[0], canon))
         return sites
 
     def _blocks(self, state):
