@@ -439,7 +439,8 @@ cdef class Sites:
 
     cdef readonly object tree
     cdef list nodes  # the subtree at each spot: spot k's is nodes[k] (no path walked)
-    cdef list scopes  # ... its scope (the names bound there) is scopes[k]
+    cdef list scope_objs  # ... its scope (the names bound there) is scope_objs[scope_of[k]]
+    cdef vector[Py_ssize_t] scope_of  # (most positions share their neighbour's scope object)
     cdef vector[char] in_loop  # ... whether it is in a loop's body
     cdef vector[Py_ssize_t] path_at  # ... its path: paths[path_at[k]:path_at[k + 1]]
     cdef vector[Py_ssize_t] paths
@@ -470,14 +471,22 @@ cdef class Sites:
         # lists the positions of ``tree`` (positions' rule, from ``scope`` and ``counters``),
         # their paths after the indices ``prefix``
         cdef vector[Py_ssize_t] path
+        path.reserve(16)
         for i in prefix:
             path.push_back(i)
         self.tree = tree
         self.nodes = []
-        self.scopes = []
+        self.scope_objs = []
+        # (room for a parent's positions at once: not grown, and freed, five times over)
+        self.scope_of.clear()
+        self.scope_of.reserve(32)
         self.in_loop.clear()
+        self.in_loop.reserve(32)
         self.paths.clear()
-        self.path_at.assign(1, 0)
+        self.paths.reserve(128)
+        self.path_at.clear()
+        self.path_at.reserve(33)
+        self.path_at.push_back(0)
         self._spots = None
         _bpositions(self, tree, scope, counters, path, 0)
         self._n_atoms = -1
@@ -493,7 +502,11 @@ cdef class Sites:
                   const vector[Py_ssize_t]& path) except -1:
         # a position: the subtree at it, its scope, whether in a loop, its path
         self.nodes.append(node)
-        self.scopes.append(scope)
+        cdef Py_ssize_t n = len(self.scope_objs)
+        if n == 0 or <object>PyList_GET_ITEM(self.scope_objs, n - 1) is not scope:
+            self.scope_objs.append(scope)
+            n += 1
+        self.scope_of.push_back(n - 1)
         self.in_loop.push_back(in_loop)
         self.paths.insert(self.paths.end(), path.begin(), path.end())
         self.path_at.push_back(self.paths.size())
@@ -501,6 +514,10 @@ cdef class Sites:
 
     cdef inline Py_ssize_t n_spots(self):
         return self.in_loop.size()
+
+    cdef inline object scope(self, Py_ssize_t k):
+        # spot k's scope
+        return <object>PyList_GET_ITEM(self.scope_objs, self.scope_of[k])
 
     cdef inline const Py_ssize_t* path_of(self, Py_ssize_t k):
         # spot k's path (path_len(k) indices); (the arrays' data: never NULL past one spot)
@@ -524,7 +541,7 @@ cdef class Sites:
     cdef list _spot_list(self):
         cdef Py_ssize_t k
         if self._spots is None:
-            self._spots = [_acyclic((self._path(k), self.scopes[k], self.in_loop[k] != 0))
+            self._spots = [_acyclic((self._path(k), self.scope(k), self.in_loop[k] != 0))
                            for k in range(self.n_spots())]
         return self._spots
 
@@ -563,8 +580,10 @@ cdef class Sites:
         return self._spots_at(self.numbers_at())
 
     cdef list numbers_at(self):
+        cdef Py_ssize_t k
         if self._numbers is None:
-            self._numbers = [k for k in range(len(self.nodes)) if _bis_number(self.nodes[k])]
+            self._numbers = [k for k in range(self.n_spots())
+                             if _bis_number(<object>PyList_GET_ITEM(self.nodes, k))]
         return self._numbers
 
     cdef list inner_at(self):
@@ -578,25 +597,35 @@ cdef class Sites:
         return self._spots_at(self.names_at(names))
 
     cdef list names_at(self, object names):
+        cdef Py_ssize_t k
         out = self._names.get(names)
         if out is None:
-            out = self._names[names] = [
-                k for k in range(len(self.nodes))
-                if isinstance(self.nodes[k], str) and self.nodes[k] in names]
+            out = self._names[names] = []
+            for k in range(self.n_spots()):
+                x = <object>PyList_GET_ITEM(self.nodes, k)
+                if isinstance(x, str) and x in names:
+                    (<list>out).append(k)
         return out
 
     def operators(self, ops):
         """The positions that hold a call of one of ``ops`` (a frozenset)."""
         return self._spots_at(self.operators_at(ops))
 
-    @cython.boundscheck(True)
+    @cython.boundscheck(True)  # (() raises IndexError, as Python indexes it)
     @cython.wraparound(True)
     cdef list operators_at(self, object ops):
+        cdef Py_ssize_t k
         out = self._operators.get(ops)
         if out is None:
-            out = self._operators[ops] = [
-                k for k in range(len(self.nodes))
-                if isinstance(self.nodes[k], list) and self.nodes[k][0] in ops]
+            out = self._operators[ops] = []
+            for k in range(self.n_spots()):
+                x = <object>PyList_GET_ITEM(self.nodes, k)
+                # (a call's head read in place; () and a list's subclass as Python reads them)
+                if type(x) is list and PyList_GET_SIZE(x):
+                    if <object>PyList_GET_ITEM(x, 0) in ops:
+                        (<list>out).append(k)
+                elif isinstance(x, list) and x[0] in ops:
+                    (<list>out).append(k)
         return out
 
     cdef object node(self, object tree, Py_ssize_t k):
@@ -952,7 +981,7 @@ cdef class Breeder:
             else:
                 k = 0 if d._random() < 0.5 else d._below(n_spots)
                 part = f.spot(sites, k)
-                if sites.scopes[k]:
+                if sites.scope(k):
                     part = self._grow(d, s, 1, _NO_NAMES, False, 0)
                 elif d._random() < 0.5:
                     part = self._shift_inputs(s, part, 0)
@@ -1008,11 +1037,11 @@ cdef class Breeder:
             ks = sites.inner_at()
             if ks:
                 k = ks[d._below(len(ks))]
-                return f.spot(sites, k) if not sites.scopes[k] else f.root
+                return f.spot(sites, k) if not sites.scope(k) else f.root
         k = d._below(n_spots)
         cdef long most = max(1, self.max_depth - sites.path_len(k) // 2)
         return _nreplace(s, f.root, sites, k,
-                         self._grow(d, s, 1 + d._below(most), sites.scopes[k],
+                         self._grow(d, s, 1 + d._below(most), sites.scope(k),
                                     sites.in_loop[k] != 0, 0))
 
     cdef int _kind(self, Draws d) except -1:
@@ -1067,8 +1096,8 @@ cdef class Breeder:
         for attempt in range(8):
             i = d._below(sites_a.n_spots())
             j = d._below(sites_b.n_spots())
-            scope = sites_a.scopes[i]
-            dscope = sites_b.scopes[j]
+            scope = sites_a.scope(i)
+            dscope = sites_b.scope(j)
             piece = sites_b.node(b, j)
             if ((not dscope or _blocals_in(piece, dscope, scope, 0))
                     and not (sites_a.in_loop[i] and _brefs(piece, _LOOP, 0))):

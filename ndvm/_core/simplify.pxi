@@ -147,6 +147,8 @@ cdef class _Made:
         return 4
 
     def __getitem__(self, i):
+        if i == 0:  # (the tree alone: a parent's, Mutate._tree)
+            return self._tree()
         if i == 1:
             return self.src
         if i == 2:
