@@ -216,7 +216,8 @@ cdef class Simplifier:
     # (a Simplifier's own number for the process: Sites keep their Node forms by it, with its
     # n_resets)
     cdef readonly Py_ssize_t uid
-    cdef object __weakref__  # (a kept child's _Made refers to it weakly)
+    cdef object __weakref__  # (a kept child's _Made refers to it weakly ...
+    cdef object me           # ... by this one weak reference, made once)
 
     def __cinit__(self, params, too_many):
         cdef vector[string] names
@@ -616,7 +617,9 @@ cdef class Simplifier:
         m.key = key
         m.node = c.tree
         m.resets = self.n_resets
-        m.owner = PyWeakref_NewRef(self, None)
+        if self.me is None:
+            self.me = PyWeakref_NewRef(self, None)
+        m.owner = self.me
         return m
 
     cdef tuple _complete(self, _Made m):
