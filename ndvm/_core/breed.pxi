@@ -142,12 +142,12 @@ cdef int _bpositions(Sites out, object tree, object scope, object counters,
     # the rule of positions(): adds to ``out`` each position (its path, the indices from the
     # root, is ``path`` as it is here; scope, in_loop) in the order the Python generator
     # yielded them, with the subtree at it
-    _bdeeper(depth)
     cdef bint counting = True if counters else False
     if not counting or not _brefs(tree, counters, depth):  # (no counter: nothing to look for)
         out._add(tree, scope, counting, path)
     if not isinstance(tree, list) or not tree:
         return 0
+    _bdeeper(depth)  # (an atom, most positions, has none below it: no guard)
     head = tree[0]
     cdef Py_ssize_t i, j, n = len(tree)
     if isinstance(head, str) and head not in _BREED_SPECIAL:  # (a call: most positions)
@@ -155,7 +155,9 @@ cdef int _bpositions(Sites out, object tree, object scope, object counters,
             return 0
         for j in range(1, n):
             path.push_back(j)
-            _bpositions(out, tree[j], scope, counters, path, depth + 1)
+            # (a list's items read in place; a subclass's as it indexes them)
+            _bpositions(out, <object>PyList_GET_ITEM(tree, j) if type(tree) is list else tree[j],
+                        scope, counters, path, depth + 1)
             path.pop_back()
     elif head in ("let", "let*") and n >= 3 and isinstance(tree[1], list):
         inner = set(scope)
