@@ -598,6 +598,11 @@ class FitPlan:
         # the starting points depend only on the names when the seed is a number (a Generator
         # or None draws anew for every program)
         self._same_starts = isinstance(o.seed, (int, np.integer))
+        # whether a candidate's own init may stand in for this plan's (``takes_init``): the
+        # options have no init, bounds or positive names to check it against, and the seed is
+        # a number (decided once: the options do not change)
+        self.init_alone = (not o.init and not o.bounds and not o.positive
+                           and self._same_starts)
         self._shared = {}  # free names -> _Shared
         # free names -> (meta, FitSpec) of those whose programs ``stage`` has staged: every
         # check passed and the inputs bound, another program having them is a copied request
@@ -696,10 +701,8 @@ class FitPlan:
         """Whether a candidate's own options ``extra`` are an ``init`` alone that ``stage`` can
         take in place of this plan's (its starting values are then all that differs from a plan
         of its own: the options have no init, bounds or positive names to check it against, and
-        the seed is a number)."""
-        o = self.options
-        return (extra.keys() == {"init"} and not o.init and not o.bounds and not o.positive
-                and self._same_starts)
+        the seed is a number: ``init_alone``)."""
+        return self.init_alone and extra.keys() == {"init"}
 
     def stage(self, batch, prog, init=None, starts=None):
         """Check ``prog`` against the arguments, bind its inputs and stage its calibration in

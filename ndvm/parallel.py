@@ -74,7 +74,6 @@ NO_WORKER_NOTICE = 30.0
 _SHARED_ONLY = frozenset({"client", "dtype", "evaluator", "options"})
 _PER_CANDIDATE = OPTION_NAMES - _SHARED_ONLY  # (what it can)
 _EVALUATED = "evaluated"  # an item's extra in place of options: FitSetup.begin's ``evaluated``
-_INIT = {"init": None}  # (the options of a candidate that gives its starting values alone)
 
 
 class CandidateError:
@@ -255,7 +254,7 @@ def _stage(job, ev, items, batch, results):
         shared = job.plan(ev)
     except Exception:  # noqa: BLE001 - raised again for every candidate that uses it
         shared = None
-    starts = shared is not None and shared.takes_init(_INIT)
+    starts = shared is not None and shared.init_alone
     pos = 0
     while pos < len(items):
         if shared is not None:  # (in one native call, the candidates whose free names the
@@ -808,15 +807,18 @@ class Begun:
         self._results = [None] * len(items)
         self._batch = FitBatch()
         self._staged = []
+        # (the process's Evaluator for the job, looked up once: every thread lent to the batch
+        # drains it on that Evaluator's machine for the thread)
+        self._ev = _evaluator(job.config)
         if executor is None:
             self._batch.reserve(len(items))
-            self._staged = _stage(job, _evaluator(job.config), items, self._batch, self._results)
+            self._staged = _stage(job, self._ev, items, self._batch, self._results)
         self._batch.open()
 
     def drain(self, limit=None):
         """Lend the calling thread: it runs fits until none is left to claim (or ``limit`` are
         run); how many it ran (none on an executor)."""
-        return _evaluator(self._job.config).drain(self._batch, limit)
+        return self._ev.drain(self._batch, limit)
 
     def cancel(self):
         """No more fits start (the running ones end first); for fits begun but never finished."""
@@ -837,12 +839,17 @@ class Begun:
                     for r in results]
         with gc_paused():
             helpers = min(self._workers - 1 - lent, len(self._staged))
-            sched = Scheduler.threads(self._workers)
-            handles = sched.lend(self.drain, helpers)
+            if helpers > 0:
+                sched = Scheduler.threads(self._workers)
+                handles = sched.lend(self.drain, helpers)
+            else:  # (this thread alone, or with threads lent already: no pool's worker
+                self.drain()  # is asked, as ``lend`` with no helpers would run it here)
+                sched = handles = None
             if meanwhile is not None:
                 meanwhile()
             self._batch.close()  # (waits for the fits other threads are still running)
-            sched.raise_failures(handles)  # a helper's own failure (never a candidate's)
+            if handles:
+                sched.raise_failures(handles)  # a helper's own failure (never a candidate's)
             return _read(self._items, self._staged, self._batch, self._results, outcomes)
 
 
