@@ -330,8 +330,8 @@ class _Rounds:
                 done = ((_recorded_fit(again), None) if again is not None
                         else self._refit(old, prog, names))
             b.records.append(self.refit_record(old, prog, rid, *done))
-        recorded = self.recorded
-        for rec in b.records:
+        recorded, ok = self.recorded, []  # (ok: the records a front or population may keep)
+        for rec in b.records:  # (each record read once here: stamped, checked, sorted out)
             rec.setdefault("time", stamp)
             old = recorded.get(rec["id"]) if recorded else None
             if old is not None:  # read back from an earlier session: it must score the same
@@ -339,7 +339,8 @@ class _Rounds:
                 rec["time"] = old.get("time", rec["time"])
                 if "fit_seconds" in old:
                     rec["fit_seconds"] = old["fit_seconds"]
-        ok = [r for r in b.records if r["status"] == "ok" and math.isfinite(r["heldout_error"])]
+            if rec["status"] == "ok" and math.isfinite(rec["heldout_error"]):
+                ok.append(rec)
         front = self._front
         if front is None or front.records is not self.front:
             front = self._front = Front(self.front)

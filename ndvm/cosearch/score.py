@@ -94,6 +94,8 @@ class Scorer:
         self.probe_points = {k: v[:_PROBE_ROWS] for k, v in self.train[0].items()}
         self.held = task.split("heldout")
         self.held_var = float(np.var(self.held[1])) if task.objective == "mse" else None
+        # (the training and held-out points' counts: what ``_errors`` divides by)
+        self.counts = (np.size(self.train[1]), np.size(self.held[1]))
         self.dense = self._dense_probe() if task.objective == "mse" and task.inputs else None
         self.joint = self.cuts = None  # the probe, training and held-out points, end to end
         if self.dense is not None and set(self.train[0]) == set(self.dense) == set(self.held[0]):
@@ -264,7 +266,7 @@ class Scorer:
     def _errors(self, train_sse, held_sse):
         """``score`` from the sums of squared errors on the training and held-out points (a
         sum over n divided by n: np.mean's own arithmetic)."""
-        n, m = self.train[1].size, self.held[1].size
+        n, m = self.counts
         tr = float(train_sse) / n if n else math.nan
         ho = float(held_sse) / m if m else math.nan
         tr = tr if math.isfinite(tr) else math.inf
