@@ -18,7 +18,6 @@ never an exception; a candidate's result depends only on its program and options
 what ``ndvm.fit`` or ``Evaluator.evaluate`` gives), never on the worker, the chunking, the order or
 its position in the batch.
 """
-import contextlib
 import gc
 import itertools
 import math
@@ -665,26 +664,34 @@ def _promote_young():
         gc.unfreeze()
 
 
-@contextlib.contextmanager
-def gc_paused(promote=False):
+class gc_paused:  # (named as the function it was: ``with gc_paused(): ...``)
     """The cyclic collector paused while the block runs (see above); with ``promote`` (a
-    search's pause), what is young when the last pause ends joins the oldest generation."""
-    with _GC_LOCK:
-        if _GC_PAUSES[0] == 0:
-            _GC_PAUSES[1] = gc.isenabled()
-            _GC_PAUSES[2] = False
-            gc.disable()
-        _GC_PAUSES[0] += 1
-        _GC_PAUSES[2] = _GC_PAUSES[2] or promote
-    try:
-        yield
-    finally:
+    search's pause), what is young when the last pause ends joins the oldest generation. (A
+    class, not a generator's context manager: a search pauses it once a round, in fit_many's
+    ``Begun.finish``, where making a generator and its manager cost more than the pause.)"""
+
+    __slots__ = ("promote",)
+
+    def __init__(self, promote=False):
+        self.promote = promote
+
+    def __enter__(self):
+        with _GC_LOCK:
+            if _GC_PAUSES[0] == 0:
+                _GC_PAUSES[1] = gc.isenabled()
+                _GC_PAUSES[2] = False
+                gc.disable()
+            _GC_PAUSES[0] += 1
+            _GC_PAUSES[2] = _GC_PAUSES[2] or self.promote
+
+    def __exit__(self, *exc):
         with _GC_LOCK:
             _GC_PAUSES[0] -= 1
             if _GC_PAUSES[0] == 0 and _GC_PAUSES[1]:
                 if _GC_PAUSES[2]:
                     _promote_young()
                 gc.enable()
+        return False
 
 
 def _run(job, items, workers, executor, chunk_size, progress, desc, deadline=None):
