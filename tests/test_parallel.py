@@ -202,6 +202,50 @@ def test_begun_fits_run_on_lent_threads_and_equal_single_fits_bit_for_bit():
         parallel.begin_fits(progs, workers=1, stepz=3, **opts)
 
 
+def test_begun_fits_ask_no_pool_without_helpers_and_find_their_evaluator_once(monkeypatch):
+    """A begun batch that no worker thread helps (workers=1, or every other thread lent
+    already) is run on the calling thread without asking the thread pool's scheduler for
+    anything, and its Evaluator is looked up once, when it is begun (not again for each thread
+    that drains it): the same results as ndvm.fit's, bit for bit."""
+    progs = GOOD * 2
+    opts = dict(data={"x": X}, target=Y, optimizer="lm")
+    expected = _single_fits(progs, **opts)
+    looked = []
+    find = parallel._evaluator
+    monkeypatch.setattr(parallel, "_evaluator", lambda config: looked.append(1) or find(config))
+
+    def no_pool(*args, **kwargs):
+        raise AssertionError("a batch without helpers asked for the thread pool")
+
+    monkeypatch.setattr(parallel.Scheduler, "threads", no_pool)
+    for workers, lent in ((1, 0), (2, 1)):
+        looked.clear()
+        begun = parallel.begin_fits(progs, workers=workers, **opts)
+        if lent:
+            lender = threading.Thread(target=begun.drain)
+            lender.start()
+        got = begun.finish(lent=lent)
+        if lent:
+            lender.join()
+        assert [_fit_key(r) for r in got] == expected, (workers, lent)
+        assert begun.drain() == 0 and len(looked) == 1
+
+
+def test_a_plan_decides_once_whether_a_candidates_init_may_stand_in_for_its_own():
+    """FitPlan.init_alone (what takes_init asks of the plan, decided when it is made): options
+    without init, bounds or positive names and with a number as seed; takes_init is then true
+    of an extra that is an init alone."""
+    ev = ndvm.Evaluator("dmci")
+    data = {"x": X}
+    plain = _plan(ev, data, Y)
+    assert plain.init_alone and plain.takes_init({"init": {"a": 1.0}})
+    assert not plain.takes_init({"init": {"a": 1.0}, "steps": 3})
+    for options in (dict(init={"a": 1.0}), dict(bounds={"a": (0.0, 2.0)}),
+                    dict(positive=("a",)), dict(seed=None)):
+        plan = _plan(ev, data, Y, **options)
+        assert not plan.init_alone and not plan.takes_init({"init": {"a": 1.0}}), options
+
+
 def test_the_best_start_is_the_first_of_least_finite_loss():
     """FitBatch.fit_result picks the best start natively: the first start of least finite loss
     (a tie goes to the earlier start, a non-finite start never wins, none finite gives start 0),
