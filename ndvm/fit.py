@@ -613,6 +613,8 @@ class FitPlan:
         self._inputs, self._target = {}, None
         self._ev = evaluator
         self._evaluations = {}  # free names -> the FitSpec of stage_evaluation
+        # (what ``result`` reads of an evaluation alone: no parameters, one step, no covariance)
+        self._evaluated = ((), self.options.solver, 1, self.options.tols, False)
 
     @property
     def evaluator(self):
@@ -761,10 +763,12 @@ class FitPlan:
         items, staged as (position, this plan, what ``result`` needs) in ``staged``) in one
         native call (``FitBatch.add_ready``), as far as they are programs whose free names
         ``stage`` has staged before, each with this plan's starting values or (with ``starts``:
-        ``takes_init``) the rows ``stage`` takes as they are; returns the position of the first
-        item it did not stage (len(items): none)."""
+        ``takes_init``) the rows ``stage`` takes as they are, or (an extra that is a string:
+        ``FitSetup.begin``'s ``evaluated``) programs whose free names ``stage_evaluation`` has
+        staged before; returns the position of the first item it did not stage (len(items):
+        none)."""
         return batch.add_ready(items, start, self._ready, self.evaluator.client, staged, self,
-                               starts)
+                               starts, self._evaluations, self._evaluated)
 
     def stage_evaluation(self, batch, prog):
         """Stage ``prog``'s evaluation after a fit (``after``), with no fit before it: a program
@@ -783,8 +787,7 @@ class FitPlan:
             spec = self._evaluations[free] = FitSpec(
                 client.entry, after, (), None, _NO_STARTS, None, None, None, self.options, 1,
                 after, self.after.segments, evaluate_only=True)
-        o = self.options
-        return ((), o.solver, 1, o.tols, False), batch.add_spec(prog, prog.compiled(client), spec)
+        return self._evaluated, batch.add_spec(prog, prog.compiled(client), spec)
 
     def result(self, staged, batch):
         """The FitResult of a staged program once ``batch`` has run (its error, if it failed).

@@ -281,6 +281,34 @@ def test_programs_without_parameters_are_evaluated_in_the_batch_and_score_as_in_
     assert n_ok >= len(progs) // 2
 
 
+def test_a_rounds_evaluations_alone_of_free_names_met_before_are_staged_in_one_native_call(
+        monkeypatch):
+    """Programs without parameters whose free names the plan has staged an evaluation of before
+    are staged by FitBatch.add_ready with the fitted ones (FitPlan.stage_evaluation is not
+    called for them again): the same outcomes as when each was staged on its own, in order."""
+    from ndvm.fit import FitPlan
+
+    task = get_task("damped")
+    scorer = Scorer(task, workers=1)
+    fitted = [ndvm.parse(src) for src in ("(* a x)", "(+ a (* b x))", "(* a (sin x))")]
+    bare = [ndvm.parse(src) for src in ("(* x 2.0)", "3.5", "(sin x)", "(/ 1 (- x 3.0))")]
+    first = scorer.fitting().begin(fitted, evaluated=bare).finish(outcomes=True)
+    alone = []
+    staged = FitPlan.stage_evaluation
+
+    def counted(plan, batch, prog):
+        alone.append(prog.source)
+        return staged(plan, batch, prog)
+
+    monkeypatch.setattr(FitPlan, "stage_evaluation", counted)
+    again = scorer.fitting().begin(fitted, evaluated=bare).finish(outcomes=True)
+    assert alone == []  # (x and no free names: both staged before)
+    assert repr(again) == repr(first)
+    new = [ndvm.parse("(cos x)"), ndvm.parse("(* 2.0 (cos x))")]
+    scorer.fitting().begin(fitted, evaluated=new).finish(outcomes=True)
+    assert alone == []  # (free names met before: the spec is the one staged for them)
+
+
 @pytest.mark.parametrize("workers", [1, 2])
 def test_a_search_scored_natively_keeps_every_record_of_one_scored_in_python(monkeypatch,
                                                                              workers):

@@ -375,15 +375,19 @@ cdef class FitBatch:
         return self._add(prog, compiled, spec, x0)
 
     def add_ready(self, list items not None, Py_ssize_t start, dict ready not None, client,
-                  list staged not None, plan, bint starts=False):
+                  list staged not None, plan, bint starts=False, dict evaluations=None,
+                  tuple evaluated=None):
         """Stage ``items[start:]`` (fit_many's (index, Program, extra) items) in order, in one
         call: each whose program's free names have an entry (meta, FitSpec) in ``ready`` (a
         FitPlan's, of the free names it has checked, bound and staged before), compiled for
         ``client``, its extra None (the spec's starting values) or, with ``starts``, (the
-        spec's parameter names, [P, S] starting values); appends (position, ``plan``, (meta,
-        its index)) to ``staged`` (``ndvm.parallel._stage``'s). Stops at the first item it
-        cannot stage so (FitPlan.stage stages it, or says why it cannot be) and returns its
-        position (len(items) when every item is staged)."""
+        spec's parameter names, [P, S] starting values); or, its extra a string (an evaluation
+        alone: FitSetup.begin's ``evaluated``), whose free names have a FitSpec in
+        ``evaluations`` (FitPlan.stage_evaluation's), staged with the meta ``evaluated``;
+        appends (position, ``plan``, (meta, its index)) to ``staged``
+        (``ndvm.parallel._stage``'s). Stops at the first item it cannot stage so (FitPlan.stage
+        or stage_evaluation stages it, or says why it cannot be) and returns its position
+        (len(items) when every item is staged)."""
         cdef Py_ssize_t i, n = len(items)
         cdef tuple item, entry, pair
         cdef Program prog
@@ -395,6 +399,17 @@ cdef class FitBatch:
             prog = <Program>item[1]
             extra = item[2]
             x0 = None
+            if type(extra) is str:  # (an evaluation alone, of free names staged before)
+                found = None if evaluations is None else evaluations.get(prog.free_names)
+                if found is None or evaluated is None:
+                    return i
+                try:
+                    compiled = prog._compiled_by(client)
+                except Exception:  # (stage_evaluation raises it again, for the candidate)
+                    return i
+                staged.append((i, plan, (evaluated, self._add(prog, compiled,
+                                                              <FitSpec?>found, None))))
+                continue
             if extra is not None:
                 if not starts or type(extra) is not tuple:
                     return i
