@@ -208,7 +208,7 @@ def test_begun_fits_ask_no_pool_without_helpers_and_find_their_evaluator_once(mo
     anything, and its Evaluator is looked up once, when it is begun (not again for each thread
     that drains it): the same results as ndvm.fit's, bit for bit."""
     progs = GOOD * 2
-    opts = dict(data={"x": X}, target=Y, optimizer="lm")
+    opts = {"data": {"x": X}, "target": Y, "optimizer": "lm"}
     expected = _single_fits(progs, **opts)
     looked = []
     find = parallel._evaluator
@@ -240,8 +240,8 @@ def test_a_plan_decides_once_whether_a_candidates_init_may_stand_in_for_its_own(
     plain = _plan(ev, data, Y)
     assert plain.init_alone and plain.takes_init({"init": {"a": 1.0}})
     assert not plain.takes_init({"init": {"a": 1.0}, "steps": 3})
-    for options in (dict(init={"a": 1.0}), dict(bounds={"a": (0.0, 2.0)}),
-                    dict(positive=("a",)), dict(seed=None)):
+    for options in ({"init": {"a": 1.0}}, {"bounds": {"a": (0.0, 2.0)}},
+                    {"positive": ("a",)}, {"seed": None}):
         plan = _plan(ev, data, Y, **options)
         assert not plan.init_alone and not plan.takes_init({"init": {"a": 1.0}}), options
 
