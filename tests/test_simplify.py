@@ -298,6 +298,23 @@ def test_a_subtree_met_before_by_content_gives_a_fresh_simplifiers_answer(order)
         assert simp.canonical_form(to_tree(src), skeleton=True) == want, src
 
 
+@pytest.mark.parametrize("order", [1, -1])
+def test_trees_that_lift_to_one_content_share_its_renaming_and_keep_their_answers(order):
+    # trees that simplify to different contents but lift to one (their literals differ, or one
+    # has a parameter where another has a literal) share that content's renamed record: each
+    # gets the canonical form a fresh Simplifier gives, sharing or not, a list or an atom
+    abcd = ("a", "b", "c", "d")
+    srcs = ["(+ x 1.5)", "(+ x 2.5)", "(+ x a)", "(+ 2.5 x)", "(* 3.0 (sin (+ x 1.5)))",
+            "(* 4.0 (sin (+ 0.5 x)))", "(* a (sin (+ b x)))", "(* (sin (+ x 7)) 2)",
+            "(+ (* 2 x) (* x b))", "(* 3 x)", "(* x x 2)", "(* 2 (* x x))", "2.5", "x",
+            "(+ (* a x) (* b x) (* c x) (* d x) (* 2 x))"]
+    simp = Simplifier(abcd)
+    for src in (srcs * 2)[::order]:
+        want = Simplifier(abcd).canonical_form(to_tree(src), skeleton=True)
+        assert simp.canonical_form(to_tree(src), skeleton=True) == want, src
+        assert simp.entry(to_tree(src)) == Simplifier(abcd).entry(to_tree(src)), src
+
+
 def test_the_memo_tells_apart_literals_that_print_differently():
     simp = Simplifier(("a", "b"))
     # integer-valued exponents stay literal: 2 and 2.0, -2 and -2.0 are different programs

@@ -535,7 +535,6 @@ struct Rules {
     }
     Facts* f = owner_.facts_.make();
     f->id = owner_.next_id_++;
-    f->rep = t;
     f->items = t->items;
     f->same_hash = head;
     head = f;
@@ -1737,19 +1736,27 @@ struct Rules {
     Facts* known = L(t) ? facts(t) : nullptr;  // (what follows reads t's content alone)
     if (known && known->canonical >= 0) return &owner_.canonicals_[known->canonical];
     Canonical c;
-    canonical_of(t, n, c);
-    if (!known) {
+    Facts* lifted = canonical_of(t, n, c);
+    if (lifted && lifted->renamed >= 0) {  // (renamed before: that record, not a copy of it)
+      if (known) known->canonical = lifted->renamed;
+      return &owner_.canonicals_[lifted->renamed];
+    }
+    if (!known && !lifted) {
       owner_.last_ = std::move(c);
       return &owner_.last_;
     }
-    known->canonical = static_cast<int64_t>(owner_.canonicals_.size());
+    int64_t k = static_cast<int64_t>(owner_.canonicals_.size());
+    if (known) known->canonical = k;
+    if (lifted) lifted->renamed = k;
     owner_.canonicals_.push_back(std::move(c));
     return &owner_.canonicals_.back();
   }
 
   // canonical_form's steps after the first simplification, of t, into c (left as made when
-  // the model does not fit)
-  void canonical_of(N t, int64_t n, Canonical& c) {
+  // the model does not fit). Gives the Facts of the lifted content when c is its renaming (a
+  // list's), c left as made when that content was renamed before (Facts::renamed): another
+  // content lifts to it; else nullptr.
+  Facts* canonical_of(N t, int64_t n, Canonical& c) {
     N lifted = simp(lift(t));
     for (int k = 0; k < 4; ++k) {  // until lifting and simplifying again changes nothing
       N again = simp(lift(lifted));
@@ -1757,14 +1764,18 @@ struct Rules {
       lifted = again;
     }
     if (occurrences(lifted) <= n) {
-      renamed(lifted, false, c);
-    } else if (occurrences(t) <= n) {
+      Facts* f = L(lifted) ? facts(lifted) : nullptr;
+      if (!f || f->renamed < 0) renamed(lifted, false, c);
+      return f;
+    }
+    if (occurrences(t) <= n) {
       renamed(t, false, c);
     } else {
       SmallVec<N, 8> names;
       named(t, names);
       if (static_cast<int64_t>(names.size()) + marks(t) <= n) renamed(t, true, c);
     }
+    return nullptr;
   }
 };
 

@@ -93,7 +93,7 @@ struct Text {
 // the fields a lookup and the memo read first in the first.
 struct alignas(64) Facts {
   Facts* same_hash = nullptr;  // the next content whose items hash alike
-  Items items;                 // the items of rep, the content (read without rep's Node)
+  Items items;                 // the items of the first list met with this content
   uint64_t id = 0;  // unique for the Simplifier's whole life (never reused after a reset)
   Node* simp = nullptr;
   Node* lift = nullptr;
@@ -104,7 +104,9 @@ struct alignas(64) Facts {
   char pull_group = 0;      // '*' or '+', 0 for none
   int8_t slotted = -1;      // whether it has a free scale of its own (Rules::slotted), -1 unknown
   Node* pull_rest = nullptr;
-  Node* rep = nullptr;         // the first list met with this content
+  // the canonical form of this (lifted) content renamed, in canonicals_: the lifting of many
+  // simplified contents meets one content, whose renaming is then not repeated
+  int64_t renamed = -1;
   const std::string *src = nullptr, *key = nullptr, *skel = nullptr;  // (pooled Texts)
 
   // As made (a Pool's reused Facts; see Node::renew).
