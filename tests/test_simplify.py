@@ -264,6 +264,25 @@ def test_a_long_canonical_form_is_written_whole_and_again_from_the_memo():
     assert Simplifier(names).canonical_form(tree, skeleton=True) == first
 
 
+def test_canonical_texts_read_again_after_many_later_forms_and_one_longer_than_a_block():
+    # a canonical form's source and skeleton stay the core's until its next reset (copied end
+    # to end into blocks of 64 KiB): read again from the memo after later forms filled more
+    # than a block, and one text longer than a block, they are a fresh Simplifier's
+    names = tuple(f"p{k}" for k in range(5000))
+    first_tree = ["*", 2.0, ["sin", ["+", "x", 1.5]]]
+    long_tree = ["+"] + [["*", 1.5, ["sin", ["*", 2.0, f"x{k}"]]] for k in range(2400)]
+    simp = Simplifier(names)
+    first = simp.canonical_form(first_tree, skeleton=True)
+    others = [["+", ["*", 3.0, f"x{k}"], ["cos", ["*", 0.5, f"y{k}"]]] for k in range(3000)]
+    for t in others + [long_tree]:
+        simp.canonical_form(t, skeleton=True)
+    got = simp.canonical_form(long_tree, skeleton=True)
+    assert len(got[1]) > 65536 and got == Simplifier(names).canonical_form(long_tree, True)
+    assert simp.canonical_form(first_tree, skeleton=True) == first
+    for t in others[::97]:
+        assert simp.canonical_form(t, True) == Simplifier(names).canonical_form(t, True)
+
+
 def test_canonical_forms_after_the_memo_is_forgotten_name_their_parameters_anew():
     # a long-lived Simplifier forgets every Node at a reset, the parameter names' among them;
     # the canonical forms after it are a fresh Simplifier's

@@ -1715,16 +1715,16 @@ struct Rules {
     r.sk.clear();
     c.tree = rename(t, r);
     c.size = r.atoms;
-    c.source = &text_of(r.s);
-    c.skeleton = &text_of(r.sk);
+    c.source = kept_text(r.s);
+    c.skeleton = kept_text(r.sk);
     c.fits = true;
   }
 
-  // a pooled Text holding b's text
-  const std::string& text_of(const TextBuffer& b) {
-    std::string& out = owner_.texts_.make()->s;
-    out.assign(b.data(), b.size());
-    return out;
+  // b's text copied into the Simplifier's Arena of canonical texts (until its next reset)
+  TextView kept_text(const TextBuffer& b) {
+    auto* out = static_cast<char*>(owner_.canonical_texts_.alloc(b.size()));
+    std::memcpy(out, b.data(), b.size());
+    return TextView{out, b.size()};
   }
 
   // The canonical form of tree, the Simplifier's record (fits false when the model needs more
@@ -1852,6 +1852,7 @@ void Simplifier::reset() {
   facts_.clear();
   texts_.clear();
   canonicals_.clear();
+  canonical_texts_.reset();
   nodes_.clear();
   items_.reset();
   name_nodes_.clear();

@@ -225,12 +225,20 @@ class AddressMap {
   int shift_ = 64;
 };
 
+// A text kept in an Arena: its bytes (UTF-8, not terminated) and their count.
+struct TextView {
+  const char* data = nullptr;
+  size_t size = 0;
+};
+
 // A canonical form: the renamed tree, its source, skeleton (sexpr.skeleton) and size; fits
 // false (the rest unset) when the model needs more parameters than there are names. The texts
-// are the Simplifier's (pooled Texts: no allocation in the steady state), valid until a reset.
+// are copied end to end into the Simplifier's Arena of them (no allocation in the steady state;
+// each had been a pooled std::string, most of them new ones that allocated their room), valid
+// until a reset.
 struct Canonical {
   Node* tree = nullptr;
-  const std::string *source = nullptr, *skeleton = nullptr;
+  TextView source, skeleton;
   int64_t size = 0;
   bool fits = false;
 };
@@ -374,6 +382,8 @@ class Simplifier {
   Canonical last_;  // (the canonical form of a tree that simplified to an atom: not memoized)
   // renamed's source and skeleton buffers, their room kept from one canonical form to the next
   TextBuffer rename_src_, rename_skel_;
+  // the canonical forms' sources and skeletons (Canonical's texts), forgotten at a reset
+  Arena canonical_texts_;
   // items' hash -> its contents (a chain of Facts): open addressing, a power-of-two table of
   // (hash, chain) slots, an empty slot's chain null
   std::vector<std::pair<uint64_t, Facts*>> contents_;

@@ -46,10 +46,14 @@ cdef extern from "simplify.hpp" namespace "ndvm::simp" nogil:
         const string& s()
         SItems items
 
+    cdef cppclass STextView "ndvm::simp::TextView":
+        const char* data
+        size_t size
+
     cdef cppclass SCanonical "ndvm::simp::Canonical":
         SNode* tree
-        const string* source
-        const string* skeleton
+        STextView source
+        STextView skeleton
         int64_t size
 
     int node_kind(const SNode*)
@@ -506,8 +510,8 @@ cdef class Simplifier:
             self._fail(code)
         # (the record's texts read before the Python tree is made: Python code that runs while
         # it is made may call this Simplifier again)
-        src = _text(deref(c.source))
-        skel = _text(deref(c.skeleton)) if skeleton else None
+        src = _view_text(c.source)
+        skel = _view_text(c.skeleton) if skeleton else None
         cdef SNode* out = c.tree
         cdef int64_t size = c.size
         t = self._python_tree(out)
@@ -611,8 +615,8 @@ cdef class Simplifier:
             if code == 1:
                 return None
             self._fail(code)
-        m.src = _text(deref(c.source))
-        m.skel = _text(deref(c.skeleton))
+        m.src = _view_text(c.source)
+        m.skel = _view_text(c.skeleton)
         m.size = c.size
         m.key = key
         m.node = c.tree
@@ -654,6 +658,11 @@ cdef inline str _text(const string& s):
     # the str of a UTF-8 text the core keeps (read in place: Cython's decode of a C++ string
     # copies it first)
     return PyUnicode_DecodeUTF8(s.data(), s.size(), NULL)
+
+
+cdef inline str _view_text(const STextView& v):
+    # the str of a canonical form's text (``_text`` of one the core keeps in its Arena)
+    return PyUnicode_DecodeUTF8(v.data, v.size, NULL)
 
 
 cdef string _utf8_name(object p) except *:
