@@ -112,21 +112,6 @@ cdef bint _blocals_in(object tree, object locals_, object scope, int depth) exce
     return True
 
 
-cdef tuple _bpath(tuple path, Py_ssize_t j):
-    # ``path + (j,)``, made as one tuple (not the tuple (j,) and then their sum)
-    cdef Py_ssize_t k, n = PyTuple_GET_SIZE(path)
-    cdef tuple out = PyTuple_New(n + 1)
-    cdef object x
-    for k in range(n):
-        x = <object>PyTuple_GET_ITEM(path, k)
-        Py_INCREF(x)
-        PyTuple_SET_ITEM(out, k, x)
-    x = j
-    Py_INCREF(x)
-    PyTuple_SET_ITEM(out, n, x)
-    return out
-
-
 cdef bint _bnames_in(object tree, object names) except -1:
     # ``any(isinstance(t, str) and t in names for t in tree[1:])`` of a list ``tree``
     cdef Py_ssize_t j

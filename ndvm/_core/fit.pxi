@@ -403,34 +403,29 @@ cdef class FitBatch:
                 found = None if evaluations is None else evaluations.get(prog.free_names)
                 if found is None or evaluated is None:
                     return i
-                try:
-                    compiled = prog._compiled_by(client)
-                except Exception:  # (stage_evaluation raises it again, for the candidate)
+                meta, spec = evaluated, <FitSpec?>found
+            else:
+                if extra is not None:
+                    if not starts or type(extra) is not tuple:
+                        return i
+                    pair = <tuple>extra
+                found = ready.get(prog.free_names)
+                if found is None:
                     return i
-                staged.append((i, plan, (evaluated, self._add(prog, compiled,
-                                                              <FitSpec?>found, None))))
-                continue
-            if extra is not None:
-                if not starts or type(extra) is not tuple:
-                    return i
-                pair = <tuple>extra
-            found = ready.get(prog.free_names)
-            if found is None:
-                return i
-            entry = <tuple?>found
-            spec = <FitSpec?>entry[1]
-            if extra is not None:  # (FitPlan.stage takes other names or shapes as an init)
-                x0 = pair[1]
-                if (pair[0] != (<tuple?>entry[0])[0] or type(x0) is not np.ndarray
-                        or (<cnp.ndarray>x0).ndim != 2
-                        or (<cnp.ndarray>x0).shape[0] != len(pair[0])
-                        or <size_t>(<cnp.ndarray>x0).size != spec._x0.size()):
-                    return i
-            try:
+                entry = <tuple?>found
+                meta, spec = entry[0], <FitSpec?>entry[1]
+                if extra is not None:  # (FitPlan.stage takes other names or shapes as an init)
+                    x0 = pair[1]
+                    if (pair[0] != (<tuple?>meta)[0] or type(x0) is not np.ndarray
+                            or (<cnp.ndarray>x0).ndim != 2
+                            or (<cnp.ndarray>x0).shape[0] != len(pair[0])
+                            or <size_t>(<cnp.ndarray>x0).size != spec._x0.size()):
+                        return i
+            try:  # (either way: compiled for the client, staged with its meta)
                 compiled = prog._compiled_by(client)
-            except Exception:  # (FitPlan.stage raises it again, for the candidate)
-                return i
-            staged.append((i, plan, (entry[0], self._add(prog, compiled, spec, x0))))
+            except Exception:  # (FitPlan.stage or stage_evaluation raises it again, for the
+                return i       # candidate)
+            staged.append((i, plan, (meta, self._add(prog, compiled, spec, x0))))
         return n
 
     cdef Py_ssize_t _add(self, Program prog, uintptr_t compiled, FitSpec spec,
