@@ -1,5 +1,6 @@
 """The ``ndvm`` command line, run as a user would (a subprocess)."""
 import math
+import os
 import signal
 import subprocess
 import sys
@@ -285,13 +286,33 @@ def test_a_long_evaluation_stops_on_ctrl_c_and_sigterm(tmp_path, sig, status, sa
     p = subprocess.Popen(ndvm_taking_ctrl_c("run", str(prog), "--max-steps",
                                             "9000000000000000000"), stdout=subprocess.PIPE,
                          stderr=subprocess.PIPE, text=True, cwd=tempfile.gettempdir())
-    time.sleep(1.5)  # (well into the loop: importing ndvm and starting it takes less)
+    # (sent once the command runs: its SIGTERM handler installed, then a moment into the loop;
+    # a fixed 1.5 s could land during the import on a loaded machine, before any handler)
+    _wait_until_catching(p.pid, signal.SIGTERM)
+    time.sleep(0.5)
     p.send_signal(sig)
     try:
         assert p.wait(timeout=30) == status
     finally:
         p.kill()
     assert said in p.stderr.read()
+
+
+def _wait_until_catching(pid, signum, timeout=60.0):
+    """Return once process ``pid`` has a handler of its own for ``signum`` (Linux's
+    /proc/PID/status SigCgt; elsewhere after 1.5 s); fails the test after ``timeout`` s."""
+    status = f"/proc/{pid}/status"
+    if not os.path.exists(status):
+        time.sleep(1.5)
+        return
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        with open(status) as f:
+            caught = next(int(line.split()[1], 16) for line in f if line.startswith("SigCgt:"))
+        if caught >> (signum - 1) & 1:
+            return
+        time.sleep(0.02)
+    pytest.fail(f"the process installed no handler of signal {signum} in {timeout:g} s")
 
 
 def _stops_on_ctrl_c(setup, long_call, then):
