@@ -88,6 +88,50 @@ def test_a_csv_file_is_read_without_a_python_object_for_every_cell(tmp_path):
     assert peak < 4 * path.stat().st_size  # (the text, once, and the columns)
 
 
+_TABLES = {  # (name -> the file's text; each read the same by numpy's reader and row by row)
+    "digits": "a,b,y\n" + "".join(f"{x!r},{-x * 1e-300!r},{x * 7.3e12!r}\n" for x in
+                                   np.random.default_rng(1).normal(size=300).tolist()),
+    "crlf, blank lines, spaces, quotes": 'a,b\r\n1.5, 2\r\n\r\n"3",4e-3\r\n-0.0,+7\r\n',
+    "units row, byte-order mark": "\ufeffx,y\n#units m,s\n1,2\n3,4\n",
+    "non-finite": "x,y\ninf,1\nnan,-inf\n1e400,2\n",
+    "one column": "y\n1\n2\n",
+}
+_ROW_BY_ROW = {  # (files numpy's reader leaves to the row-by-row reader)
+    "missing cell": "x,y\n1,\n2,3\n", "NA": "x,y\nNA,1\n2,3\n", "ragged": "x,y\n1,2,3\n",
+    "lone CR": "x,y\r1,2\r3,4\r", "quoted name": '"x\nz",y\n1,2\n', "underscore": "x,y\n1_0,2\n",
+    "blank cells": "x,y\n1,2\n,\n3,4\n", "no rows": "x,y\n", "spaced quotes": 'x,y\n "3" ,4\n',
+}
+
+
+@pytest.mark.parametrize("name", [*_TABLES, *_ROW_BY_ROW])
+@pytest.mark.parametrize("finite", [False, True, {"y"}])
+def test_numpy_s_reader_and_the_row_by_row_reader_read_a_csv_file_the_same(
+        tmp_path, monkeypatch, name, finite):
+    from ndvm import cli
+    path = tmp_path / "t.csv"
+    path.write_bytes({**_TABLES, **_ROW_BY_ROW}[name].encode())
+
+    def read():
+        try:
+            return cli.read_table(path, finite=finite)
+        except cli.InputError as e:
+            return str(e)
+
+    plain, fast = cli._plain_numbers, []
+    monkeypatch.setattr(cli, "_plain_numbers", lambda *a: fast.append(plain(*a)) or fast[-1])
+    got = read()
+    monkeypatch.setattr(cli, "_plain_numbers", lambda *a: None)
+    want = read()
+    if isinstance(want, str):
+        assert got == want
+    else:
+        assert list(got[0]) == list(want[0]) and got[1] == want[1]
+        assert all(np.array_equal(got[0][k], want[0][k], equal_nan=True) for k in want[0])
+    # (numpy's reader read every plain file where it may: nothing that must be finite is not)
+    plain_file = name in _TABLES and (name != "non-finite" or finite is False)
+    assert (fast[-1] is not None) == plain_file
+
+
 _LM_MEMORY = """
 import resource, sys
 import numpy as np
