@@ -124,14 +124,14 @@ class _Job:
     executor's worker process reuses the plan of the same call's earlier tasks there, found by
     the job's ``token``)."""
 
-    __slots__ = ("_plan", "config", "kind", "options", "token")
+    __slots__ = ("_ev", "_plan", "config", "kind", "options", "token")
 
     def __init__(self, kind, config, options):
         self.kind = kind
         self.config = config
         self.options = options
         self.token = _TOKEN_PREFIX + next(_TOKENS).to_bytes(8, "little")
-        self._plan = None
+        self._plan = self._ev = None
 
     def __getstate__(self):
         return (self.kind, self.config, self.options, self.token)
@@ -142,7 +142,17 @@ class _Job:
 
     def __setstate__(self, state):
         self.kind, self.config, self.options, self.token = state
-        self._plan = None
+        self._plan = self._ev = None
+
+    def evaluator(self):
+        """This process's Evaluator for the job's config (``_evaluator``'s), found once a job
+        (the shared Evaluators are never dropped): a FitSetup's job begins a batch a round,
+        whose look-up of it (its limits made a dict, sorted into a key) cost more than the
+        batch's own Python."""
+        ev = self._ev
+        if ev is None:
+            ev = self._ev = _evaluator(self.config)
+        return ev
 
     @classmethod
     def shared(cls, job):
@@ -366,7 +376,7 @@ def _run_chunk(job, chunk):
     and a (k, meta) per candidate."""
     t = time.perf_counter()
     job = _Job.shared(job)
-    out = _run_items(job, _evaluator(job.config), chunk.items)
+    out = _run_items(job, job.evaluator(), chunk.items)
     seconds = time.perf_counter() - t
     return _pack(out, seconds) if job.kind == "fit" else _Packed(out, seconds)
 
@@ -465,7 +475,7 @@ def _run_pool(job, items, workers, chunk, progress):
     claims = _Claims(n, chunk, 2 * workers)
 
     def drain():
-        ev = _evaluator(job.config)
+        ev = job.evaluator()
         for start, stop in claims.claims():
             results[start:stop] = _run_items(job, ev, items[start:stop])
 
@@ -808,15 +818,18 @@ class Begun:
     thread lent to it runs natively, claiming one fit at a time without the GIL; or, with an
     ``executor``, sent to it in chunks by ``finish`` (nothing to lend a thread to)."""
 
-    def __init__(self, job, items, workers, executor=None, deadline=None):
+    def __init__(self, job, items, workers, executor=None, deadline=None, spare=None):
         self._job, self._items, self._workers = job, items, workers
         self._executor, self._deadline = executor, deadline
         self._results = [None] * len(items)
-        self._batch = FitBatch()
+        # (``spare``: a FitSetup's batches given back by its finished Begun, reset: their
+        # buffers kept, no FitBatch made and freed a round)
+        self._spare = spare
+        self._batch = _spare_batch(spare) if executor is None else FitBatch()
         self._staged = []
-        # (the process's Evaluator for the job, looked up once: every thread lent to the batch
-        # drains it on that Evaluator's machine for the thread)
-        self._ev = _evaluator(job.config)
+        # (the process's Evaluator for the job: every thread lent to the batch drains it on
+        # that Evaluator's machine for the thread)
+        self._ev = job.evaluator()
         if executor is None:
             self._batch.reserve(len(items))
             self._staged = _stage(job, self._ev, items, self._batch, self._results)
@@ -857,7 +870,29 @@ class Begun:
             self._batch.close()  # (waits for the fits other threads are still running)
             if handles:
                 sched.raise_failures(handles)  # a helper's own failure (never a candidate's)
-            return _read(self._items, self._staged, self._batch, self._results, outcomes)
+            out = _read(self._items, self._staged, self._batch, self._results, outcomes)
+            if self._spare is not None and len(self._spare) < _SPARE_BATCHES:
+                # (read: its results hold their own arrays, not the batch's buffers)
+                batch, self._batch = self._batch, _SPENT
+                batch.reset()
+                self._spare.append(batch)
+            return out
+
+
+# A FitSetup keeps at most this many reset FitBatches for its next Begun (a search's setup has
+# one batch out at a time, two while the next round's is begun before the last one finished)
+_SPARE_BATCHES = 2
+# (a finished Begun's batch once its own went back to its setup: never opened, so a late
+# drain() runs nothing and cancel() resets nothing another Begun staged)
+_SPENT = FitBatch()
+
+
+def _spare_batch(spare):
+    """A FitBatch for a Begun: one of ``spare`` (a FitSetup's, reset) or a new one."""
+    try:
+        return spare.pop()
+    except (AttributeError, IndexError):  # (no setup's, or none left)
+        return FitBatch()
 
 
 def fit_outcome(result):
@@ -879,6 +914,14 @@ class FitSetup:
         self.workers = check_workers(workers)
         self.executor = executor
         self.job = _fit_setup(data, target, dict(fit_options, options=options), after)
+        self._spare = []  # (the reset batches of its finished Begun, for the next: Begun)
+
+    def __getstate__(self):  # (its spare batches stay behind: native buffers)
+        return {k: v for k, v in vars(self).items() if k != "_spare"}
+
+    def __setstate__(self, state):
+        vars(self).update(state)
+        self._spare = []
 
     def begin(self, programs, per_candidate=None, deadline=None, evaluated=(), starts=None):
         """``programs``' fits begun (a ``Begun``). ``deadline`` (a ``time.perf_counter()``
@@ -889,14 +932,17 @@ class FitSetup:
         the programs' in the same order. ``starts``: in place of per_candidate, each program's
         init as (its parameters' names, [P, S] finite float64 starting values, a row a name):
         the fits of per_candidate's {"init": dict(zip(names, values))} (``FitPlan.stage``)."""
-        items = _fit_items(programs, per_candidate)
-        if starts is not None:
-            if per_candidate is not None or len(starts) != len(items):
+        if starts is None:
+            items = _fit_items(programs, per_candidate)
+        else:  # (the items made with their starts, not made with None and then again)
+            programs = _program_list(programs, "fit_many", "ndvm.fit")
+            if per_candidate is not None or len(starts) != len(programs):
                 raise ValueError("starts is one (names, values) a program, in place of "
                                  "per_candidate")
-            items = [(i, p, tuple(st)) for (i, p, _), st in zip(items, starts)]
-        items += [(len(items) + j, p, _EVALUATED) for j, p in enumerate(evaluated)]
-        return Begun(self.job, items, self.workers, self.executor, deadline)
+            items = [(i, p, tuple(st)) for i, (p, st) in enumerate(zip(programs, starts))]
+        if evaluated:
+            items += [(len(items) + j, p, _EVALUATED) for j, p in enumerate(evaluated)]
+        return Begun(self.job, items, self.workers, self.executor, deadline, self._spare)
 
 
 def begin_fits(programs, data=None, target=None, *, workers=None, executor=None,

@@ -231,6 +231,35 @@ def test_begun_fits_ask_no_pool_without_helpers_and_find_their_evaluator_once(mo
         assert begun.drain() == 0 and len(looked) == 1
 
 
+def test_a_setups_batches_share_one_evaluator_look_up_and_reuse_a_finished_ones_buffers(
+        monkeypatch):
+    """A FitSetup's Begun find its Evaluator once for the setup (not once a batch), and a
+    finished Begun hands its FitBatch, reset, to the setup's next one: the next batch's fits
+    are ndvm.fit's bit for bit, the first batch's results (FitResults, read from their own
+    arrays) unchanged once the batch that ran them ran again; a finished Begun's late drain()
+    and cancel() touch nothing; a pickled setup carries no batch."""
+    opts = {"data": {"x": X}, "target": Y, "optimizer": "lm"}
+    expected = _single_fits(GOOD, **opts)
+    looked = []
+    find = parallel._evaluator
+    monkeypatch.setattr(parallel, "_evaluator", lambda config: looked.append(1) or find(config))
+    setup = parallel.FitSetup(workers=1, **opts)
+    first = setup.begin(GOOD)
+    batch = first._batch
+    got = first.finish()
+    kept = [_fit_key(r) for r in got]
+    assert kept == expected and setup._spare == [batch] and batch.size == 0
+    assert first.drain() == 0
+    second = setup.begin(GOOD[::-1])
+    assert second._batch is batch and setup._spare == []
+    first.cancel()  # (the batch it had is the second's now: not reset by it)
+    assert batch.size == len(GOOD)
+    assert [_fit_key(r) for r in second.finish()] == expected[::-1]
+    assert [_fit_key(r) for r in got] == kept and len(looked) == 1
+    again = pickle.loads(pickle.dumps(setup))
+    assert again._spare == [] and [_fit_key(r) for r in again.begin(GOOD).finish()] == expected
+
+
 def test_a_plan_decides_once_whether_a_candidates_init_may_stand_in_for_its_own():
     """FitPlan.init_alone (what takes_init asks of the plan, decided when it is made): options
     without init, bounds or positive names and with a number as seed; takes_init is then true
