@@ -148,8 +148,16 @@ cdef tuple _after_numbers(const double* a, Py_ssize_t n):
     its segments' numbers as one flat tuple of floats (non-finite count, max |value - ref| and
     sum of squares, a segment after the other), "failed" (it raised) or None (not run), with
     None."""
+    cdef tuple stats
+    cdef object x
+    cdef Py_ssize_t i
     if a[0] == 1.0:
-        return "ok", tuple([a[i] for i in range(1, n)])
+        stats = PyTuple_New(n - 1)  # (filled in place: a search reads one a fit, no list
+        for i in range(1, n):       # made to be copied)
+            x = a[i]
+            Py_INCREF(x)
+            PyTuple_SET_ITEM(stats, i - 1, x)
+        return "ok", stats
     return ("failed" if a[0] < 0 else None), None
 
 

@@ -372,7 +372,7 @@ class _Calibration:
         called once this thread has none left to start)."""
         scorer, items, todo = self.scorer, self.items, self.todo
         out = [None if ps else {} for _, ps in items]
-        self.after = [None] * len(items)  # (each fit's evaluation after it: _outcome's)
+        self.after = after = [None] * len(items)  # (each fit's evaluation after it: _outcome's)
         if self.recorded is not None:
             if meanwhile is not None:
                 meanwhile()
@@ -382,9 +382,9 @@ class _Calibration:
         if self.fits is not None:
             got = self.fits.finish(lent, meanwhile, outcomes=True)
             for i, r in zip(todo, got):
-                out[i], self.after[i] = _outcome(r)
+                out[i], after[i] = _outcome(r)
             for i, r in zip(self.bare, got[len(todo):]):  # (their params stay {})
-                self.after[i] = _outcome(r)[1]
+                after[i] = _outcome(r)[1]
             return out
         if meanwhile is not None:
             meanwhile()
