@@ -479,6 +479,42 @@ def test_a_kept_childs_entry_makes_its_tree_when_read_and_equals_the_simplifiers
         assert all(simp.entry(to_tree(s))[1:] == made[s][1:] for s in out)
 
 
+def test_a_kept_childs_tree_is_renamed_when_read_as_its_source_names_its_parameters():
+    # (a child's canonical form keeps its source and skeleton, not its renamed tree: the tree
+    # is renamed again from the form's Nodes when it is read, after later canonical forms
+    # renamed other trees; each parameter its own name, or shared by name when the model
+    # needs more occurrences than there are names)
+    import re
+
+    params = ("a", "b")
+    g = Grammar(params=params)
+    breed = gp.breeder(g)
+    parents = ["(+ (* a x) (* a y) (* a (sin z)) (* b w))", "(* a (exp (* b x)) (cos (* a y)))"]
+    simp = Simplifier(params).core
+    out, made = [], {}
+    breed.children(_core.Draws(np.random.default_rng(5)), 40, out, made, set(), simp,
+                   [gp.Sites(to_tree(p)) for p in parents], [0.5, 0.1], 0, [],
+                   hold_parents=True)
+    assert sum(len(re.findall(r"\ba\b", s)) > 1 for s in out) >= 10  # (shared names)
+    extra, n_resets = np.random.default_rng(2), simp.n_resets
+    for _ in range(200):  # (other renamings in between, no reset)
+        simp.entry(gp.grow(extra, g))
+    assert simp.n_resets == n_resets
+    fresh = Simplifier(params).core
+    for s in out:
+        assert made[s][0] == to_tree(s) == fresh.entry(to_tree(s))[0]
+        assert tuple(made[s]) == fresh.entry(to_tree(s))
+    # (a kept child that becomes a parent breeds from its renamed Nodes as from its tree)
+    def bred(sites):
+        got = []
+        breed.children(_core.Draws(np.random.default_rng(8)), 30, got, {}, set(), simp, sites,
+                       [1.0] * 6, 0, [])
+        return got
+
+    kept = bred([gp.Sites(made[s][0], made[s]) for s in out[:6]])
+    assert len(kept) == 30 and kept == bred([gp.Sites(to_tree(s)) for s in out[:6]])
+
+
 def test_a_simplifier_used_again_while_it_converts_a_tree_waits_to_reset():
     # (an atom whose comparison used the same Simplifier past its memo's limits reset it in the
     # middle of the conversion: the canonical form came back wrong, without a word)

@@ -451,7 +451,8 @@ cdef class Sites:
         if type(entry) is _Made:
             m = <_Made>entry
             owner = m.owner()
-            if owner is not None and owner.n_resets == m.resets and m.tree is tree:
+            if (owner is not None and owner.n_resets == m.resets and m.tree is tree
+                    and m.node != NULL):  # (its tree made of that Node)
                 self.form = _bform(owner, m.node, self)
 
     cdef int _list(self, object tree, object scope, object counters, object prefix) except -1:

@@ -1650,6 +1650,9 @@ struct Rules {
     int64_t atoms = 0;                      // the atoms met
   };
 
+  // (Build: the renamed tree made too, as canonical_tree asks; without, its texts and size
+  // alone, as canonical_form writes them: a child's canonical tree is rarely read)
+  template <bool Build>
   N rename(N x, Renaming& r) {
     if (!L(x)) return rename_atom(x, r);
     if (!occurrences(x)) {
@@ -1668,11 +1671,12 @@ struct Rules {
         r.sk.put(' ');
       }
       N y = x->items[k];  // (an atom renamed here: most items are)
-      items.push_back(L(y) ? rename(y, r) : rename_atom(y, r));
+      N z = L(y) ? rename<Build>(y, r) : rename_atom(y, r);
+      if (Build) items.push_back(z);
     }
     r.s.put(')');
     r.sk.put(')');
-    return mk(std::move(items));
+    return Build ? mk(std::move(items)) : nullptr;
   }
 
   // rename of an atom: a parameter's new name, any other atom itself (its text written once,
@@ -1707,17 +1711,29 @@ struct Rules {
     return k;
   }
 
-  // c with t renamed: its tree, source, skeleton (sexpr.skeleton of the renamed tree) and size
-  // (sexpr.size of the tree renamed, and of the renamed tree: rename meets every atom), fits
+  // c with t renamed: its source, skeleton (sexpr.skeleton of the renamed tree) and size
+  // (sexpr.size of the tree renamed, and of the renamed tree: rename meets every atom), what
+  // its tree is made from (canonical_tree), fits
   void renamed(N t, bool shared, Canonical& c) {
     Renaming r{shared, {}, 0, owner_.rename_src_, owner_.rename_skel_, 0};
     r.s.clear();
     r.sk.clear();
-    c.tree = rename(t, r);
+    rename<false>(t, r);
+    c.from = t;
+    c.shared = shared;
     c.size = r.atoms;
     c.source = kept_text(r.s);
     c.skeleton = kept_text(r.sk);
     c.fits = true;
+  }
+
+  // The renamed tree of canonical form c (made again each time it is asked: one Node per
+  // call, equal contents)
+  N canonical_tree(const Canonical& c) {
+    Renaming r{c.shared, {}, 0, owner_.rename_src_, owner_.rename_skel_, 0};
+    r.s.clear();
+    r.sk.clear();
+    return rename<true>(c.from, r);
   }
 
   // b's text copied into the Simplifier's Arena of canonical texts (until its next reset)
@@ -1879,6 +1895,9 @@ int Simplifier::canonical_form(Node* tree, const Canonical** out) {
   failure_ = Failure{Err::TooManyParameters, "the simplified model needs more than " +
                                                  std::to_string(names_.size()) + " parameters"};
   return static_cast<int>(Err::TooManyParameters);
+}
+int Simplifier::canonical_tree(const Canonical& c, Node** out) {
+  return guarded(failure_, [&] { *out = Rules(*this).canonical_tree(c); });
 }
 int Simplifier::simplify(Node* tree, Node** out) {
   return guarded(failure_, [&] { *out = Rules(*this).simp(tree); });

@@ -231,13 +231,16 @@ struct TextView {
   size_t size = 0;
 };
 
-// A canonical form: the renamed tree, its source, skeleton (sexpr.skeleton) and size; fits
-// false (the rest unset) when the model needs more parameters than there are names. The texts
-// are copied end to end into the Simplifier's Arena of them (no allocation in the steady state;
-// each had been a pooled std::string, most of them new ones that allocated their room), valid
-// until a reset.
+// A canonical form: its source, skeleton (sexpr.skeleton) and size, and the tree it renames
+// (``from``, its parameters renamed each its own name or, ``shared``, by name: the renamed
+// tree is Simplifier::canonical_tree's, made only when asked: few children's trees are read);
+// fits false (the rest unset) when the model needs more parameters than there are names. The
+// texts are copied end to end into the Simplifier's Arena of them (no allocation in the steady
+// state; each had been a pooled std::string, most of them new ones that allocated their room),
+// valid until a reset.
 struct Canonical {
-  Node* tree = nullptr;
+  Node* from = nullptr;
+  bool shared = false;
   TextView source, skeleton;
   int64_t size = 0;
   bool fits = false;
@@ -332,6 +335,9 @@ class Simplifier {
   // copied out: the caller reads it before its next call into the Simplifier, which may move
   // or overwrite it); TooManyParameters when it does not fit.
   int canonical_form(Node* tree, const Canonical** out);
+  // canonical_tree: the renamed tree of canonical form c (valid, as c's ``from``, until a
+  // reset), a new one each call.
+  int canonical_tree(const Canonical& c, Node** out);
   int simplify(Node* tree, Node** out);
   int source_of(Node* t, std::string* out);
   int skeleton_of(Node* t, std::string* out);

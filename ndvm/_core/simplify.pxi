@@ -51,7 +51,6 @@ cdef extern from "simplify.hpp" namespace "ndvm::simp" nogil:
         size_t size
 
     cdef cppclass SCanonical "ndvm::simp::Canonical":
-        SNode* tree
         STextView source
         STextView skeleton
         int64_t size
@@ -75,6 +74,7 @@ cdef extern from "simplify.hpp" namespace "ndvm::simp" nogil:
         bool maybe_reset()
         uint64_t next_id()
         int canonical_form(SNode*, const SCanonical**) except +
+        int canonical_tree(const SCanonical&, SNode**) except +
         int simplify(SNode*, SNode**) except +
         int source_of(SNode*, string*) except +
         int skeleton_of(SNode*, string*) except +
@@ -119,7 +119,9 @@ cdef class _Made:
     cdef object src     # the canonical source (str)
     cdef int64_t size
     cdef object skel    # the skeleton (str)
-    cdef SNode* node    # the canonical tree, valid while its Simplifier's n_resets is ``resets``
+    cdef SCanonical form  # the canonical form's record, as it was (its tree made from it)
+    cdef SNode* node    # the canonical tree once made (NULL before), valid while ...
+    # ... its Simplifier's n_resets is ``resets`` (as ``form``'s Nodes)
     cdef Py_ssize_t resets
     cdef object owner   # a weak reference to that Simplifier (it keeps its _Mades: no cycle)
     cdef object tree    # the Python tree, once made (None before)
@@ -132,6 +134,8 @@ cdef class _Made:
         t = None
         if s is not None and s.n_resets == self.resets:
             try:
+                if self.node == NULL:
+                    self.node = s._canonical_node(self.form)
                 t = s._python_tree(self.node)
             except RecursionError:  # (too deep for this thread's native stack: parsed)
                 t = None
@@ -512,14 +516,23 @@ cdef class Simplifier:
         # it is made may call this Simplifier again)
         src = _view_text(c.source)
         skel = _view_text(c.skeleton) if skeleton else None
-        cdef SNode* out = c.tree
         cdef int64_t size = c.size
+        cdef SNode* out = self._canonical_node(c[0])
         t = self._python_tree(out)
         self.last_out = t
         self.last_out_node = out
         if skeleton:
             return _acyclic((t, src, size, skel))
         return _acyclic((t, src, size))
+
+    cdef SNode* _canonical_node(self, const SCanonical& c) except NULL:
+        # the renamed tree of canonical form ``c`` (a new Node each call: made only for the
+        # few canonical forms whose tree is read), raising as ``_canonical_form``
+        cdef SNode* out = NULL
+        cdef int code = self.c.canonical_tree(c, &out)
+        if code:
+            self._fail(code)
+        return out
 
     def simplify(self, tree):
         """An equivalent (up to fitted constants) and never larger tree."""
@@ -619,7 +632,7 @@ cdef class Simplifier:
         m.skel = _view_text(c.skeleton)
         m.size = c.size
         m.key = key
-        m.node = c.tree
+        m.form = c[0]
         m.resets = self.n_resets
         if self.me is None:
             self.me = PyWeakref_NewRef(self, None)
