@@ -583,3 +583,17 @@ def test_texts_sorts_and_copies_of_every_length_give_the_outputs_as_before():
     factors = ["*", "x"] + [["+", "x", f"y{k}"] for k in range(11)]
     want = ["*"] + sorted(factors[2:], key=to_source) + ["x"]
     assert simplify(factors, ("a",)) == want
+
+
+def test_canonical_texts_with_names_outside_ascii():
+    # (a Simplifier whose names are all ASCII copies its texts' bytes into a str as they are;
+    # once it meets another name, parameter or symbol, it decodes them as UTF-8)
+    for params in (("a", "b"), ("α", "β")):
+        simp = Simplifier(params)
+        p, q = params
+        assert simp.canonical_form(["*", 2.0, ["sin", "x"]], skeleton=True)[1:] == (
+            f"(* {p} (sin x))", 4, "(* P (sin x))")
+        got = simp.canonical_form(["+", ["*", 2.0, "θ"], ["exp", "x"]], skeleton=True)
+        assert got == (["+", ["*", p, "θ"], ["exp", "x"]], f"(+ (* {p} θ) (exp x))", 6,
+                       "(+ (* P θ) (exp x))")
+        assert simp.entry(["*", 3.0, ["cos", "y"]])[1] == f"(* {p} (cos y))"

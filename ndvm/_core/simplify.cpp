@@ -1797,8 +1797,16 @@ struct Rules {
 
 // -- the Simplifier ---------------------------------------------------------------------------
 
+// whether every byte of s is ASCII (below 0x80)
+static bool all_ascii(const std::string& s) {
+  for (char c : s)
+    if (static_cast<unsigned char>(c) >= 0x80) return false;
+  return true;
+}
+
 Simplifier::Simplifier(std::vector<std::string> params) : names_(std::move(params)) {
   params_.insert(names_.begin(), names_.end());
+  for (const auto& name : names_) ascii_ = ascii_ && all_ascii(name);
   contents_.assign(1 << 12, {0, nullptr});
   param_ = sym("?");
 }
@@ -1810,6 +1818,7 @@ Node* Simplifier::sym(const std::string& name) {
   if (it != symbols_.end()) return seen = it->second;
   Node* n = seen = make(Kind::Sym);
   n->name = &symbols_.emplace(name, n).first->first;  // (a map's keys never move)
+  ascii_ = ascii_ && all_ascii(name);
   n->i = (params_.count(name) ? kParamName : 0) | (name == "?" ? kMark : 0);
   for (int h = kFirstArith; h < kHeads; ++h)
     if (name == kHeadNames[h]) n->head = static_cast<Head>(h);

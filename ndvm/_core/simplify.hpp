@@ -329,6 +329,10 @@ class Simplifier {
   // The content number the next new content gets (numbers count up for the Simplifier's life:
   // those met since a reset are at least this number as it was at the reset).
   uint64_t next_id() const { return next_id_; }
+  // Whether every name this Simplifier has met (its parameters' and its symbols', since it was
+  // made: not forgotten at a reset) is ASCII, and so every text it writes (names, numbers,
+  // parentheses and spaces: the Python bindings make their str without decoding UTF-8).
+  bool ascii() const { return ascii_; }
 
   // The entry points: each returns 0 or the Err of the exception (message in failure_message).
   // canonical_form points *out at the canonical form's record, the Simplifier's (no string
@@ -405,6 +409,7 @@ class Simplifier {
             (n > 1 ? 7 * static_cast<unsigned char>(name[1]) : 0)) & 63;
   }
   uint64_t next_id_ = 1;
+  bool ascii_ = true;  // (see ascii())
   Failure failure_{Err::None, ""};
   Node* param_ = nullptr;  // the mark of a parameter still to be named
   Node* heads_[kHeads] = {};  // each head's symbol, once asked (head())

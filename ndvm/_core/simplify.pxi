@@ -16,6 +16,8 @@ cdef extern from "Python.h":
     void PyObject_GC_UnTrack(void*)
     Py_ssize_t PyList_GET_SIZE(object)
     PyObject* PyList_GET_ITEM(object, Py_ssize_t)
+    object PyUnicode_New(Py_ssize_t, Py_UCS4)
+    void* PyUnicode_DATA(object)
 
 
 cdef extern from "stack.hpp" namespace "ndvm":
@@ -73,6 +75,7 @@ cdef extern from "simplify.hpp" namespace "ndvm::simp" nogil:
         SNode* list(SNode**, size_t) except +
         bool maybe_reset()
         uint64_t next_id()
+        bool ascii()
         int canonical_form(SNode*, const SCanonical**) except +
         int canonical_tree(const SCanonical&, SNode**) except +
         int simplify(SNode*, SNode**) except +
@@ -514,8 +517,8 @@ cdef class Simplifier:
             self._fail(code)
         # (the record's texts read before the Python tree is made: Python code that runs while
         # it is made may call this Simplifier again)
-        src = _view_text(c.source)
-        skel = _view_text(c.skeleton) if skeleton else None
+        src = _view_text(c.source, self.c.ascii())
+        skel = _view_text(c.skeleton, self.c.ascii()) if skeleton else None
         cdef int64_t size = c.size
         cdef SNode* out = self._canonical_node(c[0])
         t = self._python_tree(out)
@@ -628,8 +631,8 @@ cdef class Simplifier:
             if code == 1:
                 return None
             self._fail(code)
-        m.src = _view_text(c.source)
-        m.skel = _view_text(c.skeleton)
+        m.src = _view_text(c.source, self.c.ascii())
+        m.skel = _view_text(c.skeleton, self.c.ascii())
         m.size = c.size
         m.key = key
         m.form = c[0]
@@ -673,9 +676,15 @@ cdef inline str _text(const string& s):
     return PyUnicode_DecodeUTF8(s.data(), s.size(), NULL)
 
 
-cdef inline str _view_text(const STextView& v):
-    # the str of a canonical form's text (``_text`` of one the core keeps in its Arena)
-    return PyUnicode_DecodeUTF8(v.data, v.size, NULL)
+cdef inline str _view_text(const STextView& v, bint ascii):
+    # the str of a canonical form's text (``_text`` of one the core keeps in its Arena); its
+    # bytes copied as they are into an ASCII str when the core's texts are all ASCII
+    # (``CSimplifier.ascii``: a child's source and skeleton, no UTF-8 decoded for each)
+    if not ascii:
+        return PyUnicode_DecodeUTF8(v.data, v.size, NULL)
+    out = PyUnicode_New(v.size, 127)
+    memcpy(PyUnicode_DATA(out), v.data, v.size)
+    return out
 
 
 cdef string _utf8_name(object p) except *:
