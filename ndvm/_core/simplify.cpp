@@ -865,12 +865,13 @@ struct Rules {
       auto v = fold(head, args);
       if (v) return F(*v);
     }
+    // (the node of head and args, remade(like, ...), is made only where it is handed back or
+    // read: a sum, product, difference or quotient is rewritten into another list most often)
     Ns items{owner_.head(head)};
     items.insert(items.end(), args.begin(), args.end());
-    N node = remade(like, items);
     bool all_pl = true;
     for (N a : args) all_pl = all_pl && pl(a);
-    if (all_pl && has_param(node)) return P();  // a parameter-only subtree is one number
+    if (all_pl && has_param(items)) return P();  // a parameter-only subtree is one number
     N out;
     if ((head == kPow || head == kExpt) && args.size() == 2 && num(args[1]) &&
         (val(args[1]) == 1 || val(args[1]) == 0))  // u^1 = u, u^0 = 1 (IEEE pow: for every u)
@@ -888,15 +889,16 @@ struct Rules {
       return args[0]->items[1];
     } else {
       N oc = outer_constant(head, args);
-      out = (oc && truthy(oc)) ? oc : node;
+      if (!oc || !truthy(oc)) return remade(like, items);
+      out = oc;
     }
     // never larger: a rewrite that would grow the tree leaves the node as it is (the node's
     // size, its head's atom and its arguments', counted without the Facts of a node that the
-    // rewrite most often drops)
-    if (out == node) return out;
+    // rewrite most often drops; the rules above never hand back that node itself: each makes
+    // its own lists)
     int64_t node_size = 1;
     for (N a : args) node_size += size(a);
-    return size(out) <= node_size ? out : node;
+    return size(out) <= node_size ? out : remade(like, items);
   }
 
   bool is_pow(N u) { return is(at(u, 0), kPow) || is(at(u, 0), kExpt); }
