@@ -826,15 +826,17 @@ struct Rules {
   N rule(N t, bool lifting) { return lifting ? lift(t) : simp(t); }
 
   // A loop with simp (or lift) on its state's initial values (a literal one stays) and body.
+  // (each list the rule leaves as it was handed back, not made again: see remade)
   N loop_form(N t, bool lifting) {
     Ns binds;
     for (N b : t->items[1]->items)
-      binds.push_back(pair(b) ? mk({b->items[0], num(b->items[1]) ? b->items[1]
-                                                                  : rule(b->items[1], lifting)})
+      binds.push_back(pair(b) ? remade(b, {b->items[0], num(b->items[1])
+                                                            ? b->items[1]
+                                                            : rule(b->items[1], lifting)})
                               : b);
-    Ns out{t->items[0], mk(binds)};
+    Ns out{t->items[0], remade(t->items[1], binds)};
     for (size_t k = 2; k < t->items.size(); ++k) out.push_back(loop_body(t->items[k], lifting));
-    return mk(std::move(out));
+    return remade(t, out);
   }
 
   // Inside a loop's (if (= k N) s (recur update (+ k 1))): simp (or lift) on the state updates
@@ -842,15 +844,15 @@ struct Rules {
   N loop_body(N t, bool lifting) {
     guard();
     if (L(t) && !t->items.empty() && is(t->items[0], kIf) && t->items.size() == 4)
-      return mk({t->items[0], t->items[1], loop_body(t->items[2], lifting),
-                 loop_body(t->items[3], lifting)});
+      return remade(t, {t->items[0], t->items[1], loop_body(t->items[2], lifting),
+                        loop_body(t->items[3], lifting)});
     if (L(t) && !t->items.empty() && is(t->items[0], kRecur)) {
       Ns out{t->items[0]};
       for (size_t k = 1; k < t->items.size(); ++k) {
         N a = t->items[k];
         out.push_back(counter_step(a) ? a : rule(a, lifting));
       }
-      return mk(std::move(out));
+      return remade(t, out);
     }
     return rule(t, lifting);
   }
