@@ -1654,45 +1654,57 @@ struct Rules {
     int64_t atoms = 0;                      // the atoms met
   };
 
-  // (Build: the renamed tree made too, as canonical_tree asks; without, its texts and size
-  // alone, as canonical_form writes them: a child's canonical tree is rarely read)
-  template <bool Build>
+  // (Tree: the renamed tree made, else nullptr for a list; Texts: the source, skeleton and
+  // size written. A child's canonical form writes its texts alone, and its tree is made, with
+  // no texts, only when it is read: see Canonical)
+  template <bool Tree, bool Texts>
   N rename(N x, Renaming& r) {
-    if (!L(x)) return rename_atom(x, r);
+    if (!L(x)) return rename_atom<Texts>(x, r);
     if (!occurrences(x)) {
-      r.s.put(src(x));
-      r.sk.put(skeleton(x));
-      r.atoms += size(x);
+      if (Texts) {
+        r.s.put(src(x));
+        r.sk.put(skeleton(x));
+        r.atoms += size(x);
+      }
       return x;
     }
     guard();
     Ns items;
-    r.s.put('(');
-    r.sk.put('(');
+    if (Texts) {
+      r.s.put('(');
+      r.sk.put('(');
+    }
     for (size_t k = 0; k < x->items.size(); ++k) {
-      if (k) {
+      if (Texts && k) {
         r.s.put(' ');
         r.sk.put(' ');
       }
       N y = x->items[k];  // (an atom renamed here: most items are)
-      N z = L(y) ? rename<Build>(y, r) : rename_atom(y, r);
-      if (Build) items.push_back(z);
+      N z = L(y) ? rename<Tree, Texts>(y, r) : rename_atom<Texts>(y, r);
+      if (Tree) items.push_back(z);
     }
-    r.s.put(')');
-    r.sk.put(')');
-    return Build ? mk(std::move(items)) : nullptr;
+    if (Texts) {
+      r.s.put(')');
+      r.sk.put(')');
+    }
+    return Tree ? mk(std::move(items)) : nullptr;
   }
 
   // rename of an atom: a parameter's new name, any other atom itself (its text written once,
   // its skeleton's C for a number, else the same text)
+  template <bool Texts>
   [[gnu::always_inline]] N rename_atom(N x, Renaming& r) {
-    ++r.atoms;
     if (is_mark(x) || in_P(x)) {
       size_t k = name_index(x, r);
-      r.s.put(owner_.names_[k]);
-      r.sk.put('P');
+      if (Texts) {
+        ++r.atoms;
+        r.s.put(owner_.names_[k]);
+        r.sk.put('P');
+      }
       return owner_.name_node(k);
     }
+    if (!Texts) return x;
+    ++r.atoms;
     const std::string& text = atom_text(x);
     r.s.put(text);
     if (num(x))
@@ -1717,12 +1729,12 @@ struct Rules {
 
   // c with t renamed: its source, skeleton (sexpr.skeleton of the renamed tree) and size
   // (sexpr.size of the tree renamed, and of the renamed tree: rename meets every atom), what
-  // its tree is made from (canonical_tree), fits
-  void renamed(N t, bool shared, Canonical& c) {
+  // its tree is made from (canonical_tree), its tree too when ``tree`` (in the same pass), fits
+  void renamed(N t, bool shared, Canonical& c, bool tree) {
     Renaming r{shared, {}, 0, owner_.rename_src_, owner_.rename_skel_, 0};
     r.s.clear();
     r.sk.clear();
-    rename<false>(t, r);
+    c.tree = tree ? rename<true, true>(t, r) : rename<false, true>(t, r);
     c.from = t;
     c.shared = shared;
     c.size = r.atoms;
@@ -1731,13 +1743,18 @@ struct Rules {
     c.fits = true;
   }
 
-  // The renamed tree of canonical form c (made again each time it is asked: one Node per
-  // call, equal contents)
+  // The renamed tree of canonical form c: its own once made, else made now (renamed again,
+  // no text written)
   N canonical_tree(const Canonical& c) {
+    if (c.tree) return c.tree;
     Renaming r{c.shared, {}, 0, owner_.rename_src_, owner_.rename_skel_, 0};
-    r.s.clear();
-    r.sk.clear();
-    return rename<true>(c.from, r);
+    return rename<true, false>(c.from, r);
+  }
+
+  // &c, its tree made and kept in it when ``tree`` asks for it and it fits
+  const Canonical* with_tree(Canonical& c, bool tree) {
+    if (tree && c.fits && !c.tree) c.tree = canonical_tree(c);
+    return &c;
   }
 
   // b's text copied into the Simplifier's Arena of canonical texts (until its next reset)
@@ -1750,16 +1767,18 @@ struct Rules {
   // The canonical form of tree, the Simplifier's record (fits false when the model needs more
   // parameters than there are names: the search meets such children often, and a C++
   // exception costs more than the rest of a small canonical form).
-  const Canonical* canonical_form(N tree) {
+  // (``with``: its tree made too, see Simplifier::canonical_form)
+  const Canonical* canonical_form(N tree, bool with) {
     int64_t n = static_cast<int64_t>(owner_.names_.size());
     N t = simp(tree);
     Facts* known = L(t) ? facts(t) : nullptr;  // (what follows reads t's content alone)
-    if (known && known->canonical >= 0) return &owner_.canonicals_[known->canonical];
+    if (known && known->canonical >= 0)
+      return with_tree(owner_.canonicals_[known->canonical], with);
     Canonical c;
-    Facts* lifted = canonical_of(t, n, c);
+    Facts* lifted = canonical_of(t, n, c, with);
     if (lifted && lifted->renamed >= 0) {  // (renamed before: that record, not a copy of it)
       if (known) known->canonical = lifted->renamed;
-      return &owner_.canonicals_[lifted->renamed];
+      return with_tree(owner_.canonicals_[lifted->renamed], with);
     }
     if (!known && !lifted) {
       owner_.last_ = std::move(c);
@@ -1776,7 +1795,7 @@ struct Rules {
   // the model does not fit). Gives the Facts of the lifted content when c is its renaming (a
   // list's), c left as made when that content was renamed before (Facts::renamed): another
   // content lifts to it; else nullptr.
-  Facts* canonical_of(N t, int64_t n, Canonical& c) {
+  Facts* canonical_of(N t, int64_t n, Canonical& c, bool tree) {
     N lifted = simp(lift(t));
     for (int k = 0; k < 4; ++k) {  // until lifting and simplifying again changes nothing
       N again = simp(lift(lifted));
@@ -1785,15 +1804,15 @@ struct Rules {
     }
     if (occurrences(lifted) <= n) {
       Facts* f = L(lifted) ? facts(lifted) : nullptr;
-      if (!f || f->renamed < 0) renamed(lifted, false, c);
+      if (!f || f->renamed < 0) renamed(lifted, false, c, tree);
       return f;
     }
     if (occurrences(t) <= n) {
-      renamed(t, false, c);
+      renamed(t, false, c, tree);
     } else {
       SmallVec<N, 8> names;
       named(t, names);
-      if (static_cast<int64_t>(names.size()) + marks(t) <= n) renamed(t, true, c);
+      if (static_cast<int64_t>(names.size()) + marks(t) <= n) renamed(t, true, c, tree);
     }
     return nullptr;
   }
@@ -1902,8 +1921,8 @@ static int guarded(Failure& failure, Body body) {
   return static_cast<int>(failure.kind);
 }
 
-int Simplifier::canonical_form(Node* tree, const Canonical** out) {
-  int code = guarded(failure_, [&] { *out = Rules(*this).canonical_form(tree); });
+int Simplifier::canonical_form(Node* tree, const Canonical** out, bool with_tree) {
+  int code = guarded(failure_, [&] { *out = Rules(*this).canonical_form(tree, with_tree); });
   if (code || (*out)->fits) return code;
   failure_ = Failure{Err::TooManyParameters, "the simplified model needs more than " +
                                                  std::to_string(names_.size()) + " parameters"};

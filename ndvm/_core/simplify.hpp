@@ -231,15 +231,17 @@ struct TextView {
   size_t size = 0;
 };
 
-// A canonical form: its source, skeleton (sexpr.skeleton) and size, and the tree it renames
-// (``from``, its parameters renamed each its own name or, ``shared``, by name: the renamed
-// tree is Simplifier::canonical_tree's, made only when asked: few children's trees are read);
+// A canonical form: its source, skeleton (sexpr.skeleton) and size, the tree it renames
+// (``from``, its parameters renamed each its own name or, ``shared``, by name) and the renamed
+// tree once made (``tree``, nullptr before: a child's canonical form is computed without it,
+// most children's trees never being read; Simplifier::canonical_tree makes it when asked);
 // fits false (the rest unset) when the model needs more parameters than there are names. The
 // texts are copied end to end into the Simplifier's Arena of them (no allocation in the steady
 // state; each had been a pooled std::string, most of them new ones that allocated their room),
 // valid until a reset.
 struct Canonical {
   Node* from = nullptr;
+  Node* tree = nullptr;
   bool shared = false;
   TextView source, skeleton;
   int64_t size = 0;
@@ -337,10 +339,11 @@ class Simplifier {
   // The entry points: each returns 0 or the Err of the exception (message in failure_message).
   // canonical_form points *out at the canonical form's record, the Simplifier's (no string
   // copied out: the caller reads it before its next call into the Simplifier, which may move
-  // or overwrite it); TooManyParameters when it does not fit.
-  int canonical_form(Node* tree, const Canonical** out);
+  // or overwrite it), its tree made (in the renaming's pass when it is new) when
+  // ``with_tree``; TooManyParameters when it does not fit.
+  int canonical_form(Node* tree, const Canonical** out, bool with_tree);
   // canonical_tree: the renamed tree of canonical form c (valid, as c's ``from``, until a
-  // reset), a new one each call.
+  // reset): c's own when it has one, else a new one each call.
   int canonical_tree(const Canonical& c, Node** out);
   int simplify(Node* tree, Node** out);
   int source_of(Node* t, std::string* out);

@@ -53,6 +53,7 @@ cdef extern from "simplify.hpp" namespace "ndvm::simp" nogil:
         size_t size
 
     cdef cppclass SCanonical "ndvm::simp::Canonical":
+        SNode* tree
         STextView source
         STextView skeleton
         int64_t size
@@ -76,7 +77,7 @@ cdef extern from "simplify.hpp" namespace "ndvm::simp" nogil:
         bool maybe_reset()
         uint64_t next_id()
         bool ascii()
-        int canonical_form(SNode*, const SCanonical**) except +
+        int canonical_form(SNode*, const SCanonical**, bool) except +
         int canonical_tree(const SCanonical&, SNode**) except +
         int simplify(SNode*, SNode**) except +
         int source_of(SNode*, string*) except +
@@ -510,7 +511,7 @@ cdef class Simplifier:
         # model that needs too many parameters, ``entry``'s answer, without raising and catching
         # ``too_many`` for each such child)
         cdef const SCanonical* c = NULL
-        cdef int code = self.c.canonical_form(n, &c)
+        cdef int code = self.c.canonical_form(n, &c, True)
         if code:
             if code == 1 and none_if_too_many:
                 return None
@@ -520,7 +521,7 @@ cdef class Simplifier:
         src = _view_text(c.source, self.c.ascii())
         skel = _view_text(c.skeleton, self.c.ascii()) if skeleton else None
         cdef int64_t size = c.size
-        cdef SNode* out = self._canonical_node(c[0])
+        cdef SNode* out = c.tree  # (made with the form)
         t = self._python_tree(out)
         self.last_out = t
         self.last_out_node = out
@@ -529,8 +530,8 @@ cdef class Simplifier:
         return _acyclic((t, src, size))
 
     cdef SNode* _canonical_node(self, const SCanonical& c) except NULL:
-        # the renamed tree of canonical form ``c`` (a new Node each call: made only for the
-        # few canonical forms whose tree is read), raising as ``_canonical_form``
+        # the renamed tree of canonical form ``c``: its own once made, else a new one each call
+        # (made only for the canonical forms whose tree is read), raising as ``_canonical_form``
         cdef SNode* out = NULL
         cdef int code = self.c.canonical_tree(c, &out)
         if code:
@@ -626,7 +627,7 @@ cdef class Simplifier:
         # too many parameters; raises as ``_canonical_form``.
         cdef const SCanonical* c = NULL
         cdef _Made m = _Made.__new__(_Made)
-        cdef int code = self.c.canonical_form(n, &c)
+        cdef int code = self.c.canonical_form(n, &c, False)
         if code:
             if code == 1:
                 return None
