@@ -212,3 +212,19 @@ def test_programs_parse_alike_on_many_threads():
 def test_integers_read_as_strtod_reads_them(text, value):
     # (an integer of at most 15 digits is read without strtod: the same double, -0 included)
     assert ndvm.Evaluator().evaluate(f"(/ 1 (* {text} 1.0))").item() == value
+
+
+def test_programs_of_the_same_free_names_share_one_tuple_of_them():
+    first = ndvm.parse("(+ a (* b x))")
+    assert ndvm.parse("(* a (+ b (sin x)))").free_names is first.free_names
+    # another order, another set, more names past a short string's room, non-ASCII names: each
+    # its own names (whatever tuple a slot kept before), then shared by the next alike
+    texts = ["(+ b (* a x))", "(+ a b)", "(+ a (* b x) c)", "(+ α (* β x))",
+             "(+ a_very_long_parameter_name x)", "(* x y)", "(+ x y)", "x", "(+ 1 2)"]
+    for _ in range(2):
+        for text in texts + [f"(+ p{i} x)" for i in range(200)]:
+            names = ndvm.parse(text).free_names
+            assert names == tuple(ndvm.parse(text).free_positions)
+            assert ndvm.parse(text).free_names is names
+    assert ndvm.parse("(+ b (* a x))").free_names == ("b", "a", "x")
+    assert ndvm.parse("(+ 1 2)").free_names == ()

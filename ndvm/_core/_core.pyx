@@ -8,7 +8,7 @@ around the native call and raise ndvm errors (limit errors are the core's own).
 """
 from cython.operator cimport dereference as deref
 from libc.stdint cimport SIZE_MAX, int64_t, uint32_t, uint64_t, uintptr_t
-from libc.string cimport memcpy
+from libc.string cimport memcmp, memcpy
 from libcpp cimport bool
 from libcpp.memory cimport shared_ptr
 from libcpp.string cimport string
@@ -72,9 +72,11 @@ cdef class Program:
     @property
     def free_positions(self):
         """free name -> (line, col) of its first use."""
-        if self._positions is None:
-            self._positions = {f.name.decode("utf-8"): (f.pos.line, f.pos.col)
-                               for f in deref(self._x).free_}
+        cdef Py_ssize_t k
+        if self._positions is None:  # (by index: the names' vector is in the program's arena)
+            self._positions = {deref(self._x).free_[k].name.decode("utf-8"):
+                               (deref(self._x).free_[k].pos.line, deref(self._x).free_[k].pos.col)
+                               for k in range(<Py_ssize_t>deref(self._x).free_.size())}
         return self._positions
 
     @property
@@ -169,17 +171,53 @@ cdef Program _parse(str text, str name, const string& n, bint release=True):
     p._x = x
     p.source = text
     p.name = name
-    # (by index: `for f in deref(x).free_` copied the vector and each name; a search parses every
-    # candidate; into the tuple itself, no list between)
-    cdef Py_ssize_t k, nf = deref(x).free_.size()
-    cdef tuple names = PyTuple_New(nf)
-    for k in range(nf):
-        name_k = deref(x).free_[k].name.decode("utf-8")
-        Py_INCREF(name_k)
-        PyTuple_SET_ITEM(names, k, name_k)
-    p.free_names = names
+    p.free_names = _free_names(deref(x))
     p._compiled = {}
     return p
+
+
+# The last free names made of each of _NAMES_SLOTS hashes of their text: a search's thousands of
+# candidates a second have a few dozen orders of free names, so most programs get the tuple an
+# earlier one has (no tuple or str made, and the probe's and a fit's bound inputs find theirs
+# the same object). Read and written with the GIL held.
+cdef enum:
+    _NAMES_SLOTS = 64
+cdef list _NAMES = [None] * _NAMES_SLOTS
+
+
+cdef tuple _free_names(const Expanded& x):
+    """``x``'s free names in order, as a tuple of str: the one _NAMES keeps for them, or a new one
+    that it then keeps."""
+    cdef Py_ssize_t k, j, nf = x.free_.size(), size
+    cdef const string* s
+    cdef const char* utf8
+    cdef uint64_t h = 14695981039346656037ULL  # (FNV-1a of the names, each ended by a 0xFF)
+    for k in range(nf):
+        s = &x.free_[k].name
+        for j in range(<Py_ssize_t>s.size()):
+            h = (h ^ <unsigned char>s[0][j]) * 1099511628211ULL
+        h = (h ^ 0xFF) * 1099511628211ULL
+    cdef Py_ssize_t slot = <Py_ssize_t>(h % _NAMES_SLOTS)
+    cdef object kept = _NAMES[slot]
+    cdef tuple names
+    if kept is not None and len(<tuple>kept) == nf:
+        names = <tuple>kept
+        for k in range(nf):
+            s = &x.free_[k].name
+            utf8 = PyUnicode_AsUTF8AndSize(names[k], &size)
+            if <size_t>size != s.size() or memcmp(utf8, s.data(), size) != 0:
+                break
+        else:
+            return names
+    # (by index: `for f in x.free_` copied the vector and each name; into the tuple itself, no
+    # list between)
+    names = PyTuple_New(nf)
+    for k in range(nf):
+        name_k = x.free_[k].name.decode("utf-8")
+        Py_INCREF(name_k)
+        PyTuple_SET_ITEM(names, k, name_k)
+    _NAMES[slot] = names
+    return names
 
 
 include "datum.pxi"

@@ -83,22 +83,25 @@ class Expanded {
   NodeArena arena_;
 
  public:
-  Expanded() : src_(&arena_) {}
+  Expanded() : src_(&arena_), free_(ArenaAllocator<FreeName>(&arena_)) {}
   Expanded(const Expanded&) = delete;
   Expanded& operator=(const Expanded&) = delete;
 
   Source src_;  // the program's own, its datums and lists in the arena
   std::shared_ptr<Source> prelude_;
   const Node* root_ = nullptr;   // a Letrec holding the top-level defines, whose body is the program
-  std::vector<FreeName> free_;   // in first-occurrence order
+  // in first-occurrence order (the vector in the arena; a name's text, past a short string's
+  // room, on the heap)
+  std::vector<FreeName, ArenaAllocator<FreeName>> free_;
   const Node* result_ = nullptr; // the last top-level expression (for result errors)
   // Sizes the arena's first chunk (before the program is read) for a text of `chars` characters:
-  // the reader reserves a datum and a kid every two characters and a symbol index of 32 slots,
-  // and a program makes about one node a datum and as many kids (every node but the root is
-  // one), so a program usually takes one allocation.
+  // the reader reserves a datum and a kid every two characters, 16 symbols and a symbol index of
+  // 32 slots, the expander a free name a symbol, and a program makes about one node a datum and
+  // as many kids (every node but the root is one), so a program usually takes one allocation.
   void reserve_for(size_t chars) {
     const size_t datums = chars / 2 + 4;
     arena_.reserve(datums * (sizeof(Datum) + sizeof(int32_t)) + 32 * sizeof(int32_t) +
+                   16 * (sizeof(std::string) + sizeof(FreeName)) + 4 * sizeof(int32_t) +
                    (datums + 4) * (sizeof(Node) + sizeof(const Node*)));
   }
   // A new node, in the arena: nodes point at each other, and the arena's chunks never move. (No

@@ -80,9 +80,12 @@ def read(str text, str name="<program>"):
     cdef ErrorInfo err
     if not read_guarded(t, n, &src, &err):
         _raise(err)
-    symbols = [Symbol(x.decode("utf-8")) for x in src.get().symbols_]
+    cdef Py_ssize_t k  # (by index: the Source's vectors are in its arena)
+    symbols = [Symbol(src.get().symbols_[k].decode("utf-8"))
+               for k in range(<Py_ssize_t>src.get().symbols_.size())]
     try:
-        return [_datum(src.get(), i, symbols) for i in src.get().top_]
+        return [_datum(src.get(), src.get().top_[k], symbols)
+                for k in range(<Py_ssize_t>src.get().top_.size())]
     except RecursionError:
         from ndvm.errors import ReadError
         raise ReadError("data nested too deeply to convert to Python lists", file=name) from None

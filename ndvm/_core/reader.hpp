@@ -154,6 +154,7 @@ class Source {
   // A Source whose datums, lists and symbol index are in `arena` (a program's: ast.hpp)
   explicit Source(NodeArena* arena)
       : data_(ArenaAllocator<Datum>(arena)), kids_(ArenaAllocator<int32_t>(arena)),
+        top_(ArenaAllocator<int32_t>(arena)), symbols_(ArenaAllocator<std::string>(arena)),
         symindex_(ArenaAllocator<int32_t>(arena)) {}
   Source(const Source&) = delete;
   Source& operator=(const Source&) = delete;
@@ -161,8 +162,9 @@ class Source {
   std::string name_;
   std::vector<Datum, ArenaAllocator<Datum>> data_;
   std::vector<int32_t, ArenaAllocator<int32_t>> kids_;
-  std::vector<int32_t> top_;  // top-level datums in order
-  std::vector<std::string> symbols_;
+  std::vector<int32_t, ArenaAllocator<int32_t>> top_;  // top-level datums in order
+  // (the names' own text, past a short string's room, is on the heap: their destructors run)
+  std::vector<std::string, ArenaAllocator<std::string>> symbols_;
   // Symbol ids by name: open addressing over a power-of-two table (-1: empty), at most half full.
   // (Every name token is looked up: a hash of its few characters and a probe or two cost less
   // than scanning the names, or a std::unordered_map's node walk.)
