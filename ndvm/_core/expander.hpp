@@ -49,12 +49,7 @@ struct Ctx {
 
 class Expander {
  public:
-  Expander(Expanded& x)
-      : X(x), pre_(x.prelude_.get()), stack_limit_(native_stack_limit()),
-        globals_(thread_globals().first), prelude_globals_(thread_globals().second) {
-    globals_.clear();  // (entries of the thread's last expansion, or of one that raised)
-    prelude_globals_.clear();
-  }
+  Expander(Expanded& x) : Expander(x, thread_globals()) {}  // (the thread's pair looked up once)
 
   // Expands the whole program (user definitions, prelude functions it uses, its expressions).
   void run();
@@ -88,6 +83,12 @@ class Expander {
   static std::pair<std::vector<Resolved>, std::vector<Resolved>>& thread_globals() {
     static thread_local std::pair<std::vector<Resolved>, std::vector<Resolved>> both;
     return both;
+  }
+  Expander(Expanded& x, std::pair<std::vector<Resolved>, std::vector<Resolved>>& both)
+      : X(x), pre_(x.prelude_.get()), stack_limit_(native_stack_limit()), globals_(both.first),
+        prelude_globals_(both.second) {
+    globals_.clear();  // (entries of the thread's last expansion, or of one that raised)
+    prelude_globals_.clear();
   }
 
   // ---- helpers --------------------------------------------------------------------------------
@@ -196,7 +197,9 @@ class Expander {
         form_error(d, "internal: unbound name in the prelude: " + name);
       g.kind = Global::Free;  // (numbered once: global() resolves each of the program's
       g.slot = uint32_t(X.free_.size());  // symbols, one per name, once)
-      X.free_.push_back({name, D(d).pos});
+      FreeName& f = X.free_.emplace_back();  // (made in place: no FreeName moved and freed)
+      f.name = name;
+      f.pos = D(d).pos;
     }
     return g;
   }
