@@ -228,3 +228,16 @@ def test_programs_of_the_same_free_names_share_one_tuple_of_them():
             assert ndvm.parse(text).free_names is names
     assert ndvm.parse("(+ b (* a x))").free_names == ("b", "a", "x")
     assert ndvm.parse("(+ 1 2)").free_names == ()
+
+
+@pytest.mark.parametrize("text, bounded", [
+    ("(+ a (* b (sin x)))", True), ("(if (< x 0) (- x) (exp x))", True),
+    ("(let ((y (* a x))) (+ y (square y)))", True), ("7", True),
+    ("(loop ((s x) (k 0)) (if (= k 3) s (recur (* a s) (+ k 1))))", False),
+    ("((lambda (y) (* y y)) x)", False), ("(define (f y) (* y y)) (f x)", False),
+    ("(let f ((k 0)) (if (< k 3) (f (+ k 1)) x))", False), ("(fold-left + 0 (list x a))", False),
+    ("(car (list x a))", False), ("(vsum (vec x a))", False),
+    ("(let ((car (lambda (v) v))) (car x))", False),
+])
+def test_a_program_is_bounded_without_lambdas_loops_or_data_primitives(text, bounded):
+    assert ndvm.parse(text)._bounded is bounded

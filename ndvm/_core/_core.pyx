@@ -107,6 +107,12 @@ cdef class Program:
     def _address(self):
         return <uintptr_t>self._x.get()
 
+    @property
+    def _bounded(self):
+        """Whether it has no lambda, loop or data primitive (each node runs once a lane: its
+        probe runs holding the GIL, Machine._probe)."""
+        return deref(self._x).bounded_
+
     def compiled(self, client):
         """The client's compiled form of this program, compiled once and cached."""
         return self._compiled_by(client)
@@ -557,7 +563,10 @@ cdef class Machine:
             return &(<CMachine[double]*>self._ptr).limits_
         return &(<CMachine[float]*>self._ptr).limits_
 
-    cdef _call(self, Program prog, uintptr_t entry, uintptr_t compiled, RunRequest* rq):
+    cdef _call(self, Program prog, uintptr_t entry, uintptr_t compiled, RunRequest* rq,
+               bint short=False):
+        """Runs ``rq`` on ``prog`` through the client's ``entry``, the GIL released unless the
+        caller knows the run is ``short`` (see _probe); raises the core's error."""
         cdef ErrorInfo err
         cdef bool ok
         # (a machine allowed more steps than the default, or an evaluation of many lanes, runs
@@ -568,9 +577,13 @@ cdef class Machine:
         self.generation += 1
         if armed:
             interrupt_arm(self._limits()[0], wide)
-        with nogil:
+        if short and not wide:
             ok = call_entry(<ClientEntry>entry, self._ptr, self.dtype_code,
                             <const void*>prog._x.get(), <const void*>compiled, rq, &err)
+        else:
+            with nogil:
+                ok = call_entry(<ClientEntry>entry, self._ptr, self.dtype_code,
+                                <const void*>prog._x.get(), <const void*>compiled, rq, &err)
         if armed and interrupt_disarm(self._limits()[0]):
             PyErr_CheckSignals()  # (raises what the signal's Python handler raises)
         if not ok:
@@ -655,14 +668,16 @@ cdef class Machine:
     cdef int _probe(self, Program prog, uintptr_t entry, uintptr_t compiled,
                     Inputs inputs) except -1:
         """``_run`` without gradients whose values are not kept (no output array, none
-        copied): whether it raises is the answer (``validate_each``'s probe)."""
+        copied): whether it raises is the answer (``validate_each``'s probe). A bounded program
+        (no lambda, loop or data primitive: ast.hpp) runs holding the GIL: on a probe's few
+        points it takes a few microseconds, less than releasing and taking the GIL back."""
         cdef RunRequest rq
         self._request(prog, inputs, 1, &rq)
         rq.grad = False
         rq.value_out = NULL
         self._inputs = inputs
         self._kept = False
-        self._call(prog, entry, compiled, &rq)
+        self._call(prog, entry, compiled, &rq, deref(prog._x).bounded_)
         return 0
 
     def reverse(self, seed, int reduce=REDUCE_START):

@@ -94,6 +94,10 @@ class Expanded {
   // room, on the heap)
   std::vector<FreeName, ArenaAllocator<FreeName>> free_;
   const Node* result_ = nullptr; // the last top-level expression (for result errors)
+  // Whether it has no lambda (its own or a prelude function's), no loop and no data primitive
+  // (lists, vectors, matrices): each node then runs once a lane, its run's length bounded by its
+  // size and its inputs' (what a caller may run holding a lock it would release for a long run)
+  bool bounded_ = false;
   // Sizes the arena's first chunk (before the program is read) for a text of `chars` characters:
   // the reader reserves a datum and a kid every two characters, 16 symbols and a symbol index of
   // 32 slots, the expander a free name a symbol, and a program makes about one node a datum and

@@ -31,6 +31,7 @@ cdef extern from "ast.hpp" namespace "ndvm":
 
     cdef cppclass Expanded:
         vector[FreeName] free_
+        bool bounded_
 
     SrcPos result_pos(const Expanded& x)
 

@@ -143,6 +143,7 @@ void Expander::run() {
   root->kids.push_back(body);
   root->frame_size = uint32_t(root_scope_.names.size());
   X.root_ = root;
+  X.bounded_ = lambdas_ == 0 && loops_ == 0 && !data_prims_;
 }
 
 }  // namespace expander

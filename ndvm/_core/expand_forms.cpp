@@ -157,6 +157,7 @@ const Node* Expander::loop(int32_t d, const Ctx& c) {
   auto bs = bindings(d, kid(d, 1), "loop");
   no_duplicates(bs, "loop");
   Node* r = make(NodeKind::Loop, d);
+  ++loops_;
   r->kids.reserve(bs.size() + 1);
   Scope* s = new_scope(c.scope);
   s->names.reserve(bs.size());

@@ -65,6 +65,8 @@ class Expander {
   std::unordered_map<std::string, uint32_t> user_slots_, prelude_slots_;
   std::vector<std::pair<uint32_t, const Node*>> prelude_inits_;
   uint64_t lambdas_ = 0;
+  uint64_t loops_ = 0;
+  bool data_prims_ = false;  // a name of the program resolved to a data primitive
   // What a symbol of the user's program names where no local or top-level definition binds it,
   // found once per symbol: its name decides it (the prelude's and free names' slots, once
   // given, stay theirs)
@@ -189,6 +191,7 @@ class Expander {
     } else if (b && b->prim >= 0) {
       g.kind = Global::Prim;
       g.slot = uint32_t(b->prim);
+      if (b->prim >= P_CONS) data_prims_ = true;  // (the data primitives follow the numeric)
     } else if (b && b->prelude >= 0 && (ps = prelude_slot(name, b->prelude)) >= 0) {
       g.kind = Global::Prelude;
       g.slot = uint32_t(ps);
