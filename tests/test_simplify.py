@@ -590,7 +590,7 @@ def test_canonical_texts_with_names_outside_ascii():
     # once it meets another name, parameter or symbol, it decodes them as UTF-8)
     for params in (("a", "b"), ("α", "β")):
         simp = Simplifier(params)
-        p, q = params
+        p = params[0]
         assert simp.canonical_form(["*", 2.0, ["sin", "x"]], skeleton=True)[1:] == (
             f"(* {p} (sin x))", 4, "(* P (sin x))")
         got = simp.canonical_form(["+", ["*", 2.0, "θ"], ["exp", "x"]], skeleton=True)
