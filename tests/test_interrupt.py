@@ -15,6 +15,17 @@ from ndvm.cosearch.records import RECORD_FILE, SUMMARY_FILE, uninterrupted
 pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="SIGINT")
 
 
+@pytest.fixture(autouse=True)
+def _ctrl_c_raises():
+    """Ctrl-C raises KeyboardInterrupt in this process during each test, as in a terminal (a
+    suite started as a background job inherits SIGINT ignored, and Python leaves it so)."""
+    before = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, before)
+
+
 def test_an_interrupt_inside_takes_effect_when_the_body_ends():
     before = signal.getsignal(signal.SIGINT)
     done = []
