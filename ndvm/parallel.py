@@ -800,9 +800,15 @@ def _program_list(programs, what, one):
     return list(programs)
 
 
-def _fit_items(programs, per_candidate):
-    """The (index, program, extra) items of fit_many's programs, per_candidate checked."""
+def _fit_items(programs, per_candidate, starts=None):
+    """The (index, program, extra) items of fit_many's programs, per_candidate checked; with
+    ``starts`` (FitSetup.begin's, in place of per_candidate), each program's start as its extra."""
     programs = _program_list(programs, "fit_many", "ndvm.fit")
+    if starts is not None:
+        if per_candidate is not None or len(starts) != len(programs):
+            raise ValueError("starts is one (names, values) a program, in place of "
+                             "per_candidate")
+        return [(i, p, tuple(st)) for i, (p, st) in enumerate(zip(programs, starts))]
     if per_candidate is None:
         return [(i, p, None) for i, p in enumerate(programs)]
     extras = _per_candidate(per_candidate, len(programs), "per_candidate")
@@ -889,10 +895,12 @@ _SPENT = FitBatch()
 
 def _spare_batch(spare):
     """A FitBatch for a Begun: one of ``spare`` (a FitSetup's, reset) or a new one."""
-    try:
-        return spare.pop()
-    except (AttributeError, IndexError):  # (no setup's, or none left)
-        return FitBatch()
+    if spare:
+        try:
+            return spare.pop()
+        except IndexError:  # (another thread's Begun took the last one meanwhile)
+            pass
+    return FitBatch()
 
 
 def fit_outcome(result):
@@ -932,14 +940,7 @@ class FitSetup:
         the programs' in the same order. ``starts``: in place of per_candidate, each program's
         init as (its parameters' names, [P, S] finite float64 starting values, a row a name):
         the fits of per_candidate's {"init": dict(zip(names, values))} (``FitPlan.stage``)."""
-        if starts is None:
-            items = _fit_items(programs, per_candidate)
-        else:  # (the items made with their starts, not made with None and then again)
-            programs = _program_list(programs, "fit_many", "ndvm.fit")
-            if per_candidate is not None or len(starts) != len(programs):
-                raise ValueError("starts is one (names, values) a program, in place of "
-                                 "per_candidate")
-            items = [(i, p, tuple(st)) for i, (p, st) in enumerate(zip(programs, starts))]
+        items = _fit_items(programs, per_candidate, starts)
         if evaluated:
             items += [(len(items) + j, p, _EVALUATED) for j, p in enumerate(evaluated)]
         return Begun(self.job, items, self.workers, self.executor, deadline, self._spare)

@@ -282,14 +282,14 @@ class _Rounds:
         # (the calibrations that failed, read once for what they say of the executor: a
         # round's are few, usually none)
         failed = [p for p in b.fitted if not isinstance(p, dict)]
-        lost = failed and sum(isinstance(p, NotRun) for p in failed)
+        lost = sum(isinstance(p, NotRun) for p in failed)
         if lost:  # (the executor had no worker: the search's budget was over LATE s before)
             self.state.warn(f"{lost} candidate(s) of a round were not calibrated: the executor "
                             f"had not run them {LATE:g} s after the time budget ended (its "
                             f"workers gone, or none ever joined: a Dask cluster without "
                             f"workers?); they are recorded failed")
-        died = failed and next((p for p in failed if isinstance(p, WorkerDied)), None)
-        if died and not self.died:  # (said once: the records say which)
+        died = next((p for p in failed if isinstance(p, WorkerDied)), None)
+        if died is not None and not self.died:  # (said once: the records say which)
             self.died = True
             self.state.warn(f"candidates were not calibrated: {died}; they are recorded "
                             f"failed with that error (a candidate that exhausts a worker's "
