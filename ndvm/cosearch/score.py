@@ -16,7 +16,7 @@ import numpy as np
 import ndvm
 from ndvm._core._core import validate_each
 from ndvm.cosearch._calibrate import minimize_value, setup, succeeded
-from ndvm.cosearch.select import starts_around
+from ndvm.cosearch.select import start_rows
 from ndvm.cosearch.task import named_in, predict, r_squared
 from ndvm.fit import EvaluateAfter, _all_finite
 from ndvm.fit_options import FitOptions
@@ -298,8 +298,9 @@ class Scorer:
     def begin_refit(self, prog, names, params, seed):
         """``refit``'s calibration begun (its starts drawn, its fit staged), for
         ``finish_refit``."""
-        init = starts_around(params, names, REFIT_STARTS, seed)
-        return self.refitting().begin([prog], per_candidate=[{"init": init}])
+        rows = start_rows(params, names, REFIT_STARTS, seed)
+        return self.refitting().begin([prog], **_given_starts([(tuple(names), rows)],
+                                                              _all_finite(rows)))
 
     @staticmethod
     def finish_refit(begun):
@@ -347,13 +348,9 @@ class _Calibration:
             scales = scorer.start_scales
             k = sum(len(ns) for ns in names)
             rows = 0.0 + scales * scorer.draws.standard_normal((k, scales.size))
-            if _all_finite(rows):  # (each candidate's rows staged as they are: a view)
-                ends = itertools.accumulate(len(ns) for ns in names)
-                where["starts"] = [(ns, rows[e - len(ns):e]) for ns, e in zip(names, ends)]
-            else:  # (ndvm.fit says which start is not finite)
-                rows = iter(rows)
-                where["per_candidate"] = [{"init": {n: next(rows) for n in ns}}
-                                          for ns in names]
+            ends = itertools.accumulate(len(ns) for ns in names)  # (each one's rows: a view)
+            where = _given_starts([(ns, rows[e - len(ns):e]) for ns, e in zip(names, ends)],
+                                  _all_finite(rows))
         if recorded is None:
             self.fits = scorer.fitting().begin(progs, deadline=deadline, evaluated=bare, **where)
 
@@ -398,6 +395,15 @@ class _Calibration:
             except Exception as e:  # noqa: BLE001 - a failed candidate is recorded
                 out[i] = e.with_traceback(None)  # (its frames would hold ``out``: a cycle)
         return out
+
+
+def _given_starts(pairs, finite):
+    """``FitSetup.begin``'s keyword for programs' starts, (names, [P, S] float64 rows, a row a
+    name) a program: ``starts``, staged as they are, when every value is ``finite``; else the
+    same values as per_candidate's inits (ndvm.fit says which start is not finite)."""
+    if finite:
+        return {"starts": pairs}
+    return {"per_candidate": [{"init": dict(zip(ns, rows))} for ns, rows in pairs]}
 
 
 def _outcome(r):

@@ -42,7 +42,7 @@ from ndvm.cosearch.simplify import PARAM_MARK, simplify
 from ndvm.cosearch.task import SEARCH_LM_SCALING, named_in, predict, r_squared, subset_rows
 
 __all__ = ["cross_validate", "fitness", "refit", "search_optimism", "select", "snap",
-           "standard_errors", "starts_around", "unidentifiable"]
+           "standard_errors", "start_rows", "starts_around", "unidentifiable"]
 
 RULE = "one-standard-error rule over K-fold cross-validation, widened by the search's optimism"
 EXACT = 1e-12
@@ -73,7 +73,14 @@ _AROUND = np.array([0.3, 1.0, 3.0])  # starts_around's standard deviations, in t
 def starts_around(params, names, starts, seed):
     """name -> [starts] LM starting values: ``params`` first, then seeded normal draws with
     standard deviations cycling through 0.3, 1 and 3 (shifts and rates far from the first
-    start's basin)."""
+    start's basin): the rows of ``start_rows``."""
+    out = start_rows(params, names, starts, seed)
+    return {n: out[i] for i, n in enumerate(names)}
+
+
+def start_rows(params, names, starts, seed):
+    """``starts_around``'s values as one [len(names), starts] float64 array, a row a name (what
+    ``FitSetup.begin`` stages as they are: its ``starts``)."""
     rng = np.random.default_rng(seed)
     out = np.empty((len(names), starts))
     out[:, 0] = [params[n] for n in names]
@@ -81,7 +88,7 @@ def starts_around(params, names, starts, seed):
     # standard normals in the same order, each times its scale)
     out[:, 1:] = rng.standard_normal((len(names), starts - 1))
     out[:, 1:] *= _around(starts - 1)
-    return {n: out[i] for i, n in enumerate(names)}
+    return out
 
 
 @functools.lru_cache(maxsize=8)
