@@ -126,6 +126,22 @@ def test_the_means_are_numpys_means():
         assert s[2] / (stop - start) == np.mean((v[start:stop] - ref) ** 2)
 
 
+def test_a_segments_reference_number_is_the_same_as_a_float_an_array_or_numpys():
+    """A segment's reference given as one number reads the same whether it is a float, a numpy
+    float64, a 0-d array or a 1-element list of it... as a number (FitSpec tells a number
+    natively for a float or an ndarray, np.ndim for anything else)."""
+    after = _after(90)
+    (a, b, c), rest = after.segments[0], after.segments[1:]
+    got = []
+    for ref in (c, np.float64(c), np.array(c)):
+        each = EvaluateAfter(after.points, [(a, b, ref), *rest])
+        got.append(EvaluateAfter.read(ndvm.fit_many(["(* a (cos (* b x)))"], workers=1,
+                                                    after=each, **FIT)[0]))
+    assert got[0][0] == "ok"
+    for status, stats in got[1:]:
+        assert status == "ok" and np.array_equal(stats, got[0][1])
+
+
 def test_threads_begin_fits_executor_and_processes_give_the_same_numbers():
     progs = _programs(30, seed=5)
     after = _after(257)
@@ -506,6 +522,29 @@ def test_a_rounds_invalid_records_say_what_validating_each_alone_raises():
     for rec in invalid:
         kind, message = _validated_alone(scorer, rec["model"])
         assert rec["error"] == (message.splitlines()[0] if message else kind.__name__)
+
+
+def test_a_refit_from_names_in_another_order_or_a_start_not_finite_is_ndvm_fits():
+    """A refit's start rows are staged as they are when they are the fitted names in the
+    program's order; in another order they are the same fit's init (ndvm.fit from the same
+    starts, bit for bit), and a start that is not finite fails as ndvm.fit says."""
+    from ndvm.cosearch.score import REFIT_STARTS
+    from ndvm.cosearch.select import starts_around
+
+    task = get_task("damped")
+    scorer = Scorer(task, client="dmci", workers=1)
+    prog = ndvm.parse("(* a (cos (* b x)) (pow c x))")
+    names = tuple(n for n in prog.free_names if n in task.params)[::-1]
+    start = {n: 0.5 + 0.1 * i for i, n in enumerate(names)}
+    p, _ = scorer.refit(prog, names, start, seed=5)
+    want = ndvm.fit(prog, data={"x": scorer.train[0]["x"]}, target=scorer.train[1],
+                    params=names[::-1], init=starts_around(start, names, REFIT_STARTS, 5),
+                    starts=REFIT_STARTS, optimizer="lm", steps=scorer.fit.steps,
+                    scaling=scorer.fit.scaling)
+    assert p == dict(want.params)
+    e, after = scorer.refit(prog, names, dict(start, a=float("nan")), seed=5)
+    assert after is None and isinstance(e, ValueError)
+    assert "init['a'] has a non-finite value" in str(e)
 
 
 @pytest.mark.parametrize("task_name", ["damped", "recurrence"])

@@ -6,7 +6,8 @@ import pytest
 
 import ndvm
 from ndvm.cosearch.score import Scorer
-from ndvm.cosearch.select import cross_validate, select, starts_around, unidentifiable
+from ndvm.cosearch.select import (cross_validate, select, start_rows, starts_around,
+                                  unidentifiable)
 from ndvm.cosearch.sexpr import to_source, to_tree
 from ndvm.cosearch.simplify import simplify
 from ndvm.cosearch.tasks import Task
@@ -271,6 +272,9 @@ def test_starts_around_are_the_fit_then_seeded_draws_at_three_scales(starts):
             for n in names:
                 want = np.concatenate([[params[n]], rng.normal(0.0, scale)])
                 assert got[n].shape == (starts,) and np.array_equal(got[n], want)
+            rows = start_rows(params, names, starts, seed)  # (the same values, a row a name)
+            assert rows.shape == (len(names), starts) and rows.dtype == np.float64
+            assert all(np.array_equal(rows[i], got[n]) for i, n in enumerate(names))
 
 
 def test_the_search_optimism_is_the_least_of_k_noisy_errors():

@@ -325,8 +325,9 @@ cdef class Inputs:
         return c
 
 
-cdef object _size(str what, str name, object a, object have, str unit):
-    n = a.size if a.ndim else 1
+cdef object _size(str what, str name, cnp.ndarray a, object have, str unit):
+    # (``a``: an input ``_input`` made an array; its size read natively, not as attributes)
+    cdef Py_ssize_t n = cnp.PyArray_SIZE(a) if cnp.PyArray_NDIM(a) else 1
     if n == 1:
         return have
     if have is not None and have != n:

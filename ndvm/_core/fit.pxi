@@ -19,6 +19,16 @@ cdef cnp.ndarray _contiguous(object a, int typenum, Py_ssize_t n, str what):
     return c
 
 
+cdef inline bint _scalar(object v):
+    """Whether ``v`` is one number (``np.ndim(v) == 0``), told natively for a float or an
+    ndarray (what EvaluateAfter's segments hold) without numpy's dispatch."""
+    if type(v) is float:
+        return True
+    if type(v) is np.ndarray:
+        return cnp.PyArray_NDIM(<cnp.ndarray>v) == 0
+    return np.ndim(v) == 0
+
+
 cdef cnp.ndarray _view(cnp.ndarray base, size_t offset, int nd, Py_ssize_t d0, Py_ssize_t d1,
                        Py_ssize_t d2, int typenum):
     """An nd-dimensional array of type `typenum` over `base`'s data from element `offset` (in
@@ -124,7 +134,7 @@ cdef class FitSpec:
             g.start, g.stop = start, stop
             g.ref = NULL
             g.center = 0.0
-            if np.ndim(ref) == 0:
+            if _scalar(ref):
                 g.center = float(ref)
             else:
                 a = _contiguous(ref, cnp.NPY_DOUBLE, stop - start, "a segment's ref")
