@@ -128,8 +128,8 @@ def test_the_means_are_numpys_means():
 
 def test_a_segments_reference_number_is_the_same_as_a_float_an_array_or_numpys():
     """A segment's reference given as one number reads the same whether it is a float, a numpy
-    float64, a 0-d array or a 1-element list of it... as a number (FitSpec tells a number
-    natively for a float or an ndarray, np.ndim for anything else)."""
+    float64 or a 0-d array (FitSpec tells a number natively for a float or an ndarray, by
+    np.ndim for anything else)."""
     after = _after(90)
     (a, b, c), rest = after.segments[0], after.segments[1:]
     got = []
