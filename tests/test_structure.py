@@ -273,6 +273,53 @@ def test_single_indices_sort_tied_points_as_a_stable_sort_does():
         np.testing.assert_array_equal(order, np.argsort(lx @ np.asarray(k, float), kind="stable"))
 
 
+def _backfit_alone(order, t, wt, A, P, w, fit_a):
+    # (one order's fit as single_indices made it one order at a time: running sums along the
+    # order, window sums from clamped window starts, h scattered back to the points)
+    n = t.size
+    lo = np.clip(np.arange(n) - w // 2, 0, n - w)
+
+    def mean(values, ws):
+        sums = np.concatenate([[0.0], np.add.accumulate(values * ws)])
+        mass = np.concatenate([[0.0], np.add.accumulate(ws)])
+        mass = mass[lo + w] - mass[lo]
+        return (sums[lo + w] - sums[lo]) / np.where(mass > 0, mass, 1.0)
+
+    h, coef, r = np.empty(n), None, t
+    if fit_a:
+        r = t - A @ (P @ t)
+        for _ in range(2):
+            h[order] = mean(r[order], wt[order])
+            coef = P @ (t - h)
+            r = t - A @ coef
+    h[order] = mean(r[order], wt[order])
+    return float(np.sum(wt * (r - h) ** 2)), coef
+
+
+def test_single_indices_fit_many_orders_at_once_as_each_alone():
+    # (the backfits of a block of orders run at once, on 2-D arrays: each order's residual sum
+    # and coefficients must be the bits of its fit alone, whatever the block, or a search's
+    # building blocks and their order would depend on the batching)
+    X = _X(700, 4, seed=3)
+    y = X[:, 0] * np.exp(-X[:, 1] * X[:, 2] / X[:, 3])
+    y *= 1 + 0.01 * np.random.default_rng(3).normal(size=y.size)
+    rows, t, wt = structure.log_target(y)
+    lx = np.log(X[rows])
+    A = np.concatenate([np.ones((t.size, 1)), lx], axis=1)
+    sw = np.sqrt(wt)
+    P = np.linalg.pinv(A * sw[:, None]) * sw
+    orders = structure._orders(lx, None, structure._index_exponents(4)[:40])
+    w = max(5, t.size // 40)
+    for fit_a in (True, False):
+        rss, coefs = structure._backfits(orders, t, wt, A, P, structure._RunningMean(t.size, w),
+                                         fit_a)
+        for i in (0, 17, 39):
+            one, coef = _backfit_alone(orders[i], t, wt, A, P, w, fit_a)
+            assert rss[i] == one
+            assert (coefs is None) == (coef is None)
+            assert coef is None or np.array_equal(coefs[i], coef)
+
+
 def test_an_additive_law_among_sixty_inputs_is_found():
     # (the sum's fit costs ~ its terms^5: over 59 free inputs it took minutes; it now takes the
     # 16 of the largest exponents in the log fit)

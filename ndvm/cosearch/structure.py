@@ -55,7 +55,8 @@ DROP = 1e-4             # a sum's term is dropped while the fit's R^2 loses less
 SUPPORT = 0.99          # blocks only from a fit (power law, index) explaining this share of
                         # the (log) variance: no data, no blocks (they would take a search's
                         # budget and parents on a law of another kind)
-_ORDERS_AT_ONCE = 256  # indices whose orders are sorted in one call (single_indices)
+_ORDERS_AT_ONCE = 32   # indices whose orders are sorted and fitted at once (single_indices:
+                       # arrays of 32 x SCAN_ROWS floats, 0.5 MB: 256 was slower, out of cache)
 _INDEX_Z = "?z"         # the stand-in input of the one-input programs (no program can name it)
 
 
@@ -141,48 +142,94 @@ def _index_exponents(d):
 
 
 class _RunningMean:
-    """Weighted running means of ``w`` of ``n`` points in an order (clamped at the ends):
-    ``along(ws)`` takes the points' weights in that order (their sums are made once for every
-    mean along it), then ``mean(ts)`` is the running mean of values ``ts`` in that order."""
+    """Weighted running means of ``w`` of ``n`` points in an order (clamped at the ends), for
+    many orders at once (one a row): ``along(ws)`` takes the points' weights in each order
+    [orders, n] (their sums are made once for every mean along it), then ``mean(ts)`` is the
+    running means of values ``ts`` [orders, n] in those orders. Each row's sums run along the
+    row as for one order alone, so the means do not depend on how many are made at once.
+    (Elementwise steps run on whole contiguous arrays: numpy buffers and copies an operation on
+    strided views or a broadcast row, ~10 instructions an element more than the arithmetic.)"""
 
     def __init__(self, n, w):
-        self.lo = np.clip(np.arange(n) - w // 2, 0, n - w)  # each point's window's first
-        self.hi = self.lo + w
-        self.sums = np.zeros(n + 1)  # (a leading 0, then the running sums)
+        self.n, self.w = n, min(w, n)
         self.ws = self.mass = None
 
     def _windows(self, values):
-        np.add.accumulate(values, out=self.sums[1:])
-        return self.sums[self.hi] - self.sums[self.lo]
+        """Each point's window sum: the w points from the window's first (the point w // 2
+        before, clamped to 0..n - w), as the difference of two running sums."""
+        n, w = self.n, self.w
+        sums = np.add.accumulate(values, axis=1)  # sums[:, j]: the first j + 1 values
+        first = w // 2  # (the first point whose window is not clamped)
+        out = np.empty_like(values)
+        # the window from j >= 1 (at point first + j): sums[j + w - 1] - sums[j - 1], in one
+        # subtraction over the flat arrays (its differences across two rows are overwritten)
+        flat = sums.ravel()
+        np.subtract(flat[w:], flat[:-w], out=out.ravel()[first + 1:first + 1 + flat.size - w])
+        out[:, :first + 1] = sums[:, w - 1:w]  # (the windows from 0)
+        out[:, first + n - w + 1:] = out[:, first + n - w:first + n - w + 1]  # (from n - w)
+        return out
 
     def along(self, ws):
         self.ws = ws
         mass = self._windows(ws)
-        self.mass = np.where(mass > 0, mass, 1.0)
+        mass[~(mass > 0)] = 1.0
+        self.mass = mass
 
     def mean(self, ts):
         return self._windows(ts * self.ws) / self.mass
+
+
+def _flat(orders):
+    """The flat indices [orders, n] of each row's order in an array of their shape."""
+    return orders + orders.shape[1] * np.arange(len(orders))[:, None]
 
 
 def _orders(lx, neg, ks):
     """The points in the order of z = prod x^k (its log, signed by the odd powers of negative
     inputs), for each exponent vector of ``ks``: a stable argsort of each's keys, [len(ks), n].
     (Keys without ties have one sorted order: numpy's faster unstable sort gives it; keys with
-    ties are sorted again stably.)"""
-    keys = np.empty((len(ks), lx.shape[0]))
-    for i, k in enumerate(ks):
-        logz = lx @ np.asarray(k, dtype=np.float64)
-        keys[i] = logz
-        if neg is not None:
-            sign = (neg @ (np.asarray(k) % 2)) % 2
-            if sign.any():
-                mag = np.exp(np.clip(logz, -700.0, 700.0))
-                keys[i] = np.where(sign == 1, -mag, mag)
+    ties are sorted again stably. Each key is lx @ k, one matrix-vector product per vector as
+    for one alone: the same bits, however many vectors.)"""
+    K = np.asarray(ks, dtype=np.float64)
+    keys = np.matmul(lx, K[:, :, None])[:, :, 0]
+    if neg is not None:
+        signs = (neg @ (np.asarray(ks) % 2).T % 2).T
+        flip = np.flatnonzero(signs.any(axis=1))
+        mag = np.exp(np.clip(keys[flip], -700.0, 700.0))
+        keys[flip] = np.where(signs[flip] == 1, -mag, mag)
     orders = np.argsort(keys, axis=1)
-    ranked = np.take_along_axis(keys, orders, axis=1)
+    ranked = keys.ravel()[_flat(orders)]
     for i in np.flatnonzero((ranked[:, 1:] == ranked[:, :-1]).any(axis=1)):
         orders[i] = np.argsort(keys[i], kind="stable")
     return orders
+
+
+def _backfits(orders, t, wt, A, P, smooth, fit_a):
+    """(weighted residual sums of squares [len(orders)], the log fit's coefficients
+    [len(orders), 1 + d] or None) of t = A coef + h(z), h a weighted running mean (``smooth``)
+    along each order of z (a row): when ``fit_a``, backfitting from the log fit (P @ t: the
+    weighted least squares of t on A): h along z, then coef, twice, then h again; otherwise
+    t = h(z) alone. Each product is one matrix-vector product per order and each sum runs
+    along a row, so every number is what the fit of that order alone makes."""
+    at = _flat(orders)
+    T = np.tile(t, (len(orders), 1))  # (contiguous: see _RunningMean)
+
+    def along_z(r):  # h [orders, n] in the points' order, of residuals r [orders, n]
+        h = np.empty(orders.shape)
+        h.ravel()[at] = smooth.mean(r.ravel()[at])
+        return h
+
+    smooth.along(wt[orders])
+    coef, r = None, T
+    if fit_a:
+        r = np.tile(t - A @ (P @ t), (len(orders), 1))  # the log fit's residual
+        for _ in range(2):
+            coef = np.matmul(P, (T - along_z(r))[:, :, None])[:, :, 0]
+            r = T - np.matmul(A, coef[:, :, None])[:, :, 0]
+    r -= along_z(r)
+    r *= r
+    r *= np.tile(wt, (len(orders), 1))
+    return r.sum(axis=1), coef
 
 
 def gauges(a, ks, count=GAUGES):
@@ -241,24 +288,15 @@ def single_indices(X, y, count=INDICES, rows=SCAN_ROWS, absolute=False):
     P = np.linalg.pinv(A * sw[:, None]) * sw  # weighted least squares: coef = P @ t
     smooth = _RunningMean(t.size, max(5, t.size // 40))
     scored = []
-    h = np.empty_like(t)
-    base = t - A @ (P @ t)  # the log fit's residual (the start of every backfit)
     every = _index_exponents(X.shape[1])
     for first in range(0, len(every), _ORDERS_AT_ONCE):
         block = every[first:first + _ORDERS_AT_ONCE]
-        for ks, order in zip(block, _orders(lx, neg, block)):
-            smooth.along(wt[order])
-            coef, r = None, t
-            if a_fit:  # backfitting: h along z, then a, twice
-                r = base
-                for _ in range(2):
-                    h[order] = smooth.mean(r[order])
-                    coef = P @ (t - h)
-                    r = t - A @ coef
-            h[order] = smooth.mean(r[order])
-            r2 = 1.0 - float(np.sum(wt * (r - h) ** 2)) / ss
+        rss, coefs = _backfits(_orders(lx, neg, block), t, wt, A, P, smooth, a_fit)
+        for i, ks in enumerate(block):
+            r2 = 1.0 - float(rss[i]) / ss
             if math.isfinite(r2):
-                scored.append((-round(r2, 4), sum(1 for v in ks if v), -r2, ks, coef))
+                scored.append((-round(r2, 4), sum(1 for v in ks if v), -r2, ks,
+                               None if coefs is None else coefs[i]))
     scored.sort(key=lambda s: s[:3])
     return [(s[3], None if s[4] is None else s[4][1:], -s[2]) for s in scored[:count]]
 
