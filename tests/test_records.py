@@ -224,3 +224,44 @@ def test_a_front_folded_a_few_records_at_a_time_is_the_front_of_all_of_them():
             at += step
             assert front.records == pareto_front(recs[:at]), trial
         assert Front(front.records).records == front.records
+
+
+def _structures_unpacked(records):
+    """The count conclude made before blocks kept their structures: every record read."""
+    return len({r.get("skeleton") or r["model"] for r in records if r["status"] == "ok"})
+
+
+def test_records_count_their_structures_without_unpacking_a_block(monkeypatch):
+    rng = random.Random(5)
+    recs = _records(3000)
+    for r in recs:  # (a few hundred skeletons, some records without one: their model counts)
+        r["skeleton"] = rng.choice([None, f"(* P (sin (* {rng.randrange(300)} x)))"])
+    kept = Records(recs[:100], block=64)  # (blocks sealed here, blocks added, a tail of dicts)
+    kept.add(RecordBlock(recs[100:1000]))
+    kept.extend(recs[1000:])
+    want = _structures_unpacked(recs)
+    assert 300 < want < len(recs)
+    whole = pickle.loads(pickle.dumps(kept))
+    old = pickle.loads(pickle.dumps(kept))  # (a block pickled without its structures: read)
+    del old._blocks[3].structures
+    monkeypatch.setattr(RecordBlock, "records", lambda self: pytest.fail("a block unpacked"))
+    assert kept.structures() == whole.structures() == want
+    assert Records().structures() == 0
+    monkeypatch.undo()
+    assert old.structures() == want
+
+
+def test_a_search_counts_its_structures_as_its_records_say_resumed_too(tmp_path):
+    # (the count its selection reads, summary.json's, is the one every record read back makes)
+    for islands in (1, 2):
+        out = tmp_path / f"run{islands}"
+        run = dict(seed=2, budget=None, out=out, islands=islands, workers=1)
+        if islands > 1:
+            run["migration_every"] = 32
+        first = ndvm.search("damped", max_candidates=64, **run)
+        again = ndvm.search("damped", max_candidates=160, resume=True, **run)
+        for result in (first, again):
+            want = _structures_unpacked(result.records)
+            assert result.best["selection"]["structures"] == want > 10
+        summary = json.loads((out / "summary.json").read_text())
+        assert summary["best"]["selection"]["structures"] == want

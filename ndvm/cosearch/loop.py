@@ -874,9 +874,9 @@ def _spill_folder(out):
 
 def conclude(task, records, front, first_good, ev, elapsed, proposer, seed, stopped, warnings,
              out, settings=None):
-    """The SearchResult of a search's records (the front's model selected on ``ev``), its
-    summary.json written into ``out`` (when given)."""
-    structures = len({r.get("skeleton") or r["model"] for r in records if r["status"] == "ok"})
+    """The SearchResult of a search's ``records`` (a Records; the front's model selected on
+    ``ev``), its summary.json written into ``out`` (when given)."""
+    structures = records.structures()  # (from the digests its blocks keep: none unpacked)
     best, scores = select(task, front, ev, structures=structures,
                           simple=(settings or {}).get("simple_constants", True))
     front = front_stderr(task, front, ev)
