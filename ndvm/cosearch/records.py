@@ -315,9 +315,10 @@ class RecordBlock:
     (``good``: lowest id), so that whoever receives the block can follow a search without
     unpacking it; ``structures``, the distinct structures of its ok records as 8-byte digests
     (a Seen's, the same in every process: ``Records.structures`` counts a search's without
-    unpacking its blocks). ``stamp(**fields)`` gives every record of the block more fields (an island search's coordinator stamps ``time``
-    and ``island`` when the block arrives); they are added to each record read back, to each
-    line written, and to the front and good records at once."""
+    unpacking its blocks). ``stamp(**fields)`` gives every record of the block more fields (an
+    island search's coordinator stamps ``time`` and ``island`` when the block arrives); they are
+    added to each record read back, to each line written, and to the front and good records at
+    once."""
 
     __slots__ = ("counts", "data", "extra", "front", "good", "ids", "lines", "structures")
 
@@ -401,7 +402,8 @@ class Records(Sequence):
     With ``spill`` (a folder), once its packed records in memory pass SPILL_BYTES they go to a
     temporary file there (gone when the Records is, or the process ends), read back as they
     are read: a search of billions of candidates keeps ~10-20 bytes a record in memory (its ids,
-    counts and the digests of its blocks' structures: ``structures()``). Pickled, a Records is whole (its spilled blocks read back into the pickle)."""
+    counts and the digests of its blocks' structures: ``structures()``). Pickled, a Records is
+    whole (its spilled blocks read back into the pickle)."""
 
     _CACHED = 64  # blocks kept unpacked: an island search reads its islands' blocks in turn
 
