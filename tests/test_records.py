@@ -10,8 +10,7 @@ import numpy as np
 import pytest
 
 import ndvm
-from ndvm.cosearch.records import (_CHUNK, ById, Front, RecordBlock, Records, _dump, _good,
-                                   _place, pareto_front)
+from ndvm.cosearch.records import ById, Front, RecordBlock, Records, _dump, _good, pareto_front
 
 
 def _record(i, rng):
@@ -124,24 +123,6 @@ def test_the_front_read_in_chunks_is_the_front_of_all_records():
             best = r["heldout_error"]
     assert pareto_front(recs) == whole and pareto_front(Records(recs)) == whole
     assert pareto_front(reversed(recs)) == whole
-    front = Front()  # (folded in as a search does: a batch at a time)
-    for k in range(0, len(recs), 16):
-        front.add(recs[k:k + 16])
-    assert front.records == whole and front.places == [_place(r) for r in whole]
-    # (a chunk without one record on a front, then the rest: each chunk is read)
-    failed = [{"id": -1 - i, "status": "failed", "size": 1, "heldout_error": 0.0}
-              for i in range(_CHUNK + 5)]
-    assert pareto_front(failed + recs) == whole
-
-
-def test_a_front_folds_in_records_that_dominate_its_members():
-    def rec(i, size, err):
-        return {"id": i, "status": "ok", "size": size, "heldout_error": err}
-    front = Front([rec(0, 3, 0.5), rec(1, 5, 0.25), rec(2, 8, 0.125)])
-    front.add([rec(3, 4, 0.2), rec(4, 5, 0.25), rec(5, 9, 0.3), rec(6, 3, 0.5)])
-    assert [r["id"] for r in front.records] == [0, 3, 2]  # (ties: the lower id stays)
-    front.add([rec(7, 2, 0.1)])
-    assert [r["id"] for r in front.records] == [7]
 
 
 def test_a_line_is_the_records_json_with_non_finite_numbers_as_null():

@@ -14,7 +14,6 @@ keeps its ok records' distinct structures as 8-byte digests (~7 bytes a record o
 block (``Records.structures``).
 """
 import bisect
-import itertools
 import json
 import math
 import operator
@@ -66,10 +65,6 @@ def _place(r):
     return r["size"], r["heldout_error"], r["id"]
 
 
-_PLACE = operator.itemgetter("size", "heldout_error", "id")  # (_place, as a key made in C)
-_CHUNK = 4096  # records Front.add holds at once (cut to their own front before folding in)
-
-
 class Front:
     """A Pareto front (``pareto_front``'s, in its order) with each member's ``_place``, that
     ``add`` updates in place: new records folded in one at a time (each kept when every member
@@ -84,34 +79,23 @@ class Front:
 
     def add(self, records):
         """Fold ``records`` in (those not ok or without a finite held-out error are not on a
-        front); ``self.records`` is then ``pareto_front(records before + these)``. They come
-        ``_CHUNK`` at a time, each chunk cut first to its own front (sorted by place, a record
-        kept when its error is below every one before it: all that folding the chunk in one by
-        one would keep of it), so only those few are folded in."""
-        records = iter(records)
-        while chunk := list(itertools.islice(records, _CHUNK)):
-            chunk = [r for r in chunk
-                     if r.get("status") == "ok" and math.isfinite(r["heldout_error"])]
-            chunk.sort(key=_PLACE)
-            lowest = math.inf
-            for r in chunk:
-                ho = r["heldout_error"]
-                if ho < lowest:
-                    lowest = ho
-                    self._fold(r, ho)
-
-    def _fold(self, r, ho):
-        """Fold the ok record ``r`` of finite held-out error ``ho`` in."""
+        front); ``self.records`` is then ``pareto_front(records before + these)``."""
         front, places = self.records, self.places
-        place = _place(r)
-        i = bisect.bisect_right(places, place)
-        if i and places[i - 1][1] <= ho:
-            return  # (dominated by the member before it: the lowest error before it)
-        j = i
-        while j < len(front) and places[j][1] >= ho:
-            j += 1  # (the members after it that it dominates: errors fall along a front)
-        front[i:j] = [r]
-        places[i:j] = [place]
+        for r in records:
+            if r.get("status") != "ok":
+                continue
+            ho = r["heldout_error"]
+            if not math.isfinite(ho):
+                continue
+            place = _place(r)
+            i = bisect.bisect_right(places, place)
+            if i and places[i - 1][1] <= ho:
+                continue  # (dominated by the member before it: the lowest error before it)
+            j = i
+            while j < len(front) and places[j][1] >= ho:
+                j += 1  # (the members after it that it dominates: errors fall along a front)
+            front[i:j] = [r]
+            places[i:j] = [place]
 
 
 class RunExistsError(ValueError):
