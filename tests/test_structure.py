@@ -351,3 +351,30 @@ def test_the_power_law_of_large_data_is_fitted_on_at_most_power_rows(monkeypatch
     small = X[:5000]  # (fewer rows: every one, as before)
     structure.power_law(small, y[:5000])
     assert shapes[-1] == (5000, 4)
+
+
+def test_the_analysis_runs_on_one_blas_thread_and_gives_the_threads_back(monkeypatch):
+    """While a search runs, its own threads and worker processes hold the cores: the analysis's
+    small matrix products run on one BLAS thread (numpy's default is a thread a core, which only
+    wait on the search's), and the caller's limit is back afterwards; data of one input (no
+    analysis) leave BLAS alone."""
+    threadpoolctl = pytest.importorskip("threadpoolctl")
+
+    def blas_threads():
+        return [i["num_threads"] for i in threadpoolctl.threadpool_info()
+                if i["user_api"] == "blas"]
+
+    if not blas_threads():
+        pytest.skip("numpy's BLAS is not one threadpoolctl controls")
+    seen = []
+    real = structure._building_blocks
+    monkeypatch.setattr(structure, "_building_blocks",
+                        lambda *a: seen.append(blas_threads()) or real(*a))
+    structure._MEMO.clear()
+    X = _X(300, 3, seed=7)
+    y = 1.5 * X[:, 0] * X[:, 1] / X[:, 2]
+    with threadpoolctl.threadpool_limits(2, user_api="blas"):
+        assert structure.building_blocks(_grammar(3), X, y)
+        assert blas_threads() == [2] * len(seen[0])
+        structure.building_blocks(_grammar(1), X[:, :1], y)
+    assert seen == [[1] * len(seen[0]), [2] * len(seen[0])]

@@ -17,6 +17,7 @@ no calibration:
 every small one-input program s of the grammar (grammar.small_programs over z), for the best
 indices z. The search proposes them first (proposers.Mutate) and evolves from them.
 """
+import contextlib
 import copy
 import functools
 import hashlib
@@ -24,6 +25,7 @@ import itertools
 import math
 
 import numpy as np
+from threadpoolctl import threadpool_limits
 
 from ndvm.cosearch import grammar as gp
 from ndvm.cosearch.sexpr import substitute, to_source
@@ -490,7 +492,8 @@ _MEMO_SIZE = 8
 def building_blocks(g, X, y):
     """See _building_blocks; numbers that overflow in the analysis (inputs near 1e160, say)
     make its fits fail their finiteness checks quietly instead of warning. The analysis of the
-    same grammar and data is done once per process (a search's islands each ask for it)."""
+    same grammar and data is done once per process (a search's islands each ask for it), its
+    linear algebra on one BLAS thread (``_one_blas_thread``)."""
     X = np.ascontiguousarray(X, dtype=np.float64)
     y = np.ascontiguousarray(y, dtype=np.float64)
     digest = hashlib.blake2b(X)  # (the arrays' bytes read in place: no joined copy of the data)
@@ -498,12 +501,26 @@ def building_blocks(g, X, y):
     key = (repr(g), X.shape, digest.hexdigest())
     out = _MEMO.get(key)
     if out is None:
-        with np.errstate(all="ignore"):
+        with np.errstate(all="ignore"), _one_blas_thread(X.shape[1]):
             out = _building_blocks(g, X, y)
         if len(_MEMO) >= _MEMO_SIZE:
             _MEMO.pop(next(iter(_MEMO)))
         _MEMO[key] = out
     return copy.deepcopy(out)
+
+
+def _one_blas_thread(inputs):
+    """The analysis's BLAS (numpy's matrix products and solves) limited to one thread while it
+    runs, for data of ``inputs`` >= MIN_INPUTS inputs (fewer: no analysis, nothing limited).
+    Its matrices are small (SCAN_ROWS rows by a few dozen columns), and while a search runs its
+    own threads and worker processes hold the cores: BLAS's threads only wait on them. Measured
+    on a loaded 2-core VM (bench/results/blas_threads_2026-12-07.txt): a 2-island search of a
+    9-input law on 2 worker processes 10.9-12.9 s with numpy's default threads, 7.9-8.3 s so;
+    the same numbers bit for bit (BLAS splits a product's rows among its threads, not its
+    sums)."""
+    if inputs < MIN_INPUTS:
+        return contextlib.nullcontext()
+    return threadpool_limits(1, user_api="blas")
 
 
 def _building_blocks(g, X, y):
