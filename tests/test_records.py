@@ -255,7 +255,7 @@ def test_a_search_counts_its_structures_as_its_records_say_resumed_too(tmp_path)
     # (the count its selection reads, summary.json's, is the one every record read back makes)
     for islands in (1, 2):
         out = tmp_path / f"run{islands}"
-        run = dict(seed=2, budget=None, out=out, islands=islands, workers=1)
+        run = {"seed": 2, "budget": None, "out": out, "islands": islands, "workers": 1}
         if islands > 1:
             run["migration_every"] = 32
         first = ndvm.search("damped", max_candidates=64, **run)

@@ -6,8 +6,7 @@ import pytest
 
 import ndvm
 from ndvm.cosearch.score import Scorer
-from ndvm.cosearch.select import (cross_validate, select, start_rows, starts_around,
-                                  unidentifiable)
+from ndvm.cosearch.select import cross_validate, select, start_rows, starts_around, unidentifiable
 from ndvm.cosearch.sexpr import to_source, to_tree
 from ndvm.cosearch.simplify import simplify
 from ndvm.cosearch.tasks import Task
