@@ -57,8 +57,11 @@ DROP = 1e-4             # a sum's term is dropped while the fit's R^2 loses less
 SUPPORT = 0.99          # blocks only from a fit (power law, index) explaining this share of
                         # the (log) variance: no data, no blocks (they would take a search's
                         # budget and parents on a law of another kind)
-_ORDERS_AT_ONCE = 32   # indices whose orders are sorted and fitted at once (single_indices:
-                       # arrays of 32 x SCAN_ROWS floats, 0.5 MB: 256 was slower, out of cache)
+_ORDERS_AT_ONCE = 8    # indices whose orders are sorted and fitted at once (single_indices:
+                       # arrays of 8 x SCAN_ROWS floats, 125 KiB, under glibc's 128 KiB mmap
+                       # threshold, so a block's temporaries come from the heap; at 32 (0.5 MB
+                       # each) they were mapped and unmapped each time, and their page faults
+                       # made a new process's scan slower than one order at a time)
 _INDEX_Z = "?z"         # the stand-in input of the one-input programs (no program can name it)
 
 
