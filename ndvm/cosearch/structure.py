@@ -518,9 +518,9 @@ def _one_blas_thread(inputs):
     Its matrices are small (SCAN_ROWS rows by a few dozen columns), and while a search runs its
     own threads and worker processes hold the cores: BLAS's threads only wait on them. Measured
     on a loaded 2-core VM (bench/results/blas_threads_2026-12-07.txt): a 2-island search of a
-    9-input law on 2 worker processes 10.9-12.9 s with numpy's default threads, 7.9-8.3 s so;
-    the same numbers bit for bit (BLAS splits a product's rows among its threads, not its
-    sums)."""
+    9-input law on 2 worker processes 10.9-12.9 s with numpy's default threads, 7.9-8.3 s so.
+    The analysis gives the same bits either way (bench/check_blocks.py on every Feynman and
+    srbench problem)."""
     if inputs < MIN_INPUTS:
         return contextlib.nullcontext()
     return threadpool_limits(1, user_api="blas")
