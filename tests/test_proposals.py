@@ -607,6 +607,35 @@ def test_breed_parents_lists_the_front_then_the_population_and_reuses_their_entr
     assert _core.breed_parents(front[:1], [], set(), stale, make)[0] == ["sites of a"]
 
 
+def test_parent_entries_give_the_entry_and_sites_the_python_rule_gives():
+    # (ParentEntries, which breed_parents calls natively: the record, the Sites of its model's
+    # tree, fitness(record) * (1 + parsimony * size) as Python computes it, an int parsimony
+    # too; a source parsed once, a proposal's own entry taken (popped) for its tree; what the
+    # record lacks raises as the Python rule did)
+    from ndvm.cosearch.select import fitness
+
+    for parsimony in (0.02, 0, 1):
+        parsed, proposed = {}, {}
+        canon = Simplifier(("a", "b", "c")).entry(to_tree("(* a (sin x))"))
+        proposed[canon[1]] = canon
+        entries = _core.ParentEntries(parsed, proposed, parsimony, fitness, to_tree)
+        rec = {"proposed": "(+ a (* b x))", "model": "(+ a (* b x))", "size": 5,
+               "train_error": 0.25, "heldout_error": 0.5}
+        got = entries(rec)
+        assert got[0] is rec and got[1].tree == to_tree(rec["model"])
+        assert got[2] == fitness(rec) * (1 + parsimony * rec["size"])
+        assert type(got[2]) is type(fitness(rec) * (1 + parsimony * rec["size"]))
+        assert entries(dict(rec))[1] is got[1] and list(parsed) == [rec["model"]]
+        own = entries.sites_of(canon[1])
+        assert own.tree is canon[0] and canon[1] not in proposed and parsed[canon[1]] is own
+        with pytest.raises(KeyError):
+            entries({"model": "(* a x)", "train_error": 1.0, "heldout_error": 1.0})
+        with pytest.raises(KeyError):
+            entries({"size": 3})
+        sites, errors, n_front, kept = _core.breed_parents([rec], [], set(), {}, entries)
+        assert sites == [got[1]] and errors == [got[2]] and n_front == 1
+
+
 def test_breed_parents_keeps_a_records_entry_by_its_id_and_checks_it_is_that_records():
     # (a search's records have ids: their entries are kept by them, no int made a parent; a
     # copy with the same id, a migrant come back round the ring, is a record of its own)

@@ -1226,15 +1226,63 @@ cdef class Breeder:
         return out
 
 
+@cython.final
+cdef class ParentEntries:
+    """A parent's Sites and entry as Mutate makes them (its ``_tree`` and ``_parents``), called
+    by breed_parents without a Python frame: ``sites_of(src)`` is the Sites of the parsed tree
+    of ``src``, kept in ``parsed`` (source -> Sites, the process's for the grammar's parameter
+    names: at most 100,000, then all forgotten) and made once, of the canonical entry
+    ``proposed`` held for it (popped: the tree it was made as, and its Node form while valid,
+    Sites' ``entry``) or else of ``to_tree(src)``; calling it with a record gives the record's
+    entry (record, the Sites of its ``model``, ``fitness(record) * (1 + parsimony *
+    record["size"])``: its tournament error, 2% more a parent's atom at the default parsimony,
+    so bloated parents lose close tournaments)."""
+
+    cdef dict parsed, proposed
+    cdef object parsimony, fitness, to_tree
+
+    def __init__(self, dict parsed not None, dict proposed not None, parsimony, fitness,
+                 to_tree):
+        self.parsed = parsed
+        self.proposed = proposed
+        self.parsimony = parsimony
+        self.fitness = fitness
+        self.to_tree = to_tree
+
+    cdef Sites _sites(self, object src):
+        found = self.parsed.get(src)
+        if found is not None:
+            return <Sites?>found
+        if len(self.parsed) > 100_000:
+            self.parsed.clear()
+        canon = self.proposed.pop(src, None)  # (our own proposal: the tree it was made as)
+        cdef Sites out = (Sites(self.to_tree(src)) if canon is None
+                          else Sites(canon[0], canon))
+        self.parsed[src] = out
+        return out
+
+    cdef tuple _entry(self, object r):
+        # (evaluated in the order the Python tuple's items were: the Sites first)
+        sites = self._sites(r["model"])
+        return (r, sites, self.fitness(r) * (1 + self.parsimony * r["size"]))
+
+    def sites_of(self, src):
+        """The Sites of the parsed tree of ``src`` (made once; see the class)."""
+        return self._sites(src)
+
+    def __call__(self, r):
+        return self._entry(r)
+
+
 def breed_parents(list front not None, list population not None, island, dict known not None,
                   make):
     """(their Sites, their tournament errors, how many of them are the front's, the entries
     kept) of a round's parents, for ``Breeder.children``: the records of ``front`` and then of
     ``population`` whose ``proposed`` source is not in ``island``, each through its entry
     (record, Sites, error): ``known``'s for the record's ``id`` (or, without one, its
-    address) when it is that record's, else ``make(record)``'s. The entries kept are the next
-    round's ``known`` (Mutate._parents: most parents are again; one call a round, not a Python
-    loop over its ~70 records)."""
+    address) when it is that record's, else ``make(record)``'s (a ParentEntries' called
+    natively). The entries kept are the next round's ``known`` (Mutate._parents: most parents
+    are again; one call a round, not a Python loop over its ~70 records)."""
     cdef list sites = [], errors = []
     # (sized for every record at once: not grown four times a round; keyed by the records' own
     # id ints, none made)
@@ -1242,6 +1290,7 @@ def breed_parents(list front not None, list population not None, island, dict kn
     cdef Py_ssize_t n_front = 0, part
     cdef list records
     cdef tuple entry
+    cdef bint entries = type(make) is ParentEntries
     for part in range(2):  # (by part: the front and the population may be one list)
         records = population if part else front
         for r in records:
@@ -1252,7 +1301,7 @@ def breed_parents(list front not None, list population not None, island, dict kn
                 key = PyLong_FromVoidPtr(<void*>r)
             found = known.get(key)
             if found is None or (<tuple?>found)[0] is not r:
-                found = make(r)
+                found = (<ParentEntries>make)._entry(r) if entries else make(r)
             entry = <tuple?>found
             kept[key] = entry
             sites.append(entry[1])

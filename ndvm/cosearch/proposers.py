@@ -15,7 +15,7 @@ from numbers import Real
 
 import numpy as np
 
-from ndvm._core._core import Draws, breed_parents
+from ndvm._core._core import Draws, ParentEntries, breed_parents
 from ndvm.cosearch import grammar as gp
 from ndvm.cosearch.structure import building_blocks
 from ndvm.cosearch.sexpr import canonical, size, skeleton, to_source, to_tree
@@ -155,43 +155,37 @@ class Mutate(Proposer):
         """False for a candidate whose dimensions do not agree (tasks with units only)."""
         return self._units is None or self._units.admits(tree)
 
-    def _parents(self, state):
+    def _parents(self, state, entries=None):
         """The parents' Sites (the front's members first: ``n_front`` of them) and their
         tournament errors, for Breeder.children; the shape library's models are never parents.
         A record's entry is made once while it stays a parent (the last round's parents: most
-        are again)."""
-        params, parsimony = tuple(state.grammar.params), self.parsimony
-
-        def entry(r):
-            # parsimony pressure: 2% more error per atom, so bloated parents lose close
-            # tournaments; the error is the worse of the training and held-out errors
-            return (r, self._tree(r["model"], params), fitness(r) * (1 + parsimony * r["size"]))
-
+        are again), by ``entries`` (``_entries``; None: the state's grammar's)."""
+        if entries is None:
+            entries = self._entries(tuple(state.grammar.params))
         trees, errors, self.n_front, self._as_parents = breed_parents(
-            state.front, state.population, self._island, self._as_parents, entry)
+            state.front, state.population, self._island, self._as_parents, entries)
         return trees, errors
 
-    def _tree(self, src, params):
-        """The parsed tree of ``src`` with its Sites (``params``: the grammar's parameter names,
-        a tuple). A parent is parsed and listed once in a process, whichever island or search of
-        it proposes from it; the children loop has the canonical form's Simplifier hold it when
-        it is first drawn (``hold_parents``: its children share its lists), not here: a parent
-        may never be drawn; a kept child's Sites take its canonical Node as the tree's Node form
-        while that Node is valid (Sites' ``entry``: not converted back, nor held). A proposal's
-        own tree and the tree its source reads back as are the same, so where a parent was
-        parsed changes nothing."""
+    def _entries(self, params):
+        """The ParentEntries of the grammar's parameter names ``params`` (a tuple): a parent's
+        entry (record, Sites, tournament error: the worse of its training and held-out errors,
+        ``parsimony`` more an atom) and a source's Sites (``sites_of``). A parent is parsed and
+        listed once in a process, whichever island or search of it proposes from it; the
+        children loop has the canonical form's Simplifier hold it when it is first drawn
+        (``hold_parents``: its children share its lists), not here: a parent may never be
+        drawn; a kept child's Sites take its canonical Node as the tree's Node form while that
+        Node is valid (Sites' ``entry``: not converted back, nor held). A proposal's own tree
+        and the tree its source reads back as are the same, so where a parent was parsed
+        changes nothing."""
         known = _PARENTS.get(params)
         if known is None:
             known = _PARENTS[params] = {}
-        sites = known.get(src)
-        if sites is None:
-            if len(known) > 100_000:
-                known.clear()
-            # (our own proposal: the tree it was made as, made now if it was not: few are)
-            canon = self._proposed.pop(src, None)
-            sites = known[src] = (gp.Sites(to_tree(src)) if canon is None
-                                  else gp.Sites(canon[0], canon))
-        return sites
+        return ParentEntries(known, self._proposed, self.parsimony, fitness, to_tree)
+
+    def _tree(self, src, params):
+        """The parsed tree of ``src`` with its Sites (``params``: the grammar's parameter names,
+        a tuple), as ``_entries`` makes them."""
+        return self._entries(params).sites_of(src)
 
     def _blocks(self, state):
         """The building blocks the training data suggest (structure.py), when ``blocks``."""
@@ -223,8 +217,9 @@ class Mutate(Proposer):
         if len(self._proposed) > 20_000:
             self._proposed.clear()
         self._proposed.update(self.made)
-        trees, errors = self._parents(state)
-        seeds = [self._tree(s, tuple(g.params)) for s in state.task.seeds]
+        entries = self._entries(tuple(g.params))
+        trees, errors = self._parents(state, entries)
+        seeds = [entries.sites_of(s) for s in state.task.seeds]
         out = []
         self.made = made = {}  # each source's canonical tree, size and skeleton (for the loop)
         if self._small is None:
