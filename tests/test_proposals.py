@@ -632,7 +632,7 @@ def test_parent_entries_give_the_entry_and_sites_the_python_rule_gives():
             entries({"model": "(* a x)", "train_error": 1.0, "heldout_error": 1.0})
         with pytest.raises(KeyError):
             entries({"size": 3})
-        sites, errors, n_front, kept = _core.breed_parents([rec], [], set(), {}, entries)
+        sites, errors, n_front, _ = _core.breed_parents([rec], [], set(), {}, entries)
         assert sites == [got[1]] and errors == [got[2]] and n_front == 1
 
 
