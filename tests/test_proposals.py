@@ -586,7 +586,8 @@ def test_the_parents_kept_from_the_last_round_are_what_a_fresh_proposer_finds():
 
 def test_breed_parents_lists_the_front_then_the_population_and_reuses_their_entries():
     # (Mutate._parents' loop, native: the front's records, then the population's, without the
-    # shape library's; a record's entry made once while it stays a parent, by identity)
+    # shape library's; a record's entry made once while it stays a parent, by identity: once a
+    # round for a record in both the front and the population)
     front = [{"proposed": s, "e": i} for i, s in enumerate(["a", "lib", "b"])]
     population = [dict(front[0]), front[2], {"proposed": "c", "e": 5}]
     made = []
@@ -595,16 +596,40 @@ def test_breed_parents_lists_the_front_then_the_population_and_reuses_their_entr
         made.append(r)
         return (r, f"sites of {r['proposed']}", float(r["e"]))
 
-    sites, errors, n_front, kept = _core.breed_parents(front, population, {"lib"}, {}, make)
+    sites, errors, n_front, kept = _core.breed_parents(front, population, {"lib"}, None, make)
     assert sites == [f"sites of {s}" for s in "ababc"]
     assert errors == [0.0, 2.0, 0.0, 2.0, 5.0] and n_front == 2
-    assert made == front[:1] + front[2:] + population and made[2] is population[0]  # (by id)
-    assert set(kept) == {id(r) for r in front + population if r["proposed"] != "lib"}
+    assert made == [front[0], front[2], population[0], population[2]]
+    assert made[2] is population[0]  # (an equal copy: a record of its own)
+    assert len(kept) == 4 and kept.entry(front[1]) is None
+    assert all(kept.entry(r)[0] is r for r in made)
     made.clear()
     again = _core.breed_parents(population, [], {"lib"}, kept, make)
     assert again[:3] == ([f"sites of {s}" for s in "abc"], [0.0, 2.0, 5.0], 3) and made == []
-    stale = {id(front[0]): (dict(front[0]), "stale", 9.0)}  # (an id reused by another record)
-    assert _core.breed_parents(front[:1], [], set(), stale, make)[0] == ["sites of a"]
+    assert again[3] is kept and len(kept) == 3 and kept.entry(front[0]) is None  # (this round's)
+    assert _core.breed_parents(front[:1], [], set(), kept, make)[0] == ["sites of a"]
+    assert made == [front[0]]
+
+
+def test_breed_parents_keeps_what_it_had_when_an_entry_cannot_be_made():
+    # (an exception from ``make``: the entries kept from the round before stay, for the next)
+    front = [{"proposed": "a", "e": 1}, {"proposed": "b"}]
+    made = []
+
+    def make(r):
+        made.append(r)
+        return (r, f"sites of {r['proposed']}", float(r["e"]))
+
+    _, _, _, kept = _core.breed_parents(front[:1], [], set(), None, make)
+    with pytest.raises(KeyError):
+        _core.breed_parents(front, [], set(), kept, make)
+    made.clear()
+    assert _core.breed_parents(front[:1], [], set(), kept, make)[0] == ["sites of a"]
+    assert made == [] and len(kept) == 1
+    with pytest.raises(TypeError):
+        _core.breed_parents(front[:1], [], set(), {}, make)
+    with pytest.raises(TypeError):  # (a record is a dict)
+        _core.breed_parents([[("proposed", "a")]], [], {}, None, make)
 
 
 def test_parent_entries_give_the_entry_and_sites_the_python_rule_gives():
@@ -632,13 +657,13 @@ def test_parent_entries_give_the_entry_and_sites_the_python_rule_gives():
             entries({"model": "(* a x)", "train_error": 1.0, "heldout_error": 1.0})
         with pytest.raises(KeyError):
             entries({"size": 3})
-        sites, errors, n_front, _ = _core.breed_parents([rec], [], set(), {}, entries)
+        sites, errors, n_front, _ = _core.breed_parents([rec], [], set(), None, entries)
         assert sites == [got[1]] and errors == [got[2]] and n_front == 1
 
 
-def test_breed_parents_keeps_a_records_entry_by_its_id_and_checks_it_is_that_records():
-    # (a search's records have ids: their entries are kept by them, no int made a parent; a
-    # copy with the same id, a migrant come back round the ring, is a record of its own)
+def test_breed_parents_keeps_a_records_entry_by_the_record_and_checks_it_is_that_records():
+    # (a copy with the same id, a migrant come back round the ring, is a record of its own; an
+    # entry ``make`` gives for another record is not kept)
     front = [{"id": 1, "proposed": "a", "e": 1}, {"id": 5, "proposed": "b", "e": 2}]
     population = [{"id": 9, "proposed": "c", "e": 3}, dict(front[0])]
     made = []
@@ -647,12 +672,18 @@ def test_breed_parents_keeps_a_records_entry_by_its_id_and_checks_it_is_that_rec
         made.append(r)
         return (r, f"sites of {r['proposed']}", float(r["e"]))
 
-    sites, errors, _, kept = _core.breed_parents(front, population, set(), {}, make)
+    sites, errors, _, kept = _core.breed_parents(front, population, set(), None, make)
     assert sites == [f"sites of {s}" for s in "abca"] and errors == [1.0, 2.0, 3.0, 1.0]
-    assert set(kept) == {1, 5, 9} and kept[1][0] is population[1]
+    assert len(kept) == 4 and kept.entry(population[1])[0] is population[1]
     made.clear()
-    again = _core.breed_parents(front, population, set(), kept, make)
-    assert again[:2] == (sites, errors) and made == [front[0]]  # (5 and 9 were known)
+    again = _core.breed_parents(front, population[:1] + [dict(front[0])], set(), kept, make)
+    assert again[:2] == (sites, errors) and made == [front[0]]  # (the new copy; 1, 5, 9 known)
+    made.clear()
+    other = {"id": 2, "proposed": "d", "e": 4}
+    stale = _core.breed_parents([other], [], set(), None, lambda r: (dict(r), "stale", 9.0))[3]
+    assert len(stale) == 0
+    assert _core.breed_parents([other], [], set(), stale, make)[0] == ["sites of d"]
+    assert made == [other]
 
 
 def test_a_kept_childs_sites_take_its_canonical_node_and_breed_the_same_children():

@@ -16,10 +16,6 @@ import math
 from numbers import Real
 
 
-cdef extern from "Python.h":
-    dict _PyDict_NewPresized(Py_ssize_t minused)  # (a dict with room for minused items)
-
-
 cdef extern from "breed.hpp" namespace "ndvm::breed" nogil:
     double python_round(double x, int ndigits)
 
@@ -1274,40 +1270,97 @@ cdef class ParentEntries:
         return self._entry(r)
 
 
-def breed_parents(list front not None, list population not None, island, dict known not None,
-                  make):
+cdef extern from "simplify.hpp" namespace "ndvm::simp" nogil:
+    cdef cppclass _Places "ndvm::simp::AddressTable<Py_ssize_t>":
+        Py_ssize_t find(uintptr_t)
+        void insert(uintptr_t, Py_ssize_t) except +
+        void clear()
+        void swap(_Places&)
+        size_t size()
+
+
+@cython.final
+cdef class ParentsKept:
+    """The entries (record, Sites, tournament error) of a round's parents, each record's once,
+    by the record itself (its address, while the entry holds it alive): breed_parents' ``kept``,
+    the next round's ``known``. A record met again is that record; a copy (a migrant come back
+    round the ring, a record re-made with the same content and id) is a record of its own."""
+
+    cdef list entries  # in the order their records were first met
+    cdef _Places places  # a record's address -> 1 + its entry's index in ``entries``
+    # (the round before's, while breed_parents reads a round: its records alive, by address)
+    cdef list old
+    cdef _Places old_places
+
+    def __cinit__(self):
+        self.entries = []
+
+    def __len__(self):
+        return len(self.entries)
+
+    def entry(self, record):
+        """The entry kept for ``record`` (this object), or None."""
+        cdef Py_ssize_t i = self.places.find(<uintptr_t><PyObject*>record)
+        return self.entries[i - 1] if i else None
+
+    cdef tuple _known(self, object r):
+        # the entry of record ``r`` kept the round before, or met this round, else None
+        cdef uintptr_t at = <uintptr_t><PyObject*>r
+        cdef Py_ssize_t i = self.places.find(at)
+        if i:
+            return <tuple><object>PyList_GET_ITEM(self.entries, i - 1)
+        i = self.old_places.find(at)
+        return <tuple><object>PyList_GET_ITEM(self.old, i - 1) if i else None
+
+    cdef int _keep(self, object r, tuple entry) except -1:
+        # (once a record a round; an entry not of ``r`` is not kept: made again when met)
+        cdef uintptr_t at = <uintptr_t><PyObject*>r
+        if <object>PyTuple_GET_ITEM(entry, 0) is r and not self.places.find(at):
+            self.entries.append(entry)
+            self.places.insert(at, len(self.entries))
+        return 0
+
+
+def breed_parents(list front not None, list population not None, island, known, make):
     """(their Sites, their tournament errors, how many of them are the front's, the entries
     kept) of a round's parents, for ``Breeder.children``: the records of ``front`` and then of
     ``population`` whose ``proposed`` source is not in ``island``, each through its entry
-    (record, Sites, error): ``known``'s for the record's ``id`` (or, without one, its
-    address) when it is that record's, else ``make(record)``'s (a ParentEntries' called
-    natively). The entries kept are the next round's ``known`` (Mutate._parents: most parents
-    are again; one call a round, not a Python loop over its ~70 records)."""
+    (record, Sites, error): the one ``known`` (the ParentsKept the last round gave, or None)
+    kept for that record, or met earlier this round, else ``make(record)``'s, once a record (a
+    ParentsKept's entry made natively, see ParentEntries). The entries kept (a ParentsKept, the
+    last round's ``known`` itself when there is one: it keeps only this round's) are the next
+    round's ``known`` (Mutate._parents: most parents are again; one call a round, not a Python
+    loop over its ~70 records)."""
     cdef list sites = [], errors = []
-    # (sized for every record at once: not grown four times a round; keyed by the records' own
-    # id ints, none made)
-    cdef dict kept = _PyDict_NewPresized(len(front) + len(population))
+    cdef ParentsKept kept = ParentsKept() if known is None else <ParentsKept?>known
     cdef Py_ssize_t n_front = 0, part
     cdef list records
     cdef tuple entry
     cdef bint entries = type(make) is ParentEntries
-    for part in range(2):  # (by part: the front and the population may be one list)
-        records = population if part else front
-        for r in records:
-            if r["proposed"] in island:
-                continue
-            key = (<dict?>r).get("id")
-            if key is None:  # (a record without an id, a caller's own: by its address)
-                key = PyLong_FromVoidPtr(<void*>r)
-            found = known.get(key)
-            if found is None or (<tuple?>found)[0] is not r:
-                found = (<ParentEntries>make)._entry(r) if entries else make(r)
-            entry = <tuple?>found
-            kept[key] = entry
-            sites.append(entry[1])
-            errors.append(entry[2])
-        if part == 0:
-            n_front = len(sites)
+    kept.old, kept.entries = kept.entries, []
+    kept.old_places.swap(kept.places)
+    kept.places.clear()
+    try:
+        for part in range(2):  # (by part: the front and the population may be one list)
+            records = population if part else front
+            for r in records:
+                if r["proposed"] in island:
+                    continue
+                entry = kept._known(<dict?>r)
+                if entry is None:
+                    entry = <tuple?>((<ParentEntries>make)._entry(r) if entries else make(r))
+                kept._keep(r, entry)
+                sites.append(entry[1])
+                errors.append(entry[2])
+            if part == 0:
+                n_front = len(sites)
+    except BaseException:  # (the round before's entries kept as they were)
+        kept.entries, kept.old = kept.old, None
+        kept.places.swap(kept.old_places)
+        kept.old_places.clear()
+        raise
+    kept.old = None  # (the round before's entries no longer needed: their records freed)
+    kept.old_places.clear()
     return sites, errors, n_front, kept
 
 

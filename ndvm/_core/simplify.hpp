@@ -11,6 +11,7 @@
 #include <string>
 #include <unordered_map>
 #include <unordered_set>
+#include <utility>
 #include <vector>
 
 #include "arena.hpp"
@@ -167,45 +168,53 @@ class Pool {
   T *begin_ = nullptr, *next_ = nullptr, *end_ = nullptr;  // its objects, the next, its end
 };
 
-// An object's address -> its Node (the bindings' held lists): open addressing in a power-of-two
-// table of (address, Node) slots, an empty slot's address 0. A lookup reads one slot where a
+// An object's address -> a value (the bindings' held lists: their Nodes; Breeder's parents:
+// their entries' places, breed.pxi's ParentsKept): open addressing in a power-of-two table of
+// (address, value) slots, an empty slot's address 0. A lookup reads one slot where a
 // std::unordered_map reads a bucket and then a node elsewhere: a child's every list is looked
-// up, most of them missing.
-class AddressMap {
+// up, most of them missing. ``find`` gives V{} for an address not in the table.
+template <class V>
+class AddressTable {
  public:
-  Node* find(uintptr_t key) const {
-    if (slots_.empty()) return nullptr;
+  V find(uintptr_t key) const {
+    if (slots_.empty()) return V{};
     for (size_t k = spot(key);; k = (k + 1) & mask_) {
       const Slot& s = slots_[k];
-      if (s.key == key) return s.node;
-      if (!s.key) return nullptr;
+      if (s.key == key) return s.value;
+      if (!s.key) return V{};
     }
   }
-  void insert(uintptr_t key, Node* node) {  // (key not 0)
+  void insert(uintptr_t key, V value) {  // (key not 0)
     if (2 * (n_ + 1) > slots_.size()) grow();
     for (size_t k = spot(key);; k = (k + 1) & mask_) {
       Slot& s = slots_[k];
       if (s.key == key) {
-        s.node = node;
+        s.value = value;
         return;
       }
       if (!s.key) {
-        s = Slot{key, node};
+        s = Slot{key, value};
         ++n_;
         return;
       }
     }
   }
   void clear() {
-    std::fill(slots_.begin(), slots_.end(), Slot{});
+    if (n_) std::fill(slots_.begin(), slots_.end(), Slot{});
     n_ = 0;
+  }
+  void swap(AddressTable& other) {
+    slots_.swap(other.slots_);
+    std::swap(mask_, other.mask_);
+    std::swap(n_, other.n_);
+    std::swap(shift_, other.shift_);
   }
   size_t size() const { return n_; }
 
  private:
   struct Slot {
     uintptr_t key = 0;
-    Node* node = nullptr;
+    V value{};
   };
   size_t spot(uintptr_t key) const {  // (Fibonacci hashing of the address's high bits)
     return static_cast<size_t>(((key >> 4) * 0x9e3779b97f4a7c15ULL) >> shift_) & mask_;
@@ -218,12 +227,13 @@ class AddressMap {
     for (size_t m = slots_.size(); m > 1; m >>= 1) --shift_;
     n_ = 0;
     for (const Slot& s : old)
-      if (s.key) insert(s.key, s.node);
+      if (s.key) insert(s.key, s.value);
   }
   std::vector<Slot> slots_;
   size_t mask_ = 0, n_ = 0;
   int shift_ = 64;
 };
+using AddressMap = AddressTable<Node*>;
 
 // A text kept in an Arena: its bytes (UTF-8, not terminated) and their count.
 struct TextView {

@@ -136,7 +136,7 @@ class Mutate(Proposer):
         self._island = set()  # the shape library's sources: scored, never parents
         self._units = None  # the task's units.Dimensions (set with the library)
         self._proposed = {}  # source -> its canonical entry, for proposals not yet parents
-        self._as_parents = {}  # record's id -> (record, its Sites, its tournament error)
+        self._as_parents = None  # the last round's parents' entries (ParentsKept, or None)
         # source -> (tree, source, size, skeleton) of the last batch proposed (a bred child's
         # a sequence whose tree is made when it is read: Breeder.children)
         self.made = {}
@@ -206,7 +206,7 @@ class Mutate(Proposer):
         return self._bred[1]
 
     def __getstate__(self):  # (an island between epochs: its parsed-parent caches stay behind,
-        state = {k: ({} if k in ("_proposed", "_as_parents") else None if k == "_bred" else v)
+        state = {k: ({} if k == "_proposed" else None if k in ("_as_parents", "_bred") else v)
                  for k, v in vars(self).items()}
         if isinstance(self._shapes, list):  # and of the shape library only how much is left)
             state["_shapes"] = len(self._shapes)
