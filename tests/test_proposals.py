@@ -661,6 +661,31 @@ def test_parent_entries_give_the_entry_and_sites_the_python_rule_gives():
         assert sites == [got[1]] and errors == [got[2]] and n_front == 1
 
 
+def test_breed_parents_reads_a_kept_record_again_only_when_the_island_grew():
+    # (a set island only grows: while it is the one the entries were read against, of the same
+    # size, a kept record is not read again (a search's records never change: one changed here
+    # shows it); a source added to it is looked for in every record; another set or container
+    # is read every round)
+    front = [{"proposed": s} for s in "abc"]
+    island = {"lib"}
+
+    def make(r):
+        return (r, f"sites of {r['proposed']}", 1.0)
+
+    kept = _core.breed_parents(front, [], island, None, make)[3]
+    front[1]["proposed"] = "lib"
+    assert len(_core.breed_parents(front, [], island, kept, make)[0]) == 3  # (not read)
+    assert len(_core.breed_parents(front, [], set(island), kept, make)[0]) == 2
+    kept = _core.breed_parents(front, [], island, None, make)[3]
+    front[1]["proposed"] = "b"
+    island.add("b")
+    assert _core.breed_parents(front, [], island, kept, make)[0] == ["sites of a", "sites of c"]
+    front[0]["proposed"] = "b"
+    assert _core.breed_parents(front, [], frozenset(island), kept, make)[0] == ["sites of c"]
+    front[0]["proposed"] = "a"
+    assert len(_core.breed_parents(front, [], ["lib"], kept, make)[0]) == 3
+
+
 def test_breed_parents_keeps_a_records_entry_by_the_record_and_checks_it_is_that_records():
     # (a copy with the same id, a migrant come back round the ring, is a record of its own; an
     # entry ``make`` gives for another record is not kept)

@@ -8,8 +8,9 @@
 # tests/breed_golden.py wrote from the Python operators). The public operators convert at their
 # boundary: their child shares every list off the rewritten path with its parent.
 cimport cython
-from cpython.long cimport PyLong_AsLongAndOverflow, PyLong_FromVoidPtr
+from cpython.long cimport PyLong_AsLongAndOverflow
 from cpython.ref cimport Py_INCREF
+from cpython.set cimport PySet_GET_SIZE
 from cpython.tuple cimport PyTuple_GET_SIZE, PyTuple_New, PyTuple_SET_ITEM
 
 import math
@@ -1288,12 +1289,16 @@ cdef class ParentsKept:
 
     cdef list entries  # in the order their records were first met
     cdef _Places places  # a record's address -> 1 + its entry's index in ``entries``
+    # the set ``island`` the entries were read against, and its size then (-1: none)
+    cdef object island
+    cdef Py_ssize_t island_size
     # (the round before's, while breed_parents reads a round: its records alive, by address)
     cdef list old
     cdef _Places old_places
 
     def __cinit__(self):
         self.entries = []
+        self.island_size = -1
 
     def __len__(self):
         return len(self.entries)
@@ -1330,13 +1335,20 @@ def breed_parents(list front not None, list population not None, island, known, 
     ParentsKept's entry made natively, see ParentEntries). The entries kept (a ParentsKept, the
     last round's ``known`` itself when there is one: it keeps only this round's) are the next
     round's ``known`` (Mutate._parents: most parents are again; one call a round, not a Python
-    loop over its ~70 records)."""
+    loop over its ~70 records). An ``island`` that is a set only grows (Mutate's: the shape
+    library's sources): while it is the set ``known`` was read against, of the same size, a
+    record kept is not in it, and neither the record nor the set is read again for it (a
+    round's records are mostly the last round's)."""
     cdef list sites = [], errors = []
     cdef ParentsKept kept = ParentsKept() if known is None else <ParentsKept?>known
     cdef Py_ssize_t n_front = 0, part
     cdef list records
     cdef tuple entry
     cdef bint entries = type(make) is ParentEntries
+    cdef Py_ssize_t island_size = (PySet_GET_SIZE(island)
+                                   if type(island) is set or type(island) is frozenset else -1)
+    cdef bint same_island = (island_size >= 0 and kept.island is island
+                             and kept.island_size == island_size)
     kept.old, kept.entries = kept.entries, []
     kept.old_places.swap(kept.places)
     kept.places.clear()
@@ -1344,11 +1356,13 @@ def breed_parents(list front not None, list population not None, island, known, 
         for part in range(2):  # (by part: the front and the population may be one list)
             records = population if part else front
             for r in records:
-                if r["proposed"] in island:
-                    continue
-                entry = kept._known(<dict?>r)
+                entry = kept._known(r) if same_island else None
                 if entry is None:
-                    entry = <tuple?>((<ParentEntries>make)._entry(r) if entries else make(r))
+                    if r["proposed"] in island:
+                        continue
+                    entry = kept._known(<dict?>r)
+                    if entry is None:
+                        entry = <tuple?>((<ParentEntries>make)._entry(r) if entries else make(r))
                 kept._keep(r, entry)
                 sites.append(entry[1])
                 errors.append(entry[2])
@@ -1361,6 +1375,7 @@ def breed_parents(list front not None, list population not None, island, known, 
         raise
     kept.old = None  # (the round before's entries no longer needed: their records freed)
     kept.old_places.clear()
+    kept.island, kept.island_size = (island, island_size) if island_size >= 0 else (None, -1)
     return sites, errors, n_front, kept
 
 
