@@ -94,6 +94,24 @@ def test_positions_match_the_python_rule_on_every_tree():
                                                                 frozenset(), (4,))])
 
 
+def test_sites_list_an_atoms_position_as_the_python_rule_does():
+    # (a call's atoms are listed in place, not through the recursion: a counter inside a loop's
+    # body, a name the counters hold, a list subclass, numbers and booleans among them)
+    class Items(list):
+        pass
+
+    trees = [to_tree("(loop ((s x) (k 0)) (if (= k 3) s (recur (* k s) (+ k 1))))"),
+             to_tree("(loop ((s 1.5) (k 0)) (if (< k 2) (+ s (sin k) x 2) (recur s (+ k 1))))"),
+             ["+", Items(["*", "a", "x"]), 2, True, ["sin", "k"], "k"],
+             ["f", "x", ["g", Items(["h", "k", 3.0])], "y"]]
+    for tree in trees:
+        for scope, counters in ((frozenset(), frozenset()), (frozenset({"u0"}), frozenset({"k"}))):
+            want = list(breed_golden.positions(tree, scope, counters, ()))
+            assert gp.positions(tree, scope, counters) == want
+            if not scope:
+                assert gp.Sites(tree).spots == want
+
+
 def test_a_numpy_generator_and_draws_of_it_breed_alike():
     g = gp.Grammar()
     parent = to_tree("(let ((u0 (* a x))) (+ (sin u0) 2.0))")

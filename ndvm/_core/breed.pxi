@@ -26,6 +26,7 @@ BREED_MAX_DEPTH = 1000
 cdef int _BREED_MAX_DEPTH = BREED_MAX_DEPTH
 _BREED_SPECIAL = frozenset("quote if cond case and or when unless begin let let* letrec letrec* "
                            "lambda define loop recur else".split())
+cdef frozenset _BSPECIAL = _BREED_SPECIAL  # (read as a C variable: no module look up)
 _KINDS = ("subtree", "constant", "operator", "hoist", "extend", "shift")
 BREED_KINDS = _KINDS  # the kinds of mutation, in the order their rates are drawn
 _S = frozenset({"s"})
@@ -132,14 +133,17 @@ cdef int _bpositions(Sites out, object tree, object scope, object counters,
     _bdeeper(depth)  # (an atom, most positions, has none below it: no guard)
     head = tree[0]
     cdef Py_ssize_t i, j, n = len(tree)
-    if isinstance(head, str) and head not in _BREED_SPECIAL:  # (a call: most positions)
+    if isinstance(head, str) and head not in _BSPECIAL:  # (a call: most positions)
         if counting and _bnames_in(tree, counters):
             return 0
         for j in range(1, n):
-            path.push_back(j)
             # (a list's items read in place; a subclass's as it indexes them)
-            _bpositions(out, <object>PyList_GET_ITEM(tree, j) if type(tree) is list else tree[j],
-                        scope, counters, path, depth + 1)
+            x = <object>PyList_GET_ITEM(tree, j) if type(tree) is list else tree[j]
+            path.push_back(j)
+            if isinstance(x, list):
+                _bpositions(out, x, scope, counters, path, depth + 1)
+            elif not counting or not (isinstance(x, str) and x in counters):
+                out._add(x, scope, counting, path)  # (an atom, most items: its one position)
             path.pop_back()
     elif head in ("let", "let*") and n >= 3 and isinstance(tree[1], list):
         inner = set(scope)
@@ -478,8 +482,8 @@ cdef class Sites:
         self.sizes.clear()
         self._numbers = None
         self._inner = None
-        self._operators = {}
-        self._names = {}
+        self._operators = None  # (made when first asked: most parents are drawn few times)
+        self._names = None
         self.form = None
         return 0
 
@@ -493,7 +497,9 @@ cdef class Sites:
             n += 1
         self.scope_of.push_back(n - 1)
         self.in_loop.push_back(in_loop)
-        self.paths.insert(self.paths.end(), path.begin(), path.end())
+        cdef size_t k
+        for k in range(path.size()):  # (a few indices: no range insert's set up)
+            self.paths.push_back(path[k])
         self.path_at.push_back(self.paths.size())
         return 0
 
@@ -583,6 +589,8 @@ cdef class Sites:
 
     cdef list names_at(self, object names):
         cdef Py_ssize_t k
+        if self._names is None:
+            self._names = {}
         out = self._names.get(names)
         if out is None:
             out = self._names[names] = []
@@ -600,6 +608,8 @@ cdef class Sites:
     @cython.wraparound(True)
     cdef list operators_at(self, object ops):
         cdef Py_ssize_t k
+        if self._operators is None:
+            self._operators = {}
         out = self._operators.get(ops)
         if out is None:
             out = self._operators[ops] = []
