@@ -182,11 +182,6 @@ class Mutate(Proposer):
             known = _PARENTS[params] = {}
         return ParentEntries(known, self._proposed, self.parsimony, fitness, to_tree)
 
-    def _tree(self, src, params):
-        """The parsed tree of ``src`` with its Sites (``params``: the grammar's parameter names,
-        a tuple), as ``_entries`` makes them."""
-        return self._entries(params).sites_of(src)
-
     def _blocks(self, state):
         """The building blocks the training data suggest (structure.py), when ``blocks``."""
         g = state.grammar
