@@ -248,7 +248,7 @@ class Mutate(Proposer):
         return out
 
 
-# parameter names -> source -> the parsed parent's Sites (Mutate._tree), for the process:
+# parameter names -> source -> the parsed parent's Sites (ParentEntries.sites_of), for the process:
 # an island's next epoch in this process finds its parents parsed (its Mutate arrives unpickled)
 _PARENTS = {}
 
