@@ -704,6 +704,11 @@ class gc_paused:  # (named as the function it was: ``with gc_paused(): ...``)
         return False
 
 
+# (fit_many's pause, one object entered by every call: a pause keeps its state in _GC_PAUSES, so
+# one instance serves any number of threads and nested calls, and a round makes none)
+_PAUSE = gc_paused()
+
+
 def _run(job, items, workers, executor, chunk_size, progress, desc, deadline=None):
     n = len(items)
     if n == 0:
@@ -712,7 +717,7 @@ def _run(job, items, workers, executor, chunk_size, progress, desc, deadline=Non
         raise ValueError(f"chunk_size must be at least 1, got {chunk_size}")
     bar = _Progress(progress, n, desc)
     try:
-        with gc_paused():
+        with _PAUSE:
             if executor is not None:  # (a chunk size given is kept; the default adapts)
                 return _run_executor(executor, job, items, chunk_size, bar,
                                      deadline=deadline)
@@ -863,7 +868,7 @@ class Begun:
                            "fit_many", self._deadline)
             return [fit_outcome(r) if outcomes and isinstance(r, FitResult) else r
                     for r in results]
-        with gc_paused():
+        with _PAUSE:
             helpers = min(self._workers - 1 - lent, len(self._staged))
             if helpers > 0:
                 sched = Scheduler.threads(self._workers)

@@ -60,42 +60,47 @@ def pareto_front(records):
     return front.records
 
 
-def _place(r):
-    """Where a record stands in a front: by size, then held-out error, then id."""
-    return r["size"], r["heldout_error"], r["id"]
-
-
 class Front:
-    """A Pareto front (``pareto_front``'s, in its order) with each member's ``_place``, that
-    ``add`` updates in place: new records folded in one at a time (each kept when every member
-    before it has a higher error, and the members after it that it then dominates dropped: the
-    front of the union), without reading its other members again."""
+    """A Pareto front (``pareto_front``'s, in its order: by size, then held-out error, then id)
+    with each member's size and held-out error in lists of their own, that ``add`` updates in
+    place: new records folded in one at a time (each kept when every member before it has a
+    higher error, and the members after it that it then dominates dropped: the front of the
+    union), without reading its other members again. (A record's place is found among the sizes,
+    ints, and only members of its own size compare errors and ids: no tuple made and compared a
+    record.)"""
 
-    __slots__ = ("places", "records")
+    __slots__ = ("errors", "records", "sizes")
 
     def __init__(self, front=()):
         self.records = list(front)
-        self.places = [_place(r) for r in self.records]
+        self.sizes = [r["size"] for r in self.records]
+        self.errors = [r["heldout_error"] for r in self.records]
 
     def add(self, records):
         """Fold ``records`` in (those not ok or without a finite held-out error are not on a
         front); ``self.records`` is then ``pareto_front(records before + these)``."""
-        front, places = self.records, self.places
+        front, sizes, errors = self.records, self.sizes, self.errors
+        right, finite = bisect.bisect_right, math.isfinite
         for r in records:
             if r.get("status") != "ok":
                 continue
             ho = r["heldout_error"]
-            if not math.isfinite(ho):
+            if not finite(ho):
                 continue
-            place = _place(r)
-            i = bisect.bisect_right(places, place)
-            if i and places[i - 1][1] <= ho:
+            size = r["size"]
+            i = right(sizes, size)  # (then before the members of its size whose (error, id)
+            while (i and sizes[i - 1] == size  # is above its own: its place by (size, error, id))
+                   and (errors[i - 1], front[i - 1]["id"]) > (ho, r["id"])):
+                i -= 1
+            if i and errors[i - 1] <= ho:
                 continue  # (dominated by the member before it: the lowest error before it)
             j = i
-            while j < len(front) and places[j][1] >= ho:
+            n = len(front)
+            while j < n and errors[j] >= ho:
                 j += 1  # (the members after it that it dominates: errors fall along a front)
             front[i:j] = [r]
-            places[i:j] = [place]
+            sizes[i:j] = [size]
+            errors[i:j] = [ho]
 
 
 class RunExistsError(ValueError):

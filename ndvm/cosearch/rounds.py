@@ -282,6 +282,16 @@ class _Rounds:
         # (the calibrations that failed, read once for what they say of the executor: a
         # round's are few, usually none)
         failed = [p for p in b.fitted if not isinstance(p, dict)]
+        if failed:
+            self._failures(failed)
+        b.fit_each = (time.perf_counter() - began) / max(1, len(b.items))
+        # (a replayed batch's refits are read back, or run, when their records are made)
+        b.refitted = ([None] * len(b.refits) if b.replayed else
+                      [self.scorer.finish_refit(begun) for begun in b.refits_begun])
+
+    def _failures(self, failed):
+        """Warn of what a round's ``failed`` calibrations say of the executor (once for workers
+        that died: the records say which)."""
         lost = sum(isinstance(p, NotRun) for p in failed)
         if lost:  # (the executor had no worker: the search's budget was over LATE s before)
             self.state.warn(f"{lost} candidate(s) of a round were not calibrated: the executor "
@@ -294,19 +304,16 @@ class _Rounds:
             self.state.warn(f"candidates were not calibrated: {died}; they are recorded "
                             f"failed with that error (a candidate that exhausts a worker's "
                             f"memory? workers that keep dying?)")
-        b.fit_each = (time.perf_counter() - began) / max(1, len(b.items))
-        # (a replayed batch's refits are read back, or run, when their records are made)
-        b.refitted = ([None] * len(b.refits) if b.replayed else
-                      [self.scorer.finish_refit(begun) for begun in b.refits_begun])
 
     def _refit(self, rec, prog, names):
         return self.scorer.refit(prog, names, rec["params"], seed=rec["id"])
 
     def finish(self, b):
         """Score the calibrated batch and fold its records into the front and population."""
-        task, state, scorer = self.task, self.state, self.scorer
+        task, state = self.task, self.state
         # (a round's records are scored within microseconds: one time for them all)
         fit_seconds, stamp = round(b.fit_each, 6), round(time.perf_counter() - self.t0, 4)
+        assess = self.scorer.assess
         for (prog, _), rec, p, after in zip(b.items, b.slots, b.fitted, b.after):
             rec["fit_seconds"] = fit_seconds
             rec["time"] = stamp
@@ -314,7 +321,7 @@ class _Rounds:
                 rec["status"] = "failed"
                 rec["error"] = _first_line(p)
                 continue
-            why, scores = scorer.assess(prog, p, after)
+            why, scores = assess(prog, p, after)
             rec["params"] = p
             if why is not None:
                 rec["status"] = "failed"
@@ -331,6 +338,7 @@ class _Rounds:
                         else self._refit(old, prog, names))
             b.records.append(self.refit_record(old, prog, rid, *done))
         recorded, ok = self.recorded, []  # (ok: the records a front or population may keep)
+        finite = math.isfinite
         for rec in b.records:  # (each record read once here: stamped, checked, sorted out)
             rec.setdefault("time", stamp)
             old = recorded.get(rec["id"]) if recorded else None
@@ -339,7 +347,7 @@ class _Rounds:
                 rec["time"] = old.get("time", rec["time"])
                 if "fit_seconds" in old:
                     rec["fit_seconds"] = old["fit_seconds"]
-            if rec["status"] == "ok" and math.isfinite(rec["heldout_error"]):
+            if rec["status"] == "ok" and finite(rec["heldout_error"]):
                 ok.append(rec)
         front = self._front
         if front is None or front.records is not self.front:
@@ -449,6 +457,8 @@ class _Fittest:
                 while out[j]["model"] != model:  # (among the members as fit as it)
                     j += 1
                 del out[j], keys[j]
+            if len(keys) >= _POPULATION and keys[-1] <= k:
+                continue  # (its place, after every member as fit, is past _POPULATION)
             i = bisect.bisect_right(keys, k)
             if i >= _POPULATION:
                 continue
