@@ -226,6 +226,42 @@ def test_a_front_folded_a_few_records_at_a_time_is_the_front_of_all_of_them():
         assert Front(front.records).records == front.records
 
 
+def _front_by_sorting(records):
+    """The Pareto front by its definition: the ok records of finite held-out error sorted by
+    (size, held-out error, id), each kept when its error is below every one before it."""
+    ok = sorted((r for r in records if r["status"] == "ok" and math.isfinite(r["heldout_error"])),
+                key=lambda r: (r["size"], r["heldout_error"], r["id"]))
+    out, best = [], math.inf
+    for r in ok:
+        if r["heldout_error"] < best:
+            out.append(r)
+            best = r["heldout_error"]
+    return out
+
+
+def test_a_front_placed_by_size_then_error_then_id_is_the_front_by_sorting():
+    # (Front finds a record's place among its members' sizes and compares (error, id) only
+    # within its own size: records of one size, equal errors, ids in any order, a front given
+    # to Front() and folded into further)
+    rng = np.random.default_rng(5)
+    for trial in range(300):
+        n = int(rng.integers(1, 80))
+        recs = [{"id": i, "status": str(rng.choice(["ok", "ok", "ok", "failed"])),
+                 "size": int(rng.integers(1, 4 if trial % 3 == 0 else 9)),
+                 "heldout_error": float(rng.choice([rng.integers(0, 4) / 4, math.inf]))}
+                for i in rng.permutation(n).tolist()]
+        cut = int(rng.integers(0, n + 1))
+        front = Front(_front_by_sorting(recs[:cut]))
+        at = cut
+        while at < n:
+            step = int(rng.integers(1, 17))
+            front.add(recs[at:at + step])
+            at += step
+            assert front.records == _front_by_sorting(recs[:at]), trial
+            assert front.sizes == [r["size"] for r in front.records]
+            assert front.errors == [r["heldout_error"] for r in front.records]
+
+
 def _structures_unpacked(records):
     """The count conclude made before blocks kept their structures: every record read."""
     return len({r.get("skeleton") or r["model"] for r in records if r["status"] == "ok"})

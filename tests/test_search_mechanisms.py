@@ -3,6 +3,7 @@ function of the model's own part, refits from many starts, ranking by the worse 
 import math
 
 import numpy as np
+import pytest
 
 import ndvm
 from ndvm.cosearch import grammar as gp
@@ -66,6 +67,17 @@ def test_fitness_is_the_worse_split_and_ranks_lucky_heldout_fits_last():
     honest = {"id": 2, "proposed": "v", "model": "v", "train_error": 0.35, "heldout_error": 0.47, "size": 3}
     assert fitness(lucky) == 9.0 and fitness(honest) == 0.47
     assert [r["id"] for r in _fittest([lucky, honest])] == [2, 1]
+
+
+def test_fitness_is_max_of_the_two_errors_nan_and_ties_included():
+    values = [0.5, 0.25, 0.5, math.inf, -math.inf, math.nan, 0.0, -0.0, 3]
+    for tr in values:
+        for ho in values:
+            got = fitness({"train_error": tr, "heldout_error": ho})
+            want = max(tr, ho)
+            assert got is want or (got == want and type(got) is type(want)), (tr, ho)
+    with pytest.raises(TypeError):
+        fitness({"train_error": None, "heldout_error": 0.5})
 
 
 def test_population_keeps_one_record_per_model_its_best_fit():
