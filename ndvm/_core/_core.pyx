@@ -773,3 +773,5 @@ include "draws.pxi"
 include "breed.pxi"
 
 include "seen.pxi"
+
+include "fold.pxi"

@@ -32,7 +32,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ndvm._core._core import Seen
+from ndvm._core._core import Seen, front_fold
 
 __all__ = ["RECORD_FILE", "SUMMARY_FILE", "ById", "Front", "RecordBlock", "Records",
            "RunExistsError", "pareto_front", "run_schema"]
@@ -78,29 +78,10 @@ class Front:
 
     def add(self, records):
         """Fold ``records`` in (those not ok or without a finite held-out error are not on a
-        front); ``self.records`` is then ``pareto_front(records before + these)``."""
-        front, sizes, errors = self.records, self.sizes, self.errors
-        right, finite = bisect.bisect_right, math.isfinite
-        for r in records:
-            if r.get("status") != "ok":
-                continue
-            ho = r["heldout_error"]
-            if not finite(ho):
-                continue
-            size = r["size"]
-            i = right(sizes, size)  # (then before the members of its size whose (error, id)
-            while (i and sizes[i - 1] == size  # is above its own: its place by (size, error, id))
-                   and (errors[i - 1], front[i - 1]["id"]) > (ho, r["id"])):
-                i -= 1
-            if i and errors[i - 1] <= ho:
-                continue  # (dominated by the member before it: the lowest error before it)
-            j = i
-            n = len(front)
-            while j < n and errors[j] >= ho:
-                j += 1  # (the members after it that it dominates: errors fall along a front)
-            front[i:j] = [r]
-            sizes[i:j] = [size]
-            errors[i:j] = [ho]
+        front); ``self.records`` is then ``pareto_front(records before + these)``. (One native
+        loop, ``ndvm._core.front_fold``: a search folds every round's records, and every block
+        of an island's, one at a time.)"""
+        front_fold(self.records, self.sizes, self.errors, records)
 
 
 class RunExistsError(ValueError):

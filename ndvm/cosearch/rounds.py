@@ -7,14 +7,13 @@ calibrates and scores the candidates against the task. The search loop (``loop.p
 islands (``islands.py``) both drive them. A resumed run's recorded outcomes are replayed here
 instead of calibrated again.
 """
-import bisect
 import json
 import math
 import time
 from dataclasses import dataclass, field
 
 import ndvm
-from ndvm._core._core import Seen
+from ndvm._core._core import Seen, population_fold
 from ndvm.cosearch.grammar import Grammar
 from ndvm.cosearch.records import Front, _dump, _good
 from ndvm.cosearch.score import CANDIDATE, _recorded_fit
@@ -447,26 +446,8 @@ class _Fittest:
         if not self.ordered or any(map(math.isnan, new)):  # (NaN: sorted's place of it is
             self.__init__(_fittest(out + list(records)))  # no bisection's: rank them all)
             return
-        for k, r in zip(new, records):
-            model = r["model"]
-            held = models.get(model)
-            if held is not None:
-                if held <= k:
-                    continue  # (its model's member is as fit, and comes first)
-                j = bisect.bisect_left(keys, held)
-                while out[j]["model"] != model:  # (among the members as fit as it)
-                    j += 1
-                del out[j], keys[j]
-            if len(keys) >= _POPULATION and keys[-1] <= k:
-                continue  # (its place, after every member as fit, is past _POPULATION)
-            i = bisect.bisect_right(keys, k)
-            if i >= _POPULATION:
-                continue
-            out.insert(i, r)
-            keys.insert(i, k)
-            models[model] = k
-            if len(out) > _POPULATION:
-                del models[out.pop()["model"]]
-                keys.pop()
+        # (each record folded in natively: ``ndvm._core.population_fold``)
+        population_fold(out, keys, models, new,
+                        records if type(records) is list else list(records), _POPULATION)
 
 
