@@ -262,6 +262,14 @@ def test_a_front_placed_by_size_then_error_then_id_is_the_front_by_sorting():
             assert front.errors == [r["heldout_error"] for r in front.records]
 
 
+def test_a_front_refuses_a_held_out_error_that_is_not_a_number_as_before():
+    front = Front()
+    with pytest.raises(TypeError, match="must be real number, not NoneType"):
+        front.add([{"id": 0, "status": "ok", "size": 3, "heldout_error": None}])
+    front.add([{"id": 1, "status": "failed", "size": 3, "heldout_error": None}])  # (not ok)
+    assert front.records == [] and front.sizes == [] and front.errors == []
+
+
 def _structures_unpacked(records):
     """The count conclude made before blocks kept their structures: every record read."""
     return len({r.get("skeleton") or r["model"] for r in records if r["status"] == "ok"})

@@ -4,6 +4,7 @@ import math
 
 import numpy as np
 import pytest
+from ndvm._core._core import population_fold
 
 import ndvm
 from ndvm.cosearch import grammar as gp
@@ -103,6 +104,42 @@ def test_a_population_folded_a_round_at_a_time_is_the_fittest_of_all_it_met():
             expected = _fittest(expected + recs[at:at + step])
             at += step
             assert [r["id"] for r in kept.records] == [r["id"] for r in expected], trial
+
+
+def _fittest_by_sorting(pool, most):
+    """The ``most`` records of lowest fitness, one per model (its first in sorted order)."""
+    out, models = [], set()
+    for r in sorted(pool, key=fitness):
+        if r["model"] not in models:
+            models.add(r["model"])
+            out.append(r)
+            if len(out) == most:
+                break
+    return out
+
+
+def test_population_fold_is_the_fittest_by_sorting_for_any_limit():
+    # (ties in fitness, models met again fitter and less fit, a limit the population fills and
+    # passes, records folded one at a time or a round at a time)
+    rng = np.random.default_rng(6)
+    for trial in range(200):
+        most = int(rng.integers(1, 9))
+        n = int(rng.integers(1, 60))
+        recs = [{"id": i, "model": f"m{rng.integers(0, 12)}",
+                 "train_error": float(rng.integers(0, 6) / 4),
+                 "heldout_error": float(rng.integers(0, 6) / 4)} for i in range(n)]
+        out, keys, models, at = [], [], {}, 0
+        while at < n:
+            step = int(rng.integers(1, 6))
+            part = recs[at:at + step]
+            population_fold(out, keys, models, [fitness(r) for r in part], part, most)
+            at += step
+            want = _fittest_by_sorting(recs[:at], most)
+            assert [r["id"] for r in out] == [r["id"] for r in want], trial
+            assert keys == [fitness(r) for r in out]
+            assert models == {r["model"]: fitness(r) for r in out}
+    with pytest.raises(ValueError, match="2 fitnesses for 1 records"):
+        population_fold([], [], {}, [0.5, 0.25], [recs[0]], 4)
 
 
 def _keijzer11(seed=1):
