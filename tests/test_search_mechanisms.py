@@ -140,6 +140,9 @@ def test_population_fold_is_the_fittest_by_sorting_for_any_limit():
             assert models == {r["model"]: fitness(r) for r in out}
     with pytest.raises(ValueError, match="2 fitnesses for 1 records"):
         population_fold([], [], {}, [0.5, 0.25], [recs[0]], 4)
+    out, keys, models = [], [], {}
+    population_fold(out, keys, models, [fitness(recs[0])], [recs[0]], 0)  # (no room)
+    assert out == [] and keys == [] and models == {}
 
 
 def _keijzer11(seed=1):

@@ -86,7 +86,7 @@ def population_fold(list out not None, list keys not None, dict models not None,
             del out[j]
             del keys[j]
         hi = len(keys)
-        if hi >= most and keys[hi - 1] <= k:
+        if hi and hi >= most and keys[hi - 1] <= k:
             continue  # (its place, after every member as fit, is past ``most``)
         lo = 0  # (bisect.bisect_right(keys, k))
         while lo < hi:
