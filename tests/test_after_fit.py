@@ -506,6 +506,73 @@ def test_a_round_validated_on_a_compiling_client_keeps_each_programs_compiled_fo
         assert prog.compiled(client) is kept and kept is not None
 
 
+class _Compiling:
+    """dmci's entry with a ``compile`` that counts its calls (it gives dmci's 0); without
+    ``fixed``, no fixed_form: the general path of ``validate_each``."""
+
+    name, calls = "dmci", 0
+
+    def __init__(self, client, fixed=False):
+        self.entry = client.entry
+        if fixed:
+            self.fixed_form = 0
+
+    def compile(self, program):
+        self.calls += 1
+        return 0
+
+
+def test_a_clients_fixed_form_is_taken_without_a_compile_call_and_validates_the_same():
+    """dmci says what ``compile`` gives every program (``fixed_form``, 0): ``validate_each``
+    takes it without calling ``compile`` and gives each source what a client without one gives
+    (whose ``compile`` runs once a probed program), programs, parameters and exceptions alike,
+    and each valid program keeps that form for its fits."""
+    from ndvm._core._core import validate_each
+
+    scorer = Scorer(get_task("damped"), workers=1)
+    ev = scorer.probe_ev
+    assert ev.client.fixed_form == 0 and ev.client.compile(None) == 0
+    general = _Compiling(ev.client)
+
+    def each(client):
+        return validate_each(VALIDATED, "<candidate>", scorer._probes, scorer._probe_entry,
+                             ev._machine(), client, ev.evaluate)
+
+    said = _Compiling(ev.client, fixed=True)
+    fixed = each(ev.client)
+    assert [_outcome(g) for g in each(said)] == [_outcome(g) for g in fixed]
+    assert [_outcome(g) for g in each(general)] == [_outcome(g) for g in fixed]
+    assert [_outcome(g) for g in fixed] == [_validated_alone(scorer, s) for s in VALIDATED]
+    progs = [g[0] for g in fixed if not isinstance(g, Exception)]
+    assert said.calls == 0 and general.calls >= len(progs) >= 5  # (a probe that raised, too)
+    for prog in progs:
+        assert prog._compiled["dmci"] == 0 and prog.compiled(ev.client) == 0
+
+
+def test_a_rounds_run_of_the_same_free_names_shares_its_probe_entry_and_a_failed_one_is_asked_again():
+    """Consecutive programs of the same free names take one probe entry (looked up once); an
+    entry ``miss`` could not make is asked for again by the next program of those names, and
+    each source's outcome is its own (a program of other names between them looks its own up)."""
+    from ndvm._core._core import validate_each
+
+    scorer = Scorer(get_task("damped"), workers=1)
+    ev = scorer.probe_ev
+    asked = []
+
+    def miss(prog):
+        asked.append(prog.free_names)
+        if len(asked) == 1:
+            raise RuntimeError("no entry yet")
+        return scorer._probe_entry(prog)
+
+    sources = ["(* a x)", "(* a (cos x))", "(+ a x)", "(* a b x)", "(- a x)", "(log (- x a))"]
+    got = validate_each(sources, "<candidate>", {}, miss, ev._machine(), ev.client, ev.evaluate)
+    assert isinstance(got[0], RuntimeError) and str(got[0]) == "no entry yet"
+    assert [_outcome(g) for g in got[1:]] == [_validated_alone(scorer, s) for s in sources[1:]]
+    # (the entries are kept in the scorer's dict, not the one given: each change of names asks)
+    assert asked == [("a", "x"), ("a", "x"), ("a", "b", "x"), ("a", "x"), ("x", "a")]
+
+
 def test_a_rounds_invalid_records_say_what_validating_each_alone_raises():
     """A search's invalid candidates, validated a round at a time, are recorded with the first
     line of the message validating each alone gives (its type's name when it has none)."""

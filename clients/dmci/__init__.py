@@ -7,6 +7,7 @@ class DmciClient:
 
     name = "dmci"
     entry = entry_address()
+    fixed_form = 0  # (what ``compile`` gives every program: ndvm.clients)
 
     def compile(self, program):
         """dmci needs no compiled form: the core's expanded tree is what it walks."""

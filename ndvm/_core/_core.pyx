@@ -733,20 +733,28 @@ def validate_each(list sources not None, str name not None, dict probes not None
     ``probes``: a program's free names -> (why they are not allowed, or None; its parameters;
     the probe's bound Inputs, or, when they do not bind, ``evaluate``'s (params, data,
     consts): it raises why); ``miss(prog)`` returns the entry ``probes`` lacks (and keeps it).
-    The probe runs ``client``'s entry on ``machine``, as ``Evaluator.run`` does."""
+    The probe runs ``client``'s entry on ``machine``, as ``Evaluator.run`` does, on the
+    program's compiled form: the client's ``fixed_form`` when it has one (the same for every
+    program, ndvm.clients: no call a candidate), else what its ``compile`` gives."""
     cdef list out = []
     cdef Program prog
-    cdef tuple known
+    cdef tuple known = None
+    cdef tuple names = None  # (the free names ``known`` is the entry of)
     cdef string n = name.encode("utf-8", "backslashreplace")
     cdef uintptr_t entry = client.entry
     cdef str key = client.name
     compile_ = client.compile  # (bound once, not looked up a candidate)
+    fixed = getattr(client, "fixed_form", None)
     for src in sources:
         try:
             prog = _parse(src, name, n, False)
-            known = probes.get(prog.free_names)
-            if known is None:
-                known = miss(prog)
+            # (programs of the same free names share one tuple, _free_names: consecutive ones
+            # look their entry up once; it depends on the names alone)
+            if prog.free_names is not names:
+                known = probes.get(prog.free_names)
+                if known is None:
+                    known = miss(prog)
+                names = prog.free_names
             why, params, inputs = known
             if why is not None:
                 out.append(ValueError(why))
@@ -755,7 +763,8 @@ def validate_each(list sources not None, str name not None, dict probes not None
                 evaluate(prog, *inputs)
             else:
                 # (compiled without Program.compiled's lock: no other thread has it yet)
-                compiled = prog._compiled[key] = compile_(prog)
+                compiled = fixed if fixed is not None else compile_(prog)
+                prog._compiled[key] = compiled
                 machine._probe(prog, entry, compiled, inputs)
         except Exception as e:  # (its frames would hold ``out``: a cycle)
             out.append(e.with_traceback(None))

@@ -2,7 +2,9 @@
 
 Clients register under the ``ndvm.clients`` entry-point group (``name = "module:OBJECT"``), so a
 third client is a package of its own that needs no edit here. A client object has ``name``,
-``entry`` (the address of its native entry point) and ``compile(program)``.
+``entry`` (the address of its native entry point) and ``compile(program)``; a client whose
+``compile`` gives every program the same form (dmci's 0: it walks the expanded tree) may say so
+as ``fixed_form``, and a search's validation then takes it without a call a candidate.
 """
 import sys
 import threading
