@@ -205,60 +205,55 @@ class _Rounds:
                  "status": "invalid", "params": None, "train_error": math.inf,
                  "heldout_error": math.inf, "r2": None, "size": None, "skeleton": None,
                  "error": None}
-        next_id, id_step = self.next_id, self.id_step
-        try:
-            for src in srcs:
-                rid = next_id
-                next_id += id_step
-                rec = blank.copy()
-                rec["id"], rec["proposed"], rec["params"] = rid, src, {}
-                records.append(rec)
-                old = recorded.get(rid) if recorded else None
-                if old is not None and old["proposed"] != src:
-                    raise ResumeMismatch(
-                        f"cannot resume: candidate {rec['id']} was {old['proposed']!r} in the "
-                        f"earlier session and is {src!r} now (resume needs the same task and "
-                        f"data, a --csv file's columns and --target among them, proposer, seed "
-                        f"and batch: batch=, ndvm search --batch; a single population's run on a "
-                        f"Dask cluster has rounds of {EXECUTOR_BATCH} candidates for each of its "
-                        f"worker threads; an island search, the same islands, migration_every "
-                        f"and migrants)")
-                if not seen.add_new(src):
+        for src in srcs:
+            rid = self.next_id
+            rec = blank.copy()
+            rec["id"], rec["proposed"], rec["params"] = rid, src, {}
+            self.next_id += self.id_step
+            records.append(rec)
+            old = recorded.get(rid) if recorded else None
+            if old is not None and old["proposed"] != src:
+                raise ResumeMismatch(
+                    f"cannot resume: candidate {rec['id']} was {old['proposed']!r} in the earlier "
+                    f"session and is {src!r} now (resume needs the same task and data, a --csv "
+                    f"file's columns and --target among them, proposer, seed and batch: batch=, "
+                    f"ndvm search --batch; a single population's run on a Dask cluster has "
+                    f"rounds of {EXECUTOR_BATCH} candidates for each of its worker threads; an "
+                    f"island search, the same islands, migration_every and migrants)")
+            if not seen.add_new(src):
+                rec["status"] = "duplicate"
+                continue
+            try:
+                canon = made.get(src)
+                if canon is not None and not simplify:
+                    # (a proposer's canonical entry, not simplified again: its source is the
+                    # model, its size and skeleton made with it)
+                    model = rec["model"] = src
+                    rec["size"], rec["skeleton"] = canon[2], canon[3]
+                    todo.append(rec)
+                    models.append(model)
+                    continue
+                # (a canonical entry's tree, made when read, is read only to simplify it)
+                tree = to_tree(src, CANDIDATE) if canon is None else canon[0]
+                if simplify:
+                    try:
+                        tree = self.simplifier.canonicalize(tree)
+                    except TooManyParameters:
+                        raise
+                    except Exception:  # noqa: BLE001 - an unusual form is calibrated as is
+                        pass
+                model = to_source(tree) if canon is None else src
+                rec["model"] = model
+                if model != src and not seen.add_new(model):
                     rec["status"] = "duplicate"
                     continue
-                try:
-                    canon = made.get(src)
-                    if canon is not None and not simplify:
-                        # (a proposer's canonical entry, not simplified again: its source is
-                        # the model, its size and skeleton made with it)
-                        model = rec["model"] = src
-                        rec["size"], rec["skeleton"] = canon[2], canon[3]
-                    else:
-                        # (a canonical entry's tree, made when read, is read only to simplify
-                        # it)
-                        tree = to_tree(src, CANDIDATE) if canon is None else canon[0]
-                        if simplify:
-                            try:
-                                tree = self.simplifier.canonicalize(tree)
-                            except TooManyParameters:
-                                raise
-                            except Exception:  # noqa: BLE001 - an unusual form is calibrated as is
-                                pass
-                        model = to_source(tree) if canon is None else src
-                        rec["model"] = model
-                        if model != src and not seen.add_new(model):
-                            rec["status"] = "duplicate"
-                            continue
-                        rec["size"] = size(tree) if canon is None else canon[2]
-                        rec["skeleton"] = (skeleton(tree, task.params) if canon is None
-                                           else canon[3])
-                except Exception as e:  # noqa: BLE001 - an invalid candidate is a record
-                    rec["error"] = _first_line(e)
-                    continue
-                todo.append(rec)
-                models.append(model)
-        finally:
-            self.next_id = next_id
+                rec["size"] = size(tree) if canon is None else canon[2]
+                rec["skeleton"] = skeleton(tree, task.params) if canon is None else canon[3]
+            except Exception as e:  # noqa: BLE001 - an invalid candidate is a record
+                rec["error"] = _first_line(e)
+                continue
+            todo.append(rec)
+            models.append(model)
         # (validated together, in one call: a round's Python after its calibrations runs on cold
         # caches, where each call costs the more)
         for rec, got in zip(todo, scorer.validate_round(models)):
