@@ -114,13 +114,7 @@ def test_the_front_read_in_chunks_is_the_front_of_all_records():
     recs = [{"id": i, "status": rng.choice(["ok", "ok", "failed"]), "size": rng.randint(1, 40),
              "heldout_error": rng.choice([rng.random(), 0.5, 0.25, math.inf])}
             for i in range(20_000)]  # (ties in size and error: the lower id is kept)
-    ok = sorted((r for r in recs if r["status"] == "ok" and math.isfinite(r["heldout_error"])),
-                key=lambda r: (r["size"], r["heldout_error"], r["id"]))
-    whole, best = [], math.inf
-    for r in ok:
-        if r["heldout_error"] < best:
-            whole.append(r)
-            best = r["heldout_error"]
+    whole = _front_by_sorting(recs)
     assert pareto_front(recs) == whole and pareto_front(Records(recs)) == whole
     assert pareto_front(reversed(recs)) == whole
 
