@@ -209,15 +209,27 @@ def _orders(lx, neg, ks):
     return orders
 
 
-def _backfits(orders, t, wt, A, P, smooth, fit_a):
+def _tiles(t, wt, A, P, fit_a, rows):
+    """(t, its weights, and when ``fit_a`` the log fit's residual t - A P t, else None), each
+    repeated in ``rows`` rows (contiguous: see _RunningMean): what _backfits reads for every
+    block of orders, made once for all of them."""
+    tile = (rows, 1)
+    return np.tile(t, tile), np.tile(wt, tile), np.tile(t - A @ (P @ t), tile) if fit_a else None
+
+
+def _backfits(orders, t, wt, A, P, smooth, fit_a, tiles=None):
     """(weighted residual sums of squares [len(orders)], the log fit's coefficients
     [len(orders), 1 + d] or None) of t = A coef + h(z), h a weighted running mean (``smooth``)
     along each order of z (a row): when ``fit_a``, backfitting from the log fit (P @ t: the
     weighted least squares of t on A): h along z, then coef, twice, then h again; otherwise
-    t = h(z) alone. Each product is one matrix-vector product per order and each sum runs
-    along a row, so every number is what the fit of that order alone makes."""
+    t = h(z) alone. ``tiles``: ``_tiles``'s, of at least len(orders) rows, made once by a
+    caller fitting many blocks (None: made here), only read. Each product is one matrix-vector
+    product per order and each sum runs along a row, so every number is what the fit of that
+    order alone makes."""
+    m = len(orders)
     at = _flat(orders)
-    T = np.tile(t, (len(orders), 1))  # (contiguous: see _RunningMean)
+    T, WT, R0 = _tiles(t, wt, A, P, fit_a, m) if tiles is None else tiles
+    T, WT = T[:m], WT[:m]
 
     def along_z(r):  # h [orders, n] in the points' order, of residuals r [orders, n]
         h = np.empty(orders.shape)
@@ -227,13 +239,13 @@ def _backfits(orders, t, wt, A, P, smooth, fit_a):
     smooth.along(wt[orders])
     coef, r = None, T
     if fit_a:
-        r = np.tile(t - A @ (P @ t), (len(orders), 1))  # the log fit's residual
+        r = R0[:m]
         for _ in range(2):
             coef = np.matmul(P, (T - along_z(r))[:, :, None])[:, :, 0]
             r = T - np.matmul(A, coef[:, :, None])[:, :, 0]
-    r -= along_z(r)
+    r = r - along_z(r)  # (a new array: T and R0 serve the next block)
     r *= r
-    r *= np.tile(wt, (len(orders), 1))
+    r *= WT
     return r.sum(axis=1), coef
 
 
@@ -294,9 +306,10 @@ def single_indices(X, y, count=INDICES, rows=SCAN_ROWS, absolute=False):
     smooth = _RunningMean(t.size, max(5, t.size // 40))
     scored = []
     every = _index_exponents(X.shape[1])
+    tiles = _tiles(t, wt, A, P, a_fit, _ORDERS_AT_ONCE)  # (once for every block)
     for first in range(0, len(every), _ORDERS_AT_ONCE):
         block = every[first:first + _ORDERS_AT_ONCE]
-        rss, coefs = _backfits(_orders(lx, neg, block), t, wt, A, P, smooth, a_fit)
+        rss, coefs = _backfits(_orders(lx, neg, block), t, wt, A, P, smooth, a_fit, tiles)
         for i, ks in enumerate(block):
             r2 = 1.0 - float(rss[i]) / ss
             if math.isfinite(r2):
