@@ -11,7 +11,7 @@ class DmciClient:
 
     def compile(self, program):
         """dmci needs no compiled form: the core's expanded tree is what it walks."""
-        return 0
+        return self.fixed_form
 
 
 CLIENT = DmciClient()

@@ -118,7 +118,10 @@ cdef class Program:
         return self._compiled_by(client)
 
     cdef object _compiled_by(self, object client):
-        key = client.name
+        return self._compiled_as(client, client.name)
+
+    cdef object _compiled_as(self, object client, object key):
+        # (``key``: the client's name, read once by a caller staging many programs)
         c = self._compiled.get(key)
         if c is None:
             with _COMPILING:

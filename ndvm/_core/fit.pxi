@@ -411,9 +411,9 @@ cdef class FitBatch:
         cdef Program prog
         cdef FitSpec spec
         try:
-            key = client.name
-        except Exception:  # (each program then asks _compiled_by, which raises it)
-            key = None
+            key = client.name  # (read once a call: Program._compiled_as)
+        except Exception:  # (FitPlan.stage raises it again, for the first item)
+            return start
         for i in range(start, n):
             item = <tuple?>items[i]
             if type(item[1]) is not Program:
@@ -443,14 +443,10 @@ cdef class FitBatch:
                             or (<cnp.ndarray>x0).shape[0] != len(pair[0])
                             or <size_t>(<cnp.ndarray>x0).size != spec._x0.size()):
                         return i
-            # (either way: compiled for the client, staged with its meta; a program validated
-            # for the round was compiled then: found by the client's name, read once a call)
-            compiled = None if key is None or prog._compiled is None else prog._compiled.get(key)
-            if compiled is None:
-                try:
-                    compiled = prog._compiled_by(client)
-                except Exception:  # (FitPlan.stage or stage_evaluation raises it again, for
-                    return i       # the candidate)
+            try:  # (either way: compiled for the client, staged with its meta)
+                compiled = prog._compiled_as(client, key)
+            except Exception:  # (FitPlan.stage or stage_evaluation raises it again, for the
+                return i       # candidate)
             staged.append((i, plan, (meta, self._add(prog, compiled, spec, x0))))
         return n
 

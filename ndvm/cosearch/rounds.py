@@ -225,16 +225,10 @@ class _Rounds:
                 continue
             try:
                 canon = made.get(src)
-                if canon is not None and not simplify:
-                    # (a proposer's canonical entry, not simplified again: its source is the
-                    # model, its size and skeleton made with it)
-                    model = rec["model"] = src
-                    rec["size"], rec["skeleton"] = canon[2], canon[3]
-                    todo.append(rec)
-                    models.append(model)
-                    continue
-                # (a canonical entry's tree, made when read, is read only to simplify it)
-                tree = to_tree(src, CANDIDATE) if canon is None else canon[0]
+                # (a proposer's canonical entry: its tree, made when read, is read only to
+                # simplify it)
+                tree = (to_tree(src, CANDIDATE) if canon is None else canon[0] if simplify
+                        else None)
                 if simplify:
                     try:
                         tree = self.simplifier.canonicalize(tree)
@@ -262,8 +256,7 @@ class _Rounds:
             else:
                 items.append(got)
                 slots.append(rec)
-        # (a search not resumed has no records to replay: the test of each one spared)
-        replayed = all(rec["id"] in recorded for rec in records) if recorded else not records
+        replayed = all(rec["id"] in self.recorded for rec in records)
         return _Batch(records, items, slots, replayed=replayed)
 
     def begin(self, b):

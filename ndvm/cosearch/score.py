@@ -378,10 +378,10 @@ class _Calibration:
             return out
         if self.fits is not None:
             got = self.fits.finish(lent, meanwhile, outcomes=True)
-            for i, r in zip(todo, got):  # (a fit that ran is its (params, after) already)
-                out[i], after[i] = r if type(r) is tuple else _outcome(r)
+            for i, r in zip(todo, got):
+                out[i], after[i] = _outcome(r)
             for i, r in zip(self.bare, got[len(todo):]):  # (their params stay {})
-                after[i] = (r if type(r) is tuple else _outcome(r))[1]
+                after[i] = _outcome(r)[1]
             return out
         if meanwhile is not None:
             meanwhile()
