@@ -790,3 +790,5 @@ include "breed.pxi"
 include "seen.pxi"
 
 include "fold.pxi"
+
+include "rounds.pxi"

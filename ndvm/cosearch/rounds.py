@@ -13,7 +13,8 @@ import time
 from dataclasses import dataclass, field
 
 import ndvm
-from ndvm._core._core import Seen, population_fold
+from ndvm._core._core import Seen, population_fold, round_records, round_validated
+from ndvm._core._core import first_line as _first_line
 from ndvm.cosearch.grammar import Grammar
 from ndvm.cosearch.records import Front, _dump, _good
 from ndvm.cosearch.score import CANDIDATE, _recorded_fit
@@ -191,73 +192,42 @@ class _Rounds:
 
     def prepare(self, srcs):
         """Records for ``srcs``: duplicates and invalid candidates are final; the others are
-        simplified (unless the proposer did), validated and queued for calibration."""
-        task, state, scorer, prop = self.task, self.state, self.scorer, self.prop
-        records, items, slots = [], [], []
-        todo, models = [], []  # the records to validate, and their models
-        made = getattr(prop, "made", None) or {}  # (tree, source, size, skeleton) it built
-        name, recorded, seen = getattr(prop, "name", "custom"), self.recorded, state.seen
+        simplified (unless the proposer did), validated and queued for calibration. The records
+        are made in one native call (``round_records``, which keeps the rules), the models
+        validated in another."""
+        task, prop = self.task, self.prop
         # (likelihood programs' literals are constants, never fitted)
         simplify = task.objective == "mse" and not getattr(prop, "canonical", False)
         # (each record a copy of one made for the round: a dict's copy is half its display's
         # cost; its fields in the records' order)
-        blank = {"id": None, "proposer": name, "proposed": None, "model": None,
-                 "status": "invalid", "params": None, "train_error": math.inf,
+        blank = {"id": None, "proposer": getattr(prop, "name", "custom"), "proposed": None,
+                 "model": None, "status": "invalid", "params": None, "train_error": math.inf,
                  "heldout_error": math.inf, "r2": None, "size": None, "skeleton": None,
                  "error": None}
-        for src in srcs:
-            rid = self.next_id
-            rec = blank.copy()
-            rec["id"], rec["proposed"], rec["params"] = rid, src, {}
-            self.next_id += self.id_step
-            records.append(rec)
-            old = recorded.get(rid) if recorded else None
-            if old is not None and old["proposed"] != src:
-                raise ResumeMismatch(
-                    f"cannot resume: candidate {rec['id']} was {old['proposed']!r} in the earlier "
-                    f"session and is {src!r} now (resume needs the same task and data, a --csv "
-                    f"file's columns and --target among them, proposer, seed and batch: batch=, "
-                    f"ndvm search --batch; a single population's run on a Dask cluster has "
-                    f"rounds of {EXECUTOR_BATCH} candidates for each of its worker threads; an "
-                    f"island search, the same islands, migration_every and migrants)")
-            if not seen.add_new(src):
-                rec["status"] = "duplicate"
-                continue
-            try:
-                canon = made.get(src)
-                # (a proposer's canonical entry: its tree, made when read, is read only to
-                # simplify it)
-                tree = (to_tree(src, CANDIDATE) if canon is None else canon[0] if simplify
-                        else None)
-                if simplify:
-                    try:
-                        tree = self.simplifier.canonicalize(tree)
-                    except TooManyParameters:
-                        raise
-                    except Exception:  # noqa: BLE001 - an unusual form is calibrated as is
-                        pass
-                model = to_source(tree) if canon is None else src
-                rec["model"] = model
-                if model != src and not seen.add_new(model):
-                    rec["status"] = "duplicate"
-                    continue
-                rec["size"] = size(tree) if canon is None else canon[2]
-                rec["skeleton"] = skeleton(tree, task.params) if canon is None else canon[3]
-            except Exception as e:  # noqa: BLE001 - an invalid candidate is a record
-                rec["error"] = _first_line(e)
-                continue
-            todo.append(rec)
-            models.append(model)
+        records, todo, models, self.next_id = round_records(
+            srcs, blank, self.next_id, self.id_step, self.recorded, self.state.seen,
+            getattr(prop, "made", None) or {},  # (tree, source, size, skeleton) it built
+            simplify, self._tree_of, to_source, size, skeleton, task.params, _mismatch)
         # (validated together, in one call: a round's Python after its calibrations runs on cold
         # caches, where each call costs the more)
-        for rec, got in zip(todo, scorer.validate_round(models)):
-            if isinstance(got, Exception):
-                rec["error"] = _first_line(got)
-            else:
-                items.append(got)
-                slots.append(rec)
+        items, slots = round_validated(todo, self.scorer.validate_round(models))
         replayed = all(rec["id"] in self.recorded for rec in records)
         return _Batch(records, items, slots, replayed=replayed)
+
+    def _tree_of(self, src, canon, simplify):
+        """The tree of the candidate ``src`` (``canon``: the proposer's canonical entry for it,
+        or None): ``canon``'s tree, or ``src`` read; ``simplify``: simplified (a form the
+        simplifier does not take is kept as it is; more parameters than the task names raise
+        TooManyParameters)."""
+        tree = to_tree(src, CANDIDATE) if canon is None else canon[0]
+        if simplify:
+            try:
+                tree = self.simplifier.canonicalize(tree)
+            except TooManyParameters:
+                raise
+            except Exception:  # noqa: BLE001 - an unusual form is calibrated as is
+                pass
+        return tree
 
     def begin(self, b):
         """Begin the batch's calibrations (their starts are drawn here, one batch after the
@@ -386,10 +356,15 @@ class _Rounds:
         return rec
 
 
-def _first_line(e):
-    """What a record says of the exception ``e`` that made it invalid or failed: its message's
-    first line, or its type's name when it has none."""
-    return str(e).splitlines()[0] if str(e) else type(e).__name__
+def _mismatch(rid, was, now):
+    """The ResumeMismatch of candidate ``rid``, the source ``was`` in the earlier session and
+    ``now`` in this one."""
+    return ResumeMismatch(
+        f"cannot resume: candidate {rid} was {was!r} in the earlier session and is {now!r} now "
+        f"(resume needs the same task and data, a --csv file's columns and --target among them, "
+        f"proposer, seed and batch: batch=, ndvm search --batch; a single population's run on a "
+        f"Dask cluster has rounds of {EXECUTOR_BATCH} candidates for each of its worker threads; "
+        f"an island search, the same islands, migration_every and migrants)")
 
 
 class ResumeMismatch(ValueError):

@@ -1,0 +1,198 @@
+"""A round's records made natively (``round_records``, ``round_validated``, _Rounds.prepare): the
+same records, in the same order with the same fields, the same seen set and the same programs
+queued as the Python loop they replace (kept here as the reference), for proposers that simplify
+and proposers with canonical entries, duplicates, invalid sources, too many parameters and a
+resumed run's mismatch."""
+import math
+
+import pytest
+
+from ndvm._core._core import Seen, first_line, round_validated
+from ndvm.cosearch import rounds
+from ndvm.cosearch.rounds import SearchState, _Rounds
+from ndvm.cosearch.score import CANDIDATE, Scorer
+from ndvm.cosearch.sexpr import size, skeleton, to_source, to_tree
+from ndvm.cosearch.simplify import Simplifier, TooManyParameters
+from ndvm.cosearch.tasks import get_task
+
+
+class _Proposer:
+    """A proposer's attributes prepare reads (no proposing)."""
+
+    def __init__(self, name="fixed", canonical=False, made=None):
+        self.name, self.canonical = name, canonical
+        if made is not None:
+            self.made = made
+
+
+def _reference(task, prop, scorer, simplifier, seen, recorded, next_id, id_step, srcs):
+    """The records of ``srcs`` as _Rounds.prepare's Python loop made and validated them before
+    the native one: (records, the valid ones, their models, the next id)."""
+    records, todo, models = [], [], []
+    made = getattr(prop, "made", None) or {}
+    simplify = task.objective == "mse" and not getattr(prop, "canonical", False)
+    blank = {"id": None, "proposer": getattr(prop, "name", "custom"), "proposed": None,
+             "model": None, "status": "invalid", "params": None, "train_error": math.inf,
+             "heldout_error": math.inf, "r2": None, "size": None, "skeleton": None,
+             "error": None}
+    for src in srcs:
+        rid = next_id
+        rec = blank.copy()
+        rec["id"], rec["proposed"], rec["params"] = rid, src, {}
+        next_id += id_step
+        records.append(rec)
+        old = recorded.get(rid) if recorded else None
+        if old is not None and old["proposed"] != src:
+            raise rounds.ResumeMismatch(f"candidate {rid}")
+        if not seen.add_new(src):
+            rec["status"] = "duplicate"
+            continue
+        try:
+            canon = made.get(src)
+            tree = (to_tree(src, CANDIDATE) if canon is None else canon[0] if simplify
+                    else None)
+            if simplify:
+                try:
+                    tree = simplifier.canonicalize(tree)
+                except TooManyParameters:
+                    raise
+                except Exception:  # noqa: BLE001
+                    pass
+            model = to_source(tree) if canon is None else src
+            rec["model"] = model
+            if model != src and not seen.add_new(model):
+                rec["status"] = "duplicate"
+                continue
+            rec["size"] = size(tree) if canon is None else canon[2]
+            rec["skeleton"] = skeleton(tree, task.params) if canon is None else canon[3]
+        except Exception as e:  # noqa: BLE001
+            rec["error"] = str(e).splitlines()[0] if str(e) else type(e).__name__
+            continue
+        todo.append(rec)
+        models.append(model)
+    slots = []
+    for rec, got in zip(todo, scorer.validate_round(models)):
+        if isinstance(got, Exception):
+            rec["error"] = str(got).splitlines()[0] if str(got) else type(got).__name__
+        else:
+            slots.append(rec)
+    return records, slots, [r["model"] for r in slots], next_id
+
+
+# sources of every kind: new, met again, simplified to a model met before, unreadable, of more
+# parameters than the task names, with a name the task does not allow (found when validated)
+_SOURCES = ["(* a x)", "(* a x)", "(* x a)", "(+ a (* b x))", "(* a (sin (* b x)))", "(+ a",
+            "(* (+ a b) x)", "(+ a b c d e f g h i j k l m n o p q r s t u v w)", "(* a zz)",
+            ")", "(+ (* a x) (* b x))", "(exp (* a x))", "(* 2.5 (cos (* b x)))", "(+ a (* b x))",
+            "", "(* a (sin x) (cos x))"]
+
+
+def _rounds(prop, task=None, first_id=0, id_step=1, recorded=None):
+    task = task or get_task("damped")
+    state = SearchState(task=task, grammar=None)
+    return _Rounds(task, prop, state, Scorer(task), 0.0, 16, None, recorded=recorded,
+                   first_id=first_id, id_step=id_step)
+
+
+def _check_same(run, srcs, seen_before=()):
+    """prepare's batch of ``srcs`` on ``run`` is the reference's records, with the same seen
+    set after it and its valid records' programs those of their models."""
+    ref_seen = run.__dict__.setdefault("reference_seen", Seen())  # (kept over its rounds)
+    for s in seen_before:
+        run.state.seen.add(s)
+        ref_seen.add(s)
+    first = run.next_id
+    want, want_todo, want_models, want_next = _reference(
+        run.task, run.prop, run.scorer, run.simplifier, ref_seen, run.recorded, first, run.id_step, srcs)
+    b = run.prepare(srcs)
+    assert b.records == want
+    assert [list(r) for r in b.records] == [list(r) for r in want]  # (field order)
+    assert run.next_id == want_next
+    assert b.slots == want_todo and [r["id"] for r in b.slots] == [r["id"] for r in want_todo]
+    assert [prog.source for prog, _ in b.items] == want_models
+    for s in {*srcs, *want_models}:
+        assert (s in run.state.seen) == (s in ref_seen), s
+    assert len(run.state.seen) == len(ref_seen)
+    return b
+
+
+def test_a_simplifying_proposers_records_are_the_python_loops():
+    b = _check_same(_rounds(_Proposer()), _SOURCES, seen_before=["(* a (exp x))"])
+    status = {r["proposed"]: r["status"] for r in b.records}
+    assert status["(* x a)"] == "duplicate" and status["(+ a"] == "invalid"
+    assert any(r["status"] == "invalid" and r["error"] for r in b.records)
+
+
+def test_ids_count_from_the_first_by_the_step_over_rounds():
+    run = _rounds(_Proposer(), first_id=3, id_step=4)
+    _check_same(run, _SOURCES[:7])
+    b = _check_same(run, _SOURCES[7:])
+    assert [r["id"] for r in b.records] == [3 + 4 * k for k in range(7, len(_SOURCES))]
+
+
+def test_a_likelihood_tasks_sources_are_not_simplified():
+    _check_same(_rounds(_Proposer(), task=get_task("kalman")),
+                ["(+ q r)", "(+ r q)", "(* q 1)", "(+ q", "(+ q r)"])
+
+
+def test_a_canonical_proposers_entries_give_the_model_its_size_and_skeleton():
+    task = get_task("damped")
+    s = Simplifier(task.params)
+    made = {}
+    for src in ["(* a x)", "(+ a (* b x))", "(* a (sin (* b x)))"]:
+        tree = s.canonicalize(to_tree(src))
+        made[to_source(tree)] = (tree, to_source(tree), size(tree), skeleton(tree, task.params))
+    # (an entry's fields are taken as they are: a size the tree does not have shows it)
+    made["(* a x)"] = (made["(* a x)"][0], "(* a x)", 99, "sk")
+    srcs = [*made, "(* x a)", "(* a x)", "(+ a", *_SOURCES]
+    for canonical in (True, False):  # (not canonical: the entry's tree simplified again)
+        b = _check_same(_rounds(_Proposer(canonical=canonical, made=made), task=task), srcs)
+        assert b.records[0]["size"] == 99 and b.records[0]["skeleton"] == "sk"
+
+
+def test_a_canonical_entrys_tree_with_too_many_parameters_is_invalid_when_simplified():
+    task = get_task("damped")
+    made = {"(* a x)": (to_tree("(* a x)"), "(* a x)", 3, "(* P x)")}
+
+    def too_many(tree):
+        raise TooManyParameters("the model needs 5 parameters\n(more)")
+
+    for canonical in (True, False):
+        run = _rounds(_Proposer(canonical=canonical, made=made), task=task)
+        run.simplifier.canonicalize = too_many
+        b = _check_same(run, ["(* a x)", "(* b x)"])
+        if canonical:  # (a canonical proposer's sources are not simplified)
+            assert [r["error"] for r in b.records] == [None, None] and len(b.slots) == 2
+        else:  # (simplified, the entry's tree too: the error is the record's)
+            assert [r["status"] for r in b.records] == ["invalid", "invalid"]
+            assert all(r["error"] == "the model needs 5 parameters" for r in b.records)
+
+
+def test_a_resumed_round_that_proposes_otherwise_raises_resume_mismatch():
+    recorded = {0: {"proposed": "(* a x)"}, 1: {"proposed": "(+ a (* b x))"}}
+    run = _rounds(_Proposer(), recorded=recorded)
+    with pytest.raises(rounds.ResumeMismatch,
+                       match=r"^cannot resume: candidate 1 was '\(\+ a \(\* b x\)\)' in the "
+                             r"earlier session and is '\(exp x\)' now \(resume needs the same"):
+        run.prepare(["(* a x)", "(exp x)"])
+    run = _rounds(_Proposer(), recorded=recorded)
+    b = _check_same(run, ["(* a x)", "(+ a (* b x))", "(exp x)"])
+    assert not b.replayed
+    run = _rounds(_Proposer(), recorded=recorded)
+    assert run.prepare(["(* a x)", "(+ a (* b x))"]).replayed
+
+
+def test_round_validated_keeps_the_valid_and_gives_the_others_their_errors_first_line():
+    todo = [{"id": k, "error": None} for k in range(5)]
+    got = [("p0", ()), ValueError("bad\nmore"), ("p2", ("a",)), KeyError(), ("p4", ())]
+    items, slots = round_validated(todo, got[:4])  # (the shorter of the two, as zip)
+    assert items == [("p0", ()), ("p2", ("a",))] and [r["id"] for r in slots] == [0, 2]
+    assert todo[1]["error"] == "bad" and todo[3]["error"] == "KeyError"
+    assert todo[4]["error"] is None
+
+
+def test_first_line_is_the_messages_first_line_or_the_types_name():
+    assert first_line(ValueError("one\ntwo")) == "one"
+    assert first_line(ValueError()) == "ValueError"
+    assert first_line(KeyError("k")) == "'k'"
+    assert rounds._first_line is first_line
