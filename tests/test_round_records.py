@@ -7,7 +7,7 @@ import math
 
 import pytest
 
-from ndvm._core._core import Seen, first_line, round_validated
+from ndvm._core._core import Seen, first_line, round_kept, round_scored, round_validated
 from ndvm.cosearch import rounds
 from ndvm.cosearch.rounds import SearchState, _Rounds
 from ndvm.cosearch.score import CANDIDATE, Scorer
@@ -196,3 +196,74 @@ def test_first_line_is_the_messages_first_line_or_the_types_name():
     assert first_line(ValueError()) == "ValueError"
     assert first_line(KeyError("k")) == "'k'"
     assert rounds._first_line is first_line
+
+
+def _scored_reference(items, slots, fitted, after, assess, fit_seconds, stamp, good):
+    """_Rounds.finish's first loop as it was in Python: the first good record."""
+    first = None
+    for (prog, _), rec, p, aft in zip(items, slots, fitted, after):
+        rec["fit_seconds"] = fit_seconds
+        rec["time"] = stamp
+        if not isinstance(p, dict):
+            rec["status"] = "failed"
+            rec["error"] = str(p).splitlines()[0] if str(p) else type(p).__name__
+            continue
+        why, scores = assess(prog, p, aft)
+        rec["params"] = p
+        if why is not None:
+            rec["status"] = "failed"
+            rec["error"] = why
+        else:
+            rec["status"] = "ok"
+            rec["train_error"], rec["heldout_error"], rec["r2"] = scores
+            if first is None and good is not None and good(rec):
+                first = rec
+    return first
+
+
+def _round_to_score():
+    """A round's items, records, fits and evaluations after them, of every outcome."""
+    fitted = [{"a": 1.0}, RuntimeError("no\nmore"), {"a": 2.0}, {"a": 3.0}, ValueError(),
+              {"a": 4.0}, {"a": 5.0}]
+    items = [(f"p{k}", ("a",)) for k in range(len(fitted))]
+    slots = [{"id": k, "status": "invalid", "params": {}, "error": None}
+             for k in range(len(fitted))]
+    return items, slots, fitted, [f"after{k}" for k in range(len(fitted))]
+
+
+def _assess(prog, p, after):
+    a = p["a"]
+    if a == 2.0:
+        return "off the data's domain", None
+    return None, (a, a + 0.5 if a != 4.0 else math.inf, 1.0 - 1.0 / a)
+
+
+def test_round_scored_scores_each_record_as_the_python_loop_did():
+    for good in (None, lambda r: r["r2"] > 0.6, lambda r: False):
+        items, slots, fitted, after = _round_to_score()
+        want_slots = [dict(r) for r in slots]
+        want = _scored_reference(items, want_slots, fitted, after, _assess, 0.25, 1.5, good)
+        got = round_scored(items, slots, fitted, after, _assess, 0.25, 1.5, good)
+        assert slots == want_slots and [list(r) for r in slots] == [list(r) for r in want_slots]
+        assert (got is None and want is None) or got["id"] == want["id"]
+    assert got is None and round_scored(items[:2], slots, fitted, after, _assess, 0, 0, None) \
+        is None
+
+
+def test_round_kept_stamps_replays_and_keeps_the_ok_finite_records():
+    items, slots, fitted, after = _round_to_score()
+    round_scored(items, slots, fitted, after, _assess, 0.25, 1.5, None)
+    extra = {"id": 9, "status": "ok", "heldout_error": float("nan")}
+    records = [*slots, extra, {"id": 10, "status": "duplicate"}]
+    seen = []
+
+    def replayed(old, rec):
+        seen.append((old["id"], rec["id"]))
+        rec["time"] = old["time"]
+
+    ok = round_kept(records, 7.0, {3: {"id": 3, "time": 0.5}, 10: {"id": 10, "time": 0.75}},
+                    replayed)
+    assert [r["id"] for r in ok] == [0, 3, 6]  # (5's held-out error is not finite, 9's NaN)
+    assert seen == [(3, 3), (10, 10)]
+    assert [r["time"] for r in records] == [1.5, 1.5, 1.5, 0.5, 1.5, 1.5, 1.5, 7.0, 0.75]
+    assert round_kept(records, 8.0, {}, None) == ok  # (nothing recorded: none replayed)

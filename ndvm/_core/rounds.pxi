@@ -42,7 +42,8 @@ def round_records(list srcs not None, dict blank not None, Py_ssize_t next_id,
             rec["status"] = "duplicate"
             continue
         try:
-            canon = made.get(src) if made else None
+            canon = ((<dict>made).get(src) if type(made) is dict else made.get(src)) if made \
+                else None
             # (a proposer's canonical entry: its tree, made when read, is read only to simplify
             # it)
             tree = tree_of(src, canon, simplify) if canon is None or simplify else None
@@ -75,3 +76,57 @@ def round_validated(list todo not None, list got not None):
             items.append(g)
             slots.append(todo[k])
     return items, slots
+
+
+def round_scored(list items not None, list slots not None, list fitted not None, list after,
+                 assess, fit_seconds, stamp, good):
+    """Score a round's calibrated records ``slots`` (``_Rounds.finish``'s rules): each is
+    stamped with ``fit_seconds`` and the time ``stamp``; one whose calibration ``fitted`` gave
+    no params (an exception) failed with its first line; else ``assess(program, params, its
+    fit's evaluation after it)`` (of ``items``' program and ``after``) says why it failed, or
+    its (train error, held-out error, R^2): it is ok with them. Returns the first ok record
+    that ``good`` accepts (None without ``good``, or when none is)."""
+    cdef Py_ssize_t k, n = min(len(items), len(slots), len(fitted), len(after))
+    cdef dict rec
+    first = None
+    for k in range(n):
+        prog, _ = items[k]
+        rec = slots[k]
+        p = fitted[k]
+        rec["fit_seconds"] = fit_seconds
+        rec["time"] = stamp
+        if not isinstance(p, dict):
+            rec["status"] = "failed"
+            rec["error"] = first_line(p)
+            continue
+        why, scores = assess(prog, p, after[k])
+        rec["params"] = p
+        if why is not None:
+            rec["status"] = "failed"
+            rec["error"] = why
+        else:
+            rec["status"] = "ok"
+            rec["train_error"], rec["heldout_error"], rec["r2"] = scores
+            if first is None and good is not None and good(rec):
+                first = rec
+    return first
+
+
+def round_kept(list records not None, stamp, recorded, replayed):
+    """A round's ``records`` read once at its end (``_Rounds.finish``'s rules): each without a
+    time given ``stamp``; each that ``recorded`` (an earlier session's records by id) holds
+    checked and given its times by ``replayed(recorded record, record)``. Returns the ok ones
+    whose held-out error is finite (those a front or population may keep), in order."""
+    cdef list ok = []
+    cdef dict rec
+    for r in records:
+        rec = r
+        if "time" not in rec:
+            rec["time"] = stamp
+        if recorded:
+            old = recorded.get(rec["id"])
+            if old is not None:
+                replayed(old, rec)
+        if rec["status"] == "ok" and _isfinite(<double>rec["heldout_error"]):
+            ok.append(rec)
+    return ok

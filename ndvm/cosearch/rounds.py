@@ -13,7 +13,8 @@ import time
 from dataclasses import dataclass, field
 
 import ndvm
-from ndvm._core._core import Seen, population_fold, round_records, round_validated
+from ndvm._core._core import (Seen, population_fold, round_kept, round_records, round_scored,
+                              round_validated)
 from ndvm._core._core import first_line as _first_line
 from ndvm.cosearch.grammar import Grammar
 from ndvm.cosearch.records import Front, _dump, _good
@@ -282,42 +283,21 @@ class _Rounds:
         task, state = self.task, self.state
         # (a round's records are scored within microseconds: one time for them all)
         fit_seconds, stamp = round(b.fit_each, 6), round(time.perf_counter() - self.t0, 4)
-        assess = self.scorer.assess
-        for (prog, _), rec, p, after in zip(b.items, b.slots, b.fitted, b.after):
-            rec["fit_seconds"] = fit_seconds
-            rec["time"] = stamp
-            if not isinstance(p, dict):
-                rec["status"] = "failed"
-                rec["error"] = _first_line(p)
-                continue
-            why, scores = assess(prog, p, after)
-            rec["params"] = p
-            if why is not None:
-                rec["status"] = "failed"
-                rec["error"] = why
-            else:
-                rec["status"] = "ok"
-                rec["train_error"], rec["heldout_error"], rec["r2"] = scores
-                if self.first_good is None and _good(task, rec):
-                    self.first_good = rec
+        # (each record scored, and the first good one found, in one native call)
+        good = None if self.first_good is not None else lambda rec: _good(task, rec)
+        first = round_scored(b.items, b.slots, b.fitted, b.after, self.scorer.assess,
+                             fit_seconds, stamp, good)
+        if first is not None:
+            self.first_good = first
         for (old, prog, names, rid), done in zip(b.refits, b.refitted or []):
             if done is None:  # replayed: as recorded, or run now if the record was never written
                 again = self.recorded.get(rid)
                 done = ((_recorded_fit(again), None) if again is not None
                         else self._refit(old, prog, names))
             b.records.append(self.refit_record(old, prog, rid, *done))
-        recorded, ok = self.recorded, []  # (ok: the records a front or population may keep)
-        finite = math.isfinite
-        for rec in b.records:  # (each record read once here: stamped, checked, sorted out)
-            rec.setdefault("time", stamp)
-            old = recorded.get(rec["id"]) if recorded else None
-            if old is not None:  # read back from an earlier session: it must score the same
-                _same_outcome(old, rec)
-                rec["time"] = old.get("time", rec["time"])
-                if "fit_seconds" in old:
-                    rec["fit_seconds"] = old["fit_seconds"]
-            if rec["status"] == "ok" and finite(rec["heldout_error"]):
-                ok.append(rec)
+        # (each record read once here: stamped, checked, sorted out; ok: the records a front or
+        # population may keep)
+        ok = round_kept(b.records, stamp, self.recorded, _replayed)
         front = self._front
         if front is None or front.records is not self.front:
             front = self._front = Front(self.front)
@@ -354,6 +334,15 @@ class _Rounds:
         if self.first_good is None and _good(self.task, rec):
             self.first_good = rec
         return rec
+
+
+def _replayed(old, rec):
+    """Check the record ``rec`` read back from an earlier session's ``old`` (it must score the
+    same: ResumeMismatch) and give it ``old``'s times."""
+    _same_outcome(old, rec)
+    rec["time"] = old.get("time", rec["time"])
+    if "fit_seconds" in old:
+        rec["fit_seconds"] = old["fit_seconds"]
 
 
 def _mismatch(rid, was, now):
