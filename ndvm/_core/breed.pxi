@@ -47,12 +47,18 @@ def breed_round(double x, int ndigits):
     return python_round(x, ndigits)
 
 
-cdef int _bdeeper(int depth) except -1:
+cdef inline int _bdeeper(int depth) except -1:
+    # the operators' guard a list level down: RecursionError past BREED_MAX_DEPTH levels or
+    # near the native stack's end (datum.pxi's guard); inlined, the raising out of line
+    if depth >= _BREED_MAX_DEPTH or native_stack_exhausted():
+        _btoo_deep(depth)
+    return 0
+
+
+cdef int _btoo_deep(int depth) except -1:
     if depth >= _BREED_MAX_DEPTH:
         raise RecursionError(f"the tree is nested more than {_BREED_MAX_DEPTH} levels deep")
-    if native_stack_exhausted():  # (datum.pxi's guard)
-        raise RecursionError(_STACK_EXHAUSTED)
-    return 0
+    raise RecursionError(_STACK_EXHAUSTED)
 
 
 cdef Draws _bdraws(object rng):
@@ -1176,6 +1182,7 @@ cdef class Breeder:
         cdef Sites a, b
         cdef SNode* child
         cdef _Made m
+        cdef bint digests = type(seen) is Seen  # (asked directly, see _bmet)
         if <Py_ssize_t>errv.size() != n_parents:
             raise ValueError(f"one error per parent: {n_parents} parents, {errv.size()} errors")
         for tries in range(n * 20):
@@ -1216,21 +1223,33 @@ cdef class Breeder:
                 if m.size > self.max_size:
                     continue
                 if admits is None:
-                    if m.src in made or m.src in seen:
+                    src = m.src
+                    if _bmet(src, made, seen, digests):
                         continue
-                    out.append(m.src)
-                    made[m.src] = m
+                    out.append(src)
+                    made[src] = m
                     continue
                 entry = canonical._complete(m)  # (``admits`` reads the tree)
             if entry is None or (<tuple>entry)[2] > self.max_size or (
                     admits is not None and not admits((<tuple>entry)[0])):
                 continue
             src = (<tuple>entry)[1]
-            if src in made or src in seen:  # (the cheaper test first)
+            if _bmet(src, made, seen, digests):
                 continue
             out.append(src)
             made[src] = entry
         return out
+
+
+cdef inline bint _bmet(object src, dict made, object seen, bint digests) except -1:
+    # whether a child's source was met: made this round or seen before. A Seen (``digests``:
+    # ``seen`` is one, not a subclass) is asked first and directly: its digest is cheaper than
+    # the dict's string hash of a new source, and most children met were seen in earlier rounds
+    # (two answers without side effects: the same either way). Any other ``seen`` is asked after
+    # ``made``, as before (its answers may be recorded or raise).
+    if digests:
+        return (<Seen>seen)._has(src) or src in made
+    return src in made or src in seen
 
 
 @cython.final

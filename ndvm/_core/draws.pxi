@@ -58,8 +58,9 @@ cdef class Draws:
         # numpy's bounded draw for a span below 2**32 - 1 (draws.hpp)
         return bounded32(self.bg, span)
 
-    cdef Py_ssize_t _below(self, Py_ssize_t n) except -1:
-        # ``integers(n)`` for the operators' list lengths, as a C integer
+    cdef inline Py_ssize_t _below(self, Py_ssize_t n) except -1:
+        # ``integers(n)`` for the operators' list lengths, as a C integer (inlined: most of a
+        # child's draws)
         if n <= 0:
             raise ValueError(f"integers: low >= high (0 >= {n})")
         if n - 1 > <Py_ssize_t>0xFFFFFFFE:  # (a C comparison: the literal was a Python int's)

@@ -21,7 +21,12 @@ inline uint64_t digest(const char* text, size_t n) {
   for (;;) {
     uint64_t word = 0;
     size_t take = n - k < 8 ? n - k : 8;
-    for (size_t b = 0; b < take; ++b) word |= static_cast<uint64_t>(p[k + b]) << (8 * b);
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+    if (take == 8)  // (a whole block is its bytes read little-endian: one load, not eight)
+      std::memcpy(&word, p + k, 8);
+    else
+#endif
+      for (size_t b = 0; b < take; ++b) word |= static_cast<uint64_t>(p[k + b]) << (8 * b);
     h = splitmix64_finalize(h ^ word) + 0x9e3779b97f4a7c15ULL;
     k += take;
     if (k >= n) return h;

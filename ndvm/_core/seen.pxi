@@ -43,6 +43,10 @@ cdef class Seen:
     cdef bint _marked
 
     def __contains__(self, source):
+        return self._has(source)
+
+    cdef inline bint _has(self, object source) except -1:
+        # ``source in self`` (Breeder.children asks it of a Seen directly: no slot call)
         return self.digests.contains(_source_digest(source))
 
     cdef bint _insert(self, uint64_t d):
