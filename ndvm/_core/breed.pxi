@@ -424,6 +424,12 @@ cdef object _bpython(Simplifier s, SNode* n, _Back* back, char* limit):
     return out
 
 
+ctypedef struct _Spot:  # a position of a Sites
+    Py_ssize_t scope  # its scope is scope_objs[scope] (most share their neighbour's object)
+    bint in_loop  # whether it is in a loop's body
+    Py_ssize_t path_at, path_len  # its path: paths[path_at:path_at + path_len]
+
+
 cdef class Sites:
     """A tree's rewrite positions (``positions``) and its literal and operator positions, listed
     once: a parent in the search is mutated many times. The tree must not change afterwards.
@@ -434,9 +440,7 @@ cdef class Sites:
     cdef readonly object tree
     cdef list nodes  # the subtree at each spot: spot k's is nodes[k] (no path walked)
     cdef list scope_objs  # ... its scope (the names bound there) is scope_objs[scope_of[k]]
-    cdef vector[Py_ssize_t] scope_of  # (most positions share their neighbour's scope object)
-    cdef vector[char] in_loop  # ... whether it is in a loop's body
-    cdef vector[Py_ssize_t] path_at  # ... its path: paths[path_at[k]:path_at[k + 1]]
+    cdef vector[_Spot] at  # ... its scope, whether in a loop, where its path is in ``paths``
     cdef vector[Py_ssize_t] paths
     cdef list _spots  # (the tuples, once made)
     cdef Py_ssize_t _n_atoms
@@ -452,6 +456,10 @@ cdef class Sites:
         becomes a parent): while the Node its tree was made of is valid, that Node is the
         tree's Node form in its Simplifier, not converted again from the tree (nor held: no
         later tree shares its lists, its children being bred of its Nodes)."""
+        self._init(tree, entry)
+
+    cdef int _init(self, object tree, object entry) except -1:
+        # (__init__'s work; ParentEntries makes a parent's Sites by it, without a Python call)
         self._list(tree, _NO_NAMES, _NO_NAMES, ())
         cdef _Made m
         cdef Simplifier owner
@@ -461,6 +469,7 @@ cdef class Sites:
             if (owner is not None and owner.n_resets == m.resets and m.tree is tree
                     and m.node != NULL):  # (its tree made of that Node)
                 self.form = _bform(owner, m.node, self)
+        return 0
 
     cdef int _list(self, object tree, object scope, object counters, object prefix) except -1:
         # lists the positions of ``tree`` (positions' rule, from ``scope`` and ``counters``),
@@ -473,15 +482,10 @@ cdef class Sites:
         self.nodes = []
         self.scope_objs = []
         # (room for a parent's positions at once: not grown, and freed, five times over)
-        self.scope_of.clear()
-        self.scope_of.reserve(32)
-        self.in_loop.clear()
-        self.in_loop.reserve(32)
+        self.at.clear()
+        self.at.reserve(32)
         self.paths.clear()
         self.paths.reserve(128)
-        self.path_at.clear()
-        self.path_at.reserve(33)
-        self.path_at.push_back(0)
         self._spots = None
         _bpositions(self, tree, scope, counters, path, 0)
         self._n_atoms = -1
@@ -501,27 +505,35 @@ cdef class Sites:
         if n == 0 or <object>PyList_GET_ITEM(self.scope_objs, n - 1) is not scope:
             self.scope_objs.append(scope)
             n += 1
-        self.scope_of.push_back(n - 1)
-        self.in_loop.push_back(in_loop)
-        cdef size_t k
-        for k in range(path.size()):  # (a few indices: no range insert's set up)
-            self.paths.push_back(path[k])
-        self.path_at.push_back(self.paths.size())
+        cdef _Spot spot
+        spot.scope = n - 1
+        spot.in_loop = in_loop
+        spot.path_at = self.paths.size()
+        spot.path_len = path.size()
+        self.at.push_back(spot)  # (one record a position, its path copied in one resize)
+        self.paths.resize(spot.path_at + spot.path_len)
+        cdef Py_ssize_t k
+        for k in range(spot.path_len):
+            self.paths[spot.path_at + k] = path[k]
         return 0
 
     cdef inline Py_ssize_t n_spots(self):
-        return self.in_loop.size()
+        return self.at.size()
 
     cdef inline object scope(self, Py_ssize_t k):
         # spot k's scope
-        return <object>PyList_GET_ITEM(self.scope_objs, self.scope_of[k])
+        return <object>PyList_GET_ITEM(self.scope_objs, self.at[k].scope)
+
+    cdef inline bint in_loop(self, Py_ssize_t k):
+        # whether spot k is in a loop's body
+        return self.at[k].in_loop
 
     cdef inline const Py_ssize_t* path_of(self, Py_ssize_t k):
-        # spot k's path (path_len(k) indices); (the arrays' data: never NULL past one spot)
-        return self.paths.data() + self.path_at[k]
+        # spot k's path (path_len(k) indices); (the array's data: never read when empty)
+        return self.paths.data() + self.at[k].path_at
 
     cdef inline Py_ssize_t path_len(self, Py_ssize_t k):
-        return self.path_at[k + 1] - self.path_at[k]
+        return self.at[k].path_len
 
     cdef tuple _path(self, Py_ssize_t k):
         # spot k's path as a tuple of ints
@@ -538,7 +550,7 @@ cdef class Sites:
     cdef list _spot_list(self):
         cdef Py_ssize_t k
         if self._spots is None:
-            self._spots = [_acyclic((self._path(k), self.scope(k), self.in_loop[k] != 0))
+            self._spots = [_acyclic((self._path(k), self.scope(k), self.in_loop(k)))
                            for k in range(self.n_spots())]
         return self._spots
 
@@ -1043,7 +1055,7 @@ cdef class Breeder:
         cdef long most = max(1, self.max_depth - sites.path_len(k) // 2)
         return _nreplace(s, f.root, sites, k,
                          self._grow(d, s, 1 + d._below(most), sites.scope(k),
-                                    sites.in_loop[k] != 0, 0))
+                                    sites.in_loop(k), 0))
 
     cdef int _kind(self, Draws d) except -1:
         # the kind of a mutation (an index in _KINDS), drawn from the grammar's rates
@@ -1101,7 +1113,7 @@ cdef class Breeder:
             dscope = sites_b.scope(j)
             piece = sites_b.node(b, j)
             if ((not dscope or _blocals_in(piece, dscope, scope, 0))
-                    and not (sites_a.in_loop[i] and _brefs(piece, _LOOP, 0))):
+                    and not (sites_a.in_loop(i) and _brefs(piece, _LOOP, 0))):
                 # (the child's size: the parent's with one subtree traded for the piece)
                 if (sites_a._size() - sites_a.spot_size(a, i) + sites_b.spot_size(b, j)
                         <= self.max_size):
@@ -1282,8 +1294,11 @@ cdef class ParentEntries:
         if len(self.parsed) > 100_000:
             self.parsed.clear()
         canon = self.proposed.pop(src, None)  # (our own proposal: the tree it was made as)
-        cdef Sites out = (Sites(self.to_tree(src)) if canon is None
-                          else Sites(canon[0], canon))
+        cdef Sites out = Sites.__new__(Sites)
+        if canon is None:
+            out._init(self.to_tree(src), None)
+        else:
+            out._init(canon[0], canon)
         self.parsed[src] = out
         return out
 
