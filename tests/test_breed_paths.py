@@ -121,3 +121,14 @@ def test_children_asking_a_seen_raise_as_before():
     with pytest.raises(KeyError, match="asked"):
         gp.breeder(g).children(_core.Draws(np.random.default_rng(0)), 5, [], {}, Raising(),
                                simp, parents, [1.0], 0, [])
+
+
+def test_a_parents_draw_is_numpys_integers_and_an_empty_one_raises_as_before():
+    # (Draws._below, the operators' bounded draw: inline for spans below 2**32, as numpy draws)
+    b = gp.breeder(Grammar())
+    for n in (1, 2, 3, 7, 64, 65, 1000, 4097):
+        d, want = _core.Draws(np.random.default_rng(n)), np.random.default_rng(n)
+        got = [b.pick(d, [1.0] * n, tournament=1) for _ in range(50)]
+        assert got == [int(want.integers(n)) for _ in range(50)]
+    with pytest.raises(ValueError, match=r"integers: low >= high \(0 >= 0\)"):
+        b.pick(_core.Draws(np.random.default_rng(0)), [])

@@ -59,13 +59,17 @@ cdef class Draws:
         return bounded32(self.bg, span)
 
     cdef inline Py_ssize_t _below(self, Py_ssize_t n) except -1:
-        # ``integers(n)`` for the operators' list lengths, as a C integer (inlined: most of a
-        # child's draws)
+        # ``integers(n)`` for the operators' list lengths, as a C integer (most of a child's
+        # draws: the common span inline, the rest out of line)
+        if 0 < n and n - 1 <= <Py_ssize_t>0xFFFFFFFE:
+            return bounded32(self.bg, <uint32_t>(n - 1))
+        return self._below_rare(n)
+
+    cdef Py_ssize_t _below_rare(self, Py_ssize_t n) except -1:
+        # (an empty range, or a span past 32 bits: numpy's own 64-bit branches)
         if n <= 0:
             raise ValueError(f"integers: low >= high (0 >= {n})")
-        if n - 1 > <Py_ssize_t>0xFFFFFFFE:  # (a C comparison: the literal was a Python int's)
-            return int(self.rng.integers(n))
-        return bounded32(self.bg, <uint32_t>(n - 1))
+        return int(self.rng.integers(n))
 
     cdef inline double _random(self):
         return self.bg.next_double(self.bg.state)
