@@ -439,7 +439,7 @@ cdef class Sites:
 
     cdef readonly object tree
     cdef list nodes  # the subtree at each spot: spot k's is nodes[k] (no path walked)
-    cdef list scope_objs  # ... its scope (the names bound there) is scope_objs[scope_of[k]]
+    cdef list scope_objs  # ... its scope (the names bound there) is scope_objs[at[k].scope]
     cdef vector[_Spot] at  # ... its scope, whether in a loop, where its path is in ``paths``
     cdef vector[Py_ssize_t] paths
     cdef list _spots  # (the tuples, once made)
