@@ -225,6 +225,10 @@ cdef class Simplifier:
     cdef uint64_t list_base
     cdef Py_ssize_t n_list_entries  # (those not NULL)
     cdef public object fallback  # tree -> the entry of a tree outside the forms (``entry``)
+    # called with the Python tree of each tree whose entry is computed (not met before), before
+    # it is computed, when set: for checks that replay a search's canonical forms elsewhere
+    # (bench/check_canonical.py); None in a search
+    cdef public object trace
     # (a Simplifier's own number for the process: Sites keep their Node forms by it, with its
     # n_resets)
     cdef readonly Py_ssize_t uid
@@ -246,6 +250,7 @@ cdef class Simplifier:
         self.list_base = self.c.next_id()
         self.n_list_entries = 0
         self.fallback = None
+        self.trace = None
         global _last_simplifier_uid
         _last_simplifier_uid += 1
         self.uid = _last_simplifier_uid
@@ -601,6 +606,8 @@ cdef class Simplifier:
             out = self.entries.get(key, False)
         if out is False:
             self.n_entries_made += 1
+            if self.trace is not None:
+                self.trace(self._python_tree(n) if tree is None else tree)
             if len(self.entries) + self.n_list_entries > _ENTRY_LIMIT:
                 self.entries.clear()
                 self._forget_list_entries()
