@@ -597,3 +597,68 @@ def test_canonical_texts_with_names_outside_ascii():
         assert got == (["+", ["*", p, "θ"], ["exp", "x"]], f"(+ (* {p} θ) (exp x))", 6,
                        "(+ (* P θ) (exp x))")
         assert simp.entry(["*", 3.0, ["cos", "y"]])[1] == f"(* {p} (cos y))"
+
+
+def test_like_terms_of_a_long_sum_and_a_short_one_group_as_before():
+    # a sum's like terms are grouped in a handful of slots on the stack, and in a list made for
+    # a longer sum: both give the canonical forms the rules gave (recorded from them)
+    names = tuple(f"p{k}" for k in range(20))
+    ten = ["+"] + [["*", float(k), v] for k in (2, 3) for v in ("x", "y", "z", "w", "u")]
+    assert Simplifier(names).canonical_form(ten, skeleton=True) == (
+        ["+", ["*", "p0", "u"], ["*", "p1", "w"], ["*", "p2", "x"], ["*", "p3", "y"],
+         ["*", "p4", "z"]],
+        "(+ (* p0 u) (* p1 w) (* p2 x) (* p3 y) (* p4 z))", 16,
+        "(+ (* P u) (* P w) (* P x) (* P y) (* P z))")
+    eleven = ["+"] + [["*", float(k), ["sin", v]] for k in (2, 3)
+                      for v in ("x", "y", "z", "w", "u")] + ["x"]
+    got = Simplifier(names).canonical_form(eleven, skeleton=True)
+    assert got[1] == ("(+ (* p0 (sin u)) (* p1 (sin w)) (* p2 (sin x)) (* p3 (sin y)) "
+                      "(* p4 (sin z)) x)") and got[2] == 22
+    short = ["+"] + [["*", float(k), v] for k in (2, 3) for v in ("x", "y")]
+    assert Simplifier(names).canonical_form(short)[1] == "(+ (* p0 x) (* p1 y))"
+
+
+def test_an_empty_name_sorts_first_among_the_variables():
+    # an empty name's ordering key is empty: below every other, as Python's sorted put it
+    abcd = ("a", "b", "c", "d")
+    assert Simplifier(abcd).canonical_form(["+", "", "x", ["*", 2.0, ""], "zz"], True) == (
+        ["+", ["*", "a", ""], "x", "zz"], "(+ (* a ) x zz)", 6, "(+ (* P ) x zz)")
+    assert Simplifier(abcd).canonical_form(["*", "", ["+", "x", ""], 3.0], True) == (
+        ["*", "a", "", ["+", "", "x"]], "(* a  (+  x))", 6, "(* P  (+  x))")
+
+
+def test_list_texts_kept_across_resets_are_a_fresh_simplifiers():
+    # a list content's source and skeleton are kept in the core's store of texts (and its Nodes
+    # and contents in blocks made again in place after a reset): long ones, past a block of
+    # the store, and short ones, before and after the memo is forgotten, read as to_source and
+    # skeleton write them
+    abcd = ("a", "b", "c", "d")
+    simp = Simplifier(abcd)
+    long_tree = ["+"] + [["*", "a", ["sin", ["*", 2.5, f"x{k}"]]] for k in range(3000)]
+    probes = [long_tree, ["*", "a", ["exp", ["-", "x", 1.25]]], ["sin", ["+", "b", "x"]], []]
+    k = 0
+    while simp.core.n_resets < 2:
+        if k % 4000 == 0:
+            for t in probes:
+                assert simp.source(t) == to_source(t) and simp.size(t) == size(t)
+                assert simp.skeleton(t) == skeleton(t, abcd)
+        k += 1
+        simp.canonical_form(["+", ["*", float(k), "x"], ["cos", ["*", "b", ["-", "y", k]]]])
+        assert k < 100_000
+    for t in probes:
+        assert simp.source(t) == to_source(t) and simp.skeleton(t) == skeleton(t, abcd)
+
+
+def test_trace_is_given_each_tree_whose_entry_is_computed():
+    # (bench/check_canonical.py reads a search's trees by it) each tree whose entry is computed
+    # once, as it was given; a tree met again is not; None: nothing called
+    abcd = ("a", "b", "c", "d")
+    simp = Simplifier(abcd)
+    assert simp.core.trace is None
+    seen = []
+    simp.core.trace = seen.append
+    trees = [["*", 2.0, "x"], "x", ["*", 2.0, "x"], ["+", "a", ["sin", "x"]], "x"]
+    entries = [simp.entry(t) for t in trees]
+    assert seen == [trees[0], "x", trees[3]]
+    simp.core.trace = None
+    assert [simp.entry(t) for t in trees] == entries and len(seen) == 3

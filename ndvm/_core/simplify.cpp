@@ -427,6 +427,15 @@ struct Rules {
       return like;
     return mk(items);
   }
+  // (head args...), remade as above
+  N remade(N like, N head, const Ns& args) {
+    if (like && like->items.size() == args.size() + 1 && like->items[0] == head &&
+        std::equal(args.begin(), args.end(), like->items.begin() + 1))
+      return like;
+    Ns items{head};
+    items.insert(items.end(), args.begin(), args.end());
+    return mk(items);
+  }
   N mk(Head head, Ns rest) {
     rest.insert(rest.begin(), owner_.head(head));
     return owner_.list(rest.data(), rest.size());
@@ -589,12 +598,12 @@ struct Rules {
   // An atom's source text (a number's written once; a non-finite literal cannot be written).
   // (a name or a text written before read in place; the rest, written once per Node, not: the
   // texts of a canonical form's every atom are asked)
-  [[gnu::always_inline]] const std::string& atom_text(N a) {
+  [[gnu::always_inline]] std::string_view atom_text(N a) {
     if (a->kind == Kind::Sym) return a->s();
     if (a->text) return *a->text;  // (a list's is never set)
     return new_atom_text(a);
   }
-  [[gnu::noinline]] const std::string& new_atom_text(N a) {
+  [[gnu::noinline]] std::string_view new_atom_text(N a) {
     if (a->kind == Kind::List) raise(Err::Type, "a list is not an atom");
     if (a->kind == Kind::Float && !std::isfinite(a->f))
       raise(Err::Value, "cannot write the literal " + nonfinite_repr(a->f));
@@ -609,37 +618,38 @@ struct Rules {
     return out;
   }
 
-  // A text memoized per list content in ``field``: "(" + its items' texts + ")", an atom's
-  // written by ``atom``.
+  // A text memoized per list content in ``field`` (stored()): "(" + its items' texts + ")", an
+  // atom's written by ``atom``.
   template <class Atom>
-  const std::string& text(N t, const std::string* Facts::*field, Atom atom) {
+  std::string_view text(N t, const char* Facts::*field, Atom atom) {
     if (!L(t)) return atom(t);
     Facts* f = facts(t);
     if (!(f->*field)) {
       guard();
       // (the items' texts found once, an atom's here; its length counted from them, then
-      // written in place into one allocation: appending to a string grown by doubling
-      // reallocated it a few times, and each append was a call)
-      SmallVec<const std::string*, 8> parts;
+      // written in place, after its length, into the Simplifier's Arena of texts)
+      SmallVec<std::string_view, 8> parts;
       size_t length = t->items.empty() ? 2 : t->items.size() + 1;
       for (N x : t->items) {
-        const std::string& part = L(x) ? text(x, field, atom) : atom(x);
-        parts.push_back(&part);
+        std::string_view part = L(x) ? text(x, field, atom) : atom(x);
+        parts.push_back(part);
         length += part.size();
       }
-      std::string& out = owner_.texts_.make()->s;
-      out.resize(length);
-      char* to = out.data();
+      if (length > UINT32_MAX) throw std::bad_alloc();
+      auto n = static_cast<uint32_t>(length);
+      auto* out = static_cast<char*>(owner_.stored_texts_.alloc(sizeof n + length));
+      std::memcpy(out, &n, sizeof n);
+      char* to = out + sizeof n;
       *to++ = '(';
       for (size_t k = 0; k < parts.size(); ++k) {
         if (k) *to++ = ' ';
-        put_text(to, *parts[k]);
-        to += parts[k]->size();
+        put_text(to, parts[k]);
+        to += parts[k].size();
       }
       *to = ')';
-      f->*field = &out;
+      f->*field = out;
     }
-    return *(f->*field);
+    return stored(f->*field);
   }
 
   // A count memoized per list content in ``field``: the sum of its items' counts, an atom's
@@ -658,25 +668,24 @@ struct Rules {
   }
 
   // sexpr.to_source(t)
-  const std::string& src(N t) {
-    return text(t, &Facts::src, [this](N a) -> const std::string& { return atom_text(a); });
+  std::string_view src(N t) {
+    return text(t, &Facts::src, [this](N a) { return atom_text(a); });
   }
 
   // sexpr.skeleton(t, params): parameters written P and numbers C
-  const std::string& skeleton(N t) {
-    return text(t, &Facts::skel, [this](N a) -> const std::string& { return skeleton_atom(a); });
+  std::string_view skeleton(N t) {
+    return text(t, &Facts::skel, [this](N a) { return skeleton_atom(a); });
   }
-  const std::string& skeleton_atom(N a) {
-    static const std::string number = "C", param = "P";
-    return num(a) ? number : in_P(a) ? param : atom_text(a);
+  std::string_view skeleton_atom(N a) {
+    if (num(a)) return "C";
+    return in_P(a) ? "P" : atom_text(a);
   }
 
   // Ordering of + and * arguments: variables before parameters, by parameter-free shape. A
   // boolean is not a str: Python's join (and comparison) of it was a TypeError.
-  const std::string& key(N t) {
-    static const std::string constant = "C";
-    return text(t, &Facts::key, [this](N a) -> const std::string& {
-      if (num(a) || is_mark(a) || in_P(a)) return constant;
+  std::string_view key(N t) {
+    return text(t, &Facts::key, [this](N a) -> std::string_view {
+      if (num(a) || is_mark(a) || in_P(a)) return "C";
       if (a->kind != Kind::Sym)
         raise(Err::Type, "sequence item: expected str instance, bool found");
       return a->s();
@@ -867,13 +876,14 @@ struct Rules {
       auto v = fold(head, args);
       if (v) return F(*v);
     }
-    // (the node of head and args, remade(like, ...), is made only where it is handed back or
-    // read: a sum, product, difference or quotient is rewritten into another list most often)
-    Ns items{owner_.head(head)};
-    items.insert(items.end(), args.begin(), args.end());
+    // (the node of head and args, remade(like, h, args), is made only where it is handed back
+    // or read: a sum, product, difference or quotient is rewritten into another list most
+    // often; nor are its items listed before: most calls never read them)
+    N h = owner_.head(head);
     bool all_pl = true;
     for (N a : args) all_pl = all_pl && pl(a);
-    if (all_pl && has_param(items)) return P();  // a parameter-only subtree is one number
+    // a parameter-only subtree is one number
+    if (all_pl && (has_param(h) || has_param(args))) return P();
     N out;
     if ((head == kPow || head == kExpt) && args.size() == 2 && num(args[1]) &&
         (val(args[1]) == 1 || val(args[1]) == 0))  // u^1 = u, u^0 = 1 (IEEE pow: for every u)
@@ -891,7 +901,7 @@ struct Rules {
       return args[0]->items[1];
     } else {
       N oc = outer_constant(head, args);
-      if (!oc || !truthy(oc)) return remade(like, items);
+      if (!oc || !truthy(oc)) return remade(like, h, args);
       out = oc;
     }
     // never larger: a rewrite that would grow the tree leaves the node as it is (the node's
@@ -900,7 +910,7 @@ struct Rules {
     // its own lists)
     int64_t node_size = 1;
     for (N a : args) node_size += size(a);
-    return size(out) <= node_size ? out : remade(like, items);
+    return size(out) <= node_size ? out : remade(like, h, args);
   }
 
   bool is_pow(N u) { return is(at(u, 0), kPow) || is(at(u, 0), kExpt); }
@@ -1061,16 +1071,19 @@ struct Rules {
   Ns sorted(const Ns& rest) {
     struct Keyed {
       bool variable;
-      const std::string* key;
+      std::string_view key;
       N item;
     };
-    auto less = [](const Keyed& a, const Keyed& b) {
+    auto first = [](std::string_view k) {  // (an empty key's 0, below every other)
+      return k.empty() ? 0 : static_cast<unsigned char>(k[0]);
+    };
+    auto less = [&first](const Keyed& a, const Keyed& b) {
       if (a.variable != b.variable) return a.variable < b.variable;
-      // (most keys differ in their first byte, compared here as std::string compares bytes:
-      // unsigned; an empty key's is its terminating 0, below every other)
-      auto x = static_cast<unsigned char>((*a.key)[0]), y = static_cast<unsigned char>((*b.key)[0]);
+      // (most keys differ in their first byte, compared here as the views compare bytes:
+      // unsigned)
+      auto x = first(a.key), y = first(b.key);
       if (x != y) return x < y;
-      return *a.key < *b.key;
+      return a.key < b.key;
     };
     // (the few arguments of a sum or product sorted on the stack, by insertion: stable, as
     // stable_sort, which allocates a buffer each call)
@@ -1083,7 +1096,7 @@ struct Rules {
       many.resize(n);
       keyed = many.data();
     }
-    for (size_t k = 0; k < n; ++k) keyed[k] = Keyed{!pl(rest[k]), &key(rest[k]), rest[k]};
+    for (size_t k = 0; k < n; ++k) keyed[k] = Keyed{!pl(rest[k]), key(rest[k]), rest[k]};
     if (n > kFew) {
       std::stable_sort(keyed, keyed + n, less);
     } else {
@@ -1217,22 +1230,22 @@ struct Rules {
   }
 
   // The parameter-free factors u and v share (by source, with multiplicity).
-  using Texts = SmallVec<const std::string*, 8>;  // memoized sources, compared by content
-  static const std::string** find_text(Texts& v, const std::string& s) {
-    return std::find_if(v.begin(), v.end(), [&](const std::string* x) { return *x == s; });
+  using Texts = SmallVec<std::string_view, 8>;  // memoized sources, compared by content
+  static std::string_view* find_text(Texts& v, std::string_view s) {
+    return std::find_if(v.begin(), v.end(), [&](std::string_view x) { return x == s; });
   }
 
   Texts common_factors(N u, N v) {
     Texts vs, out;
     for (N f : factors_of(v))
-      if (!occurrences(f)) vs.push_back(&src(f));
+      if (!occurrences(f)) vs.push_back(src(f));
     for (N f : factors_of(u)) {
-      const std::string& s = src(f);
+      std::string_view s = src(f);
       if (!occurrences(f) && !num(f)) {
         auto it = find_text(vs, s);
         if (it != vs.end()) {
           vs.erase(it);
-          out.push_back(&s);
+          out.push_back(s);
         }
       }
     }
@@ -1244,7 +1257,7 @@ struct Rules {
     Texts left = srcs;
     Ns rest;
     for (N f : factors_of(t)) {
-      const std::string& s = src(f);
+      std::string_view s = src(f);
       auto it = find_text(left, s);
       if (it != left.end())
         left.erase(it);
@@ -1276,12 +1289,12 @@ struct Rules {
     // a sum's or a ratio's own scale is kept rather than a constant factor; ties by shape
     size_t keep = carriers[0];
     int best_rank = 0;
-    const std::string* best_key = nullptr;
+    std::string_view best_key;
     for (size_t n = 0; n < carriers.size(); ++n) {
       size_t i = carriers[n];
       int rank = fitted(factors[i]) ? 2 : scaled_sum(factors[i]) ? 0 : 1;
-      const std::string* k = &key(factors[i]);
-      if (n == 0 || rank < best_rank || (rank == best_rank && *k < *best_key)) {
+      std::string_view k = key(factors[i]);
+      if (n == 0 || rank < best_rank || (rank == best_rank && k < best_key)) {
         best_rank = rank;
         best_key = k;
         keep = i;
@@ -1304,7 +1317,7 @@ struct Rules {
   static bool same_base(const Base& a, const Base& b) {
     if (a.size() != b.size()) return false;
     for (size_t k = 0; k < a.size(); ++k)
-      if (*a[k] != *b[k]) return false;
+      if (a[k] != b[k]) return false;
     return true;
   }
   template <class Bases>
@@ -1322,11 +1335,11 @@ struct Rules {
         if (!pl(term->items[k])) factors.push_back(term->items[k]);
       if (static_cast<int64_t>(factors.size()) >= static_cast<int64_t>(term->items.size()) - 2) {
         Base b;
-        for (N f : factors) b.push_back(&src(f));
+        for (N f : factors) b.push_back(src(f));
         return {b, factors};
       }
     }
-    return {Base{&src(term)}, Ns{term}};
+    return {Base{src(term)}, Ns{term}};
   }
 
   // A product with a sum among its factors is expanded when one of its terms is like another
@@ -1705,7 +1718,7 @@ struct Rules {
     }
     if (!Texts) return x;
     ++r.atoms;
-    const std::string& text = atom_text(x);
+    std::string_view text = atom_text(x);
     r.s.put(text);
     if (num(x))
       r.sk.put('C');
@@ -1901,6 +1914,7 @@ void Simplifier::reset() {
   texts_.clear();
   canonicals_.clear();
   canonical_texts_.reset();
+  stored_texts_.reset();
   nodes_.clear();
   items_.reset();
   name_nodes_.clear();

@@ -7,8 +7,11 @@
 #include <cstdint>
 #include <cstring>
 #include <memory>
+#include <new>
 #include <optional>
 #include <string>
+#include <string_view>
+#include <type_traits>
 #include <unordered_map>
 #include <unordered_set>
 #include <utility>
@@ -75,16 +78,12 @@ struct alignas(64) Node {
   const std::string* text = nullptr;  // a number's source, once written (a pooled Text)
 
   const std::string& s() const { return *name; }  // (a symbol's)
-
-  // As made (a Pool's reused Node, renewed in place: assigning a new one constructs, moves and
-  // destroys it, for each of the many Nodes a canonical form makes).
-  void renew() { *this = Node{}; }
 };
 
 static_assert(sizeof(Node) == 64, "a Node is one cache line");
 
-// A text the Simplifier memoizes (a number's source, a list content's source, key or skeleton),
-// pooled as the Nodes are: a reused one keeps its buffer (no allocation in the steady state).
+// A number's source text, pooled as the Nodes are: a reused one keeps its buffer (no allocation
+// in the steady state).
 struct Text {
   std::string s;
   void renew() { s.clear(); }
@@ -108,12 +107,20 @@ struct alignas(64) Facts {
   // the canonical form of this (lifted) content renamed, in canonicals_: the lifting of many
   // simplified contents meets one content, whose renaming is then not repeated
   int64_t renamed = -1;
-  const std::string *src = nullptr, *key = nullptr, *skel = nullptr;  // (pooled Texts)
-
-  // As made (a Pool's reused Facts; see Node::renew).
-  void renew() { *this = Facts{}; }
+  // (stored texts, see stored(): a pointer each, where a view each would not fit)
+  const char *src = nullptr, *key = nullptr, *skel = nullptr;
 };
 static_assert(sizeof(Facts) == 128, "a Facts is two cache lines");
+
+// A list content's source, key or skeleton (Facts::src, key, skel) is kept in the Simplifier's
+// Arena of them, its length (4 bytes) before its bytes, until a reset: written once, in place,
+// where a pooled std::string was allocated (most of them new, their room zeroed first), for each
+// content whose text is asked. The text kept at p:
+inline std::string_view stored(const char* p) {
+  uint32_t n;
+  std::memcpy(&n, p, sizeof n);
+  return {p + sizeof n, n};
+}
 
 // The exceptions the rules raise, as the Python rules raised them.
 enum class Err : int {
@@ -132,8 +139,13 @@ inline int node_kind(const Node* n) { return static_cast<int>(n->kind); }
 const std::vector<std::string>& arithmetic_heads();
 
 // Objects made one at a time and forgotten all at once: blocks of kBlock, kept across a
-// clear (a reused object is renewed, T::renew, when it is made again), so a Simplifier's steady
-// state allocates nothing for its Nodes and Facts.
+// clear, so a Simplifier's steady state allocates nothing for its Nodes and Facts. An object
+// without a destructor (a Node, a Facts) is constructed where it is made, in a block of raw
+// memory (a new block's kBlock objects were each constructed when it was allocated, and then
+// again when made: 0.69 M instructions of a 1,024-candidate damped search, the Nodes of its
+// children and their canonical forms, until the pools' first reset);
+// any other (a Text) is constructed with its block and renewed, T::renew, when it is made
+// again (its buffer kept).
 template <class T>
 class Pool {
  public:
@@ -142,7 +154,10 @@ class Pool {
   [[gnu::always_inline]] T* make() {
     if (__builtin_expect(next_ == end_, 0)) next_block();
     T* out = next_++;
-    out->renew();
+    if constexpr (kRaw)
+      new (out) T();
+    else
+      out->renew();
     return out;
   }
   size_t size() const { return done_ + static_cast<size_t>(next_ - begin_); }
@@ -153,16 +168,31 @@ class Pool {
 
  private:
   static constexpr size_t kBlock = 4096;
+  static constexpr bool kRaw = std::is_trivially_destructible_v<T>;
+  struct Free {  // (a block as it was allocated)
+    void operator()(T* p) const {
+      if constexpr (kRaw)
+        ::operator delete(p, std::align_val_t(alignof(T)));
+      else
+        delete[] p;
+    }
+  };
   [[gnu::noinline]] void next_block() {
     if (begin_) {  // (the block filled; none yet after a clear)
       done_ += kBlock;
       ++block_;
     }
-    if (block_ == blocks_.size()) blocks_.emplace_back(new T[kBlock]);
+    if (block_ == blocks_.size()) {
+      if constexpr (kRaw)
+        blocks_.emplace_back(static_cast<T*>(
+            ::operator new(kBlock * sizeof(T), std::align_val_t(alignof(T)))));
+      else
+        blocks_.emplace_back(new T[kBlock]);
+    }
     begin_ = next_ = blocks_[block_].get();
     end_ = begin_ + kBlock;
   }
-  std::vector<std::unique_ptr<T[]>> blocks_;
+  std::vector<std::unique_ptr<T, Free>> blocks_;
   size_t block_ = 0;  // the block made from
   size_t done_ = 0;   // the objects made in the blocks before it
   T *begin_ = nullptr, *next_ = nullptr, *end_ = nullptr;  // its objects, the next, its end
@@ -261,7 +291,7 @@ struct Canonical {
 // s's bytes copied to ``to`` (room for them there): a text of at most 16 bytes, most atoms' and
 // names', by fixed-size moves that overlap (a call to memcpy each was a tenth of a renaming's
 // instructions).
-[[gnu::always_inline]] inline void put_text(char* to, const std::string& s) {
+[[gnu::always_inline]] inline void put_text(char* to, std::string_view s) {
   size_t n = s.size();
   const char* from = s.data();
   if (n >= 8 && n <= 16) {
@@ -289,7 +319,7 @@ class TextBuffer {
     if (__builtin_expect(n_ == cap_, 0)) grow(2 * cap_);
     p_[n_++] = c;
   }
-  [[gnu::always_inline]] void put(const std::string& s) {
+  [[gnu::always_inline]] void put(std::string_view s) {
     if (__builtin_expect(n_ + s.size() > cap_, 0)) grow(2 * (n_ + s.size()));
     put_text(p_ + n_, s);
     n_ += s.size();
@@ -397,6 +427,7 @@ class Simplifier {
   Pool<Node> nodes_;
   Pool<Facts> facts_;
   Pool<Text> texts_;
+  Arena stored_texts_;  // the list contents' texts (stored()), forgotten at a reset
   // The canonical forms met, by the content their input simplified to (Facts::canonical): the
   // lifting, simplifying and renaming after the first simplification read that content alone,
   // and a search's children simplify again and again to a content met before. Forgotten at a
