@@ -253,26 +253,29 @@ class SmallVec {
     cap_ = cap;
   }
   void release() {
-    if (p_ != inline_) delete[] p_;
-    p_ = inline_;
+    if (p_ != room()) delete[] p_;
+    p_ = room();
     cap_ = K;
   }
   void take(SmallVec& o) {
     n_ = o.n_;
-    if (o.p_ == o.inline_) {
-      p_ = inline_;
+    if (o.p_ == o.room()) {
+      p_ = room();
       cap_ = K;
-      copy_few(inline_, o.inline_, n_);
+      copy_few(room(), o.room(), n_);
     } else {
       p_ = o.p_;
       cap_ = o.cap_;
-      o.p_ = o.inline_;
+      o.p_ = o.room();
       o.cap_ = K;
     }
     o.n_ = 0;
   }
-  T inline_[K];
-  T* p_ = inline_;
+  // the inline room, left as it is when a SmallVec is made (T trivially copyable: a text's
+  // view, say, whose constructor zeroes it, made K times for each SmallVec of them)
+  alignas(T) unsigned char room_[K * sizeof(T)];
+  T* room() { return reinterpret_cast<T*>(room_); }
+  T* p_ = room();
   size_t n_ = 0, cap_ = K;
 };
 using Ns = SmallVec<Node*, 8>;
@@ -1069,21 +1072,22 @@ struct Rules {
 
   // sorted(rest, key=lambda a: (not pl(a), key(a))), stable
   Ns sorted(const Ns& rest) {
-    struct Keyed {
+    struct Keyed {  // (its key's bytes and their count: the few on the stack left unset)
       bool variable;
-      std::string_view key;
+      const char* key;
+      size_t n;
       N item;
     };
-    auto first = [](std::string_view k) {  // (an empty key's 0, below every other)
-      return k.empty() ? 0 : static_cast<unsigned char>(k[0]);
+    auto first = [](const Keyed& k) {  // (an empty key's 0, below every other)
+      return k.n ? static_cast<unsigned char>(k.key[0]) : 0;
     };
     auto less = [&first](const Keyed& a, const Keyed& b) {
       if (a.variable != b.variable) return a.variable < b.variable;
       // (most keys differ in their first byte, compared here as the views compare bytes:
       // unsigned)
-      auto x = first(a.key), y = first(b.key);
+      auto x = first(a), y = first(b);
       if (x != y) return x < y;
-      return a.key < b.key;
+      return std::string_view(a.key, a.n) < std::string_view(b.key, b.n);
     };
     // (the few arguments of a sum or product sorted on the stack, by insertion: stable, as
     // stable_sort, which allocates a buffer each call)
@@ -1096,7 +1100,10 @@ struct Rules {
       many.resize(n);
       keyed = many.data();
     }
-    for (size_t k = 0; k < n; ++k) keyed[k] = Keyed{!pl(rest[k]), key(rest[k]), rest[k]};
+    for (size_t k = 0; k < n; ++k) {
+      std::string_view k_text = key(rest[k]);
+      keyed[k] = Keyed{!pl(rest[k]), k_text.data(), k_text.size(), rest[k]};
+    }
     if (n > kFew) {
       std::stable_sort(keyed, keyed + n, less);
     } else {
