@@ -421,24 +421,21 @@ struct Rules {
   }
 
   N mk(const Ns& items) { return owner_.list(items.data(), items.size()); }
-  // The list of items: ``like`` itself when it holds these very items (a rule that changes
-  // nothing hands back its input, not a new list of the same content whose Facts would be
-  // looked up again: the memo hands back one Node per content either way), else a new one.
-  N remade(N like, const Ns& items) {
-    if (like && like->items.size() == items.size() &&
-        std::equal(items.begin(), items.end(), like->items.begin()))
+  // The list of ``head`` (when not null) and then ``items``: ``like`` itself when it holds
+  // these very items (a rule that changes nothing hands back its input, not a new list of the
+  // same content whose Facts would be looked up again: the memo hands back one Node per content
+  // either way), else a new one. (apply's (head args...) listed only where the node is made)
+  N remade(N like, N head, const Ns& items) {
+    size_t m = items.size() + (head != nullptr);
+    if (like && like->items.size() == m && (!head || like->items[0] == head) &&
+        std::equal(items.begin(), items.end(), like->items.begin() + (m - items.size())))
       return like;
-    return mk(items);
+    if (!head) return mk(items);
+    Ns all{head};
+    all.insert(all.end(), items.begin(), items.end());
+    return mk(all);
   }
-  // (head args...), remade as above
-  N remade(N like, N head, const Ns& args) {
-    if (like && like->items.size() == args.size() + 1 && like->items[0] == head &&
-        std::equal(args.begin(), args.end(), like->items.begin() + 1))
-      return like;
-    Ns items{head};
-    items.insert(items.end(), args.begin(), args.end());
-    return mk(items);
-  }
+  N remade(N like, const Ns& items) { return remade(like, nullptr, items); }
   N mk(Head head, Ns rest) {
     rest.insert(rest.begin(), owner_.head(head));
     return owner_.list(rest.data(), rest.size());
