@@ -444,8 +444,10 @@ def _dask_client(address):
     try:
         return Client(address, timeout="10s")
     except Exception as e:  # noqa: BLE001 - unreachable, refused or malformed: say which
-        text = str(e).splitlines()[0] if str(e) else type(e).__name__
-        raise InputError(f"cannot connect to the Dask scheduler at {address}: {text}") from None
+        from ndvm._core._core import first_line
+
+        raise InputError(f"cannot connect to the Dask scheduler at {address}: "
+                         f"{first_line(e)}") from None
 
 
 def cmd_search(args):

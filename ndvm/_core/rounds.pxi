@@ -38,7 +38,7 @@ def round_records(list srcs not None, dict blank not None, Py_ssize_t next_id,
             if old is not None and old["proposed"] != src:
                 raise mismatch(next_id, old["proposed"], src)
         next_id += id_step
-        if not seen._insert(_source_digest(src)):
+        if not seen._add_new(src):
             rec["status"] = "duplicate"
             continue
         try:
@@ -49,7 +49,7 @@ def round_records(list srcs not None, dict blank not None, Py_ssize_t next_id,
             tree = tree_of(src, canon, simplify) if canon is None or simplify else None
             model = to_source(tree) if canon is None else src
             rec["model"] = model
-            if model is not src and model != src and not seen._insert(_source_digest(model)):
+            if model is not src and model != src and not seen._add_new(model):
                 rec["status"] = "duplicate"
                 continue
             rec["size"] = size(tree) if canon is None else canon[2]

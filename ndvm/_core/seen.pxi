@@ -56,13 +56,17 @@ cdef class Seen:
             self._added.push_back(d)
         return True
 
+    cdef inline bint _add_new(self, object source) except -1:
+        # ``add_new(source)`` (a round's records, rounds.pxi, add theirs directly: no call)
+        return self._insert(_source_digest(source))
+
     def add(self, source):
         """Add ``source``."""
-        self._insert(_source_digest(source))
+        self._add_new(source)
 
     def add_new(self, source):
         """Add ``source``; False when it was already met (one digest for both)."""
-        return self._insert(_source_digest(source))
+        return self._add_new(source)
 
     def __len__(self):
         return self.digests.size()

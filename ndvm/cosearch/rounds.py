@@ -13,8 +13,14 @@ import time
 from dataclasses import dataclass, field
 
 import ndvm
-from ndvm._core._core import (Seen, population_fold, round_kept, round_records, round_scored,
-                              round_validated)
+from ndvm._core._core import (
+    Seen,
+    population_fold,
+    round_kept,
+    round_records,
+    round_scored,
+    round_validated,
+)
 from ndvm._core._core import first_line as _first_line
 from ndvm.cosearch.grammar import Grammar
 from ndvm.cosearch.records import Front, _dump, _good
