@@ -82,7 +82,7 @@ class Eval {
   // any other invocation counts one when it enters a closure body (a non-tail call), so the
   // depth limit counts nested calls and branch arms, exactly as the bytecode VM does.
   Value eval(const Node* n, Frame* env, bool level = false) {
-    if (native_stack_exhausted()) m_.enter_native_exhausted();
+    if (native_stack_exhausted(m_.stack_limit_)) m_.enter_native_exhausted();
     Level depth{m_};
     if (level) depth.enter();
     Frame* reusable = nullptr;     // a loop frame this invocation owns and may overwrite

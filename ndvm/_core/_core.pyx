@@ -7,7 +7,7 @@ N sized; Machine.run and FitBatch.run allocate the outputs the requests ask for,
 around the native call and raise ndvm errors (limit errors are the core's own).
 """
 from cython.operator cimport dereference as deref
-from libc.stdint cimport SIZE_MAX, int64_t, uint32_t, uint64_t, uintptr_t
+from libc.stdint cimport SIZE_MAX, UINT32_MAX, int64_t, uint32_t, uint64_t, uintptr_t
 from libc.string cimport memcmp, memcpy
 from libcpp cimport bool
 from libcpp.memory cimport shared_ptr
@@ -560,8 +560,13 @@ cdef class Machine:
 
     cdef _check_outputs(self, Program prog, Py_ssize_t S, Py_ssize_t N, Py_ssize_t arrays):
         """Raises the core's LimitError (before anything is allocated) when `arrays` float64
-        outputs of S x N lanes cannot fit the lane range or the memory limit."""
+        outputs of S x N lanes cannot fit the lane range or the memory limit. (Outputs that fit
+        return here, by check_outputs's own two tests in its arithmetic, without the guarded
+        call: a probe's few lanes always fit; the call makes the error and its position.)"""
         cdef ErrorInfo err
+        if (<uint64_t>S * <uint64_t>N <= UINT32_MAX and
+                <double>S * <double>N * 8.0 * <double>arrays <= <double>self._max_memory):
+            return
         if not check_outputs_guarded(prog._x.get(), self._max_memory, S, N, arrays, &err):
             _raise(err)
 

@@ -58,10 +58,12 @@ NDVM_INLINE void copy_lanes(D* __restrict dst, const S* __restrict src, size_t n
 
 template <class T>
 void bind_inputs(Machine<T>& m, const RunRequest& rq) {
+  // (each entry of both is written below: a run of as many free names as the last resizes nothing)
   m.free_vals_.resize(rq.nbind);
-  m.param_pay_.assign(rq.nbind, -1);
+  m.param_pay_.resize(rq.nbind);
   for (size_t i = 0; i < rq.nbind; ++i) {
     const Binding& b = rq.bindings[i];
+    m.param_pay_[i] = -1;
     switch (b.kind) {
       case BindKind::Param: {  // one value per start: global lane g belongs to start g / N
         uint32_t id = m.alloc_payloads(1);

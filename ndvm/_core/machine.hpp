@@ -65,6 +65,9 @@ class Machine {
   int32_t live_ = -1;  // current lane mask, -1 = all lanes
   int64_t steps_ = 0, depth_ = 0;
   const Source* src_ = nullptr;  // symbols of the program being run
+  // native_stack_limit() of the thread running this run, read once a run (reset): each read is a
+  // call through the library's thread-local storage, and enter() and the walks check it per call
+  const char* stack_limit_ = nullptr;
 
   std::vector<T> lanes_;
   uint32_t npay_ = 0;
@@ -83,8 +86,10 @@ class Machine {
   std::vector<double> logdet_work_;  // logdet's elimination, in double (kept across runs)
   std::vector<T> linalg_work_;     // one lane's matrices in the dense linear-algebra sweep
   std::vector<Value> stack_;        // clients' value stack (arguments)
+  // (these two are sized and every entry written by each run's binding, not cleared by reset:
+  // runs of the same free names then neither shrink nor refill them)
   std::vector<Value> free_vals_;    // one per free name, in the program's order
-  std::vector<int64_t> param_pay_;  // per free name: its payload id if it is an active param
+  std::vector<int64_t> param_pay_;  // per free name: its payload id if it is an active param, -1
   std::vector<std::string> trace_;  // Scheme backtrace gathered while an error unwinds
   Value result_;                    // the last run's result, kept for a later seeded sweep
   bool taped_ = false;              // the last run recorded a tape that is still intact
@@ -107,6 +112,7 @@ class Machine {
     live_ = -1;
     steps_ = depth_ = 0;
     src_ = src;
+    stack_limit_ = native_stack_limit();
     npay_ = nmask_ = 0;
     pairs_.clear();
     elems_.clear();
@@ -115,8 +121,6 @@ class Machine {
     operands_.clear();
     consts_.clear();
     stack_.clear();
-    free_vals_.clear();
-    param_pay_.clear();
     trace_.clear();
     taped_ = false;
   }
@@ -158,7 +162,7 @@ class Machine {
                                         std::to_string(limits_.max_depth) +
                                         " nested calls (raise it with Evaluator(max_depth=...))");
     }
-    if (native_stack_exhausted()) {
+    if (native_stack_exhausted(stack_limit_)) {
       --depth_;
       enter_native_exhausted();
     }
