@@ -558,17 +558,24 @@ cdef class Machine:
             return (<CMachine[double]*>self._ptr).bytes_in_use()
         return (<CMachine[float]*>self._ptr).bytes_in_use()
 
-    cdef _check_outputs(self, Program prog, Py_ssize_t S, Py_ssize_t N, Py_ssize_t arrays):
+    cdef inline int _check_outputs(self, Program prog, Py_ssize_t S, Py_ssize_t N,
+                                   Py_ssize_t arrays) except -1:
         """Raises the core's LimitError (before anything is allocated) when `arrays` float64
         outputs of S x N lanes cannot fit the lane range or the memory limit. (Outputs that fit
-        return here, by check_outputs's own two tests in its arithmetic, without the guarded
-        call: a probe's few lanes always fit; the call makes the error and its position.)"""
-        cdef ErrorInfo err
+        return here, by check_outputs's own two tests in its arithmetic: a probe's few lanes
+        always fit; _outputs_error's guarded call makes the error and its position.)"""
         if (<uint64_t>S * <uint64_t>N <= UINT32_MAX and
                 <double>S * <double>N * 8.0 * <double>arrays <= <double>self._max_memory):
-            return
+            return 0
+        return self._outputs_error(prog, S, N, arrays)
+
+    cdef int _outputs_error(self, Program prog, Py_ssize_t S, Py_ssize_t N,
+                            Py_ssize_t arrays) except -1:
+        # (its own function: the ErrorInfo, four strings, is made only when outputs do not fit)
+        cdef ErrorInfo err
         if not check_outputs_guarded(prog._x.get(), self._max_memory, S, N, arrays, &err):
             _raise(err)
+        return 0
 
     cdef Limits* _limits(self):
         if self.dtype_code == F64:
