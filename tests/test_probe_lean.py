@@ -82,7 +82,8 @@ def test_the_probe_raises_what_the_general_evaluation_raises_on_both_clients_rou
         assert [_got(g) for g in got] == [alone[s] for s in order]
 
 
-def test_inputs_that_do_not_bind_raise_what_evaluating_them_raises():
+@pytest.mark.parametrize("client", ["dmci", "bytecode"])
+def test_inputs_that_do_not_bind_raise_what_evaluating_them_raises(client):
     """A program whose probe inputs do not bind (its entry holds ``evaluate``'s arguments, data
     of two lengths here) raises what ``evaluate`` raises on them; a program of other names
     between two of them is probed on the machine, round after round, on both clients."""
@@ -90,35 +91,29 @@ def test_inputs_that_do_not_bind_raise_what_evaluating_them_raises():
 
     data = {"x": np.linspace(0.0, 1.0, 5), "y": np.ones(4)}
     sources = ["(+ x y)", "(* a x)", "(- y x)", "(car x)", "(* a x)"]
-    for client in ("dmci", "bytecode"):
-        ev = ndvm.Evaluator(client=client)
+    ev = ndvm.Evaluator(client=client)
 
-        def miss(prog):
-            try:
-                return None, (), ev.bind(prog, None, named_in(data, prog))
-            except ValueError:
-                return None, (), ({}, named_in(data, prog), {})
+    def entry(prog):
+        params = {"a": 0.5} if "a" in prog.free_names else {}
+        try:
+            return None, tuple(params), ev.bind(prog, params, named_in(data, prog))
+        except ValueError:
+            return None, tuple(params), (params, named_in(data, prog), {})
 
-        alone = []
-        for src in sources:
-            try:
-                prog = ndvm.parse(src, name="<candidate>")
-                ev.evaluate(prog, {"a": 0.5} if "a" in prog.free_names else None,
-                            named_in(data, prog))
-                alone.append((src, prog.free_names, ("a",) if "a" in prog.free_names else ()))
-            except Exception as e:  # noqa: BLE001
-                alone.append(_said(e))
-        assert alone[0][0] is ValueError and alone[2][0] is ValueError
-
-        def entry(prog):
-            if "a" in prog.free_names:
-                return None, ("a",), ev.bind(prog, {"a": 0.5}, named_in(data, prog))
-            return miss(prog)
-
-        for _ in range(2):
-            got = validate_each(sources, "<candidate>", {}, entry, ev._machine(), ev.client,
-                                ev.evaluate)
-            assert [_got(g) for g in got] == alone
+    alone = []
+    for src in sources:
+        try:
+            prog = ndvm.parse(src, name="<candidate>")
+            ev.evaluate(prog, {"a": 0.5} if "a" in prog.free_names else None,
+                        named_in(data, prog))
+            alone.append((src, prog.free_names, ("a",) if "a" in prog.free_names else ()))
+        except Exception as e:  # noqa: BLE001
+            alone.append(_said(e))
+    assert alone[0][0] is ValueError and alone[2][0] is ValueError
+    for _ in range(2):
+        got = validate_each(sources, "<candidate>", {}, entry, ev._machine(), ev.client,
+                            ev.evaluate)
+        assert [_got(g) for g in got] == alone
 
 
 def _grads(ev, src, params, data):
