@@ -55,8 +55,8 @@ class BuiltinTable {
       slots_[i] = Slot{true, name, b};
     }
   }
-  const Builtin* find(std::string_view name) const {
-    for (size_t i = name_hash(name) & mask_;; i = (i + 1) & mask_) {
+  const Builtin* find(std::string_view name, size_t hash) const {  // (hash: name_hash(name))
+    for (size_t i = hash & mask_;; i = (i + 1) & mask_) {
       const Slot& s = slots_[i];
       if (!s.used) return nullptr;
       if (s.name == name) return &s.value;
@@ -75,7 +75,7 @@ class BuiltinTable {
 
 }  // namespace
 
-const Builtin* builtin(std::string_view name) {
+const Builtin* builtin(std::string_view name, size_t hash) {
   // (the keys view text that lives as long as the table: the literals above, the primitives'
   // names and the keys of prelude_definitions)
   static const BuiltinTable table([] {
@@ -87,7 +87,7 @@ const Builtin* builtin(std::string_view name) {
     for (const auto& [nm, d] : prelude_definitions()) m[nm].prelude = d;
     return m;
   }());
-  return table.find(name);
+  return table.find(name, hash);
 }
 
 void Expander::run() {

@@ -33,7 +33,8 @@ struct Builtin {
 };
 // A name's entry, or null when it is none of these: one lookup of a view (no std::string made),
 // where resolving a name looked in up to four tables (the primitives' name index among them).
-const Builtin* builtin(std::string_view name);
+// `hash` is name_hash(name) (a Source keeps its names': Source::sym_hash).
+const Builtin* builtin(std::string_view name, size_t hash);
 
 struct Scope {
   std::vector<std::string> names;
@@ -147,7 +148,7 @@ class Expander {
   const Builtin* builtin_of(int32_t d) {
     Resolved& g = resolved(d);
     if (!g.looked) {
-      g.builtin = builtin(sym(d));
+      g.builtin = builtin(sym(d), cur_->sym_hash(d));
       g.looked = true;
     }
     return g.builtin;

@@ -17,21 +17,31 @@ namespace {
 
 constexpr int kMaxNesting = 10000;
 
-// The characters that end an atom, and the spaces among them, as tables: the reader asks about
-// every character of the text.
+// What skip_space makes of a character: a space, a line comment's ';', a '#' (a block comment's
+// start when '|' follows) or the end of the spaces (everything else: one lookup decides).
+enum class Gap : uint8_t { End, Space, Semicolon, Hash };
+
+// The characters that end an atom, and what each is between datums, as tables: the reader asks
+// about every character of the text.
 struct CharClasses {
   bool delimiter[256] = {};
-  bool space[256] = {};
+  Gap gap[256] = {};
   constexpr CharClasses() {
     for (unsigned char c : "()[]';\"") delimiter[c] = true;
-    for (unsigned char c : " \t\n\r\f\v") delimiter[c] = space[c] = true;
-    delimiter[0] = space[0] = false;  // (the string literals' terminator; a NUL is neither)
+    for (unsigned char c : " \t\n\r\f\v") {
+      delimiter[c] = true;
+      gap[c] = Gap::Space;
+    }
+    delimiter[0] = false;  // (the string literals' terminator; a NUL is neither)
+    gap[0] = Gap::End;
+    gap[static_cast<unsigned char>(';')] = Gap::Semicolon;
+    gap[static_cast<unsigned char>('#')] = Gap::Hash;
   }
 };
 constexpr CharClasses kChars;
 
 bool is_delimiter(char c) { return kChars.delimiter[static_cast<unsigned char>(c)]; }
-bool is_space(char c) { return kChars.space[static_cast<unsigned char>(c)]; }
+Gap gap_of(char c) { return kChars.gap[static_cast<unsigned char>(c)]; }
 
 // The items of the lists a read is reading: one vector a thread, which its reads reuse (a
 // vector of each read's was one allocation a candidate), given back after a read of a text with
@@ -58,13 +68,14 @@ class Reader {
     s_.data_.reserve(n_ / 2 + 4);
     s_.kids_.reserve(n_ / 2 + 4);
     s_.symbols_.reserve(16);
+    s_.symhash_.reserve(16);
     if (n_ >= 3 && std::memcmp(p_, "\xEF\xBB\xBF", 3) == 0)  // (a byte-order mark first: as files)
       i_ = 3;
     skip_space();
     while (i_ < n_) {
       if (p_[i_] == ')' || p_[i_] == ']')
         fail("unexpected '" + std::string(1, p_[i_]) + "' with no matching opening bracket");
-      s_.top_.push_back(read_datum(0));
+      s_.top_.push_back(read_item(0));  // (at the datum: the spaces are skipped)
       skip_space();
     }
     if (s_.top_.empty()) throw Error(ErrorKind::Read, "empty program: no expression to evaluate",
@@ -134,12 +145,13 @@ class Reader {
 
   void skip_space() {
     while (i_ < n_) {
-      char c = p_[i_];
-      if (is_space(c)) {  // (first: the common case, one table lookup)
+      const Gap g = gap_of(p_[i_]);  // (one lookup: most calls stop at the first character)
+      if (g == Gap::End) break;
+      if (g == Gap::Space) {
         advance();
-      } else if (c == ';') {
+      } else if (g == Gap::Semicolon) {
         while (i_ < n_ && p_[i_] != '\n') advance();
-      } else if (c == '#' && i_ + 1 < n_ && p_[i_ + 1] == '|') {
+      } else if (i_ + 1 < n_ && p_[i_ + 1] == '|') {  // ('#': a block comment's start)
         SrcPos start{line_, col_};
         advance();
         advance();
@@ -193,11 +205,29 @@ class Reader {
     return push(d);
   }
 
+  // The datum after the spaces at i_, `depth` lists and quotes deep.
   int32_t read_datum(int depth) {
+    enter(depth);
+    skip_space();
+    return read_at(depth);
+  }
+
+  // The datum at i_ (no space before it: a list's items and the top level skip the spaces
+  // first, to see what follows them, and are not skipped again).
+  int32_t read_item(int depth) {
+    enter(depth);
+    return read_at(depth);
+  }
+
+  // A datum `depth` deep may be read (the nesting checks, before its spaces are skipped).
+  void enter(int depth) {
     if (depth > kMaxNesting)
       fail("nesting deeper than " + std::to_string(kMaxNesting) + " levels");
     if (native_stack_exhausted(stack_limit_)) fail("nesting too deep for the native stack");
-    skip_space();
+  }
+
+  // The datum at i_, its spaces skipped and its nesting checked.
+  int32_t read_at(int depth) {
     if (i_ >= n_) fail("unexpected end of input: expected an expression");
     SrcPos pos{line_, col_};
     char c = p_[i_];
@@ -228,7 +258,7 @@ class Reader {
           dotted = true;
           continue;
         }
-        int32_t item = read_datum(depth + 1);  // (it may grow items_: pushed after)
+        int32_t item = read_item(depth + 1);  // (it may grow items_: pushed after)
         items_.push_back(item);
       }
       return make_list(mark, pos, dotted);
@@ -378,7 +408,7 @@ size_t Source::symbol_slot(std::string_view s, size_t hash) const {
 void Source::reindex(size_t slots) {
   symindex_.assign(slots, -1);
   for (size_t k = 0; k < symbols_.size(); ++k)
-    symindex_[symbol_slot(symbols_[k], name_hash(symbols_[k]))] = int32_t(k);
+    symindex_[symbol_slot(symbols_[k], symhash_[k])] = int32_t(k);
 }
 
 int32_t Source::intern(std::string_view s) { return intern(s, name_hash(s)); }
@@ -389,6 +419,7 @@ int32_t Source::intern(std::string_view s, size_t hash) {
   if (symindex_[i] >= 0) return symindex_[i];
   const auto id = static_cast<int32_t>(symbols_.size());
   symbols_.emplace_back(s);
+  symhash_.push_back(hash);
   symindex_[i] = id;
   if (2 * symbols_.size() > symindex_.size()) reindex(2 * symindex_.size());
   return id;

@@ -155,7 +155,7 @@ class Source {
   explicit Source(NodeArena* arena)
       : data_(ArenaAllocator<Datum>(arena)), kids_(ArenaAllocator<int32_t>(arena)),
         top_(ArenaAllocator<int32_t>(arena)), symbols_(ArenaAllocator<std::string>(arena)),
-        symindex_(ArenaAllocator<int32_t>(arena)) {}
+        symhash_(ArenaAllocator<size_t>(arena)), symindex_(ArenaAllocator<int32_t>(arena)) {}
   Source(const Source&) = delete;
   Source& operator=(const Source&) = delete;
 
@@ -165,6 +165,9 @@ class Source {
   std::vector<int32_t, ArenaAllocator<int32_t>> top_;  // top-level datums in order
   // (the names' own text, past a short string's room, is on the heap: their destructors run)
   std::vector<std::string, ArenaAllocator<std::string>> symbols_;
+  // Each name's name_hash, by symbol id (the scanner's, kept: the index's regrowth and the
+  // expander's table of built-in names look names up by it, not hashing them again)
+  std::vector<size_t, ArenaAllocator<size_t>> symhash_;
   // Symbol ids by name: open addressing over a power-of-two table (-1: empty), at most half full.
   // (Every name token is looked up: a hash of its few characters and a probe or two cost less
   // than scanning the names, or a std::unordered_map's node walk.)
@@ -180,6 +183,7 @@ class Source {
     return data_[i].kind == DatumKind::Sym && data_[i].sym == sym;
   }
   const std::string& sym_name(int32_t i) const { return symbols_[data_[i].sym]; }
+  size_t sym_hash(int32_t i) const { return symhash_[data_[i].sym]; }  // (name_hash of its name)
   // Writes datum i back as text (for error messages), cut at max_len characters.
   std::string show(int32_t i, size_t max_len = 80) const;
 
