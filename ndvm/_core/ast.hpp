@@ -35,9 +35,7 @@ enum class NodeKind : uint8_t {
 };
 
 struct Node {
-  Node() = default;
-  explicit Node(NodeArena* arena)
-      : kids(ArenaAllocator<const Node*>(arena)), slots(ArenaAllocator<uint32_t>(arena)) {}
+  explicit Node(NodeArena* arena) : kids(arena), slots(ArenaAllocator<uint32_t>(arena)) {}
   NodeKind kind = NodeKind::Const;
   bool rest = false;        // Lambda: takes a rest argument
   bool captures = false;    // Loop: a lambda inside the body may capture the loop frame
@@ -49,7 +47,7 @@ struct Node {
   int32_t datum = -1;       // the datum this node came from (positions, error text, Quote)
   const Source* src = nullptr;
   const Node* loop = nullptr;  // Recur: its loop
-  std::vector<const Node*, ArenaAllocator<const Node*>> kids;
+  ArenaList<const Node*> kids;
   std::vector<uint32_t, ArenaAllocator<uint32_t>> slots;  // Letrec: slot assigned by each init
   std::string_view name;  // Lambda: its name for messages ("lambda" when anonymous; its text
                           // in the arena of the nodes, or static)

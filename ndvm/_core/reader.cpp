@@ -258,7 +258,11 @@ class Reader {
           dotted = true;
           continue;
         }
-        int32_t item = read_item(depth + 1);  // (it may grow items_: pushed after)
+        // (it may grow items_: pushed after; an atom read here, not through read_at's
+        // dispatch, which would ask again what it starts with)
+        enter(depth + 1);
+        int32_t item = kChars.delimiter[static_cast<unsigned char>(d)] ? read_at(depth + 1)
+                                                                        : read_atom();
         items_.push_back(item);
       }
       return make_list(mark, pos, dotted);
@@ -274,7 +278,13 @@ class Reader {
       return make_list(mark, pos, false);
     }
     if (c == '"') fail("strings are not part of the language");
-    // an atom (no newline in it: it stays on its line)
+    return read_atom();
+  }
+
+  // The atom at i_ (its first character no delimiter): a boolean, a number or a symbol.
+  int32_t read_atom() {
+    const SrcPos pos{line_, col_};
+    // (no newline in it: it stays on its line)
     // (scanned in locals, written back once: i_ and col_ are kept up to date for check_visible,
     // which reports where it stops)
     // (hashed as it is scanned, for a name's interning)

@@ -6,10 +6,12 @@
 #pragma once
 #include <algorithm>
 #include <cstdint>
+#include <cstring>
 #include <memory>
 #include <new>
 #include <string>
 #include <string_view>
+#include <type_traits>
 #include <vector>
 
 #include "error.hpp"
@@ -111,8 +113,7 @@ class NodeArena {
 };
 
 // A vector's allocator: from a NodeArena, whose chunks free the storage at once (deallocate does
-// nothing), or the heap without one (a Source read on its own, a Node made otherwise than by
-// Expanded::make).
+// nothing), or the heap without one (a Source read on its own).
 template <class T>
 struct ArenaAllocator {
   using value_type = T;
@@ -132,6 +133,50 @@ struct ArenaAllocator {
   }
   friend bool operator!=(const ArenaAllocator& a, const ArenaAllocator& b) {
     return a.arena != b.arena;
+  }
+};
+
+// A short list of trivially copyable items in a NodeArena (a node's kids): what a vector of them
+// does for its readers (size, [], iteration), with an inline push_back and reserve whose room
+// is taken from the arena directly (a vector's were calls each, through its allocator's general
+// path: the expander makes a few dozen such lists a candidate). Outgrown room stays in the arena
+// (lists are short and reserved to their size where it is known); nothing to free.
+template <class T>
+class ArenaList {
+ public:
+  explicit ArenaList(NodeArena* arena) : arena_(arena) {}
+  ArenaList(const ArenaList&) = delete;
+  ArenaList& operator=(const ArenaList&) = delete;
+
+  size_t size() const { return size_; }
+  bool empty() const { return size_ == 0; }
+  const T& operator[](size_t i) const { return data_[i]; }
+  const T* begin() const { return data_; }
+  const T* end() const { return data_ + size_; }
+  const T& front() const { return data_[0]; }
+  const T& back() const { return data_[size_ - 1]; }
+
+  // (always inlined: the compiler made each push a call; growing is the rare part)
+  [[gnu::always_inline]] void push_back(const T& x) {
+    if (size_ == room_) grow(room_ ? 2 * size_t(room_) : 2);
+    data_[size_++] = x;
+  }
+  // Room for n items in all (none made).
+  [[gnu::always_inline]] void reserve(size_t n) {
+    if (n > room_) grow(n);
+  }
+
+ private:
+  static_assert(std::is_trivially_copyable_v<T>, "items are copied as bytes, never destroyed");
+  NodeArena* arena_;
+  T* data_ = nullptr;
+  uint32_t size_ = 0, room_ = 0;
+
+  [[gnu::noinline]] void grow(size_t n) {
+    T* more = static_cast<T*>(arena_->alloc(n * sizeof(T)));
+    if (size_) std::memcpy(static_cast<void*>(more), data_, size_ * sizeof(T));
+    data_ = more;
+    room_ = uint32_t(n);
   }
 };
 
