@@ -257,3 +257,66 @@ def test_a_damped_searchs_orders_of_free_names_are_kept_at_once():
 ])
 def test_a_program_is_bounded_without_lambdas_loops_or_data_primitives(text, bounded):
     assert ndvm.parse(text)._bounded is bounded
+
+
+@pytest.mark.parametrize("text, free", [
+    ("(+ #| c |# x ; c\n y)", {"x": (1, 12), "y": (2, 2)}),
+    ("(f\t#t\r\n  #| a #| b |# |#z)", {"f": (1, 2), "z": (2, 18)}),
+    (" ;a\n #|b|#\t(g ;\n q) #|c|# ", {"g": (2, 9), "q": (3, 2)}),
+    ("(h 'w #||# 'v)", {"h": (1, 2)}),
+    ("[x #|n|# y]", {"x": (1, 2), "y": (1, 10)}),
+])
+def test_spaces_and_comments_between_datums_keep_every_position(text, free):
+    """What lies between datums (spaces, line and nested block comments) is skipped by one
+    table lookup a character, and a list's items are read where the skipping stopped, not
+    skipped again (reader.cpp): each name still has the position of its first use."""
+    prog = ndvm.parse(text)
+    assert prog.free_names == tuple(free)
+    assert prog.free_positions == free
+
+
+@pytest.mark.parametrize("text, line, col, match", [
+    ("(a #| x", 1, 4, "unterminated block comment"),
+    ("(a #x)", 1, 4, "bad '#' syntax '#x'"),
+    ("(a #)", 1, 4, "bad '#' syntax '#'"),
+    ("(a # b)", 1, 4, "bad '#' syntax '#'"),
+    ("#| |# #", 1, 7, "bad '#' syntax '#'"),
+    # the nesting checked before the spaces after a quote are skipped, and before an atom in a
+    # list is read (its own path, not read_at's dispatch)
+    ("'" * 10001 + " #|", 1, 10002, "nesting deeper than 10000 levels"),
+    ("(" * 10001 + "x", 1, 10002, "nesting deeper than 10000 levels"),
+    ("'" * 10001 + "x", 1, 10002, "nesting deeper than 10000 levels"),
+    ("(" * 10001 + " #|", 1, 10003, "unterminated block comment"),
+])
+def test_a_hash_or_a_comment_between_datums_fails_where_it_did(text, line, col, match):
+    """A '#' between datums starts a block comment only when '|' follows; otherwise it is an
+    atom's ('#t', or bad '#' syntax), with its own position; the nesting limit is checked
+    before the spaces after a quote or a list's '(' are skipped."""
+    with pytest.raises(ndvm.ReadError, match=re.escape(match)) as err:
+        ndvm.parse(text)
+    assert (err.value.line, err.value.col) == (line, col)
+
+
+@pytest.mark.parametrize("n", [1, 2, 3, 5, 17, 100])
+def test_nodes_of_many_kids_keep_them_in_order(n):
+    """A node's kids are an ArenaList (reader.hpp): reserved to their count where it is known
+    (a call's arguments), else grown as they come (a begin's, a body's definitions, the top
+    level's): every kid is kept in order at any count."""
+    ev = ndvm.Evaluator()
+    args = " ".join(str(k) for k in range(1, n + 1))
+    assert ev.evaluate(f"(+ 0 {args})").value.item() == n * (n + 1) / 2
+    assert ev.evaluate(f"(fold-left (lambda (a b) (+ (* 2 a) b)) 0 (list {args}))"
+                       ).value.item() == pytest.approx(sum(k * 2 ** (n - k)
+                                                           for k in range(1, n + 1)))
+    subs = " ".join(f"(- {k} x)" for k in range(1, n + 1))
+    assert ev.evaluate(f"(max {subs})", params={"x": 0.5}).value.item() == n - 0.5
+    defines = " ".join(f"(define (f{k} y) (+ y {k}))" for k in range(n))
+    calls = " ".join(f"(f{k} 1)" for k in range(n))
+    assert ev.evaluate(f"{defines} (+ 0 {calls})").value.item() == n + n * (n - 1) / 2
+    body = " ".join(f"(define g{k} {k})" for k in range(n))
+    uses = " ".join(f"g{k}" for k in range(n))
+    assert ev.evaluate(f"((lambda () {body} (+ 0 {uses})))").value.item() == n * (n - 1) / 2
+    assert ev.evaluate(f"(begin {args})").value.item() == n
+    clauses = " ".join(f"((= x {k}) {10 * k})" for k in range(n))
+    assert ev.evaluate(f"(cond {clauses} (else -1))", params={"x": n - 1.0}
+                       ).value.item() == 10 * (n - 1)
