@@ -92,7 +92,7 @@ const Builtin* builtin(std::string_view name, size_t hash) {
 
 void Expander::run() {
   const Source* user = &X.src_;
-  cur_ = user;
+  read_from(user);
   Node* root = X.make(NodeKind::Letrec, user, user->top_.front());
   root_ = root;
   // top-level define names first, so any expression may refer to any of them (the top-level

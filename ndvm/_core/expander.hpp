@@ -83,6 +83,7 @@ class Expander {
   // of each candidate's); no expansion starts while another runs on the thread.
   std::vector<Resolved>& globals_;
   std::vector<Resolved>& prelude_globals_;
+  Resolved* resolved_ = nullptr;  // (cur_'s: read_from)
   static std::pair<std::vector<Resolved>, std::vector<Resolved>>& thread_globals() {
     static thread_local std::pair<std::vector<Resolved>, std::vector<Resolved>> both;
     return both;
@@ -160,11 +161,18 @@ class Expander {
     return b ? b->form : -1;
   }
 
-  Resolved& resolved(int32_t d) {  // (the symbol d's entry in its Source's vector)
-    auto& v = cur_ == &X.src_ ? globals_ : prelude_globals_;
-    size_t k = size_t(D(d).sym);
-    if (k >= v.size()) v.resize(cur_->symbols_.size());  // (once: then entries stay put)
-    return v[k];
+  Resolved& resolved(int32_t d) {  // (the symbol d's entry in cur_'s vector)
+    return resolved_[D(d).sym];
+  }
+
+  // Expands s's datums from here on: cur_ is s, and resolved_ its vector of entries, one a
+  // symbol (made the first time; a Source's symbols are all read before it is expanded, so the
+  // entries then stay put).
+  void read_from(const Source* s) {
+    cur_ = s;
+    auto& v = s == &X.src_ ? globals_ : prelude_globals_;
+    if (v.size() < s->symbols_.size()) v.resize(s->symbols_.size());
+    resolved_ = v.data();
   }
 
   // What the symbol d names where no local or definition of the program binds it: a special
@@ -217,10 +225,10 @@ class Expander {
     root_scope_.names.push_back(" prelude " + name);  // not visible to user lookups
     prelude_slots_[name] = slot;
     const Source* saved = cur_;
-    cur_ = pre_;
+    read_from(pre_);
     Ctx c{&root_scope_, nullptr, nullptr, false};
     const Node* init = define_value(found, name, c);
-    cur_ = saved;
+    read_from(saved);
     prelude_inits_.emplace_back(slot, init);
     return slot;
   }
