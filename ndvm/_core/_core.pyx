@@ -7,7 +7,7 @@ N sized; Machine.run and FitBatch.run allocate the outputs the requests ask for,
 around the native call and raise ndvm errors (limit errors are the core's own).
 """
 from cython.operator cimport dereference as deref
-from libc.stdint cimport SIZE_MAX, UINT32_MAX, int64_t, uint32_t, uint64_t, uintptr_t
+from libc.stdint cimport SIZE_MAX, int64_t, uint32_t, uint64_t, uintptr_t
 from libc.string cimport memcmp, memcpy
 from libcpp cimport bool
 from libcpp.memory cimport shared_ptr
@@ -21,9 +21,9 @@ from ndvm._core.core cimport (
     AfterFit, AfterSegment, Binding, BindKind, ClientEntry, Datum, DatumKind, ErrorInfo, Expanded, FitLayout, FitRequest,
     FitSlot, Limits, Machine as CMachine, Optimizer, RunRequest, Scaling, SourceData, SrcPos,
     best_start, call_entry, SharedFits, check_outputs_guarded, expand_guarded, fit_batch,
-    fit_shared, interrupt_arm, interrupt_disarm, kAfterStats, kFitSlotFields, prelude_text,
-    read_guarded, result_pos, reverse_guarded, shared_cancel, shared_enter, shared_leave,
-    shared_quiet, shared_reset, shared_wait,
+    fit_shared, interrupt_arm, interrupt_disarm, kAfterStats, kFitSlotFields, outputs_fit,
+    prelude_text, read_guarded, result_pos, reverse_guarded, shared_cancel, shared_enter,
+    shared_leave, shared_quiet, shared_reset, shared_wait,
 )
 
 import threading
@@ -562,10 +562,9 @@ cdef class Machine:
                                    Py_ssize_t arrays) except -1:
         """Raises the core's LimitError (before anything is allocated) when `arrays` float64
         outputs of S x N lanes cannot fit the lane range or the memory limit. (Outputs that fit
-        return here, by check_outputs's own two tests in its arithmetic: a probe's few lanes
-        always fit; _outputs_error's guarded call makes the error and its position.)"""
-        if (<uint64_t>S * <uint64_t>N <= UINT32_MAX and
-                <double>S * <double>N * 8.0 * <double>arrays <= <double>self._max_memory):
+        return here, by the core's outputs_fit, check_outputs' own rule, without its guarded
+        call: a probe's few lanes always fit; _outputs_error's call makes the error.)"""
+        if outputs_fit(self._max_memory, <uint64_t>S, <uint64_t>N, <uint64_t>arrays):
             return 0
         return self._outputs_error(prog, S, N, arrays)
 

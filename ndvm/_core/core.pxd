@@ -70,6 +70,7 @@ cdef extern from "machine.hpp" namespace "ndvm":
 
 
 cdef extern from "execute.hpp" namespace "ndvm":
+    bool outputs_fit(int64_t max_memory, uint64_t S, uint64_t N, uint64_t arrays) nogil
     cdef cppclass RunRequest:
         const Binding* bindings
         size_t nbind

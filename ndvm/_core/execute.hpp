@@ -250,10 +250,20 @@ Value quote_datum(Machine<T>& m, const Source* s, int32_t d) {
   return Value::nil();
 }
 
+// Whether a lane index can count S x N lanes.
+inline bool lanes_fit(uint64_t S, uint64_t N) { return S * N <= UINT32_MAX; }
+
+// Whether `arrays` float64 outputs of S x N lanes fit both the lane range and `max_memory`: the
+// rule check_outputs raises by (also asked before its guarded call, where outputs nearly always
+// fit: a probe's few lanes).
+inline bool outputs_fit(int64_t max_memory, uint64_t S, uint64_t N, uint64_t arrays) {
+  return lanes_fit(S, N) && double(S) * double(N) * 8.0 * double(arrays) <= double(max_memory);
+}
+
 // The limit error of an evaluation over S x N lanes when it has more lanes than a lane index
 // can count.
 inline void check_lane_count(const Expanded& x, uint64_t S, uint64_t N) {
-  if (S * N > UINT32_MAX)
+  if (!lanes_fit(S, N))
     throw Error(ErrorKind::Limit, "too many lanes: " + std::to_string(S) + " starts x " +
                                       std::to_string(N) + " data points (at most 2^32 - 1)",
                 result_pos(x), x.result_ ? x.result_->form() : std::string());
@@ -263,9 +273,9 @@ inline void check_lane_count(const Expanded& x, uint64_t S, uint64_t N) {
 // the lane range or the memory limit; checked before any output is allocated.
 inline void check_outputs(const Expanded& x, int64_t max_memory, uint64_t S, uint64_t N,
                           uint64_t arrays) {
+  if (outputs_fit(max_memory, S, N, arrays)) return;
   check_lane_count(x, S, N);
   double bytes = double(S) * double(N) * 8.0 * double(arrays);
-  if (bytes <= double(max_memory)) return;
   Error e(ErrorKind::Limit, "memory limit exceeded: the values and gradients of " +
                                 std::to_string(S) + " x " + std::to_string(N) + " lanes need " +
                                 memory_text(bytes) + ", more than " +
