@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 import ndvm
+from ndvm.cosearch import rounds
 from ndvm.cosearch.score import Scorer
 from ndvm.cosearch.tasks import get_task
 from ndvm.fit import EvaluateAfter
@@ -337,18 +338,19 @@ def test_a_search_scored_natively_keeps_every_record_of_one_scored_in_python(mon
         return repr(recs), [r["model"] for r in res.front], res.best["model"]
 
     seen = []
-    assess = Scorer.assess
+    scored = rounds.round_scored
 
-    def read(self, prog, params, after=None):
-        seen.append((after is not None and after[0] == "ok", not params))
-        return assess(self, prog, params, after)
+    def read(items, slots, fitted, after, *rest):
+        seen.extend((a is not None and a[0] == "ok", not ps) for (_, ps), a in zip(items, after))
+        return scored(items, slots, fitted, after, *rest)
 
-    monkeypatch.setattr(Scorer, "assess", read)
+    monkeypatch.setattr(rounds, "round_scored", read)
     native = run()
     assert sum(ok for ok, _ in seen) > 200  # (the native numbers were there to read)
     assert (True, True) in seen  # (programs without parameters' too)
-    monkeypatch.setattr(Scorer, "assess", lambda self, prog, params, after=None:
-                        assess(self, prog, params))
+    monkeypatch.setattr(rounds, "round_scored", lambda items, slots, fitted, after, *rest:
+                        scored(items, slots, fitted, [None] * len(after), *rest))
+    monkeypatch.setattr(Scorer, "assess", Scorer._assess_now)  # (the refits' too)
     assert run() == native
 
 

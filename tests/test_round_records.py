@@ -7,12 +7,22 @@ import math
 
 import pytest
 
-from ndvm._core._core import Seen, first_line, round_kept, round_scored, round_validated
+from ndvm._core._core import (
+    Scoring,
+    Seen,
+    first_line,
+    round_fits,
+    round_fitted,
+    round_kept,
+    round_scored,
+    round_validated,
+)
 from ndvm.cosearch import rounds
 from ndvm.cosearch.rounds import SearchState, _Rounds
 from ndvm.cosearch.score import CANDIDATE, Scorer
 from ndvm.cosearch.sexpr import size, skeleton, to_source, to_tree
 from ndvm.cosearch.simplify import Simplifier, TooManyParameters
+from ndvm.cosearch.task import r_squared
 from ndvm.cosearch.tasks import get_task
 
 
@@ -231,6 +241,9 @@ def _round_to_score():
     return items, slots, fitted, [f"after{k}" for k in range(len(fitted))]
 
 
+_SCORING = Scoring(1.0, 10, 5, 2.0, r_squared)  # (none of _round_to_score's afters is "ok")
+
+
 def _assess(prog, p, after):
     a = p["a"]
     if a == 2.0:
@@ -243,16 +256,17 @@ def test_round_scored_scores_each_record_as_the_python_loop_did():
         items, slots, fitted, after = _round_to_score()
         want_slots = [dict(r) for r in slots]
         want = _scored_reference(items, want_slots, fitted, after, _assess, 0.25, 1.5, good)
-        got = round_scored(items, slots, fitted, after, _assess, 0.25, 1.5, good)
+        got = round_scored(items, slots, fitted, after, _SCORING, _assess, 0.25, 1.5, good)
         assert slots == want_slots and [list(r) for r in slots] == [list(r) for r in want_slots]
         assert (got is None and want is None) or got["id"] == want["id"]
-    assert got is None and round_scored(items[:2], slots, fitted, after, _assess, 0, 0, None) \
+    assert got is None and round_scored(items[:2], slots, fitted, after, _SCORING, _assess, 0, 0,
+                                         None) \
         is None
 
 
 def test_round_kept_stamps_replays_and_keeps_the_ok_finite_records():
     items, slots, fitted, after = _round_to_score()
-    round_scored(items, slots, fitted, after, _assess, 0.25, 1.5, None)
+    round_scored(items, slots, fitted, after, _SCORING, _assess, 0.25, 1.5, None)
     extra = {"id": 9, "status": "ok", "heldout_error": float("nan")}
     records = [*slots, extra, {"id": 10, "status": "duplicate"}]
     seen = []
@@ -267,3 +281,161 @@ def test_round_kept_stamps_replays_and_keeps_the_ok_finite_records():
     assert seen == [(3, 3), (10, 10)]
     assert [r["time"] for r in records] == [1.5, 1.5, 1.5, 0.5, 1.5, 1.5, 1.5, 7.0, 0.75]
     assert round_kept(records, 8.0, {}, None) == ok  # (nothing recorded: none replayed)
+
+
+def _off_reference(bad, most, spread):
+    """Scorer._off as it was in Python."""
+    if bad:
+        return "not finite between the data points (a pole or a domain edge)"
+    if most > 10.0 * spread:
+        return "a pole between the data points (value beyond 10x the target's spread)"
+    return None
+
+
+def _errors_reference(train_sse, held_sse, n, m, held_var):
+    """Scorer._errors as it was in Python."""
+    tr = float(train_sse) / n if n else math.nan
+    ho = float(held_sse) / m if m else math.nan
+    tr = tr if math.isfinite(tr) else math.inf
+    ho = ho if math.isfinite(ho) else math.inf
+    return tr, ho, r_squared(ho, held_var)
+
+
+_SUMS = [0.0, 1.0, 3.7, 1e-300, 1e300, 1.7976931348623157e308, math.inf, -math.inf, math.nan,
+         -2.5, 0.1 + 0.2]
+
+
+def test_scoring_keeps_the_python_rules_bit_for_bit():
+    """Scoring.off and Scoring.errors (Scorer._off's and _errors' rules, native) give what the
+    Python code gave, bit for bit, on finite, huge, tiny, infinite and NaN sums, no points, a
+    constant target (variance 0) and a pole just past 10x the spread; the Scorer's own methods
+    are theirs."""
+    for spread in (1.0, 0.3, math.nan):
+        s = Scoring(spread, 7, 3, 0.5, r_squared)
+        for bad in (0, 1, 3, 0.0, 2.0, math.nan):
+            for most in (0.0, 10.0 * spread, math.nextafter(10.0 * spread, math.inf), math.inf,
+                         math.nan):
+                assert s.off(bad, most) == _off_reference(bad, most, spread)
+    for n, m in ((7, 3), (0, 3), (7, 0), (0, 0), (1, 1)):
+        for var in (0.5, 0.0, 3.0):
+            s = Scoring(1.0, n, m, var, r_squared)
+            for tr in _SUMS:
+                for ho in _SUMS:
+                    got, want = s.errors(tr, ho), _errors_reference(tr, ho, n, m, var)
+                    assert repr(got) == repr(want)
+                    assert [math.copysign(1, x) for x in got] == \
+                        [math.copysign(1, x) for x in want]
+    scorer = Scorer(get_task("damped"), workers=1)
+    assert scorer._errors(2.0, 3.0) == scorer.scoring.errors(2.0, 3.0)
+    assert scorer._off(0, 1e9) == scorer.scoring.off(0, 1e9) is not None
+
+
+def test_scoring_assesses_from_the_numbers_when_ok_else_evaluates():
+    """Scoring.assess: an "ok" evaluation after the fit scored from its numbers (off-domain
+    first, then the errors); anything else (None, "failed", a status of None) handed to
+    ``evaluate`` with the program, params and what was given; the Scorer's assess is it."""
+    s = Scoring(2.0, 4, 2, 1.5, r_squared)
+    calls = []
+
+    def evaluate(prog, params, after):
+        calls.append((prog, params, after))
+        return "evaluated", None
+
+    p = {"a": 1.0}
+    for bad, most in ((0.0, 1.0), (1.0, 1.0), (math.nan, 1.0), (0.0, 25.0), (0.0, math.nan)):
+        for tr, ho in ((4.0, 2.0), (math.inf, 1.0), (math.nan, math.nan), (0.0, 0.0)):
+            stats = (bad, most, 9.0, 0.0, 8.0, tr, 0.0, 7.0, ho)
+            why = _off_reference(bad, most, 2.0)
+            want = (why, None) if why else (None, _errors_reference(tr, ho, 4, 2, 1.5))
+            assert repr(s.assess("prog", p, ("ok", stats), evaluate)) == repr(want)
+    assert calls == []
+    for after in (None, ("failed", None), (None, None)):
+        assert s.assess("prog", p, after, evaluate) == ("evaluated", None)
+    assert calls == [("prog", p, None), ("prog", p, ("failed", None)), ("prog", p, (None, None))]
+    with pytest.raises(ValueError):  # (not the nine numbers of three segments)
+        s.assess("prog", p, ("ok", (0.0, 1.0)), evaluate)
+    scorer = Scorer(get_task("damped"), workers=1)
+    stats = (0.0, 0.5, 0.0, 0.0, 1.0, 2.0, 0.0, 1.0, 3.0)
+    assert scorer.assess(None, p, ("ok", stats)) == \
+        (None, _errors_reference(2.0, 3.0, *scorer.counts, scorer.held_var))
+
+
+def test_round_scored_scores_ok_numbers_natively_and_hands_the_rest_to_evaluate():
+    """round_scored with "ok" evaluations after the fits among others: the same records as the
+    Python loop calling Scorer.assess's rule on each (from the numbers, or evaluated)."""
+    s = Scoring(1.0, 10, 5, 2.0, r_squared)
+    fitted = [{"a": 1.0}, {"a": 2.0}, RuntimeError("x"), {"a": 3.0}, {}, {"a": 4.0}]
+    after = [("ok", (0.0, 1.0, 0, 0, 0, 5.0, 0, 0, 2.5)), None,
+             ("ok", (0.0, 1.0, 0, 0, 0, 5.0, 0, 0, 2.5)), ("ok", (1.0, 1.0, 0, 0, 0, 5.0, 0, 0, 2.5)),
+             ("ok", (0.0, 0.5, 0, 0, 0, 0.0, 0, 0, 0.0)), ("failed", None)]
+    items = [(f"p{k}", ("a",)) for k in range(len(fitted))]
+
+    def slots():
+        return [{"id": k, "status": "invalid", "params": {}, "error": None}
+                for k in range(len(fitted))]
+
+    def evaluate(prog, p, aft):
+        return (None, (1.0, 2.0, 0.0)) if p["a"] == 2.0 else ("off", None)
+
+    def assess(prog, p, aft):
+        return s.assess(prog, p, aft, evaluate)
+
+    for good in (None, lambda r: r["r2"] < 0.9, lambda r: False):
+        want_slots, got_slots = slots(), slots()
+        want = _scored_reference(items, want_slots, fitted, after, assess, 0.5, 2.0, good)
+        got = round_scored(items, got_slots, fitted, after, s, evaluate, 0.5, 2.0, good)
+        assert repr(got_slots) == repr(want_slots)
+        assert (got is None and want is None) or got["id"] == want["id"]
+    assert [r["status"] for r in got_slots] == ["ok", "ok", "failed", "failed", "ok", "failed"]
+
+
+def _fits_reference(items, evaluated):
+    """_Calibration.__init__'s loop as it was in Python, with its names and their count."""
+    todo, bare, progs, bare_progs = [], [], [], []
+    for i, (prog, ps) in enumerate(items):
+        if ps:
+            todo.append(i)
+            progs.append(prog)
+        elif evaluated:
+            bare.append(i)
+            bare_progs.append(prog)
+    names = [items[i][1] for i in todo]
+    return todo, bare, progs, bare_progs, names, sum(len(ns) for ns in names)
+
+
+def _fitted_reference(items, todo, bare, got, outcome):
+    """_Calibration.finish's loops as they were in Python."""
+    out = [None if ps else {} for _, ps in items]
+    after = [None] * len(items)
+    for i, r in zip(todo, got):
+        out[i], after[i] = outcome(r)
+    for i, r in zip(bare, got[len(todo):]):
+        after[i] = outcome(r)[1]
+    return out, after
+
+
+def test_round_fits_and_round_fitted_sort_out_a_round_as_the_python_loops_did():
+    """round_fits (the items with and without params) and round_fitted (their fits' params and
+    evaluations after them, a failed fit's error made by ``outcome``) give what the Python
+    loops gave: with and without evaluated programs, none of either, results missing at the
+    end, and the same ``{}`` never shared between two items."""
+    def outcome(r):
+        return r if type(r) is tuple else (r, None)
+
+    ps = [("a",), (), ("a", "b"), (), ("c",), ("a", "b", "c"), ()]
+    items = [(f"p{k}", names) for k, names in enumerate(ps)]
+    for part in (items, items[:1], [items[1]], []):
+        for evaluated in (True, False):
+            assert round_fits(part, evaluated) == _fits_reference(part, evaluated)
+            todo, bare = round_fits(part, evaluated)[:2]
+            results = [({"a": float(k)}, ("ok", (k,))) for k in range(len(todo))] + \
+                [({}, ("failed", None)) for _ in bare]
+            if todo:
+                results[0] = ValueError("no fit")
+            for got in (results, results[:len(todo)], results[:max(0, len(todo) - 1)]):
+                out, after = round_fitted(part, todo, bare, got, outcome)
+                assert (out, after) == _fitted_reference(part, todo, bare, got, outcome)
+                empty = [id(o) for o in out if o == {}]
+                assert len(set(empty)) == len(empty)
+    with pytest.raises(ValueError):  # (an item not a (program, params) pair)
+        round_fits([("p",)], True)

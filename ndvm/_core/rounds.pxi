@@ -1,5 +1,7 @@
 # A round's records made from its proposals (included by _core.pyx): ``_Rounds.prepare``'s loop
-# over a round's sources, one native call a round instead of some forty bytecodes a source.
+# over a round's sources, one native call a round instead of some forty bytecodes a source; a
+# round's fits scored (``Scoring``) and its records read at its end.
+from libc.math cimport INFINITY, NAN
 
 
 def first_line(e):
@@ -78,14 +80,118 @@ def round_validated(list todo not None, list got not None):
     return items, slots
 
 
+cdef class Scoring:
+    """What scores a fit of a Scorer's task (mse): the target's spread about its mean (NaN
+    without a probe between the data points), the training and held-out points' counts, the
+    held-out target's variance and ``r_squared`` (ndvm.cosearch.task's rule, called here). Its
+    methods are the one place of the rules ``Scorer.assess``, ``_off`` and ``_errors`` keep and
+    ``round_scored`` applies a record at a time."""
+
+    cdef readonly double spread
+    cdef readonly Py_ssize_t n, m
+    cdef readonly object held_var, r_squared
+
+    def __init__(self, double spread, Py_ssize_t n, Py_ssize_t m, held_var, r_squared):
+        self.spread, self.n, self.m = spread, n, m
+        self.held_var, self.r_squared = held_var, r_squared
+
+    cpdef off(self, double bad, double most):
+        """Why a fit is unusable between the data points, of its probe's count of non-finite
+        values ``bad`` and its values' largest distance from the target's mean ``most`` (a
+        non-finite value, or a pole: beyond 10x the target's spread), or None."""
+        if bad != 0.0:  # (NaN too, as Python's truth of a float)
+            return "not finite between the data points (a pole or a domain edge)"
+        if most > 10.0 * self.spread:
+            return "a pole between the data points (value beyond 10x the target's spread)"
+        return None
+
+    cpdef tuple errors(self, double train_sse, double held_sse):
+        """(train error, held-out error, R^2) from the sums of squared errors on the training
+        and held-out points: each sum over its count (np.mean's own arithmetic; NaN without
+        points), inf when not finite, R^2 of the held-out error."""
+        cdef double tr = train_sse / <double>self.n if self.n else NAN
+        cdef double ho = held_sse / <double>self.m if self.m else NAN
+        if not _isfinite(tr):
+            tr = INFINITY
+        if not _isfinite(ho):
+            ho = INFINITY
+        return tr, ho, self.r_squared(ho, self.held_var)
+
+    cdef tuple _assessed(self, prog, params, after, evaluate):
+        """``assess``'s rule: with ``after`` "ok" (its numbers: the probe's, the training
+        points' and the held-out points', each a non-finite count, the largest distance from
+        the target's mean or reference and a sum of squares) only arithmetic is left; else
+        ``evaluate(prog, params, after)`` evaluates the fit now."""
+        if after is None or not after[0] == "ok":
+            return evaluate(prog, params, after)
+        bad, most, _, _, _, tr, _, _, ho = after[1]
+        why = self.off(bad, most)
+        return (why, None) if why is not None else (None, self.errors(tr, ho))
+
+    def assess(self, prog, params, after, evaluate):
+        """(why it is off-domain, None) or (None, (train error, held-out error, R^2)) of the
+        fitted ``params`` of ``prog``: from ``after`` (its fit's evaluation after it,
+        ``ndvm.parallel.fit_outcome``'s (status, numbers)) when "ok", else what
+        ``evaluate(prog, params, after)`` gives (``Scorer.assess``)."""
+        return self._assessed(prog, params, after, evaluate)
+
+
+def round_fits(list items not None, bint evaluated):
+    """A round's (program, params) ``items`` sorted out for its calibrations
+    (``_Calibration.__init__``'s rules), in one pass: (the positions of those with params, of
+    those without (none unless ``evaluated``: their programs are evaluated with the batch, as
+    the fitted ones are after their fits), the programs of each, the params of the first, and
+    how many params those hold in all)."""
+    cdef list todo = [], bare = [], progs = [], bare_progs = [], names = []
+    cdef Py_ssize_t i, k = 0
+    for i in range(len(items)):
+        prog, ps = items[i]
+        if ps:
+            todo.append(i)
+            progs.append(prog)
+            names.append(ps)
+            k += len(ps)
+        elif evaluated:
+            bare.append(i)
+            bare_progs.append(prog)
+    return todo, bare, progs, bare_progs, names, k
+
+
+def round_fitted(list items not None, list todo not None, list bare not None, list got not None,
+                 outcome):
+    """What a round's calibrations ``got`` give its (program, params) ``items``
+    (``_Calibration.finish``'s rules): (per item its fitted params, {} without params, or the
+    error that stopped its fit; per item its fit's evaluation after it, or None). ``got`` holds
+    the results of the items at ``todo``, then of those at ``bare`` (evaluated, not fitted),
+    each (params, after) or a result that ``outcome`` makes that pair of."""
+    cdef Py_ssize_t i, k, n = len(items), t = len(todo)
+    cdef list out = [None] * n, after = [None] * n
+    for i in range(n):
+        _, ps = items[i]
+        if not ps:
+            out[i] = {}
+    for k in range(min(t, len(got))):
+        r = got[k]
+        if type(r) is not tuple:
+            r = outcome(r)
+        i = todo[k]
+        out[i], after[i] = r
+    for k in range(min(len(bare), len(got) - t)):  # (their params stay {})
+        r = got[t + k]
+        if type(r) is not tuple:
+            r = outcome(r)
+        after[<Py_ssize_t>bare[k]] = r[1]
+    return out, after
+
+
 def round_scored(list items not None, list slots not None, list fitted not None, list after,
-                 assess, fit_seconds, stamp, good):
+                 Scoring scoring not None, evaluate, fit_seconds, stamp, good):
     """Score a round's calibrated records ``slots`` (``_Rounds.finish``'s rules): each is
     stamped with ``fit_seconds`` and the time ``stamp``; one whose calibration ``fitted`` gave
-    no params (an exception) failed with its first line; else ``assess(program, params, its
-    fit's evaluation after it)`` (of ``items``' program and ``after``) says why it failed, or
-    its (train error, held-out error, R^2): it is ok with them. Returns the first ok record
-    that ``good`` accepts (None without ``good``, or when none is)."""
+    no params (an exception) failed with its first line; else ``scoring.assess(program,
+    params, its fit's evaluation after it, evaluate)`` (of ``items``' program and ``after``)
+    says why it failed, or its (train error, held-out error, R^2): it is ok with them. Returns
+    the first ok record that ``good`` accepts (None without ``good``, or when none is)."""
     cdef Py_ssize_t k, n = min(len(items), len(slots), len(fitted), len(after))
     cdef dict rec
     first = None
@@ -99,7 +205,7 @@ def round_scored(list items not None, list slots not None, list fitted not None,
             rec["status"] = "failed"
             rec["error"] = first_line(p)
             continue
-        why, scores = assess(prog, p, after[k])
+        why, scores = scoring._assessed(prog, p, after[k], evaluate)
         rec["params"] = p
         if why is not None:
             rec["status"] = "failed"

@@ -291,8 +291,9 @@ class _Rounds:
         fit_seconds, stamp = round(b.fit_each, 6), round(time.perf_counter() - self.t0, 4)
         # (each record scored, and the first good one found, in one native call)
         good = None if self.first_good is not None else lambda rec: _good(task, rec)
-        first = round_scored(b.items, b.slots, b.fitted, b.after, self.scorer.assess,
-                             fit_seconds, stamp, good)
+        scorer = self.scorer
+        first = round_scored(b.items, b.slots, b.fitted, b.after, scorer.scoring,
+                             scorer._assess_now, fit_seconds, stamp, good)
         if first is not None:
             self.first_good = first
         for (old, prog, names, rid), done in zip(b.refits, b.refitted or []):

@@ -14,7 +14,7 @@ import threading
 import numpy as np
 
 import ndvm
-from ndvm._core._core import validate_each
+from ndvm._core._core import Scoring, round_fits, round_fitted, validate_each
 from ndvm.cosearch._calibrate import minimize_value, setup, succeeded
 from ndvm.cosearch.select import start_rows
 from ndvm.cosearch.task import named_in, predict, r_squared
@@ -106,15 +106,18 @@ class Scorer:
                 self.cuts = (sizes[0], sizes[0] + sizes[1])
         self._fitting = self._refitting = None  # (fitting(), refitting())
         self.after = None  # what each fit's own native call evaluates and reduces after it
+        spread = math.nan
         if self.dense is not None:
             y = task.target
             self.center = y.mean()  # (off_domain: a value's distance from the target's mean,
-            self.spread = float(np.max(np.abs(y - self.center))) or 1.0  # against its spread)
+            spread = float(np.max(np.abs(y - self.center))) or 1.0  # against its spread)
             if self.joint is not None and self.fit.dtype == "float64":
                 a, b = self.cuts
                 self.after = EvaluateAfter(
                     self.joint, [(0, a, float(self.center)), (a, b, self.train[1]),
                                  (b, b + self.held[1].size, self.held[1])], task.consts)
+        # (assess's rules, native: a round's records are scored by them in round_scored)
+        self.scoring = Scoring(spread, *self.counts, self.held_var, r_squared)
 
     @property
     def made(self):
@@ -177,22 +180,19 @@ class Scorer:
 
     def _off(self, bad, most):
         """The rule of ``off_domain`` on the probe's count of non-finite values and its values'
-        largest distance from the target's mean."""
-        if bad:
-            return "not finite between the data points (a pole or a domain edge)"
-        if most > 10.0 * self.spread:
-            return "a pole between the data points (value beyond 10x the target's spread)"
-        return None
+        largest distance from the target's mean (``Scoring.off``)."""
+        return self.scoring.off(bad, most)
 
     def assess(self, prog, params, after=None):
         """(why it is off-domain, None) or (None, ``score``) of fitted ``params``. ``after``:
         (status, numbers) of its fit's evaluation after the fit at the joint points
         (``self.after``; ``ndvm.parallel.fit_outcome``'s): when "ok" only arithmetic is left
-        here; else it is evaluated now."""
-        if after is not None and after[0] == "ok":
-            bad, most, _, _, _, tr, _, _, ho = after[1]  # (the probe, training, held-out points)
-            why = self._off(bad, most)
-            return (why, None) if why is not None else (None, self._errors(tr, ho))
+        (``Scoring.assess``, natively); else it is evaluated now (``_assess_now``)."""
+        return self.scoring.assess(prog, params, after, self._assess_now)
+
+    def _assess_now(self, prog, params, after=None):
+        """``assess`` of a fit whose evaluation after it is not "ok" (or not given): the fitted
+        model evaluated now at the probe, training and held-out points."""
         values = self.values(prog, params)
         why = self.off_domain(prog, params, values)
         if why is not None:
@@ -265,13 +265,8 @@ class Scorer:
 
     def _errors(self, train_sse, held_sse):
         """``score`` from the sums of squared errors on the training and held-out points (a
-        sum over n divided by n: np.mean's own arithmetic)."""
-        n, m = self.counts
-        tr = float(train_sse) / n if n else math.nan
-        ho = float(held_sse) / m if m else math.nan
-        tr = tr if math.isfinite(tr) else math.inf
-        ho = ho if math.isfinite(ho) else math.inf
-        return tr, ho, r_squared(ho, self.held_var)
+        sum over n divided by n: np.mean's own arithmetic; ``Scoring.errors``)."""
+        return self.scoring.errors(train_sse, held_sse)
 
     def refitting(self):
         """The refits' calibration (a FitSetup, checked once for the whole search): LM from
@@ -326,16 +321,9 @@ class _Calibration:
     def __init__(self, scorer, items, recorded=None, deadline=None):
         self.scorer, self.items, self.recorded = scorer, items, recorded
         # (the items without parameters: evaluated at the joint points in the batch's native
-        # call, as the fitted ones are after their fits, not on this thread by ``assess``)
-        self.todo, self.bare, progs, bare = [], [], [], []
-        evaluated = scorer.after is not None
-        for i, (prog, ps) in enumerate(items):  # (one pass: a round's Python runs cold)
-            if ps:
-                self.todo.append(i)
-                progs.append(prog)
-            elif evaluated:
-                self.bare.append(i)
-                bare.append(prog)
+        # call, as the fitted ones are after their fits, not on this thread by ``assess``; one
+        # native pass: a round's Python runs cold)
+        self.todo, self.bare, progs, bare, names, k = round_fits(items, scorer.after is not None)
         self.fits = None
         if scorer.task.objective == "nll" or not (self.todo or self.bare):
             return
@@ -344,9 +332,7 @@ class _Calibration:
             # one call for the batch draws what one call per parameter drew, in the same order;
             # normal(0, s) is 0.0 + s * a standard normal, so the standard normals times the
             # scales are its numbers bit for bit, without a tiled array of scales)
-            names = [items[i][1] for i in self.todo]
             scales = scorer.start_scales
-            k = sum(len(ns) for ns in names)
             rows = 0.0 + scales * scorer.draws.standard_normal((k, scales.size))
             ends = itertools.accumulate(len(ns) for ns in names)  # (each one's rows: a view)
             where = _given_starts([(ns, rows[e - len(ns):e]) for ns, e in zip(names, ends)],
@@ -368,20 +354,16 @@ class _Calibration:
         """Fitted params (or an error) for each item, once all are done (``meanwhile()`` is
         called once this thread has none left to start)."""
         scorer, items, todo = self.scorer, self.items, self.todo
-        out = [None if ps else {} for _, ps in items]
-        self.after = after = [None] * len(items)  # (each fit's evaluation after it: _outcome's)
+        if self.fits is not None:  # (each fit's evaluation after it: _outcome's)
+            got = self.fits.finish(lent, meanwhile, outcomes=True)
+            out, self.after = round_fitted(items, todo, self.bare, got, _outcome)
+            return out
+        out, self.after = round_fitted(items, [], [], [], None)  # ({} without params, else None)
         if self.recorded is not None:
             if meanwhile is not None:
                 meanwhile()
             for i in todo:
                 out[i] = _recorded_fit(self.recorded[i])
-            return out
-        if self.fits is not None:
-            got = self.fits.finish(lent, meanwhile, outcomes=True)
-            for i, r in zip(todo, got):
-                out[i], after[i] = _outcome(r)
-            for i, r in zip(self.bare, got[len(todo):]):  # (their params stay {})
-                after[i] = _outcome(r)[1]
             return out
         if meanwhile is not None:
             meanwhile()
