@@ -3,8 +3,10 @@ same records, in the same order with the same fields, the same seen set and the 
 queued as the Python loop they replace (kept here as the reference), for proposers that simplify
 and proposers with canonical entries, duplicates, invalid sources, too many parameters and a
 resumed run's mismatch."""
+import itertools
 import math
 
+import numpy as np
 import pytest
 
 from ndvm._core._core import (
@@ -16,6 +18,7 @@ from ndvm._core._core import (
     round_kept,
     round_scored,
     round_validated,
+    row_blocks,
 )
 from ndvm.cosearch import rounds
 from ndvm.cosearch.rounds import SearchState, _Rounds
@@ -439,3 +442,28 @@ def test_round_fits_and_round_fitted_sort_out_a_round_as_the_python_loops_did():
                 assert len(set(empty)) == len(empty)
     with pytest.raises(ValueError):  # (an item not a (program, params) pair)
         round_fits([("p",)], True)
+
+
+def test_row_blocks_are_the_slices_of_each_names_rows():
+    """row_blocks (a round's starts, _Calibration.__init__) gives each names' rows as the
+    slices ``rows[a:b]`` did: the same names object, shape, strides, values, flags and base;
+    rows not a C-contiguous 2-D float64 array, or not one a name, raise ValueError."""
+    flags = ("C_CONTIGUOUS", "F_CONTIGUOUS", "OWNDATA", "WRITEABLE", "ALIGNED")
+    for names in ([("a",)], [("a",), ("a", "b"), ("c",)], [("a", "b", "c")] * 4):
+        for s in (1, 3, 16):
+            k = sum(len(ns) for ns in names)
+            rows = 0.0 + np.arange(1.0, s + 1) * np.random.default_rng(k).standard_normal((k, s))
+            ends = itertools.accumulate(len(ns) for ns in names)
+            want = [(ns, rows[e - len(ns):e]) for ns, e in zip(names, ends)]
+            got = row_blocks(names, rows)
+            assert len(got) == len(want)
+            for (a, x), (b, y) in zip(got, want):
+                assert a is b and x.shape == y.shape and x.strides == y.strides
+                assert x.tobytes() == y.tobytes() and x.base is y.base
+                assert [x.flags[f] for f in flags] == [y.flags[f] for f in flags]
+    assert row_blocks([], np.zeros((0, 3))) == []
+    for names, rows in (([("a",)], np.zeros((2, 3))), ([("a", "b")], np.zeros((1, 3))),
+                        ([("a",)], np.zeros((1, 3), dtype=np.float32)),
+                        ([("a",)], np.zeros(3)), ([("a", "b")], np.zeros((3, 2)).T)):
+        with pytest.raises(ValueError):
+            row_blocks(names, rows)

@@ -43,6 +43,27 @@ cdef cnp.ndarray _view(cnp.ndarray base, size_t offset, int nd, Py_ssize_t d0, P
     return a
 
 
+def row_blocks(list names not None, cnp.ndarray rows not None):
+    """Per parameters' names of ``names`` in turn, (the names, their block of ``rows``, a row a
+    name): ``rows`` a C-contiguous [k, S] float64 array holding every name's row, one names'
+    block after the other (k: all the names). Each block is a view of ``rows``, as
+    ``rows[a:b]`` is, made without a slice: what ``FitSetup.begin``'s ``starts`` takes."""
+    if (rows.ndim != 2 or cnp.PyArray_TYPE(rows) != cnp.NPY_DOUBLE
+            or not cnp.PyArray_IS_C_CONTIGUOUS(rows)):
+        raise ValueError("rows must be a C-contiguous 2-D float64 array")
+    cdef Py_ssize_t at = 0, p, k = rows.shape[0], S = rows.shape[1]
+    cdef list out = []
+    for ns in names:
+        p = len(ns)
+        if at + p > k:
+            raise ValueError(f"{k} rows for more names than that")
+        out.append((ns, _view(rows, at * S, 2, p, S, 0, cnp.NPY_DOUBLE)))
+        at += p
+    if at != k:
+        raise ValueError(f"{k} rows for {at} names")
+    return out
+
+
 cdef class FitSpec:
     """One calibration's setup but its program: the bound inputs, the fitted
     bindings, target, optimizer and its settings, bounds and starting values, checked and

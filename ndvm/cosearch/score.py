@@ -7,14 +7,13 @@ start draws, one shared native batch, or a likelihood's own minimizer), and each
 ``refit`` fits a leading model again from many starts. The search's rounds (``rounds.py``)
 drive it; an island carries its scorer as the arguments that made it (``_revive_scorer``).
 """
-import itertools
 import math
 import threading
 
 import numpy as np
 
 import ndvm
-from ndvm._core._core import Scoring, round_fits, round_fitted, validate_each
+from ndvm._core._core import Scoring, round_fits, round_fitted, row_blocks, validate_each
 from ndvm.cosearch._calibrate import minimize_value, setup, succeeded
 from ndvm.cosearch.select import start_rows
 from ndvm.cosearch.task import named_in, predict, r_squared
@@ -334,9 +333,8 @@ class _Calibration:
             # scales are its numbers bit for bit, without a tiled array of scales)
             scales = scorer.start_scales
             rows = 0.0 + scales * scorer.draws.standard_normal((k, scales.size))
-            ends = itertools.accumulate(len(ns) for ns in names)  # (each one's rows: a view)
-            where = _given_starts([(ns, rows[e - len(ns):e]) for ns, e in zip(names, ends)],
-                                  _all_finite(rows))
+            # (each one's rows: a view, made natively)
+            where = _given_starts(row_blocks(names, rows), _all_finite(rows))
         if recorded is None:
             self.fits = scorer.fitting().begin(progs, deadline=deadline, evaluated=bare, **where)
 
