@@ -32,6 +32,7 @@ from collections.abc import Mapping
 import numpy as np
 
 from ndvm._core import FitBatch, Program, after_numbers, parse
+from ndvm._core._core import add_items
 from ndvm.evaluator import Evaluator
 from ndvm.fit import EvaluateAfter, FitPlan, FitResult, _program, checked_data
 from ndvm.fit_options import OPTION_NAMES, FitOptions
@@ -813,9 +814,9 @@ def _fit_items(programs, per_candidate, starts=None):
         if per_candidate is not None or len(starts) != len(programs):
             raise ValueError("starts is one (names, values) a program, in place of "
                              "per_candidate")
-        return [(i, p, tuple(st)) for i, (p, st) in enumerate(zip(programs, starts))]
+        return add_items([], programs, starts, pairs=True)
     if per_candidate is None:
-        return [(i, p, None) for i, p in enumerate(programs)]
+        return add_items([], programs)
     extras = _per_candidate(per_candidate, len(programs), "per_candidate")
     for e in extras:
         bad = set(e or ()) - _PER_CANDIDATE
@@ -947,7 +948,7 @@ class FitSetup:
         the fits of per_candidate's {"init": dict(zip(names, values))} (``FitPlan.stage``)."""
         items = _fit_items(programs, per_candidate, starts)
         if evaluated:
-            items += [(len(items) + j, p, _EVALUATED) for j, p in enumerate(evaluated)]
+            add_items(items, evaluated, _EVALUATED)
         return Begun(self.job, items, self.workers, self.executor, deadline, self._spare)
 
 

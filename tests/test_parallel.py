@@ -1200,3 +1200,34 @@ def test_fit_many_takes_a_dataframe_and_refuses_pandas_rows_out_of_order():
     with pytest.raises(ValueError, match="different indexes"):
         ndvm.fit_many(["(* a x)"], data={"x": df.x}, target=df.y.sample(frac=1, random_state=0),
                       workers=1)
+
+
+def test_add_items_numbers_programs_as_the_list_comprehensions_did():
+    """add_items (fit_many's items of a round's programs, FitSetup.begin) gives the items the
+    list comprehensions it replaces gave: a list's, a tuple's or a generator's programs, each
+    with its start made a tuple, with None, or with the evaluation's mark numbered after the
+    items before; a shorter list of extras ends them as zip did; an extra that is not iterable
+    raises tuple()'s TypeError."""
+    from ndvm._core._core import add_items
+
+    progs = ["p0", "p1", "p2"]
+    starts = [(("a",), 1.0), [("b",), 2.0], (("c",), 3.0)]
+    want = [(i, p, tuple(st)) for i, (p, st) in enumerate(zip(progs, starts))]
+    for ps, xs in ((progs, starts), (tuple(progs), starts), (progs, iter(starts)),
+                   (iter(progs), tuple(starts))):
+        got = add_items([], ps, xs, pairs=True)
+        assert got == want and [type(x) for _, _, x in got] == [tuple] * 3
+    assert add_items([], progs, starts, pairs=True)[0][2] is starts[0]  # (a tuple as it is)
+    assert add_items([], progs, starts) == [(i, p, st) for i, (p, st) in
+                                            enumerate(zip(progs, starts))]
+    assert add_items([], progs) == [(i, p, None) for i, p in enumerate(progs)]
+    items = [(0, "x", None)]
+    assert add_items(items, iter(progs), "evaluated") is items
+    assert items == [(0, "x", None)] + [(1 + j, p, "evaluated") for j, p in enumerate(progs)]
+    assert add_items([], progs, starts[:2], pairs=True) == want[:2]
+    assert add_items([], progs[:1], starts, pairs=True) == want[:1]
+    assert add_items([], [], starts, pairs=True) == []
+    with pytest.raises(TypeError, match="object is not iterable"):
+        add_items([], progs, [1, 2, 3], pairs=True)
+    with pytest.raises(TypeError, match="object is not iterable"):
+        add_items([], iter(progs), (1, 2, 3), pairs=True)

@@ -43,6 +43,35 @@ cdef cnp.ndarray _view(cnp.ndarray base, size_t offset, int nd, Py_ssize_t d0, P
     return a
 
 
+def add_items(list items not None, programs, extras=None, bint pairs=False):
+    """Append fit_many's (index, program, extra) items of ``programs`` (a list, or any iterable)
+    to ``items``, numbered on from len(items): extra per program ``extras``' own, in order (an
+    iterable; made a tuple when ``pairs``: FitSetup.begin's ``starts``; as many as the programs
+    unless fewer, where the items end as a zip's would), or ``extras`` for every program when
+    it is None or a string (an evaluation alone's mark). (One native loop: a round's fits are
+    numbered a candidate at a time.)"""
+    cdef Py_ssize_t i = len(items), k, n
+    cdef list ps, xs
+    if extras is None or type(extras) is str:
+        for p in programs:
+            items.append((i, p, extras))
+            i += 1
+        return items
+    if type(programs) is list and type(extras) is list:
+        ps, xs = <list>programs, <list>extras
+        n = min(len(ps), len(xs))
+        for k in range(n):
+            x = xs[k]
+            if pairs and type(x) is not tuple:
+                x = tuple(x)
+            items.append((i + k, ps[k], x))
+        return items
+    for p, x in zip(programs, extras):
+        items.append((i, p, tuple(x) if pairs and type(x) is not tuple else x))
+        i += 1
+    return items
+
+
 def row_blocks(list names not None, cnp.ndarray rows not None):
     """Per parameters' names of ``names`` in turn, (the names, their block of ``rows``, a row a
     name): ``rows`` a C-contiguous [k, S] float64 array holding every name's row, one names'
