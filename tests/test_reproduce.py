@@ -18,6 +18,7 @@ import numpy as np
 import pytest
 
 import ndvm
+from ndvm._core._core import Scoring
 from ndvm.cosearch import loop, records, rounds, score
 from ndvm.cosearch.tasks import Task, get_task
 
@@ -202,14 +203,23 @@ def test_every_reported_number_reproduces_from_the_run_folder(name, client, tmp_
 
 def test_the_oracle_fails_on_a_planted_mismatch(tmp_path, monkeypatch):
     """R^2 computed on the training rows instead of the held-out ones: the oracle says so.
-    (Planted in ``Scorer._errors``, which every scored candidate takes: from the numbers of
-    its native evaluation after its fit, or from its own evaluation in ``score``.)"""
-    def train_r2(self, train_sse, held_sse):
-        tr, ho, _ = real(self, train_sse, held_sse)
-        return tr, ho, 1.0 - tr / float(np.var(self.train[1]))
+    (Planted in the scorer's ``Scoring.errors``, which every scored candidate takes: from the
+    numbers of its native evaluation after its fit in ``round_scored``, or from its own
+    evaluation in ``score``; a Python subclass's method overrides the native one there too.)"""
+    class TrainR2(Scoring):
+        def errors(self, train_sse, held_sse):
+            tr, ho, _ = Scoring.errors(self, train_sse, held_sse)
+            return tr, ho, 1.0 - tr / self.train_var
 
-    real = score.Scorer._errors
-    monkeypatch.setattr(score.Scorer, "_errors", train_r2)
+    real = score.Scorer.__init__
+
+    def planted(self, *args, **kwargs):
+        real(self, *args, **kwargs)
+        s = self.scoring
+        self.scoring = TrainR2(s.spread, s.n, s.m, s.held_var, s.r_squared)
+        self.scoring.train_var = float(np.var(self.train[1]))
+
+    monkeypatch.setattr(score.Scorer, "__init__", planted)
     task = get_task("damped")
     out = tmp_path / "run"
     ndvm.search(task, seed=4, max_candidates=32, budget=None, out=out, workers=1)
