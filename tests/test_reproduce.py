@@ -18,7 +18,6 @@ import numpy as np
 import pytest
 
 import ndvm
-from ndvm._core._core import Scoring
 from ndvm.cosearch import loop, records, rounds, score
 from ndvm.cosearch.tasks import Task, get_task
 
@@ -206,9 +205,9 @@ def test_the_oracle_fails_on_a_planted_mismatch(tmp_path, monkeypatch):
     (Planted in the scorer's ``Scoring.errors``, which every scored candidate takes: from the
     numbers of its native evaluation after its fit in ``round_scored``, or from its own
     evaluation in ``score``; a Python subclass's method overrides the native one there too.)"""
-    class TrainR2(Scoring):
+    class TrainR2(score.Scoring):
         def errors(self, train_sse, held_sse):
-            tr, ho, _ = Scoring.errors(self, train_sse, held_sse)
+            tr, ho, _ = score.Scoring.errors(self, train_sse, held_sse)
             return tr, ho, 1.0 - tr / self.train_var
 
     real = score.Scorer.__init__

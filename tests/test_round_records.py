@@ -355,8 +355,12 @@ def test_scoring_assesses_from_the_numbers_when_ok_else_evaluates():
     for after in (None, ("failed", None), (None, None)):
         assert s.assess("prog", p, after, evaluate) == ("evaluated", None)
     assert calls == [("prog", p, None), ("prog", p, ("failed", None)), ("prog", p, (None, None))]
-    with pytest.raises(ValueError):  # (not the nine numbers of three segments)
-        s.assess("prog", p, ("ok", (0.0, 1.0)), evaluate)
+    for stats in ((0.0, 1.0), tuple(range(10))):  # (not the nine numbers of three segments)
+        with pytest.raises(ValueError) as got:
+            s.assess("prog", p, ("ok", stats), evaluate)
+        with pytest.raises(ValueError) as want:
+            bad, most, _, _, _, tr, _, _, ho = stats
+        assert str(got.value) == str(want.value)
     scorer = Scorer(get_task("damped"), workers=1)
     stats = (0.0, 0.5, 0.0, 0.0, 1.0, 2.0, 0.0, 1.0, 3.0)
     assert scorer.assess(None, p, ("ok", stats)) == \

@@ -124,7 +124,10 @@ cdef class Scoring:
         ``evaluate(prog, params, after)`` evaluates the fit now."""
         if after is None or not after[0] == "ok":
             return evaluate(prog, params, after)
-        bad, most, _, _, _, tr, _, _, ho = after[1]
+        stats = after[1]
+        if type(stats) is tuple and len(<tuple>stats) < 9:  # (Python's words for the unpacking)
+            raise ValueError(f"not enough values to unpack (expected 9, got {len(<tuple>stats)})")
+        bad, most, _, _, _, tr, _, _, ho = stats
         why = self.off(bad, most)
         return (why, None) if why is not None else (None, self.errors(tr, ho))
 
