@@ -244,7 +244,7 @@ def python(texts_file, out):
     for t in json.loads(Path(texts_file).read_text()):
         try:
             p = _core.parse(t, "<check>")
-        except Exception as e:  # (every error a text may raise: its type and fields)
+        except Exception as e:  # noqa: BLE001 - every error a text may raise: its type and fields
             rows.append(repr((type(e).__name__, str(e), getattr(e, "line", None),
                               getattr(e, "col", None), getattr(e, "form", None),
                               getattr(e, "file", None))))

@@ -4,10 +4,9 @@ changes, and outputs that fit checked without the guarded call. Each probe still
 general evaluation gives (the same exception, message and position), on both clients and over
 repeated rounds, and a machine's runs of other free names, failed runs and limits between them
 change nothing."""
-import threading
-
 import numpy as np
 import pytest
+from conftest import run_with_stack
 
 import ndvm
 from ndvm.cosearch import score
@@ -200,12 +199,6 @@ def test_the_native_stack_limit_is_the_running_threads_on_a_machine_shared_acros
         said["small"] = deep()
 
     first = deep()
-    old = threading.stack_size(1 << 20)
-    try:
-        t = threading.Thread(target=small)
-        t.start()
-        t.join()
-    finally:
-        threading.stack_size(old)
+    run_with_stack(small, 1 << 20)
     assert 0 < said["small"] < first
     assert deep() == first
