@@ -215,7 +215,7 @@ def test_the_oracle_fails_on_a_planted_mismatch(tmp_path, monkeypatch):
     def planted(self, *args, **kwargs):
         real(self, *args, **kwargs)
         s = self.scoring
-        self.scoring = TrainR2(s.spread, s.n, s.m, s.held_var, s.r_squared)
+        self.scoring = TrainR2(s.spread, s.n, s.m, s.held_var)
         self.scoring.train_var = float(np.var(self.train[1]))
 
     monkeypatch.setattr(score.Scorer, "__init__", planted)

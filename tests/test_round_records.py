@@ -244,7 +244,7 @@ def _round_to_score():
     return items, slots, fitted, [f"after{k}" for k in range(len(fitted))]
 
 
-_SCORING = Scoring(1.0, 10, 5, 2.0, r_squared)  # (none of _round_to_score's afters is "ok")
+_SCORING = Scoring(1.0, 10, 5, 2.0)  # (none of _round_to_score's afters is "ok")
 
 
 def _assess(prog, p, after):
@@ -295,17 +295,41 @@ def _off_reference(bad, most, spread):
     return None
 
 
+def _r_squared_reference(mse, var):
+    """ndvm.cosearch.task.r_squared as it was in Python."""
+    if not math.isfinite(mse):
+        return -math.inf
+    if var > 0:
+        return 1.0 - mse / var
+    return 1.0 if mse == 0 else 0.0
+
+
 def _errors_reference(train_sse, held_sse, n, m, held_var):
     """Scorer._errors as it was in Python."""
     tr = float(train_sse) / n if n else math.nan
     ho = float(held_sse) / m if m else math.nan
     tr = tr if math.isfinite(tr) else math.inf
     ho = ho if math.isfinite(ho) else math.inf
-    return tr, ho, r_squared(ho, held_var)
+    return tr, ho, _r_squared_reference(ho, held_var)
 
 
 _SUMS = [0.0, 1.0, 3.7, 1e-300, 1e300, 1.7976931348623157e308, math.inf, -math.inf, math.nan,
          -2.5, 0.1 + 0.2]
+
+
+def test_r_squared_keeps_the_python_rule_bit_for_bit():
+    """task.r_squared (native, the rule Scoring.errors and the selection call) gives what the
+    Python function gave, bit for bit and as a float, on finite, huge, tiny, infinite and NaN
+    errors against positive, zero, negative and NaN variances, Python or numpy numbers alike."""
+    for mse in _SUMS:
+        for var in (0.5, 3.0, 1e-300, 1e300, 0.0, -0.0, -1.0, math.inf, math.nan):
+            want = _r_squared_reference(mse, var)
+            for a, b in ((mse, var), (np.float64(mse), np.float64(var))):
+                got = r_squared(a, b)
+                assert type(got) is float
+                assert repr(got) == repr(float(want)), (mse, var)
+                assert math.copysign(1, got) == math.copysign(1, want)
+    assert r_squared(1, 2) == 0.5  # (ints read as floats)
 
 
 def test_scoring_keeps_the_python_rules_bit_for_bit():
@@ -314,14 +338,14 @@ def test_scoring_keeps_the_python_rules_bit_for_bit():
     constant target (variance 0) and a pole just past 10x the spread; the Scorer's own methods
     are theirs."""
     for spread in (1.0, 0.3, math.nan):
-        s = Scoring(spread, 7, 3, 0.5, r_squared)
+        s = Scoring(spread, 7, 3, 0.5)
         for bad in (0, 1, 3, 0.0, 2.0, math.nan):
             for most in (0.0, 10.0 * spread, math.nextafter(10.0 * spread, math.inf), math.inf,
                          math.nan):
                 assert s.off(bad, most) == _off_reference(bad, most, spread)
     for n, m in ((7, 3), (0, 3), (7, 0), (0, 0), (1, 1)):
         for var in (0.5, 0.0, 3.0):
-            s = Scoring(1.0, n, m, var, r_squared)
+            s = Scoring(1.0, n, m, var)
             for tr in _SUMS:
                 for ho in _SUMS:
                     got, want = s.errors(tr, ho), _errors_reference(tr, ho, n, m, var)
@@ -337,7 +361,7 @@ def test_scoring_assesses_from_the_numbers_when_ok_else_evaluates():
     """Scoring.assess: an "ok" evaluation after the fit scored from its numbers (off-domain
     first, then the errors); anything else (None, "failed", a status of None) handed to
     ``evaluate`` with the program, params and what was given; the Scorer's assess is it."""
-    s = Scoring(2.0, 4, 2, 1.5, r_squared)
+    s = Scoring(2.0, 4, 2, 1.5)
     calls = []
 
     def evaluate(prog, params, after):
@@ -370,7 +394,7 @@ def test_scoring_assesses_from_the_numbers_when_ok_else_evaluates():
 def test_round_scored_scores_ok_numbers_natively_and_hands_the_rest_to_evaluate():
     """round_scored with "ok" evaluations after the fits among others: the same records as the
     Python loop calling Scorer.assess's rule on each (from the numbers, or evaluated)."""
-    s = Scoring(1.0, 10, 5, 2.0, r_squared)
+    s = Scoring(1.0, 10, 5, 2.0)
     fitted = [{"a": 1.0}, {"a": 2.0}, RuntimeError("x"), {"a": 3.0}, {}, {"a": 4.0}]
     after = [("ok", (0.0, 1.0, 0, 0, 0, 5.0, 0, 0, 2.5)), None,
              ("ok", (0.0, 1.0, 0, 0, 0, 5.0, 0, 0, 2.5)), ("ok", (1.0, 1.0, 0, 0, 0, 5.0, 0, 0, 2.5)),

@@ -80,20 +80,31 @@ def round_validated(list todo not None, list got not None):
     return items, slots
 
 
+cpdef double r_squared(double mse, double var):
+    """1 - mse / var, the share of the target's variance a model explains; for a constant target
+    (var 0) 1 when the model is exact and 0 otherwise (scikit-learn's convention); -inf when the
+    model has no finite error. (The search's one rule of R^2, ``ndvm.cosearch.task.r_squared``:
+    a record's, scored here by ``Scoring.errors`` without a Python call, and the selection's.)"""
+    if not _isfinite(mse):
+        return -INFINITY
+    if var > 0:
+        return 1.0 - mse / var
+    return 1.0 if mse == 0 else 0.0
+
+
 cdef class Scoring:
     """What scores a fit of a Scorer's task (mse): the target's spread about its mean (NaN
-    without a probe between the data points), the training and held-out points' counts, the
-    held-out target's variance and ``r_squared`` (ndvm.cosearch.task's rule, called here). Its
+    without a probe between the data points), the training and held-out points' counts and the
+    held-out target's variance (NaN when it is None: a likelihood's, never scored here). Its
     methods are the one place of the rules ``Scorer.assess``, ``_off`` and ``_errors`` keep and
-    ``round_scored`` applies a record at a time."""
+    ``round_scored`` applies a record at a time (R^2 by ``r_squared``)."""
 
-    cdef readonly double spread
+    cdef readonly double spread, held_var
     cdef readonly Py_ssize_t n, m
-    cdef readonly object held_var, r_squared
 
-    def __init__(self, double spread, Py_ssize_t n, Py_ssize_t m, held_var, r_squared):
+    def __init__(self, double spread, Py_ssize_t n, Py_ssize_t m, held_var):
         self.spread, self.n, self.m = spread, n, m
-        self.held_var, self.r_squared = held_var, r_squared
+        self.held_var = NAN if held_var is None else held_var
 
     cpdef off(self, double bad, double most):
         """Why a fit is unusable between the data points, of its probe's count of non-finite
@@ -115,7 +126,7 @@ cdef class Scoring:
             tr = INFINITY
         if not _isfinite(ho):
             ho = INFINITY
-        return tr, ho, self.r_squared(ho, self.held_var)
+        return tr, ho, r_squared(ho, self.held_var)
 
     cdef tuple _assessed(self, prog, params, after, evaluate):
         """``assess``'s rule: with ``after`` "ok" (its numbers: the probe's, the training

@@ -16,7 +16,7 @@ import ndvm
 from ndvm._core._core import Scoring, round_fits, round_fitted, row_blocks, validate_each
 from ndvm.cosearch._calibrate import minimize_value, setup, succeeded
 from ndvm.cosearch.select import start_rows
-from ndvm.cosearch.task import named_in, predict, r_squared
+from ndvm.cosearch.task import named_in, predict
 from ndvm.fit import EvaluateAfter, _all_finite
 from ndvm.fit_options import FitOptions
 from ndvm.parallel import fit_outcome
@@ -116,7 +116,7 @@ class Scorer:
                     self.joint, [(0, a, float(self.center)), (a, b, self.train[1]),
                                  (b, b + self.held[1].size, self.held[1])], task.consts)
         # (assess's rules, native: a round's records are scored by them in round_scored)
-        self.scoring = Scoring(spread, *self.counts, self.held_var, r_squared)
+        self.scoring = Scoring(spread, *self.counts, self.held_var)
 
     @property
     def made(self):

@@ -10,6 +10,7 @@ from numbers import Real
 
 import numpy as np
 
+from ndvm._core._core import r_squared  # (R^2's rule: native, where records are scored)
 from ndvm.cosearch.grammar import Grammar
 from ndvm.fit_options import FitOptions, whole_number
 
@@ -61,17 +62,6 @@ def predict(ev, prog, params, inputs, consts=None):
     v = ev.evaluate(prog, params=params or None, data=named_in(inputs, prog),
                     consts=named_in(consts, prog) if consts else None).value[0]
     return np.broadcast_to(v, (n,)) if v.size == 1 else v
-
-
-def r_squared(mse, var):
-    """1 - mse / var, the share of the target's variance a model explains; for a constant target
-    (var 0) 1 when the model is exact and 0 otherwise (scikit-learn's convention); -inf when the
-    model has no finite error."""
-    if not math.isfinite(mse):
-        return -math.inf
-    if var > 0:
-        return 1.0 - mse / var
-    return 1.0 if mse == 0 else 0.0
 
 
 # A column of data is of ordinary size when its largest magnitude is in [1e-3, 1e4): the
