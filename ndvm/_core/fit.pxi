@@ -50,24 +50,16 @@ def add_items(list items not None, programs, extras=None, bint pairs=False):
     unless fewer, where the items end as a zip's would), or ``extras`` for every program when
     it is None or a string (an evaluation alone's mark). (One native loop: a round's fits are
     numbered a candidate at a time.)"""
-    cdef Py_ssize_t i = len(items), k, n
-    cdef list ps, xs
+    cdef Py_ssize_t i = len(items)
     if extras is None or type(extras) is str:
         for p in programs:
             items.append((i, p, extras))
             i += 1
         return items
-    if type(programs) is list and type(extras) is list:
-        ps, xs = <list>programs, <list>extras
-        n = min(len(ps), len(xs))
-        for k in range(n):
-            x = xs[k]
-            if pairs and type(x) is not tuple:
-                x = tuple(x)
-            items.append((i + k, ps[k], x))
-        return items
     for p, x in zip(programs, extras):
-        items.append((i, p, tuple(x) if pairs and type(x) is not tuple else x))
+        if pairs and type(x) is not tuple:
+            x = tuple(x)
+        items.append((i, p, x))
         i += 1
     return items
 

@@ -185,17 +185,17 @@ def round_fitted(list items not None, list todo not None, list bare not None, li
         if not ps:
             out[i] = {}
     for k in range(min(t, len(got))):
-        r = got[k]
-        if type(r) is not tuple:
-            r = outcome(r)
         i = todo[k]
-        out[i], after[i] = r
+        out[i], after[i] = _fit_pair(got[k], outcome)
     for k in range(min(len(bare), len(got) - t)):  # (their params stay {})
-        r = got[t + k]
-        if type(r) is not tuple:
-            r = outcome(r)
-        after[<Py_ssize_t>bare[k]] = r[1]
+        after[<Py_ssize_t>bare[k]] = _fit_pair(got[t + k], outcome)[1]
     return out, after
+
+
+cdef inline object _fit_pair(object r, object outcome):
+    # a calibration's (params, its evaluation after it): ``r`` as it is when it is that pair,
+    # else what ``outcome`` makes of it
+    return r if type(r) is tuple else outcome(r)
 
 
 def round_scored(list items not None, list slots not None, list fitted not None, list after,
