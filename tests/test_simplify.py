@@ -662,3 +662,69 @@ def test_trace_is_given_each_tree_whose_entry_is_computed():
     assert seen == [trees[0], "x", trees[3]]
     simp.core.trace = None
     assert [simp.entry(t) for t in trees] == entries and len(seen) == 3
+
+
+@pytest.mark.parametrize("src, n, want", [
+    # (more occurrences than names, lifted or not: renamed by name when its distinct names and
+    # its marks are at most n, else refused; the count stops past n and skips the lists without
+    # a parameter. Expected values recorded from the build before that count)
+    ("(+ (* a x) (* a y) (* a z) (* b (cos x)) (sin (* b x)))",
+     4, "(+ (* a (cos x)) (* b x) (* b y) (* b z) (sin (* a x)))"),
+    ("(+ (* a x) (* a y) (* b z) (* b (cos x)) (* c (sin (* d x))) (* d (exp y)))",
+     4, "(+ (* a (cos x)) (* b (exp y)) (* c (sin (* b x))) (* d x) (* d y) (* a z))"),
+    ("(+ (* a x) (* a y) (* b z) (* b (cos x)) (* c (sin (* d x))) (* c (exp y)) (* f (tanh z)))",
+     4, ("(+ (* (tanh z) f) (* a (cos x)) (* b (exp y)) (* b (sin (* c x))) (* d x) (* d y) "
+         "(* a z))")),
+    ("(+ (* a x) (* a (sin (- b b))) (* b z) (* b (cos x)) (* c (sin (* d x))) (* c (exp y)))",
+     4, None),
+    ("(+ (* a x) (* a (sin (- b b))) (* b z) (* b (cos x)) (* c (sin (* d x))) (* c (exp y)))",
+     5, "(+ a (* b (cos x)) (* c (exp y)) (* c (sin (* d x))) (* f x) (* b z))"),
+    (("(+ (* a x) (* a (sin (- b b) y)) (* b (cos x)) (* b (sin (+ (- c c) y))) "
+      "(exp (* c (+ x (- d d) (tanh y)))))"), 5, None),
+    (("(+ (* a x) (* a y) (* a (sin z)) (* a (cos x)) (max (- b b) x) (min (- c c) y) "
+      "(f (- d d) z) (g (- a a) x) (h (- b b) y))"),
+     4, ("(+ (* a (cos x)) (* a (sin z)) (* a x) (* a y) (f (- b b) z) (g (- a a) x) "
+         "(h (- c c) y) (max (- c c) x) (min (- d d) y))")),
+    (("(+ (* a x) (* a y) (* b (max (cos (* x y)) () (sin x))) (* b (cos x)) "
+      "(g (sin (* c x)) (cos z) (sin (* c y))) (* d x z))"),
+     4, ("(+ (* a (cos x)) (* a (max (cos (* x y)) () (sin x))) (* b x z) (* c x) (* c y) "
+         "(g (sin (* d x)) (cos z) (sin (* d y))))")),
+    ("(+ (foo a a a a a) (bar b b) (baz c d) (qux (- a a)))",
+     4, "(+ (bar a a) (baz b c) (foo d d d d d) (qux (- d d)))"),
+    ("(+ (foo a a a a a) (bar b b) (baz c d f))", 4, "(+ (bar a a) (baz b c f) (foo d d d d d))"),
+    ("(f (g () (h ())) (k a a) (k b b) (m (sin x) (cos y)) (n c c d d))",
+     4, "(f (g () (h ())) (k a a) (k b b) (m (sin x) (cos y)) (n c c d d))"),
+    ("(f (g () (h ())) (k a a) (k b b) (m (sin x) (cos y)) (n c c d d))",
+     5, "(a (g () (h ())) (k b b) (k c c) (m (sin x) (cos y)) (n d d f f))"),
+])
+def test_more_occurrences_than_names_are_renamed_by_name_or_refused_as_before(src, n, want):
+    names = ("a", "b", "c", "d", "f")[:n]
+    simp = Simplifier(names)
+    if want is None:
+        with pytest.raises(TooManyParameters, match=f"more than {n} parameters"):
+            simp.canonical_form(to_tree(src))
+        assert simp.entry(to_tree(src)) is None
+    else:
+        got = simp.canonical_form(to_tree(src), skeleton=True)
+        assert got[1] == want and got[2] == size(got[0]) and got[3] == skeleton(got[0], names)
+        assert simp.entry(to_tree(src)) == got
+
+
+def test_content_numbers_of_nested_lists_whatever_was_numbered_first():
+    # a list's content hash reads each list item's number from the item's Node, once its Facts
+    # are known (a sub-list numbered before, or within the same call): equal contents get one
+    # number either way, and contents that differ anywhere below get their own
+    tree = ["+", ["*", "a", "x"], ["sin", ["*", 2.0, ["exp", "y"]]]]
+    first = Simplifier(P)
+    inner = first.facts(copy.deepcopy(tree[2][1]))
+    whole = first.facts(copy.deepcopy(tree))
+    assert first.facts(copy.deepcopy(tree)) == whole != inner
+    assert first.facts(copy.deepcopy(tree[2][1])) == inner
+    fresh = Simplifier(P)
+    assert fresh.facts(copy.deepcopy(tree)) == fresh.facts(copy.deepcopy(tree))
+    others = [["+", ["*", "a", "x"], ["sin", ["*", 2, ["exp", "y"]]]],
+              ["+", ["*", "a", "x"], ["sin", ["*", 2.0, ["exp", "x"]]]],
+              ["+", ["*", "a", "x"], ["sin", ["*", 2.0, ["exp", "y"], []]]],
+              ["+", ["*", "a", "x"], ["sin", ["*", 2.0, []]]]]
+    numbers = {first.facts(copy.deepcopy(t)) for t in others}
+    assert len(numbers) == len(others) and whole not in numbers and inner not in numbers

@@ -25,7 +25,15 @@ struct Raise {
   std::string message;
 };
 
-[[noreturn]] void raise(Err kind, std::string message) { throw Raise{kind, std::move(message)}; }
+// (cold, and its message made in it from a literal: the rules' many checks then keep their
+// failing branches out of the code a canonical form runs, which the calibrations between two
+// rounds evict from the instruction cache)
+[[noreturn, gnu::cold, gnu::noinline]] void raise(Err kind, std::string message) {
+  throw Raise{kind, std::move(message)};
+}
+[[noreturn, gnu::cold, gnu::noinline]] void raise(Err kind, const char* message) {
+  raise(kind, std::string(message));
+}
 
 // The arithmetic heads (kFirstArith..kLastArith), the folded among them and the special forms.
 bool arithmetic(Head h) { return h >= kFirstArith && h <= kLastArith; }
@@ -327,10 +335,12 @@ struct Rules {
   // Python's t[k] (IndexError past a list's end; a str gives its k-th character; a number is
   // not subscriptable)
   N at(N t, size_t k) {
-    if (t->kind == Kind::List) {
-      if (k >= t->items.size()) raise(Err::Index, "list index out of range");
-      return t->items[k];
-    }
+    if (__builtin_expect(t->kind == Kind::List && k < t->items.size(), 1)) return t->items[k];
+    return at_other(t, k);
+  }
+  // (at's rare cases, out of the rules' code)
+  [[gnu::cold, gnu::noinline]] N at_other(N t, size_t k) {
+    if (t->kind == Kind::List) raise(Err::Index, "list index out of range");
     if (t->kind == Kind::Sym) {
       if (k >= t->s().size()) raise(Err::Index, "string index out of range");
       return owner_.sym(t->s().substr(k, 1));
@@ -536,18 +546,20 @@ struct Rules {
       h ^= h >> 29;
     }
     Facts*& head = owner_.content_slot(splitmix64_finalize(h));
-    for (Facts* f = head; f; f = f->same_hash) {
-      if (same_content(t->items, f->items)) {
-        t->facts = f;
-        return f;
-      }
-    }
+    for (Facts* f = head; f; f = f->same_hash)
+      if (same_content(t->items, f->items)) return known(t, f);
     Facts* f = owner_.facts_.make();
     f->id = owner_.next_id_++;
     f->items = t->items;
     f->same_hash = head;
     head = f;
+    return known(t, f);
+  }
+
+  // f, now list t's Facts (and its content number in t's Node: Node::i)
+  static Facts* known(N t, Facts* f) {
     t->facts = f;
+    t->i = static_cast<int64_t>(f->id);
     return f;
   }
 
@@ -559,7 +571,8 @@ struct Rules {
   // (a list's and a symbol's, most items, tested first: a jump through the switch's table for
   // each item was a fifth of a content's lookup)
   [[gnu::always_inline]] uint64_t item_word(N x) {
-    if (x->kind == Kind::List) return tagged(facts(x)->id, 1);
+    if (x->kind == Kind::List)
+      return tagged(x->facts ? static_cast<uint64_t>(x->i) : new_facts(x)->id, 1);
     if (x->kind == Kind::Sym) return tagged(reinterpret_cast<uintptr_t>(x), 2);
     switch (x->kind) {
       case Kind::List:
@@ -1053,12 +1066,12 @@ struct Rules {
         if (num_eq(a, 0)) return F(0.0);
     Ns rest = fold_constants(head, flat);
     if (plus)  // (the groupings may leave constants to fold again)
-      rest = fold_constants(head, like_terms(distribute(affine_terms(rest))));
+      rest = fold_constants(head, like_terms(distribute(affine_terms(std::move(rest)))));
     else
-      rest = scale_into_ratio(fold_constants(head, merge_scales(rest)));
+      rest = scale_into_ratio(fold_constants(head, merge_scales(std::move(rest))));
     if (rest.empty()) return F(plus ? 0.0 : 1.0);
     if (rest.size() == 1) return rest[0];
-    rest = sorted(rest);
+    sort_args(rest);
     if (plus && rest.size() == 2 && pl(rest[0]) && L(rest[1]) && rest[1]->items.size() == 2 &&
         is(rest[1]->items[0], kMinus))
       return mk({owner_.head(kMinus), rest[0], rest[1]->items[1]});  // c + (-w) is c - w
@@ -1067,8 +1080,9 @@ struct Rules {
     return mk(std::move(out));
   }
 
-  // sorted(rest, key=lambda a: (not pl(a), key(a))), stable
-  Ns sorted(const Ns& rest) {
+  // rest put in the order sorted(rest, key=lambda a: (not pl(a), key(a))) gives (stable), in
+  // place (a new list of them, moved into rest's place, was a third of the sort's instructions)
+  void sort_args(Ns& rest) {
     struct Keyed {  // (its key's bytes and their count: the few on the stack left unset)
       bool variable;
       const char* key;
@@ -1111,10 +1125,7 @@ struct Rules {
         keyed[j] = x;
       }
     }
-    Ns out;
-    out.reserve(n);
-    for (size_t k = 0; k < n; ++k) out.push_back(keyed[k].item);
-    return out;
+    for (size_t k = 0; k < n; ++k) rest[k] = keyed[k].item;
   }
 
   // A sum's or product's arguments with its constants folded into one.
@@ -1213,7 +1224,7 @@ struct Rules {
 
   // A ratio's denominator shares parameter-free factors with the rest of the product: they
   // cancel ((u / v) v -> u).
-  Ns cancel(const Ns& factors) {
+  Ns cancel(Ns factors) {
     guard();
     for (size_t i = 0; i < factors.size(); ++i) {
       N a = factors[i];
@@ -1279,8 +1290,8 @@ struct Rules {
   }
 
   // One free scale per product (see the Python module's _merge_scales).
-  Ns merge_scales(const Ns& given) {
-    Ns factors = cancel(given);
+  Ns merge_scales(Ns given) {
+    Ns factors = cancel(std::move(given));
     SmallVec<size_t, 8> carriers;
     for (size_t i = 0; i < factors.size(); ++i)
       if (slotted(factors[i])) carriers.push_back(i);
@@ -1318,12 +1329,14 @@ struct Rules {
   }
 
   using Base = Texts;
-  static bool same_base(const Base& a, const Base& b) {
-    if (a.size() != b.size()) return false;
-    for (size_t k = 0; k < a.size(); ++k)
+  // whether the n texts at a are base b's
+  static bool same_base(const std::string_view* a, size_t n, const Base& b) {
+    if (n != b.size()) return false;
+    for (size_t k = 0; k < n; ++k)
       if (a[k] != b[k]) return false;
     return true;
   }
+  static bool same_base(const Base& a, const Base& b) { return same_base(a.data(), a.size(), b); }
   template <class Bases>
   static bool has_base(const Bases& bases, const Base& b) {
     for (const Base& x : bases)
@@ -1348,7 +1361,7 @@ struct Rules {
 
   // A product with a sum among its factors is expanded when one of its terms is like another
   // term of the sum around it.
-  Ns distribute(const Ns& terms_in) {
+  Ns distribute(Ns terms_in) {
     guard();
     for (size_t i = 0; i < terms_in.size(); ++i) {
       N t = terms_in[i];
@@ -1381,14 +1394,14 @@ struct Rules {
         Ns next(terms_in.begin(), terms_in.begin() + i);
         next.insert(next.end(), parts.begin(), parts.end());
         next.insert(next.end(), terms_in.begin() + i + 1, terms_in.end());
-        return distribute(next);
+        return distribute(std::move(next));
       }
     }
     return terms_in;
   }
 
   // c (d + u) is c d + c u: in a sum with another constant the term's inner constant folds in.
-  Ns affine_terms(const Ns& terms_in) {
+  Ns affine_terms(Ns terms_in) {
     SmallVec<Split, 8> splits;
     for (N t : terms_in) {
       if (L(t) && head_is(t, kTimes)) {
@@ -1443,7 +1456,7 @@ struct Rules {
   }
 
   // c (k / v) w -> (c' / v) w: a product's fitted scale joins the constant numerator of a ratio.
-  Ns scale_into_ratio(const Ns& factors) {
+  Ns scale_into_ratio(Ns factors) {
     N scale = nullptr, ratio = nullptr;
     for (N a : factors)
       if (pl(a)) {
@@ -1479,45 +1492,49 @@ struct Rules {
 
   // c1*u + c2*u -> c*u (and u + c*u): like terms share one fitted scale.
   Ns like_terms(const Ns& terms_in) {
+    // (a group and its key on the stack, no allocation for a sum of a few terms: a vector of
+    // groups, each with its key's and factors' lists, was one each sum)
     struct Group {
-      bool constant;  // a constant term, kept in its place (key and factors unset)
-      Base key;
-      Ns factors;
+      bool constant;  // a constant term, kept in its place (no key)
       bool repeated;
+      uint32_t key, n;  // its key (base's Base): keys[key .. key + n)
       N first;
     };
     // the groups in order of their first term, each constant term in its place among them (a
-    // sum's few terms: searched in order)
-    std::vector<Group> groups;
-    groups.reserve(terms_in.size());
+    // sum's few terms: searched in order), and their keys end to end
+    SmallVec<Group, 8> groups;
+    SmallVec<std::string_view, 16> keys;
     for (N t : terms_in) {
       if (is_mark(t) || num(t)) {
-        groups.push_back(Group{true, Base{}, Ns{}, false, t});
+        groups.push_back(Group{true, false, 0, 0, t});
         continue;
       }
-      auto [k, factors] = base(t);
-      auto it = std::find_if(groups.begin(), groups.end(), [&](const Group& g) {
-        return !g.constant && same_base(g.key, k);
-      });
-      if (it != groups.end()) {
-        it->repeated = true;
+      Base k = base(t).first;
+      Group* like = nullptr;
+      for (Group& g : groups)
+        if (!g.constant && same_base(keys.data() + g.key, g.n, k)) {
+          like = &g;
+          break;
+        }
+      if (like) {
+        like->repeated = true;
       } else {
-        groups.push_back(Group{false, std::move(k), std::move(factors), false, t});
+        groups.push_back(Group{false, false, static_cast<uint32_t>(keys.size()),
+                               static_cast<uint32_t>(k.size()), t});
+        keys.insert(keys.end(), k.begin(), k.end());
       }
     }
     Ns out;
-    for (Group& g : groups) {
-      if (g.constant) {
+    for (const Group& g : groups) {
+      if (!g.repeated) {  // (a constant, or a term like no other)
         out.push_back(g.first);
         continue;
       }
-      if (g.repeated) {
-        Ns a{owner_.head(kTimes), P()};
-        a.insert(a.end(), g.factors.begin(), g.factors.end());
-        out.push_back(mk(std::move(a)));
-      } else {
-        out.push_back(g.first);
-      }
+      // (its first term's factors found again: base is the same of the same term)
+      Ns factors = base(g.first).second;
+      Ns a{owner_.head(kTimes), P()};
+      a.insert(a.end(), factors.begin(), factors.end());
+      out.push_back(mk(std::move(a)));
     }
     return out;
   }

@@ -70,7 +70,11 @@ struct alignas(64) Node {
   Kind kind = Kind::Sym;
   bool b = false;
   Head head = kNoHead;        // a symbol's name's code (kNoHead for every other Node)
-  int64_t i = 0;              // an integer's value; a symbol's SymbolFlags
+  // an integer's value; a symbol's SymbolFlags; a list's content number (its Facts' id) once
+  // its Facts are known: a list's content hash reads each list item's number from the item's
+  // own Node, not from its Facts (another cache line, most often cold: a child's sub-lists were
+  // met when its parent was bred, rounds before)
+  int64_t i = 0;
   Items items;                // a list's items
   Facts* facts = nullptr;     // a list's content facts, found once
   double f = 0.0;
@@ -250,7 +254,10 @@ class AddressTable {
     return static_cast<size_t>(((key >> 4) * 0x9e3779b97f4a7c15ULL) >> shift_) & mask_;
   }
   void grow() {
-    std::vector<Slot> old(slots_.empty() ? 1024 : slots_.size() * 2);
+    // (from a few slots, doubled as the entries come: a table cleared every round, as
+    // ParentsKept's two are for a round's ~70 records, then writes the slots its entries need,
+    // not a first 1,024's 16 KB, the whole first-level data cache, twice a round)
+    std::vector<Slot> old(slots_.empty() ? 16 : slots_.size() * 2);
     old.swap(slots_);
     mask_ = slots_.size() - 1;
     shift_ = 64;
