@@ -136,6 +136,29 @@ def test_a_simplifying_proposers_records_are_the_python_loops():
     assert any(r["status"] == "invalid" and r["error"] for r in b.records)
 
 
+def test_a_rounds_blank_record_is_made_once_a_proposer_name_and_never_written():
+    """prepare copies one blank record a proposer name (rounds._blank), kept over rounds and
+    proposers of that name and never written; the records of several rounds and of a proposer
+    renamed between them are the reference's (its blank made anew each round), and a name that
+    is not a str gets a blank of its own each time."""
+    run = _rounds(_Proposer(name="kept-blank"))
+    blank = rounds._blank("kept-blank")
+    before = dict(blank)
+    _check_same(run, _SOURCES[:8])
+    _check_same(run, _SOURCES[8:])
+    run.prop.name = "renamed"
+    b = _check_same(run, ["(* a (cos x))", "(+ a (* b (cos x)))"])
+    assert {r["proposer"] for r in b.records} == {"renamed"}
+    assert rounds._blank("kept-blank") is blank and blank == before
+    assert list(blank) == ["id", "proposer", "proposed", "model", "status", "params",
+                           "train_error", "heldout_error", "r2", "size", "skeleton", "error"]
+    odd = rounds._blank(["odd"])
+    assert odd["proposer"] == ["odd"] and rounds._blank(["odd"]) is not odd
+    run.prop.name = ("a", "tuple")  # (hashable, but not a str: not kept either)
+    b = _check_same(run, ["(* a (tan x))"])
+    assert b.records[0]["proposer"] == ("a", "tuple")
+
+
 def test_ids_count_from_the_first_by_the_step_over_rounds():
     run = _rounds(_Proposer(), first_id=3, id_step=4)
     _check_same(run, _SOURCES[:7])
@@ -161,6 +184,30 @@ def test_a_canonical_proposers_entries_give_the_model_its_size_and_skeleton():
     for canonical in (True, False):  # (not canonical: the entry's tree simplified again)
         b = _check_same(_rounds(_Proposer(canonical=canonical, made=made), task=task), srcs)
         assert b.records[0]["size"] == 99 and b.records[0]["skeleton"] == "sk"
+
+
+def test_bred_childrens_lazy_entries_give_the_model_their_size_and_skeleton():
+    """A Mutate proposer's entries for the children it bred (its ``made``: lazy _Made entries,
+    whose size and skeleton round_records reads directly) give each record the size and
+    skeleton their [2] and [3] give (the reference's reading), with or without simplifying."""
+    from ndvm.cosearch import Grammar
+    from ndvm.cosearch import islands as isl
+
+    task = get_task("damped")
+    g = task.grammar or Grammar(inputs=tuple(task.inputs), params=tuple(task.params),
+                                loop=task.loops)
+    island, _ = isl.run_epoch(isl.Island(task, 0, 1, seed=3, grammar=g, batch=16), 96, [])
+    made = dict(island.rounds.prop.made)
+    lazy = [src for src, e in made.items() if type(e).__name__ == "_Made"]
+    assert len(lazy) >= 4
+    for canonical in (True, False):
+        b = _check_same(_rounds(_Proposer(canonical=canonical, made=made), task=task),
+                        [*made, "(* a x)", "(+ a"])
+        by_src = {r["proposed"]: r for r in b.records}
+        for src in lazy:
+            if by_src[src]["status"] != "duplicate" and canonical:
+                assert (by_src[src]["size"], by_src[src]["skeleton"]) == (made[src][2],
+                                                                          made[src][3])
 
 
 def test_a_canonical_entrys_tree_with_too_many_parameters_is_invalid_when_simplified():

@@ -4,6 +4,17 @@
 # (FitLayout, fit/outputs.hpp) that build a FitResult's fields on first access.
 
 
+cdef extern from *:
+    """
+    // one staged fit's request copied over a batch's slot in place (Cython's ``to[0] = from``
+    // copies into a temporary first: its two vectors allocated and freed every fit)
+    static inline void ndvm_copy_request(ndvm::FitRequest* to, const ndvm::FitRequest* from) {
+        *to = *from;
+    }
+    """
+    void _copy_request "ndvm_copy_request"(FitRequest* to, const FitRequest* src)
+
+
 cdef cnp.ndarray _contiguous(object a, int typenum, Py_ssize_t n, str what):
     """`a` as a C-contiguous aligned array of n values of type `typenum` (`a` itself if it is
     one already: the fits of a batch share their target and starting points)."""
@@ -452,6 +463,10 @@ cdef class FitBatch:
         cdef tuple item, entry, pair
         cdef Program prog
         cdef FitSpec spec
+        # (the last free names looked up in ``ready`` and what they found: a round's programs
+        # share a few tuples of free names (Program.free_names is one object a text of names),
+        # and a tuple's hash is made again at every lookup)
+        cdef object names = None, named = None
         try:
             key = client.name  # (read once a call: Program._compiled_as)
         except Exception:  # (FitPlan.stage raises it again, for the first item)
@@ -473,7 +488,9 @@ cdef class FitBatch:
                     if not starts or type(extra) is not tuple:
                         return i
                     pair = <tuple>extra
-                found = ready.get(prog.free_names)
+                if prog.free_names is not names:
+                    names, named = prog.free_names, ready.get(prog.free_names)
+                found = named
                 if found is None:
                     return i
                 entry = <tuple?>found
@@ -509,9 +526,12 @@ cdef class FitBatch:
             self._ok.resize(k + 1)
         self._keep.append(prog)
         self._keep.append(spec)
-        self._rq[k] = spec._rq
-        self._rq[k].expanded = <const void*>prog._x.get()
-        self._rq[k].compiled = <const void*>compiled
+        # (copied in place, the slot's vectors reusing their room from the batch's earlier
+        # rounds: _copy_request)
+        cdef FitRequest* rq = &self._rq[k]
+        _copy_request(rq, &spec._rq)
+        rq.expanded = <const void*>prog._x.get()
+        rq.compiled = <const void*>compiled
         self._layout.add(spec._rq, at)  # (copied; run() points the request at its places)
         self.size = k + 1
         return k

@@ -54,8 +54,15 @@ def round_records(list srcs not None, dict blank not None, Py_ssize_t next_id,
             if model is not src and model != src and not seen._add_new(model):
                 rec["status"] = "duplicate"
                 continue
-            rec["size"] = size(tree) if canon is None else canon[2]
-            rec["skeleton"] = skeleton(tree, params) if canon is None else canon[3]
+            if canon is None:
+                rec["size"] = size(tree)
+                rec["skeleton"] = skeleton(tree, params)
+            elif type(canon) is _Made:  # (Breeder.children's entries: their fields read
+                rec["size"] = (<_Made>canon).size  # directly, as its [2] and [3] give them)
+                rec["skeleton"] = (<_Made>canon).skel
+            else:
+                rec["size"] = canon[2]
+                rec["skeleton"] = canon[3]
         except Exception as e:  # (an invalid candidate is a record)
             rec["error"] = first_line(e)
             continue

@@ -205,14 +205,9 @@ class _Rounds:
         task, prop = self.task, self.prop
         # (likelihood programs' literals are constants, never fitted)
         simplify = task.objective == "mse" and not getattr(prop, "canonical", False)
-        # (each record a copy of one made for the round: a dict's copy is half its display's
-        # cost; its fields in the records' order)
-        blank = {"id": None, "proposer": getattr(prop, "name", "custom"), "proposed": None,
-                 "model": None, "status": "invalid", "params": None, "train_error": math.inf,
-                 "heldout_error": math.inf, "r2": None, "size": None, "skeleton": None,
-                 "error": None}
         records, todo, models, self.next_id = round_records(
-            srcs, blank, self.next_id, self.id_step, self.recorded, self.state.seen,
+            srcs, _blank(getattr(prop, "name", "custom")), self.next_id, self.id_step,
+            self.recorded, self.state.seen,
             getattr(prop, "made", None) or {},  # (tree, source, size, skeleton) it built
             simplify, self._tree_of, to_source, size, skeleton, task.params, _mismatch)
         # (validated together, in one call: a round's Python after its calibrations runs on cold
@@ -341,6 +336,26 @@ class _Rounds:
         if self.first_good is None and _good(self.task, rec):
             self.first_good = rec
         return rec
+
+
+# proposer name -> the record its rounds' records are copies of (_blank)
+_BLANKS = {}
+
+
+def _blank(proposer):
+    """The record a round's records are copies of (a dict's copy is half its display's cost;
+    its fields in the records' order), of the proposer named ``proposer``: made once a name and
+    kept (round_records copies it and never writes to it), not made again every round. (A
+    name that is not a str, a custom proposer's, gets a new one each time, as it is.)"""
+    blank = _BLANKS.get(proposer) if type(proposer) is str else None
+    if blank is None:
+        blank = {"id": None, "proposer": proposer, "proposed": None, "model": None,
+                 "status": "invalid", "params": None, "train_error": math.inf,
+                 "heldout_error": math.inf, "r2": None, "size": None, "skeleton": None,
+                 "error": None}
+        if type(proposer) is str:
+            _BLANKS[proposer] = blank
+    return blank
 
 
 def _replayed(old, rec):
