@@ -94,6 +94,17 @@ def test_positions_match_the_python_rule_on_every_tree():
                                                                 frozenset(), (4,))])
 
 
+def _positions_as_golden(trees):
+    # each tree's positions, and its Sites' spots, as breed_golden's Python rule lists them,
+    # without and with a scope and counters
+    for tree in trees:
+        for scope, counters in ((frozenset(), frozenset()), (frozenset({"u0"}), frozenset({"k"}))):
+            want = list(breed_golden.positions(tree, scope, counters, ()))
+            assert gp.positions(tree, scope, counters) == want
+            if not scope:
+                assert gp.Sites(tree).spots == want
+
+
 def test_sites_list_an_atoms_position_as_the_python_rule_does():
     # (a call's atoms are listed in place, not through the recursion: a counter inside a loop's
     # body, a name the counters hold, a list subclass, numbers and booleans among them)
@@ -104,12 +115,21 @@ def test_sites_list_an_atoms_position_as_the_python_rule_does():
              to_tree("(loop ((s 1.5) (k 0)) (if (< k 2) (+ s (sin k) x 2) (recur s (+ k 1))))"),
              ["+", Items(["*", "a", "x"]), 2, True, ["sin", "k"], "k"],
              ["f", "x", ["g", Items(["h", "k", 3.0])], "y"]]
-    for tree in trees:
-        for scope, counters in ((frozenset(), frozenset()), (frozenset({"u0"}), frozenset({"k"}))):
-            want = list(breed_golden.positions(tree, scope, counters, ()))
-            assert gp.positions(tree, scope, counters) == want
-            if not scope:
-                assert gp.Sites(tree).spots == want
+    _positions_as_golden(trees)
+
+
+def test_sites_list_calls_of_one_character_heads_as_the_python_rule_does():
+    # (a head of one character is known to be no special form without a set look up: an exact
+    # str's; a str subclass's, a longer name's and any other head's are looked up as before)
+    class Name(str):
+        pass
+
+    trees = [to_tree("(+ (* a x) (- (/ x 2) (^ b 3)) (= k 1) (< s k))"),
+             to_tree("(let ((u0 (+ a x))) (if (< u0 1) (* u0 u0) (- u0)))"),
+             to_tree("(loop ((s x) (k 0)) (if (= k 3) s (recur (+ (* a s) k) (+ k 1))))"),
+             [Name("+"), ["*", "a", "x"], [Name("if"), "x", "k", 1.0], ["sin", "k"]],
+             ["f", ["g"], [], ["h", ["+"]], [1, "x"], [("+",), "x"]]]
+    _positions_as_golden(trees)
 
 
 def test_a_numpy_generator_and_draws_of_it_breed_alike():

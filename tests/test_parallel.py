@@ -1176,6 +1176,34 @@ def test_a_batch_of_programs_staged_in_one_native_call_fits_as_each_staged_alone
             outcome(r) for r in fresh]
 
 
+def test_a_reused_batch_staged_again_with_other_free_names_fits_as_fresh_ones():
+    """A setup's FitBatch, reset and staged again round after round, has each staged request
+    copied over the slot's last one (its bindings' and parameters' vectors grown or shrunk in
+    place), and add_ready looks a run of programs of the same free names up once: rounds of
+    programs of one to four free names in runs and alternating, the same program many times,
+    fit (and read as outcomes) as a fresh setup fits each on its own."""
+    x = np.linspace(0.1, 1, 30)
+    data, y = {"x": x, "z": x * x}, 2 * x + 1
+    srcs = ["(+ (* a x) b)", "(* a z)", "(+ (* a x) (* b z) c)", "(* a x)", "(+ a (* b x))"]
+    progs = [ndvm.parse(s) for s in srcs]
+
+    def setup():
+        return ndvm.parallel.FitSetup(data, y, workers=1, starts=2, optimizer="lm")
+
+    def outcome(r):
+        return r.params, r.loss, {k: v.tolist() for k, v in r.all_params.items()}
+
+    fresh = [outcome(setup().begin([p]).finish()[0]) for p in progs]
+    fresh_pairs = [setup().begin([p]).finish(outcomes=True)[0] for p in progs]
+    one = setup()
+    for order in ([0, 1, 2, 3, 4], [2, 2, 0, 0, 1, 3], [3, 1, 3, 1, 2], [1, 0, 2, 4, 3, 0, 2],
+                  [2], [4, 4, 4, 4, 4, 4, 4, 4]):
+        got = one.begin([progs[i] for i in order]).finish()
+        assert [outcome(r) for r in got] == [fresh[i] for i in order]
+        pairs = one.begin([progs[i] for i in order]).finish(outcomes=True)
+        assert pairs == [fresh_pairs[i] for i in order]
+
+
 def test_a_worker_count_or_a_reduction_of_the_wrong_kind_is_refused():
     # (workers=1.5 ran on one thread; reduce="bogus" was a KeyError)
     x = np.ones(3)

@@ -2,6 +2,7 @@
 recorded one, and its long-lived caches (the holding Simplifier, the canonical forms by content)
 give what a fresh computation gives, within their bounds."""
 import hashlib
+import math
 
 import numpy as np
 import pytest
@@ -611,6 +612,27 @@ def test_breed_parents_lists_the_front_then_the_population_and_reuses_their_entr
     assert made == [front[0]]
 
 
+def test_breed_parents_keeps_many_records_entries_across_rounds():
+    # (the tables of kept records by address start small and grow with the records: every
+    # record's entry found again, round after round, as the population grows and shrinks)
+    made = []
+
+    def make(r):
+        made.append(r)
+        return (r, f"sites of {r['proposed']}", float(r["e"]))
+
+    population = [{"proposed": f"p{i}", "e": i} for i in range(600)]
+    kept = None
+    # (n records a round, and the first made anew: the ones the round before did not keep)
+    for n, first in ((3, 0), (40, 3), (600, 40), (17, 17), (600, 17), (1, 1)):
+        made.clear()
+        sites, errors, _, kept = _core.breed_parents([], population[:n], set(), kept, make)
+        assert sites == [f"sites of p{i}" for i in range(n)] and errors == list(map(float, range(n)))
+        assert len(kept) == n and all(kept.entry(r)[0] is r for r in population[:n])
+        assert all(kept.entry(r) is None for r in population[n:n + 5])
+        assert made == population[first:n]
+
+
 def test_breed_parents_keeps_what_it_had_when_an_entry_cannot_be_made():
     # (an exception from ``make``: the entries kept from the round before stay, for the next)
     front = [{"proposed": "a", "e": 1}, {"proposed": "b"}]
@@ -630,6 +652,33 @@ def test_breed_parents_keeps_what_it_had_when_an_entry_cannot_be_made():
         _core.breed_parents(front[:1], [], set(), {}, make)
     with pytest.raises(TypeError):  # (a record is a dict)
         _core.breed_parents([[("proposed", "a")]], [], {}, None, make)
+
+
+def test_breed_parents_reads_a_list_that_make_changes_as_a_python_loop_reads_it():
+    # (the records are read a step at a time, by index, as ``for r in records`` reads them: a
+    # record ``make`` removes or appends while its list is read is skipped or read in turn, and
+    # a record removed after it was read stays alive in its entry)
+    def fresh():
+        population = [{"proposed": s, "e": i} for i, s in enumerate("abcd")]
+
+        def make(r):
+            if r["proposed"] == "a":
+                del population[1]  # ("b": never read)
+                population.append({"proposed": "e", "e": 9})
+            if r["proposed"] == "c":
+                del population[0]  # ("a", read already: "d" moves to where "c" was read)
+            return (r, f"sites of {r['proposed']}", float(r["e"]))
+
+        return population, make
+
+    population, make = fresh()
+    want = [make(r)[1] for r in population]  # (Python's own loop over the same changes)
+    population, make = fresh()
+    sites, errors, n_front, kept = _core.breed_parents([], population, set(), None, make)
+    assert sites == want == [f"sites of {s}" for s in "ace"] and errors == [0.0, 2.0, 9.0]
+    assert n_front == 0 and len(kept) == 3 and [r["proposed"] for r in population] == list("cde")
+    again = _core.breed_parents([], population, set(), kept, make)  # ("d" made, not the others)
+    assert again[0] == [f"sites of {s}" for s in "cde"] and again[1] == [2.0, 3.0, 9.0]
 
 
 def test_parent_entries_give_the_entry_and_sites_the_python_rule_gives():
@@ -659,6 +708,43 @@ def test_parent_entries_give_the_entry_and_sites_the_python_rule_gives():
             entries({"size": 3})
         sites, errors, n_front, _ = _core.breed_parents([rec], [], set(), None, entries)
         assert sites == [got[1]] and errors == [got[2]] and n_front == 1
+
+
+def test_record_fitness_is_the_python_rule_and_parent_entries_read_it_without_a_call():
+    # (select.fitness is the native record_fitness: the Python rule's answers, its errors and
+    # their messages; ParentEntries given it reads it directly, given any other callable calls it)
+    from collections import UserDict
+
+    from ndvm.cosearch.select import fitness
+
+    def rule(record):
+        train, held = record["train_error"], record["heldout_error"]
+        return held if held > train else train  # noqa: FURB136 - the rule as it was written
+
+    assert fitness is _core.record_fitness
+    for rec in ({"train_error": 0.5, "heldout_error": float("nan")},
+                UserDict({"train_error": 2, "heldout_error": 1.5}),
+                {"train_error": float("nan"), "heldout_error": 0.5}):
+        got, want = fitness(rec), rule(rec)
+        assert got is want or (math.isnan(got) and math.isnan(want))  # (the same, or NaN)
+    for bad in ({"heldout_error": 1.0}, {"train_error": 1.0}, {"train_error": None,
+                                                                "heldout_error": 0.5}, [1, 2]):
+        with pytest.raises(Exception) as want:
+            rule(bad)
+        with pytest.raises(want.type) as got:
+            fitness(bad)
+        assert str(got.value) == str(want.value)
+    calls = []
+
+    def counted(record):
+        calls.append(record)
+        return rule(record)
+
+    rec = {"proposed": "(* a x)", "model": "(* a x)", "size": 3, "train_error": 0.25,
+           "heldout_error": 0.5}
+    native = _core.ParentEntries({}, {}, 0.02, fitness, to_tree)(rec)
+    python = _core.ParentEntries({}, {}, 0.02, counted, to_tree)(rec)
+    assert native[2] == python[2] == 0.5 * (1 + 0.02 * 3) and calls == [rec]
 
 
 def test_breed_parents_reads_a_kept_record_again_only_when_the_island_grew():

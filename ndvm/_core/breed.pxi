@@ -12,6 +12,7 @@ from cpython.long cimport PyLong_AsLongAndOverflow
 from cpython.ref cimport Py_INCREF
 from cpython.set cimport PySet_GET_SIZE
 from cpython.tuple cimport PyTuple_GET_SIZE, PyTuple_New, PyTuple_SET_ITEM
+from cpython.unicode cimport PyUnicode_GET_LENGTH
 
 import math
 from numbers import Real
@@ -27,6 +28,8 @@ cdef int _BREED_MAX_DEPTH = BREED_MAX_DEPTH
 _BREED_SPECIAL = frozenset("quote if cond case and or when unless begin let let* letrec letrec* "
                            "lambda define loop recur else".split())
 cdef frozenset _BSPECIAL = _BREED_SPECIAL  # (read as a C variable: no module look up)
+# (a name shorter than every special form's is none of them: _bspecial's shortcut, from the set)
+cdef Py_ssize_t _BSPECIAL_SHORTEST = min(len(name) for name in _BREED_SPECIAL)
 _KINDS = ("subtree", "constant", "operator", "hoist", "extend", "shift")
 BREED_KINDS = _KINDS  # the kinds of mutation, in the order their rates are drawn
 _S = frozenset({"s"})
@@ -126,41 +129,60 @@ cdef bint _bnames_in(object tree, object names) except -1:
     return False
 
 
-cdef int _bpositions(Sites out, object tree, object scope, object counters,
+cdef inline bint _bspecial(object head) except -1:
+    # whether the str ``head`` is a special form's name: a name shorter than every special
+    # form's (the arithmetic operators, most calls' heads) is none of them, not looked up
+    if type(head) is str and PyUnicode_GET_LENGTH(head) < _BSPECIAL_SHORTEST:
+        return False
+    return head in _BSPECIAL
+
+
+cdef int _bpositions(Sites out, object tree, object scope, object counters, bint counting,
                      vector[Py_ssize_t]& path, int depth) except -1:
     # the rule of positions(): adds to ``out`` each position (its path, the indices from the
     # root, is ``path`` as it is here; scope, in_loop) in the order the Python generator
-    # yielded them, with the subtree at it
-    cdef bint counting = True if counters else False
-    if not counting or not _brefs(tree, counters, depth):  # (no counter: nothing to look for)
-        out._add(tree, scope, counting, path)
-    if not isinstance(tree, list) or not tree:
+    # yielded them, with the subtree at it; ``counting``: whether ``counters`` is not empty
+    # (no counter: nothing to look for)
+    if not counting or not _brefs(tree, counters, depth):
+        out._add(tree, scope, counting, path.data(), path.size())
+    cdef Py_ssize_t i, j, n
+    # (an atom, most positions, has none below it: no guard; a list's items read in place, a
+    # subclass's as it indexes them)
+    if type(tree) is list:
+        n = PyList_GET_SIZE(tree)
+        if n == 0:
+            return 0
+        _bdeeper(depth)
+        head = <object>PyList_GET_ITEM(tree, 0)
+    elif isinstance(tree, list) and tree:
+        _bdeeper(depth)
+        head = tree[0]
+        n = len(tree)
+    else:
         return 0
-    _bdeeper(depth)  # (an atom, most positions, has none below it: no guard)
-    head = tree[0]
-    cdef Py_ssize_t i, j, n = len(tree)
-    if isinstance(head, str) and head not in _BSPECIAL:  # (a call: most positions)
+    if isinstance(head, str) and not _bspecial(head):  # (a call: most positions)
         if counting and _bnames_in(tree, counters):
             return 0
+        path.push_back(0)
         for j in range(1, n):
-            # (a list's items read in place; a subclass's as it indexes them)
             x = <object>PyList_GET_ITEM(tree, j) if type(tree) is list else tree[j]
-            path.push_back(j)
+            path[path.size() - 1] = j
             if isinstance(x, list):
-                _bpositions(out, x, scope, counters, path, depth + 1)
+                _bpositions(out, x, scope, counters, counting, path, depth + 1)
             elif not counting or not (isinstance(x, str) and x in counters):
-                out._add(x, scope, counting, path)  # (an atom, most items: its one position)
-            path.pop_back()
+                # (an atom, most items: its one position)
+                out._add(x, scope, counting, path.data(), path.size())
+        path.pop_back()
     elif head in ("let", "let*") and n >= 3 and isinstance(tree[1], list):
         inner = set(scope)
         for i, b in enumerate(tree[1]):
             if isinstance(b, list) and len(b) == 2:
                 _bpositions_in(out, b[1], frozenset(inner) if head == "let*" else scope,
-                               counters, path, i, depth + 1)
+                               counters, counting, path, i, depth + 1)
                 inner.add(b[0])
         for j in range(2, n):
             path.push_back(j)
-            _bpositions(out, tree[j], frozenset(inner), counters, path, depth + 1)
+            _bpositions(out, tree[j], frozenset(inner), counters, counting, path, depth + 1)
             path.pop_back()
     elif head == "loop" and n >= 3 and isinstance(tree[1], list):
         state, ctr = set(scope), set(counters)
@@ -169,28 +191,29 @@ cdef int _bpositions(Sites out, object tree, object scope, object counters,
                 if isinstance(b[1], int) and b[1] is not True and b[1] is not False:
                     ctr.add(b[0])
                 else:
-                    _bpositions_in(out, b[1], scope, counters, path, i, depth + 1)
+                    _bpositions_in(out, b[1], scope, counters, counting, path, i, depth + 1)
                 state.add(b[0])
         state -= ctr
         for j in range(2, n):
             path.push_back(j)
-            _bpositions(out, tree[j], frozenset(state), frozenset(ctr), path, depth + 1)
+            _bpositions(out, tree[j], frozenset(state), frozenset(ctr), len(ctr) > 0, path,
+                        depth + 1)
             path.pop_back()
     elif head in ("if", "recur"):
         for j in range(1, n):
             path.push_back(j)
-            _bpositions(out, tree[j], scope, counters, path, depth + 1)
+            _bpositions(out, tree[j], scope, counters, counting, path, depth + 1)
             path.pop_back()
     return 0
 
 
-cdef int _bpositions_in(Sites out, object tree, object scope, object counters,
+cdef int _bpositions_in(Sites out, object tree, object scope, object counters, bint counting,
                         vector[Py_ssize_t]& path, Py_ssize_t i, int depth) except -1:
     # the positions of a binding's value: its path is path + (1, i, 1)
     path.push_back(1)
     path.push_back(i)
     path.push_back(1)
-    _bpositions(out, tree, scope, counters, path, depth)
+    _bpositions(out, tree, scope, counters, counting, path, depth)
     path.resize(path.size() - 3)
     return 0
 
@@ -487,7 +510,7 @@ cdef class Sites:
         self.paths.clear()
         self.paths.reserve(128)
         self._spots = None
-        _bpositions(self, tree, scope, counters, path, 0)
+        _bpositions(self, tree, scope, counters, True if counters else False, path, 0)
         self._n_atoms = -1
         self.sizes.clear()
         self._numbers = None
@@ -497,11 +520,12 @@ cdef class Sites:
         self.form = None
         return 0
 
-    cdef int _add(self, object node, object scope, bint in_loop,
-                  const vector[Py_ssize_t]& path) except -1:
-        # a position: the subtree at it, its scope, whether in a loop, its path
+    cdef int _add(self, object node, object scope, bint in_loop, const Py_ssize_t* path,
+                  size_t n_path) except -1:
+        # a position: the subtree at it, its scope, whether in a loop, its path (``n_path``
+        # indices at ``path``)
         self.nodes.append(node)
-        cdef Py_ssize_t n = len(self.scope_objs)
+        cdef Py_ssize_t n = PyList_GET_SIZE(self.scope_objs)
         if n == 0 or <object>PyList_GET_ITEM(self.scope_objs, n - 1) is not scope:
             self.scope_objs.append(scope)
             n += 1
@@ -509,12 +533,9 @@ cdef class Sites:
         spot.scope = n - 1
         spot.in_loop = in_loop
         spot.path_at = self.paths.size()
-        spot.path_len = path.size()
-        self.at.push_back(spot)  # (one record a position, its path copied in one resize)
-        self.paths.resize(spot.path_at + spot.path_len)
-        cdef Py_ssize_t k
-        for k in range(spot.path_len):
-            self.paths[spot.path_at + k] = path[k]
+        spot.path_len = n_path
+        self.at.push_back(spot)  # (one record a position, its path appended in one copy)
+        self.paths.insert(self.paths.end(), path, path + n_path)
         return 0
 
     cdef inline Py_ssize_t n_spots(self):
@@ -1265,6 +1286,23 @@ cdef inline bint _bmet(object src, dict made, object seen, bint digests) except 
     return src in made or src in seen
 
 
+cdef inline object _bfitness(object record):
+    # (record_fitness's rule: ParentEntries reads it without a call when given it)
+    train = record["train_error"]
+    held = record["heldout_error"]
+    return held if held > train else train
+
+
+def record_fitness(record):
+    """What the search ranks its candidates by (``ndvm.cosearch.select.fitness`` is this): the
+    worse of the training and held-out errors. With a few held-out points (6 of 20) their error
+    alone rewards a model that misses the training points but happens to pass near those six; a
+    model must fit both splits. (``max``'s answer, the held-out error only when it is above the
+    training one, NaN included, compared as Python compares them; native: it ranks every record
+    a search folds into its population, and every new parent's entry.)"""
+    return _bfitness(record)
+
+
 @cython.final
 cdef class ParentEntries:
     """A parent's Sites and entry as Mutate makes them (its ``_tree`` and ``_parents``), called
@@ -1306,7 +1344,8 @@ cdef class ParentEntries:
     cdef tuple _entry(self, object r):
         # (evaluated in the order the Python tuple's items were: the Sites first)
         sites = self._sites(r["model"])
-        return (r, sites, self.fitness(r) * (1 + self.parsimony * r["size"]))
+        error = _bfitness(r) if self.fitness is record_fitness else self.fitness(r)
+        return (r, sites, error * (1 + self.parsimony * r["size"]))
 
     def sites_of(self, src):
         """The Sites of the parsed tree of ``src`` (made once; see the class)."""
@@ -1353,21 +1392,33 @@ cdef class ParentsKept:
         cdef Py_ssize_t i = self.places.find(<uintptr_t><PyObject*>record)
         return self.entries[i - 1] if i else None
 
-    cdef tuple _known(self, object r):
-        # the entry of record ``r`` kept the round before, or met this round, else None
-        cdef uintptr_t at = <uintptr_t><PyObject*>r
+    cdef PyObject* _known(self, PyObject* r) except? NULL:
+        # the entry (borrowed: ``entries`` holds it) of the record at ``r`` met this round, or
+        # kept the round before (kept for this round now: _keep's work, its record known not
+        # met yet), else NULL. (A record is known by its address: neither it nor its entry is
+        # touched to find it, a round's ~70 records and entries scattered in memory.)
+        cdef uintptr_t at = <uintptr_t>r
         cdef Py_ssize_t i = self.places.find(at)
         if i:
-            return <tuple><object>PyList_GET_ITEM(self.entries, i - 1)
+            return PyList_GET_ITEM(self.entries, i - 1)
         i = self.old_places.find(at)
-        return <tuple><object>PyList_GET_ITEM(self.old, i - 1) if i else None
+        if not i:
+            return NULL
+        cdef PyObject* entry = PyList_GET_ITEM(self.old, i - 1)  # (an entry of ``r``: _keep's)
+        self._put(at, <object>entry)
+        return entry
+
+    cdef inline int _put(self, uintptr_t at, object entry) except -1:
+        # ``entry`` kept this round for the record at address ``at`` (not kept yet)
+        self.entries.append(entry)
+        self.places.insert(at, len(self.entries))
+        return 0
 
     cdef int _keep(self, object r, tuple entry) except -1:
         # (once a record a round; an entry not of ``r`` is not kept: made again when met)
         cdef uintptr_t at = <uintptr_t><PyObject*>r
         if <object>PyTuple_GET_ITEM(entry, 0) is r and not self.places.find(at):
-            self.entries.append(entry)
-            self.places.insert(at, len(self.entries))
+            self._put(at, entry)
         return 0
 
 
@@ -1386,9 +1437,10 @@ def breed_parents(list front not None, list population not None, island, known, 
     round's records are mostly the last round's)."""
     cdef list sites = [], errors = []
     cdef ParentsKept kept = ParentsKept() if known is None else <ParentsKept?>known
-    cdef Py_ssize_t n_front = 0, part
+    cdef Py_ssize_t n_front = 0, part, k
     cdef list records
     cdef tuple entry
+    cdef PyObject* found
     cdef bint entries = type(make) is ParentEntries
     cdef Py_ssize_t island_size = (PySet_GET_SIZE(island)
                                    if type(island) is set or type(island) is frozenset else -1)
@@ -1400,17 +1452,23 @@ def breed_parents(list front not None, list population not None, island, known, 
     try:
         for part in range(2):  # (by part: the front and the population may be one list)
             records = population if part else front
-            for r in records:
-                entry = kept._known(r) if same_island else None
-                if entry is None:
+            k = 0
+            while k < PyList_GET_SIZE(records):  # (``for r in records``' steps, r borrowed)
+                found = kept._known(PyList_GET_ITEM(records, k)) if same_island else NULL
+                if found == NULL:  # (kept by _known when found)
+                    r = <object>PyList_GET_ITEM(records, k)
                     if r["proposed"] in island:
+                        k += 1
                         continue
-                    entry = kept._known(<dict?>r)
-                    if entry is None:
+                    r = <dict?>r
+                    found = kept._known(<PyObject*>r)
+                    if found == NULL:
                         entry = <tuple?>((<ParentEntries>make)._entry(r) if entries else make(r))
-                kept._keep(r, entry)
-                sites.append(entry[1])
-                errors.append(entry[2])
+                        kept._keep(r, entry)
+                        found = <PyObject*>entry
+                k += 1
+                sites.append(<object>PyTuple_GET_ITEM(<object>found, 1))
+                errors.append(<object>PyTuple_GET_ITEM(<object>found, 2))
             if part == 0:
                 n_front = len(sites)
     except BaseException:  # (the round before's entries kept as they were)

@@ -35,6 +35,7 @@ import math
 import numpy as np
 
 import ndvm
+from ndvm._core._core import record_fitness as fitness  # (the ranking's rule: native)
 from ndvm.cosearch.sexpr import atoms as _atoms
 from ndvm.cosearch.sexpr import size as tree_size
 from ndvm.cosearch.sexpr import substitute, to_source, to_tree
@@ -58,16 +59,6 @@ SIMPLE_MAX = 5      # (of magnitude at most this)
 def cv_rows(n, seed=0):
     """The rows the cross-validation uses: all n, or a seeded sorted subset of CV_POINTS."""
     return subset_rows(n, CV_POINTS, seed)
-
-
-def fitness(record):
-    """What the search ranks its candidates by: the worse of the training and held-out errors.
-    With a few held-out points (6 of 20) their error alone rewards a model that misses the
-    training points but happens to pass near those six; a model must fit both splits. (``max``'s
-    answer, the held-out error only when it is above the training one, NaN included, without
-    ``max``'s argument parsing: it ranks every record a search folds into its population.)"""
-    train, held = record["train_error"], record["heldout_error"]
-    return held if held > train else train  # noqa: FURB136 - max, without its parsing
 
 
 _AROUND = np.array([0.3, 1.0, 3.0])  # starts_around's standard deviations, in turn
