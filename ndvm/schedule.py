@@ -618,6 +618,24 @@ def _unstick(pool):
             pass
 
 
+def _unstick_at_exit():
+    """At the interpreter's exit, before concurrent.futures joins each pool's manager thread: a
+    kept pool whose worker died (a SIGTERM to the whole process group, a batch system's or a
+    terminal's, reaches the workers too) is unstuck. A worker killed while it sent a result
+    leaves its pool's manager thread reading the rest of that message, which never comes, and
+    the join waited for it forever: a search stopped by SIGTERM wrote its summary, front and
+    plots, then never exited."""
+    with _PROCESSES_LOCK:
+        pools = list(_PROCESSES.values())
+    for pool in pools:
+        if _stalled(pool):
+            _unstick(pool)
+
+
+# (the hook concurrent.futures' own exit uses, registered after it: the hooks run last first)
+threading._register_atexit(_unstick_at_exit)
+
+
 def _process_pool(workers, slot, broken=None):
     """The kept pool of slot ``slot`` of ``workers`` worker processes (one process each, started
     on first use: a worker process imports ndvm once, not once a call), a new one in place of

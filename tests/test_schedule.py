@@ -3,6 +3,8 @@ the order ``wait`` reports in, a lost worker's work run again (a real process ki
 SIGKILL included), cancellation, lending the calling thread, helpers' failures."""
 import os
 import signal
+import subprocess
+import sys
 import threading
 import time
 from concurrent.futures import Executor, Future, ThreadPoolExecutor
@@ -173,6 +175,35 @@ def test_a_worker_killed_while_sending_a_result_does_not_hang_its_pool(tmp_path)
     t.join(120)
     assert not t.is_alive(), "the scheduler hung on a pool whose worker died mid-send"
     assert out and out[0] != os.getpid() and (tmp_path / "killed").exists()
+
+
+_EXIT_WITH_A_STUCK_POOL = """
+import sys, time
+sys.path.insert(0, {tests!r})
+from test_schedule import _die_mid_send
+from ndvm import schedule
+pool = schedule._process_pool(1, 0)
+future = pool.submit(_die_mid_send, {marker!r})
+while not schedule._stalled(pool):
+    time.sleep(0.05)
+time.sleep(0.5)
+print("stuck" if not future.done() else "not stuck", flush=True)
+"""
+
+
+def test_a_process_whose_worker_died_mid_send_still_exits(tmp_path):
+    # Regression (a search stopped by SIGTERM, sent to its whole process group, wrote its
+    # summary and plots and then never exited): at exit, concurrent.futures joins each pool's
+    # manager thread, which waited forever for the rest of the dead worker's result.
+    code = _EXIT_WITH_A_STUCK_POOL.format(tests=os.path.dirname(__file__),
+                                          marker=str(tmp_path / "killed"))
+    try:
+        r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                           timeout=120, cwd=tmp_path, check=False)
+    except subprocess.TimeoutExpired:
+        pytest.fail("a process whose pool's worker died mid-send never exited")
+    assert r.stdout.strip() == "stuck", r.stderr  # (the state the exit must get out of)
+    assert r.returncode == 0, r.stderr
 
 
 def test_cancelled_work_never_starts():
