@@ -224,13 +224,20 @@ def timed_calls(owner, names, clocks=(time.perf_counter,), counted=False):
             setattr(owner, name, fn)
 
 
-def native_seconds():
+def native_seconds(cpu=True):
     """timed_calls() of every native calibration call (``Evaluator.calibrate``, a chunk on one
     thread, and ``Evaluator.drain``, a thread's share of a shared batch: both release the GIL):
-    yields [seconds, CPU seconds of the thread making each call]."""
+    yields [seconds, CPU seconds of the thread making each call] (without ``cpu``: [seconds]).
+
+    A measure of wall time alone should not read the CPU clock: on some VMs (this project's
+    2-core VM since 2026-12-07) a read of ``time.thread_time`` after a native calibration takes a
+    scheduler tick (~4 ms) now and then, which a wrapped call pays outside its native window and
+    a wall-time share of the Python counts as the Python's (one island's serial fraction read
+    0.16-0.22 with it, where its stage line said ~0.11)."""
     from ndvm.evaluator import Evaluator
 
-    return timed_calls(Evaluator, ("calibrate", "drain"), (time.perf_counter, time.thread_time))
+    clocks = (time.perf_counter, time.thread_time) if cpu else (time.perf_counter,)
+    return timed_calls(Evaluator, ("calibrate", "drain"), clocks)
 
 
 def held_fraction(fn):
@@ -560,7 +567,7 @@ def _island_clocks():
     from ndvm.cosearch import proposers
 
     out = [0.0, 0.0, 0.0, 0.0]
-    with native_seconds() as native:
+    with native_seconds(cpu=False) as native:
         def native_clock():
             return native[0]
         with (timed_calls(isl.Island, ("run",), (time.perf_counter, native_clock)) as spent,
@@ -662,7 +669,7 @@ def island_stages(search, n, what):
     bred = _children_counts()
     with contextlib.ExitStack() as stack:
         t = {k: stack.enter_context(timed_calls(o, (m,))) for k, (o, m) in timers.items()}
-        native = stack.enter_context(native_seconds())
+        native = stack.enter_context(native_seconds(cpu=False))
         collecting = stack.enter_context(collecting_seconds())
         search()
     tries, made = (b - a for a, b in zip(bred, _children_counts()))
