@@ -161,11 +161,14 @@ void reduce_adjoints(Machine<T>& m, Reduce how, double** out, size_t nbind, uint
 template <class T>
 void block_seed(Machine<T>& m, const RunRequest& rq, uint32_t l0, std::vector<T>& seed) {
   const uint32_t L = m.L_, N = m.N_;
-  seed.clear();
-  if (rq.seed) seed.assign(rq.seed + l0, rq.seed + l0 + L);
+  const bool own = !rq.seed && rq.target;
+  if (rq.seed)
+    seed.assign(rq.seed + l0, rq.seed + l0 + L);
+  else if (own)
+    seed.resize(L);  // (every entry is written below: a kept buffer of L lanes is not refilled)
+  else
+    seed.clear();
   if (!rq.target) return;
-  const bool own = !rq.seed;
-  if (own) seed.resize(L);
   const double inv_n = 1.0 / N;
   for_start_runs(l0, L, N, [&](uint32_t l, uint32_t st, uint32_t n, uint32_t run) {
     const double* v = rq.value_out + l0 + l;
