@@ -527,6 +527,23 @@ class Scheduler:
             h.dropped = True
             h.future.cancel()
 
+    def abandon(self, handles):
+        """Give up the work of ``handles``: what has not started never starts, and what runs in
+        a worker process of ours stops at once, its process killed (its slot's pool is renewed
+        when next used); on threads, or on an executor not ours, it runs to its end, unread.
+        Returns the slots whose process was killed. (A search stopped by Ctrl-C or SIGTERM
+        waited for its islands' running epochs, whose records it would never read, before it
+        could exit: as long as an epoch takes, minutes on large data.)"""
+        self.cancel(handles)
+        killed = set()
+        if self._renew is None:
+            return killed
+        for h in handles:
+            if h.future is not None and h.future.running() and h.on is not None:
+                _unstick(h.on)
+                killed.add(h.where)
+        return killed
+
     def lend(self, work, helpers):
         """``work()`` on the calling thread and on ``helpers`` workers at once: each call takes
         its parts of one piece of shared work until none is left. Returns the helpers' handles

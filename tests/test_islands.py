@@ -524,6 +524,52 @@ def test_worker_processes_end_when_their_search_process_is_killed(tmp_path):
     assert not left
 
 
+def _cpu_seconds(pid):
+    """The CPU seconds process ``pid`` has used (user and system), from /proc."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc"), reason="reads process states from /proc")
+def test_an_interrupted_island_search_stops_the_epochs_its_workers_run(inline):
+    """Ctrl-C (or SIGTERM) during an island search stops the epochs running in its worker
+    processes, whose records it would never read: before, they ran on to their end, and a
+    search stopped by SIGTERM waited for them before it could exit (97 s with epochs of
+    200,000 candidates), and a notebook's next search queued behind them. Their processes are
+    killed; the next search renews them and runs as a fresh one does."""
+    import _thread
+
+    pids = schedule.process_ids(2)
+    idle = [_cpu_seconds(pid) for pid in pids]
+
+    def interrupt_once_both_run():  # (each worker a second into its epoch: past the first
+        # round trip, which fetches the task)
+        deadline = time.monotonic() + 120
+        while (time.monotonic() < deadline
+               and not all(_cpu_seconds(p) > t + 1.0 for p, t in zip(pids, idle))):
+            time.sleep(0.01)
+        _thread.interrupt_main()
+
+    before = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        t = threading.Thread(target=interrupt_once_both_run)
+        t.start()
+        res = ndvm.search("damped", islands=2, workers=2, migration_every=10**6, budget=3600,
+                          seed=0)
+        t.join()
+    finally:
+        signal.signal(signal.SIGINT, before)
+    assert res.stopped == "interrupted" and not res.records  # (no epoch ended)
+    deadline = time.monotonic() + 60
+    while any(_alive(pid) for pid in pids) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert not any(_alive(pid) for pid in pids)
+    again = ndvm.search("damped", workers=2, **RUN)
+    assert _rows(again) == _rows(inline)
+    assert not set(schedule.process_ids(2)) & set(pids)
+
+
 def test_a_killed_dask_worker_loses_and_duplicates_nothing(tmp_path):
     distributed = pytest.importorskip("distributed")
     run = dict(RUN, max_candidates=576, migration_every=96)

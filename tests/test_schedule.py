@@ -220,6 +220,41 @@ def test_cancelled_work_never_starts():
     assert ran == [] and all(h.cancelled() for h in later) and first.result() is True
 
 
+def test_abandoned_work_in_a_process_of_ours_stops_and_its_slot_is_renewed():
+    sched = Scheduler.processes(2)
+    old = sched.submit(os.getpid, where=1).result()
+    long = sched.submit(time.sleep, 600, where=1)
+    queued = sched.submit(os.getpid, where=1)  # (behind it: never starts)
+    deadline = time.monotonic() + 60
+    while not long.future.running() and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert sched.abandon([long, queued]) == {1}
+    for h in (long, queued):  # (neither ran to its end: the process went with them)
+        f = h.future
+        assert f.cancelled() or isinstance(f.exception(timeout=60), BrokenProcessPool)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:  # (killed, not left to sleep for ten minutes)
+        try:
+            os.kill(old, 0)
+        except ProcessLookupError:
+            break
+        time.sleep(0.01)
+    else:
+        pytest.fail("the abandoned work's process still runs")
+    new = sched.submit(os.getpid, where=1).result()
+    assert new != old and new in schedule.process_ids(2)
+
+
+def test_abandoned_work_on_threads_runs_to_its_end_unread():
+    gate, ran = threading.Event(), []
+    with ThreadPoolExecutor(1) as pool:
+        sched = Scheduler.on(pool)
+        h = sched.submit(lambda: (gate.wait(60), ran.append(1)))
+        assert sched.abandon([h]) == set()
+        gate.set()
+    assert ran == [1]
+
+
 def test_lend_runs_the_work_on_the_calling_thread_and_the_helpers():
     """Shared work claimed in parts: the calling thread takes parts too; with no helper it takes
     them all; a helper's own failure is raised by raise_failures; when the calling thread's

@@ -451,9 +451,9 @@ def search_islands(task, islands, seed, grammar, batch, every, migrants, max_can
         stopped = "executor lost"
         warnings.append(lost_executor(e, resumable=resumable))
     finally:
-        sched.cancel(running)
+        killed = sched.abandon(running)  # (none but after Ctrl-C, SIGTERM or an error)
         _forget(key)  # (where this process ran epochs itself)
-        _forget_everywhere(sched, key)
+        _forget_everywhere(sched, key, killed)
     warnings.extend(f"island {i} epoch {e}: its Dask worker {w} died; the cluster ran it "
                     f"again" for (i, e), w in sched.cluster_reruns())
     if stopped == "candidates" and len(died) == islands:  # (no island could run)
@@ -513,12 +513,14 @@ _TOLD = []  # the handles of the last searches' _forget_everywhere (a Dask clust
 # whose future is dropped: they are held until done)
 
 
-def _forget_everywhere(sched, key):
+def _forget_everywhere(sched, key, killed=()):
     """Tell each worker process of ``sched``'s slots to forget the search ``key`` (its islands'
     Seens and the task, which it would keep until four more searches ran there), without
-    waiting for them."""
+    waiting for them; not the slots in ``killed``, whose process is gone with what it held."""
     told = []  # (one slot of each process)
     for k in sorted({p: k for k, p in enumerate(sched.places or ())}.values()):
+        if k in killed:
+            continue
         with contextlib.suppress(Exception):  # (a broken pool holds nothing any more)
             told.append(sched.submit(_forget, key, where=k))
     _TOLD[:] = [h for h in _TOLD if not h.future.done()] + told
