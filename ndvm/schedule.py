@@ -20,6 +20,8 @@ epochs in worker processes or on a cluster all go through a ``Scheduler``:
     sched.cluster_reruns()                 # -> [(tag, worker)]: work a Dask cluster ran again
                                            #    on its own after its worker died
     sched.cancel(handles)                  # those not started never start
+    sched.abandon(handles)                 # and those running in a process of ours stop (the
+                                           #    process killed, renewed when next used)
     sched.lend(work, helpers)              # work() on the calling thread and on ``helpers``
                                            #    workers at once (shared work, claimed in parts)
     sched.raise_failures(handles)          # a finished helper's own failure raised
