@@ -1461,7 +1461,8 @@ def breed_parents(list front not None, list population not None, island, known, 
                         k += 1
                         continue
                     r = <dict?>r
-                    found = kept._known(<PyObject*>r)
+                    if not same_island:  # (else looked up above, and not there)
+                        found = kept._known(<PyObject*>r)
                     if found == NULL:
                         entry = <tuple?>((<ParentEntries>make)._entry(r) if entries else make(r))
                         kept._keep(r, entry)
