@@ -292,8 +292,11 @@ class Handle:
         """Whether the current future's outcome is final (a lost worker's is not: the work is
         submitted again here)."""
         f = self.future
-        if not f.done() and self.sched._renew is not None and _stalled(self.on):
-            _unstick(self.on)  # (the pool then fails this future: handled below, next call)
+        if not f.done():
+            if self.sched._renew is not None and _stalled(self.on):
+                _unstick(self.on)  # (the pool then fails this future: handled below, next call)
+            elif self.sched._closed():  # (its client cancelled the work; the future was not
+                f.cancel()  # told: Dask's executor can miss it, and it waited for good)
         if not f.done() or f.cancelled():
             return f.done()
         exc = f.exception()
@@ -478,11 +481,20 @@ class Scheduler:
         h.on = ex
 
     def _watch(self, left):
-        """How long to wait before looking again: on a pool of worker processes of ours at most
-        WATCH seconds (a dead worker may have left its pool unable to say so: _stalled)."""
-        if self._renew is None:
+        """How long to wait before looking again: on a pool of worker processes of ours, or on a
+        Dask cluster, at most WATCH seconds (a dead worker may have left its pool unable to say
+        so: _stalled; a closed client may have left a future unable to say so: _closed)."""
+        if self._renew is None and self._client is None:
             return left
         return WATCH if left is None else min(left, WATCH)
+
+    def _closed(self):
+        """Whether this Scheduler's Dask client has closed (its cluster lost: it cancelled every
+        future it held). Dask's concurrent.futures executor then cancels each of its futures,
+        but a gather under way when the cluster went raised past that, and its future stayed
+        pending: a search whose cluster closed mid-epoch ran on to its time budget (seen once
+        in CI)."""
+        return self._client is not None and getattr(self._client, "status", None) == "closed"
 
     def _resubmit(self, h, exc):
         if isinstance(exc, BrokenProcessPool) and self._renew is not None:

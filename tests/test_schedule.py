@@ -255,6 +255,40 @@ def test_abandoned_work_on_threads_runs_to_its_end_unread():
     assert ran == [1]
 
 
+class _ClosesLeavingWorkPending(Executor):
+    """A Dask cluster's executor as the scheduler sees one (its ``_client`` answers
+    ``nthreads``, ``get_events`` and ``status``) whose futures are never told anything: as
+    Dask's executor left one when its client closed while gathering it."""
+
+    def __init__(self):
+        from types import SimpleNamespace
+
+        self._client, self.status = self, "running"
+        self.scheduler = SimpleNamespace(address="tcp://10.0.0.9:8786")
+
+    def nthreads(self):
+        return {"tcp://10.0.0.9:9001": 1}
+
+    def get_events(self, topic):
+        return []
+
+    def submit(self, fn, *args, **kwargs):
+        return Future()
+
+
+def test_work_left_pending_by_a_closed_dask_client_is_lost_with_its_cluster():
+    # Regression (a CI run: a search whose cluster closed mid-epoch ran on to its time budget,
+    # the epoch's future pending for good)
+    ex = _ClosesLeavingWorkPending()
+    sched = Scheduler.on(ex)
+    h = sched.submit(pow, 2, 5)
+    assert sched.wait([h], timeout=0.1) == []  # (its client open: the work may come back)
+    ex.status = "closed"
+    assert sched.wait([h], timeout=30) == [h]
+    with pytest.raises(schedule.ExecutorLost, match="10.0.0.9:8786"):
+        h.result()
+
+
 def test_lend_runs_the_work_on_the_calling_thread_and_the_helpers():
     """Shared work claimed in parts: the calling thread takes parts too; with no helper it takes
     them all; a helper's own failure is raised by raise_failures; when the calling thread's
