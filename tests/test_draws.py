@@ -16,18 +16,22 @@ def _step(gen, kind, arg):
         return int(gen.integers(*arg))
     if kind == "uniform":
         return gen.uniform(-3, 3)
+    if kind == "gauss":
+        return gen.normal(0.25, 0.5)
     return gen.standard_normal()
 
 
 @pytest.mark.parametrize("seed", range(4))
 def test_draws_follow_numpys_stream_in_any_interleaving(seed):
     # spans of every size (1 draws nothing; near 2**32 rejects often, 2**32 and above are numpy's
-    # other branches), mixed with uniforms and normals that share the bit generator
+    # other branches), mixed with uniforms and normals (numpy's own C functions in Draws) that
+    # share the bit generator
     plan_rng = np.random.default_rng(1000 + seed)
     spans = [1, 2, 3, 5, 17, 64, 65, 1000, 2**31 + 1, 2**32 - 1, 2**32, 2**32 + 1, 2**40]
     plan = []
     for _ in range(3000):
-        kind = ("random", "below", "range", "uniform", "normal")[int(plan_rng.integers(5))]
+        kind = ("random", "below", "range", "uniform", "normal",
+                "gauss")[int(plan_rng.integers(6))]
         if kind == "below":
             arg = spans[int(plan_rng.integers(len(spans)))]
         elif kind == "range":

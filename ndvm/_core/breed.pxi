@@ -1044,11 +1044,11 @@ cdef class Breeder:
                 r = d._random()
                 if r < 0.3:
                     at = self._draw_name(d, s, _PARAMS)
-                elif r < 0.7:  # (Python's arithmetic and math.exp: the rare path, as it was)
+                elif r < 0.7:  # (Python's arithmetic and math.exp, as it was; numpy's draws)
                     at = s.c.real(python_round(
-                        c * float(math.exp(0.4 * d.rng.standard_normal())), 4))
+                        c * float(math.exp(0.4 * d._standard_normal())), 4))
                 else:
-                    at = s.c.real(python_round(c + float(d.rng.normal(0, 0.5)), 4))
+                    at = s.c.real(python_round(c + d._normal(0.0, 0.5), 4))
                 return _nreplace(s, f.root, sites, k, at)
             kind = _SUBTREE
         if kind == _OPERATOR:

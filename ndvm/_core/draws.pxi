@@ -2,7 +2,8 @@
 # ~14 integers and uniforms per child, each a ~2 us numpy call. Draws reads the Generator's own
 # BitGenerator through numpy's C interface (numpy/random/bitgen.h) and repeats numpy's scalar
 # algorithms (draws.hpp, shared with the genetic operators of breed.pxi), so the stream is numpy's
-# draw for draw (tests/test_draws.py checks it).
+# draw for draw (tests/test_draws.py checks it). Its normal draws are numpy's own C functions
+# (numpy/random/distributions.h, linked from numpy's static npyrandom library).
 from cpython.pycapsule cimport PyCapsule_GetPointer
 from libc.stdint cimport uint64_t
 cimport cython
@@ -16,6 +17,11 @@ cdef extern from "numpy/random/bitgen.h":
         double (*next_double)(void*) nogil
 
 
+cdef extern from "numpy/random/distributions.h" nogil:
+    double random_standard_normal(bitgen_t* bitgen_state)
+    double random_normal(bitgen_t* bitgen_state, double loc, double scale)
+
+
 cdef extern from "draws.hpp" namespace "ndvm::draws" nogil:
     uint32_t bounded32(bitgen_t* bg, uint32_t span)
     double uniform(bitgen_t* bg, double low, double high)
@@ -23,9 +29,10 @@ cdef extern from "draws.hpp" namespace "ndvm::draws" nogil:
 
 @cython.final  # (its C methods called directly, inlined: the operators draw ~14 times a child)
 cdef class Draws:
-    """``integers`` and ``random`` of the numpy Generator ``rng``, the same numbers from the same
-    state (its stream moves on as numpy's would); ``uniform``, ``normal`` and
-    ``standard_normal`` are the Generator's own. Pickles as its Generator (one object shared)."""
+    """``integers``, ``random``, ``normal`` and ``standard_normal`` of the numpy Generator
+    ``rng`` (scalars), the same numbers from the same state (its stream moves on as numpy's
+    would); ``uniform``, and ``normal`` and ``standard_normal`` with other arguments, are the
+    Generator's own. Pickles as its Generator (one object shared)."""
 
     cdef readonly object rng
     cdef object bits      # (keeps the BitGenerator that owns *bg alive)
@@ -78,7 +85,19 @@ cdef class Draws:
         return self.rng.uniform(*args)
 
     def normal(self, *args):
+        """``rng.normal(loc, scale)``: one float (other arguments: the Generator's own)."""
+        if len(args) == 2 and type(args[0]) is float and type(args[1]) is float:
+            return random_normal(self.bg, args[0], args[1])
         return self.rng.normal(*args)
 
     def standard_normal(self, *args):
+        """``rng.standard_normal()``: one float (other arguments: the Generator's own)."""
+        if not args:
+            return random_standard_normal(self.bg)
         return self.rng.standard_normal(*args)
+
+    cdef inline double _standard_normal(self):
+        return random_standard_normal(self.bg)
+
+    cdef inline double _normal(self, double loc, double scale):
+        return random_normal(self.bg, loc, scale)
