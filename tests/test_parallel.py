@@ -343,6 +343,38 @@ def test_a_fit_batch_is_reused_and_its_results_outlive_it():
     assert keys == [_fit_key(ndvm.fit(src, **FIT)) for src in GOOD[:3]]
 
 
+def test_a_fit_batch_reuses_its_buffers_only_once_no_result_of_the_run_before_is_alive():
+    """A reset FitBatch runs again in the buffers of its last run (no allocation a round) when
+    nothing refers to them any more; while a result of that run is alive, its next run takes
+    new ones, and the live result keeps its numbers."""
+    import weakref
+
+    ev = ndvm.Evaluator()
+    plan = _plan(ev, **FIT)
+    batch = FitBatch()
+
+    def run(srcs):
+        batch.reset()
+        staged = [plan.stage(batch, ndvm.parse(src)) for src in srcs]
+        ev.calibrate(batch)
+        return staged
+
+    staged = run(GOOD[:3])
+    losses = batch.result(1)[1]
+    kept = losses.copy()
+    first = weakref.ref(losses.base)
+    staged = run(GOOD[3:6])  # (``losses`` alive: new buffers)
+    assert batch.result(1)[1].base is not first()
+    assert np.array_equal(losses, kept)
+    second = weakref.ref(batch.result(1)[1].base)
+    del losses
+    staged = run(GOOD[:3])  # (nothing of the last run alive: its buffers again)
+    assert batch.result(1)[1].base is second()
+    assert [_fit_key(plan.result(st, batch)) for st in staged] == [
+        _fit_key(ndvm.fit(src, **FIT)) for src in GOOD[:3]]
+    assert np.array_equal(batch.result(1)[1], kept)
+
+
 def test_a_shared_fit_batch_runs_on_several_threads_and_equals_a_run():
     """An opened FitBatch is drained by several threads at once (each on its own machine,
     claiming one fit at a time without the GIL); after close() its results are bit for bit those

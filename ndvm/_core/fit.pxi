@@ -384,6 +384,18 @@ cdef class LazyFit:
         raise AttributeError(name)
 
 
+cdef extern from "Python.h":
+    Py_ssize_t _refs "Py_REFCNT"(PyObject*)
+
+
+cdef inline bint _reusable(PyObject* whole, Py_ssize_t n):
+    # whether a FitBatch's kept buffer at ``whole`` (an ndarray or None) holds ``n`` items and
+    # nothing but the batch refers to it: no view of it (a result of the run before, which keeps
+    # its base alive) is left. (Read through the attribute's own pointer: no reference taken.)
+    return (whole != <PyObject*>None and _refs(whole) == 1
+            and cnp.PyArray_SIZE(<cnp.ndarray>whole) >= n)
+
+
 cdef class FitBatch:
     """Calibrations of many programs, run back to back in one native call that releases the GIL.
 
@@ -404,6 +416,9 @@ cdef class FitBatch:
     cdef list _keep  # the Python objects the staged requests point into
     cdef readonly Py_ssize_t size
     cdef cnp.ndarray _f64, _u8
+    # (the buffers _f64 and _u8 are views of, kept by reset() for the next run: reused when no
+    # result of the last one is alive, none of their views then left)
+    cdef cnp.ndarray _whole_f64, _whole_u8
     cdef FitOutputs _out
     cdef bint _ran
     cdef bint _open  # opened for drain() and not yet closed
@@ -595,10 +610,17 @@ cdef class FitBatch:
         cdef cnp.npy_intp dims[1]
         if self._ran:
             raise RuntimeError("this FitBatch has run already: reset() it first")
-        dims[0] = max(self._layout.n64, 1)
-        self._f64 = cnp.PyArray_EMPTY(1, dims, cnp.NPY_DOUBLE, 0)
-        dims[0] = max(self._layout.n8, 1)
-        self._u8 = cnp.PyArray_ZEROS(1, dims, cnp.NPY_UINT8, 0)
+        cdef Py_ssize_t n64 = max(self._layout.n64, 1), n8 = max(self._layout.n8, 1)
+        self._out = None  # (the last run's: its buffers' views go with it unless kept elsewhere)
+        if not _reusable(<PyObject*>self._whole_f64, n64):
+            dims[0] = n64 + n64 // 4  # (room for a slightly larger batch next time)
+            self._whole_f64 = cnp.PyArray_EMPTY(1, dims, cnp.NPY_DOUBLE, 0)
+        if not _reusable(<PyObject*>self._whole_u8, n8):
+            dims[0] = n8 + n8 // 4
+            self._whole_u8 = cnp.PyArray_EMPTY(1, dims, cnp.NPY_UINT8, 0)
+        self._f64 = self._whole_f64[:n64]
+        self._u8 = self._whole_u8[:n8]
+        memset(cnp.PyArray_DATA(self._u8), 0, n8)
         self._layout.point(self._rq.data(), <double*>cnp.PyArray_DATA(self._f64),
                            <unsigned char*>cnp.PyArray_DATA(self._u8))
         self._ran = True
