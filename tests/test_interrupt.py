@@ -10,7 +10,7 @@ import pytest
 
 import ndvm
 from ndvm.cosearch import records
-from ndvm.cosearch.records import RECORD_FILE, SUMMARY_FILE, uninterrupted
+from ndvm.cosearch.records import RECORD_FILE, SUMMARY_FILE, holding, uninterrupted
 
 pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="SIGINT")
 
@@ -67,6 +67,53 @@ def test_a_sigterm_with_a_python_handler_is_deferred_too():
     finally:
         signal.signal(signal.SIGTERM, before)
     assert signal.getsignal(signal.SIGTERM) is before
+
+
+def test_holding_installs_the_handlers_once_and_each_body_inside_still_defers(monkeypatch):
+    # (a search keeps a batch in an uninterrupted() body every round, inside one holding())
+    before = signal.getsignal(signal.SIGINT)
+    plain, calls = signal.signal, []
+    monkeypatch.setattr(signal, "signal", lambda *a: calls.append(a) or plain(*a))
+    done = []
+    with holding():
+        installed = len(calls)
+        assert installed >= 1 and signal.getsignal(signal.SIGINT) is not before
+        for k in range(3):
+            with uninterrupted():
+                done.append(k)
+        with pytest.raises(KeyboardInterrupt), uninterrupted():
+            with uninterrupted():  # (nested: delivered when the outermost body ends)
+                signal.raise_signal(signal.SIGINT)
+                done.append("inner")
+            done.append("outer")
+        assert len(calls) == installed  # (no handler set again a body)
+        with pytest.raises(KeyboardInterrupt):  # (outside a body: at once, as before)
+            signal.raise_signal(signal.SIGINT)
+            for _ in range(100):
+                done.append("not reached")
+    assert done == [0, 1, 2, "inner", "outer"]
+    assert signal.getsignal(signal.SIGINT) is before
+
+
+def test_holding_passes_a_users_handler_its_signals():
+    got = []
+
+    def users(*_):
+        got.append("handled")
+
+    before = signal.signal(signal.SIGTERM, users)
+    try:
+        with holding():
+            signal.raise_signal(signal.SIGTERM)
+            assert got == ["handled"]
+            with uninterrupted():
+                signal.raise_signal(signal.SIGTERM)
+                signal.raise_signal(signal.SIGTERM)
+                assert got == ["handled"]
+            assert got == ["handled", "handled"]  # (once, however many came)
+        assert signal.getsignal(signal.SIGTERM) is users
+    finally:
+        signal.signal(signal.SIGTERM, before)
 
 
 class _CtrlCWhileWriting:

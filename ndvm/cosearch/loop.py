@@ -24,7 +24,8 @@ from ndvm.cosearch.islands import check_islands, island_workers, search_islands
 from ndvm.cosearch.proposers import Proposer, Replay, check_options, make_proposer
 from ndvm.cosearch.records import (RECORD_FILE, SUMMARY_FILE, ById, Records, RunExistsError,
                                    _existing, _good, _iter_records, _jsonable, _lines, _load,
-                                   _open_run, pareto_front, run_schema, uninterrupted)
+                                   _open_run, holding, pareto_front, run_schema,
+                                   uninterrupted)
 from ndvm.cosearch.rounds import (ResumeMismatch, SearchState, _Batch, _fittest, _Rounds,
                                    lost_executor, show_warning)
 from ndvm.cosearch.score import Scorer
@@ -526,6 +527,8 @@ def search(task="damped", proposer=None, budget=None, max_candidates=None, out=N
     # large (collect_young: a custom proposer's cycles)
     paused = gc_paused(promote=True)
     paused.__enter__()
+    held = holding()  # (uninterrupted()'s handlers installed once, not once a batch kept)
+    held.__enter__()
     try:
         ready = run.next()  # the first batch is proposed before anything else can run
         if pipe is not None:
@@ -563,6 +566,7 @@ def search(task="damped", proposer=None, budget=None, max_candidates=None, out=N
         if pipe is not None:
             pipe.settle(check=False)  # (the proposer thread's job has ended)
         paused.__exit__(None, None, None)
+        held.__exit__(None, None, None)
         if sink:
             sink.close()
     unreplayed = []  # (an earlier session's records this one stopped before replaying)
