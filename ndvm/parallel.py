@@ -852,6 +852,11 @@ class Begun:
         run); how many it ran (none on an executor)."""
         return self._ev.drain(self._batch, limit)
 
+    def finished(self):
+        """Whether every fit has finished (without waiting); on an executor, True (``finish``
+        sends them: there is nothing to wait for before it)."""
+        return self._executor is not None or self._batch.finished()
+
     def cancel(self):
         """No more fits start (the running ones end first); for fits begun but never finished."""
         self._batch.reset()
@@ -884,9 +889,12 @@ class Begun:
                 sched.raise_failures(handles)  # a helper's own failure (never a candidate's)
             out = _read(self._items, self._staged, self._batch, self._results, outcomes)
             if self._spare is not None and len(self._spare) < _SPARE_BATCHES:
-                # (read: its results hold their own arrays, not the batch's buffers)
+                # (read: its results hold their own arrays, not the batch's buffers. A thread
+                # lent to it that has not left its drain yet: reset when taken again, not now,
+                # where reset() would wait for that thread)
                 batch, self._batch = self._batch, _SPENT
-                batch.reset()
+                if batch.quiet():
+                    batch.reset()
                 self._spare.append(batch)
             return out
 
@@ -900,12 +908,16 @@ _SPENT = FitBatch()
 
 
 def _spare_batch(spare):
-    """A FitBatch for a Begun: one of ``spare`` (a FitSetup's, reset) or a new one."""
+    """A FitBatch for a Begun: one of ``spare`` (a FitSetup's, read and closed), reset (once
+    more, or for the first time: see Begun.finish), or a new one."""
     if spare:
         try:
-            return spare.pop()
+            batch = spare.pop()
         except IndexError:  # (another thread's Begun took the last one meanwhile)
             pass
+        else:
+            batch.reset()
+            return batch
     return FitBatch()
 
 
@@ -928,7 +940,7 @@ class FitSetup:
         self.workers = check_workers(workers)
         self.executor = executor
         self.job = _fit_setup(data, target, dict(fit_options, options=options), after)
-        self._spare = []  # (the reset batches of its finished Begun, for the next: Begun)
+        self._spare = []  # (the batches of its finished Begun, for the next: _spare_batch)
 
     def __getstate__(self):  # (its spare batches stay behind: native buffers)
         return {k: v for k, v in vars(self).items() if k != "_spare"}

@@ -375,6 +375,42 @@ def test_a_fit_batch_reuses_its_buffers_only_once_no_result_of_the_run_before_is
     assert np.array_equal(batch.result(1)[1], kept)
 
 
+def test_a_fit_batch_says_without_waiting_whether_its_fits_have_ended_and_its_drains_left():
+    ev = ndvm.Evaluator()
+    plan = _plan(ev, **FIT)
+    batch = FitBatch()
+    assert batch.finished() and batch.quiet()  # (not open: nothing to wait for)
+    for src in GOOD[:3]:
+        plan.stage(batch, ndvm.parse(src))
+    batch.open()
+    assert not batch.finished() and batch.quiet()
+    assert ev.drain(batch, 2) == 2 and not batch.finished()
+    assert ev.drain(batch) == 1 and batch.finished() and batch.quiet()
+    batch.close()
+    assert batch.finished()
+
+
+def test_a_batch_handed_back_unreset_is_reset_when_the_next_begun_takes_it():
+    # (a finished Begun whose batch a lent thread has not left yet hands it on unreset: reset()
+    # would wait for that thread. The setup's next Begun resets it, and its fits are then
+    # ndvm.fit's all the same)
+    opts = {"data": {"x": X}, "target": Y, "optimizer": "lm"}
+    setup = parallel.FitSetup(workers=1, **opts)
+    ev = ndvm.Evaluator()
+    plan = _plan(ev, **FIT)
+    batch = FitBatch()
+    for src in GOOD[:3]:
+        plan.stage(batch, ndvm.parse(src))
+    batch.open()
+    ev.drain(batch)
+    batch.close()
+    setup._spare.append(batch)  # (as Begun.finish leaves it when not quiet)
+    assert batch.size == 3
+    second = setup.begin(GOOD[::-1])
+    assert second._batch is batch and batch.size == len(GOOD)
+    assert [_fit_key(r) for r in second.finish()] == _single_fits(GOOD, **opts)[::-1]
+
+
 def test_a_shared_fit_batch_runs_on_several_threads_and_equals_a_run():
     """An opened FitBatch is drained by several threads at once (each on its own machine,
     claiming one fit at a time without the GIL); after close() its results are bit for bit those

@@ -7,6 +7,7 @@ import re
 import threading
 import traceback
 import weakref
+from concurrent.futures import Future
 from http.server import BaseHTTPRequestHandler
 
 import numpy as np
@@ -144,6 +145,54 @@ def test_the_pipelined_search_proposes_the_same_on_any_number_of_workers():
     assert [r["proposed"] for r in one.front] == [r["proposed"] for r in two.front] == [
         r["proposed"] for r in ex_run.front]
     assert one.best["model"] == two.best["model"] == ex_run.best["model"]
+
+
+def test_the_calling_thread_calibrates_the_next_batch_while_the_last_fits_end_elsewhere():
+    # (_Pipeline's calling thread, none of batch k's fits left to start: it runs batch k+1's,
+    # one at a time, until batch k's last fit has ended on the proposer thread)
+    from ndvm.cosearch.loop import _help_next
+
+    class Current:
+        def __init__(self, ends_after):
+            self.asked = 0
+            self.ends_after = ends_after
+
+        def finished(self):
+            self.asked += 1
+            return self.asked > self.ends_after
+
+    class Next:
+        def __init__(self, left):
+            self.left, self.ran = left, 0
+
+        def drain(self, limit):
+            assert limit == 1
+            if not self.left:
+                return 0
+            self.left -= 1
+            self.ran += 1
+            return 1
+
+    def staged(value=None, error=None):
+        f = Future()
+        if error is not None:
+            f.set_exception(error)
+        elif value is not None:
+            f.set_result(value)
+        return f
+
+    nxt = Next(left=10)
+    _help_next(Current(ends_after=3), staged(("batch", nxt)))
+    assert nxt.ran == 3  # (until batch k ended)
+    nxt = Next(left=2)
+    _help_next(Current(ends_after=5), staged(("batch", nxt)))
+    assert nxt.ran == 2  # (until batch k+1 had none left to start)
+    nxt = Next(left=5)
+    _help_next(Current(ends_after=5), staged())  # (batch k+1 not proposed yet: no waiting)
+    _help_next(Current(ends_after=5), staged(error=RuntimeError("proposer failed")))
+    _help_next(Current(ends_after=5), staged(("exhausted", None)))
+    _help_next(Current(ends_after=0), staged(("batch", nxt)))  # (batch k ended already)
+    assert nxt.ran == 0
 
 
 def test_a_proposer_bound_search_on_many_workers_is_told_to_use_islands():

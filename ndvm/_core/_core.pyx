@@ -23,7 +23,8 @@ from ndvm._core.core cimport (
     best_start, call_entry, SharedFits, check_outputs_guarded, expand_guarded, fit_batch,
     fit_shared, interrupt_arm, interrupt_disarm, kAfterStats, kFitSlotFields, outputs_fit,
     prelude_text, read_guarded, result_pos, reverse_guarded, shared_cancel, shared_enter,
-    shared_leave, shared_quiet, shared_reset, shared_wait,
+    shared_leave, shared_quiet, shared_reset, shared_wait, shared_finished,
+    shared_is_quiet,
 )
 
 import threading

@@ -247,7 +247,9 @@ cdef extern from "fit/batch.hpp" namespace "ndvm":
     size_t fit_shared(FitRequest* rq, size_t n, SharedFits* s, void* machine, int dtype,
                       ErrorInfo* err, unsigned char* ok, size_t limit) nogil
     void shared_wait(const SharedFits* s, size_t n) nogil
+    bint shared_finished(const SharedFits* s, size_t n) nogil
     void shared_cancel(SharedFits* s, size_t n) nogil
     void shared_enter(SharedFits* s) nogil
     void shared_leave(SharedFits* s) nogil
     void shared_quiet(const SharedFits* s) nogil
+    bint shared_is_quiet(const SharedFits* s) nogil

@@ -595,6 +595,16 @@ cdef class FitBatch:
             shared_leave(self._claims)
         return ran
 
+    def quiet(self):
+        """Whether no thread is inside a drain() of this batch, without waiting (reset() then
+        waits for none; once the batch is closed no thread enters one)."""
+        return shared_is_quiet(self._claims)
+
+    def finished(self):
+        """Whether every fit of the opened batch has finished, without waiting (close() then
+        returns at once); True for a batch that is not open."""
+        return not self._open or shared_finished(self._claims, self.size)
+
     def close(self):
         """Wait until every fit of the opened batch has finished; then its results are read as
         after run()."""

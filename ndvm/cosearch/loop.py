@@ -632,7 +632,8 @@ class _Pipeline:
     thread scores batch k-1, proposes batch k+1 from the state through batch k-1 (one batch of
     lag, the same for any worker count, so a seed proposes the same candidates) and begins it;
     then it calibrates batch k too, and then batch k+1 until the next round begins. The calling
-    thread keeps (emits) batch k-2 once it has no fit of batch k left to start."""
+    thread keeps (emits) batch k-2 once it has no fit of batch k left to start, then calibrates
+    batch k+1's until batch k's last fits have ended."""
 
     def __init__(self, run, threads):
         self.run, self.threads = run, threads
@@ -658,8 +659,15 @@ class _Pipeline:
                 self.wake.set()  # (the last job lends itself to this batch no more)
             last, staged, self.wake = self.job, Future(), threading.Event()
             self.job = self.threads.submit(run.advance, self.done, self.fits, staged, self.wake)
-            # (batch k-2 is kept while the last fits of batch k end on the other thread)
-            run.calibrate(ready, self.fits, lent=1, meanwhile=lambda b=self.scored: emit(b))
+            current = self.fits
+
+            def meanwhile(b=self.scored):
+                # (batch k-2 is kept, then batch k+1 calibrated, while the last fits of batch k
+                # end on the other thread)
+                emit(b)
+                _help_next(current, staged)
+
+            run.calibrate(ready, current, lent=1, meanwhile=meanwhile)
             following, self.fits = staged.result()
             if last is not None:
                 last.result()  # (it ended before this one began: re-raises its own failure)
@@ -698,6 +706,17 @@ class _Pipeline:
         self.settle(check=False)  # (the proposer thread's job ends before anything is read)
         return [b for b in (self.scored, self.done)
                 if b is not None and b.finished and not b.emitted]
+
+
+def _help_next(current, staged):
+    """The calling thread, none of the ``current`` batch's calibrations left to start, runs the
+    next batch's (once ``staged`` holds it), one at a time, until the current batch's last ones
+    have ended on the other thread: it does not wait idle for them (a batch's last fit is
+    ~1/16 of a round). The proposer thread does the same the other way round."""
+    while not current.finished() and staged.done() and staged.exception() is None:
+        fits = staged.result()[1]
+        if fits is None or not fits.drain(1):
+            return
 
 
 def _search_islands(task, islands, seed, grammar, batch, every, migrants, max_candidates,

@@ -343,6 +343,10 @@ class _Calibration:
         are run); how many it ran."""
         return self.fits.drain(limit) if self.fits is not None else 0
 
+    def finished(self):
+        """Whether every calibration has finished (without waiting; True with none begun)."""
+        return self.fits is None or self.fits.finished()
+
     def cancel(self):
         """Calibrations begun but not to be finished (the search stopped): none starts any more."""
         if self.fits is not None:

@@ -103,6 +103,9 @@ inline void shared_wait(const SharedFits* s, size_t n) {
   shared_block(s, [s, n] { return s->done.load() >= n; });
 }
 
+// Whether every fit of the chunk is finished (without waiting).
+inline bool shared_finished(const SharedFits* s, size_t n) { return s->done.load() >= n; }
+
 // No more claims: every fit not yet claimed never runs; waits for the claimed ones to finish.
 inline void shared_cancel(SharedFits* s, size_t n) {
   size_t claimed = s->next.exchange(n);
@@ -114,6 +117,9 @@ inline void shared_leave(SharedFits* s) {
   s->active.fetch_sub(1);
   shared_changed(s);
 }
+
+// Whether no thread is inside fit_shared (without waiting).
+inline bool shared_is_quiet(const SharedFits* s) { return s->active.load() == 0; }
 
 // Until no thread is inside fit_shared (those still there have nothing left to claim).
 inline void shared_quiet(const SharedFits* s) {
