@@ -226,11 +226,12 @@ class Evaluator:
         raises)."""
         batch.run(self._machine(), interruptible)
 
-    def drain(self, batch, limit=None):
+    def drain(self, batch, limit=None, stop=None):
         """Run fits of an opened ``FitBatch`` that several threads share (``batch.open()``) on
         this thread's machine, claiming one at a time without the GIL, until none is left (or
-        ``limit`` are run); how many this call ran."""
-        return batch.drain(self._machine(), limit)
+        ``limit`` are run, or ``stop``, an ``ndvm._core.Stop``, is set); how many this call
+        ran."""
+        return batch.drain(self._machine(), limit, stop)
 
     def mse(self, prog, target, params=None, data=None, consts=None, grad=True):
         """Mean squared error of ``prog`` against ``target`` [N] for each start, and its gradient.

@@ -847,10 +847,11 @@ class Begun:
             self._staged = _stage(job, self._ev, items, self._batch, self._results)
         self._batch.open()
 
-    def drain(self, limit=None):
+    def drain(self, limit=None, stop=None):
         """Lend the calling thread: it runs fits until none is left to claim (or ``limit`` are
-        run); how many it ran (none on an executor)."""
-        return self._ev.drain(self._batch, limit)
+        run, or ``stop``, an ``ndvm._core.Stop``, is set); how many it ran (none on an
+        executor)."""
+        return self._ev.drain(self._batch, limit, stop)
 
     def finished(self):
         """Whether every fit has finished (without waiting); on an executor, True (``finish``

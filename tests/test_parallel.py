@@ -390,6 +390,27 @@ def test_a_fit_batch_says_without_waiting_whether_its_fits_have_ended_and_its_dr
     assert batch.finished()
 
 
+def test_a_drain_with_a_stop_sign_runs_until_it_is_set_and_not_after():
+    # (a search's proposer thread is lent to the next batch until the calling thread sets its
+    # Stop: looked at natively before each claim)
+    from ndvm._core import Stop
+
+    ev = ndvm.Evaluator()
+    plan = _plan(ev, **FIT)
+    batch = FitBatch()
+    staged = [plan.stage(batch, ndvm.parse(src)) for src in GOOD[:4]]
+    batch.open()
+    stop = Stop()
+    assert not stop.is_set()
+    assert ev.drain(batch, 1, stop) == 1  # (not set: as without one)
+    stop.set()
+    assert stop.is_set() and ev.drain(batch, None, stop) == 0 and not batch.finished()
+    assert ev.drain(batch) == 3 and batch.finished()
+    batch.close()
+    assert [_fit_key(plan.result(st, batch)) for st in staged] == [
+        _fit_key(ndvm.fit(src, **FIT)) for src in GOOD[:4]]
+
+
 def test_a_batch_handed_back_unreset_is_reset_when_the_next_begun_takes_it():
     # (a finished Begun whose batch a lent thread has not left yet hands it on unreset: reset()
     # would wait for that thread. The setup's next Begun resets it, and its fits are then

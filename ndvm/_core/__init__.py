@@ -2,7 +2,7 @@
 try:
     from ndvm._core._core import (
         AFTER_STATS, REDUCE_LANE, REDUCE_NONE, REDUCE_START, Dotted, FitBatch, FitSpec, Inputs, Machine, Program,
-        Symbol, after_numbers, bind, parse, prelude, primitives, read,
+        Stop, Symbol, after_numbers, bind, parse, prelude, primitives, read,
     )
 except ModuleNotFoundError as e:  # a source tree without the compiled extension
     if e.name != "ndvm._core._core":
@@ -19,5 +19,5 @@ except ModuleNotFoundError as e:  # a source tree without the compiled extension
     ) from None
 
 __all__ = ["AFTER_STATS", "REDUCE_LANE", "REDUCE_NONE", "REDUCE_START", "Dotted", "FitBatch", "FitSpec", "Inputs",
-           "Machine", "Program", "Symbol", "after_numbers", "bind", "parse", "prelude", "primitives",
+           "Machine", "Program", "Stop", "Symbol", "after_numbers", "bind", "parse", "prelude", "primitives",
            "read"]

@@ -24,7 +24,7 @@ from ndvm._core.core cimport (
     fit_shared, interrupt_arm, interrupt_disarm, kAfterStats, kFitSlotFields, outputs_fit,
     prelude_text, read_guarded, result_pos, reverse_guarded, shared_cancel, shared_enter,
     shared_leave, shared_quiet, shared_reset, shared_wait, shared_finished,
-    shared_is_quiet,
+    shared_is_quiet, StopSign, stop_set, stop_is_set,
 )
 
 import threading

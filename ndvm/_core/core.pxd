@@ -244,8 +244,12 @@ cdef extern from "fit/batch.hpp" namespace "ndvm":
     cppclass SharedFits:
         pass
     void shared_reset(SharedFits* s) nogil
+    cppclass StopSign:
+        pass
+    void stop_set(StopSign* s) nogil
+    bint stop_is_set(const StopSign* s) nogil
     size_t fit_shared(FitRequest* rq, size_t n, SharedFits* s, void* machine, int dtype,
-                      ErrorInfo* err, unsigned char* ok, size_t limit) nogil
+                      ErrorInfo* err, unsigned char* ok, size_t limit, const StopSign* stop) nogil
     void shared_wait(const SharedFits* s, size_t n) nogil
     bint shared_finished(const SharedFits* s, size_t n) nogil
     void shared_cancel(SharedFits* s, size_t n) nogil

@@ -396,6 +396,27 @@ cdef inline bint _reusable(PyObject* whole, Py_ssize_t n):
             and cnp.PyArray_SIZE(<cnp.ndarray>whole) >= n)
 
 
+cdef class Stop:
+    """A stop sign for the threads draining a FitBatch (``FitBatch.drain(stop=...)``): once
+    ``set()``, each stops before its next claim (the fit it runs ends first). ``set`` and
+    ``is_set`` as a threading.Event's; it is looked at natively, the GIL not taken between
+    fits to look."""
+
+    cdef StopSign* sign
+
+    def __cinit__(self):
+        self.sign = new StopSign()
+
+    def __dealloc__(self):
+        del self.sign
+
+    def set(self):
+        stop_set(self.sign)
+
+    def is_set(self):
+        return stop_is_set(self.sign)
+
+
 cdef class FitBatch:
     """Calibrations of many programs, run back to back in one native call that releases the GIL.
 
@@ -575,13 +596,17 @@ cdef class FitBatch:
         shared_reset(self._claims)
         self._open = True
 
-    def drain(self, Machine machine not None, limit=None):
+    def drain(self, Machine machine not None, limit=None, Stop stop=None):
         """Run fits of the opened batch on ``machine`` (this thread's), claiming one at a time
-        without the GIL, until every fit is claimed (another thread's last one may still run) or
-        ``limit`` fits are run. Returns how many this call ran; nothing happens on a batch that is
-        not open (closed already)."""
+        without the GIL, until every fit is claimed (another thread's last one may still run),
+        ``limit`` fits are run, or ``stop`` (a Stop, when given) is set, looked at before each
+        claim. Returns how many this call ran; nothing happens on a batch that is not open
+        (closed already)."""
         cdef size_t most = SIZE_MAX if limit is None else <size_t>max(0, int(limit))
         cdef size_t ran = 0
+        cdef const StopSign* sign = NULL
+        if stop is not None:
+            sign = stop.sign
         if not self._open:
             return 0
         machine.generation += 1
@@ -590,7 +615,8 @@ cdef class FitBatch:
         try:
             with nogil:
                 ran = fit_shared(self._rq.data(), self.size, self._claims, machine._ptr,
-                                 machine.dtype_code, self._err.data(), self._ok.data(), most)
+                                 machine.dtype_code, self._err.data(), self._ok.data(), most,
+                                 sign)
         finally:
             shared_leave(self._claims)
         return ran
@@ -620,7 +646,8 @@ cdef class FitBatch:
         cdef cnp.npy_intp dims[1]
         if self._ran:
             raise RuntimeError("this FitBatch has run already: reset() it first")
-        cdef Py_ssize_t n64 = max(self._layout.n64, 1), n8 = max(self._layout.n8, 1)
+        cdef Py_ssize_t n64 = max(<Py_ssize_t>self._layout.n64, 1)
+        cdef Py_ssize_t n8 = max(<Py_ssize_t>self._layout.n8, 1)
         self._out = None  # (the last run's: its buffers' views go with it unless kept elsewhere)
         if not _reusable(<PyObject*>self._whole_f64, n64):
             dims[0] = n64 + n64 // 4  # (room for a slightly larger batch next time)

@@ -10,7 +10,6 @@ import json
 import math
 import sys
 import tempfile
-import threading
 import time
 from concurrent.futures import Future
 from dataclasses import dataclass, field
@@ -19,6 +18,7 @@ from pathlib import Path
 import numpy as np
 
 import ndvm
+from ndvm._core import Stop
 from ndvm.cosearch import rounds
 from ndvm.cosearch.islands import check_islands, island_workers, search_islands
 from ndvm.cosearch.proposers import Proposer, Replay, check_options, make_proposer
@@ -657,7 +657,7 @@ class _Pipeline:
         else:
             if self.wake is not None:
                 self.wake.set()  # (the last job lends itself to this batch no more)
-            last, staged, self.wake = self.job, Future(), threading.Event()
+            last, staged, self.wake = self.job, Future(), Stop()
             self.job = self.threads.submit(run.advance, self.done, self.fits, staged, self.wake)
             current = self.fits
 

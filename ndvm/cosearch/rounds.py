@@ -125,9 +125,9 @@ class _Rounds:
         calibrations: (the next _Batch or why there is none, its calibrations or None). With
         ``staged`` (a Future given that pair as soon as it exists), this thread is then lent to
         the ``current`` batch's calibrations until none is left to start, and then to the next
-        batch's, one fit at a time, until ``wake`` is set (the caller's thread, done with the
-        current batch, hands this thread its next job): no thread idles while the current
-        batch's last fits end."""
+        batch's until ``wake`` (an ndvm._core.Stop, looked at before each fit) is set (the
+        caller's thread, done with the current batch, hands this thread its next job): no
+        thread idles while the current batch's last fits end."""
         began = time.perf_counter()
         try:
             if done is not None:
@@ -144,8 +144,8 @@ class _Rounds:
         staged.set_result((following, fits))
         if current is not None:
             current.drain()
-        while fits is not None and not wake.is_set() and fits.drain(1):
-            pass
+        if fits is not None and not wake.is_set():
+            fits.drain(stop=wake)  # (looked at before each fit, natively: no GIL taken to look)
         return following, fits
 
     def next(self):

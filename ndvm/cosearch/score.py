@@ -338,10 +338,10 @@ class _Calibration:
         if recorded is None:
             self.fits = scorer.fitting().begin(progs, deadline=deadline, evaluated=bare, **where)
 
-    def drain(self, limit=None):
+    def drain(self, limit=None, stop=None):
         """Lend the calling thread to the calibrations until none is left to start (or ``limit``
-        are run); how many it ran."""
-        return self.fits.drain(limit) if self.fits is not None else 0
+        are run, or ``stop`` is set: Begun.drain); how many it ran."""
+        return self.fits.drain(limit, stop) if self.fits is not None else 0
 
     def finished(self):
         """Whether every calibration has finished (without waiting; True with none begun)."""

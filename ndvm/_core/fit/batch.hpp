@@ -80,14 +80,24 @@ inline void shared_block(const SharedFits* s, Ready ready) {
   s->waiting.fetch_sub(1);
 }
 
-// Run fits of the chunk on this thread's machine, one claim at a time, until none is left or
-// ``limit`` are run: any number of threads may run it at once (the GIL released), each returning
-// once every fit is claimed; a fit claimed by another thread may still be running (shared_wait
-// waits for it). Returns how many fits this call ran.
+// A sign another thread sets to stop a thread's fit_shared before its next claim (its running
+// fit ends first): the thread lent to a batch until then is called back without taking the GIL
+// between fits to look.
+struct StopSign {
+  std::atomic<int> set{0};
+};
+inline void stop_set(StopSign* s) { s->set.store(1); }
+inline bool stop_is_set(const StopSign* s) { return s->set.load() != 0; }
+
+// Run fits of the chunk on this thread's machine, one claim at a time, until none is left,
+// ``limit`` are run or ``stop`` (when given) is set: any number of threads may run it at once
+// (the GIL released), each returning once every fit is claimed; a fit claimed by another thread
+// may still be running (shared_wait waits for it). Returns how many fits this call ran.
 inline size_t fit_shared(FitRequest* rq, size_t n, SharedFits* s, void* machine, int dtype,
-                         ErrorInfo* err, uint8_t* ok, size_t limit) {
+                         ErrorInfo* err, uint8_t* ok, size_t limit,
+                         const StopSign* stop = nullptr) {
   size_t ran = 0;
-  while (ran < limit) {
+  while (ran < limit && !(stop && stop->set.load())) {
     size_t i = s->next.fetch_add(1, std::memory_order_relaxed);
     if (i >= n) break;
     ok[i] = fit_one(&rq[i], machine, dtype, err + i);
