@@ -47,6 +47,14 @@ def test_draws_follow_numpys_stream_in_any_interleaving(seed):
     assert draws.rng.bit_generator.state == numpy_gen.bit_generator.state
 
 
+def test_draws_normal_refuses_a_negative_scale_as_numpy_does():
+    draws = Draws(np.random.default_rng(0))
+    with pytest.raises(ValueError, match="scale"):
+        draws.normal(0.0, -1.0)
+    assert np.isnan(draws.normal(0.0, float("nan"))) == np.isnan(
+        np.random.default_rng(0).normal(0.0, float("nan")))
+
+
 def test_draws_give_python_ints_in_range_and_refuse_empty_ranges():
     draws = Draws(np.random.default_rng(0))
     xs = [draws.integers(3, 7) for _ in range(200)]

@@ -86,7 +86,8 @@ cdef class Draws:
 
     def normal(self, *args):
         """``rng.normal(loc, scale)``: one float (other arguments: the Generator's own)."""
-        if len(args) == 2 and type(args[0]) is float and type(args[1]) is float:
+        if (len(args) == 2 and type(args[0]) is float and type(args[1]) is float
+                and args[1] >= 0.0):  # (numpy's checks for any other scale: its errors)
             return random_normal(self.bg, args[0], args[1])
         return self.rng.normal(*args)
 
