@@ -454,7 +454,11 @@ cdef class FitBatch:
 
     def reset(self):
         """Drop every staged fit and its results (the native buffers are kept for reuse); an
-        open batch's fits not yet claimed never run, its running ones are waited for."""
+        open batch's fits not yet claimed never run, its running ones are waited for. Nothing to
+        do for a batch with nothing staged, never run nor opened (a new one, or reset already:
+        no thread can be in a drain of it)."""
+        if self.size == 0 and not self._ran and not self._open:
+            return
         with nogil:
             if self._open:
                 shared_cancel(self._claims, self.size)
@@ -648,7 +652,6 @@ cdef class FitBatch:
             raise RuntimeError("this FitBatch has run already: reset() it first")
         cdef Py_ssize_t n64 = max(<Py_ssize_t>self._layout.n64, 1)
         cdef Py_ssize_t n8 = max(<Py_ssize_t>self._layout.n8, 1)
-        self._out = None  # (the last run's: its buffers' views go with it unless kept elsewhere)
         if not _reusable(<PyObject*>self._whole_f64, n64):
             dims[0] = n64 + n64 // 4  # (room for a slightly larger batch next time)
             self._whole_f64 = cnp.PyArray_EMPTY(1, dims, cnp.NPY_DOUBLE, 0)
