@@ -400,10 +400,14 @@ class Simplifier {
   const std::string& failure_message() const { return failure_.message; }
 
   // (bounds memory, and keeps the memo within a core's cache: the search's canonical forms cost
-  // 16 us each at these limits against 20 us at 200,000 contents and 250,000 Nodes, the
-  // calibrations between two rounds evicting a larger memo; a reset costs only recomputation)
-  static constexpr size_t kContentLimit = 50000;
-  static constexpr size_t kNodeLimit = 60000;
+  // 16 us each at 50,000 contents and 60,000 Nodes against 20 us at 200,000 and 250,000, the
+  // calibrations between two rounds evicting a larger memo; a reset costs only recomputation.
+  // At these limits (Facts 128 bytes, a Node 64: ~4 MB at most against ~10 MB at 50,000 and
+  // 60,000) a damped island's own time a candidate was lower than at 50,000 in 34 of 48
+  // alternated runs, by 0-8% by the sitting; the same on a 9-input Feynman set:
+  // bench/results/memo_limit_2026-12-07_s32.txt)
+  static constexpr size_t kContentLimit = 20000;
+  static constexpr size_t kNodeLimit = 24000;
 
  private:
   friend struct Rules;
