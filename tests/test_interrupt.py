@@ -95,6 +95,19 @@ def test_holding_installs_the_handlers_once_and_each_body_inside_still_defers(mo
     assert signal.getsignal(signal.SIGINT) is before
 
 
+def test_an_island_search_installs_the_deferral_once_not_once_an_epoch(monkeypatch):
+    # (the coordinator keeps each epoch's records in an uninterrupted() body, inside one
+    # holding() for the whole search: eight epochs here)
+    plain, calls = signal.signal, []
+    monkeypatch.setattr(signal, "signal", lambda *a: calls.append(a) or plain(*a))
+    before = signal.getsignal(signal.SIGINT)
+    res = ndvm.search("damped", seed=0, max_candidates=512, budget=None, workers=1, islands=2,
+                      migration_every=64, progress=False)
+    assert len(res.records) >= 512 and res.stopped == "candidates"
+    assert 1 <= len(calls) <= 4  # (installed and restored once: SIGINT, SIGTERM if handled)
+    assert signal.getsignal(signal.SIGINT) is before
+
+
 def test_holding_passes_a_users_handler_its_signals():
     got = []
 

@@ -10,7 +10,8 @@ import numpy as np
 import pytest
 
 import ndvm
-from ndvm.cosearch.records import ById, Front, RecordBlock, Records, _dump, _good, pareto_front
+from ndvm.cosearch.records import (ById, Front, RecordBlock, Records, _dump, _good, pareto_front,
+                                   stamped_lines)
 
 
 def _record(i, rng):
@@ -107,6 +108,19 @@ def test_a_block_packs_records_lines_front_and_first_good():
     assert plain.text() == block.text()
     assert [json.loads(x) for x in block.text().splitlines()] == [json.loads(_dump(r))
                                                                   for r in stamped]
+
+
+def test_stamped_lines_close_each_line_with_the_tail_as_replace_did():
+    recs = _records(50, seed=2)
+    lines = "".join(_dump(r) + "\n" for r in recs).encode()
+    tail = b', "time": 3.5, "island": 1}\n'
+    assert stamped_lines(lines, tail) == lines.replace(b"}\n", tail)
+    assert stamped_lines(b"", tail) == b""
+    assert stamped_lines(b'{"a": {"b": 1}}\n{}\n', b', "c": 2}\n') == (
+        b'{"a": {"b": 1}, "c": 2}\n{, "c": 2}\n')
+    for bad in (b'{"a": 1}', b'{"a": 1}\n{"b": 2}', b'{"a": 1}\n\n', b'{"a": 1} \n'):
+        with pytest.raises(ValueError, match="does not end with"):
+            stamped_lines(bad, tail)
 
 
 def test_the_front_read_in_chunks_is_the_front_of_all_records():

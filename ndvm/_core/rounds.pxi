@@ -257,3 +257,37 @@ def round_kept(list records not None, stamp, recorded, replayed):
         if rec["status"] == "ok" and _isfinite(<double>rec["heldout_error"]):
             ok.append(rec)
     return ok
+
+
+cdef extern from "<string.h>" nogil:
+    const void* memchr(const void*, int, size_t)
+
+
+def stamped_lines(bytes lines not None, bytes tail not None):
+    """The record file's ``lines`` (JSON objects, one a line, each ending ``}\\n``) with each
+    line's closing ``}\\n`` replaced by ``tail`` (``b', "time": 1.5}\\n'``: the fields a
+    RecordBlock is stamped with, where it arrives): one pass over the bytes (bytes.replace of
+    ``}\\n`` took ~1.7 ns a byte, a record's ``}`` being frequent). A line that does not end so
+    raises ValueError."""
+    cdef const char* p = PyBytes_AS_STRING(lines)
+    cdef Py_ssize_t n = len(lines), m = len(tail), count = 0, at = 0, end, k = 0
+    cdef const char* nl
+    while at < n:  # (the lines, counted and checked)
+        nl = <const char*>memchr(p + at, b"\n", <size_t>(n - at))
+        end = n if nl == NULL else nl - p
+        if nl == NULL or end == at or p[end - 1] != b"}":
+            raise ValueError(f"record line {count + 1} does not end with '}}\\n'")
+        count += 1
+        at = end + 1
+    out = PyBytes_FromStringAndSize(NULL, n + count * (m - 2))
+    cdef char* q = PyBytes_AS_STRING(out)
+    cdef const char* t = PyBytes_AS_STRING(tail)
+    at = 0
+    while at < n:
+        end = <const char*>memchr(p + at, b"\n", <size_t>(n - at)) - p
+        memcpy(q + k, p + at, <size_t>(end - 1 - at))  # (the line without its "}")
+        k += end - 1 - at
+        memcpy(q + k, t, <size_t>m)
+        k += m
+        at = end + 1
+    return out

@@ -46,7 +46,7 @@ import numpy as np
 from ndvm._core._core import Seen
 from ndvm.cosearch import rounds as _rounds
 from ndvm.cosearch.proposers import make_proposer
-from ndvm.cosearch.records import RecordBlock, Records, uninterrupted
+from ndvm.cosearch.records import RecordBlock, Records, holding, uninterrupted
 from ndvm.cosearch.rounds import SearchState, _Rounds, lost_executor
 from ndvm.fit_options import whole_number
 from ndvm.cosearch.score import Scorer, lent_scorer
@@ -385,6 +385,8 @@ def search_islands(task, islands, seed, grammar, batch, every, migrants, max_can
             args[7] = (args[7][0], b"".join(seens[h.tag[0]]), most, None)
         return sched.submit(_epoch, *args, tag=h.tag, where=h.where)
 
+    held = holding()  # (uninterrupted()'s handlers installed once, not once an epoch kept)
+    held.__enter__()
     try:
         launch()
         while running:
@@ -451,6 +453,7 @@ def search_islands(task, islands, seed, grammar, batch, every, migrants, max_can
         stopped = "executor lost"
         warnings.append(lost_executor(e, resumable=resumable))
     finally:
+        held.__exit__(None, None, None)  # (a Ctrl-C while the epochs are abandoned: raised)
         killed = sched.abandon(running)  # (none but after Ctrl-C, SIGTERM or an error)
         _forget(key)  # (where this process ran epochs itself)
         _forget_everywhere(sched, key, killed)

@@ -32,7 +32,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ndvm._core._core import Seen, front_fold
+from ndvm._core._core import Seen, front_fold, stamped_lines
 
 __all__ = ["RECORD_FILE", "SUMMARY_FILE", "ById", "Front", "RecordBlock", "Records",
            "RunExistsError", "pareto_front", "run_schema"]
@@ -414,9 +414,10 @@ class RecordBlock:
             return _lines(self.records())
         if not self.extra:
             return self.lines.decode()
-        # (each line is one JSON object; the stamped fields close it: one pass over the bytes)
+        # (each line is one JSON object; the stamped fields close it: one native pass over the
+        # bytes)
         more = json.dumps(_jsonable(self.extra))[1:-1].encode()
-        return self.lines.replace(b"}\n", b", " + more + b"}\n").decode()
+        return stamped_lines(self.lines, b", " + more + b"}\n").decode()
 
 
 class _Spilled:
