@@ -10,8 +10,7 @@ import numpy as np
 import pytest
 
 import ndvm
-from ndvm.cosearch.records import (ById, Front, RecordBlock, Records, _dump, _good, pareto_front,
-                                   stamped_lines)
+from ndvm.cosearch.records import ById, Front, RecordBlock, Records, _dump, _good, pareto_front
 
 
 def _record(i, rng):
@@ -111,6 +110,7 @@ def test_a_block_packs_records_lines_front_and_first_good():
 
 
 def test_stamped_lines_close_each_line_with_the_tail_as_replace_did():
+    stamped_lines = ndvm._core._core.stamped_lines  # (RecordBlock.text's, native)
     recs = _records(50, seed=2)
     lines = "".join(_dump(r) + "\n" for r in recs).encode()
     tail = b', "time": 3.5, "island": 1}\n'
