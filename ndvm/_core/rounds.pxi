@@ -267,7 +267,7 @@ def stamped_lines(bytes lines not None, bytes tail not None):
     """The record file's ``lines`` (JSON objects, one a line, each ending ``}\\n``) with each
     line's closing ``}\\n`` replaced by ``tail`` (``b', "time": 1.5}\\n'``: the fields a
     RecordBlock is stamped with, where it arrives): one pass over the bytes (bytes.replace of
-    ``}\\n`` took ~1.7 ns a byte, a record's ``}`` being frequent). A line that does not end so
+    ``}\\n`` took ~1.7 ns a byte, however few the ``}`` were). A line that does not end so
     raises ValueError."""
     cdef const char* p = PyBytes_AS_STRING(lines)
     cdef Py_ssize_t n = len(lines), m = len(tail), count = 0, at = 0, end, k = 0
