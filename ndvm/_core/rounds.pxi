@@ -259,10 +259,6 @@ def round_kept(list records not None, stamp, recorded, replayed):
     return ok
 
 
-cdef extern from "<string.h>" nogil:
-    const void* memchr(const void*, int, size_t)
-
-
 def stamped_lines(bytes lines not None, bytes tail not None):
     """The record file's ``lines`` (JSON objects, one a line, each ending ``}\\n``) with each
     line's closing ``}\\n`` replaced by ``tail`` (``b', "time": 1.5}\\n'``: the fields a
