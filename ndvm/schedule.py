@@ -637,10 +637,16 @@ def _stalled(pool):
 def _unstick(pool):
     """Make a pool with a dead worker fail its pending work: its other workers killed and this
     process's end of the result pipe closed, so that the manager's read ends and the pool marks
-    itself broken (BrokenProcessPool on every pending future: the work is submitted again)."""
-    for p in list((getattr(pool, "_processes", None) or {}).values()):
+    itself broken (BrokenProcessPool on every pending future: the work is submitted again).
+    The killed workers are reaped here too: the manager thread that would join them can die
+    first (Python 3.11's concurrent.futures sets BrokenProcessPool on a future already
+    cancelled: InvalidStateError), leaving each a zombie whose pid still answers."""
+    procs = list((getattr(pool, "_processes", None) or {}).values())
+    for p in procs:
         if p.exitcode is None:
             p.kill()
+    for p in procs:
+        p.join(5)  # (killed: at once; one another thread reaped first returns too)
     writer = getattr(getattr(pool, "_result_queue", None), "_writer", None)
     if writer is not None:
         try:
