@@ -12,7 +12,10 @@ calibrations, nothing is shared under one GIL) or as tasks on any ``concurrent.f
 construction. The epochs go through ``ndvm.schedule.Scheduler``: a worker that dies loses only
 the epochs it was running, which the scheduler submits again from the states they started from
 (on a renewed pool when it is ours), and an epoch's records are written once, when its result
-arrives.
+arrives. On a Dask cluster a busy worker is also sent the next ready island's epoch, queued behind
+the one it runs (``Scheduler.ahead``), while the time budget has room for it: the worker starts it
+as soon as its epoch ends instead of idling through a round trip to the coordinator and back; an
+epoch still queued when the search ends is cancelled.
 
 An island travels light: the coordinating process keeps each island as the bytes its last epoch
 packed (it never unpacks one), and the task, with its data, stays in the processes that run the
@@ -223,6 +226,7 @@ class _Outcome:
     warnings: list
     seen: bytes = None  # the digests its Seen gained in the epoch (when it stays: ``held``)
     next_id: int = 0  # the id of its next record
+    seconds: float = 0.0  # how long its rounds ran, by the clock of the process that ran them
 
 
 def _epoch(key, state, n, migrants, k, seconds, lines, held=None, task=None, recorded=None):
@@ -253,7 +257,9 @@ def _epoch(key, state, n, migrants, k, seconds, lines, held=None, task=None, rec
                 return NEED_SEEN
         island.state.seen.mark()
     island.rounds.recorded = recorded or {}
+    began = time.perf_counter()
     island, records = run_epoch(island, n, migrants, seconds)
+    ran = time.perf_counter() - began
     if recorded:
         records = [r for r in records if r["id"] not in recorded]
         island.rounds.recorded = {}  # (not packed with the island)
@@ -266,7 +272,7 @@ def _epoch(key, state, n, migrants, k, seconds, lines, held=None, task=None, rec
     return _Outcome(_pack(island, key, task, held is not None),
                     RecordBlock(records, task, lines), island.best(k), island.n_proposed,
                     island.stopped, list(island.state.warnings), added,
-                    island.rounds.next_id)
+                    island.rounds.next_id, ran)
 
 
 def search_islands(task, islands, seed, grammar, batch, every, migrants, max_candidates, budget_s,
@@ -315,6 +321,7 @@ def search_islands(task, islands, seed, grammar, batch, every, migrants, max_can
     kept_at = [{} for _ in range(islands)]
     home = [None if sched.slots is None else i % sched.slots for i in range(islands)]
     most = islands  # (the Seens a process keeps: all of them here, else _most's)
+    longest = None  # (the longest an epoch's rounds have run, as its process timed them)
 
     def quota(i):
         n = every if share is None else min(every, share[i] - proposed[i])
@@ -346,15 +353,23 @@ def search_islands(task, islands, seed, grammar, batch, every, migrants, max_can
         # (the islands fewest epochs along go first, in order: under a time budget each
         # advances in turn, none left waiting while others run epoch after epoch)
         if sched.slots is not None:  # (an island's epoch goes to its home process when that
-            # is idle, else to an idle one, which becomes its home; else it waits. Of the
-            # islands as far along, those whose home is idle go first)
+            # is idle, else to an idle one, which becomes its home; else, on a Dask cluster
+            # (sched.ahead), it queues behind the epoch a slot runs, at its home when it can:
+            # that worker starts it as soon as its epoch ends, without a round trip to this
+            # process between them; else it waits. Of the islands as far along, those whose
+            # home is idle go first)
             live = sched.live()  # (on a Dask cluster, a worker that joined adds slots)
             most = _most(islands, [sched.place(k) for k in live])
-            idle = sorted(set(live) - {h.where for h in running})
-            ready = sorted(ready, key=lambda i: (epochs[i], home[i] not in idle))[:len(idle)]
+            load = Counter(h.where for h in running)
+            idle = [k for k in live if not load[k]]
+            most_each = 1 + _ahead(sched.ahead, seconds_left(), longest)
+            ready = sorted(ready, key=lambda i: (epochs[i], home[i] not in idle))[
+                :sum(max(0, most_each - load[k]) for k in live)]
             for i in ready:
-                home[i] = home[i] if home[i] in idle else idle[0]
-                idle.remove(home[i])
+                free = ([k for k in live if not load[k]]
+                        or [k for k in live if load[k] < most_each])
+                home[i] = home[i] if home[i] in free else free[0]
+                load[home[i]] += 1
         else:  # (no slots: no more epochs than run at once, so that none waits in the
             # executor's queue with the budget's time left when it was sent)
             room = max(0, sched.capacity() - len(running))
@@ -430,6 +445,7 @@ def search_islands(task, islands, seed, grammar, batch, every, migrants, max_can
                 proposed[i], stops[i], island_warnings[i] = (out.n_proposed, out.stopped,
                                                              out.warnings)
                 next_ids[i] = out.next_id
+                longest = max(longest or 0.0, out.seconds)
                 epochs[i] = e + 1
                 sent[(i, e)] = out.best
                 for j, d in [k for k in sent if k[1] < epochs[(k[0] + 1) % islands] - 1]:
@@ -446,6 +462,10 @@ def search_islands(task, islands, seed, grammar, batch, every, migrants, max_can
                 stopped = "budget" if over else "success"
                 for i in range(islands):
                     finished[i] = True  # (no new epoch: those running end and are kept)
+                # (an epoch queued behind another never starts: it would run the budget's time
+                # left when it was sent; one that has started ends and is kept)
+                sched.cancel(_queued(running))
+                running[:] = [h for h in running if not h.cancelled()]
             launch()
     except KeyboardInterrupt:
         stopped = "interrupted"
@@ -472,6 +492,32 @@ def search_islands(task, islands, seed, grammar, batch, every, migrants, max_can
             f"time")
     records.sort_by_id()
     return records, stopped, warnings + [w for ws in island_warnings for w in ws]
+
+
+def _ahead(ahead, left, longest):
+    """How many epochs a busy slot is sent beyond the one it runs: the scheduler's ``ahead``
+    without a time budget; with one (``left`` seconds of it), only while an epoch queued now
+    would both start and end within it, ``longest`` (the longest an epoch has run, None
+    before any came back) twice over: else an epoch queued behind another would start with
+    the time that was left when it was sent and run past the budget."""
+    if left is None:
+        return ahead
+    return ahead if longest is not None and left >= 2.0 * longest else 0
+
+
+def _queued(running):
+    """The handles of ``running`` (in the order they were sent) sent to a slot behind another
+    still there: not started, unless the one before has ended and its result is on its way (a
+    Dask cluster's future does not say which: one cancelled there after it started is run to
+    its end by its worker, its records never read)."""
+    first, out = set(), []
+    for h in running:
+        if h.where is None:
+            continue
+        if h.where in first:
+            out.append(h)
+        first.add(h.where)
+    return out
 
 
 def _replays(recorded, islands):
