@@ -846,6 +846,37 @@ def _dask_run(w, run, n, reference, config=None):
     return got, busy, idle
 
 
+def _dask_twin(run, n, config, barrier):
+    """One of two one-worker LocalClusters searching at once (each in a process of its own, with
+    its own scheduler, both started together by ``barrier``): when its search began and ended
+    (time.time(): one clock for the processes of a machine)."""
+    import dask
+    from distributed import Client, LocalCluster
+
+    with (dask.config.set(config or {}),
+          LocalCluster(n_workers=1, threads_per_worker=1, processes=True,
+                       dashboard_address=None) as cluster, Client(cluster) as client):
+        ex = client.get_executor()
+        ndvm.search("damped", executor=ex, **dict(run, max_candidates=64 * run["islands"]))
+        barrier.wait()
+        began = time.time()
+        ndvm.search("damped", executor=ex, **run)
+        return began, time.time()
+
+
+def _dask_twins(run, n, config):
+    """This machine's own limit for a search on Dask: the candidates/s of the same search on two
+    one-worker LocalClusters at once, each with its own scheduler in its own process (both
+    searches' candidates over the time from the first's start to the last's end, as the twins
+    on worker processes of ours are measured)."""
+    spawn = multiprocessing.get_context("spawn")
+    with spawn.Manager() as m, ProcessPoolExecutor(2, mp_context=spawn) as pool:
+        barrier = m.Barrier(2)
+        spans = [f.result() for f in [pool.submit(_dask_twin, run, n, config, barrier)
+                                      for _ in range(2)]]
+    return 2 * n / (max(b for _, b in spans) - min(a for a, _ in spans))
+
+
 def dask_islands(run, n, rounds, reference):
     """The island search ``run`` on a Dask LocalCluster of 1 against one of 2 worker processes
     (one thread each), alternated, each cluster alone on the machine while it runs (an idle
@@ -853,8 +884,10 @@ def dask_islands(run, n, rounds, reference):
     core to spare): candidates/s, the same records as on our own pool, and the cores Dask's
     processes keep busy with no work (its scheduler, nannies and workers' own threads: on 2
     cores, CPU the islands do not get). Each pair twice: with Dask's default configuration, and
-    with its own monitoring turned down (``ndvm.schedule.DASK_QUIET``), alternated."""
-    rates, busy, idle = {}, {}, {}
+    with its own monitoring turned down (``ndvm.schedule.DASK_QUIET``), alternated. And this
+    machine's own limit on Dask (``_dask_twins``): two one-worker clusters searching at once,
+    each with its scheduler, as the two-worker cluster's one, taking its share of the cores."""
+    rates, busy, idle, twins = {}, {}, {}, {}
     for _ in range(rounds):
         for label, config in (("defaults", None), ("quiet", schedule.DASK_QUIET)):
             for w in (1, 2):
@@ -862,6 +895,8 @@ def dask_islands(run, n, rounds, reference):
                 rates.setdefault((label, w), []).append(got)
                 busy.setdefault((label, w), []).append(b)
                 idle.setdefault((label, w), []).append(i)
+            twins.setdefault(label, []).append(_dask_twins(run, n, config)
+                                               / rates[label, 1][-1])
     for label, what in (("defaults", "Dask's default configuration"),
                         ("quiet", "Dask's own monitoring turned down (DASK_QUIET)")):
         one, two = rates[label, 1], rates[label, 2]
@@ -875,6 +910,11 @@ def dask_islands(run, n, rounds, reference):
               f"{np.median(busy[label, 1]):.2f} while searching, {np.median(idle[label, 1]):.3f} "
               f"idle; with 2 workers {np.median(busy[label, 2]):.2f} while searching, "
               f"{np.median(idle[label, 2]):.3f} idle")
+        print(f"  this machine's own limit on Dask: the same search on two one-worker clusters "
+              f"at once (each its own scheduler), median {np.median(twins[label]):.2f}x the "
+              f"candidates/s of one alone ({' '.join(f'{q:.2f}' for q in twins[label])}); the "
+              f"two-worker cluster reaches {np.median(ratio) / np.median(twins[label]):.0%} of "
+              f"it")
 
 
 def island_travel(epochs, every=256, at=(10, 50, 100, 200, 400)):
