@@ -105,6 +105,8 @@ def test_a_block_packs_records_lines_front_and_first_good():
     assert plain.front == [] and plain.good is None
     plain.stamp(time=1.25, island=3)
     assert plain.text() == block.text()
+    # (the record file is written the bytes, neither decoded nor encoded again)
+    assert block.encoded() == plain.encoded() == block.text().encode()
     assert [json.loads(x) for x in block.text().splitlines()] == [json.loads(_dump(r))
                                                                   for r in stamped]
 

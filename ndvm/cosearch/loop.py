@@ -739,8 +739,11 @@ def _search_islands(task, islands, seed, grammar, batch, every, migrants, max_ca
     t0 = time.perf_counter()
 
     def write(block):
-        sink.write(block.text())  # (its lines, made in the process that ran the epoch)
+        # (its lines as bytes, made in the process that ran the epoch: written to the text
+        # file's byte stream, after whatever its text layer holds)
         sink.flush()
+        sink.buffer.write(block.encoded())
+        sink.buffer.flush()
 
     # (kept as the epochs' blocks arrive: the records are not unpacked; a resumed run's start
     # from the earlier sessions')

@@ -408,16 +408,21 @@ class RecordBlock:
                 r.update(self.extra)
         return out
 
-    def text(self):
-        """The block's lines for the record file (with the stamped fields), as str."""
+    def encoded(self):
+        """The block's lines for the record file (with the stamped fields), as the file's UTF-8
+        bytes (those made where the epoch ran, neither decoded nor encoded again here)."""
         if self.lines is None:
-            return _lines(self.records())
+            return _lines(self.records()).encode()
         if not self.extra:
-            return self.lines.decode()
+            return self.lines
         # (each line is one JSON object; the stamped fields close it: one native pass over the
         # bytes)
         more = json.dumps(_jsonable(self.extra))[1:-1].encode()
-        return stamped_lines(self.lines, b", " + more + b"}\n").decode()
+        return stamped_lines(self.lines, b", " + more + b"}\n")
+
+    def text(self):
+        """The block's lines for the record file (with the stamped fields), as str."""
+        return self.encoded().decode()
 
 
 class _Spilled:
