@@ -24,7 +24,7 @@ import srbench  # noqa: E402
 
 import ndvm  # noqa: E402
 from ndvm.cosearch import grammar as gp  # noqa: E402
-from ndvm.cosearch import loop, proposers, rounds, score  # noqa: E402
+from ndvm.cosearch import proposers, result, rounds, score  # noqa: E402
 from ndvm.cosearch.sexpr import canonical, size, skeleton, to_source  # noqa: E402
 
 
@@ -42,7 +42,7 @@ def _lowest_heldout(task, front, ev=None):
 
 ABLATIONS = {
     "full": {},
-    "no-selection": {"patch": [(loop, "select", _lowest_heldout)]},
+    "no-selection": {"patch": [(result, "select", _lowest_heldout)]},
     "no-simplify": {"patch": [(proposers, "_canonical_uncached",
                                lambda simp, t, p: _unsimplified(t, p))]},
     "no-pole-probe": {"patch": [(score.Scorer, "off_domain", lambda self, prog, p, v=None: None)]},

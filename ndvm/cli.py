@@ -460,7 +460,7 @@ def cmd_search(args):
     """
     import ndvm
     from ndvm.cosearch import report
-    from ndvm.cosearch.loop import check_run
+    from ndvm.cosearch.resume import check_run
     from ndvm.cosearch.tasks import get_task
 
     if args.list:

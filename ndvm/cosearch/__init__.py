@@ -7,7 +7,8 @@
 """
 from ndvm.cosearch._calibrate import CalibrationError, calibrate, minimize_value
 from ndvm.cosearch.grammar import Grammar
-from ndvm.cosearch.loop import ResumeMismatch, SearchResult, pareto_front, run_schema, search
+from ndvm.cosearch.loop import ResumeMismatch, pareto_front, run_schema, search
+from ndvm.cosearch.result import SearchResult
 from ndvm.cosearch.export import to_latex, to_sympy
 from ndvm.cosearch.select import select
 from ndvm.cosearch.simplify import canonicalize

@@ -1,18 +1,17 @@
-"""The co-search loop (``ndvm.search``): rounds of propose -> validate -> calibrate -> score, the
-Pareto front, the model selection, the run folder.
+"""The co-search loop (``ndvm.search``): rounds of propose -> validate -> calibrate -> score,
+pipelined over threads for one population, or islands for several; then the model selection.
 
 One population runs here, its rounds pipelined over threads (``rounds.py`` holds a round's
 steps, ``records.py`` the records and the run folder); ``islands > 1`` runs several populations
-in worker processes or on an executor (``islands.py``). A resumed run replays its record file.
+in worker processes or on an executor (``islands.py``). A resumed run replays its record file
+(``resume.py`` checks the folder and reads it back); ``result.py`` holds what a search returns
+and the model selection that concludes it.
 """
 import inspect
-import json
 import math
 import sys
-import tempfile
 import time
 from concurrent.futures import Future
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -23,16 +22,15 @@ from ndvm.cosearch import rounds
 from ndvm.cosearch.islands import check_islands, island_workers, search_islands
 from ndvm.cosearch.proposers import Proposer, Replay, check_options, make_proposer
 from ndvm.cosearch.records import (RECORD_FILE, SUMMARY_FILE, ById, Records, RunExistsError,
-                                   _existing, _good, _iter_records, _jsonable, _lines, _load,
-                                   _open_run, holding, pareto_front, run_schema,
-                                   uninterrupted)
+                                   _good, _lines, _open_run, _spill_folder, holding,
+                                   pareto_front, run_schema, uninterrupted)
+from ndvm.cosearch.result import SearchResult, conclude
+from ndvm.cosearch.resume import (_earlier_session, _replayed_only, _same_settings,
+                                  check_run)
 from ndvm.cosearch.rounds import (ResumeMismatch, SearchState, _Batch, _fittest, _Rounds,
                                    lost_executor, show_warning)
 from ndvm.cosearch.score import Scorer
-from ndvm.cosearch.select import front_stderr, select
-from ndvm.cosearch.sexpr import to_tree
-from ndvm.cosearch.task import predict
-from ndvm.cosearch.tasks import Task, get_task
+from ndvm.cosearch.tasks import get_task
 from ndvm.fit_options import whole_number
 from ndvm.parallel import collect_young, executor_round, gc_paused
 from ndvm.schedule import ExecutorLost, Scheduler, check_workers, default_workers
@@ -41,152 +39,6 @@ __all__ = ["search", "SearchResult", "pareto_front", "RunExistsError", "ResumeMi
            "RECORD_FILE", "SUMMARY_FILE", "run_schema"]
 
 BATCH = 16  # candidates per round on local threads (on an executor: ndvm.parallel.executor_round)
-
-
-@dataclass
-class SearchResult:
-    """The outcome of ``ndvm.search``.
-
-    records: one dict per candidate, in the order proposed (``Records``: a read-only sequence,
-        kept compressed, whose records are made as they are read; change a copy;
-        ``list(result.records)`` is a plain list, ``pandas.DataFrame(result.records)`` a
-        table): ``id``,
-        ``proposer``, ``proposed`` (the program as the proposer wrote it), ``model`` (the
-        program calibrated: ``proposed`` simplified, None when it never got that far),
-        ``params`` (the fitted parameters of ``model``, name -> float: evaluate ``model`` with
-        them to reproduce every number),
-        ``status`` ("ok", "invalid", "failed", "duplicate"),
-        ``train_error`` and ``heldout_error`` (mean squared error; the NLL for likelihood tasks),
-        ``r2`` (held-out R^2, None for likelihood tasks), ``size`` (atoms), ``skeleton``,
-        ``error`` (why it is invalid or failed) and ``time`` (seconds since the search began).
-        A refit of an earlier record (``refits``) has proposer "refit" and ``refit_of`` its id.
-    front: the ok records not dominated in (held-out error, size), by increasing size; for
-        least-squares tasks copies of them, each with ``stderr``, its parameters' standard
-        errors on the points its calibration used (``select.front_stderr``).
-    best: the selected model (None when none was calibrated): for least-squares tasks the
-        smallest front member within one standard error of the lowest cross-validated error
-        (or within the search's optimism, when wider: ``select.search_optimism``), refitted on
-        all the data (``ndvm.cosearch.select``): ``model`` and ``params`` (that
-        refit), errors recomputed for that pair, ``mse_all``/``r2_all``, ``front_member`` (the
-        front record it came from, its held-out scores) and ``selection`` (why); for likelihood
-        tasks the front member of lowest NLL.
-    first_good: the first record that is a good fit (held-out R^2 above ``task.threshold``;
-        any finite NLL for likelihood tasks), or None.
-    elapsed: seconds; proposer: its name; seed; stopped: why the search ended ("budget",
-        "candidates", "exhausted", "success", "proposer failed", "interrupted", "executor
-        lost": the executor stopped running the work, a Dask cluster whose scheduler was
-        lost; the warnings say so).
-    warnings: what the run met, in order: the proposer's (why an llm request failed), an
-        island search's (a worker that died, islands a time budget left unrun, epochs given up),
-        a note that one population's proposing thread held its workers back.
-    settings: what, beside the task and the proposer, makes the run's candidates (seed, batch,
-        refits, islands, migration_every, migrants, fit_options, proposer_options): a resumed
-        run must give the same (``resume``).
-    summary(): the JSON-ready digest written to ``summary.json``.
-    """
-
-    task: Task
-    records: Records
-    front: list
-    best: dict
-    first_good: dict
-    elapsed: float
-    proposer: str
-    seed: int
-    stopped: str
-    warnings: list = field(default_factory=list)
-    selection: list = field(default_factory=list)
-    settings: dict = field(default_factory=dict)
-
-    def __post_init__(self):
-        if not isinstance(self.records, Records):
-            self.records = Records(self.records)
-
-    @property
-    def lowest_error(self):
-        """The front member with the lowest held-out error (the front's last)."""
-        return self.front[-1] if self.front else None
-
-    def _record(self, which):
-        """The best record (``which`` None), the front's ``which``-th, or the record given;
-        ValueError without one."""
-        if which is None:
-            rec = self.best
-        elif whole_number(which):
-            if not -len(self.front) <= which < len(self.front):
-                raise IndexError(f"which is an index into the front (0 to {len(self.front) - 1}: "
-                                 f"smallest first), not a record id; got {which}")
-            rec = self.front[which]
-        elif isinstance(which, dict) and "model" in which:
-            rec = which
-        else:
-            raise TypeError(f"which is None (the best), an index into the front or a record, "
-                            f"got {which!r}")
-        if rec is None:
-            raise ValueError("the search found no model")
-        return rec
-
-    def tree(self, which=None):
-        """The program tree of the best (or a front member: an index, or a record)."""
-        rec = self._record(which)
-        return to_tree(rec["model"])
-
-    def predict(self, data, which=None):
-        """The best model's (or a front member's) prediction at ``data`` (name -> [N])."""
-        rec = self._record(which)
-        prog = ndvm.parse(rec["model"])
-        data = {k: np.asarray(v, dtype=np.float64).reshape(-1) for k, v in data.items()}
-        missing = [n for n in prog.free_names if n not in data and n not in rec["params"]
-                   and n not in self.task.consts]
-        if missing:
-            raise ValueError(f"predict needs the input(s) {', '.join(missing)}")
-        return np.array(predict(ndvm.Evaluator(), prog, rec["params"], data, self.task.consts))
-
-    def sympy(self, which=None, digits=None):
-        """The best model (or a front member) as a SymPy expression, parameters substituted.
-        ``which``: None (the selected model), an index into ``front`` (0: its smallest) or a
-        record."""
-        from ndvm.cosearch.export import to_sympy
-        return to_sympy(self.tree(which), self._record(which)["params"], digits=digits)
-
-    def latex(self, which=None, digits=6):
-        """The best model (or a front member) as LaTeX."""
-        from ndvm.cosearch.export import to_latex
-        return to_latex(self.tree(which), self._record(which)["params"], digits=digits)
-
-    @property
-    def n_calibrated(self):
-        """Candidates that were calibrated and scored."""
-        return self.records.counts().get("ok", 0)
-
-    def summary(self):
-        """A JSON-ready summary of the run."""
-        def slim(r):
-            return None if r is None else {k: r[k] for k in _SUMMARY_FIELDS if k in r}
-        n, counts = len(self.records), self.records.counts()
-        return {
-            "task": self.task.name, "proposer": self.proposer, "seed": self.seed,
-            "objective": self.task.objective, "threshold_r2": self.task.threshold,
-            "points": int(np.size(self.task.target)) if self.task.inputs else 0,
-            "heldout_rows": [int(i) for i in np.sort(self.task.heldout)],
-            "fit_rows": ([int(i) for i in np.sort(self.task.fit_rows)]
-                         if self.task.objective == "mse" and self.task.inputs else []),
-            "elapsed_seconds": round(self.elapsed, 3), "stopped": self.stopped,
-            "candidates": n, "calibrated": self.n_calibrated,
-            "invalid": counts.get("invalid", 0), "failed": counts.get("failed", 0),
-            "candidates_per_second": round(n / self.elapsed, 2) if self.elapsed > 0 else None,
-            "first_good": slim(self.first_good), "best": slim(self.best),
-            "selection": (self.best or {}).get("selection", {}).get("explanation"),
-            "front": [slim(r) for r in self.front], "front_scores": self.selection,
-            "warnings": list(self.warnings), "settings": _jsonable(self.settings),
-            **self.task.extra_summary(self),
-        }
-
-
-# a record's fields in summary.json (its best, first_good and front)
-_SUMMARY_FIELDS = ("id", "proposer", "island", "proposed", "model", "params", "train_error",
-                   "heldout_error", "r2", "size", "time", "refit_of", "mse_all", "r2_all",
-                   "stderr", "front_member", "selection")
 
 
 class _Progress:
@@ -243,102 +95,6 @@ def parse_budget(budget):
     if not math.isfinite(seconds) or seconds <= 0:
         raise ValueError(f"budget must be a positive time like 60s or 2m; got {budget!r}")
     return seconds
-
-
-_SAMPLE = 1000  # the records whose islands tell how many a run folder's search had
-
-
-def check_run(task, proposer=None, out=None, resume=False, force=False, islands=1):
-    """Raise ValueError (RunExistsError) for what ``search`` would refuse, before any work."""
-    applicable = tuple(getattr(task, "proposers", ()) or ("mutate", "replay", "llm"))
-    if isinstance(proposer, str) and proposer not in applicable:
-        raise ValueError(f"the {proposer} proposer does not apply to task {task.name}; "
-                         f"use {' or '.join(applicable)}")
-    if resume and force:
-        raise ValueError("resume continues the run in the out directory and force replaces it: "
-                         "give one of them (--resume or --force)")
-    if out is not None:
-        _existing(Path(out), resume, force)
-        if resume:
-            _same_task(Path(out), task)
-            _same_islands(Path(out), islands)
-    elif resume:
-        raise ValueError("resume needs the out directory of the earlier run")
-    return applicable
-
-
-def _same_islands(out, islands, most=_SAMPLE):
-    """ResumeMismatch when the run in ``out`` is not a search of as many ``islands``, as its
-    summary.json says, else as its first ``most`` records tell (``_earlier_session`` checks
-    every record as it reads them)."""
-    if not whole_number(islands) or islands < 1:
-        return  # (check_islands says why)
-    was = _summary_islands(out)
-    if was is not None and was != islands:
-        raise ResumeMismatch(_other_islands(out, None, islands))
-    try:
-        with open(out / RECORD_FILE, "rb") as f:
-            first = [json.loads(line) for _, line in zip(range(most), f)]
-    except (OSError, ValueError):
-        first = []  # (a line cut short: the records are checked as they are read)
-    if not all(isinstance(r, dict) and whole_number(r.get("id")) for r in first):
-        return  # (not records of ours: said as they are read)
-    seen = [(r["id"], r.get("island")) for r in first]
-    for i, island in seen:
-        if _not_of(islands, i, island):
-            raise ResumeMismatch(_other_islands(out, island, islands, seen))
-
-
-def _not_of(islands, rid, island):
-    """Whether record ``rid`` of island ``island`` (None: one population's) is not one a
-    search of ``islands`` makes (its ids are island + k islands)."""
-    return (island is not None) if islands == 1 else island != rid % islands
-
-
-# settings that choose among a run's records and do not make them (a resume may change them)
-_CHOOSING = ("simple_constants",)
-
-
-def _same_settings(out, settings):
-    """ResumeMismatch when the run in ``out`` (its summary.json, when written: a run killed
-    outright has none, and its replay finds the first candidate that differs) was searched
-    with other ``settings`` (SearchResult.settings): a resumed run must make the same
-    candidates. Another seed made the same first fifty (the grammar's small models), so a
-    short resume of a run of another seed was taken for it."""
-    was = _earlier_summary(out).get("settings")
-    if not isinstance(was, dict):  # (no summary, or an older ndvm's)
-        return
-    now = json.loads(json.dumps(_jsonable(settings)))  # (as summary.json holds them)
-    differ = [k for k in now if k in was and was[k] != now[k] and k not in _CHOOSING]
-    if differ:
-        raise ResumeMismatch(
-            f"cannot resume: the run in {out} was searched with "
-            f"{', '.join(f'{k}={was[k]!r}' for k in differ)}, and this session has "
-            f"{', '.join(f'{k}={now[k]!r}' for k in differ)} (a resumed run makes the same "
-            f"candidates as the earlier sessions: give the same settings, or a new --out "
-            f"folder)")
-
-
-def _earlier_summary(out):
-    """The summary.json of the run in ``out`` as a dict, or {} (none written: a run killed
-    before it; or not a summary of ours): what a resume checks before any work."""
-    try:
-        s = json.loads((Path(out) / SUMMARY_FILE).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return {}
-    return s if isinstance(s, dict) else {}
-
-
-def _same_task(out, task):
-    """ValueError when the run in ``out`` (its summary.json, when written) searched another
-    task than ``task``: its records would only be found to score otherwise, one by one."""
-    was = _earlier_summary(out).get("task")  # (a run killed before its summary has none: its
-    if was is not None and was != task.name:  # records are checked as they are replayed)
-        from ndvm.cosearch.tasks import TASKS
-        give = (f"--task {was}" if was in TASKS else
-                f"the data it searched: a --csv file named {was}.csv, or a Task named {was!r}")
-        raise ValueError(f"cannot resume: the run in {out} is a search of task {was!r}, not "
-                         f"{task.name!r} (give {give}, or a new --out folder)")
 
 
 def search(task="damped", proposer=None, budget=None, max_candidates=None, out=None,
@@ -780,139 +536,6 @@ def _search_islands(task, islands, seed, grammar, batch, every, migrants, max_ca
     return conclude(task, records, front, good[0] if good else None,
                     ndvm.Evaluator(client=client), elapsed, f"mutate x {islands} islands", seed,
                     stopped, warnings, out, settings)
-
-
-def _earlier_session(out, existed, resume, islands, warn):
-    """(the records of the run in ``out``, packed, and the time of its last) when ``resume``
-    (else none, and 0): what a resumed run replays (``existed``: its record file was there
-    before this session opened it). A folder holding no run is warned of (``warn(message)``).
-    Raises ResumeMismatch for a run searched with another number of ``islands`` (1: one
-    population), whose records would only be found to differ one by one, and ValueError for a
-    record file that holds a record twice (each candidate is recorded once: an edited file)
-    or none beside a summary of candidates (records removed: nothing to continue)."""
-    loaded, t_offset = Records(spill=_spill_folder(out)), 0.0
-    if not resume:
-        return loaded, t_offset
-    if not existed:  # (a mistyped folder: said, not silent)
-        warn(f"resume: {out} holds no run to continue (no {RECORD_FILE}); a new run was started "
-             f"there")
-        return loaded, t_offset
-    seen = []  # (id, island) of the first records, to tell how many islands the run had
-    for r in _iter_records(Path(out) / RECORD_FILE, repair=True):  # (packed as they are read)
-        r = _load(r)
-        island = r.get("island")
-        if len(seen) < _SAMPLE:
-            seen.append((r.get("id"), island))
-        if _not_of(islands, r["id"], island):
-            raise ResumeMismatch(_other_islands(out, island, islands, seen + [(r["id"], island)]))
-        t_offset = max(t_offset, r.get("time") or 0.0)
-        loaded.extend((r,))
-    ids = np.sort(loaded.ids())
-    twice = ids[1:][ids[1:] == ids[:-1]]
-    if twice.size:
-        raise ValueError(f"cannot resume: {out}/{RECORD_FILE} holds the record of candidate "
-                         f"{int(twice[0])} twice ({twice.size} record(s) in all are a second "
-                         f"copy): a run records each candidate once (was the file edited, or "
-                         f"written by two searches at once?)")
-    if not len(loaded):
-        had = _earlier_summary(out).get("candidates")
-        if isinstance(had, int) and had > 0:
-            raise ValueError(f"cannot resume: {out}/{RECORD_FILE} is empty, and its "
-                             f"{SUMMARY_FILE} is of {had} candidates (its records removed?): "
-                             f"there is nothing to continue; replace it with --force "
-                             f"(force=True), or choose a new --out folder")
-    return loaded, t_offset
-
-
-def _as_islands(n):
-    return "a search of one population" if n == 1 else f"an island search of {n} islands"
-
-
-def _summary_islands(out):
-    """The number of islands of the run in ``out`` as its summary.json says (its settings, or
-    its proposer: "mutate x N islands"; 1 for any other), or None without one."""
-    s = _earlier_summary(out)
-    settings = s.get("settings")
-    n = settings.get("islands") if isinstance(settings, dict) else None
-    if isinstance(n, int) and n >= 1:
-        return n
-    proposer = s.get("proposer")
-    if not isinstance(proposer, str):
-        return None
-    try:
-        return int(proposer.split(" x ")[1].split()[0]) if " x " in proposer else 1
-    except (IndexError, ValueError):
-        return None
-
-
-def _records_islands(seen):
-    """How many islands the search of records ``seen`` ((id, island) pairs) had: (n, exact),
-    n the least number of islands whose ids they fit (id % n = island), exact when records of
-    every one of its islands are among them; None for one population's, or records that fit
-    none up to 1024."""
-    isl = [(i, k) for i, k in seen if isinstance(i, int) and isinstance(k, int) and k >= 0]
-    if not isl or len(isl) < len(seen):
-        return None
-    least = max(k for _, k in isl) + 1
-    for n in range(max(2, least), 1025):
-        if all(i % n == k for i, k in isl):
-            return n, len({k for _, k in isl}) == n
-    return None
-
-
-def _other_islands(out, island, islands, seen=()):
-    """Why a run in ``out`` of which a record was of island ``island`` (None: one population)
-    cannot be resumed with ``islands``: what it was, as its summary.json says or else as its
-    records ``seen`` ((id, island) pairs) tell, and what to give."""
-    was, exact = _summary_islands(out), True
-    if was is None:
-        if island is None:
-            was = 1
-        else:
-            known = _records_islands(seen)
-            was, exact = known if known is not None else (None, False)
-    if was is None or was == islands:  # (a summary of another run than its records?)
-        what, give = "an island search of another number of islands", "the --islands it had"
-    elif not exact:
-        what, give = f"an island search of at least {was} islands", "the --islands it had"
-    else:
-        what = _as_islands(was)
-        give = f"--islands {was} (islands={was})" if was > 1 else "no --islands (islands=1)"
-    return (f"cannot resume: the run in {out} is {what}, not {_as_islands(islands)} (give "
-            f"{give}, or a new --out folder)")
-
-
-def _replayed_only(n_loaded, n_new, stopped, budget_s):
-    """The warning of a resumed session whose time budget ended before it made a candidate of
-    its own (it replays the earlier sessions' first), else None."""
-    if n_loaded and not n_new and stopped == "budget" and budget_s is not None:
-        return (f"this session made no new candidate: its time budget ({budget_s:g} s) ended "
-                f"while it replayed the earlier sessions' {n_loaded} candidates (checked, not "
-                f"calibrated again); give a longer budget to go on")
-    return None
-
-
-def _spill_folder(out):
-    """Where a search's records past SPILL_BYTES go (records.Records): its run folder, else the
-    system's folder for temporary files."""
-    return str(out) if out is not None else tempfile.gettempdir()
-
-
-def conclude(task, records, front, first_good, ev, elapsed, proposer, seed, stopped, warnings,
-             out, settings=None):
-    """The SearchResult of a search's ``records`` (a Records; the front's model selected on
-    ``ev``), its summary.json written into ``out`` (when given)."""
-    structures = records.structures()  # (from the digests its blocks keep: none unpacked)
-    best, scores = select(task, front, ev, structures=structures,
-                          simple=(settings or {}).get("simple_constants", True))
-    front = front_stderr(task, front, ev)
-    result = SearchResult(task=task, records=records, front=front, best=best,
-                          first_good=first_good, elapsed=elapsed, proposer=proposer, seed=seed,
-                          stopped=stopped, warnings=list(warnings), selection=scores,
-                          settings=dict(settings or {}))
-    if out is not None:
-        (Path(out) / SUMMARY_FILE).write_text(json.dumps(_jsonable(result.summary()), indent=2))
-    return result
 
 
 def _leader(front):

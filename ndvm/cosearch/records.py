@@ -665,3 +665,9 @@ class ById(Mapping):
 
     def __iter__(self):
         return iter(self._ids.tolist())
+
+
+def _spill_folder(out):
+    """Where a search's records past SPILL_BYTES go (records.Records): its run folder, else the
+    system's folder for temporary files."""
+    return str(out) if out is not None else tempfile.gettempdir()
