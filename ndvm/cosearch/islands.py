@@ -535,8 +535,11 @@ def _replays(recorded, islands):
 
 def _replay(recorded, replays, first, most, islands):
     """{id: record} of an island's earlier records that an epoch of at most ``most`` records
-    from id ``first`` may meet (ids first + k islands, k < most)."""
+    from id ``first`` may meet (ids first + k islands, k < most); None when it has none from
+    ``first`` on."""
     ids, where = replays
+    if not len(ids) or ids[-1] < first:  # (none, or none left: a new run, or one replayed
+        return None  # past its earlier sessions: no search of the ids, an epoch)
     lo, hi = np.searchsorted(ids, [first, first + most * islands])
     return {int(ids[k]): recorded[int(where[k])] for k in range(lo, hi)}
 
