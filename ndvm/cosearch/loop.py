@@ -263,7 +263,7 @@ def search(task="damped", proposer=None, budget=None, max_candidates=None, out=N
             new = [r for r in b.records if r["id"] not in recorded]
             n_new += len(new)
             if sink and new:
-                sink.write(_lines(new))
+                sink.write(_lines(new).encode())
                 sink.flush()
 
     def emit(b):
@@ -495,11 +495,8 @@ def _search_islands(task, islands, seed, grammar, batch, every, migrants, max_ca
     t0 = time.perf_counter()
 
     def write(block):
-        # (its lines as bytes, made in the process that ran the epoch: written to the text
-        # file's byte stream, after whatever its text layer holds)
-        sink.flush()
-        sink.buffer.write(block.encoded())
-        sink.buffer.flush()
+        sink.write(block.encoded())  # (its lines' bytes, made in the process that ran the
+        sink.flush()  # epoch: neither decoded nor encoded again here)
 
     # (kept as the epochs' blocks arrive: the records are not unpacked; a resumed run's start
     # from the earlier sessions')

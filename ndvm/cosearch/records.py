@@ -110,7 +110,8 @@ def _open_run(out, resume, force):
     resume/force: a new run empties it and removes the summary. RunExistsError when another
     search holds the folder (two writing one record file would record candidates twice), and
     when resuming a folder whose summary is left without its records (nothing to continue; a
-    new run would replace the summary). Returns (the file, whether it existed before)."""
+    new run would replace the summary). Returns (the file, opened for bytes: lines are written
+    as the UTF-8 bytes they are made as; whether it existed before)."""
     out = Path(out)
     record_path = out / RECORD_FILE
     held = _existing(out, resume, force)
@@ -121,7 +122,7 @@ def _open_run(out, resume, force):
             f"removed?): there is nothing to continue; replace it with --force (force=True), "
             f"or choose a new --out folder")
     out.mkdir(parents=True, exist_ok=True)
-    sink = open(record_path, "a", encoding="utf-8")  # noqa: SIM115 - the caller closes it
+    sink = open(record_path, "ab")  # noqa: SIM115 - the caller closes it
     try:
         if not _lock(sink):
             raise RunExistsError(
