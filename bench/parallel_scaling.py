@@ -824,11 +824,12 @@ def islands_scaling(n, islands, rounds, dask):
         dask_islands(run, n, rounds, reference)
 
 
-def _dask_run(w, run, n, reference, config=None):
-    """One island search on a LocalCluster of ``w`` worker processes that runs alone (made for
-    it, warmed, closed after; Dask's configuration ``config`` set while it runs, which its
-    worker processes inherit): (candidates/s, the cores the cluster's worker processes and this
-    process kept busy during the search, the cores they keep busy idle, before it)."""
+@contextlib.contextmanager
+def _warm_cluster(w, run, config=None):
+    """Yields the executor of a LocalCluster of ``w`` worker processes (one thread each) made
+    for one measurement and warmed with a short run of the island search ``run`` (Dask's
+    configuration ``config`` set while it runs, which its worker processes inherit); closed
+    after."""
     import dask
     from distributed import Client, LocalCluster
 
@@ -837,6 +838,14 @@ def _dask_run(w, run, n, reference, config=None):
                        dashboard_address=None) as cluster, Client(cluster) as client):
         ex = client.get_executor()
         ndvm.search("damped", executor=ex, **dict(run, max_candidates=64 * run["islands"]))
+        yield ex
+
+
+def _dask_run(w, run, n, reference, config=None):
+    """One island search on a LocalCluster of ``w`` worker processes that runs alone
+    (``_warm_cluster``): (candidates/s, the cores the cluster's worker processes and this
+    process kept busy during the search, the cores they keep busy idle, before it)."""
+    with _warm_cluster(w, run, config) as ex:
         pids = [os.getpid(), *_descendants(os.getpid())]
         _, idle = _cores(pids, lambda: time.sleep(2.0))
         ((got, *_), res), busy = _cores(pids, lambda: measure_result(
@@ -850,14 +859,7 @@ def _dask_twin(run, n, config, barrier):
     """One of two one-worker LocalClusters searching at once (each in a process of its own, with
     its own scheduler, both started together by ``barrier``): when its search began and ended
     (time.time(): one clock for the processes of a machine)."""
-    import dask
-    from distributed import Client, LocalCluster
-
-    with (dask.config.set(config or {}),
-          LocalCluster(n_workers=1, threads_per_worker=1, processes=True,
-                       dashboard_address=None) as cluster, Client(cluster) as client):
-        ex = client.get_executor()
-        ndvm.search("damped", executor=ex, **dict(run, max_candidates=64 * run["islands"]))
+    with _warm_cluster(1, run, config) as ex:
         barrier.wait()
         began = time.time()
         ndvm.search("damped", executor=ex, **run)

@@ -263,7 +263,7 @@ def search(task="damped", proposer=None, budget=None, max_candidates=None, out=N
             new = [r for r in b.records if r["id"] not in recorded]
             n_new += len(new)
             if sink and new:
-                sink.write(_lines(new).encode())
+                sink.write(_lines(new))
                 sink.flush()
 
     def emit(b):

@@ -311,8 +311,9 @@ def _dump(record):
 
 
 def _lines(records):
-    """The record file's lines for ``records`` (one JSON object each, newline-ended)."""
-    return "".join(_dump(r) + "\n" for r in records)
+    """The record file's lines for ``records`` (one JSON object each, newline-ended), as the
+    file's UTF-8 bytes."""
+    return "".join(_dump(r) + "\n" for r in records).encode()
 
 
 def _load(record):
@@ -376,7 +377,7 @@ class RecordBlock:
 
     def __init__(self, records, task=None, lines=False):
         self.data = zlib.compress(pickle.dumps(records, pickle.HIGHEST_PROTOCOL), 1)
-        self.lines = _lines(records).encode() if lines else None
+        self.lines = _lines(records) if lines else None
         self.ids = array("q", (r["id"] for r in records))
         self.counts = dict(Counter(r["status"] for r in records))
         self.structures = _structures(records)
@@ -413,7 +414,7 @@ class RecordBlock:
         """The block's lines for the record file (with the stamped fields), as the file's UTF-8
         bytes (those made where the epoch ran, neither decoded nor encoded again here)."""
         if self.lines is None:
-            return _lines(self.records()).encode()
+            return _lines(self.records())
         if not self.extra:
             return self.lines
         # (each line is one JSON object; the stamped fields close it: one native pass over the
